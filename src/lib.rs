@@ -1,0 +1,8 @@
+//! tacho: how fast a Linux server really is, and what is slowing it down.
+//!
+//! Data flows from `kernel` (readers of /proc and /sys) and `io` (the I/O engine) through `bench`
+//! (suites, runs, verdicts) to `report` (terminal table, JSON). `safety` decides what tacho may
+//! write to; `cmd` wires a parsed command line to all of it.
+
+pub mod kernel;
+pub mod safety;
