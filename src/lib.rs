@@ -6,3 +6,5 @@
 
 pub mod kernel;
 pub mod safety;
+pub mod io;
+pub mod units;

@@ -1,0 +1,8 @@
+//! The storage benchmark: suites, plans, targets, the run loop, results and verdicts.
+
+pub mod plan;
+pub mod result;
+pub mod run;
+pub mod suite;
+pub mod target;
+pub mod verdict;

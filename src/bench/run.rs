@@ -1,0 +1,124 @@
+//! Runs a plan's tests one after another against a prepared target, recording each test's
+//! device counters around it.
+
+use super::plan::Plan;
+use super::result::TestResult;
+use super::target::Target;
+use crate::io::{self, Control, EngineError};
+use crate::kernel::diskstats::{self, DiskCounters, DiskDelta};
+use crate::kernel::SysRoot;
+use anyhow::{Context, Result};
+use std::time::Duration;
+
+/// Shows what is running; the terminal gets a progress bar, everything else nothing.
+pub trait Progress: Sync {
+    /// A phase of known length starts (`total` in bytes for lay-out, or the test's duration).
+    fn start(&self, label: &str, total: Work);
+    /// Called about four times a second with the control's counters.
+    fn tick(&self, ctl: &Control);
+    fn finish(&self);
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Work {
+    Bytes(u64),
+    Time(Duration),
+}
+
+/// Tests that finished, in plan order, and whether a signal stopped the run early.
+pub struct Outcome {
+    pub tests: Vec<TestResult>,
+    pub interrupted: bool,
+}
+
+pub fn run(
+    root: &SysRoot,
+    plan: &Plan,
+    target: &Target,
+    stats_devnos: &[(u32, u32)],
+    ctl: &Control,
+    progress: &dyn Progress,
+) -> Result<Outcome> {
+    let mut tests = Vec::new();
+    if let Some(file) = &target.test_file {
+        let writer = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file.path)
+            .context("cannot open the test file to lay it out")?;
+        progress.start("laying out the test file", Work::Bytes(plan.region_bytes));
+        let done = watch(ctl, progress, || io::fill(&writer, plan.region_bytes, ctl));
+        progress.finish();
+        if !done.map_err(|e| engine_error(e, target))? {
+            return Ok(Outcome {
+                tests,
+                interrupted: true,
+            });
+        }
+    }
+    for test in &plan.tests {
+        if ctl.stopped() {
+            break;
+        }
+        let open = || target.open();
+        if !target.direct {
+            io::drop_cached_pages(&open().context("cannot open the target")?);
+        }
+        let before = device_counters(root, stats_devnos);
+        progress.start(&test.name, Work::Time(test.spec.ramp + test.spec.runtime));
+        let measured = watch(ctl, progress, || io::run_job(&test.spec, &open, ctl));
+        progress.finish();
+        let measured = measured.map_err(|e| engine_error(e, target))?;
+        if ctl.stopped() {
+            // Cut short by a signal: its figures cover less than the asked-for time.
+            break;
+        }
+        let device = match (before, device_counters(root, stats_devnos)) {
+            (Some(b), Some(a)) => diskstats::deltas(&b, &a),
+            _ => Vec::<DiskDelta>::new(),
+        };
+        tests.push(TestResult::new(test.name.clone(), &test.spec, &measured, device));
+    }
+    let interrupted = tests.len() < plan.tests.len();
+    Ok(Outcome { tests, interrupted })
+}
+
+/// Runs `work` while a second thread feeds the progress display.
+fn watch<T: Send>(ctl: &Control, progress: &dyn Progress, work: impl FnOnce() -> T + Send) -> T {
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let ticker = s.spawn(|| {
+            while !finished.load(std::sync::atomic::Ordering::Relaxed) {
+                progress.tick(ctl);
+                std::thread::park_timeout(Duration::from_millis(250));
+            }
+        });
+        let result = work();
+        finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Wake the ticker so the test's end is not delayed by its sleep.
+        ticker.thread().unpark();
+        result
+    })
+}
+
+fn device_counters(root: &SysRoot, devnos: &[(u32, u32)]) -> Option<Vec<DiskCounters>> {
+    let all = diskstats::read_diskstats(root).ok()?;
+    Some(
+        all.into_iter()
+            .filter(|c| devnos.contains(&(c.major, c.minor)))
+            .collect(),
+    )
+}
+
+fn engine_error(e: EngineError, target: &Target) -> anyhow::Error {
+    if e.raw_os_error() == Some(libc::EINVAL) && target.direct {
+        anyhow::anyhow!(
+            "{e}: {} refused direct I/O at this size or offset; add --buffered, or use a block \
+             size the device accepts",
+            target.path.display()
+        )
+    } else if e.raw_os_error() == Some(libc::ENOSPC) {
+        anyhow::anyhow!("{e}: the filesystem is full; use a smaller --size")
+    } else {
+        anyhow::anyhow!("{e} (target {})", target.path.display())
+    }
+}

@@ -1,0 +1,437 @@
+//! What the benchmark runs against, and whether it may write there.
+//!
+//! [`inspect`] only reads (metadata, /proc, /sys, the device's first blocks), so every refusal
+//! happens before anything is created. [`Target::prepare`] then makes the test file, if any.
+
+use super::result::{TargetInfo, Warning};
+use crate::kernel::blockdev::{self, BlockDevice};
+use crate::kernel::{SysRoot, mounts};
+use crate::safety::{self, DeviceState};
+use crate::units::format_size;
+use anyhow::{Context, Result, bail};
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Test file size when the target is a directory and `--size` is not given.
+pub const DEFAULT_FILE_SIZE: u64 = 1 << 30;
+/// A test file never leaves its filesystem with less than this share free.
+const MIN_FREE_FRACTION: f64 = 0.05;
+const TEST_FILE_PREFIX: &str = ".tacho-bench.";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Directory,
+    File,
+    BlockDevice,
+}
+
+/// The result of looking at a target without touching it.
+#[derive(Debug)]
+pub struct Inspected {
+    pub kind: Kind,
+    pub path: PathBuf,
+    pub info: TargetInfo,
+    /// The device under the target, when it has one (tmpfs and btrfs have none in sysfs).
+    pub device: Option<BlockDevice>,
+    /// Devices whose /proc/diskstats counters the tests record.
+    pub stats_devnos: Vec<(u32, u32)>,
+    /// Bytes available: the file or device size, or what a test file may take.
+    pub capacity: u64,
+    pub notes: Vec<Warning>,
+}
+
+pub fn inspect(root: &SysRoot, path: &Path, size: Option<u64>) -> Result<Inspected> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => anyhow::anyhow!(
+            "target {} does not exist; give an existing directory, file or block device",
+            path.display()
+        ),
+        ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "no permission to look at {}; run as a user who can read it",
+            path.display()
+        ),
+        _ => anyhow::anyhow!("cannot read target {}: {e}", path.display()),
+    })?;
+    let kind = if meta.is_dir() {
+        Kind::Directory
+    } else if meta.is_file() {
+        Kind::File
+    } else if meta.file_type().is_block_device() {
+        Kind::BlockDevice
+    } else {
+        bail!(
+            "target {} is neither a directory, a regular file nor a block device; give one of those",
+            path.display()
+        );
+    };
+    let device = blockdev::from_path(root, path).ok();
+    let mount = match kind {
+        Kind::BlockDevice => None,
+        _ => std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| mounts::mount_of_path(root, &p).ok()),
+    };
+    let mut notes = Vec::new();
+    let capacity = match kind {
+        Kind::Directory => free_space_for_test(path, size.unwrap_or(DEFAULT_FILE_SIZE))?,
+        Kind::File => meta.len(),
+        Kind::BlockDevice => device
+            .as_ref()
+            .map(|d| d.size_bytes)
+            .context("cannot find the block device in /sys; is sysfs mounted?")?,
+    };
+    if capacity == 0 {
+        bail!("target {} is empty; give a file or device with data, or a directory", path.display());
+    }
+    let stats = match &device {
+        Some(d) => blockdev::devices_for_stats(root, d).unwrap_or_else(|_| vec![d.clone()]),
+        None => {
+            notes.push(Warning {
+                code: "no-device",
+                message: format!(
+                    "{} has no single block device in /sys (tmpfs, btrfs, network or overlay \
+                     filesystem), so device counters are not recorded",
+                    path.display()
+                ),
+            });
+            Vec::new()
+        }
+    };
+    let leaf = stats.iter().find(|d| d.rotational.is_some() || d.model.is_some());
+    let info = TargetInfo {
+        path: path.display().to_string(),
+        kind: match kind {
+            Kind::Directory => "directory",
+            Kind::File => "file",
+            Kind::BlockDevice => "block_device",
+        },
+        region_bytes: 0,
+        filesystem: mount.as_ref().map(|m| m.fs_type.clone()),
+        mount_point: mount.as_ref().map(|m| m.mount_point.display().to_string()),
+        mount_options: mount.as_ref().map(|m| m.options.clone()),
+        devices: stats.iter().map(|d| d.display_name.clone()).collect(),
+        device_model: leaf.and_then(|d| d.model.clone()),
+        rotational: leaf.and_then(|d| d.rotational),
+        scheduler: leaf.and_then(|d| d.scheduler.clone()),
+        logical_block_size: device.as_ref().map_or(512, |d| d.logical_block_size as u32),
+    };
+    Ok(Inspected {
+        kind,
+        path: path.to_path_buf(),
+        info,
+        stats_devnos: stats.iter().map(|d| (d.major, d.minor)).collect(),
+        device,
+        capacity,
+        notes,
+    })
+}
+
+/// Checks that a test file of `size` bytes fits and leaves 5% of the filesystem free.
+fn free_space_for_test(dir: &Path, size: u64) -> Result<u64> {
+    let (avail, total) = statvfs(dir)?;
+    let reserve = (total as f64 * MIN_FREE_FRACTION) as u64;
+    if avail.saturating_sub(size) < reserve {
+        bail!(
+            "not enough free space in {} for a {} test file: {} free of {}, and tacho leaves at \
+             least 5% free; use a smaller --size or another directory",
+            dir.display(),
+            format_size(size),
+            human(avail),
+            human(total)
+        );
+    }
+    Ok(size)
+}
+
+fn human(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn statvfs(dir: &Path) -> Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .context("target path contains a NUL byte")?;
+    // SAFETY: c is a valid C string; statvfs fills the zeroed struct we own.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot read free space of {}", dir.display()));
+        }
+        st
+    };
+    let frsize = st.f_frsize;
+    Ok((st.f_bavail * frsize, st.f_blocks * frsize))
+}
+
+/// Refuses writes tacho has no consent for: into an existing file, or onto a block device that
+/// is in use or holds data.
+pub fn check_write_allowed(root: &SysRoot, t: &Inspected, destroy_data: bool) -> Result<()> {
+    match t.kind {
+        Kind::Directory => Ok(()),
+        Kind::File if destroy_data => Ok(()),
+        Kind::File => bail!(
+            "refusing to write into the existing file {}: its data would be overwritten; pass \
+             --destroy-data to allow it, or give a directory for a temporary test file",
+            t.path.display()
+        ),
+        Kind::BlockDevice => {
+            let dev = t
+                .device
+                .as_ref()
+                .context("cannot find the block device in /sys; is sysfs mounted?")?;
+            let state = device_state(root, &t.path, dev)?;
+            match safety::write_refusal(&state, destroy_data) {
+                Some(refusal) => Err(refusal.into()),
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+fn device_state(root: &SysRoot, path: &Path, dev: &BlockDevice) -> Result<DeviceState> {
+    let mut family = vec![dev.clone()];
+    family.extend(blockdev::partitions(root, dev).unwrap_or_default());
+    let mounted = mounts::mounted_devnos(root).context("cannot read the mount table")?;
+    let mounts = mounted
+        .into_iter()
+        .filter_map(|(major, minor, mount_point)| {
+            family
+                .iter()
+                .find(|d| d.major == major && d.minor == minor)
+                .map(|d| safety::Mount {
+                    source: d.name.clone(),
+                    mount_point,
+                })
+        })
+        .collect();
+    let swaps = mounts::active_swaps(root)
+        .context("cannot read /proc/swaps")?
+        .into_iter()
+        .filter(|swap| {
+            blockdev::from_path(root, Path::new(swap))
+                .is_ok_and(|s| family.iter().any(|d| d.major == s.major && d.minor == s.minor))
+        })
+        .collect();
+    let holders = blockdev::holders(root, dev).unwrap_or_default();
+    let reader = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let signatures = safety::detect(&reader, dev.size_bytes)
+        .with_context(|| format!("cannot read the first blocks of {}", path.display()))?;
+    Ok(DeviceState {
+        device: path.to_path_buf(),
+        mounts,
+        swaps,
+        holders,
+        signatures,
+    })
+}
+
+/// A prepared target: the path every worker opens, and the test file removed on drop.
+pub struct Target {
+    pub path: PathBuf,
+    pub writes: bool,
+    pub direct: bool,
+    /// Created by tacho: removed on drop, and laid out before the first test.
+    pub test_file: Option<TestFile>,
+    /// For block devices: an exclusive open held through the run, so nothing can mount the
+    /// device while tacho writes to it (and tacho cannot start while something holds it).
+    _claim: Option<File>,
+}
+
+impl Target {
+    /// Creates the test file (directories) or claims the device, and checks O_DIRECT works.
+    pub fn prepare(t: &Inspected, region: u64, writes: bool, direct: bool) -> Result<(Target, Vec<Warning>)> {
+        let mut notes = Vec::new();
+        let (path, test_file, claim) = match t.kind {
+            Kind::Directory => {
+                notes.extend(remove_stale_files(&t.path));
+                let file = TestFile::create(&t.path, region)?;
+                (file.path.clone(), Some(file), None)
+            }
+            Kind::File => (t.path.clone(), None, None),
+            Kind::BlockDevice if writes => {
+                let claim = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(libc::O_EXCL)
+                    .open(&t.path)
+                    .map_err(|e| open_error(&t.path, e))?;
+                (t.path.clone(), None, Some(claim))
+            }
+            Kind::BlockDevice => (t.path.clone(), None, None),
+        };
+        let target = Target {
+            path,
+            writes,
+            direct,
+            test_file,
+            _claim: claim,
+        };
+        target.open().map_err(|e| {
+            if e.raw_os_error() == Some(libc::EINVAL) && direct {
+                anyhow::anyhow!(
+                    "{} does not support direct I/O (O_DIRECT); add --buffered (results then \
+                     include the page cache)",
+                    t.path.display()
+                )
+            } else {
+                open_error(&t.path, e)
+            }
+        })?;
+        Ok((target, notes))
+    }
+
+    /// Opens the target as a worker does: read-only unless the run writes, O_DIRECT by default.
+    pub fn open(&self) -> std::io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(self.writes)
+            .custom_flags(if self.direct { libc::O_DIRECT } else { 0 })
+            .open(&self.path)
+    }
+}
+
+fn open_error(path: &Path, e: std::io::Error) -> anyhow::Error {
+    match e.raw_os_error() {
+        Some(libc::EROFS) => anyhow::anyhow!(
+            "{} is on a read-only filesystem or device; choose a writable target",
+            path.display()
+        ),
+        Some(libc::EACCES | libc::EPERM) => anyhow::anyhow!(
+            "no permission to open {} for the test; run as a user who may (root for block devices)",
+            path.display()
+        ),
+        Some(libc::EBUSY) => anyhow::anyhow!(
+            "{} is in use (mounted or claimed by another program); stop that use first",
+            path.display()
+        ),
+        _ => anyhow::anyhow!("cannot open {}: {e}", path.display()),
+    }
+}
+
+/// A test file tacho created; removed when dropped (success, error, or signal).
+pub struct TestFile {
+    pub path: PathBuf,
+}
+
+impl TestFile {
+    fn create(dir: &Path, size: u64) -> Result<TestFile> {
+        let name = format!(
+            "{TEST_FILE_PREFIX}{}.{:08x}.tmp",
+            std::process::id(),
+            fastrand::u32(..)
+        );
+        let path = dir.join(name);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EROFS) => anyhow::anyhow!(
+                    "{} is on a read-only filesystem; choose a writable directory",
+                    dir.display()
+                ),
+                Some(libc::EACCES | libc::EPERM) => anyhow::anyhow!(
+                    "no permission to create a test file in {}; choose a directory you can \
+                     write to",
+                    dir.display()
+                ),
+                _ => anyhow::anyhow!("cannot create a test file in {}: {e}", dir.display()),
+            })?;
+        let guard = TestFile { path };
+        // Reserve the space up front so a full disk fails now, not halfway through a test.
+        // SAFETY: fallocate on a descriptor we own.
+        let rc = unsafe {
+            use std::os::fd::AsRawFd;
+            libc::fallocate(file.as_raw_fd(), 0, 0, size as libc::off_t)
+        };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            // Filesystems without fallocate (some network ones) get the space as it is written.
+            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                bail!("cannot reserve {} in {}: {e}", format_size(size), dir.display());
+            }
+        }
+        file.set_len(size)
+            .with_context(|| format!("cannot size the test file in {}", dir.display()))?;
+        Ok(guard)
+    }
+}
+
+impl Drop for TestFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Removes test files left by tacho runs that were killed (their pid is gone).
+fn remove_stale_files(dir: &Path) -> Vec<Warning> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(stale_pid) else {
+            continue;
+        };
+        if pid_alive(pid) {
+            continue;
+        }
+        if std::fs::remove_file(entry.path()).is_ok() {
+            notes.push(Warning {
+                code: "removed-stale-file",
+                message: format!(
+                    "removed {}, left behind by a tacho run (pid {pid}) that was killed",
+                    entry.path().display()
+                ),
+            });
+        }
+    }
+    notes
+}
+
+/// The pid in a test file name `.tacho-bench.<pid>.<hex>.tmp`, if it is one.
+fn stale_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(TEST_FILE_PREFIX)?.strip_suffix(".tmp")?;
+    let (pid, nonce) = rest.split_once('.')?;
+    (nonce.len() == 8 && nonce.chars().all(|c| c.is_ascii_hexdigit())).then_some(())?;
+    pid.parse().ok()
+}
+
+fn pid_alive(pid: u32) -> bool {
+    // A pid reused by another program does not keep a stale file alive.
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "tacho")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_names() {
+        assert_eq!(stale_pid(".tacho-bench.1234.0badf00d.tmp"), Some(1234));
+        assert_eq!(stale_pid(".tacho-bench.1234.tmp"), None);
+        assert_eq!(stale_pid(".tacho-bench.x.0badf00d.tmp"), None);
+        assert_eq!(stale_pid("data.tmp"), None);
+        assert_eq!(stale_pid(".tacho-bench.1.0badf00z.tmp"), None);
+    }
+
+    #[test]
+    fn stale_files_of_dead_runs_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // pid 0x7fffffff cannot exist (above pid_max's ceiling of 2^22).
+        let dead = dir.path().join(".tacho-bench.2147483647.0000abcd.tmp");
+        let foreign = dir.path().join("mine.tmp");
+        std::fs::write(&dead, b"x").unwrap();
+        std::fs::write(&foreign, b"x").unwrap();
+        let notes = remove_stale_files(dir.path());
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].code, "removed-stale-file");
+        assert!(!dead.exists());
+        assert!(foreign.exists());
+    }
+}

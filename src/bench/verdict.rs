@@ -1,0 +1,122 @@
+//! The first line of every benchmark: the answer, in words, before the table.
+
+use super::result::{BenchReport, TestResult};
+use crate::units::{format_bandwidth, format_count, format_latency_ns, format_size};
+
+/// How storage behaves, judged by the median latency of one 4 KiB random read at a time —
+/// the figure that separates device classes most clearly (NVMe ≈ 10–100 µs, SATA SSD ≈ 100–300
+/// µs, network and busy virtual disks ≈ 0.3–2 ms, spinning disks ≥ 2 ms of seek).
+pub fn device_class(q1_read_p50_ns: u64) -> &'static str {
+    match q1_read_p50_ns {
+        0..=120_000 => "NVMe-class latency",
+        120_001..=400_000 => "SSD-class latency",
+        400_001..=2_000_000 => "network-storage-class latency",
+        _ => "spinning-disk-class latency",
+    }
+}
+
+pub fn verdict(report: &BenchReport) -> String {
+    let where_ = target_words(report);
+    if report.tests.is_empty() {
+        return format!("{where_}: interrupted before any test finished");
+    }
+    let body = match report.suite {
+        Some(_) => suite_summary(&report.tests),
+        None => report
+            .tests
+            .iter()
+            .map(custom_summary)
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    let mut line = format!("{where_}: {body}");
+    if report.interrupted {
+        line.push_str(" (interrupted: partial results)");
+    }
+    let warnings = report.warnings.len() + report.tests.iter().map(|t| t.warnings.len()).sum::<usize>();
+    if warnings > 0 {
+        line.push_str(&format!(
+            " — {warnings} warning{} below",
+            if warnings == 1 { "" } else { "s" }
+        ));
+    }
+    line
+}
+
+fn target_words(report: &BenchReport) -> String {
+    let t = &report.target;
+    let device = t.devices.first().cloned().unwrap_or_else(|| "unknown device".into());
+    match (&t.filesystem, &t.mount_point) {
+        (Some(fs), Some(mp)) => format!("{device} ({fs} on {mp})"),
+        _ => device,
+    }
+}
+
+fn suite_summary(tests: &[TestResult]) -> String {
+    let find = |name: &str| tests.iter().find(|t| t.name == name);
+    let mut parts = Vec::new();
+    if let Some(q1) = find("RND4K Q1T1 read").and_then(|t| t.read) {
+        parts.push(format!(
+            "{} ({} per 4k read at QD1)",
+            device_class(q1.lat_ns.p50),
+            format_latency_ns(q1.lat_ns.p50 as f64)
+        ));
+    }
+    let iops = |name, label| {
+        find(name).map(|t| format!("{} {label}", format_count(t.total_iops())))
+    };
+    let bw = |name, label| find(name).map(|t| format!("{} {label}", format_bandwidth(t.total_bw())));
+    parts.extend(iops("RND4K Q32T1 read", "IOPS random read"));
+    parts.extend(iops("RND4K Q32T1 write", "random write at QD32"));
+    parts.extend(bw("SEQ1M Q8T1 read", "sequential read"));
+    parts.extend(bw("SEQ1M Q8T1 write", "write"));
+    if let Some(sync) = tests.iter().find_map(|t| t.sync) {
+        parts.push(format!(
+            "fdatasync p99 {}",
+            format_latency_ns(sync.lat_ns.p99 as f64)
+        ));
+    }
+    if parts.is_empty() {
+        return tests.iter().map(custom_summary).collect::<Vec<_>>().join("; ");
+    }
+    parts.join(", ")
+}
+
+fn custom_summary(t: &TestResult) -> String {
+    let mut s = format!("{} {} QD{}", t.rw, format_size(t.bs_bytes), t.iodepth);
+    if t.numjobs > 1 {
+        s.push_str(&format!("×{}", t.numjobs));
+    }
+    let p99 = [t.read, t.write]
+        .iter()
+        .flatten()
+        .map(|d| d.lat_ns.p99)
+        .max()
+        .unwrap_or(0);
+    s.push_str(&format!(
+        ": {} IOPS, {}, p99 {}",
+        format_count(t.total_iops()),
+        format_bandwidth(t.total_bw()),
+        format_latency_ns(p99 as f64)
+    ));
+    if let Some(sync) = t.sync {
+        s.push_str(&format!(
+            ", flush p99 {}",
+            format_latency_ns(sync.lat_ns.p99 as f64)
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_by_latency() {
+        assert_eq!(device_class(60_000), "NVMe-class latency");
+        assert_eq!(device_class(200_000), "SSD-class latency");
+        assert_eq!(device_class(900_000), "network-storage-class latency");
+        assert_eq!(device_class(8_000_000), "spinning-disk-class latency");
+    }
+}

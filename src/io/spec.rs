@@ -1,0 +1,140 @@
+//! What one I/O test does, in fio's terms. Built by the command layer after validation, so the
+//! engine can assume every field is consistent (iodepth ≥ 1, bs ≥ 1, region ≥ bs).
+
+use serde::Serialize;
+use std::fmt;
+use std::time::Duration;
+
+/// Access pattern, spelled as fio's `--rw`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    Read,
+    Write,
+    #[value(name = "randread")]
+    RandRead,
+    #[value(name = "randwrite")]
+    RandWrite,
+    /// Sequential mixed reads and writes (`--rwmixread` sets the share of reads).
+    #[value(name = "rw", alias = "readwrite")]
+    ReadWrite,
+    /// Random mixed reads and writes.
+    #[value(name = "randrw")]
+    RandRw,
+}
+
+impl Rw {
+    pub fn is_random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+    }
+
+    pub fn reads(self) -> bool {
+        !matches!(self, Rw::Write | Rw::RandWrite)
+    }
+
+    pub fn writes(self) -> bool {
+        !matches!(self, Rw::Read | Rw::RandRead)
+    }
+
+    pub fn is_mixed(self) -> bool {
+        matches!(self, Rw::ReadWrite | Rw::RandRw)
+    }
+
+    /// Percentage of I/Os that are reads.
+    pub fn read_pct(self, rwmixread: u8) -> u8 {
+        match self {
+            Rw::Read | Rw::RandRead => 100,
+            Rw::Write | Rw::RandWrite => 0,
+            Rw::ReadWrite | Rw::RandRw => rwmixread,
+        }
+    }
+
+    pub fn fio_name(self) -> &'static str {
+        match self {
+            Rw::Read => "read",
+            Rw::Write => "write",
+            Rw::RandRead => "randread",
+            Rw::RandWrite => "randwrite",
+            Rw::ReadWrite => "rw",
+            Rw::RandRw => "randrw",
+        }
+    }
+}
+
+impl fmt::Display for Rw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.fio_name())
+    }
+}
+
+/// How I/O is issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    /// Asynchronous, `iodepth` I/Os in flight per job through one ring.
+    #[value(name = "io_uring")]
+    IoUring,
+    /// pread/pwrite; a queue depth of N is N threads per job, each with one I/O in flight.
+    Psync,
+    /// read/write at the file position plus fsync/fdatasync: one I/O at a time, like etcd's WAL.
+    Sync,
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineKind::IoUring => "io_uring",
+            EngineKind::Psync => "psync",
+            EngineKind::Sync => "sync",
+        })
+    }
+}
+
+/// Which flush follows every N writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncKind {
+    Fsync,
+    Fdatasync,
+}
+
+impl fmt::Display for SyncKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SyncKind::Fsync => "fsync",
+            SyncKind::Fdatasync => "fdatasync",
+        })
+    }
+}
+
+/// A flush after every `every` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SyncEvery {
+    pub kind: SyncKind,
+    pub every: u32,
+}
+
+/// One test, ready to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec {
+    pub rw: Rw,
+    pub bs: u64,
+    pub iodepth: u32,
+    pub numjobs: u32,
+    /// Bytes of the file or device the test touches, starting at offset 0; a multiple of `bs`.
+    pub region_bytes: u64,
+    pub runtime: Duration,
+    pub ramp: Duration,
+    pub rwmixread: u8,
+    pub sync: Option<SyncEvery>,
+    pub direct: bool,
+    pub engine: EngineKind,
+    pub seed: u64,
+}
+
+impl JobSpec {
+    /// The block count of the region; never zero for a validated spec.
+    pub fn blocks(&self) -> u64 {
+        self.region_bytes / self.bs
+    }
+}

@@ -1,0 +1,207 @@
+//! What a test measured: per-direction counts and latency histograms, flush latency, CPU time.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::time::Duration;
+
+/// Highest latency the histograms hold exactly; slower I/Os are clamped to it (and `max` keeps
+/// the true value). An hour is far beyond any I/O a healthy kernel lets live.
+const MAX_TRACKABLE_NS: u64 = 3_600 * 1_000_000_000;
+
+/// Latency of one kind of operation (reads, writes, or flushes).
+#[derive(Clone, Debug)]
+pub struct OpStats {
+    pub ios: u64,
+    pub bytes: u64,
+    sum_ns: u128,
+    max_ns: u64,
+    hist: Histogram<u64>,
+}
+
+impl Default for OpStats {
+    fn default() -> Self {
+        OpStats {
+            ios: 0,
+            bytes: 0,
+            sum_ns: 0,
+            max_ns: 0,
+            // Three significant digits: percentiles are exact to 0.1%, like fio's own buckets.
+            hist: Histogram::new_with_bounds(1, MAX_TRACKABLE_NS, 3)
+                .expect("static histogram bounds are valid"),
+        }
+    }
+}
+
+impl OpStats {
+    #[inline]
+    pub fn record(&mut self, bytes: u64, latency_ns: u64) {
+        self.ios += 1;
+        self.bytes += bytes;
+        self.sum_ns += u128::from(latency_ns);
+        self.max_ns = self.max_ns.max(latency_ns);
+        self.hist.saturating_record(latency_ns.max(1));
+    }
+
+    pub fn merge(&mut self, other: &OpStats) {
+        self.ios += other.ios;
+        self.bytes += other.bytes;
+        self.sum_ns += other.sum_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.hist
+            .add(&other.hist)
+            .expect("histograms share the same bounds");
+    }
+
+    /// Mean and percentiles; `None` when nothing was recorded.
+    pub fn latency(&self) -> Option<LatencySummary> {
+        if self.ios == 0 {
+            return None;
+        }
+        let q = |quantile: f64| self.hist.value_at_quantile(quantile).min(self.max_ns);
+        Some(LatencySummary {
+            mean: (self.sum_ns / u128::from(self.ios)) as u64,
+            p50: q(0.50),
+            p90: q(0.90),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            p99_99: q(0.9999),
+            max: self.max_ns,
+        })
+    }
+}
+
+/// Latency figures in nanoseconds (JSON: `lat_ns`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct LatencySummary {
+    pub mean: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub p99_99: u64,
+    pub max: u64,
+}
+
+/// CPU time spent by tacho's own threads while measuring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CpuTime {
+    pub user_s: f64,
+    pub sys_s: f64,
+}
+
+impl CpuTime {
+    /// CPU time of the calling thread so far.
+    pub fn of_this_thread() -> CpuTime {
+        // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_THREAD is valid on Linux.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+            usage
+        };
+        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        CpuTime {
+            user_s: secs(usage.ru_utime),
+            sys_s: secs(usage.ru_stime),
+        }
+    }
+
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user_s: (self.user_s - earlier.user_s).max(0.0),
+            sys_s: (self.sys_s - earlier.sys_s).max(0.0),
+        }
+    }
+
+    pub fn add(&mut self, other: CpuTime) {
+        self.user_s += other.user_s;
+        self.sys_s += other.sys_s;
+    }
+}
+
+/// Everything one worker (or, merged, one test) measured.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    pub read: OpStats,
+    pub write: OpStats,
+    pub sync: OpStats,
+    pub cpu: CpuTime,
+    /// Length of the measured window (after the ramp); merged as the longest worker's window.
+    pub elapsed: Duration,
+    /// Bytes submitted over the whole test, ramp included: what the device should have seen.
+    pub issued_read_bytes: u64,
+    pub issued_write_bytes: u64,
+}
+
+impl Measured {
+    pub fn merge(&mut self, other: &Measured) {
+        self.read.merge(&other.read);
+        self.write.merge(&other.write);
+        self.sync.merge(&other.sync);
+        self.cpu.add(other.cpu);
+        self.elapsed = self.elapsed.max(other.elapsed);
+        self.issued_read_bytes += other.issued_read_bytes;
+        self.issued_write_bytes += other.issued_write_bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let mut s = OpStats::default();
+        for ns in 1..=10_000u64 {
+            s.record(4096, ns * 1000);
+        }
+        let l = s.latency().unwrap();
+        assert_eq!(s.ios, 10_000);
+        assert_eq!(s.bytes, 10_000 * 4096);
+        assert_eq!(l.mean, 5_000_500);
+        assert_eq!(l.max, 10_000_000);
+        let close = |got: u64, want: u64| (got as f64 - want as f64).abs() / want as f64 <= 0.001;
+        assert!(close(l.p50, 5_000_000), "p50 {}", l.p50);
+        assert!(close(l.p90, 9_000_000), "p90 {}", l.p90);
+        assert!(close(l.p99, 9_900_000), "p99 {}", l.p99);
+        assert!(close(l.p99_9, 9_990_000), "p99.9 {}", l.p99_9);
+        assert!(l.p99_99 <= l.max);
+    }
+
+    #[test]
+    fn one_slow_outlier_shows_in_max_and_p99_99_only() {
+        let mut s = OpStats::default();
+        for _ in 0..9_999 {
+            s.record(1, 100_000);
+        }
+        s.record(1, 50_000_000);
+        let l = s.latency().unwrap();
+        assert!(l.p99_9 < 101_000);
+        assert!(l.p99_99 >= 49_000_000);
+        assert_eq!(l.max, 50_000_000);
+    }
+
+    #[test]
+    fn latencies_beyond_an_hour_keep_their_max() {
+        let mut s = OpStats::default();
+        s.record(1, MAX_TRACKABLE_NS * 2);
+        assert_eq!(s.latency().unwrap().max, MAX_TRACKABLE_NS * 2);
+    }
+
+    #[test]
+    fn empty_has_no_latency() {
+        assert!(OpStats::default().latency().is_none());
+    }
+
+    #[test]
+    fn merge_adds_counts() {
+        let mut a = Measured::default();
+        let mut b = Measured::default();
+        a.read.record(10, 5);
+        b.read.record(10, 7);
+        b.elapsed = Duration::from_secs(2);
+        a.merge(&b);
+        assert_eq!(a.read.ios, 2);
+        assert_eq!(a.read.latency().unwrap().max, 7);
+        assert_eq!(a.elapsed, Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,216 @@
+//! What every engine's worker shares: which operation comes next, and when to measure.
+
+use super::offsets::Offsets;
+use super::spec::{JobSpec, Rw, SyncEvery};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Shared between the workers of a test and whoever watches them.
+#[derive(Default)]
+pub struct Control {
+    /// Set by a signal handler or the caller: finish in-flight I/O and stop.
+    pub stop: std::sync::Arc<AtomicBool>,
+    /// Set when one worker failed, so the others stop too.
+    pub(crate) abort: AtomicBool,
+    /// Completed I/Os and bytes so far, for a progress display.
+    pub done_ios: AtomicU64,
+    pub done_bytes: AtomicU64,
+}
+
+impl Control {
+    pub fn new(stop: std::sync::Arc<AtomicBool>) -> Self {
+        Control {
+            stop,
+            ..Control::default()
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn progress(&self, ios: u64, bytes: u64) {
+        self.done_ios.fetch_add(ios, Ordering::Relaxed);
+        self.done_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    Read,
+    Write,
+}
+
+/// Chooses direction and offset of each I/O, and when a flush is due.
+pub struct Picker {
+    bs: u64,
+    read_pct: u8,
+    reads: Offsets,
+    writes: Offsets,
+    rng: fastrand::Rng,
+    sync: Option<SyncEvery>,
+    writes_since_sync: u32,
+}
+
+impl Picker {
+    /// `stream` distinguishes the workers of one test, so they do not walk in lockstep.
+    pub fn new(spec: &JobSpec, stream: u64) -> Self {
+        let seed = spec.seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
+        let offsets = |salt: u64| {
+            if spec.rw.is_random() {
+                Offsets::random(spec.blocks(), seed ^ salt)
+            } else {
+                Offsets::sequential(spec.blocks())
+            }
+        };
+        let read_pct = match spec.rw {
+            Rw::ReadWrite | Rw::RandRw => spec.rwmixread,
+            other => other.read_pct(0),
+        };
+        Picker {
+            bs: spec.bs,
+            read_pct,
+            reads: offsets(1),
+            writes: offsets(2),
+            rng: fastrand::Rng::with_seed(seed),
+            sync: spec.sync,
+            writes_since_sync: 0,
+        }
+    }
+
+    /// Direction and byte offset of the next I/O.
+    #[inline]
+    pub fn next(&mut self) -> (Dir, u64) {
+        let dir = match self.read_pct {
+            100 => Dir::Read,
+            0 => Dir::Write,
+            pct => {
+                if self.rng.u8(0..100) < pct {
+                    Dir::Read
+                } else {
+                    Dir::Write
+                }
+            }
+        };
+        let block = match dir {
+            Dir::Read => self.reads.next_block(),
+            Dir::Write => {
+                self.writes_since_sync += 1;
+                self.writes.next_block()
+            }
+        };
+        (dir, block * self.bs)
+    }
+
+    /// True once, after every N-th write, when a flush must follow.
+    pub fn sync_due(&mut self) -> bool {
+        match self.sync {
+            Some(s) if self.writes_since_sync >= s.every => {
+                self.writes_since_sync = 0;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn rng(&mut self) -> &mut fastrand::Rng {
+        &mut self.rng
+    }
+}
+
+/// The time frame of one worker: warm-up (ramp), then the measured window.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub measure_from: Instant,
+    pub end: Instant,
+}
+
+impl Window {
+    pub fn starting_now(ramp: Duration, runtime: Duration) -> Self {
+        let start = Instant::now();
+        Window {
+            measure_from: start + ramp,
+            end: start + ramp + runtime,
+        }
+    }
+}
+
+/// Retries a system call interrupted by a signal (SIGINT handlers set a flag and return).
+pub fn retry_eintr(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let ret = call();
+        if ret >= 0 {
+            return Ok(ret as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::spec::EngineKind;
+
+    fn spec(rw: Rw, rwmixread: u8) -> JobSpec {
+        JobSpec {
+            rw,
+            bs: 4096,
+            iodepth: 1,
+            numjobs: 1,
+            region_bytes: 4096 * 100,
+            runtime: Duration::from_secs(1),
+            ramp: Duration::ZERO,
+            rwmixread,
+            sync: Some(SyncEvery {
+                kind: crate::io::spec::SyncKind::Fdatasync,
+                every: 3,
+            }),
+            direct: true,
+            engine: EngineKind::IoUring,
+            seed: 9,
+        }
+    }
+
+    #[test]
+    fn mix_follows_rwmixread() {
+        let mut p = Picker::new(&spec(Rw::RandRw, 70), 0);
+        let reads = (0..10_000).filter(|_| p.next().0 == Dir::Read).count();
+        assert!((6_700..7_300).contains(&reads), "{reads} reads of 10000");
+    }
+
+    #[test]
+    fn offsets_are_block_aligned_and_in_region() {
+        let mut p = Picker::new(&spec(Rw::RandWrite, 0), 1);
+        for _ in 0..1000 {
+            let (dir, off) = p.next();
+            assert_eq!(dir, Dir::Write);
+            assert_eq!(off % 4096, 0);
+            assert!(off < 4096 * 100);
+        }
+    }
+
+    #[test]
+    fn sync_after_every_n_writes() {
+        let mut p = Picker::new(&spec(Rw::Write, 0), 0);
+        let mut pattern = String::new();
+        for _ in 0..7 {
+            p.next();
+            pattern.push(if p.sync_due() { 'S' } else { 'w' });
+        }
+        assert_eq!(pattern, "wwSwwSw");
+    }
+
+    #[test]
+    fn workers_walk_different_orders() {
+        let s = spec(Rw::RandRead, 100);
+        let mut a = Picker::new(&s, 0);
+        let mut b = Picker::new(&s, 1);
+        let first: Vec<_> = (0..20).map(|_| a.next().1).collect();
+        let second: Vec<_> = (0..20).map(|_| b.next().1).collect();
+        assert_ne!(first, second);
+    }
+}

@@ -1,0 +1,113 @@
+//! The terminal report: verdict, table, target, warnings.
+
+use crate::bench::result::{BenchReport, DirResult, TestResult};
+use crate::bench::verdict::verdict;
+use crate::io::LatencySummary;
+use crate::units::{format_bandwidth, format_count, format_latency_ns, format_size};
+use std::io::{self, Write};
+
+const HEADER: [&str; 8] = ["IOPS", "bandwidth", "mean", "p50", "p99", "p99.9", "max", ""];
+
+pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "{}", verdict(report))?;
+    writeln!(out)?;
+    let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
+    let name_width = rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(4).max(4);
+    write!(out, "{:<name_width$}", "test")?;
+    for h in &HEADER[..7] {
+        write!(out, "  {h:>10}")?;
+    }
+    writeln!(out)?;
+    for row in &rows {
+        write!(out, "{:<name_width$}", row.label)?;
+        for cell in &row.cells {
+            write!(out, "  {cell:>10}")?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out)?;
+    write_target(report, out)?;
+    for w in report
+        .warnings
+        .iter()
+        .chain(report.tests.iter().flat_map(|t| t.warnings.iter()))
+    {
+        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
+    }
+    Ok(())
+}
+
+struct Row {
+    label: String,
+    cells: Vec<String>,
+}
+
+fn rows_of(t: &TestResult) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mixed = t.read.is_some() && t.write.is_some();
+    for (dir, d) in [("read", t.read), ("write", t.write)] {
+        let Some(d) = d else { continue };
+        let label = if mixed {
+            format!("{} ({dir})", t.name)
+        } else {
+            t.name.clone()
+        };
+        rows.push(Row {
+            label,
+            cells: dir_cells(&d),
+        });
+    }
+    if let (Some(sync), Some(every)) = (t.sync, t.sync_every) {
+        let per_s = if t.runtime_s > 0.0 {
+            sync.count as f64 / t.runtime_s
+        } else {
+            0.0
+        };
+        let mut cells = vec![format_count(per_s), "-".into()];
+        cells.extend(lat_cells(&sync.lat_ns));
+        rows.push(Row {
+            label: format!("  └ {} ({}/s)", every.kind, "flushes"),
+            cells,
+        });
+    }
+    rows
+}
+
+fn dir_cells(d: &DirResult) -> Vec<String> {
+    let mut cells = vec![format_count(d.iops), format_bandwidth(d.bw_bytes_per_s)];
+    cells.extend(lat_cells(&d.lat_ns));
+    cells
+}
+
+fn lat_cells(l: &LatencySummary) -> Vec<String> {
+    [l.mean, l.p50, l.p99, l.p99_9, l.max]
+        .iter()
+        .map(|&ns| format_latency_ns(ns as f64))
+        .collect()
+}
+
+fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    let t = &report.target;
+    let mut line = format!("target: {} ({}", t.path, t.kind.replace('_', " "));
+    if let Some(fs) = &t.filesystem {
+        line.push_str(&format!(", {fs}"));
+    }
+    if !t.devices.is_empty() {
+        line.push_str(&format!(" on {}", t.devices.join(" → ")));
+    }
+    if let Some(model) = &t.device_model {
+        line.push_str(&format!(", {model}"));
+    }
+    if let Some(sched) = &t.scheduler {
+        line.push_str(&format!(", scheduler {sched}"));
+    }
+    line.push_str(&format!("), region {}", format_size(t.region_bytes)));
+    if let Some(first) = report.tests.first() {
+        line.push_str(&format!(
+            ", {}, {}",
+            if first.direct { "O_DIRECT" } else { "buffered" },
+            first.engine
+        ));
+    }
+    writeln!(out, "{line}")
+}

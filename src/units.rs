@@ -1,0 +1,192 @@
+//! Sizes and durations as admins type them (fio's spelling), and as tacho prints them.
+//!
+//! Sizes are binary: `4k` is 4096 bytes, as in fio (`kb_base=1024`). Durations take `ms`, `s`,
+//! `m`, `h`, or plain seconds. Parsers return a message meant to follow "invalid value …: ".
+
+use std::time::Duration;
+
+/// Parses `4k`, `1M`, `1G`, `2300`, `64KiB`, `1m` (all binary multiples; case does not matter).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, suffix) = s.split_at(digits_end);
+    if number.is_empty() {
+        return Err(format!(
+            "'{text}' is not a size; write a number with an optional suffix, e.g. 4k, 1M, 2300"
+        ));
+    }
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "ki" | "kib" => 10,
+        "m" | "mb" | "mi" | "mib" => 20,
+        "g" | "gb" | "gi" | "gib" => 30,
+        "t" | "tb" | "ti" | "tib" => 40,
+        _ => {
+            return Err(format!(
+                "unknown size suffix '{suffix}' in '{text}'; use k, M, G or T (binary), e.g. 4k"
+            ));
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .ok_or_else(|| format!("size '{text}' is too large"))
+}
+
+/// Parses `500ms`, `5s`, `2m`, `1h`, `1.5s` or plain seconds (`30`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    if s.starts_with('-') {
+        return Err(format!(
+            "duration '{text}' is negative; give a positive time such as 500ms, 5s or 2m"
+        ));
+    }
+    let number_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(number_end);
+    let value: f64 = number.parse().map_err(|_| {
+        format!("'{text}' is not a duration; write e.g. 500ms, 5s, 2m or plain seconds")
+    })?;
+    let seconds_per_unit = match unit.to_ascii_lowercase().as_str() {
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "" | "s" | "sec" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown time unit '{unit}' in '{text}'; use ms, s, m or h"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(value * seconds_per_unit)
+        .map_err(|_| format!("duration '{text}' is out of range"))
+}
+
+/// `4KiB`, `1MiB`, `2300B`: exact when the value is a whole multiple, for test names.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    for (name, shift) in UNITS {
+        let unit = 1u64 << shift;
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{name}", bytes / unit);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// A rate or count with a k/M suffix and three significant digits: `74.1k`, `812`, `1.25M`.
+pub fn format_count(value: f64) -> String {
+    let (scaled, suffix) = if value >= 1e6 {
+        (value / 1e6, "M")
+    } else if value >= 1e3 {
+        (value / 1e3, "k")
+    } else {
+        (value, "")
+    };
+    format!("{}{suffix}", three_digits(scaled))
+}
+
+/// Bytes per second in MiB/s or GiB/s.
+pub fn format_bandwidth(bytes_per_s: f64) -> String {
+    let mib = bytes_per_s / (1u64 << 20) as f64;
+    if mib >= 1024.0 {
+        format!("{} GiB/s", three_digits(mib / 1024.0))
+    } else {
+        format!("{} MiB/s", three_digits(mib))
+    }
+}
+
+/// A latency in the unit that keeps it readable: `850ns`, `61.2µs`, `1.30ms`, `2.05s`.
+pub fn format_latency_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0}ns")
+    } else if ns < 1e6 {
+        format!("{}µs", three_digits(ns / 1e3))
+    } else if ns < 1e9 {
+        format!("{}ms", three_digits(ns / 1e6))
+    } else {
+        format!("{}s", three_digits(ns / 1e9))
+    }
+}
+
+fn three_digits(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn sizes_are_binary_like_fio() {
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("2300"), Ok(2300));
+        assert_eq!(parse_size("0"), Ok(0));
+    }
+
+    #[test]
+    fn bad_sizes_say_why() {
+        assert!(parse_size("").unwrap_err().contains("not a size"));
+        assert!(parse_size("-4k").unwrap_err().contains("not a size"));
+        assert!(parse_size("4x").unwrap_err().contains("unknown size suffix"));
+        assert!(parse_size("99999999999T").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn bad_durations_say_why() {
+        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+        assert!(parse_duration("abc").unwrap_err().contains("not a duration"));
+        assert!(parse_duration("5 days").unwrap_err().contains("unknown time unit"));
+        assert!(parse_duration("1.2.3s").unwrap_err().contains("not a duration"));
+        assert!(parse_duration("1e300h").is_err());
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(format_size(4096), "4KiB");
+        assert_eq!(format_size(1 << 20), "1MiB");
+        assert_eq!(format_size(2300), "2300B");
+        assert_eq!(format_count(74_123.0), "74.1k");
+        assert_eq!(format_count(812.0), "812");
+        assert_eq!(format_bandwidth(1.5 * 1024.0 * 1024.0 * 1024.0), "1.50 GiB/s");
+        assert_eq!(format_latency_ns(61_234.0), "61.2µs");
+        assert_eq!(format_latency_ns(1_300_000.0), "1.30ms");
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(s in ".{0,24}") {
+            let _ = parse_size(&s);
+            let _ = parse_duration(&s);
+        }
+
+        #[test]
+        fn size_round_trips(n in 0u64..(1 << 40)) {
+            prop_assert_eq!(parse_size(&n.to_string()), Ok(n));
+            prop_assert_eq!(parse_size(&format!("{n}k")).ok(), n.checked_mul(1024));
+        }
+    }
+}
