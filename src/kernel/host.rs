@@ -1,1 +1,1 @@
-//! TODO
+//! Host fingerprint (todo).
