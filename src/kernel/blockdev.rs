@@ -255,10 +255,10 @@ fn collect_leaves(dev: &BlockDevice, depth: usize, out: &mut Vec<BlockDevice>) -
             format!("device stack deeper than {MAX_DEPTH}; is there a cycle?"),
         ));
     }
-    if dev.kind == DeviceKind::Partition {
-        if let Some(disk_dir) = dev.sys_path.parent() {
-            return collect_leaves(&from_sys_dir(disk_dir)?, depth + 1, out);
-        }
+    if dev.kind == DeviceKind::Partition
+        && let Some(disk_dir) = dev.sys_path.parent()
+    {
+        return collect_leaves(&from_sys_dir(disk_dir)?, depth + 1, out);
     }
     let slaves_dir = dev.sys_path.join("slaves");
     let slaves = list_names(&slaves_dir)?;

@@ -58,7 +58,7 @@ impl Host {
         let hypervisor_type = keep(trimmed(&root.sys.join("hypervisor/type")));
 
         let online = root.sys.join("devices/system/cpu/online");
-        let cpus = keep_parsed(&mut unreadable, &online, |t| count_cpu_list(t));
+        let cpus = keep_parsed(&mut unreadable, &online, count_cpu_list);
         let meminfo = root.proc.join("meminfo");
         let mem_total_bytes = keep_parsed(&mut unreadable, &meminfo, mem_total_bytes);
 

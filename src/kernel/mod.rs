@@ -151,12 +151,12 @@ pub(crate) fn unescape_octal(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            if let Some(value) = octal3(&bytes[i + 1..]) {
-                out.push(value);
-                i += 4;
-                continue;
-            }
+        if bytes[i] == b'\\'
+            && let Some(value) = octal3(&bytes[i + 1..])
+        {
+            out.push(value);
+            i += 4;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

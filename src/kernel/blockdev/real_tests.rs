@@ -7,6 +7,7 @@ fn device_of_root_resolves_or_fails_cleanly() {
     let root = SysRoot::real();
     match from_path(&root, Path::new("/")) {
         Ok(dev) => {
+            eprintln!("/ is on {dev:?}");
             assert!(!dev.name.is_empty());
             assert!(dev.logical_block_size >= 512);
             let stats = devices_for_stats(&root, &dev).expect("leaves of a resolved device");
