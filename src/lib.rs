@@ -8,3 +8,7 @@ pub mod kernel;
 pub mod safety;
 pub mod io;
 pub mod units;
+pub mod bench;
+pub mod cli;
+pub mod cmd;
+pub mod report;

@@ -1,1 +1,43 @@
-fn main() {}
+use clap::Parser;
+use std::process::ExitCode;
+use tacho::cli::Cli;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: print as clap does, exit 0.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("tacho: {}", one_line(&e.render().to_string()));
+            return ExitCode::from(2);
+        }
+    };
+    match tacho::cmd::run(cli) {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tacho: {}", one_line(&format!("{e:#}")));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Clap's usage errors span several lines; admins' scripts and eyes want one.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
