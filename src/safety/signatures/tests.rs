@@ -7,6 +7,7 @@ use proptest::prelude::*;
 
 use super::{Signature, SignatureKind as K, detect};
 
+mod lvm;
 mod mkfs;
 
 const MIB: u64 = 1 << 20;
