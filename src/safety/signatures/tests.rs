@@ -1,12 +1,14 @@
 //! Synthetic images: each magic written at its offset into a sparse file, everything else zero.
 
 use std::fs::File;
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 
 use proptest::prelude::*;
 
 use super::{Signature, SignatureKind as K, detect};
 
+mod lvm;
 mod mkfs;
 
 const MIB: u64 = 1 << 20;
@@ -248,4 +250,35 @@ proptest! {
         // Sizes beyond the file read as zeros or fail to read; either way, no panic.
         let _ = detect(&file, size);
     }
+}
+
+#[test]
+fn works_on_an_o_direct_descriptor() {
+    use std::os::unix::fs::OpenOptionsExt;
+    // tmpfs refuses O_DIRECT, so the image lives beside the crate's build output instead.
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).expect("create temp dir");
+    let path = dir.path().join("direct.img");
+    let len = MIB + 512;
+    std::fs::File::create(&path)
+        .and_then(|f| {
+            f.set_len(len)?;
+            f.write_all_at(&[0x53, 0xEF], 1080)?;
+            f.write_all_at(b"EFI PART", len - 512)
+        })
+        .expect("write image");
+    let direct = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path);
+    let Ok(direct) = direct else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipping works_on_an_o_direct_descriptor: this filesystem refuses O_DIRECT"
+        );
+        return;
+    };
+    assert_eq!(
+        detect(&direct, len).expect("detect with O_DIRECT"),
+        vec![sig(K::Ext, 1080), sig(K::Gpt, len - 512)]
+    );
 }

@@ -3,6 +3,9 @@
 //! mkfs and friends all work on plain sparse files, so neither root nor loop devices are
 //! needed. A missing tool skips its test with a message on stderr (written directly, so cargo's
 //! output capture does not hide it) naming the package to install.
+//!
+//! Debian/Ubuntu packages for the full set: e2fsprogs, util-linux, xfsprogs, btrfs-progs,
+//! dosfstools, exfatprogs, ntfs-3g, fdisk, cryptsetup-bin, xorriso, and lvm2 (see `lvm.rs`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,7 +17,7 @@ use super::MIB;
 use crate::safety::{Signature, SignatureKind as K, detect};
 
 /// Finds `tool` on PATH or in the sbin directories an unprivileged PATH often lacks.
-fn find_tool(tool: &str) -> Option<PathBuf> {
+pub(super) fn find_tool(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
@@ -23,7 +26,7 @@ fn find_tool(tool: &str) -> Option<PathBuf> {
 }
 
 /// The tool's path, or `None` after telling the reader that the test is skipped.
-fn require(test: &str, tool: &str, package: &str) -> Option<PathBuf> {
+pub(super) fn require(test: &str, tool: &str, package: &str) -> Option<PathBuf> {
     let found = find_tool(tool);
     if found.is_none() {
         let _ = writeln!(
@@ -35,7 +38,7 @@ fn require(test: &str, tool: &str, package: &str) -> Option<PathBuf> {
 }
 
 /// A sparse image file of `len` bytes in a fresh temporary directory.
-fn sparse_image(len: u64) -> (TempDir, PathBuf) {
+pub(super) fn sparse_image(len: u64) -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("create temp dir");
     let path = dir.path().join("disk.img");
     std::fs::File::create(&path)
@@ -44,8 +47,8 @@ fn sparse_image(len: u64) -> (TempDir, PathBuf) {
     (dir, path)
 }
 
-/// Runs `tool args… image` (the image last unless `args` already names it), feeding `stdin`.
-fn run(tool: &Path, args: &[&str], stdin: &str) {
+/// Runs `tool args…` fed with `stdin`; a failure fails the test with the tool's stderr.
+pub(super) fn run(tool: &Path, args: &[&str], stdin: &str) {
     let mut child = Command::new(tool)
         .args(args)
         .stdin(Stdio::piped())
@@ -68,7 +71,7 @@ fn run(tool: &Path, args: &[&str], stdin: &str) {
     );
 }
 
-fn detect_path(path: &Path) -> Vec<Signature> {
+pub(super) fn detect_path(path: &Path) -> Vec<Signature> {
     let file = std::fs::File::open(path).expect("open image");
     let len = file.metadata().expect("image size").len();
     detect(&file, len).expect("detect")
