@@ -4,11 +4,11 @@
 //! (suites, runs, verdicts) to `report` (terminal table, JSON). `safety` decides what tacho may
 //! write to; `cmd` wires a parsed command line to all of it.
 
-pub mod kernel;
-pub mod safety;
-pub mod io;
-pub mod units;
 pub mod bench;
 pub mod cli;
 pub mod cmd;
+pub mod io;
+pub mod kernel;
 pub mod report;
+pub mod safety;
+pub mod units;

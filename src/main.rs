@@ -29,7 +29,9 @@ fn main() -> ExitCode {
 fn one_line(text: &str) -> String {
     text.lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
         .map(|l| l.strip_prefix("error: ").unwrap_or(l))
         .collect::<Vec<_>>()
         .join("; ")

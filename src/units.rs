@@ -70,7 +70,7 @@ pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
     for (name, shift) in UNITS {
         let unit = 1u64 << shift;
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{name}", bytes / unit);
         }
     }
@@ -142,8 +142,16 @@ mod tests {
     fn bad_sizes_say_why() {
         assert!(parse_size("").unwrap_err().contains("not a size"));
         assert!(parse_size("-4k").unwrap_err().contains("not a size"));
-        assert!(parse_size("4x").unwrap_err().contains("unknown size suffix"));
-        assert!(parse_size("99999999999T").unwrap_err().contains("too large"));
+        assert!(
+            parse_size("4x")
+                .unwrap_err()
+                .contains("unknown size suffix")
+        );
+        assert!(
+            parse_size("99999999999T")
+                .unwrap_err()
+                .contains("too large")
+        );
     }
 
     #[test]
@@ -158,9 +166,21 @@ mod tests {
     #[test]
     fn bad_durations_say_why() {
         assert!(parse_duration("-5s").unwrap_err().contains("negative"));
-        assert!(parse_duration("abc").unwrap_err().contains("not a duration"));
-        assert!(parse_duration("5 days").unwrap_err().contains("unknown time unit"));
-        assert!(parse_duration("1.2.3s").unwrap_err().contains("not a duration"));
+        assert!(
+            parse_duration("abc")
+                .unwrap_err()
+                .contains("not a duration")
+        );
+        assert!(
+            parse_duration("5 days")
+                .unwrap_err()
+                .contains("unknown time unit")
+        );
+        assert!(
+            parse_duration("1.2.3s")
+                .unwrap_err()
+                .contains("not a duration")
+        );
         assert!(parse_duration("1e300h").is_err());
     }
 
@@ -171,7 +191,10 @@ mod tests {
         assert_eq!(format_size(2300), "2300B");
         assert_eq!(format_count(74_123.0), "74.1k");
         assert_eq!(format_count(812.0), "812");
-        assert_eq!(format_bandwidth(1.5 * 1024.0 * 1024.0 * 1024.0), "1.50 GiB/s");
+        assert_eq!(
+            format_bandwidth(1.5 * 1024.0 * 1024.0 * 1024.0),
+            "1.50 GiB/s"
+        );
         assert_eq!(format_latency_ns(61_234.0), "61.2µs");
         assert_eq!(format_latency_ns(1_300_000.0), "1.30ms");
     }

@@ -57,8 +57,8 @@ pub fn plan(a: &DiskArgs, target: &Inspected, engine: EngineKind) -> Result<Plan
                      run the suite"
                 );
             }
-            let suite = suite::find(a.suite.as_deref().unwrap_or("quick"))
-                .map_err(anyhow::Error::msg)?;
+            let suite =
+                suite::find(a.suite.as_deref().unwrap_or("quick")).map_err(anyhow::Error::msg)?;
             if engine == EngineKind::Sync {
                 bail!(
                     "the {} suite keeps several I/Os in flight, which the sync engine cannot; \

@@ -5,15 +5,15 @@ use super::plan::Plan;
 use super::result::TestResult;
 use super::target::Target;
 use crate::io::{self, Control, EngineError};
-use crate::kernel::diskstats::{self, DiskCounters, DiskDelta};
 use crate::kernel::SysRoot;
+use crate::kernel::diskstats::{self, DiskCounters, DiskDelta};
 use anyhow::{Context, Result};
 use std::time::Duration;
 
 /// Shows what is running; the terminal gets a progress bar, everything else nothing.
 pub trait Progress: Sync {
     /// A phase of known length starts (`total` in bytes for lay-out, or the test's duration).
-    fn start(&self, label: &str, total: Work);
+    fn start(&self, label: &str, total: Work, ctl: &Control);
     /// Called about four times a second with the control's counters.
     fn tick(&self, ctl: &Control);
     fn finish(&self);
@@ -45,7 +45,11 @@ pub fn run(
             .write(true)
             .open(&file.path)
             .context("cannot open the test file to lay it out")?;
-        progress.start("laying out the test file", Work::Bytes(plan.region_bytes));
+        progress.start(
+            "laying out the test file",
+            Work::Bytes(plan.region_bytes),
+            ctl,
+        );
         let done = watch(ctl, progress, || io::fill(&writer, plan.region_bytes, ctl));
         progress.finish();
         if !done.map_err(|e| engine_error(e, target))? {
@@ -64,7 +68,11 @@ pub fn run(
             io::drop_cached_pages(&open().context("cannot open the target")?);
         }
         let before = device_counters(root, stats_devnos);
-        progress.start(&test.name, Work::Time(test.spec.ramp + test.spec.runtime));
+        progress.start(
+            &test.name,
+            Work::Time(test.spec.ramp + test.spec.runtime),
+            ctl,
+        );
         let measured = watch(ctl, progress, || io::run_job(&test.spec, &open, ctl));
         progress.finish();
         let measured = measured.map_err(|e| engine_error(e, target))?;
@@ -76,7 +84,12 @@ pub fn run(
             (Some(b), Some(a)) => diskstats::deltas(&b, &a),
             _ => Vec::<DiskDelta>::new(),
         };
-        tests.push(TestResult::new(test.name.clone(), &test.spec, &measured, device));
+        tests.push(TestResult::new(
+            test.name.clone(),
+            &test.spec,
+            &measured,
+            device,
+        ));
     }
     let interrupted = tests.len() < plan.tests.len();
     Ok(Outcome { tests, interrupted })

@@ -83,7 +83,10 @@ pub fn inspect(root: &SysRoot, path: &Path, size: Option<u64>) -> Result<Inspect
             .context("cannot find the block device in /sys; is sysfs mounted?")?,
     };
     if capacity == 0 {
-        bail!("target {} is empty; give a file or device with data, or a directory", path.display());
+        bail!(
+            "target {} is empty; give a file or device with data, or a directory",
+            path.display()
+        );
     }
     let stats = match &device {
         Some(d) => blockdev::devices_for_stats(root, d).unwrap_or_else(|_| vec![d.clone()]),
@@ -99,7 +102,9 @@ pub fn inspect(root: &SysRoot, path: &Path, size: Option<u64>) -> Result<Inspect
             Vec::new()
         }
     };
-    let leaf = stats.iter().find(|d| d.rotational.is_some() || d.model.is_some());
+    let leaf = stats
+        .iter()
+        .find(|d| d.rotational.is_some() || d.model.is_some());
     let info = TargetInfo {
         path: path.display().to_string(),
         kind: match kind {
@@ -211,8 +216,11 @@ fn device_state(root: &SysRoot, path: &Path, dev: &BlockDevice) -> Result<Device
         .context("cannot read /proc/swaps")?
         .into_iter()
         .filter(|swap| {
-            blockdev::from_path(root, Path::new(swap))
-                .is_ok_and(|s| family.iter().any(|d| d.major == s.major && d.minor == s.minor))
+            blockdev::from_path(root, Path::new(swap)).is_ok_and(|s| {
+                family
+                    .iter()
+                    .any(|d| d.major == s.major && d.minor == s.minor)
+            })
         })
         .collect();
     let holders = blockdev::holders(root, dev).unwrap_or_default();
@@ -242,7 +250,12 @@ pub struct Target {
 
 impl Target {
     /// Creates the test file (directories) or claims the device, and checks O_DIRECT works.
-    pub fn prepare(t: &Inspected, region: u64, writes: bool, direct: bool) -> Result<(Target, Vec<Warning>)> {
+    pub fn prepare(
+        t: &Inspected,
+        region: u64,
+        writes: bool,
+        direct: bool,
+    ) -> Result<(Target, Vec<Warning>)> {
         let mut notes = Vec::new();
         let (path, test_file, claim) = match t.kind {
             Kind::Directory => {
@@ -352,7 +365,11 @@ impl TestFile {
             let e = std::io::Error::last_os_error();
             // Filesystems without fallocate (some network ones) get the space as it is written.
             if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                bail!("cannot reserve {} in {}: {e}", format_size(size), dir.display());
+                bail!(
+                    "cannot reserve {} in {}: {e}",
+                    format_size(size),
+                    dir.display()
+                );
             }
         }
         file.set_len(size)

@@ -33,7 +33,8 @@ pub fn verdict(report: &BenchReport) -> String {
     if report.interrupted {
         line.push_str(" (interrupted: partial results)");
     }
-    let warnings = report.warnings.len() + report.tests.iter().map(|t| t.warnings.len()).sum::<usize>();
+    let warnings =
+        report.warnings.len() + report.tests.iter().map(|t| t.warnings.len()).sum::<usize>();
     if warnings > 0 {
         line.push_str(&format!(
             " — {warnings} warning{} below",
@@ -45,7 +46,11 @@ pub fn verdict(report: &BenchReport) -> String {
 
 fn target_words(report: &BenchReport) -> String {
     let t = &report.target;
-    let device = t.devices.first().cloned().unwrap_or_else(|| "unknown device".into());
+    let device = t
+        .devices
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "unknown device".into());
     match (&t.filesystem, &t.mount_point) {
         (Some(fs), Some(mp)) => format!("{device} ({fs} on {mp})"),
         _ => device,
@@ -62,10 +67,10 @@ fn suite_summary(tests: &[TestResult]) -> String {
             format_latency_ns(q1.lat_ns.p50 as f64)
         ));
     }
-    let iops = |name, label| {
-        find(name).map(|t| format!("{} {label}", format_count(t.total_iops())))
-    };
-    let bw = |name, label| find(name).map(|t| format!("{} {label}", format_bandwidth(t.total_bw())));
+    let iops =
+        |name, label| find(name).map(|t| format!("{} {label}", format_count(t.total_iops())));
+    let bw =
+        |name, label| find(name).map(|t| format!("{} {label}", format_bandwidth(t.total_bw())));
     parts.extend(iops("RND4K Q32T1 read", "IOPS random read"));
     parts.extend(iops("RND4K Q32T1 write", "random write at QD32"));
     parts.extend(bw("SEQ1M Q8T1 read", "sequential read"));
@@ -77,7 +82,11 @@ fn suite_summary(tests: &[TestResult]) -> String {
         ));
     }
     if parts.is_empty() {
-        return tests.iter().map(custom_summary).collect::<Vec<_>>().join("; ");
+        return tests
+            .iter()
+            .map(custom_summary)
+            .collect::<Vec<_>>()
+            .join("; ");
     }
     parts.join(", ")
 }

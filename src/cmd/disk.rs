@@ -40,8 +40,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     install_signal_handlers(&stop)?;
     // The target (and its test file) lives until the report is written, then is removed.
-    let (target, notes) =
-        Target::prepare(&inspected, plan.region_bytes, plan.writes, plan.direct)?;
+    let (target, notes) = Target::prepare(&inspected, plan.region_bytes, plan.writes, plan.direct)?;
     warnings.extend(notes);
     let ctl = Control::new(stop);
     let outcome = run::run(

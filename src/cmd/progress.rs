@@ -10,7 +10,16 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 pub struct Bar {
-    state: Mutex<Option<(ProgressBar, Work, Instant, u64, u64)>>,
+    state: Mutex<Option<Phase>>,
+}
+
+/// The phase on screen, and the counters when it began (the control's counters run on).
+struct Phase {
+    bar: ProgressBar,
+    total: Work,
+    since: Instant,
+    ios_at_start: u64,
+    bytes_at_start: u64,
 }
 
 impl Bar {
@@ -26,7 +35,7 @@ impl Bar {
 }
 
 impl Progress for Bar {
-    fn start(&self, label: &str, total: Work) {
+    fn start(&self, label: &str, total: Work, ctl: &Control) {
         if !Self::enabled() {
             return;
         }
@@ -41,33 +50,38 @@ impl Progress for Bar {
                 .progress_chars("=> "),
         );
         bar.set_prefix(label.to_string());
-        *self.state.lock().expect("progress lock") = Some((bar, total, Instant::now(), 0, 0));
+        *self.state.lock().expect("progress lock") = Some(Phase {
+            bar,
+            total,
+            since: Instant::now(),
+            ios_at_start: ctl.done_ios.load(Ordering::Relaxed),
+            bytes_at_start: ctl.done_bytes.load(Ordering::Relaxed),
+        });
     }
 
     fn tick(&self, ctl: &Control) {
         let mut guard = self.state.lock().expect("progress lock");
-        let Some((bar, total, since, last_ios, last_bytes)) = guard.as_mut() else {
+        let Some(p) = guard.as_mut() else {
             return;
         };
-        let ios = ctl.done_ios.load(Ordering::Relaxed);
-        let bytes = ctl.done_bytes.load(Ordering::Relaxed);
-        let secs = since.elapsed().as_secs_f64().max(1e-3);
-        match total {
-            Work::Bytes(_) => bar.set_position(bytes),
-            Work::Time(_) => bar.set_position(since.elapsed().as_millis() as u64),
+        let ios = ctl.done_ios.load(Ordering::Relaxed) - p.ios_at_start;
+        let bytes = ctl.done_bytes.load(Ordering::Relaxed) - p.bytes_at_start;
+        let secs = p.since.elapsed().as_secs_f64().max(1e-3);
+        match p.total {
+            Work::Bytes(_) => p.bar.set_position(bytes),
+            Work::Time(_) => p.bar.set_position(p.since.elapsed().as_millis() as u64),
         }
         // Rates over the whole phase so far (the ramp included): a live indication only.
-        bar.set_message(format!(
+        p.bar.set_message(format!(
             "{} IOPS  {}",
-            format_count((ios - *last_ios) as f64 / secs),
-            format_bandwidth((bytes - *last_bytes) as f64 / secs)
+            format_count(ios as f64 / secs),
+            format_bandwidth(bytes as f64 / secs)
         ));
-        let _ = (last_ios, last_bytes);
     }
 
     fn finish(&self) {
-        if let Some((bar, ..)) = self.state.lock().expect("progress lock").take() {
-            bar.finish_and_clear();
+        if let Some(p) = self.state.lock().expect("progress lock").take() {
+            p.bar.finish_and_clear();
         }
     }
 }

@@ -11,7 +11,12 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-pub fn run(file: &File, spec: &JobSpec, stream: u64, ctl: &Control) -> Result<Measured, EngineError> {
+pub fn run(
+    file: &File,
+    spec: &JobSpec,
+    stream: u64,
+    ctl: &Control,
+) -> Result<Measured, EngineError> {
     let fd = file.as_raw_fd();
     let mut picker = Picker::new(spec, stream);
     let mut buf = AlignedBuf::random(spec.bs as usize, picker.rng());
@@ -31,7 +36,7 @@ pub fn run(file: &File, spec: &JobSpec, stream: u64, ctl: &Control) -> Result<Me
         if cpu_start.is_none() && started >= window.measure_from {
             cpu_start = Some(CpuTime::of_this_thread());
         }
-        let (dir, offset) = picker.next();
+        let (dir, offset) = picker.next_op();
         if dir == Dir::Write {
             stamp += 1;
             buf.scramble(stamp);
@@ -96,8 +101,10 @@ fn transfer(
     let done = if engine == EngineKind::Sync {
         if *position != Some(offset) {
             // SAFETY: lseek on a descriptor we own; no memory involved.
-            retry_eintr(|| unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_SET) } as isize)
-                .map_err(|e| EngineError::io("seek", offset, e))?;
+            retry_eintr(
+                || unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_SET) } as isize,
+            )
+            .map_err(|e| EngineError::io("seek", offset, e))?;
         }
         // SAFETY: the buffer is valid for `len` bytes for the duration of the call.
         let n = retry_eintr(|| unsafe {

@@ -95,7 +95,11 @@ mod tests {
         let mut buf = AlignedBuf::random(2300, &mut rng);
         let before = buf.as_slice().to_vec();
         buf.scramble(0x0102_0304_0506_0708);
-        for (i, (a, b)) in before.chunks(512).zip(buf.as_slice().chunks(512)).enumerate() {
+        for (i, (a, b)) in before
+            .chunks(512)
+            .zip(buf.as_slice().chunks(512))
+            .enumerate()
+        {
             assert_ne!(a, b, "sector {i} unchanged");
             assert_eq!(b[0], 0x08);
         }

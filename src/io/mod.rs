@@ -75,12 +75,13 @@ pub fn run_job(
         let handles: Vec<_> = (0..workers)
             .map(|stream| {
                 scope.spawn(move || {
-                    let result = open().map_err(EngineError::Open).and_then(|file| {
-                        match spec.engine {
-                            EngineKind::IoUring => uring::run(&file, spec, stream, ctl),
-                            _ => blocking::run(&file, spec, stream, ctl),
-                        }
-                    });
+                    let result =
+                        open()
+                            .map_err(EngineError::Open)
+                            .and_then(|file| match spec.engine {
+                                EngineKind::IoUring => uring::run(&file, spec, stream, ctl),
+                                _ => blocking::run(&file, spec, stream, ctl),
+                            });
                     if result.is_err() {
                         ctl.abort.store(true, Ordering::Relaxed);
                     }

@@ -29,7 +29,12 @@ struct Slot {
     submitted: Instant,
 }
 
-pub fn run(file: &File, spec: &JobSpec, stream: u64, ctl: &Control) -> Result<Measured, EngineError> {
+pub fn run(
+    file: &File,
+    spec: &JobSpec,
+    stream: u64,
+    ctl: &Control,
+) -> Result<Measured, EngineError> {
     let depth = spec.iodepth as usize;
     let mut picker = Picker::new(spec, stream);
     let bs = spec.bs as usize;
@@ -86,7 +91,10 @@ pub fn run(file: &File, spec: &JobSpec, stream: u64, ctl: &Control) -> Result<Me
                     Some(SyncKind::Fdatasync) => types::FsyncFlags::DATASYNC,
                     _ => types::FsyncFlags::empty(),
                 };
-                let entry = opcode::Fsync::new(fd).flags(flags).build().user_data(SYNC_TAG);
+                let entry = opcode::Fsync::new(fd)
+                    .flags(flags)
+                    .build()
+                    .user_data(SYNC_TAG);
                 // SAFETY: the flush references no memory.
                 unsafe { sq.push(&entry) }.expect("ring has room: nothing is in flight");
                 sync_pending = false;
@@ -95,7 +103,7 @@ pub fn run(file: &File, spec: &JobSpec, stream: u64, ctl: &Control) -> Result<Me
             }
             while !stopping && !sync_pending && sync_started.is_none() {
                 let Some(index) = free.pop() else { break };
-                let (dir, offset) = picker.next();
+                let (dir, offset) = picker.next_op();
                 let slot = &mut slots[index];
                 if dir == Dir::Write {
                     stamp += 1;
@@ -120,7 +128,8 @@ pub fn run(file: &File, spec: &JobSpec, stream: u64, ctl: &Control) -> Result<Me
         if in_flight == 0 {
             break;
         }
-        ring.submit_and_wait(1).map_err(|e| EngineError::io("io_uring_enter", 0, e))?;
+        ring.submit_and_wait(1)
+            .map_err(|e| EngineError::io("io_uring_enter", 0, e))?;
         let done = Instant::now();
         let (mut batch_ios, mut batch_bytes) = (0u64, 0u64);
         for cqe in ring.completion() {

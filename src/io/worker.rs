@@ -81,7 +81,7 @@ impl Picker {
 
     /// Direction and byte offset of the next I/O.
     #[inline]
-    pub fn next(&mut self) -> (Dir, u64) {
+    pub fn next_op(&mut self) -> (Dir, u64) {
         let dir = match self.read_pct {
             100 => Dir::Read,
             0 => Dir::Write,
@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn mix_follows_rwmixread() {
         let mut p = Picker::new(&spec(Rw::RandRw, 70), 0);
-        let reads = (0..10_000).filter(|_| p.next().0 == Dir::Read).count();
+        let reads = (0..10_000).filter(|_| p.next_op().0 == Dir::Read).count();
         assert!((6_700..7_300).contains(&reads), "{reads} reads of 10000");
     }
 
@@ -186,7 +186,7 @@ mod tests {
     fn offsets_are_block_aligned_and_in_region() {
         let mut p = Picker::new(&spec(Rw::RandWrite, 0), 1);
         for _ in 0..1000 {
-            let (dir, off) = p.next();
+            let (dir, off) = p.next_op();
             assert_eq!(dir, Dir::Write);
             assert_eq!(off % 4096, 0);
             assert!(off < 4096 * 100);
@@ -198,7 +198,7 @@ mod tests {
         let mut p = Picker::new(&spec(Rw::Write, 0), 0);
         let mut pattern = String::new();
         for _ in 0..7 {
-            p.next();
+            p.next_op();
             pattern.push(if p.sync_due() { 'S' } else { 'w' });
         }
         assert_eq!(pattern, "wwSwwSw");
@@ -209,8 +209,8 @@ mod tests {
         let s = spec(Rw::RandRead, 100);
         let mut a = Picker::new(&s, 0);
         let mut b = Picker::new(&s, 1);
-        let first: Vec<_> = (0..20).map(|_| a.next().1).collect();
-        let second: Vec<_> = (0..20).map(|_| b.next().1).collect();
+        let first: Vec<_> = (0..20).map(|_| a.next_op().1).collect();
+        let second: Vec<_> = (0..20).map(|_| b.next_op().1).collect();
         assert_ne!(first, second);
     }
 }

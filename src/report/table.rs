@@ -6,13 +6,27 @@ use crate::io::LatencySummary;
 use crate::units::{format_bandwidth, format_count, format_latency_ns, format_size};
 use std::io::{self, Write};
 
-const HEADER: [&str; 8] = ["IOPS", "bandwidth", "mean", "p50", "p99", "p99.9", "max", ""];
+const HEADER: [&str; 8] = [
+    "IOPS",
+    "bandwidth",
+    "mean",
+    "p50",
+    "p99",
+    "p99.9",
+    "max",
+    "",
+];
 
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "{}", verdict(report))?;
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
-    let name_width = rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(4).max(4);
+    let name_width = rows
+        .iter()
+        .map(|r| r.label.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     write!(out, "{:<name_width$}", "test")?;
     for h in &HEADER[..7] {
         write!(out, "  {h:>10}")?;
