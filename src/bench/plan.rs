@@ -163,6 +163,13 @@ fn custom_shape(a: &DiskArgs, rw: Rw, engine: EngineKind) -> Result<Shape> {
              time; drop --iodepth or use --engine io_uring"
         );
     }
+    let threads = iodepth * a.numjobs.unwrap_or(1);
+    if engine == EngineKind::Psync && threads > 1024 {
+        bail!(
+            "--engine psync runs one thread per queued I/O, and {threads} threads is too many; \
+             lower --iodepth × --numjobs to 1024 or use --engine io_uring"
+        );
+    }
     let sync = match (a.fsync, a.fdatasync) {
         (Some(every), _) => Some(SyncEvery {
             kind: SyncKind::Fsync,

@@ -102,11 +102,28 @@ pub fn inspect(root: &SysRoot, path: &Path, size: Option<u64>) -> Result<Inspect
             Vec::new()
         }
     };
+    if let Some(m) = mount
+        .as_ref()
+        .filter(|m| matches!(m.fs_type.as_str(), "tmpfs" | "ramfs"))
+    {
+        notes.push(Warning {
+            code: "memory-backed",
+            message: format!(
+                "{} is on {}, a filesystem in RAM: the figures measure memory, not a disk",
+                path.display(),
+                m.fs_type
+            ),
+        });
+    }
     let leaf = stats
         .iter()
         .find(|d| d.rotational.is_some() || d.model.is_some());
     let info = TargetInfo {
-        path: path.display().to_string(),
+        // Absolute, so results from different working directories compare.
+        path: std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .display()
+            .to_string(),
         kind: match kind {
             Kind::Directory => "directory",
             Kind::File => "file",

@@ -37,7 +37,7 @@ pub fn verdict(report: &BenchReport) -> String {
         report.warnings.len() + report.tests.iter().map(|t| t.warnings.len()).sum::<usize>();
     if warnings > 0 {
         line.push_str(&format!(
-            " — {warnings} warning{} below",
+            " — {warnings} warning{}:",
             if warnings == 1 { "" } else { "s" }
         ));
     }
@@ -46,14 +46,11 @@ pub fn verdict(report: &BenchReport) -> String {
 
 fn target_words(report: &BenchReport) -> String {
     let t = &report.target;
-    let device = t
-        .devices
-        .first()
-        .cloned()
-        .unwrap_or_else(|| "unknown device".into());
-    match (&t.filesystem, &t.mount_point) {
-        (Some(fs), Some(mp)) => format!("{device} ({fs} on {mp})"),
-        _ => device,
+    match (t.devices.first(), &t.filesystem, &t.mount_point) {
+        (Some(dev), Some(fs), Some(mp)) => format!("{dev} ({fs} on {mp})"),
+        (Some(dev), _, _) => dev.clone(),
+        (None, Some(fs), Some(mp)) => format!("{fs} on {mp}"),
+        (None, _, _) => t.path.clone(),
     }
 }
 

@@ -19,6 +19,14 @@ const HEADER: [&str; 8] = [
 
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "{}", verdict(report))?;
+    // Reasons to doubt the figures come right under the verdict, before anyone reads the table.
+    for w in report
+        .warnings
+        .iter()
+        .chain(report.tests.iter().flat_map(|t| t.warnings.iter()))
+    {
+        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
+    }
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
@@ -40,15 +48,7 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         writeln!(out)?;
     }
     writeln!(out)?;
-    write_target(report, out)?;
-    for w in report
-        .warnings
-        .iter()
-        .chain(report.tests.iter().flat_map(|t| t.warnings.iter()))
-    {
-        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
-    }
-    Ok(())
+    write_target(report, out)
 }
 
 struct Row {
