@@ -102,11 +102,11 @@ pub struct DiskArgs {
     pub size: Option<u64>,
 
     /// Measured time per test, e.g. 5s, 500ms, 2m [default: 10s custom, 5s per suite test]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub runtime: Option<Duration>,
 
     /// Warm-up before measuring starts [default: 0 custom, 1s per suite test]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub ramp: Option<Duration>,
 
     /// Seed of the random offsets, for repeatable runs

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("tacho: {}", one_line(&e.render().to_string()));
+            eprintln!("tacho: {}", clap_one_line(&e.render().to_string()));
             return ExitCode::from(2);
         }
     };
@@ -25,16 +25,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// Clap's usage errors span several lines; admins' scripts and eyes want one.
-fn one_line(text: &str) -> String {
-    text.lines()
+/// Clap's usage errors span several lines (problem, tip, usage); admins' scripts and eyes want
+/// one: the problem and the tip, then where to look.
+fn clap_one_line(rendered: &str) -> String {
+    let problem: Vec<&str> = rendered
+        .lines()
         .map(str::trim)
-        .filter(|l| {
-            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
-        })
+        .take_while(|l| !l.starts_with("Usage:"))
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
         .map(|l| l.strip_prefix("error: ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("; ")
+        .collect();
+    format!("{} (see --help)", problem.join("; "))
+}
+
+/// Library errors chain their causes with ": " under `{:#}`; keep them on one line.
+fn one_line(text: &str) -> String {
+    text.lines().map(str::trim).collect::<Vec<_>>().join(" ")
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
