@@ -256,11 +256,9 @@ mod tests {
     }
 
     fn plan_of(line: &str) -> Result<Plan> {
-        plan(
-            &args(line),
-            &target(Kind::Directory, 1 << 30, 512),
-            EngineKind::IoUring,
-        )
+        let a = args(line);
+        let engine = a.engine.unwrap_or(EngineKind::IoUring);
+        plan(&a, &target(Kind::Directory, 1 << 30, 512), engine)
     }
 
     fn err_of(line: &str) -> String {
