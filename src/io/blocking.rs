@@ -43,16 +43,9 @@ pub fn run(
         }
         transfer(spec.engine, fd, &mut buf, dir, offset, &mut position)?;
         let done = Instant::now();
-        match dir {
-            Dir::Read => measured.issued_read_bytes += spec.bs,
-            Dir::Write => measured.issued_write_bytes += spec.bs,
-        }
+        measured.issued(dir, spec.bs);
         if started >= window.measure_from {
-            let ns = (done - started).as_nanos() as u64;
-            match dir {
-                Dir::Read => measured.read.record(spec.bs, ns),
-                Dir::Write => measured.write.record(spec.bs, ns),
-            }
+            measured.completed(dir, spec.bs, (done - started).as_nanos() as u64);
             last_completion = done;
         }
         if picker.sync_due() {
@@ -93,10 +86,7 @@ fn transfer(
     position: &mut Option<u64>,
 ) -> Result<(), EngineError> {
     let len = buf.len();
-    let op = match dir {
-        Dir::Read => "read",
-        Dir::Write => "write",
-    };
+    let op = dir.op_name();
     let io_err = |e| EngineError::io(op, offset, e);
     let done = if engine == EngineKind::Sync {
         if *position != Some(offset) {

@@ -1,5 +1,6 @@
 //! What a test measured: per-direction counts and latency histograms, flush latency, CPU time.
 
+use super::worker::Dir;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::time::Duration;
@@ -133,6 +134,24 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// Counts bytes handed to the kernel (ramp included).
+    #[inline]
+    pub fn issued(&mut self, dir: Dir, bytes: u64) {
+        match dir {
+            Dir::Read => self.issued_read_bytes += bytes,
+            Dir::Write => self.issued_write_bytes += bytes,
+        }
+    }
+
+    /// Records one completed I/O of the measured window.
+    #[inline]
+    pub fn completed(&mut self, dir: Dir, bytes: u64, latency_ns: u64) {
+        match dir {
+            Dir::Read => self.read.record(bytes, latency_ns),
+            Dir::Write => self.write.record(bytes, latency_ns),
+        }
+    }
+
     pub fn merge(&mut self, other: &Measured) {
         self.read.merge(&other.read);
         self.write.merge(&other.write);

@@ -116,10 +116,7 @@ pub fn run(
                 // SAFETY: the slot's buffer stays untouched until its completion is reaped.
                 unsafe { sq.push(&entry) }.expect("ring has a place for every slot");
                 in_flight += 1;
-                match dir {
-                    Dir::Read => measured.issued_read_bytes += spec.bs,
-                    Dir::Write => measured.issued_write_bytes += spec.bs,
-                }
+                measured.issued(dir, spec.bs);
                 if picker.sync_due() {
                     sync_pending = true;
                 }
@@ -157,10 +154,7 @@ pub fn run(
             batch_bytes += spec.bs;
             if slot.submitted >= window.measure_from {
                 let ns = (done - slot.submitted).as_nanos() as u64;
-                match slot.dir {
-                    Dir::Read => measured.read.record(spec.bs, ns),
-                    Dir::Write => measured.write.record(spec.bs, ns),
-                }
+                measured.completed(slot.dir, spec.bs, ns);
                 last_completion = done;
             }
         }
@@ -198,10 +192,7 @@ fn prepare(fd: types::Fixed, slot: &mut Slot, index: usize, fixed: bool) -> sque
 }
 
 fn check_result(result: i32, slot: &Slot, bs: u64) -> Result<(), EngineError> {
-    let op = match slot.dir {
-        Dir::Read => "read",
-        Dir::Write => "write",
-    };
+    let op = slot.dir.op_name();
     if result < 0 {
         return Err(EngineError::io(
             op,

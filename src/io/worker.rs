@@ -42,6 +42,15 @@ pub enum Dir {
     Write,
 }
 
+impl Dir {
+    pub fn op_name(self) -> &'static str {
+        match self {
+            Dir::Read => "read",
+            Dir::Write => "write",
+        }
+    }
+}
+
 /// Chooses direction and offset of each I/O, and when a flush is due.
 pub struct Picker {
     bs: u64,
