@@ -101,11 +101,12 @@ fn choose_engine(asked: Option<EngineKind>, warnings: &mut Vec<Warning>) -> Engi
     wanted
 }
 
-/// First Ctrl-C or SIGTERM: stop after in-flight I/O, report what finished, remove the test
+/// First Ctrl-C, SIGTERM or SIGHUP: stop after in-flight I/O, report what finished, remove the test
 /// file. A second one exits at once (the next run removes the file it leaves).
 fn install_signal_handlers(stop: &Arc<AtomicBool>) -> Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    for signal in [SIGINT, SIGTERM] {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    // SIGHUP too: a closed ssh session must not leave a gigabyte behind.
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register_conditional_shutdown(
             signal,
             i32::from(EXIT_INTERRUPTED),
