@@ -213,24 +213,15 @@ fn interrupted_run_cleans_up(signal: libc::c_int, name: &str, delay: Duration) {
         .spawn()
         .unwrap();
     let pid = child.id() as libc::pid_t;
-    let start = Instant::now();
-    while test_files(dir.path()).is_empty() {
-        if start.elapsed() > Duration::from_secs(10) {
-            let mut child = child;
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{name}: no test file appeared within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = child;
+    wait_for_test_file(dir.path(), &mut child);
     let file = &test_files(dir.path())[0];
     let expected = format!(".tacho-bench.{pid}.");
     assert!(file.starts_with(&expected), "{file} names pid {pid}");
     assert!(file.ends_with(".tmp") && file.len() == expected.len() + 8 + 4);
     // No delay: the signal lands while the file is laid out; a delay: during the test.
     std::thread::sleep(delay);
-    // SAFETY: signalling the child we started.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    self::signal(&child, signal);
     let sent = Instant::now();
     let o = wait_output(child, Duration::from_secs(10));
     assert!(
@@ -308,4 +299,133 @@ fn a_stale_file_of_a_dead_run_is_removed() {
     let all = stdout(&o) + &stderr(&o);
     assert!(all.contains("removed"), "no word about the removal: {all}");
     assert!(!stale.exists());
+}
+
+/// Polls until a `.tacho-bench.*` file exists in `dir` (10 s at most).
+fn wait_for_test_file(dir: &Path, child: &mut std::process::Child) {
+    let start = Instant::now();
+    while test_files(dir).is_empty() {
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no test file appeared in {} within 10 s", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn signal(child: &std::process::Child, sig: libc::c_int) {
+    // SAFETY: signalling the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+}
+
+#[test]
+fn an_interrupted_suite_reports_the_tests_that_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .args([
+            "bench",
+            "disk",
+            dir.path().to_str().unwrap(),
+            "--json",
+            "--buffered",
+            "--size",
+            "8M",
+            "--runtime",
+            "500ms",
+            "--ramp",
+            "0s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_test_file(dir.path(), &mut child);
+    // Lay-out of 8 MiB takes milliseconds; 1.8 s covers three 0.5 s tests, not all seven.
+    std::thread::sleep(Duration::from_millis(1800));
+    signal(&child, libc::SIGINT);
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    assert_empty(dir.path());
+    let v = parse_json(&o);
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(v["suite"]["name"], "quick");
+    let done = v["tests"].as_array().unwrap();
+    assert!(
+        (1..7).contains(&done.len()),
+        "expected some but not all of the 7 quick tests, got {}",
+        done.len()
+    );
+    for t in done {
+        assert!(
+            t["runtime_s"].as_f64().unwrap() >= 0.45,
+            "a finished test ran fully: {t}"
+        );
+    }
+}
+
+#[test]
+fn bench_alone_runs_the_quick_suite_in_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .arg("bench")
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_test_file(dir.path(), &mut child);
+    signal(&child, libc::SIGTERM);
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    assert_empty(dir.path());
+    assert!(stdout(&o).contains("interrupted"), "says it was cut short");
+}
+
+#[test]
+fn a_second_signal_exits_at_once_and_the_next_run_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .args([
+            "bench",
+            "disk",
+            dir.path().to_str().unwrap(),
+            "--json",
+            "--buffered",
+            "--rw",
+            "randread",
+            "--size",
+            "8M",
+            "--runtime",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_test_file(dir.path(), &mut child);
+    signal(&child, libc::SIGINT);
+    signal(&child, libc::SIGINT);
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    // The file may or may not have been removed before the second signal; the next run
+    // must leave the directory empty either way.
+    let left = test_files(dir.path());
+    let mut args = vec![
+        "bench",
+        "disk",
+        dir.path().to_str().unwrap(),
+        "--json",
+        "--buffered",
+        "--rw",
+        "randread",
+    ];
+    args.extend_from_slice(TINY);
+    let v = json_ok(&run(&args));
+    assert_empty(dir.path());
+    let removed = warning_codes(&v)
+        .iter()
+        .filter(|c| *c == "removed-stale-file")
+        .count();
+    assert_eq!(removed, left.len(), "one warning per stale file {left:?}");
 }
