@@ -318,3 +318,11 @@ fn no_permission_to_create_the_test_file() {
     assert_mentions(&line, &["permission"]);
     assert_empty(dir.path());
 }
+
+#[test]
+fn zero_size_names_the_option() {
+    // A directory is never "empty" in the sense of the file/device message: the fault is --size.
+    let line = refused_in_tempdir(&["--rw", "randread", "--size", "0"]);
+    assert_mentions(&line, &["--size"]);
+    assert!(!line.contains("is empty"), "blames the target: {line}");
+}
