@@ -429,3 +429,43 @@ fn a_second_signal_exits_at_once_and_the_next_run_cleans_up() {
         .count();
     assert_eq!(removed, left.len(), "one warning per stale file {left:?}");
 }
+
+/// Found by these tests: after an io_uring run on a mounted filesystem, an immediate `umount`
+/// fails with "target is busy" for some 20-40 ms (the kernel tears io_uring down
+/// asynchronously after exit). psync runs do not show it. Kept as a record; run with
+/// `cargo test -- --ignored`.
+#[test]
+#[ignore = "known: umount right after an io_uring run fails with EBUSY for ~30 ms"]
+fn umount_right_after_an_io_uring_run_succeeds() {
+    let Some(dev) = ext4_loop("umount_right_after_an_io_uring_run") else {
+        return;
+    };
+    let mnt = tempfile::tempdir().unwrap();
+    let guard = match MountGuard::mount(&[dev.path()], mnt.path()) {
+        Ok(m) => m,
+        Err(e) => {
+            skip(&format!(
+                "umount_right_after_an_io_uring_run: mount failed: {e}"
+            ));
+            return;
+        }
+    };
+    let mut args = vec![
+        "bench",
+        "disk",
+        mnt.path().to_str().unwrap(),
+        "--rw",
+        "randwrite",
+        "--engine",
+        "io_uring",
+    ];
+    args.extend_from_slice(TINY);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let status = std::process::Command::new("umount")
+        .arg(mnt.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "umount right after tacho exited failed");
+    drop(guard);
+}

@@ -276,7 +276,25 @@ impl MountGuard {
 
 impl Drop for MountGuard {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
+        // Right after a process that used io_uring on the filesystem exits, the kernel still
+        // holds its files for some milliseconds (asynchronous ring teardown) and umount fails
+        // with EBUSY; retry for up to 5 s.
+        for _ in 0..100 {
+            let unmounted = Command::new("umount")
+                .arg(&self.dir)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if unmounted {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "WARNING: could not unmount {}",
+            self.dir.display()
+        );
     }
 }
 
