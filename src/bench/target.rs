@@ -82,6 +82,9 @@ pub fn inspect(root: &SysRoot, path: &Path, size: Option<u64>) -> Result<Inspect
             .map(|d| d.size_bytes)
             .context("cannot find the block device in /sys; is sysfs mounted?")?,
     };
+    if capacity == 0 && kind == Kind::Directory {
+        bail!("--size must be larger than zero, e.g. 1G");
+    }
     if capacity == 0 {
         bail!(
             "target {} is empty; give a file or device with data, or a directory",

@@ -1,0 +1,316 @@
+//! Helpers shared by the integration tests: running the built binary with a time limit,
+//! parsing its JSON, skipping with a visible reason, and guards for loop devices and mounts
+//! that always clean up (each test makes its own, so tests can run in parallel).
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Flags that keep every benchmark tiny.
+pub const TINY: &[&str] = &["--size", "8M", "--runtime", "300ms"];
+
+/// No test run may take longer than this; a hang fails the test instead of the whole suite.
+const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+pub fn tacho() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tacho"));
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// Runs tacho with `args`, collecting its output; panics if it runs past [`RUN_LIMIT`].
+pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    let mut cmd = tacho();
+    cmd.args(args);
+    run_cmd(cmd)
+}
+
+pub fn run_cmd(mut cmd: Command) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start tacho");
+    wait_output(child, RUN_LIMIT)
+}
+
+/// Waits for `child` (stdout and stderr piped) at most `limit`, reading both pipes meanwhile.
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let mut out = child.stdout.take().expect("stdout piped");
+    let mut err = child.stderr.take().expect("stderr piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err.read_to_end(&mut buf);
+        buf
+    });
+    let status = wait_limited(&mut child, limit);
+    Output {
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// Waits for `child` at most `limit`; kills it and panics when it takes longer.
+pub fn wait_limited(child: &mut Child, limit: Duration) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("cannot wait for tacho") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tacho did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts exit code 0 and parses stdout as JSON.
+pub fn json_ok(o: &Output) -> serde_json::Value {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "expected success; stderr: {}",
+        stderr(o)
+    );
+    parse_json(o)
+}
+
+pub fn parse_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            stdout(o),
+            stderr(o)
+        )
+    })
+}
+
+/// Asserts the usage/runtime error contract: exit 2, exactly one line on stderr starting
+/// `tacho: `, nothing on stdout. Returns that line.
+pub fn assert_error(o: &Output) -> String {
+    let err = stderr(o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "expected exit 2; stdout: {}; stderr: {err}",
+        stdout(o)
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one line on stderr, got: {err:?}");
+    assert!(
+        lines[0].starts_with("tacho: "),
+        "stderr line must start with 'tacho: ': {err:?}"
+    );
+    assert!(o.stdout.is_empty(), "nothing on stdout: {}", stdout(o));
+    lines[0].to_owned()
+}
+
+/// Names of the entries in `dir`.
+pub fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+pub fn assert_empty(dir: &Path) {
+    let left = entries(dir);
+    assert!(
+        left.is_empty(),
+        "left behind in {}: {left:?}",
+        dir.display()
+    );
+}
+
+/// Writes a SKIP line that libtest does not capture, so the reason is visible.
+pub fn skip(reason: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIP: {reason}");
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether `tool` can be started (found on PATH or in the sbin directories).
+pub fn have_tool(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// Runs an auxiliary tool and panics with its stderr if it fails.
+pub fn sh(tool: &str, args: &[&str]) -> String {
+    let o = Command::new(tool)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {tool}: {e}"));
+    assert!(
+        o.status.success(),
+        "{tool} {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A loop device over a private image in /dev/shm; detached and the image removed on drop.
+pub struct LoopDev {
+    pub dev: PathBuf,
+    image: tempfile::NamedTempFile,
+}
+
+impl LoopDev {
+    /// Returns None (after printing why) when loop devices cannot be used here.
+    pub fn new(test: &str, size: u64) -> Option<LoopDev> {
+        if !is_root() {
+            skip(&format!("{test}: needs root for a loop device"));
+            return None;
+        }
+        if !have_tool("losetup") {
+            skip(&format!("{test}: losetup is not installed"));
+            return None;
+        }
+        let image = tempfile::Builder::new()
+            .prefix("tacho-itest-")
+            .suffix(".img")
+            .tempfile_in("/dev/shm")
+            .or_else(|_| tempfile::NamedTempFile::new())
+            .expect("cannot create a loop image");
+        image.as_file().set_len(size).unwrap();
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(image.path())
+            .output()
+            .expect("cannot run losetup");
+        if !o.status.success() {
+            skip(&format!(
+                "{test}: losetup failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return None;
+        }
+        let dev = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+        Some(LoopDev { dev, image })
+    }
+
+    pub fn path(&self) -> &str {
+        self.dev.to_str().unwrap()
+    }
+
+    /// Kernel name, e.g. "loop3".
+    pub fn name(&self) -> String {
+        self.dev.file_name().unwrap().to_string_lossy().into_owned()
+    }
+
+    /// The whole device's content, for before/after comparisons.
+    pub fn content(&self) -> Vec<u8> {
+        // Through the device, as a later reader of the device would see it.
+        std::fs::read(&self.dev).expect("cannot read the loop device")
+    }
+
+    pub fn mkfs_ext4(&self) -> bool {
+        Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&self.dev)
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        // Detach only the device this guard attached; the image file is removed afterwards,
+        // when `self.image` drops.
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+/// A filesystem mounted by a test; unmounted on drop (before the loop device is detached,
+/// as long as the guard is declared after the LoopDev).
+pub struct MountGuard {
+    pub dir: PathBuf,
+}
+
+impl MountGuard {
+    pub fn mount(args: &[&str], dir: &Path) -> Result<MountGuard, String> {
+        let o = Command::new("mount")
+            .args(args)
+            .arg(dir)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if o.status.success() {
+            Ok(MountGuard {
+                dir: dir.to_path_buf(),
+            })
+        } else {
+            Err(String::from_utf8_lossy(&o.stderr).trim().to_owned())
+        }
+    }
+}
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        // Right after a process that used io_uring on the filesystem exits, the kernel still
+        // holds its files for some milliseconds (asynchronous ring teardown) and umount fails
+        // with EBUSY; retry for up to 5 s.
+        for _ in 0..100 {
+            let unmounted = Command::new("umount")
+                .arg(&self.dir)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if unmounted {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "WARNING: could not unmount {}",
+            self.dir.display()
+        );
+    }
+}
+
+/// The tests array of a report, checked to be non-empty.
+pub fn tests_of(v: &serde_json::Value) -> &Vec<serde_json::Value> {
+    let tests = v["tests"].as_array().expect("tests is an array");
+    assert!(!tests.is_empty(), "no tests in {v}");
+    tests
+}
+
+/// Codes of the top-level warnings.
+pub fn warning_codes(v: &serde_json::Value) -> Vec<String> {
+    v["warnings"]
+        .as_array()
+        .expect("warnings is an array")
+        .iter()
+        .map(|w| w["code"].as_str().unwrap().to_owned())
+        .collect()
+}

@@ -1,0 +1,471 @@
+//! tacho never destroys data without consent and never leaves a test file behind: block
+//! devices with a filesystem, mounted devices, existing files, signals, stale files.
+//! Loop device tests need root and losetup; each makes its own image and detaches it.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const IMAGE: u64 = 64 << 20;
+
+/// The loop device's entry in a test's `device` array.
+fn device_entry<'a>(test: &'a Value, name: &str) -> &'a Value {
+    test["device"]
+        .as_array()
+        .expect("device is an array")
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in device array of {test}"))
+}
+
+fn bench_dev(dev: &LoopDev, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["bench", "disk", dev.path(), "--json"];
+    args.extend_from_slice(TINY);
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn direct_io_on_an_empty_loop_device_reaches_the_device() {
+    let Some(dev) = LoopDev::new("direct_io_on_an_empty_loop_device", IMAGE) else {
+        return;
+    };
+    // All zeros: no signature, so writing needs no --destroy-data.
+    let o = bench_dev(&dev, &["--rw", "randwrite", "--direct"]);
+    let v = json_ok(&o);
+    assert_eq!(v["target"]["kind"], "block_device");
+    let t = &tests_of(&v)[0];
+    assert_eq!(t["direct"], true);
+    assert!(t["write"]["ios"].as_u64().unwrap() > 0);
+    let d = device_entry(t, &dev.name());
+    assert!(d["writes"].as_u64().unwrap() > 0, "no writes counted: {d}");
+
+    let o = bench_dev(&dev, &["--rw", "randread", "--direct"]);
+    let v = json_ok(&o);
+    let t = &tests_of(&v)[0];
+    assert!(t["read"]["ios"].as_u64().unwrap() > 0);
+    let d = device_entry(t, &dev.name());
+    assert!(d["reads"].as_u64().unwrap() > 0, "no reads counted: {d}");
+}
+
+/// A loop device carrying a fresh ext4 filesystem, or None (with a SKIP line).
+fn ext4_loop(test: &str) -> Option<LoopDev> {
+    if is_root() && !have_tool("mkfs.ext4") {
+        skip(&format!("{test}: mkfs.ext4 is not installed"));
+        return None;
+    }
+    let dev = LoopDev::new(test, IMAGE)?;
+    if !dev.mkfs_ext4() {
+        skip(&format!("{test}: mkfs.ext4 failed on {}", dev.path()));
+        return None;
+    }
+    Some(dev)
+}
+
+#[test]
+fn writing_over_ext4_is_refused_without_destroy_data() {
+    let Some(dev) = ext4_loop("writing_over_ext4_is_refused") else {
+        return;
+    };
+    let before = dev.content();
+    for rw in ["write", "randwrite", "randrw"] {
+        let line = assert_error(&bench_dev(&dev, &["--rw", rw]));
+        assert!(line.contains("ext2/3/4"), "names the filesystem: {line}");
+        assert!(line.contains("--destroy-data"), "names the fix: {line}");
+    }
+    // The suite writes too.
+    let line = assert_error(&run(&["bench", "disk", dev.path(), "--size", "8M"]));
+    assert!(line.contains("--destroy-data"), "{line}");
+    assert!(
+        dev.content() == before,
+        "the device changed after a refusal"
+    );
+
+    // Reading is harmless and allowed.
+    let o = bench_dev(&dev, &["--rw", "randread"]);
+    let v = json_ok(&o);
+    assert!(tests_of(&v)[0]["read"]["ios"].as_u64().unwrap() > 0);
+    assert!(dev.content() == before, "a read test changed the device");
+
+    // With consent, it runs.
+    let o = bench_dev(&dev, &["--rw", "randwrite", "--destroy-data"]);
+    let v = json_ok(&o);
+    assert!(tests_of(&v)[0]["write"]["ios"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_mounted_device_is_refused_even_with_destroy_data() {
+    let Some(dev) = ext4_loop("a_mounted_device_is_refused") else {
+        return;
+    };
+    let mnt = tempfile::tempdir().unwrap();
+    let _mounted = match MountGuard::mount(&[dev.path()], mnt.path()) {
+        Ok(m) => m,
+        Err(e) => {
+            skip(&format!("a_mounted_device_is_refused: mount failed: {e}"));
+            return;
+        }
+    };
+    for extra in [&["--destroy-data"][..], &[]] {
+        let mut args = vec!["--rw", "randwrite"];
+        args.extend_from_slice(extra);
+        let line = assert_error(&bench_dev(&dev, &args));
+        assert!(line.contains("mounted"), "says it is mounted: {line}");
+        assert!(
+            line.contains(mnt.path().to_str().unwrap()),
+            "names the mount point: {line}"
+        );
+    }
+    // Content is not compared here: a mounted ext4 writes to itself (lazy inode-table init,
+    // superblock). The filesystem must still work.
+    std::fs::write(mnt.path().join("still-here"), b"ok").unwrap();
+    assert_eq!(std::fs::read(mnt.path().join("still-here")).unwrap(), b"ok");
+}
+
+#[test]
+fn writing_into_an_existing_file_needs_destroy_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("precious.dat");
+    let data: Vec<u8> = (0..(8u32 << 20))
+        .map(|i| (i * 7 + i / 4096) as u8)
+        .collect();
+    std::fs::write(&file, &data).unwrap();
+    let path = file.to_str().unwrap();
+    for rw in ["write", "randwrite", "rw"] {
+        let line = assert_error(&run(&[
+            "bench",
+            "disk",
+            path,
+            "--buffered",
+            "--rw",
+            rw,
+            "--runtime",
+            "300ms",
+        ]));
+        assert!(line.contains("--destroy-data"), "{line}");
+    }
+    assert!(std::fs::read(&file).unwrap() == data, "the file changed");
+
+    let o = run(&[
+        "bench",
+        "disk",
+        path,
+        "--json",
+        "--buffered",
+        "--rw",
+        "randread",
+        "--runtime",
+        "300ms",
+    ]);
+    let v = json_ok(&o);
+    assert_eq!(v["target"]["kind"], "file");
+    assert!(tests_of(&v)[0]["read"]["ios"].as_u64().unwrap() > 0);
+    assert!(std::fs::read(&file).unwrap() == data, "reading changed it");
+    assert_eq!(entries(dir.path()), vec!["precious.dat"]);
+
+    let o = run(&[
+        "bench",
+        "disk",
+        path,
+        "--json",
+        "--buffered",
+        "--rw",
+        "randwrite",
+        "--runtime",
+        "300ms",
+        "--destroy-data",
+    ]);
+    json_ok(&o);
+    assert_eq!(entries(dir.path()), vec!["precious.dat"], "no extra file");
+}
+
+fn test_files(dir: &Path) -> Vec<String> {
+    entries(dir)
+        .into_iter()
+        .filter(|n| n.starts_with(".tacho-bench."))
+        .collect()
+}
+
+/// Starts a 30 s test, waits for its test file, sends `signal`, and expects exit 130 within a
+/// few seconds with the directory empty.
+fn interrupted_run_cleans_up(signal: libc::c_int, name: &str, delay: Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let child = tacho()
+        .args([
+            "bench",
+            "disk",
+            dir.path().to_str().unwrap(),
+            "--json",
+            "--buffered",
+            "--rw",
+            "randwrite",
+            "--size",
+            "8M",
+            "--runtime",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut child = child;
+    wait_for_test_file(dir.path(), &mut child);
+    let file = &test_files(dir.path())[0];
+    let expected = format!(".tacho-bench.{pid}.");
+    assert!(file.starts_with(&expected), "{file} names pid {pid}");
+    assert!(file.ends_with(".tmp") && file.len() == expected.len() + 8 + 4);
+    // No delay: the signal lands while the file is laid out; a delay: during the test.
+    std::thread::sleep(delay);
+    self::signal(&child, signal);
+    let sent = Instant::now();
+    let o = wait_output(child, Duration::from_secs(10));
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "{name}: took {:?} to stop",
+        sent.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(130), "{name}: stderr {}", stderr(&o));
+    assert_empty(dir.path());
+    let v = parse_json(&o);
+    assert_eq!(v["interrupted"], true, "{name}");
+    assert!(
+        v["tests"].as_array().unwrap().is_empty(),
+        "the cut test is not reported"
+    );
+}
+
+#[test]
+fn sigint_stops_the_run_and_removes_the_test_file() {
+    interrupted_run_cleans_up(libc::SIGINT, "SIGINT", Duration::from_millis(500));
+}
+
+#[test]
+fn sigterm_stops_the_run_and_removes_the_test_file() {
+    interrupted_run_cleans_up(libc::SIGTERM, "SIGTERM", Duration::from_millis(500));
+}
+
+#[test]
+fn sigint_during_layout_removes_the_test_file() {
+    interrupted_run_cleans_up(libc::SIGINT, "SIGINT at once", Duration::ZERO);
+}
+
+#[test]
+fn a_stale_file_of_a_dead_run_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    // pid 2^31-1 is above any pid_max, so no such process exists.
+    let stale = dir.path().join(".tacho-bench.2147483647.0000abcd.tmp");
+    std::fs::write(&stale, b"left by a killed run").unwrap();
+    let mine = dir.path().join("not-tachos.tmp");
+    std::fs::write(&mine, b"keep").unwrap();
+    let mut args = vec![
+        "bench",
+        "disk",
+        dir.path().to_str().unwrap(),
+        "--json",
+        "--buffered",
+        "--rw",
+        "randread",
+    ];
+    args.extend_from_slice(TINY);
+    let v = json_ok(&run(&args));
+    assert!(!stale.exists(), "the stale file is still there");
+    assert_eq!(entries(dir.path()), vec!["not-tachos.tmp"]);
+    let w = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "removed-stale-file")
+        .unwrap_or_else(|| panic!("no removed-stale-file warning in {}", v["warnings"]));
+    assert!(w["message"].as_str().unwrap().contains("2147483647"));
+
+    // The table output says so too.
+    std::fs::write(&stale, b"again").unwrap();
+    let mut args = vec![
+        "bench",
+        "disk",
+        dir.path().to_str().unwrap(),
+        "--buffered",
+        "--rw",
+        "randread",
+    ];
+    args.extend_from_slice(TINY);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let all = stdout(&o) + &stderr(&o);
+    assert!(all.contains("removed"), "no word about the removal: {all}");
+    assert!(!stale.exists());
+}
+
+/// Polls until a `.tacho-bench.*` file exists in `dir` (10 s at most).
+fn wait_for_test_file(dir: &Path, child: &mut std::process::Child) {
+    let start = Instant::now();
+    while test_files(dir).is_empty() {
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no test file appeared in {} within 10 s", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn signal(child: &std::process::Child, sig: libc::c_int) {
+    // SAFETY: signalling the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+}
+
+#[test]
+fn an_interrupted_suite_reports_the_tests_that_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .args([
+            "bench",
+            "disk",
+            dir.path().to_str().unwrap(),
+            "--json",
+            "--buffered",
+            "--size",
+            "8M",
+            "--runtime",
+            "500ms",
+            "--ramp",
+            "0s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_test_file(dir.path(), &mut child);
+    // Lay-out of 8 MiB takes milliseconds; 1.8 s covers three 0.5 s tests, not all seven.
+    std::thread::sleep(Duration::from_millis(1800));
+    signal(&child, libc::SIGINT);
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    assert_empty(dir.path());
+    let v = parse_json(&o);
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(v["suite"]["name"], "quick");
+    let done = v["tests"].as_array().unwrap();
+    assert!(
+        (1..7).contains(&done.len()),
+        "expected some but not all of the 7 quick tests, got {}",
+        done.len()
+    );
+    for t in done {
+        assert!(
+            t["runtime_s"].as_f64().unwrap() >= 0.45,
+            "a finished test ran fully: {t}"
+        );
+    }
+}
+
+#[test]
+fn bench_alone_runs_the_quick_suite_in_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .arg("bench")
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_test_file(dir.path(), &mut child);
+    signal(&child, libc::SIGTERM);
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    assert_empty(dir.path());
+    assert!(stdout(&o).contains("interrupted"), "says it was cut short");
+}
+
+#[test]
+fn a_second_signal_exits_at_once_and_the_next_run_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .args([
+            "bench",
+            "disk",
+            dir.path().to_str().unwrap(),
+            "--json",
+            "--buffered",
+            "--rw",
+            "randread",
+            "--size",
+            "8M",
+            "--runtime",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_test_file(dir.path(), &mut child);
+    signal(&child, libc::SIGINT);
+    signal(&child, libc::SIGINT);
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    // The file may or may not have been removed before the second signal; the next run
+    // must leave the directory empty either way.
+    let left = test_files(dir.path());
+    let mut args = vec![
+        "bench",
+        "disk",
+        dir.path().to_str().unwrap(),
+        "--json",
+        "--buffered",
+        "--rw",
+        "randread",
+    ];
+    args.extend_from_slice(TINY);
+    let v = json_ok(&run(&args));
+    assert_empty(dir.path());
+    let removed = warning_codes(&v)
+        .iter()
+        .filter(|c| *c == "removed-stale-file")
+        .count();
+    assert_eq!(removed, left.len(), "one warning per stale file {left:?}");
+}
+
+/// Found by these tests: after an io_uring run on a mounted filesystem, an immediate `umount`
+/// fails with "target is busy" for some 20-40 ms (the kernel tears io_uring down
+/// asynchronously after exit). psync runs do not show it. Kept as a record; run with
+/// `cargo test -- --ignored`.
+#[test]
+#[ignore = "known: umount right after an io_uring run fails with EBUSY for ~30 ms"]
+fn umount_right_after_an_io_uring_run_succeeds() {
+    let Some(dev) = ext4_loop("umount_right_after_an_io_uring_run") else {
+        return;
+    };
+    let mnt = tempfile::tempdir().unwrap();
+    let guard = match MountGuard::mount(&[dev.path()], mnt.path()) {
+        Ok(m) => m,
+        Err(e) => {
+            skip(&format!(
+                "umount_right_after_an_io_uring_run: mount failed: {e}"
+            ));
+            return;
+        }
+    };
+    let mut args = vec![
+        "bench",
+        "disk",
+        mnt.path().to_str().unwrap(),
+        "--rw",
+        "randwrite",
+        "--engine",
+        "io_uring",
+    ];
+    args.extend_from_slice(TINY);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let status = std::process::Command::new("umount")
+        .arg(mnt.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "umount right after tacho exited failed");
+    drop(guard);
+}
