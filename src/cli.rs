@@ -60,7 +60,7 @@ pub struct DiskArgs {
     pub rw: Option<Rw>,
 
     /// Block size, e.g. 4k, 1M, 2300 [default: 4k]
-    #[arg(long, value_name = "SIZE", value_parser = parse_block_size, help_heading = "Custom test (fio's option names)")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_block_size, allow_hyphen_values = true, help_heading = "Custom test (fio's option names)")]
     pub bs: Option<u64>,
 
     /// I/Os in flight per job [default: 1]
@@ -98,7 +98,7 @@ pub struct DiskArgs {
 
     /// Region or test file size, e.g. 1G [default: 1G for a test file, the whole file or device
     /// otherwise]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
     pub size: Option<u64>,
 
     /// Measured time per test, e.g. 5s, 500ms, 2m [default: 10s custom, 5s per suite test]

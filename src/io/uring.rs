@@ -164,6 +164,11 @@ pub fn run(
         measured.cpu = CpuTime::of_this_thread().since(start);
     }
     measured.elapsed = last_completion.saturating_duration_since(window.measure_from);
+    // Closing a ring tears it down asynchronously, and until then it keeps the registered file
+    // open: an admin's `umount` right after tacho exits would fail with EBUSY. Unregistering
+    // drops those references now, while every I/O has completed.
+    let _ = ring.submitter().unregister_files();
+    let _ = ring.submitter().unregister_buffers();
     Ok(measured)
 }
 
