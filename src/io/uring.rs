@@ -1,8 +1,8 @@
 //! The io_uring engine: one ring per job, `iodepth` I/Os in flight.
 //!
 //! The file and the buffers are registered with the ring when the kernel allows it (fewer
-//! reference counts and page pins per I/O), completions are reaped in batches, and all new
-//! submissions of a batch go in with the next wait: one system call per batch.
+//! reference counts and page pins per I/O), completions are reaped in batches, and each new
+//! I/O is submitted as soon as its slot is free, the last one together with the next wait.
 
 use super::EngineError;
 use super::buffer::AlignedBuf;
@@ -83,7 +83,7 @@ pub fn run(
         }
         stopping = stopping || now >= window.end || ctl.stopped();
         {
-            let mut sq = ring.submission();
+            let (submitter, mut sq, _) = ring.split();
             if !stopping && sync_pending && in_flight == 0 {
                 // A flush goes out alone, once every write before it has completed, so its
                 // latency is the device's flush time and not the queue's.
@@ -103,6 +103,17 @@ pub fn run(
             }
             while !stopping && !sync_pending && sync_started.is_none() {
                 let Some(index) = free.pop() else { break };
+                if !sq.is_empty() {
+                    // Each I/O goes to the kernel as soon as its slot is free, as fio does by
+                    // default (iodepth_batch_submit=1). Submitting several at once lets the
+                    // block layer plug them into one burst, which changes the workload: on a
+                    // virtio disk with mq-deadline it cost 12% of 4k random-read IOPS at QD32.
+                    // The last I/O of a round goes in with the wait below.
+                    sq.sync();
+                    submitter
+                        .submit()
+                        .map_err(|e| EngineError::io("io_uring_enter", 0, e))?;
+                }
                 let (dir, offset) = picker.next_op();
                 let slot = &mut slots[index];
                 if dir == Dir::Write {
