@@ -38,6 +38,7 @@ pub fn run(
     stats_devnos: &[(u32, u32)],
     ctl: &Control,
     progress: &dyn Progress,
+    on_test: &mut dyn FnMut(&TestResult),
 ) -> Result<Outcome> {
     let mut tests = Vec::new();
     if let Some(file) = &target.test_file {
