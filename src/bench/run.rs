@@ -85,12 +85,10 @@ pub fn run(
             (Some(b), Some(a)) => diskstats::deltas(&b, &a),
             _ => Vec::<DiskDelta>::new(),
         };
-        tests.push(TestResult::new(
-            test.name.clone(),
-            &test.spec,
-            &measured,
-            device,
-        ));
+        let result = TestResult::new(test.name.clone(), &test.spec, &measured, device);
+        // Handed out as soon as it exists, so a crash or Ctrl-C in a later test keeps it.
+        on_test(&result);
+        tests.push(result);
     }
     let interrupted = tests.len() < plan.tests.len();
     Ok(Outcome { tests, interrupted })

@@ -50,6 +50,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         &inspected.stats_devnos,
         &ctl,
         &Bar::new(),
+        &mut |_| {},
     )?;
     drop(target);
 
