@@ -1,6 +1,7 @@
 //! The command line, as plain data (clap derive). Validation that needs more than one option,
 //! or the target, happens in `cmd`, before any side effect.
 
+use crate::files::ops::Ops;
 use crate::io::{EngineKind, Rw};
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Parser, Subcommand};
@@ -23,6 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Benchmark storage (`tacho bench` alone runs the quick disk suite in the current directory)
     Bench(BenchArgs),
+    /// Which process reads and writes which file, live (fanotify); or which file owns a sector
+    Files(FilesArgs),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -120,6 +123,95 @@ pub struct DiskArgs {
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args, Default)]
+#[command(
+    after_help = "Letters: R read, C close, W write (CW: closed after writing), O open, \
++ create, D delete, < moved from, > moved to.\n\
+Examples:\n  tacho files --ops W --duration 30s --timestamps\n  \
+tacho files --pid 1234 --children --summary\n  tacho files --sector /dev/sda1 536514808"
+)]
+pub struct FilesArgs {
+    /// Watch only the filesystem holding PATH (repeatable) [default: every device-backed
+    /// filesystem, or those holding the --path prefixes]
+    #[arg(long, value_name = "PATH", help_heading = "What to watch")]
+    pub mount: Vec<PathBuf>,
+
+    /// Show only this process (and its threads); repeatable
+    #[arg(long, value_name = "PID", value_parser = parse_pid, help_heading = "Filters")]
+    pub pid: Vec<i32>,
+
+    /// With --pid: also the processes it starts, and theirs
+    #[arg(long, requires = "pid", help_heading = "Filters")]
+    pub children: bool,
+
+    /// Show only processes with this command name (as in ps -o comm); repeatable
+    #[arg(long, value_name = "NAME", help_heading = "Filters")]
+    pub comm: Vec<String>,
+
+    /// Show only files under this directory or path prefix; repeatable
+    #[arg(long, value_name = "PREFIX", help_heading = "Filters")]
+    pub path: Vec<PathBuf>,
+
+    /// Show only these operation letters, e.g. W or RW+D
+    #[arg(long, value_name = "LETTERS", value_parser = parse_ops, allow_hyphen_values = true, help_heading = "Filters")]
+    pub ops: Option<Ops>,
+
+    /// Hide this process; repeatable
+    #[arg(long, value_name = "PID", value_parser = parse_pid, help_heading = "Filters")]
+    pub exclude_pid: Vec<i32>,
+
+    /// Hide processes with this command name; repeatable
+    #[arg(long, value_name = "NAME", help_heading = "Filters")]
+    pub exclude_comm: Vec<String>,
+
+    /// Stop after this long, e.g. 30s, 5m [default: until Ctrl-C]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub duration: Option<Duration>,
+
+    /// Write events to FILE instead of stdout (it must not exist yet)
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Start each line with the local time (HH:MM:SS.micros)
+    #[arg(long, short = 't')]
+    pub timestamps: bool,
+
+    /// One JSON object per line (schema tacho.files.v1): a header, one per event (ts, pid,
+    /// comm, ops, path), a trailer with totals
+    #[arg(long)]
+    pub json: bool,
+
+    /// At the end (or on Ctrl-C) rank files and processes by events per letter; events are
+    /// then not listed, unless --output is given
+    #[arg(long)]
+    pub summary: bool,
+
+    /// Let the kernel queue events without limit instead of dropping them past 16384 (uses
+    /// kernel memory while tacho falls behind)
+    #[arg(long)]
+    pub unbounded_queue: bool,
+
+    /// Which file owns each SECTOR (512-byte units from the start of DEV) of the mounted
+    /// block device DEV, via FIEMAP; ext4, XFS and btrfs
+    #[arg(long, num_args = 2.., value_names = ["DEV", "SECTOR"], allow_hyphen_values = true,
+          conflicts_with_all = ["mount", "pid", "comm", "path", "ops", "exclude_pid", "exclude_comm",
+          "duration", "output", "timestamps", "summary", "unbounded_queue"])]
+    pub sector: Vec<String>,
+}
+
+fn parse_pid(text: &str) -> Result<i32, String> {
+    match text.parse::<i32>() {
+        Ok(pid) if pid > 0 => Ok(pid),
+        _ => Err(format!(
+            "{text:?} is not a process id; give a positive number, e.g. 1234"
+        )),
+    }
+}
+
+fn parse_ops(text: &str) -> Result<Ops, String> {
+    Ops::parse(text)
 }
 
 fn parse_block_size(text: &str) -> Result<u64, String> {

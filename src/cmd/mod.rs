@@ -1,7 +1,9 @@
 //! One module per subcommand: resolve options, call the library, report.
 
 pub mod disk;
+pub mod files;
 mod progress;
+mod sector;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;
@@ -17,6 +19,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ..DiskArgs::default()
             }),
         },
+        Command::Files(args) => files::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

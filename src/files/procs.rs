@@ -1,0 +1,188 @@
+//! What tacho reads about the processes behind events: names, parents, thread groups and
+//! capabilities, from `<proc>/PID/...`.
+//!
+//! Processes come and go faster than events are read, so every lookup can fail; callers
+//! decide what a missing process means. Parsers never panic on any text.
+
+use crate::kernel::SysRoot;
+use std::collections::HashMap;
+
+/// CAP_DAC_READ_SEARCH: needed by open_by_handle_at to turn directory handles into paths.
+pub const CAP_DAC_READ_SEARCH: u32 = 2;
+/// CAP_SYS_ADMIN: needed by fanotify to watch whole filesystems.
+pub const CAP_SYS_ADMIN: u32 = 21;
+
+/// Deepest parent chain followed (real process trees are far shallower; more means a loop).
+const MAX_ANCESTRY: usize = 128;
+
+/// The command name of `pid` (`<proc>/PID/comm`, at most 15 bytes), if it still exists.
+pub fn comm(root: &SysRoot, pid: i32) -> Option<String> {
+    let bytes = std::fs::read(root.proc.join(format!("{pid}/comm"))).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    Some(text.trim_end_matches('\n').to_owned())
+}
+
+/// The parent of `pid`, from the fourth field of `<proc>/PID/stat`.
+pub fn ppid(root: &SysRoot, pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(root.proc.join(format!("{pid}/stat"))).ok()?;
+    parse_stat_ppid(&text)
+}
+
+/// The command name sits in parentheses and may itself contain `)` and spaces, so fields are
+/// counted after the last `)`.
+pub fn parse_stat_ppid(text: &str) -> Option<i32> {
+    let after = &text[text.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The thread group (process) a thread id belongs to; the id itself for a process.
+pub fn tgid(root: &SysRoot, pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(root.proc.join(format!("{pid}/status"))).ok()?;
+    status_field(&text, "Tgid:")?.parse().ok()
+}
+
+/// Whether this process holds capability `cap` in its effective set.
+pub fn has_capability(root: &SysRoot, cap: u32) -> bool {
+    std::fs::read_to_string(root.proc.join("self/status"))
+        .ok()
+        .and_then(|text| status_field(&text, "CapEff:").map(str::to_owned))
+        .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
+        .is_some_and(|caps| cap < 64 && caps & (1 << cap) != 0)
+}
+
+fn status_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(str::trim)
+}
+
+/// Process names, read once per batch of events and remembered after the process exits (its
+/// last events are usually read after it is gone).
+pub struct Comms {
+    root: SysRoot,
+    names: HashMap<i32, (u64, String)>,
+    batch: u64,
+}
+
+/// Names kept before entries of processes not seen lately are dropped.
+const MAX_COMMS: usize = 65_536;
+
+impl Comms {
+    pub fn new(root: SysRoot) -> Comms {
+        Comms {
+            root,
+            names: HashMap::new(),
+            batch: 0,
+        }
+    }
+
+    /// Starts a new batch: names are read again (a process may have exec'd since).
+    pub fn new_batch(&mut self) {
+        self.batch += 1;
+        if self.names.len() > MAX_COMMS {
+            let recent = self.batch.saturating_sub(64);
+            self.names.retain(|_, (seen, _)| *seen >= recent);
+        }
+    }
+
+    /// The name of `pid`: fresh once per batch, the last one known if it has exited,
+    /// `unknown` if tacho never saw it alive.
+    pub fn get(&mut self, pid: i32) -> &str {
+        let stale = self
+            .names
+            .get(&pid)
+            .is_none_or(|(seen, _)| *seen != self.batch);
+        if stale {
+            match comm(&self.root, pid) {
+                Some(name) => {
+                    self.names.insert(pid, (self.batch, name));
+                }
+                None => {
+                    self.names
+                        .entry(pid)
+                        .or_insert_with(|| (0, "unknown".to_owned()));
+                }
+            }
+        }
+        self.names.get(&pid).map_or("unknown", |(_, n)| n.as_str())
+    }
+}
+
+/// Follows parent links from `pid` upwards; returns the chain (starting with `pid`'s parent)
+/// until one of `stop` returns true or the chain ends.
+pub fn ancestors(root: &SysRoot, pid: i32, mut stop: impl FnMut(i32) -> bool) -> Vec<i32> {
+    let mut chain = Vec::new();
+    let mut current = pid;
+    while chain.len() < MAX_ANCESTRY {
+        match ppid(root, current) {
+            Some(parent) if parent > 0 && parent != current => {
+                chain.push(parent);
+                if stop(parent) {
+                    break;
+                }
+                current = parent;
+            }
+            _ => break,
+        }
+    }
+    chain
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::fs;
+
+    fn fake_proc(procs: &[(i32, &str, i32)]) -> (tempfile::TempDir, SysRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        for (pid, name, parent) in procs {
+            let p = dir.path().join(format!("proc/{pid}"));
+            fs::create_dir_all(&p).unwrap();
+            fs::write(p.join("comm"), format!("{name}\n")).unwrap();
+            fs::write(
+                p.join("stat"),
+                format!("{pid} ({name}) S {parent} 1 1 0 -1 4194560 0 0"),
+            )
+            .unwrap();
+            fs::write(p.join("status"), format!("Name:\t{name}\nTgid:\t{pid}\n")).unwrap();
+        }
+        let root = SysRoot::under(dir.path());
+        (dir, root)
+    }
+
+    #[test]
+    fn stat_ppid_survives_odd_command_names() {
+        assert_eq!(parse_stat_ppid("12 (a) b) c) S 7 12 12"), Some(7));
+        assert_eq!(parse_stat_ppid("12 (x) S"), None);
+        assert_eq!(parse_stat_ppid("garbage"), None);
+    }
+
+    #[test]
+    fn comms_are_remembered_after_exit() {
+        let (dir, root) = fake_proc(&[(10, "writer", 1)]);
+        let mut comms = Comms::new(root);
+        comms.new_batch();
+        assert_eq!(comms.get(10), "writer");
+        fs::remove_dir_all(dir.path().join("proc/10")).unwrap();
+        comms.new_batch();
+        assert_eq!(comms.get(10), "writer");
+        assert_eq!(comms.get(11), "unknown");
+    }
+
+    #[test]
+    fn ancestry_stops_where_asked() {
+        let (_dir, root) = fake_proc(&[(1, "init", 0), (5, "sh", 1), (9, "cat", 5)]);
+        assert_eq!(ancestors(&root, 9, |_| false), vec![5, 1]);
+        assert_eq!(ancestors(&root, 9, |p| p == 5), vec![5]);
+        assert_eq!(tgid(&root, 9), Some(9));
+        assert_eq!(ppid(&root, 404), None);
+    }
+
+    proptest! {
+        #[test]
+        fn stat_parser_never_panics(s in "\\PC*") {
+            let _ = parse_stat_ppid(&s);
+        }
+    }
+}
