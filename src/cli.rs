@@ -195,7 +195,7 @@ pub struct FilesArgs {
 
     /// Which file owns each SECTOR (512-byte units from the start of DEV) of the mounted
     /// block device DEV, via FIEMAP; ext4, XFS and btrfs
-    #[arg(long, num_args = 2.., value_names = ["DEV", "SECTOR"], allow_hyphen_values = true,
+    #[arg(long, num_args = 2.., value_names = ["DEV", "SECTOR"],
           conflicts_with_all = ["mount", "pid", "comm", "path", "ops", "exclude_pid", "exclude_comm",
           "duration", "output", "timestamps", "summary", "unbounded_queue"])]
     pub sector: Vec<String>,
