@@ -252,21 +252,21 @@ fn include_and_exclude_filters_let_only_the_chosen_through() {
     );
     let mut a = spawn_python(&one, &waiting);
     let mut b = spawn_python(&two, &waiting);
-    let a_pid = a.id().to_string();
-    let b_pid = b.id().to_string();
-    let only_a = Watch::start(&["--path", d, "--pid", &a_pid]);
-    let not_a = Watch::start(&["--path", d, "--exclude-pid", &a_pid]);
+    let (a_pid, b_pid) = (a.id(), b.id());
+    let a_arg = a_pid.to_string();
+    let only_a = Watch::start(&["--path", d, "--pid", &a_arg]);
+    let not_a = Watch::start(&["--path", d, "--exclude-pid", &a_arg]);
     std::fs::write(&go, b"").unwrap();
     assert!(wait_limited(&mut a, Duration::from_secs(30)).success());
     assert!(wait_limited(&mut b, Duration::from_secs(30)).success());
     let (lines, _) = only_a.stop();
     let evs = events(&lines);
     assert!(!evs.is_empty(), "--pid showed nothing");
-    assert!(evs.iter().all(|e| e["pid"].to_string() == a_pid));
+    assert!(evs.iter().all(|e| e["pid"] == a_pid));
     let (lines, _) = not_a.stop();
     let evs = events(&lines);
-    assert!(evs.iter().all(|e| e["pid"].to_string() != a_pid));
-    assert!(evs.iter().any(|e| e["pid"].to_string() == b_pid));
+    assert!(evs.iter().all(|e| e["pid"] != a_pid));
+    assert!(evs.iter().any(|e| e["pid"] == b_pid));
 }
 
 fn spawn_python(dir: &Path, script: &str) -> Child {
@@ -305,9 +305,10 @@ time.sleep(0.3)
         go = go.display()
     );
     let mut parent = spawn_python(&dir, &script);
-    let parent_pid = parent.id().to_string();
-    let plain = Watch::start(&["--path", d, "--pid", &parent_pid]);
-    let family = Watch::start(&["--path", d, "--pid", &parent_pid, "--children"]);
+    let parent_pid = parent.id();
+    let parent_arg = parent_pid.to_string();
+    let plain = Watch::start(&["--path", d, "--pid", &parent_arg]);
+    let family = Watch::start(&["--path", d, "--pid", &parent_arg, "--children"]);
     std::fs::write(&go, b"").unwrap();
     assert!(wait_limited(&mut parent, Duration::from_secs(30)).success());
     let thread_txt = dir.join("thread.txt");
@@ -331,7 +332,7 @@ time.sleep(0.3)
         .collect();
     assert!(!child.is_empty(), "--children missed the child: {evs:?}");
     assert!(child.iter().all(|e| e["comm"] == "tacho-wl-child"));
-    assert!(child.iter().all(|e| e["pid"].to_string() != parent_pid));
+    assert!(child.iter().all(|e| e["pid"] != parent_pid));
 }
 
 #[test]
