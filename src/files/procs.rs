@@ -58,13 +58,27 @@ fn status_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 /// Process names, read once per batch of events and remembered after the process exits (its
 /// last events are usually read after it is gone).
+///
+/// Each process's `comm` file stays open, so checking a name again costs one `pread` rather
+/// than open, read and close. A descriptor of a /proc/PID directory is bound to that process:
+/// once it exits, reads fail instead of showing a new process that got the same pid, and the
+/// file is opened afresh.
 pub struct Comms {
     root: SysRoot,
-    names: HashMap<i32, (u64, String)>,
+    names: HashMap<i32, Comm>,
+    open_files: usize,
     batch: u64,
 }
 
-/// Names kept before entries of processes not seen lately are dropped.
+struct Comm {
+    name: String,
+    file: Option<std::fs::File>,
+    checked: u64,
+}
+
+/// Open `comm` files kept before those of processes not seen in this batch are closed.
+const MAX_OPEN: usize = 512;
+/// Names kept before those of processes not seen lately are dropped.
 const MAX_COMMS: usize = 65_536;
 
 impl Comms {
@@ -72,39 +86,73 @@ impl Comms {
         Comms {
             root,
             names: HashMap::new(),
+            open_files: 0,
             batch: 0,
         }
     }
 
-    /// Starts a new batch: names are read again (a process may have exec'd since).
+    /// Starts a new batch: names are checked again (a process may have exec'd since).
     pub fn new_batch(&mut self) {
         self.batch += 1;
+        if self.open_files > MAX_OPEN {
+            let current = self.batch - 1;
+            for c in self.names.values_mut() {
+                if c.checked < current {
+                    c.file = None;
+                }
+            }
+            self.open_files = self.names.values().filter(|c| c.file.is_some()).count();
+        }
         if self.names.len() > MAX_COMMS {
             let recent = self.batch.saturating_sub(64);
-            self.names.retain(|_, (seen, _)| *seen >= recent);
+            self.names.retain(|_, c| c.checked >= recent);
+            self.open_files = self.names.values().filter(|c| c.file.is_some()).count();
         }
     }
 
     /// The name of `pid`: fresh once per batch, the last one known if it has exited,
     /// `unknown` if tacho never saw it alive.
     pub fn get(&mut self, pid: i32) -> &str {
-        let stale = self
-            .names
-            .get(&pid)
-            .is_none_or(|(seen, _)| *seen != self.batch);
-        if stale {
-            match comm(&self.root, pid) {
-                Some(name) => {
-                    self.names.insert(pid, (self.batch, name));
-                }
-                None => {
-                    self.names
-                        .entry(pid)
-                        .or_insert_with(|| (0, "unknown".to_owned()));
+        let batch = self.batch;
+        let entry = self.names.entry(pid).or_insert_with(|| Comm {
+            name: "unknown".to_owned(),
+            file: None,
+            checked: 0,
+        });
+        if entry.checked != batch {
+            entry.checked = batch;
+            let mut buf = [0u8; 64];
+            let fresh = entry.file.as_ref().map(|f| {
+                use std::os::unix::fs::FileExt;
+                f.read_at(&mut buf, 0)
+            });
+            match fresh {
+                Some(Ok(n)) if n > 0 => set_name(&mut entry.name, &buf[..n]),
+                _ => {
+                    // Never opened, or the process it belonged to is gone: (re)open.
+                    if entry.file.take().is_some() {
+                        self.open_files -= 1;
+                    }
+                    let path = self.root.proc.join(format!("{pid}/comm"));
+                    if let Ok(f) = std::fs::File::open(path) {
+                        use std::os::unix::fs::FileExt;
+                        if let Ok(n) = f.read_at(&mut buf, 0) {
+                            set_name(&mut entry.name, &buf[..n]);
+                            entry.file = Some(f);
+                            self.open_files += 1;
+                        }
+                    }
                 }
             }
         }
-        self.names.get(&pid).map_or("unknown", |(_, n)| n.as_str())
+        &entry.name
+    }
+}
+
+fn set_name(name: &mut String, bytes: &[u8]) {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    if name.as_bytes() != bytes {
+        *name = String::from_utf8_lossy(bytes).into_owned();
     }
 }
 
@@ -156,6 +204,19 @@ mod tests {
         assert_eq!(parse_stat_ppid("12 (a) b) c) S 7 12 12"), Some(7));
         assert_eq!(parse_stat_ppid("12 (x) S"), None);
         assert_eq!(parse_stat_ppid("garbage"), None);
+    }
+
+    #[test]
+    fn comm_files_stay_open_and_names_refresh_per_batch() {
+        let pid = std::process::id() as i32;
+        let mut comms = Comms::new(SysRoot::real());
+        comms.new_batch();
+        let name = comms.get(pid).to_owned();
+        assert_eq!(Some(name), comm(&SysRoot::real(), pid));
+        assert_eq!(comms.open_files, 1);
+        comms.new_batch();
+        comms.get(pid);
+        assert_eq!(comms.open_files, 1, "reused, not reopened");
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //!
 //! A path is resolved when tacho reads the event, not when it happened: a file deleted in
 //! between still shows its name (the directory's handle outlives it), and one whose directory
-//! is gone shows `(deleted directory)/name`. Resolutions are cached for one read of the queue
-//! only, so a directory renamed between two reads is never shown under its old name for long,
-//! while a burst of events in one directory costs one lookup.
+//! is gone shows `(deleted directory)/name`. Directory paths are cached: across reads when
+//! tacho sees every directory move and delete (the cache is dropped on each), otherwise for one
+//! read of the queue only, so a renamed directory is never shown under its old name for long.
 
 use super::fanotify::Fid;
 use std::collections::HashMap;
@@ -24,7 +24,12 @@ pub struct Resolver {
     mounts: HashMap<[u8; 8], OwnedFd>,
     cache: HashMap<(Vec<u8>, [u8; 8], i32), Option<PathBuf>>,
     handle_buf: Vec<u32>,
+    /// Whether the cache outlives a batch (see [`Resolver::keep_across_batches`]).
+    persistent: bool,
 }
+
+/// Directory paths cached before the cache is emptied (a bound on memory, not a policy).
+const MAX_CACHED: usize = 65_536;
 
 impl Resolver {
     pub fn new() -> Resolver {
@@ -32,6 +37,7 @@ impl Resolver {
             mounts: HashMap::new(),
             cache: HashMap::new(),
             handle_buf: Vec::new(),
+            persistent: false,
         }
     }
 
@@ -45,8 +51,21 @@ impl Resolver {
         Ok(())
     }
 
-    /// Forgets cached directory paths; called before each batch of events.
+    /// Keeps directory paths across batches; only for groups that report every directory
+    /// move and delete, which must then call [`Resolver::invalidate`].
+    pub fn keep_across_batches(&mut self) {
+        self.persistent = true;
+    }
+
+    /// Called before each batch of events.
     pub fn new_batch(&mut self) {
+        if !self.persistent || self.cache.len() > MAX_CACHED {
+            self.cache.clear();
+        }
+    }
+
+    /// A directory moved or was deleted: any cached path may be wrong now.
+    pub fn invalidate(&mut self) {
         self.cache.clear();
     }
 

@@ -7,7 +7,7 @@
 
 use super::fanotify::{self, EventBuf, Group, Mode};
 use super::filter::{Filter, FilterSpec};
-use super::ops::Ops;
+use super::ops::{Op, Ops};
 use super::output::{self, Format, Shown};
 use super::procs::Comms;
 use super::resolve::{self, Resolver};
@@ -153,6 +153,11 @@ impl Watcher {
                 Err(e) => notes.push(format!("{}: not watched: {e}", mount.display())),
             }
         }
+        // Every directory move and delete reaches the handle group, so its path cache can
+        // outlive a batch (see Watcher::batch).
+        if ops.contains(Op::MovedFrom) && ops.contains(Op::Delete) {
+            resolver.keep_across_batches();
+        }
         if watching.is_empty() {
             let path = config.mounts.first().cloned().unwrap_or_default();
             let reason = notes
@@ -221,7 +226,9 @@ impl Watcher {
                             break;
                         }
                         self.batch(buf.bytes(len), sink, &mut outcome)?;
-                        if stop.load(Ordering::Relaxed) {
+                        // A read that left room for more events emptied the queue; skip the
+                        // read that would only say so.
+                        if stop.load(Ordering::Relaxed) || len < fanotify::BUF_BYTES / 2 {
                             break;
                         }
                     }
@@ -275,6 +282,11 @@ impl Watcher {
                 continue;
             }
             outcome.events_read += 1;
+            if event.mask & libc::FAN_ONDIR != 0
+                && event.mask & (libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0
+            {
+                self.resolver.invalidate();
+            }
             let ops = Ops::from_mask(event.mask);
             if !self.filter.pass_pid_ops(event.pid, ops) {
                 continue;
