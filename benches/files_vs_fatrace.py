@@ -77,7 +77,6 @@ def count(path, pid):
     pattern = re.compile(r"^\S*\((\d+)\): (\S+) ")
     lines = 0
     letters = {c: 0 for c in "RCWO+D<>"}
-    overflow_note = False
     with open(path, errors="replace") as f:
         for line in f:
             m = pattern.match(line)
@@ -87,20 +86,24 @@ def count(path, pid):
             for c in m.group(2):
                 if c in letters:
                     letters[c] += 1
-    return lines, letters, overflow_note
+    return lines, letters
 
 
 def one_round(tacho, mnt, outdir, seconds, index):
     fat_log = os.path.join(outdir, f"fatrace-{index}.log")
     tacho_log = os.path.join(outdir, f"tacho-{index}.log")
+    # Both tools' stderr go to files: fatrace warns once per event whose file is already
+    # deleted, and an unread pipe would fill and stall it.
+    fat_err = open(os.path.join(outdir, f"fatrace-{index}.err"), "w+")
+    tacho_err_file = open(os.path.join(outdir, f"tacho-{index}.err"), "w+")
     fat = subprocess.Popen(["fatrace", "-c", "-o", fat_log], cwd=mnt,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                           stdout=subprocess.DEVNULL, stderr=fat_err)
     tch = subprocess.Popen([tacho, "files", "--mount", mnt, "--output", tacho_log],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    line = tch.stderr.readline()
-    if not line.startswith("tacho: watching"):
-        sys.exit(f"tacho did not start: {line}{tch.stderr.read()}")
-    time.sleep(1.0)  # fatrace says nothing when ready; give it time to set its marks
+                           stdout=subprocess.DEVNULL, stderr=tacho_err_file)
+    time.sleep(1.0)  # fatrace says nothing when ready; give both time to set their marks
+    tacho_err_file.seek(0)
+    if not tacho_err_file.read().startswith("tacho: watching"):
+        sys.exit("tacho did not start")
     wl = subprocess.run([sys.executable, "-c", WORKLOAD, str(seconds)], cwd=mnt,
                         capture_output=True, text=True, check=True)
     iterations = int(wl.stdout.strip())
@@ -111,8 +114,15 @@ def one_round(tacho, mnt, outdir, seconds, index):
     cpu = {"tacho": cpu_seconds(tch.pid), "fatrace": cpu_seconds(fat.pid)}
     for p in (tch, fat):
         p.send_signal(signal.SIGINT)
-    tacho_err = tch.communicate(timeout=60)[1]
-    fat.communicate(timeout=60)
+    tch.wait(timeout=60)
+    fat.wait(timeout=60)
+    tacho_err_file.seek(0)
+    tacho_err = tacho_err_file.read()
+    fat_err.seek(0)
+    fat_warnings = sum(1 for _ in fat_err)
+    for f in (fat_err, tacho_err_file):
+        f.close()
+        os.unlink(f.name)
     with open(tacho_log, errors="replace") as f:
         for line in f:
             m = re.match(r"^python3\((\d+)\):", line)
@@ -123,7 +133,7 @@ def one_round(tacho, mnt, outdir, seconds, index):
         sys.exit(f"tacho saw no workload events; stderr: {tacho_err}")
     result = {"iterations": iterations}
     for tool, log in (("tacho", tacho_log), ("fatrace", fat_log)):
-        lines, letters, _ = count(log, wl_pid)
+        lines, letters = count(log, wl_pid)
         result[tool] = {
             "events": lines,
             "letters": letters,
@@ -132,6 +142,7 @@ def one_round(tacho, mnt, outdir, seconds, index):
             "cpu_us_per_iteration": cpu[tool] / iterations * 1e6,
         }
     result["tacho_overflow"] = "overflowed" in tacho_err
+    result["fatrace_warnings"] = fat_warnings
     for log in (fat_log, tacho_log):
         os.unlink(log)
     return result
@@ -172,6 +183,12 @@ def report(rounds):
     med = lambda xs: statistics.median(xs)
     print(f"rounds: {len(rounds)}; workload iterations (create+write+close+delete), median: "
           f"{med([r['iterations'] for r in rounds]):,.0f}")
+    for i, r in enumerate(rounds):
+        cover = {tool: min(r[tool]["letters"][c] for c in "CO+D") / r["iterations"]
+                 for tool in ("tacho", "fatrace")}
+        print(f"round {i + 1}: {r['iterations']:,} iterations; each of C O + D seen for "
+              f"{cover['tacho']:.1%} of them by tacho, {cover['fatrace']:.1%} by fatrace "
+              f"({r['fatrace_warnings']:,} warning lines from fatrace)")
     if any(r["tacho_overflow"] for r in rounds):
         print("note: tacho reported a queue overflow in at least one round")
     print(f"{'metric':<28}{'tacho':>14}{'fatrace':>14}{'tacho/fatrace':>15}")

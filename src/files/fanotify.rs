@@ -23,7 +23,8 @@ const METADATA_LEN: usize = 24;
 /// How a group identifies the file of an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Parent directory handle plus entry name (FAN_REPORT_DFID_NAME): every letter, including
+    /// Parent directory handle plus entry name (FAN_REPORT_DFID_NAME, with FAN_REPORT_FID):
+    /// every letter, including
     /// create, delete and move; needs a filesystem that can encode file handles.
     DirName,
     /// An open file descriptor per event (the original API): read, write, open, close only,
@@ -43,7 +44,11 @@ impl Group {
     pub fn init(mode: Mode, unbounded: bool) -> io::Result<Group> {
         let mut flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK;
         if mode == Mode::DirName {
-            flags |= libc::FAN_REPORT_DFID_NAME;
+            // The file's own handle too (FAN_REPORT_FID), although paths come from the
+            // directory and name: the kernel merges queued events only when all their records
+            // match, so with it two files that had the same name stay two events, and a
+            // create stays apart from the open that follows it.
+            flags |= libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID;
         }
         if unbounded {
             flags |= libc::FAN_UNLIMITED_QUEUE;
