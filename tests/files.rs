@@ -300,6 +300,13 @@ if pid == 0:
     time.sleep(0.8)
     os._exit(0)
 os.waitpid(pid, 0)
+# A grandchild that is gone long before tacho reads its event.
+pid = os.fork()
+if pid == 0:
+    if os.fork() == 0:
+        open('brief.txt', 'w').write('b')
+    os._exit(0)
+os.waitpid(pid, 0)
 time.sleep(0.3)
 "#,
         go = go.display()
@@ -333,6 +340,11 @@ time.sleep(0.3)
     assert!(!child.is_empty(), "--children missed the child: {evs:?}");
     assert!(child.iter().all(|e| e["comm"] == "tacho-wl-child"));
     assert!(child.iter().all(|e| e["pid"] != parent_pid));
+    let brief = dir.join("brief.txt");
+    assert!(
+        evs.iter().any(|e| e["path"] == brief.to_str().unwrap()),
+        "--children missed a short-lived grandchild: {evs:?}"
+    );
 }
 
 #[test]

@@ -46,6 +46,18 @@ impl Filter {
         self.ops
     }
 
+    /// Whether `--children` is in effect (fork notifications are then worth reading).
+    pub fn follows_children(&self) -> bool {
+        self.lineage.children
+    }
+
+    /// A process started `child`: it is selected if `parent` is.
+    pub fn note_fork(&mut self, parent: i32, child: i32) {
+        if self.lineage.children && self.lineage.is_selected(parent) {
+            self.lineage.known.insert(child, true);
+        }
+    }
+
     /// Checks needing only the event's pid and letters (tacho's own events always fail).
     pub fn pass_pid_ops(&mut self, pid: i32, ops: Ops) -> bool {
         if pid == self.own_pid || !ops.intersects(self.ops) || self.spec.exclude_pids.contains(&pid)
@@ -77,8 +89,10 @@ impl Filter {
 /// The processes `--pid` selects: the given ones and, with `--children`, every process that
 /// descends from one of them, found through parent links in /proc when it first shows up.
 ///
-/// A child that exits before its first event is read cannot be traced back any more; its
-/// events are then not shown (the kernel reports no parent in events).
+/// Descendants alive at start are found by one scan of /proc; later ones from fork
+/// notifications ([`super::forks`], fed through [`Filter::note_fork`]). Where those are not
+/// available, a child that exits before its first event is read cannot be traced back (its
+/// /proc entry is gone, and events carry no parent), and its events are not shown.
 struct Lineage {
     root: SysRoot,
     roots: HashSet<i32>,
@@ -88,11 +102,44 @@ struct Lineage {
 
 impl Lineage {
     fn new(root: SysRoot, pids: &[i32], children: bool) -> Lineage {
-        Lineage {
+        let mut lineage = Lineage {
             root,
             roots: pids.iter().copied().collect(),
             children,
             known: HashMap::new(),
+        };
+        if children {
+            lineage.scan_descendants();
+        }
+        lineage
+    }
+
+    fn is_selected(&self, pid: i32) -> bool {
+        self.roots.contains(&pid) || self.known.get(&pid) == Some(&true)
+    }
+
+    /// Marks every process now running below a root.
+    fn scan_descendants(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.root.proc) else {
+            return;
+        };
+        let parents: HashMap<i32, i32> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(|pid| Some((pid, procs::ppid(&self.root, pid)?)))
+            .collect();
+        for &pid in parents.keys() {
+            let mut current = pid;
+            for _ in 0..parents.len().min(128) {
+                match parents.get(&current) {
+                    Some(parent) if self.roots.contains(parent) => {
+                        self.known.insert(pid, true);
+                        break;
+                    }
+                    Some(&parent) if parent > 0 && parent != current => current = parent,
+                    _ => break,
+                }
+            }
         }
     }
 
@@ -166,6 +213,27 @@ mod tests {
         );
         assert!(!family.pass_pid_ops(200, Ops::ALL), "sibling");
         assert!(!family.pass_pid_ops(1, Ops::ALL), "parent");
+        family.note_fork(102, 300);
+        family.note_fork(300, 301);
+        family.note_fork(200, 400);
+        assert!(
+            family.pass_pid_ops(301, Ops::ALL),
+            "forked after start, already gone"
+        );
+        assert!(!family.pass_pid_ops(400, Ops::ALL), "forked by an outsider");
+    }
+
+    #[test]
+    fn descendants_running_at_start_are_found_by_a_scan() {
+        let (_dir, root) = proc_tree(&[(1, 0), (100, 1), (101, 100), (102, 101), (200, 1)]);
+        let spec = FilterSpec {
+            pids: vec![100],
+            children: true,
+            ..FilterSpec::default()
+        };
+        let f = Filter::new(spec, root);
+        assert_eq!(f.lineage.known.get(&102), Some(&true));
+        assert_eq!(f.lineage.known.get(&200), None);
     }
 
     #[test]

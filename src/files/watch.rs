@@ -7,6 +7,7 @@
 
 use super::fanotify::{self, EventBuf, Group, Mode};
 use super::filter::{Filter, FilterSpec};
+use super::forks::Forks;
 use super::ops::{Op, Ops};
 use super::output::{self, Format, Shown};
 use super::procs::Comms;
@@ -77,6 +78,8 @@ pub struct Watcher {
     filter: Filter,
     comms: Comms,
     duration: Option<Duration>,
+    /// Fork notifications, when `--children` is on and the kernel provides them.
+    forks: Option<Forks>,
     /// Filesystems watched, and notes about those watched with fewer letters or not at all.
     pub watching: Vec<String>,
     pub notes: Vec<String>,
@@ -166,7 +169,20 @@ impl Watcher {
             return Err(WatchError::Mark { path, reason });
         }
         let groups = dir_group.into_iter().chain(fd_group).collect();
+        let forks = if filter.follows_children() {
+            Forks::subscribe()
+                .inspect_err(|e| {
+                    notes.push(format!(
+                        "--children: no fork notifications ({e}); children that exit before \
+                         their events are read may be missed"
+                    ))
+                })
+                .ok()
+        } else {
+            None
+        };
         Ok(Watcher {
+            forks,
             groups,
             resolver,
             filter,
@@ -253,6 +269,11 @@ impl Watcher {
         outcome: &mut Outcome,
     ) -> Result<(), WatchError> {
         let time = SystemTime::now();
+        // Every fork behind the events just read has been notified by now.
+        if let Some(forks) = self.forks.as_mut() {
+            let filter = &mut self.filter;
+            forks.drain(|f| filter.note_fork(f.parent, f.child));
+        }
         self.resolver.new_batch();
         self.comms.new_batch();
         for parsed in fanotify::parse(bytes) {
