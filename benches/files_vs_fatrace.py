@@ -10,10 +10,12 @@ activity out. Both tools watch it at the same time (fatrace -c from inside it, t
 100 bytes, close, delete, as fast as it can. Then, once both outputs stop growing, each tool's
 CPU time (utime + stime from /proc/PID/stat) is read and both are stopped.
 
-Figures per tool: events (lines) attributed to the workload's pid, the count of each letter
-(the workload performs one create, open, write, close and delete per iteration; the kernel
-merges events still queued, so lines < 5 x iterations is normal), CPU time per event and per
-workload iteration. Ratios are tacho / fatrace; medians over --rounds. Nothing here is a
+Figures per tool: events (lines) attributed to the workload's pid; operations (letters on
+those lines, each letter counted once per line) and the count of each letter (the workload
+performs one create, open, write, close and delete per iteration; the kernel merges events
+still queued into one line with several letters, so lines < 5 x iterations is normal); CPU
+time per event, per operation and per workload iteration. "Seen for N% of iterations" is the
+smallest of the C, O, + and D counts over the iterations performed. Ratios are tacho / fatrace; medians over --rounds. Nothing here is a
 pass/fail test: machines are noisy.
 """
 
@@ -134,8 +136,11 @@ def one_round(tacho, mnt, outdir, seconds, index):
     result = {"iterations": iterations}
     for tool, log in (("tacho", tacho_log), ("fatrace", fat_log)):
         lines, letters = count(log, wl_pid)
+        operations = sum(letters.values())
         result[tool] = {
             "events": lines,
+            "operations": operations,
+            "cpu_us_per_operation": cpu[tool] / operations * 1e6 if operations else float("nan"),
             "letters": letters,
             "cpu_s": cpu[tool],
             "cpu_us_per_event": cpu[tool] / lines * 1e6 if lines else float("nan"),
@@ -193,8 +198,10 @@ def report(rounds):
         print("note: tacho reported a queue overflow in at least one round")
     print(f"{'metric':<28}{'tacho':>14}{'fatrace':>14}{'tacho/fatrace':>15}")
     rows = [("events (lines)", "events", 1, "{:,.0f}"),
+            ("operations (letters)", "operations", 1, "{:,.0f}"),
             ("CPU s", "cpu_s", 1, "{:.3f}"),
             ("CPU us per event", "cpu_us_per_event", 1, "{:.2f}"),
+            ("CPU us per operation", "cpu_us_per_operation", 1, "{:.2f}"),
             ("CPU us per iteration", "cpu_us_per_iteration", 1, "{:.2f}")]
     for label, key, _, fmt in rows:
         t = med([r["tacho"][key] for r in rounds])

@@ -23,8 +23,8 @@ const METADATA_LEN: usize = 24;
 /// How a group identifies the file of an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Parent directory handle plus entry name (FAN_REPORT_DFID_NAME, with FAN_REPORT_FID):
-    /// every letter, including
+    /// Parent directory handle plus entry name (FAN_REPORT_DFID_NAME, with the file's own
+    /// handle): every letter, including
     /// create, delete and move; needs a filesystem that can encode file handles.
     DirName,
     /// An open file descriptor per event (the original API): read, write, open, close only,
@@ -39,29 +39,40 @@ pub struct Group {
     pub mode: Mode,
 }
 
+fn init_raw(flags: libc::c_uint) -> io::Result<OwnedFd> {
+    // O_NOATIME: tacho's own opens (fd mode) must not change what it watches.
+    let event_flags = libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NOATIME;
+    // SAFETY: fanotify_init takes two flag words and returns a new descriptor or -1.
+    let fd = unsafe { libc::fanotify_init(flags, event_flags as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 impl Group {
     /// Creates a notification-only group; `unbounded` lifts the 16384-event queue limit.
     pub fn init(mode: Mode, unbounded: bool) -> io::Result<Group> {
         let mut flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK;
-        if mode == Mode::DirName {
-            // The file's own handle too (FAN_REPORT_FID), although paths come from the
-            // directory and name: the kernel merges queued events only when all their records
-            // match, so with it two files that had the same name stay two events, and a
-            // create stays apart from the open that follows it.
-            flags |= libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID;
-        }
         if unbounded {
             flags |= libc::FAN_UNLIMITED_QUEUE;
         }
-        // O_NOATIME: tacho's own opens (fd mode) must not change what it watches.
-        let event_flags = libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NOATIME;
-        // SAFETY: fanotify_init takes two flag words and returns a new descriptor or -1.
-        let fd = unsafe { libc::fanotify_init(flags, event_flags as libc::c_uint) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = match mode {
+            // Paths come from the directory handle and name, but the file's own handle is
+            // asked for too (FAN_REPORT_FID, and FAN_REPORT_TARGET_FID for create, delete and
+            // move): the kernel merges queued events only when all their records match, so
+            // with it two files that had the same name stay two events, and a create stays
+            // apart from the open that follows. Kernels before 5.17 lack TARGET_FID.
+            Mode::DirName => init_raw(flags | libc::FAN_REPORT_DFID_NAME_TARGET).or_else(|e| {
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    init_raw(flags | libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID)
+                } else {
+                    Err(e)
+                }
+            })?,
+            Mode::Fd => init_raw(flags)?,
+        };
         Ok(Group { fd, mode })
     }
 
