@@ -36,7 +36,6 @@ pub enum Mode {
 #[derive(Debug)]
 pub struct Group {
     fd: OwnedFd,
-    pub mode: Mode,
 }
 
 fn init_raw(flags: libc::c_uint) -> io::Result<OwnedFd> {
@@ -73,7 +72,7 @@ impl Group {
             })?,
             Mode::Fd => init_raw(flags)?,
         };
-        Ok(Group { fd, mode })
+        Ok(Group { fd })
     }
 
     /// Watches the whole filesystem holding `path` (FAN_MARK_FILESYSTEM) for `mask`.

@@ -119,10 +119,6 @@ impl Ops {
         self.0 & other.0 != 0
     }
 
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
     pub fn iter(self) -> impl Iterator<Item = Op> {
         Op::ALL.into_iter().filter(move |op| self.contains(*op))
     }

@@ -38,6 +38,8 @@ pub enum WatchError {
     Init(io::Error),
     #[error("cannot read fanotify events: {0}")]
     Read(io::Error),
+    #[error("cannot understand fanotify events: {0} (a kernel newer than this tacho?)")]
+    Format(#[from] fanotify::ParseError),
     #[error("cannot write events: {0}")]
     Write(#[from] io::Error),
 }
@@ -277,15 +279,9 @@ impl Watcher {
         self.resolver.new_batch();
         self.comms.new_batch();
         for parsed in fanotify::parse(bytes) {
-            let mut event = match parsed {
-                Ok(e) => e,
-                Err(e) => {
-                    // The kernel wrote something this parser does not understand; drop the
-                    // rest of this read rather than guess.
-                    eprintln!("tacho: warning: {e}; skipping the rest of this read");
-                    break;
-                }
-            };
+            // Events the parser does not understand mean a kernel format tacho does not know;
+            // stopping beats guessing (and leaking the descriptors of unparsed events).
+            let mut event = parsed.map_err(WatchError::Format)?;
             let fd = event.take_fd();
             if event.is_overflow() {
                 outcome.overflows += 1;
