@@ -90,7 +90,7 @@ impl Filter {
 /// descends from one of them, found through parent links in /proc when it first shows up.
 ///
 /// Descendants alive at start are found by one scan of /proc; later ones from fork
-/// notifications ([`super::forks`], fed through [`Filter::note_fork`]). Where those are not
+/// notifications ([`super::proc_events`], fed through [`Filter::note_fork`]). Where those are not
 /// available, a child that exits before its first event is read cannot be traced back (its
 /// /proc entry is gone, and events carry no parent), and its events are not shown.
 struct Lineage {

@@ -3,7 +3,7 @@
 //!
 //! Flow: [`watch`] sets up fanotify groups ([`fanotify`]) on whole filesystems, reads batches
 //! of events, keeps those the [`filter`] lets through (process names from [`procs`], paths
-//! from [`resolve`], children from [`forks`]) and writes them ([`output`]) or counts them ([`summary`]). [`sector`]
+//! from [`resolve`], forks and names of processes already gone from [`proc_events`]) and writes them ([`output`]) or counts them ([`summary`]). [`sector`]
 //! answers the other question, sector to file, with FIEMAP.
 //!
 //! This module reads the kernel's view; it never changes a watched file and never blocks the
@@ -13,9 +13,9 @@ pub mod btrfs;
 pub mod fanotify;
 pub mod fiemap;
 pub mod filter;
-pub mod forks;
 pub mod ops;
 pub mod output;
+pub mod proc_events;
 pub mod procs;
 pub mod resolve;
 pub mod sector;

@@ -110,6 +110,35 @@ impl Comms {
         }
     }
 
+    /// Records a name from a process event: used when the process is gone before tacho can
+    /// read /proc (while it runs, /proc is read as usual).
+    pub fn note(&mut self, pid: i32, name: String) {
+        let entry = self.names.entry(pid).or_insert_with(|| Comm {
+            name: String::new(),
+            file: None,
+            checked: 0,
+        });
+        entry.name = name;
+        entry.checked = 0;
+    }
+
+    /// After exec the old name is wrong and the new one unknown until /proc is read.
+    pub fn forget(&mut self, pid: i32) {
+        if let Some(entry) = self.names.get_mut(&pid) {
+            entry.name = "unknown".to_owned();
+            entry.checked = 0;
+        }
+    }
+
+    /// A forked child starts with its parent's name.
+    pub fn note_fork(&mut self, parent: i32, child: i32) {
+        if let Some(name) = self.names.get(&parent).map(|c| c.name.clone())
+            && name != "unknown"
+        {
+            self.note(child, name);
+        }
+    }
+
     /// The name of `pid`: fresh once per batch, the last one known if it has exited,
     /// `unknown` if tacho never saw it alive.
     pub fn get(&mut self, pid: i32) -> &str {
@@ -217,6 +246,29 @@ mod tests {
         comms.new_batch();
         comms.get(pid);
         assert_eq!(comms.open_files, 1, "reused, not reopened");
+    }
+
+    #[test]
+    fn names_from_process_events_cover_processes_already_gone() {
+        let (_dir, root) = fake_proc(&[(10, "sh", 1)]);
+        let mut comms = Comms::new(root);
+        comms.new_batch();
+        assert_eq!(comms.get(10), "sh");
+        comms.note_fork(10, 20);
+        comms.note_fork(99, 21);
+        comms.note(22, "touch".into());
+        assert_eq!(comms.get(20), "sh", "inherited at fork");
+        assert_eq!(comms.get(21), "unknown");
+        assert_eq!(comms.get(22), "touch");
+        comms.note(10, "cat".into());
+        comms.new_batch();
+        assert_eq!(comms.get(10), "sh", "/proc wins while the process runs");
+        comms.forget(20);
+        assert_eq!(
+            comms.get(20),
+            "unknown",
+            "exec'd after inheriting, then gone"
+        );
     }
 
     #[test]

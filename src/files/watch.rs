@@ -7,9 +7,9 @@
 
 use super::fanotify::{self, EventBuf, Group, Mode};
 use super::filter::{Filter, FilterSpec};
-use super::forks::Forks;
 use super::ops::{Op, Ops};
 use super::output::{self, Format, Shown};
+use super::proc_events::{ProcEvent, ProcEvents};
 use super::procs::Comms;
 use super::resolve::{self, Resolver};
 use super::summary::Summary;
@@ -80,8 +80,8 @@ pub struct Watcher {
     filter: Filter,
     comms: Comms,
     duration: Option<Duration>,
-    /// Fork notifications, when `--children` is on and the kernel provides them.
-    forks: Option<Forks>,
+    /// Fork and name notifications, where the kernel provides them.
+    proc_events: Option<ProcEvents>,
     /// Filesystems watched, and notes about those watched with fewer letters or not at all.
     pub watching: Vec<String>,
     pub notes: Vec<String>,
@@ -171,20 +171,18 @@ impl Watcher {
             return Err(WatchError::Mark { path, reason });
         }
         let groups = dir_group.into_iter().chain(fd_group).collect();
-        let forks = if filter.follows_children() {
-            Forks::subscribe()
-                .inspect_err(|e| {
+        let proc_events = ProcEvents::subscribe()
+            .inspect_err(|e| {
+                if filter.follows_children() {
                     notes.push(format!(
                         "--children: no fork notifications ({e}); children that exit before \
                          their events are read may be missed"
-                    ))
-                })
-                .ok()
-        } else {
-            None
-        };
+                    ));
+                }
+            })
+            .ok();
         Ok(Watcher {
-            forks,
+            proc_events,
             groups,
             resolver,
             filter,
@@ -271,10 +269,17 @@ impl Watcher {
         outcome: &mut Outcome,
     ) -> Result<(), WatchError> {
         let time = SystemTime::now();
-        // Every fork behind the events just read has been notified by now.
-        if let Some(forks) = self.forks.as_mut() {
-            let filter = &mut self.filter;
-            forks.drain(|f| filter.note_fork(f.parent, f.child));
+        // Every fork and exec behind the events just read has been notified by now.
+        if let Some(proc_events) = self.proc_events.as_mut() {
+            let (filter, comms) = (&mut self.filter, &mut self.comms);
+            proc_events.drain(|e| match e {
+                ProcEvent::Fork { parent, child } => {
+                    filter.note_fork(parent, child);
+                    comms.note_fork(parent, child);
+                }
+                ProcEvent::Exec { pid } => comms.forget(pid),
+                ProcEvent::Comm { pid, name } => comms.note(pid, name),
+            });
         }
         self.resolver.new_batch();
         self.comms.new_batch();

@@ -1,12 +1,14 @@
-//! Fork notifications from the kernel's process events connector (netlink, CN_IDX_PROC), so
-//! `--children` sees a child even when it has exited before tacho reads its file events (its
-//! /proc entry, and with it its parent link, is gone by then).
+//! Process events from the kernel's connector (netlink, CN_IDX_PROC): forks, execs and renames.
+//! They let tacho follow `--children`, and name a forked process (it keeps its parent's name
+//! until it execs or renames itself) even when it has exited before tacho reads its file
+//! events (its /proc entry, with its parent link and name, is gone by then). Exec reports no
+//! name, so after one tacho can only read /proc.
 //!
-//! Ordering makes this exact: a process's file events happen after its fork, so once a batch
-//! of fanotify events has been read, draining this socket yields every fork that batch can
-//! involve. No crate covers the connector; the socket calls go through libc, and messages are
+//! Ordering makes this exact: a process's file events happen after its fork and exec, so once
+//! a batch of fanotify events has been read, draining this socket yields every fork and name
+//! that batch can involve. No crate covers the connector; the socket calls go through libc, and messages are
 //! decoded from bytes with bounds checks. Needs CAP_NET_ADMIN (root has it); without it, or
-//! without CONFIG_PROC_EVENTS, `--children` falls back to /proc parent chains alone.
+//! without CONFIG_PROC_EVENTS, tacho falls back to /proc alone.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -16,24 +18,30 @@ const CN_IDX_PROC: u32 = 1;
 const CN_VAL_PROC: u32 = 1;
 const PROC_CN_MCAST_LISTEN: u32 = 1;
 const PROC_EVENT_FORK: u32 = 1;
+const PROC_EVENT_EXEC: u32 = 2;
+const PROC_EVENT_COMM: u32 = 0x200;
 const NLMSG_HDR: usize = 16;
 const CN_MSG_HDR: usize = 20;
 
-/// A fork: `child` (a new process, not a thread) started from `parent`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fork {
-    pub parent: i32,
-    pub child: i32,
+/// What the connector reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcEvent {
+    /// `child` (a new process, not a thread) started from `parent`.
+    Fork { parent: i32, child: i32 },
+    /// Process `pid` ran exec: its name changed to one the event does not carry.
+    Exec { pid: i32 },
+    /// Process `pid` renamed its main thread to `name` (prctl, /proc/PID/comm).
+    Comm { pid: i32, name: String },
 }
 
 /// A subscription to process events.
-pub struct Forks {
+pub struct ProcEvents {
     fd: OwnedFd,
     buf: Vec<u8>,
 }
 
-impl Forks {
-    pub fn subscribe() -> io::Result<Forks> {
+impl ProcEvents {
+    pub fn subscribe() -> io::Result<ProcEvents> {
         // SAFETY: socket takes three integers and returns a new descriptor or -1.
         let fd = unsafe {
             libc::socket(
@@ -68,15 +76,15 @@ impl Forks {
         if sent < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Forks {
+        Ok(ProcEvents {
             fd,
             buf: vec![0; 64 * 1024],
         })
     }
 
-    /// Every fork reported since the last call, in order. Errors (a full socket buffer after a
-    /// fork storm) end the drain; the /proc fallback covers what was lost.
-    pub fn drain(&mut self, mut each: impl FnMut(Fork)) {
+    /// Every event reported since the last call, in order. Errors (a full socket buffer after
+    /// a fork storm) end the drain; the /proc fallback covers what was lost.
+    pub fn drain(&mut self, mut each: impl FnMut(ProcEvent)) {
         loop {
             // SAFETY: `buf` is a writable buffer of `buf.len()` bytes for the call.
             let n = unsafe {
@@ -118,29 +126,49 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-/// Decodes the netlink messages in one datagram; keeps process forks, drops thread starts.
-pub fn parse(bytes: &[u8], each: &mut impl FnMut(Fork)) {
+/// Decodes the netlink messages in one datagram; keeps process forks, execs and renames,
+/// drops those of threads other than the main one.
+pub fn parse(bytes: &[u8], each: &mut impl FnMut(ProcEvent)) {
     let mut at = 0;
     while let Some(len) = u32_at(bytes, at) {
         let len = len as usize;
         if len < NLMSG_HDR || at + len > bytes.len() {
             return;
         }
-        // proc_event: what (4), cpu (4), timestamp (8), then fork: parent_pid, parent_tgid,
-        // child_pid, child_tgid.
+        // proc_event: what (4), cpu (4), timestamp (8), then for a fork: parent_pid,
+        // parent_tgid, child_pid, child_tgid; for a comm: pid, tgid, comm[16].
         let ev = at + NLMSG_HDR + CN_MSG_HDR;
-        if u32_at(bytes, ev) == Some(PROC_EVENT_FORK)
+        let end = at + len;
+        let what = u32_at(bytes, ev);
+        if what == Some(PROC_EVENT_FORK)
             && let (Some(parent), Some(child_pid), Some(child)) = (
                 u32_at(bytes, ev + 20),
                 u32_at(bytes, ev + 24),
                 u32_at(bytes, ev + 28),
             )
             && child_pid == child
-            && ev + 32 <= at + len
+            && ev + 32 <= end
         {
-            each(Fork {
+            each(ProcEvent::Fork {
                 parent: parent as i32,
                 child: child as i32,
+            });
+        } else if what == Some(PROC_EVENT_EXEC)
+            && let (Some(pid), Some(tgid)) = (u32_at(bytes, ev + 16), u32_at(bytes, ev + 20))
+            && pid == tgid
+            && ev + 24 <= end
+        {
+            each(ProcEvent::Exec { pid: pid as i32 });
+        } else if what == Some(PROC_EVENT_COMM)
+            && let (Some(pid), Some(tgid)) = (u32_at(bytes, ev + 16), u32_at(bytes, ev + 20))
+            && pid == tgid
+            && let Some(comm) = bytes.get(ev + 24..ev + 40)
+            && ev + 40 <= end
+        {
+            let name = comm.split(|&c| c == 0).next().unwrap_or_default();
+            each(ProcEvent::Comm {
+                pid: pid as i32,
+                name: String::from_utf8_lossy(name).into_owned(),
             });
         }
         at += len.div_ceil(4) * 4;
@@ -164,25 +192,45 @@ mod tests {
         m
     }
 
+    fn comm_message(pid: u32, tgid: u32, name: &str) -> Vec<u8> {
+        let total = (NLMSG_HDR + CN_MSG_HDR + 40) as u32;
+        let mut m = vec![0u8; total as usize];
+        m[0..4].copy_from_slice(&total.to_ne_bytes());
+        let ev = NLMSG_HDR + CN_MSG_HDR;
+        m[ev..ev + 4].copy_from_slice(&PROC_EVENT_COMM.to_ne_bytes());
+        m[ev + 16..ev + 20].copy_from_slice(&pid.to_ne_bytes());
+        m[ev + 20..ev + 24].copy_from_slice(&tgid.to_ne_bytes());
+        m[ev + 24..ev + 24 + name.len()].copy_from_slice(name.as_bytes());
+        m
+    }
+
     #[test]
-    fn process_forks_are_kept_and_thread_starts_dropped() {
+    fn process_forks_and_names_are_kept_thread_ones_dropped() {
         let mut bytes = fork_message(10, 11, 11);
         bytes.extend(fork_message(10, 12, 10)); // a thread of 10
+        bytes.extend(comm_message(11, 11, "touch"));
+        let mut exec = comm_message(11, 11, "");
+        let ev = NLMSG_HDR + CN_MSG_HDR;
+        exec[ev..ev + 4].copy_from_slice(&PROC_EVENT_EXEC.to_ne_bytes());
+        bytes.extend(exec);
+        bytes.extend(comm_message(13, 11, "worker-3")); // a thread renaming itself
         let mut seen = Vec::new();
         parse(&bytes, &mut |f| seen.push(f));
-        assert_eq!(
-            seen,
-            vec![Fork {
-                parent: 10,
-                child: 11
-            }]
-        );
+        let fork = ProcEvent::Fork {
+            parent: 10,
+            child: 11,
+        };
+        let comm = ProcEvent::Comm {
+            pid: 11,
+            name: "touch".into(),
+        };
+        assert_eq!(seen, vec![fork, comm, ProcEvent::Exec { pid: 11 }]);
         assert_eq!(listen_message().len(), NLMSG_HDR + CN_MSG_HDR + 4);
     }
 
     #[test]
-    fn a_real_fork_is_reported_when_the_connector_is_available() {
-        let mut forks = match Forks::subscribe() {
+    fn a_real_fork_and_exec_are_reported_when_the_connector_is_available() {
+        let mut events = match ProcEvents::subscribe() {
             Ok(f) => f,
             Err(e) => {
                 // Not root, or no CONFIG_PROC_EVENTS: the /proc fallback is tested elsewhere.
@@ -196,12 +244,14 @@ mod tests {
         child.wait().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut seen = Vec::new();
-        forks.drain(|f| seen.push(f));
-        assert!(
-            seen.iter()
-                .any(|f| f.child == child_pid && f.parent == std::process::id() as i32),
-            "fork of {child_pid} not among {seen:?}"
-        );
+        events.drain(|f| seen.push(f));
+        let fork = ProcEvent::Fork {
+            parent: std::process::id() as i32,
+            child: child_pid,
+        };
+        let exec = ProcEvent::Exec { pid: child_pid };
+        assert!(seen.contains(&fork), "{fork:?} not among {seen:?}");
+        assert!(seen.contains(&exec), "{exec:?} not among {seen:?}");
     }
 
     proptest! {
