@@ -364,9 +364,11 @@ fn summary_ranks_the_most_written_file_first() {
     let script = r#"
 import time
 open('/proc/self/comm', 'w').write('tacho-wl-sum')
+# Spaced out, so the kernel cannot merge the writes into one queued event.
 for i in range(30):
     with open('hot.log', 'a') as f:
         f.write('x')
+    time.sleep(0.03)
 open('cold.txt', 'w').write('y')
 time.sleep(0.5)
 "#;
