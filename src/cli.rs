@@ -1,7 +1,7 @@
 //! The command line, as plain data (clap derive). Validation that needs more than one option,
 //! or the target, happens in `cmd`, before any side effect.
 
-use crate::io::{EngineKind, Rw};
+use crate::io::{BsShare, EngineKind, Rw};
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -42,7 +42,7 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchWhat {
     /// Storage benchmark on a directory (a temporary test file), a file, or a block device
-    Disk(DiskArgs),
+    Disk(Box<DiskArgs>),
 }
 
 #[derive(Debug, Args, Default)]
@@ -54,6 +54,23 @@ pub struct DiskArgs {
     /// Run a fixed suite of tests instead of one custom test [default: quick]
     #[arg(long, value_name = "NAME", conflicts_with = "rw")]
     pub suite: Option<String>,
+
+    /// List the suites with their versions and tests, then exit
+    #[arg(long)]
+    pub list_suites: bool,
+
+    /// Print the equivalent fio command line of every test instead of running
+    #[arg(long)]
+    pub print_fio: bool,
+
+    /// Runs of every test; the report gives their median and spread [default: 3 for suites, 1
+    /// for a custom test]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: Option<u32>,
+
+    /// etcd suite: the fdatasync p99 that passes, e.g. 10ms [default: 10ms]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub threshold: Option<Duration>,
 
     /// Access pattern of a custom test
     #[arg(long, value_enum, help_heading = "Custom test (fio's option names)")]
@@ -75,6 +92,10 @@ pub struct DiskArgs {
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u8).range(0..=100), help_heading = "Custom test (fio's option names)")]
     pub rwmixread: Option<u8>,
 
+    /// Block-size mix of a random test, e.g. 4k/60:64k/40 (sizes/percent, adding up to 100)
+    #[arg(long, value_name = "MIX", value_parser = parse_bssplit, conflicts_with = "bs", help_heading = "Custom test (fio's option names)")]
+    pub bssplit: Option<BsSplit>,
+
     /// fsync after every N writes
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "fdatasync", help_heading = "Custom test (fio's option names)")]
     pub fsync: Option<u32>,
@@ -95,6 +116,10 @@ pub struct DiskArgs {
     /// older kernels; measures RAM as much as the disk)
     #[arg(long, overrides_with = "direct")]
     pub buffered: bool,
+
+    /// Where the target refuses O_DIRECT, run buffered instead of stopping (with a warning)
+    #[arg(long)]
+    pub allow_buffered: bool,
 
     /// Region or test file size, e.g. 1G [default: 1G for a test file, the whole file or device
     /// otherwise]
@@ -120,6 +145,35 @@ pub struct DiskArgs {
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+/// A parsed `--bssplit` (a newtype, so clap takes it as one value, not a list of values).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BsSplit(pub Vec<BsShare>);
+
+fn parse_bssplit(text: &str) -> Result<BsSplit, String> {
+    let mut shares = Vec::new();
+    for part in text.split(':') {
+        let (size, pct) = part.split_once('/').ok_or_else(|| {
+            format!("'{part}' is not SIZE/PERCENT; write the mix as e.g. 4k/60:64k/40")
+        })?;
+        let pct: u8 = pct
+            .parse()
+            .ok()
+            .filter(|p| (1..=100).contains(p))
+            .ok_or_else(|| format!("'{pct}' is not a percentage from 1 to 100"))?;
+        shares.push(BsShare {
+            size: parse_block_size(size)?,
+            pct,
+        });
+    }
+    let total: u32 = shares.iter().map(|s| u32::from(s.pct)).sum();
+    if total != 100 {
+        return Err(format!(
+            "the percentages add up to {total}, not 100; e.g. 4k/60:64k/40"
+        ));
+    }
+    Ok(BsSplit(shares))
 }
 
 fn parse_block_size(text: &str) -> Result<u64, String> {

@@ -1,5 +1,7 @@
 //! The storage benchmark: suites, plans, targets, the run loop, results and verdicts.
 
+pub mod fio_cmd;
+pub mod honesty;
 pub mod plan;
 pub mod result;
 pub mod run;

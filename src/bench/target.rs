@@ -37,12 +37,12 @@ pub struct Inspected {
     pub device: Option<BlockDevice>,
     /// Devices whose /proc/diskstats counters the tests record.
     pub stats_devnos: Vec<(u32, u32)>,
-    /// Bytes available: the file or device size, or what a test file may take.
+    /// The file or device size; for a directory, the default test file size.
     pub capacity: u64,
     pub notes: Vec<Warning>,
 }
 
-pub fn inspect(root: &SysRoot, path: &Path, size: Option<u64>) -> Result<Inspected> {
+pub fn inspect(root: &SysRoot, path: &Path) -> Result<Inspected> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         ErrorKind::NotFound => anyhow::anyhow!(
             "target {} does not exist; give an existing directory, file or block device",
@@ -75,7 +75,7 @@ pub fn inspect(root: &SysRoot, path: &Path, size: Option<u64>) -> Result<Inspect
     };
     let mut notes = Vec::new();
     let capacity = match kind {
-        Kind::Directory => free_space_for_test(path, size.unwrap_or(DEFAULT_FILE_SIZE))?,
+        Kind::Directory => DEFAULT_FILE_SIZE,
         Kind::File => meta.len(),
         Kind::BlockDevice => device
             .as_ref()
@@ -260,7 +260,6 @@ fn device_state(root: &SysRoot, path: &Path, dev: &BlockDevice) -> Result<Device
 pub struct Target {
     pub path: PathBuf,
     pub writes: bool,
-    pub direct: bool,
     /// Created by tacho: removed on drop, and laid out before the first test.
     pub test_file: Option<TestFile>,
     /// For block devices: an exclusive open held through the run, so nothing can mount the
@@ -269,13 +268,8 @@ pub struct Target {
 }
 
 impl Target {
-    /// Creates the test file (directories) or claims the device, and checks O_DIRECT works.
-    pub fn prepare(
-        t: &Inspected,
-        region: u64,
-        writes: bool,
-        direct: bool,
-    ) -> Result<(Target, Vec<Warning>)> {
+    /// Creates the test file (directories) or claims the device (block devices written to).
+    pub fn prepare(t: &Inspected, region: u64, writes: bool) -> Result<(Target, Vec<Warning>)> {
         let mut notes = Vec::new();
         let (path, test_file, claim) = match t.kind {
             Kind::Directory => {
@@ -297,31 +291,31 @@ impl Target {
         };
         let target = Target {
             path,
-            writes,
-            direct,
+            // A test file is always writable: tacho lays it out.
+            writes: writes || t.kind == Kind::Directory,
             test_file,
             _claim: claim,
         };
-        target.open().map_err(|e| {
-            if e.raw_os_error() == Some(libc::EINVAL) && direct {
-                anyhow::anyhow!(
-                    "{} does not support direct I/O (O_DIRECT); add --buffered (results then \
-                     include the page cache)",
-                    t.path.display()
-                )
-            } else {
-                open_error(&t.path, e)
-            }
-        })?;
+        target.open(false).map_err(|e| open_error(&t.path, e))?;
         Ok((target, notes))
     }
 
-    /// Opens the target as a worker does: read-only unless the run writes, O_DIRECT by default.
-    pub fn open(&self) -> std::io::Result<File> {
+    /// Whether the target accepts O_DIRECT (tmpfs on older kernels, ramfs and some FUSE and
+    /// network filesystems refuse it with EINVAL).
+    pub fn direct_supported(&self) -> Result<bool> {
+        match self.open(true) {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(false),
+            Err(e) => Err(open_error(&self.path, e)),
+        }
+    }
+
+    /// Opens the target as a worker does: read-only unless the run writes.
+    pub fn open(&self, direct: bool) -> std::io::Result<File> {
         OpenOptions::new()
             .read(true)
             .write(self.writes)
-            .custom_flags(if self.direct { libc::O_DIRECT } else { 0 })
+            .custom_flags(if direct { libc::O_DIRECT } else { 0 })
             .open(&self.path)
     }
 }
@@ -351,6 +345,7 @@ pub struct TestFile {
 
 impl TestFile {
     fn create(dir: &Path, size: u64) -> Result<TestFile> {
+        free_space_for_test(dir, size)?;
         let name = format!(
             "{TEST_FILE_PREFIX}{}.{:08x}.tmp",
             std::process::id(),

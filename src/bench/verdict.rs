@@ -1,6 +1,6 @@
 //! The first line of every benchmark: the answer, in words, before the table.
 
-use super::result::{BenchReport, TestResult};
+use super::result::{BenchReport, Judgement, TestResult};
 use crate::units::{format_bandwidth, format_count, format_latency_ns, format_size};
 
 /// How storage behaves, judged by the median latency of one 4 KiB random read at a time —
@@ -20,9 +20,10 @@ pub fn verdict(report: &BenchReport) -> String {
     if report.tests.is_empty() {
         return format!("{where_}: interrupted before any test finished");
     }
-    let body = match report.suite {
-        Some(_) => suite_summary(&report.tests),
-        None => report
+    let body = match (&report.judgement, &report.suite) {
+        (Some(j), _) => judgement_words(j),
+        (None, Some(_)) => suite_summary(&report.tests),
+        (None, None) => report
             .tests
             .iter()
             .map(custom_summary)
@@ -42,6 +43,27 @@ pub fn verdict(report: &BenchReport) -> String {
         ));
     }
     line
+}
+
+fn judgement_words(j: &Judgement) -> String {
+    let value = format_latency_ns(j.value_ns as f64);
+    let limit = format_latency_ns(j.threshold_ns as f64);
+    match j.status {
+        "pass" => format!(
+            "PASS for etcd: {} {value}, under the {limit} limit",
+            j.metric
+        ),
+        "marginal" => format!(
+            "MARGINAL for etcd: {} {value} is within 20% of the {limit} limit; production has \
+             other writers, so expect slow WAL syncs under load",
+            j.metric
+        ),
+        _ => format!(
+            "FAIL for etcd: {} {value} is over the {limit} limit; etcd will log slow WAL syncs \
+             and may lose leader elections",
+            j.metric
+        ),
+    }
 }
 
 fn target_words(report: &BenchReport) -> String {

@@ -14,7 +14,7 @@ const HEADER: [&str; 8] = [
     "p99",
     "p99.9",
     "max",
-    "",
+    "spread",
 ];
 
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
@@ -36,7 +36,7 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         .unwrap_or(4)
         .max(4);
     write!(out, "{:<name_width$}", "test")?;
-    for h in &HEADER[..7] {
+    for h in &HEADER {
         write!(out, "  {h:>10}")?;
     }
     writeln!(out)?;
@@ -48,7 +48,52 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         writeln!(out)?;
     }
     writeln!(out)?;
+    write_curve(report, out)?;
     write_target(report, out)
+}
+
+/// The `full` suite's queue-depth sweep as a latency-versus-IOPS curve: where IOPS stop
+/// growing and latency starts to, the device is saturated.
+fn write_curve(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    let sweep: Vec<&TestResult> = report
+        .tests
+        .iter()
+        .filter(|t| t.name.starts_with("sweep "))
+        .collect();
+    if sweep.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "latency vs IOPS (4 KiB random):")?;
+    writeln!(
+        out,
+        "{:>6}  {:>10} {:>10} {:>10}  {:>10} {:>10} {:>10}",
+        "QD", "read IOPS", "p50", "p99", "write IOPS", "p50", "p99"
+    )?;
+    let mut depths: Vec<u32> = sweep.iter().map(|t| t.iodepth).collect();
+    depths.sort_unstable();
+    depths.dedup();
+    for qd in depths {
+        let cells = |pick: fn(&TestResult) -> Option<DirResult>| {
+            sweep
+                .iter()
+                .filter(|t| t.iodepth == qd)
+                .find_map(|t| pick(t))
+                .map_or(["-".into(), "-".into(), "-".into()], |d| {
+                    [
+                        format_count(d.iops),
+                        format_latency_ns(d.lat_ns.p50 as f64),
+                        format_latency_ns(d.lat_ns.p99 as f64),
+                    ]
+                })
+        };
+        let [ri, rp50, rp99] = cells(|t| t.read);
+        let [wi, wp50, wp99] = cells(|t| t.write);
+        writeln!(
+            out,
+            "{qd:>6}  {ri:>10} {rp50:>10} {rp99:>10}  {wi:>10} {wp50:>10} {wp99:>10}"
+        )?;
+    }
+    writeln!(out)
 }
 
 struct Row {
@@ -66,10 +111,9 @@ fn rows_of(t: &TestResult) -> Vec<Row> {
         } else {
             t.name.clone()
         };
-        rows.push(Row {
-            label,
-            cells: dir_cells(&d),
-        });
+        let mut cells = dir_cells(&d);
+        cells.push(t.spread_pct.map_or("-".into(), |s| format!("{s:.1}%")));
+        rows.push(Row { label, cells });
     }
     if let (Some(sync), Some(every)) = (t.sync, t.sync_every) {
         let per_s = if t.runtime_s > 0.0 {
@@ -79,6 +123,7 @@ fn rows_of(t: &TestResult) -> Vec<Row> {
         };
         let mut cells = vec![format_count(per_s), "-".into()];
         cells.extend(lat_cells(&sync.lat_ns));
+        cells.push("-".into());
         rows.push(Row {
             label: format!("  └ {} ({}/s)", every.kind, "flushes"),
             cells,

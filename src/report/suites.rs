@@ -1,0 +1,56 @@
+//! `--list-suites`: every suite with its version and exact tests.
+
+use crate::bench::suite::Suite;
+use crate::units::format_size;
+use std::io::{self, Write};
+
+pub fn write(suites: &[Suite], out: &mut impl Write) -> io::Result<()> {
+    for s in suites {
+        writeln!(
+            out,
+            "{} v{} ({} tests, {:.1}s each after {:.1}s ramp): {}",
+            s.name,
+            s.version,
+            s.tests.len(),
+            s.runtime.as_secs_f64(),
+            s.ramp.as_secs_f64(),
+            s.about
+        )?;
+        for t in &s.tests {
+            let mut line = format!(
+                "    {:<28} {} {} QD{}×{}",
+                t.name,
+                t.rw,
+                if t.bssplit.is_empty() {
+                    format_size(t.bs)
+                } else {
+                    let mix: Vec<String> = t
+                        .bssplit
+                        .iter()
+                        .map(|b| format!("{}/{}", format_size(b.size), b.pct))
+                        .collect();
+                    mix.join(":")
+                },
+                t.iodepth,
+                t.numjobs
+            );
+            if let Some(pct) = t.rwmixread {
+                line.push_str(&format!(" {pct}% reads"));
+            }
+            if let Some(sync) = t.sync {
+                line.push_str(&format!(" +{} every {}", sync.kind, sync.every));
+            }
+            if let Some(engine) = t.engine {
+                line.push_str(&format!(" engine {engine}"));
+            }
+            if t.direct == Some(false) {
+                line.push_str(" buffered");
+            }
+            writeln!(out, "{line}")?;
+        }
+        if let Some(size) = s.size {
+            writeln!(out, "    region {}", format_size(size))?;
+        }
+    }
+    Ok(())
+}
