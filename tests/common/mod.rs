@@ -306,11 +306,12 @@ pub fn tests_of(v: &serde_json::Value) -> &Vec<serde_json::Value> {
 }
 
 /// Codes of the top-level warnings.
+/// Codes of the run's warnings and of every test's, in that order.
 pub fn warning_codes(v: &serde_json::Value) -> Vec<String> {
-    v["warnings"]
-        .as_array()
-        .expect("warnings is an array")
-        .iter()
+    let tests = v["tests"].as_array().map(Vec::as_slice).unwrap_or_default();
+    std::iter::once(&v["warnings"])
+        .chain(tests.iter().map(|t| &t["warnings"]))
+        .flat_map(|w| w.as_array().expect("warnings is an array"))
         .map(|w| w["code"].as_str().unwrap().to_owned())
         .collect()
 }
