@@ -6,7 +6,9 @@
 use super::result::{TargetInfo, TestResult, Warning};
 use crate::kernel::host::Host;
 use crate::kernel::link::Link;
-use crate::units::{format_bandwidth, format_count, format_latency_ns, format_size};
+use crate::units::{
+    format_bandwidth, format_bytes_approx, format_count, format_latency_ns, format_size,
+};
 
 /// Above this spread between repeats, something (usually a cache) is not steady.
 pub const SPREAD_LIMIT_PCT: f64 = 10.0;
@@ -111,19 +113,11 @@ fn device_saw_less(test: &TestResult) -> Option<Warning> {
                 "{}: tacho {verb} {} but the device completed only {}: the rest was served by a \
                  cache (page cache, or one in front of the device), not the disk",
                 test.name,
-                format_size_approx(issued),
-                format_size_approx(seen)
+                format_bytes_approx(issued),
+                format_bytes_approx(seen)
             ),
         })
     })
-}
-
-fn format_size_approx(bytes: u64) -> String {
-    if bytes >= 1 << 30 {
-        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
-    } else {
-        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
-    }
 }
 
 /// A spinning disk needs a seek and half a rotation per random read: milliseconds.

@@ -6,14 +6,25 @@ use std::io::{self, Write};
 
 pub fn write(suites: &[Suite], out: &mut impl Write) -> io::Result<()> {
     for s in suites {
+        let length = match s.io_limit {
+            Some(limit) => format!(
+                "{} per test, at most {:.0}s",
+                format_size(limit),
+                s.runtime.as_secs_f64()
+            ),
+            None => format!(
+                "{:.1}s each after {:.1}s ramp",
+                s.runtime.as_secs_f64(),
+                s.ramp.as_secs_f64()
+            ),
+        };
         writeln!(
             out,
-            "{} v{} ({} tests, {:.1}s each after {:.1}s ramp): {}",
+            "{} v{} ({} test{}, {length}): {}",
             s.name,
             s.version,
             s.tests.len(),
-            s.runtime.as_secs_f64(),
-            s.ramp.as_secs_f64(),
+            if s.tests.len() == 1 { "" } else { "s" },
             s.about
         )?;
         for t in &s.tests {

@@ -1,9 +1,9 @@
 //! The terminal report: verdict, table, target, warnings.
 
-use crate::bench::result::{BenchReport, DirResult, TestResult};
+use crate::bench::result::{BenchReport, DirResult, TestResult, Warning};
 use crate::bench::verdict::verdict;
 use crate::io::LatencySummary;
-use crate::units::{format_bandwidth, format_count, format_latency_ns, format_size};
+use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_latency_ns};
 use std::io::{self, Write};
 
 const HEADER: [&str; 8] = [
@@ -20,13 +20,10 @@ const HEADER: [&str; 8] = [
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "{}", verdict(report))?;
     // Reasons to doubt the figures come right under the verdict, before anyone reads the table.
-    for w in report
-        .warnings
-        .iter()
-        .chain(report.tests.iter().flat_map(|t| t.warnings.iter()))
-    {
+    for w in &report.warnings {
         writeln!(out, "warning [{}]: {}", w.code, w.message)?;
     }
+    write_test_warnings(report, out)?;
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
@@ -96,6 +93,32 @@ fn write_curve(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(out)
 }
 
+/// One line per warning code: the first test's sentence, then the other tests it applies to,
+/// so seven noisy tests do not bury the table.
+fn write_test_warnings(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    let mut codes: Vec<&str> = Vec::new();
+    for w in report.tests.iter().flat_map(|t| &t.warnings) {
+        if !codes.contains(&w.code) {
+            codes.push(w.code);
+        }
+    }
+    for code in codes {
+        let hits: Vec<(&TestResult, &Warning)> = report
+            .tests
+            .iter()
+            .flat_map(|t| t.warnings.iter().map(move |w| (t, w)))
+            .filter(|(_, w)| w.code == code)
+            .collect();
+        write!(out, "warning [{code}]: {}", hits[0].1.message)?;
+        if hits.len() > 1 {
+            let others: Vec<&str> = hits[1..].iter().map(|(t, _)| t.name.as_str()).collect();
+            write!(out, " (also: {})", others.join(", "))?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
 struct Row {
     label: String,
     cells: Vec<String>,
@@ -116,8 +139,10 @@ fn rows_of(t: &TestResult) -> Vec<Row> {
         rows.push(Row { label, cells });
     }
     if let (Some(sync), Some(every)) = (t.sync, t.sync_every) {
-        let per_s = if t.runtime_s > 0.0 {
-            sync.count as f64 / t.runtime_s
+        // Flushes over all repeats, so over the time of all repeats.
+        let secs: f64 = t.repeats.iter().map(|r| r.runtime_s).sum();
+        let per_s = if secs > 0.0 {
+            sync.count as f64 / secs
         } else {
             0.0
         };
@@ -160,7 +185,10 @@ fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     if let Some(sched) = &t.scheduler {
         line.push_str(&format!(", scheduler {sched}"));
     }
-    line.push_str(&format!("), region {}", format_size(t.region_bytes)));
+    line.push_str(&format!(
+        "), region {}",
+        format_bytes_approx(t.region_bytes)
+    ));
     if let Some(first) = report.tests.first() {
         line.push_str(&format!(
             ", {}, {}",
