@@ -219,3 +219,282 @@ fn not_steady(test: &TestResult) -> Option<Warning> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{EngineKind, JobSpec, Measured, Rw, SyncEvery, SyncKind, worker::Dir};
+    use crate::kernel::diskstats::DiskDelta;
+    use std::time::Duration;
+
+    fn host(virt: Option<&str>) -> Host {
+        Host {
+            hostname: None,
+            kernel: None,
+            os: None,
+            cpu_model: None,
+            cpus: Some(2),
+            mem_total_bytes: Some(8 << 30),
+            virtualization: virt.map(str::to_string),
+            virtualization_evidence: vec!["cpuinfo flag hypervisor".into()],
+            unreadable: vec![],
+        }
+    }
+
+    fn target(fs: &str, options: &str, rotational: Option<bool>) -> TargetInfo {
+        TargetInfo {
+            path: "/data".into(),
+            kind: "directory",
+            region_bytes: 1 << 30,
+            filesystem: Some(fs.into()),
+            mount_point: Some("/data".into()),
+            mount_options: Some(options.into()),
+            devices: vec!["sda".into()],
+            device_model: None,
+            rotational,
+            scheduler: None,
+            logical_block_size: 512,
+        }
+    }
+
+    fn spec(rw: Rw, iodepth: u32, direct: bool) -> JobSpec {
+        JobSpec {
+            rw,
+            bs: 4096,
+            bssplit: vec![],
+            iodepth,
+            numjobs: 1,
+            region_bytes: 1 << 30,
+            runtime: Duration::from_secs(5),
+            ramp: Duration::ZERO,
+            io_limit: None,
+            rwmixread: 50,
+            sync: None,
+            direct,
+            engine: EngineKind::IoUring,
+            seed: 1,
+        }
+    }
+
+    /// One repeat per entry of `per_second`: that many 4 KiB I/Os in each of its seconds, each
+    /// taking `latency_ns`.
+    fn measured(dir: Dir, per_second: &[u64], latency_ns: u64) -> Measured {
+        let mut m = Measured::default();
+        for (second, &ios) in per_second.iter().enumerate() {
+            for _ in 0..ios {
+                m.completed(dir, 4096, latency_ns, second);
+                m.issued(dir, 4096);
+            }
+        }
+        m.elapsed = Duration::from_secs(per_second.len() as u64);
+        m
+    }
+
+    fn result(spec: &JobSpec, repeats: &[Measured], device_bytes: Option<u64>) -> TestResult {
+        let device = device_bytes
+            .map(|b| DiskDelta {
+                name: "sda".into(),
+                reads: Some(b / 4096),
+                read_bytes: Some(b),
+                writes: Some(b / 4096),
+                write_bytes: Some(b),
+                flushes: None,
+                read_ms: None,
+                write_ms: None,
+                io_ms: None,
+                discards: None,
+                discard_bytes: None,
+            })
+            .into_iter()
+            .collect();
+        TestResult::new("t".into(), spec, repeats, device)
+    }
+
+    fn codes(ws: &[Warning]) -> Vec<&'static str> {
+        ws.iter().map(|w| w.code).collect()
+    }
+
+    fn check(ctx: &Context, t: &TestResult) -> Vec<&'static str> {
+        codes(&test_warnings(ctx, t))
+    }
+
+    #[test]
+    fn a_plain_direct_test_raises_nothing() {
+        let (t, h) = (target("ext4", "rw,relatime", Some(false)), host(None));
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+        };
+        let m = measured(Dir::Read, &[5000; 5], 200_000);
+        let r = result(
+            &spec(Rw::RandRead, 32, true),
+            &[m.clone(), m.clone(), m],
+            Some(3 * 25_000 * 4096),
+        );
+        assert!(check(&ctx, &r).is_empty(), "{:?}", r.warnings);
+        assert!(run_warnings(&ctx).is_empty());
+    }
+
+    #[test]
+    fn device_that_saw_less_than_issued_means_a_cache() {
+        let (t, h) = (target("ext4", "", None), host(None));
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+        };
+        let m = measured(Dir::Read, &[10_000; 2], 10_000);
+        let r = result(&spec(Rw::Read, 1, true), &[m], Some(4 << 20));
+        assert_eq!(check(&ctx, &r), vec!["cache-suspected"]);
+        // Without device counters (tmpfs, btrfs) there is nothing to compare: no claim.
+        let m = measured(Dir::Read, &[10_000; 2], 10_000);
+        assert!(check(&ctx, &result(&spec(Rw::Read, 1, true), &[m], None)).is_empty());
+    }
+
+    #[test]
+    fn a_spinning_disk_cannot_seek_in_microseconds() {
+        let h = host(None);
+        let t = target("ext4", "", Some(true));
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+        };
+        let fast = measured(Dir::Read, &[10_000; 1], 80_000);
+        let seen = Some(10_000 * 4096);
+        assert_eq!(
+            check(
+                &ctx,
+                &result(&spec(Rw::RandRead, 1, true), &[fast.clone()], seen)
+            ),
+            vec!["cache-suspected"]
+        );
+        let slow = measured(Dir::Read, &[150; 1], 6_000_000);
+        assert!(
+            check(
+                &ctx,
+                &result(&spec(Rw::RandRead, 1, true), &[slow], Some(150 * 4096))
+            )
+            .is_empty()
+        );
+        // In a VM the rotational flag means nothing (virtio says 1 for everything).
+        let vm = host(Some("kvm"));
+        let ctx = Context {
+            target: &t,
+            host: &vm,
+            link: None,
+        };
+        assert!(check(&ctx, &result(&spec(Rw::RandRead, 1, true), &[fast], seen)).is_empty());
+    }
+
+    #[test]
+    fn buffered_data_that_fits_in_ram() {
+        let (t, h) = (target("ext4", "", None), host(None));
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+        };
+        let m = measured(Dir::Read, &[100; 1], 1000);
+        assert_eq!(
+            check(&ctx, &result(&spec(Rw::Read, 1, false), &[m.clone()], None)),
+            vec!["fits-in-ram"]
+        );
+        // Writes flushed one by one (etcd's test) reach the disk whatever the cache holds.
+        let mut etcd = spec(Rw::Write, 1, false);
+        etcd.sync = Some(SyncEvery {
+            kind: SyncKind::Fdatasync,
+            every: 1,
+        });
+        let w = measured(Dir::Write, &[100; 1], 1000);
+        assert!(check(&ctx, &result(&etcd, &[w], None)).is_empty());
+        let big = TargetInfo {
+            region_bytes: 17 << 30,
+            ..t.clone()
+        };
+        let ctx = Context {
+            target: &big,
+            host: &h,
+            link: None,
+        };
+        assert!(check(&ctx, &result(&spec(Rw::Read, 1, false), &[m], None)).is_empty());
+    }
+
+    #[test]
+    fn repeats_that_disagree() {
+        let (t, h) = (target("ext4", "", None), host(None));
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+        };
+        let runs = [
+            measured(Dir::Read, &[1000], 1000),
+            measured(Dir::Read, &[1000], 1000),
+            measured(Dir::Read, &[800], 1000),
+        ];
+        let r = result(&spec(Rw::Read, 1, true), &runs, None);
+        assert_eq!(r.spread_pct, Some(20.0));
+        assert_eq!(check(&ctx, &r), vec!["spread-high"]);
+    }
+
+    #[test]
+    fn faster_than_the_link() {
+        let (t, h) = (target("ext4", "", None), host(None));
+        let sata = crate::kernel::link::parse_sata("1.5 Gbps").unwrap();
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: Some(&sata),
+        };
+        // 50k × 4 KiB per second = 205 MB/s, above SATA 1.5 Gbps' 150 MB/s.
+        let m = measured(Dir::Read, &[50_000; 2], 10_000);
+        assert_eq!(
+            check(&ctx, &result(&spec(Rw::Read, 1, true), &[m], None)),
+            vec!["faster-than-device"]
+        );
+        let m = measured(Dir::Read, &[20_000; 2], 10_000);
+        assert!(check(&ctx, &result(&spec(Rw::Read, 1, true), &[m], None)).is_empty());
+    }
+
+    #[test]
+    fn a_start_unlike_the_rest() {
+        let (t, h) = (target("ext4", "", None), host(None));
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+        };
+        let slc = measured(Dir::Write, &[9000, 3000, 3000, 3000, 3000, 3000], 1000);
+        assert_eq!(
+            check(&ctx, &result(&spec(Rw::Write, 1, true), &[slc], None)),
+            vec!["not-steady-state"]
+        );
+        let flat = measured(Dir::Write, &[3100, 3000, 2950, 3000, 3050, 3000], 1000);
+        assert!(check(&ctx, &result(&spec(Rw::Write, 1, true), &[flat], None)).is_empty());
+    }
+
+    #[test]
+    fn where_it_runs() {
+        let h = host(Some("kvm"));
+        let t = target("btrfs", "rw,compress=zstd:3,space_cache=v2", None);
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+        };
+        assert_eq!(
+            codes(&run_warnings(&ctx)),
+            vec!["vm-detected", "cow-fs", "compressing-fs"]
+        );
+        let t = target("btrfs", "rw,nodatacow", None);
+        let plain = host(None);
+        let ctx = Context {
+            target: &t,
+            host: &plain,
+            link: None,
+        };
+        assert!(run_warnings(&ctx).is_empty());
+    }
+}
