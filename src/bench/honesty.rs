@@ -366,7 +366,7 @@ mod tests {
         assert_eq!(
             check(
                 &ctx,
-                &result(&spec(Rw::RandRead, 1, true), &[fast.clone()], seen)
+                &result(&spec(Rw::RandRead, 1, true), std::slice::from_ref(&fast), seen)
             ),
             vec!["cache-suspected"]
         );
@@ -398,7 +398,7 @@ mod tests {
         };
         let m = measured(Dir::Read, &[100; 1], 1000);
         assert_eq!(
-            check(&ctx, &result(&spec(Rw::Read, 1, false), &[m.clone()], None)),
+            check(&ctx, &result(&spec(Rw::Read, 1, false), std::slice::from_ref(&m), None)),
             vec!["fits-in-ram"]
         );
         // Writes flushed one by one (etcd's test) reach the disk whatever the cache holds.
