@@ -135,7 +135,7 @@ pub struct DiskArgs {
     pub ramp: Option<Duration>,
 
     /// Seed of the random offsets, for repeatable runs
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     pub randseed: Option<u64>,
 
     /// Allow writing over an existing file or a block device that holds data

@@ -366,7 +366,11 @@ mod tests {
         assert_eq!(
             check(
                 &ctx,
-                &result(&spec(Rw::RandRead, 1, true), std::slice::from_ref(&fast), seen)
+                &result(
+                    &spec(Rw::RandRead, 1, true),
+                    std::slice::from_ref(&fast),
+                    seen
+                )
             ),
             vec!["cache-suspected"]
         );
@@ -398,7 +402,10 @@ mod tests {
         };
         let m = measured(Dir::Read, &[100; 1], 1000);
         assert_eq!(
-            check(&ctx, &result(&spec(Rw::Read, 1, false), std::slice::from_ref(&m), None)),
+            check(
+                &ctx,
+                &result(&spec(Rw::Read, 1, false), std::slice::from_ref(&m), None)
+            ),
             vec!["fits-in-ram"]
         );
         // Writes flushed one by one (etcd's test) reach the disk whatever the cache holds.

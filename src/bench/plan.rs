@@ -60,7 +60,8 @@ pub fn plan(a: &DiskArgs, target: &Inspected, engine: EngineKind) -> Result<Plan
     if a.runtime == Some(Duration::ZERO) {
         bail!("--runtime must be longer than zero, e.g. 5s");
     }
-    let seed = a.randseed.unwrap_or_else(|| fastrand::u64(..));
+    // Below 2^63: fio's --randseed takes no larger value, and --print-fio must reproduce it.
+    let seed = a.randseed.unwrap_or_else(|| fastrand::u64(..1 << 63));
     let (suite, shapes) = match a.rw {
         Some(_) => (None, vec![custom_shape(a)?]),
         None => {

@@ -30,7 +30,7 @@ pub fn run(
 
     loop {
         let started = Instant::now();
-        if started >= window.end || ctl.stopped() || measured.reached(spec.io_limit) {
+        if started >= window.end || ctl.stopped() || measured.reached(spec.io_limit, spec.bs) {
             break;
         }
         if cpu_start.is_none() && started >= window.measure_from {

@@ -179,9 +179,10 @@ impl Measured {
         }
     }
 
-    /// True once the worker has issued `limit` bytes (fio's size-based end of a job).
-    pub fn reached(&self, limit: Option<u64>) -> bool {
-        limit.is_some_and(|l| self.issued_read_bytes + self.issued_write_bytes >= l)
+    /// True once another I/O of `bs` bytes would take the worker past `limit` bytes issued
+    /// (fio's size-based end of a job: whole blocks only).
+    pub fn reached(&self, limit: Option<u64>, bs: u64) -> bool {
+        limit.is_some_and(|l| self.issued_read_bytes + self.issued_write_bytes + bs > l)
     }
 
     pub fn merge(&mut self, other: &Measured) {

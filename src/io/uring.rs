@@ -83,8 +83,10 @@ pub fn run(
         if cpu_start.is_none() && now >= window.measure_from {
             cpu_start = Some(CpuTime::of_this_thread());
         }
-        stopping =
-            stopping || now >= window.end || ctl.stopped() || measured.reached(spec.io_limit);
+        stopping = stopping
+            || now >= window.end
+            || ctl.stopped()
+            || measured.reached(spec.io_limit, spec.bs);
         {
             let (submitter, mut sq, _) = ring.split();
             if !stopping && sync_pending && in_flight == 0 {
@@ -107,7 +109,7 @@ pub fn run(
             while !stopping
                 && !sync_pending
                 && sync_started.is_none()
-                && !measured.reached(spec.io_limit)
+                && !measured.reached(spec.io_limit, spec.bs)
             {
                 let Some(index) = free.pop() else { break };
                 if !sq.is_empty() {
