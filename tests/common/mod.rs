@@ -276,9 +276,8 @@ impl MountGuard {
 
 impl Drop for MountGuard {
     fn drop(&mut self) {
-        // Right after a process that used io_uring on the filesystem exits, the kernel still
-        // holds its files for some milliseconds (asynchronous ring teardown) and umount fails
-        // with EBUSY; retry for up to 5 s.
+        // A filesystem can stay busy for a moment after the last process using it exits
+        // (asynchronous teardown of its files); retry for up to 5 s rather than leak a mount.
         for _ in 0..100 {
             let unmounted = Command::new("umount")
                 .arg(&self.dir)
