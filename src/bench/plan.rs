@@ -28,6 +28,8 @@ pub struct Plan {
     /// Bytes of the file or device the tests touch (the test file's size for a directory).
     pub region_bytes: u64,
     pub writes: bool,
+    /// Fill a test file with data before the first test.
+    pub prefill: bool,
     pub repeat: u32,
     /// The etcd suite's pass mark for fdatasync p99.
     pub threshold: Option<Duration>,
@@ -142,6 +144,7 @@ pub fn plan(a: &DiskArgs, target: &Inspected, engine: EngineKind) -> Result<Plan
     let changed = a.runtime.is_some() || a.ramp.is_some() || a.size.is_some() || a.buffered;
     Ok(Plan {
         standard: suite.is_some() && !changed,
+        prefill: suite.as_ref().is_none_or(|s| s.prefill),
         repeat: a
             .repeat
             .unwrap_or(if suite.is_some() { SUITE_REPEATS } else { 1 }),

@@ -41,7 +41,7 @@ pub fn run(
     on_test: &mut dyn FnMut(&mut TestResult),
 ) -> Result<Outcome> {
     let mut tests = Vec::new();
-    if let Some(file) = &target.test_file {
+    if let Some(file) = target.test_file.as_ref().filter(|_| plan.prefill) {
         let writer = std::fs::OpenOptions::new()
             .write(true)
             .open(&file.path)
@@ -69,7 +69,10 @@ pub fn run(
             if ctl.stopped() {
                 break 'tests;
             }
-            if !spec.direct {
+            // A buffered read must start cold (fio's invalidate=1). A buffered write-only test
+            // is left alone: evicting pages would make partial-page writes read them back,
+            // work the workload never asked for.
+            if !spec.direct && spec.rw.reads() {
                 io::drop_cached_pages(&open().context("cannot open the target")?);
             }
             let label = if plan.repeat > 1 {
