@@ -90,7 +90,34 @@ fn write_curve(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
             "{qd:>6}  {ri:>10} {rp50:>10} {rp99:>10}  {wi:>10} {wp50:>10} {wp99:>10}"
         )?;
     }
+    for (label, pick) in [
+        (
+            "reads",
+            (|t: &TestResult| t.read) as fn(&TestResult) -> Option<DirResult>,
+        ),
+        ("writes", |t: &TestResult| t.write),
+    ] {
+        let points: Vec<(u32, f64)> = sweep
+            .iter()
+            .filter_map(|t| pick(t).map(|d| (t.iodepth, d.iops)))
+            .collect();
+        if let Some((qd, iops)) = saturation(&points) {
+            writeln!(
+                out,
+                "{label}: IOPS stop growing past QD{qd} ({}); deeper queues only add latency",
+                format_count(iops)
+            )?;
+        }
+    }
     writeln!(out)
+}
+
+/// The first queue depth after which doubling the depth gains less than 10% IOPS.
+fn saturation(points: &[(u32, f64)]) -> Option<(u32, f64)> {
+    points
+        .windows(2)
+        .find(|w| w[1].1 < w[0].1 * 1.1)
+        .map(|w| w[0])
 }
 
 /// One line per warning code: the first test's sentence, then the other tests it applies to,
@@ -197,4 +224,16 @@ fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         ));
     }
     writeln!(out, "{line}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::saturation;
+
+    #[test]
+    fn saturation_is_where_gains_stop() {
+        let curve = [(1, 10e3), (2, 19e3), (4, 35e3), (8, 37e3), (16, 38e3)];
+        assert_eq!(saturation(&curve), Some((4, 35e3)));
+        assert_eq!(saturation(&[(1, 1.0), (2, 2.0)]), None);
+    }
 }
