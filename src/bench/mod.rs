@@ -7,4 +7,5 @@ pub mod result;
 pub mod run;
 pub mod suite;
 pub mod target;
+pub mod testfile;
 pub mod verdict;
