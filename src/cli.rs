@@ -2,7 +2,7 @@
 //! or the target, happens in `cmd`, before any side effect.
 
 use crate::files::ops::Ops;
-use crate::io::{EngineKind, Rw};
+use crate::io::{BsShare, EngineKind, Rw};
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -25,7 +25,7 @@ pub enum Command {
     /// Benchmark storage (`tacho bench` alone runs the quick disk suite in the current directory)
     Bench(BenchArgs),
     /// Which process reads and writes which file, live (fanotify); or which file owns a sector
-    Files(FilesArgs),
+    Files(Box<FilesArgs>),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -45,7 +45,7 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchWhat {
     /// Storage benchmark on a directory (a temporary test file), a file, or a block device
-    Disk(DiskArgs),
+    Disk(Box<DiskArgs>),
 }
 
 #[derive(Debug, Args, Default)]
@@ -57,6 +57,23 @@ pub struct DiskArgs {
     /// Run a fixed suite of tests instead of one custom test [default: quick]
     #[arg(long, value_name = "NAME", conflicts_with = "rw")]
     pub suite: Option<String>,
+
+    /// List the suites with their versions and tests, then exit
+    #[arg(long)]
+    pub list_suites: bool,
+
+    /// Print the equivalent fio command line of every test instead of running
+    #[arg(long)]
+    pub print_fio: bool,
+
+    /// Runs of every test; the report gives their median and spread [default: 3 for suites, 1
+    /// for a custom test]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: Option<u32>,
+
+    /// etcd suite: the fdatasync p99 that passes, e.g. 10ms [default: 10ms]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub threshold: Option<Duration>,
 
     /// Access pattern of a custom test
     #[arg(long, value_enum, help_heading = "Custom test (fio's option names)")]
@@ -77,6 +94,10 @@ pub struct DiskArgs {
     /// Share of reads in a mixed (rw, randrw) test, in percent [default: 50]
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u8).range(0..=100), help_heading = "Custom test (fio's option names)")]
     pub rwmixread: Option<u8>,
+
+    /// Block-size mix of a random test, e.g. 4k/60:64k/40 (sizes/percent, adding up to 100)
+    #[arg(long, value_name = "MIX", value_parser = parse_bssplit, conflicts_with = "bs", help_heading = "Custom test (fio's option names)")]
+    pub bssplit: Option<BsSplit>,
 
     /// fsync after every N writes
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "fdatasync", help_heading = "Custom test (fio's option names)")]
@@ -99,6 +120,10 @@ pub struct DiskArgs {
     #[arg(long, overrides_with = "direct")]
     pub buffered: bool,
 
+    /// Where the target refuses O_DIRECT, run buffered instead of stopping (with a warning)
+    #[arg(long)]
+    pub allow_buffered: bool,
+
     /// Region or test file size, e.g. 1G [default: 1G for a test file, the whole file or device
     /// otherwise]
     #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
@@ -113,7 +138,7 @@ pub struct DiskArgs {
     pub ramp: Option<Duration>,
 
     /// Seed of the random offsets, for repeatable runs
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     pub randseed: Option<u64>,
 
     /// Allow writing over an existing file or a block device that holds data
@@ -212,6 +237,35 @@ fn parse_pid(text: &str) -> Result<i32, String> {
 
 fn parse_ops(text: &str) -> Result<Ops, String> {
     Ops::parse(text)
+}
+
+/// A parsed `--bssplit` (a newtype, so clap takes it as one value, not a list of values).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BsSplit(pub Vec<BsShare>);
+
+fn parse_bssplit(text: &str) -> Result<BsSplit, String> {
+    let mut shares = Vec::new();
+    for part in text.split(':') {
+        let (size, pct) = part.split_once('/').ok_or_else(|| {
+            format!("'{part}' is not SIZE/PERCENT; write the mix as e.g. 4k/60:64k/40")
+        })?;
+        let pct: u8 = pct
+            .parse()
+            .ok()
+            .filter(|p| (1..=100).contains(p))
+            .ok_or_else(|| format!("'{pct}' is not a percentage from 1 to 100"))?;
+        shares.push(BsShare {
+            size: parse_block_size(size)?,
+            pct,
+        });
+    }
+    let total: u32 = shares.iter().map(|s| u32::from(s.pct)).sum();
+    if total != 100 {
+        return Err(format!(
+            "the percentages add up to {total}, not 100; e.g. 4k/60:64k/40"
+        ));
+    }
+    Ok(BsSplit(shares))
 }
 
 fn parse_block_size(text: &str) -> Result<u64, String> {

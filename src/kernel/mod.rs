@@ -7,6 +7,7 @@
 pub mod blockdev;
 pub mod diskstats;
 pub mod host;
+pub mod link;
 pub mod mounts;
 
 #[cfg(test)]

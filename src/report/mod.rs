@@ -2,4 +2,5 @@
 //! `impl Write`, so tests capture them in memory.
 
 pub mod json;
+pub mod suites;
 pub mod table;

@@ -276,9 +276,8 @@ impl MountGuard {
 
 impl Drop for MountGuard {
     fn drop(&mut self) {
-        // Right after a process that used io_uring on the filesystem exits, the kernel still
-        // holds its files for some milliseconds (asynchronous ring teardown) and umount fails
-        // with EBUSY; retry for up to 5 s.
+        // A filesystem can stay busy for a moment after the last process using it exits
+        // (asynchronous teardown of its files); retry for up to 5 s rather than leak a mount.
         for _ in 0..100 {
             let unmounted = Command::new("umount")
                 .arg(&self.dir)
@@ -306,11 +305,12 @@ pub fn tests_of(v: &serde_json::Value) -> &Vec<serde_json::Value> {
 }
 
 /// Codes of the top-level warnings.
+/// Codes of the run's warnings and of every test's, in that order.
 pub fn warning_codes(v: &serde_json::Value) -> Vec<String> {
-    v["warnings"]
-        .as_array()
-        .expect("warnings is an array")
-        .iter()
+    let tests = v["tests"].as_array().map(Vec::as_slice).unwrap_or_default();
+    std::iter::once(&v["warnings"])
+        .chain(tests.iter().map(|t| &t["warnings"]))
+        .flat_map(|w| w.as_array().expect("warnings is an array"))
         .map(|w| w["code"].as_str().unwrap().to_owned())
         .collect()
 }
