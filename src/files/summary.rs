@@ -104,7 +104,9 @@ impl Summary {
             .top
             .iter()
             .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-            .map(|((pid, comm), n)| format!("{comm}({pid}) caused {n} of them"))
+            .map(|((pid, comm), n)| {
+                format!("{n} of its {} events from {comm}({pid})", counts.events)
+            })
             .unwrap_or_default();
         if counts.writes() > 0 {
             format!(
@@ -224,7 +226,8 @@ mod tests {
         let verdict = s.verdict(2.0);
         assert_eq!(
             verdict,
-            "most written: /var/lib/pg/wal (4 write events in 2.0 s; postgres(9) caused 3 of them)"
+            "most written: /var/lib/pg/wal (4 write events in 2.0 s; 3 of its 4 events from \
+             postgres(9))"
         );
         let report = s.report(2.0);
         assert_eq!(report.events, 9);
