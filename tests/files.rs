@@ -203,6 +203,7 @@ fn every_operation_of_a_process_is_seen_with_its_pid_name_and_path() {
     let t = trailer(&lines);
     assert_eq!(t["events_shown"].as_u64().unwrap(), evs.len() as u64);
     assert_eq!(t["overflows"], 0);
+    assert_eq!(t["interrupted"], true, "stopped with Ctrl-C");
 }
 
 #[test]

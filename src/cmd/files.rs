@@ -183,6 +183,10 @@ fn finish(args: &FilesArgs, mut sink: Sink, outcome: &Outcome) -> Result<()> {
             events_shown: u64,
             overflows: u64,
             lost_events_min: u64,
+            /// Events lost because the kernel could not open their file (descriptor mode).
+            undeliverable: u64,
+            /// Stopped by Ctrl-C or a signal rather than --duration.
+            interrupted: bool,
             #[serde(skip_serializing_if = "Option::is_none")]
             summary: Option<crate::files::summary::Report>,
         }
@@ -193,6 +197,8 @@ fn finish(args: &FilesArgs, mut sink: Sink, outcome: &Outcome) -> Result<()> {
             events_shown: outcome.events_shown,
             overflows: outcome.overflows,
             lost_events_min: outcome.overflows,
+            undeliverable: outcome.undeliverable,
+            interrupted: outcome.interrupted,
             summary: sink.summary.as_ref().map(|s| s.report(seconds)),
         };
         // The trailer follows the events in the same stream, or goes to stdout when the events

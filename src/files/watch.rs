@@ -70,6 +70,9 @@ pub struct Outcome {
     pub events_shown: u64,
     /// Overflow notices; at least this many events were lost (the kernel does not count them).
     pub overflows: u64,
+    /// Events the kernel dropped because it could not open their file for tacho (descriptor
+    /// mode only; e.g. some /proc files refuse to be opened).
+    pub undeliverable: u64,
     pub interrupted: bool,
 }
 
@@ -87,82 +90,118 @@ pub struct Watcher {
     pub notes: Vec<String>,
 }
 
-impl Watcher {
-    pub fn new(root: &SysRoot, config: WatchConfig) -> Result<Watcher, WatchError> {
-        let filter = Filter::new(config.filter, root.clone());
-        let ops = filter.ops();
-        let mut notes = Vec::new();
-        let mut watching = Vec::new();
-        let mut resolver = Resolver::new();
-        let dir_group = match Group::init(Mode::DirName, config.unbounded_queue) {
+/// Privilege errors are the same whichever call meets them.
+fn privileged(e: io::Error, otherwise: impl FnOnce(io::Error) -> WatchError) -> WatchError {
+    if e.raw_os_error() == Some(libc::EPERM) {
+        WatchError::NeedPrivilege
+    } else {
+        otherwise(e)
+    }
+}
+
+/// Sets up the groups mount by mount: by handle where the filesystem allows, else by
+/// descriptor (created on first need).
+struct Marks {
+    ops: Ops,
+    unbounded: bool,
+    dir_group: Option<Group>,
+    fd_group: Option<Group>,
+    resolver: Resolver,
+    watching: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Marks {
+    fn new(ops: Ops, unbounded: bool) -> Result<Marks, WatchError> {
+        let dir_group = match Group::init(Mode::DirName, unbounded) {
             Ok(g) => Some(g),
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                return Err(WatchError::NeedPrivilege);
-            }
             // EINVAL: a kernel older than 5.9 without FAN_REPORT_DFID_NAME.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
-            Err(e) => return Err(WatchError::Init(e)),
+            Err(e) => return Err(privileged(e, WatchError::Init)),
         };
-        let mut fd_group: Option<Group> = None;
-        let fd_ops_mask =
-            (ops.iter().filter(|op| !Ops::DIRENT.contains(*op))).fold(0, |m, op| m | op.mask());
-        for mount in &config.mounts {
-            let dir_result = dir_group
-                .as_ref()
-                .map(|g| g.mark_filesystem(mount, ops.mask()));
-            match dir_result {
-                Some(Ok(())) => {
-                    if let Err(e) = resolver.add_mount(mount) {
-                        notes.push(format!("{}: paths not resolvable: {e}", mount.display()));
-                    }
-                    watching.push(mount.display().to_string());
-                    continue;
-                }
-                Some(Err(e)) if e.raw_os_error() == Some(libc::EPERM) => {
-                    return Err(WatchError::NeedPrivilege);
-                }
-                _ => {}
-            }
-            // This filesystem cannot report by handle: fall back to descriptors.
-            if fd_ops_mask == 0 {
-                notes.push(format!(
-                    "{}: not watched (it cannot report create, delete or move)",
-                    mount.display()
-                ));
-                continue;
-            }
-            if fd_group.is_none() {
-                fd_group = Some(match Group::init(Mode::Fd, config.unbounded_queue) {
-                    Ok(g) => g,
-                    Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                        return Err(WatchError::NeedPrivilege);
-                    }
-                    Err(e) => return Err(WatchError::Init(e)),
-                });
-            }
-            let group = fd_group.as_ref().expect("created above");
-            match group.mark_filesystem(mount, fd_ops_mask) {
+        Ok(Marks {
+            ops,
+            unbounded,
+            dir_group,
+            fd_group: None,
+            resolver: Resolver::new(),
+            watching: Vec::new(),
+            notes: Vec::new(),
+        })
+    }
+
+    fn mark(&mut self, mount: &Path) -> Result<(), WatchError> {
+        if let Some(group) = &self.dir_group {
+            match group.mark_filesystem(mount, self.ops.mask()) {
                 Ok(()) => {
-                    if ops.intersects(Ops::DIRENT) {
-                        notes.push(format!(
-                            "{}: only R W O C (this filesystem cannot report create, delete or \
-                             move)",
-                            mount.display()
-                        ));
+                    if let Err(e) = self.resolver.add_mount(mount) {
+                        let note = format!("{}: paths not resolvable: {e}", mount.display());
+                        self.notes.push(note);
                     }
-                    watching.push(mount.display().to_string());
+                    self.watching.push(mount.display().to_string());
+                    return Ok(());
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                     return Err(WatchError::NeedPrivilege);
                 }
-                Err(e) => notes.push(format!("{}: not watched: {e}", mount.display())),
+                Err(_) => {} // no file handles on this filesystem: descriptors below
             }
         }
-        // Every directory move and delete reaches the handle group, so its path cache can
-        // outlive a batch (see Watcher::batch).
-        if ops.contains(Op::MovedFrom) && ops.contains(Op::Delete) {
-            resolver.keep_across_batches();
+        let fd_mask = self
+            .ops
+            .iter()
+            .filter(|op| !Ops::DIRENT.contains(*op))
+            .fold(0, |m, op| m | op.mask());
+        if fd_mask == 0 {
+            self.notes.push(format!(
+                "{}: not watched (it cannot report create, delete or move)",
+                mount.display()
+            ));
+            return Ok(());
         }
+        if self.fd_group.is_none() {
+            let group = Group::init(Mode::Fd, self.unbounded)
+                .map_err(|e| privileged(e, WatchError::Init))?;
+            self.fd_group = Some(group);
+        }
+        let group = self.fd_group.as_ref().expect("created above");
+        match group.mark_filesystem(mount, fd_mask) {
+            Ok(()) => {
+                if self.ops.intersects(Ops::DIRENT) {
+                    self.notes.push(format!(
+                        "{}: only R W O C (this filesystem cannot report create, delete or move)",
+                        mount.display()
+                    ));
+                }
+                self.watching.push(mount.display().to_string());
+                Ok(())
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(WatchError::NeedPrivilege),
+            Err(e) => {
+                self.notes
+                    .push(format!("{}: not watched: {e}", mount.display()));
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Watcher {
+    pub fn new(root: &SysRoot, config: WatchConfig) -> Result<Watcher, WatchError> {
+        let filter = Filter::new(config.filter, root.clone());
+        let ops = filter.ops();
+        let mut marks = Marks::new(ops, config.unbounded_queue)?;
+        for mount in &config.mounts {
+            marks.mark(mount)?;
+        }
+        let Marks {
+            dir_group,
+            fd_group,
+            mut resolver,
+            watching,
+            mut notes,
+            ..
+        } = marks;
         if watching.is_empty() {
             let path = config.mounts.first().cloned().unwrap_or_default();
             let reason = notes
@@ -170,7 +209,11 @@ impl Watcher {
                 .unwrap_or_else(|| "no filesystem to watch".into());
             return Err(WatchError::Mark { path, reason });
         }
-        let groups = dir_group.into_iter().chain(fd_group).collect();
+        // Every directory move and delete reaches the handle group, so its path cache can
+        // outlive a batch (see Watcher::batch).
+        if ops.contains(Op::MovedFrom) && ops.contains(Op::Delete) {
+            resolver.keep_across_batches();
+        }
         let proc_events = ProcEvents::subscribe()
             .inspect_err(|e| {
                 if filter.follows_children() {
@@ -182,8 +225,8 @@ impl Watcher {
             })
             .ok();
         Ok(Watcher {
+            groups: dir_group.into_iter().chain(fd_group).collect(),
             proc_events,
-            groups,
             resolver,
             filter,
             comms: Comms::new(root.clone()),
@@ -237,7 +280,20 @@ impl Watcher {
                 if pollfd.revents & libc::POLLIN != 0 {
                     // Drain this group fully before polling again.
                     loop {
-                        let len = self.groups[i].read(&mut buf).map_err(WatchError::Read)?;
+                        let len = match self.groups[i].read(&mut buf) {
+                            Ok(len) => len,
+                            Err(e) if is_fatal(&e) => return Err(WatchError::Read(e)),
+                            Err(e) => {
+                                outcome.undeliverable += 1;
+                                if outcome.undeliverable == 1 {
+                                    eprintln!(
+                                        "tacho: note: the kernel could not open a file to \
+                                         report an event ({e}); such events are skipped"
+                                    );
+                                }
+                                continue;
+                            }
+                        };
                         if len == 0 {
                             break;
                         }
@@ -342,6 +398,12 @@ impl Watcher {
         }
         Ok(())
     }
+}
+
+/// Read errors that mean the group itself is broken. Any other error comes from opening the
+/// file of one event in descriptor mode: that event is lost, the next read goes on.
+fn is_fatal(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EBADF | libc::EFAULT))
 }
 
 fn path_of_descriptor(fd: &OwnedFd) -> PathBuf {
