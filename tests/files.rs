@@ -64,6 +64,8 @@ impl Watch {
                 break;
             }
         }
+        // Keep what the reader already buffered past that line (notes follow it).
+        head.push_str(&String::from_utf8_lossy(err.buffer()));
         child.stderr = Some(err.into_inner());
         let mut out = child.stdout.take().unwrap();
         let stdout = std::thread::spawn(move || {
@@ -632,4 +634,43 @@ fn sector_of_an_unmounted_device_is_refused() {
     };
     let line = assert_error(&run(&["files", "--sector", dev.path(), "8"]));
     assert!(line.contains("not mounted"), "{line}");
+}
+
+#[test]
+fn filesystems_without_file_handles_are_watched_by_descriptor() {
+    if !can_watch("descriptor_mode") {
+        return;
+    }
+    // procfs cannot encode file handles: tacho falls back to one open descriptor per event,
+    // which reports R W O C but no create, delete or move.
+    let watch = Watch::start(&[
+        "--mount",
+        "/proc",
+        "--path",
+        "/proc/loadavg",
+        "--comm",
+        "tacho-wl-proc",
+    ]);
+    let (_guard, dir) = tempdir();
+    let pid = workload(
+        &dir,
+        "import time\nopen('/proc/self/comm', 'w').write('tacho-wl-proc')\n\
+         for i in range(3): open('/proc/loadavg').read()\ntime.sleep(0.5)",
+    );
+    let (lines, stderr) = watch.stop();
+    assert!(stderr.contains("only R W O C"), "{stderr}");
+    let evs = events(&lines);
+    assert!(!evs.is_empty(), "no events on /proc/loadavg");
+    for e in &evs {
+        assert_eq!(e["pid"], pid, "{e}");
+        assert_eq!(e["path"], "/proc/loadavg");
+    }
+    let ops: String = evs.iter().map(|e| e["ops"].as_str().unwrap()).collect();
+    assert!(
+        ops.contains('O') && ops.contains('R') && ops.contains('C'),
+        "{ops}"
+    );
+
+    let line = assert_error(&run(&["files", "--mount", "/proc", "--ops", "+D"]));
+    assert!(line.contains("cannot report create"), "{line}");
 }
