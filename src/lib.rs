@@ -11,4 +11,5 @@ pub mod io;
 pub mod kernel;
 pub mod report;
 pub mod safety;
+pub mod store;
 pub mod units;

@@ -8,6 +8,7 @@ pub mod blockdev;
 pub mod diskstats;
 pub mod host;
 pub mod mounts;
+pub mod tunables;
 
 #[cfg(test)]
 mod fixture;
