@@ -7,6 +7,9 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod results;
+pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tacho",
@@ -23,6 +26,11 @@ pub struct Cli {
 pub enum Command {
     /// Benchmark storage (`tacho bench` alone runs the quick disk suite in the current directory)
     Bench(BenchArgs),
+    /// Stored benchmark runs: list, show, rm, export, import (also fio JSON)
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Compare stored runs side by side, with significance and configuration differences
+    Compare(CompareArgs),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -120,6 +128,9 @@ pub struct DiskArgs {
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub record: RecordArgs,
 }
 
 fn parse_block_size(text: &str) -> Result<u64, String> {

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod cli;
 pub mod cmd;
+pub mod compare;
 pub mod io;
 pub mod kernel;
 pub mod report;

@@ -1,6 +1,7 @@
 //! `tacho bench disk`: inspect the target, refuse what is unsafe, plan, run, report.
 
 use super::progress::Bar;
+use super::record::Recorder;
 use crate::bench::plan::{self, Plan};
 use crate::bench::result::{BenchReport, SCHEMA, SuiteRef, TargetInfo, Warning};
 use crate::bench::run;
@@ -9,6 +10,7 @@ use crate::cli::DiskArgs;
 use crate::io::{self, Control, EngineKind};
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
+use crate::kernel::tunables::Tunables;
 use crate::report;
 use anyhow::Result;
 use std::process::ExitCode;
@@ -43,6 +45,21 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let (target, notes) = Target::prepare(&inspected, plan.region_bytes, plan.writes, plan.direct)?;
     warnings.extend(notes);
     let ctl = Control::new(stop);
+    let mut report = BenchReport {
+        schema: SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION"),
+        host: Host::read(&root),
+        tunables: Tunables::read(&root, &inspected.stats_devnos),
+        target: TargetInfo {
+            region_bytes: plan.region_bytes,
+            ..inspected.info
+        },
+        suite: suite_ref(&plan),
+        tests: Vec::new(),
+        warnings,
+        interrupted: false,
+    };
+    let mut recorder = Recorder::begin(&args.record, &report)?;
     let outcome = run::run(
         &root,
         &plan,
@@ -50,29 +67,19 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         &inspected.stats_devnos,
         &ctl,
         &Bar::new(),
-        &mut |_| {},
+        &mut |test| recorder.test(test),
     )?;
     drop(target);
+    report.tests = outcome.tests;
+    report.interrupted = outcome.interrupted;
 
-    let report = BenchReport {
-        schema: SCHEMA,
-        tool_version: env!("CARGO_PKG_VERSION"),
-        host: Host::read(&root),
-        target: TargetInfo {
-            region_bytes: plan.region_bytes,
-            ..inspected.info
-        },
-        suite: suite_ref(&plan),
-        tests: outcome.tests,
-        warnings,
-        interrupted: outcome.interrupted,
-    };
     let mut out = std::io::stdout().lock();
     if args.json {
         report::json::write(&report, &mut out)?;
     } else {
         report::table::write(&report, &mut out)?;
     }
+    recorder.finish(&report)?;
     Ok(if report.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {

@@ -1,7 +1,11 @@
 //! One module per subcommand: resolve options, call the library, report.
 
+mod compare;
 pub mod disk;
+mod output;
 mod progress;
+mod record;
+mod runs;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;
@@ -17,6 +21,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ..DiskArgs::default()
             }),
         },
+        Command::Runs(command) => runs::run(command),
+        Command::Compare(args) => compare::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

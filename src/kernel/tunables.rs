@@ -35,6 +35,35 @@ pub struct SystemTunables {
     pub unreadable: Vec<String>,
 }
 
+/// Everything a benchmark run records about kernel settings: the system-wide ones and the
+/// request queue of each disk under the target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tunables {
+    #[serde(flatten)]
+    pub system: SystemTunables,
+    /// One entry per whole disk (or dm/md device) under the target, in the order given.
+    pub devices: Vec<QueueTunables>,
+}
+
+impl Tunables {
+    /// System settings plus the queues of the devices `devnos` (a partition counts as its
+    /// disk); never fails, like [`SystemTunables::read`].
+    pub fn read(root: &SysRoot, devnos: &[(u32, u32)]) -> Tunables {
+        let mut system = SystemTunables::read(root);
+        let mut devices: Vec<QueueTunables> = Vec::new();
+        for &(major, minor) in devnos {
+            let queue = super::blockdev::resolve(root, major, minor)
+                .and_then(|dev| QueueTunables::read(root, &dev.disk));
+            match queue {
+                Ok(Some(q)) if !devices.iter().any(|d| d.device == q.device) => devices.push(q),
+                Ok(_) => {}
+                Err(e) => system.unreadable.push(e.to_string()),
+            }
+        }
+        Tunables { system, devices }
+    }
+}
+
 /// The request-queue settings of one block device (`/sys/class/block/NAME/queue`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueTunables {

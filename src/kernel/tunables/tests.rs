@@ -183,3 +183,19 @@ proptest! {
         let _ = summarize_vulnerabilities(&map);
     }
 }
+
+#[test]
+fn the_queue_of_the_real_root_disk() {
+    use std::os::unix::fs::MetadataExt;
+    let root = SysRoot::real();
+    let dev = std::fs::metadata("/").unwrap().dev();
+    let devno = (libc::major(dev), libc::minor(dev));
+    let Ok(disk) = crate::kernel::blockdev::resolve(&root, devno.0, devno.1) else {
+        eprintln!("SKIP: / is not on a block device with a sysfs entry");
+        return;
+    };
+    let t = Tunables::read(&root, &[devno, devno]);
+    assert_eq!(t.devices.len(), 1, "{t:?}");
+    assert_eq!(t.devices[0].device, disk.disk);
+    assert!(t.devices[0].nr_requests.is_some(), "{t:?}");
+}
