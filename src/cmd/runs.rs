@@ -38,7 +38,7 @@ pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
     let (store, path) = open_existing(db)?;
     let store = store.ok_or_else(|| {
         anyhow!(
-            "no run {} : there is no results database at {} yet (pass --db PATH or set TACHO_DB \
+            "no run {}: there is no results database at {} yet (pass --db PATH or set TACHO_DB \
              if it is elsewhere)",
             ids[0],
             path.display()

@@ -42,12 +42,11 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
             "tacho_bench_bandwidth_bytes_per_second",
             "Bytes per second measured by tacho bench.",
         ),
-        Family::new(
+        Family::summary(
             "tacho_bench_latency_seconds",
             "I/O latency from submission to completion, by quantile (1 is the maximum).",
         ),
-        Family::new("tacho_bench_latency_mean_seconds", "Mean I/O latency."),
-        Family::new(
+        Family::summary(
             "tacho_bench_sync_latency_seconds",
             "fsync/fdatasync latency, by quantile (1 is the maximum).",
         ),
@@ -62,10 +61,7 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
             ];
             families[0].sample(&labels, None, d.iops);
             families[1].sample(&labels, None, d.bw_bytes_per_s);
-            for (q, get) in QUANTILES {
-                families[2].sample(&labels, Some(q), seconds(get(&d.lat_ns)));
-            }
-            families[3].sample(&labels, None, seconds(d.lat_ns.mean));
+            families[2].latency(&labels, &d.lat_ns, d.ios);
         }
         if let Some(sync) = t.sync {
             let labels = [
@@ -73,9 +69,7 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
                 ("direction", "sync"),
                 ("device", device),
             ];
-            for (q, get) in QUANTILES {
-                families[4].sample(&labels, Some(q), seconds(get(&sync.lat_ns)));
-            }
+            families[3].latency(&labels, &sync.lat_ns, sync.count);
         }
     }
     let mut info_family = Family::new(
@@ -132,6 +126,7 @@ fn seconds(ns: u64) -> f64 {
 struct Family {
     name: &'static str,
     help: &'static str,
+    kind: &'static str,
     lines: Vec<String>,
 }
 
@@ -140,11 +135,41 @@ impl Family {
         Family {
             name,
             help,
+            kind: "gauge",
             lines: Vec::new(),
         }
     }
 
+    /// A summary: quantiles plus `_sum` and `_count`, the shape Prometheus expects for
+    /// precomputed latency quantiles.
+    fn summary(name: &'static str, help: &'static str) -> Family {
+        Family {
+            kind: "summary",
+            ..Family::new(name, help)
+        }
+    }
+
+    fn latency(&mut self, labels: &[(&str, &str)], lat: &LatencySummary, count: u64) {
+        for (q, get) in QUANTILES {
+            self.sample(labels, Some(q), seconds(get(lat)));
+        }
+        // The sum of all latencies, recovered from the mean.
+        let sum = lat.mean as f64 * count as f64 / 1e9;
+        self.sample_named("_sum", labels, None, sum);
+        self.sample_named("_count", labels, None, count as f64);
+    }
+
     fn sample(&mut self, labels: &[(&str, &str)], quantile: Option<&str>, value: f64) {
+        self.sample_named("", labels, quantile, value);
+    }
+
+    fn sample_named(
+        &mut self,
+        suffix: &str,
+        labels: &[(&str, &str)],
+        quantile: Option<&str>,
+        value: f64,
+    ) {
         let mut text = String::new();
         for (k, v) in labels
             .iter()
@@ -156,15 +181,16 @@ impl Family {
             let _ = write!(text, "{k}=\"{}\"", escape_label(v));
         }
         self.lines
-            .push(format!("{}{{{text}}} {}", self.name, number(value)));
+            .push(format!("{}{suffix}{{{text}}} {}", self.name, number(value)));
     }
 
     fn text(&self) -> String {
         format!(
-            "# HELP {} {}\n# TYPE {} gauge\n{}\n",
+            "# HELP {} {}\n# TYPE {} {}\n{}\n",
             self.name,
             self.help,
             self.name,
+            self.kind,
             self.lines.join("\n")
         )
     }
