@@ -179,10 +179,21 @@ impl Significance {
             Significance::Baseline => "baseline".into(),
             Significance::NoBaseline => "not in baseline".into(),
             Significance::NoRepeats => "no repeats: significance unknown".into(),
-            Significance::Better { p } => format!("significantly better (p={p:.3})"),
-            Significance::Worse { p } => format!("significantly worse (p={p:.3})"),
-            Significance::NoDifference { p } => format!("no significant difference (p={p:.2})"),
+            Significance::Better { p } => format!("significantly better ({})", format_p(p)),
+            Significance::Worse { p } => format!("significantly worse ({})", format_p(p)),
+            Significance::NoDifference { p } => {
+                format!("no significant difference ({})", format_p(p))
+            }
         }
+    }
+}
+
+/// `p=0.012`, or `p<0.001` rather than a misleading `p=0.000`.
+pub fn format_p(p: f64) -> String {
+    if p < 0.001 {
+        "p<0.001".into()
+    } else {
+        format!("p={p:.3}")
     }
 }
 

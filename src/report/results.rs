@@ -2,7 +2,7 @@
 //! table, Markdown, CSV and JSON (HTML is in [`super::html`]).
 
 use super::grid::{Grid, markdown_escape};
-use crate::compare::{Comparison, Metric, Row, Significance};
+use crate::compare::{Comparison, Metric, Row, Significance, format_p};
 use crate::store::{RunSummary, StoredRun};
 use serde_json::{Value, json};
 use std::io::{self, Write};
@@ -453,8 +453,8 @@ fn short_label(m: Metric) -> &'static str {
 
 fn short_significance(s: Significance) -> String {
     match s {
-        Significance::Worse { p } => format!("worse (p={p:.3})"),
-        Significance::Better { p } => format!("better (p={p:.3})"),
+        Significance::Worse { p } => format!("worse ({})", format_p(p)),
+        Significance::Better { p } => format!("better ({})", format_p(p)),
         Significance::NoDifference { .. } => "n.s.".into(),
         Significance::NoRepeats => "?".into(),
         Significance::Baseline | Significance::NoBaseline => String::new(),
