@@ -222,7 +222,7 @@ fn concurrent_imports_lose_nothing() {
 fn an_interrupted_suite_keeps_the_tests_that_finished() {
     let (_d, db) = db();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = tacho()
+    let child = tacho()
         .args([
             "bench",
             "disk",
