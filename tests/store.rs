@@ -590,3 +590,37 @@ fn bad_store_input_is_one_line_and_exit_2() {
     // The failed import of FIO + other stored nothing.
     assert!(!db.exists());
 }
+
+#[test]
+fn bench_alone_saves_where_tacho_db_points() {
+    // `tacho bench` builds its options without clap; TACHO_DB must still hold, and HOME must
+    // stay untouched.
+    let (_d, db) = db();
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let child = tacho()
+        .arg("bench")
+        .current_dir(dir.path())
+        .env("TACHO_DB", &db)
+        .env("HOME", home.path())
+        .env_remove("XDG_DATA_HOME")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while entries(dir.path()).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(30), "no test file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let o = wait_output(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_empty(dir.path());
+    assert_empty(home.path());
+    let runs = list(&db);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["status"], "interrupted");
+    assert_eq!(runs[0]["suite"], "quick");
+}

@@ -27,9 +27,9 @@ pub struct RecordArgs {
 
 #[derive(Debug, Args, Default, Clone)]
 pub struct DbArg {
-    /// Results database [default: $XDG_DATA_HOME/tacho/tacho.db, else
+    /// Results database [default: $TACHO_DB, else $XDG_DATA_HOME/tacho/tacho.db, else
     /// ~/.local/share/tacho/tacho.db]
-    #[arg(long, value_name = "PATH", env = "TACHO_DB")]
+    #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 }
 

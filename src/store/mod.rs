@@ -83,15 +83,19 @@ impl Store {
 /// Refuses files that are not tacho's before anything is written to them.
 fn check_ownership(conn: &Connection, path: &Path) -> Result<()> {
     let fail = |e: rusqlite::Error| describe(path, e);
-    let app_id: i32 = conn
+    // One read transaction, so the three answers come from one snapshot: another tacho may be
+    // creating the schema of this very file right now.
+    let snapshot = conn.unchecked_transaction().map_err(fail)?;
+    let app_id: i32 = snapshot
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .map_err(fail)?;
-    let version: i64 = conn
+    let version: i64 = snapshot
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(fail)?;
-    let tables: i64 = conn
+    let tables: i64 = snapshot
         .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
         .map_err(fail)?;
+    drop(snapshot);
     let foreign = if app_id == 0 {
         // A new, empty file is ours to initialise; one with tables and no mark is not.
         tables > 0
@@ -143,11 +147,15 @@ fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
     }
 }
 
-/// `--db`, else `$XDG_DATA_HOME/tacho/tacho.db`, else `~/.local/share/tacho/tacho.db`.
-/// (`TACHO_DB` reaches `explicit` through clap.)
+/// `--db`, else `$TACHO_DB`, else `$XDG_DATA_HOME/tacho/tacho.db`, else
+/// `~/.local/share/tacho/tacho.db`. Read here rather than by clap so every way into a
+/// benchmark (`tacho bench` alone builds its options without parsing) honours `TACHO_DB`.
 pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("TACHO_DB").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
     }
     default_path(
         std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),
