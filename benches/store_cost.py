@@ -4,6 +4,7 @@ show and compare take on a store holding many runs, and concurrent writers.
 
 Usage:
     cargo build --release && python3 benches/store_cost.py [--runs 200] [--writers 4]
+(TACHO_BIN=path/to/tacho for a binary elsewhere.)
 
 Every figure comes from the release binary in a private temporary database; nothing touches
 the real results store. There is no reference tool to hold this against (admins keep results
@@ -20,7 +21,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TACHO = os.path.join(ROOT, "target", "release", "tacho")
+TACHO = os.environ.get("TACHO_BIN", os.path.join(ROOT, "target", "release", "tacho"))
 FIO = os.path.join(ROOT, "tests", "fixtures", "fio", "three-jobs.json")
 
 
@@ -72,10 +73,10 @@ def main():
     med = statistics.median
     tests = len(json.loads(bench)["tests"])
     print(f"document: quick suite, {tests} tests, {len(bench)} bytes of JSON")
-    print(f"process start + open, empty store (runs list): {med(empty):.1f} ms")
+    print(f"process start, no database file yet (runs list): {med(empty):.1f} ms")
     print(f"runs import of one run ({tests} tests), median of {args.runs}: {med(imports):.1f} ms"
           f" (first {imports[0]:.1f} ms creates the file)")
-    print(f"  => saving costs about {med(imports) - med(empty):.1f} ms per run"
+    print(f"  => opening the store and saving cost about {med(imports) - med(empty):.1f} ms per run"
           f" ({(med(imports) - med(empty)) / tests:.2f} ms per test) beyond starting tacho")
     print(f"database size after {args.runs} runs: {size / 1024:.0f} KiB"
           f" = {size / args.runs / 1024:.1f} KiB per run")
