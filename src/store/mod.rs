@@ -55,15 +55,15 @@ impl Store {
         let fail = |e: rusqlite::Error| describe(path, e);
         let mut conn = Connection::open_with_flags(path, flags).map_err(fail)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
-        check_ownership(&conn, path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(fail)?;
+        let (app_id, version, tables) = retry_busy(|| ownership(&conn)).map_err(fail)?;
+        check_ownership(path, app_id, version, tables)?;
+        retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(fail)?;
         // NORMAL is durable in WAL mode except for the last transactions before a power cut.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(fail)?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(fail)?;
-        schema::migrate(&mut conn).map_err(fail)?;
+        retry_busy(|| schema::migrate(&mut conn)).map_err(fail)?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),
@@ -80,22 +80,18 @@ impl Store {
     }
 }
 
+/// The file's owner mark, schema version and table count, read in one transaction so the
+/// three come from one snapshot: another tacho may be creating this very file right now.
+fn ownership(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
+    let snapshot = conn.unchecked_transaction()?;
+    let app_id = snapshot.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let version = snapshot.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let tables = snapshot.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+    Ok((app_id, version, tables))
+}
+
 /// Refuses files that are not tacho's before anything is written to them.
-fn check_ownership(conn: &Connection, path: &Path) -> Result<()> {
-    let fail = |e: rusqlite::Error| describe(path, e);
-    // One read transaction, so the three answers come from one snapshot: another tacho may be
-    // creating the schema of this very file right now.
-    let snapshot = conn.unchecked_transaction().map_err(fail)?;
-    let app_id: i32 = snapshot
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(fail)?;
-    let version: i64 = snapshot
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(fail)?;
-    let tables: i64 = snapshot
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(fail)?;
-    drop(snapshot);
+fn check_ownership(path: &Path, app_id: i32, version: i64, tables: i64) -> Result<()> {
     let foreign = if app_id == 0 {
         // A new, empty file is ours to initialise; one with tables and no mark is not.
         tables > 0
@@ -118,6 +114,28 @@ fn check_ownership(conn: &Connection, path: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs `step` again while SQLite answers BUSY, up to [`BUSY_TIMEOUT`]. SQLite answers BUSY at
+/// once, without calling the busy handler, where waiting could deadlock: two processes that
+/// both read a new file and then both want to switch it to WAL or create its schema. One of
+/// them must let go and try again; this is that retry.
+fn retry_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match step() {
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                // Jitter, so two processes that collided do not collide again in step.
+                std::thread::sleep(pause + Duration::from_micros(fastrand::u64(0..2000)));
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// A database error as one line naming the file and what to do.
