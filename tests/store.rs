@@ -176,17 +176,18 @@ fn two_benchmarks_saving_at_once_lose_nothing() {
 #[test]
 fn concurrent_imports_lose_nothing() {
     let (d, db) = db();
-    // 2 processes × 20 files × (1 run each) written at the same time.
-    let files: Vec<String> = (0..20)
+    // 4 processes × 10 files (one run each) written at the same time into a new file, so they
+    // also race to create it.
+    let files: Vec<String> = (0..10)
         .map(|i| {
             let p = d.path().join(format!("fio-{i}.json"));
             std::fs::copy(FIO, &p).unwrap();
             p.to_str().unwrap().to_owned()
         })
         .collect();
-    let children: Vec<_> = (0..2)
+    let children: Vec<_> = (0..4)
         .map(|_| {
-            // One `runs import` per file, so each process opens, writes and closes 20 times.
+            // One `runs import` per file, so each process opens, writes and closes 10 times.
             let script = files
                 .iter()
                 .map(|f| {
