@@ -8,6 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod results;
+pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tacho",
@@ -26,6 +29,11 @@ pub enum Command {
     Bench(BenchArgs),
     /// Which process reads and writes which file, live (fanotify); or which file owns a sector
     Files(Box<FilesArgs>),
+    /// Stored benchmark runs: list, show, rm, export, import (also fio JSON)
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Compare stored runs side by side, with significance and configuration differences
+    Compare(CompareArgs),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -148,6 +156,9 @@ pub struct DiskArgs {
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub record: RecordArgs,
 }
 
 #[derive(Debug, Args, Default)]

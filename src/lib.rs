@@ -7,9 +7,11 @@
 pub mod bench;
 pub mod cli;
 pub mod cmd;
+pub mod compare;
 pub mod files;
 pub mod io;
 pub mod kernel;
 pub mod report;
 pub mod safety;
+pub mod store;
 pub mod units;

@@ -6,6 +6,7 @@ use crate::io::{
 };
 use crate::kernel::diskstats::DiskDelta;
 use crate::kernel::host::Host;
+use crate::kernel::tunables::Tunables;
 use serde::Serialize;
 
 pub const SCHEMA: &str = "tacho.bench.v1";
@@ -15,6 +16,8 @@ pub struct BenchReport {
     pub schema: &'static str,
     pub tool_version: &'static str,
     pub host: Host,
+    /// Kernel settings that change results (THP, governor, mitigations, device queues).
+    pub tunables: Tunables,
     pub target: TargetInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suite: Option<SuiteRef>,

@@ -1,6 +1,7 @@
 //! `tacho bench disk`: inspect the target, refuse what is unsafe, plan, run, report.
 
 use super::progress::Bar;
+use super::record::Recorder;
 use crate::bench::honesty::{self, Context};
 use crate::bench::plan::{self, Plan};
 use crate::bench::result::{
@@ -12,6 +13,7 @@ use crate::cli::DiskArgs;
 use crate::io::{self, Control, EngineKind};
 use crate::kernel::host::Host;
 use crate::kernel::link::{self, Link};
+use crate::kernel::tunables::Tunables;
 use crate::kernel::{SysRoot, blockdev};
 use crate::report;
 use anyhow::{Result, bail};
@@ -66,18 +68,30 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
             ),
         });
     }
-    let host = Host::read(&root);
-    let target_info = TargetInfo {
-        region_bytes: plan.region_bytes,
-        ..inspected.info.clone()
+    let mut report = BenchReport {
+        schema: SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION"),
+        host: Host::read(&root),
+        tunables: Tunables::read(&root, &inspected.stats_devnos),
+        target: TargetInfo {
+            region_bytes: plan.region_bytes,
+            ..inspected.info.clone()
+        },
+        suite: suite_ref(&plan),
+        tests: Vec::new(),
+        judgement: None,
+        warnings,
+        interrupted: false,
     };
     let link = single_disk_link(&root, &inspected);
     let ctx = Context {
-        target: &target_info,
-        host: &host,
+        target: &report.target,
+        host: &report.host,
         link: link.as_ref(),
     };
-    warnings.extend(honesty::run_warnings(&ctx));
+    let run_warnings = honesty::run_warnings(&ctx);
+    // Saved as each test finishes, warnings included, so Ctrl-C keeps what finished.
+    let mut recorder = Recorder::begin(&args.record, &report)?;
     let ctl = Control::new(stop);
     let outcome = run::run(
         &root,
@@ -86,28 +100,24 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         &inspected.stats_devnos,
         &ctl,
         &Bar::new(),
-        &mut |test: &mut TestResult| test.warnings = honesty::test_warnings(&ctx, test),
+        &mut |test: &mut TestResult| {
+            test.warnings = honesty::test_warnings(&ctx, test);
+            recorder.test(test);
+        },
     )?;
     drop(target);
+    report.warnings.extend(run_warnings);
+    report.judgement = judge(&plan, &outcome.tests);
+    report.tests = outcome.tests;
+    report.interrupted = outcome.interrupted;
 
-    let judgement = judge(&plan, &outcome.tests);
-    let report = BenchReport {
-        schema: SCHEMA,
-        tool_version: env!("CARGO_PKG_VERSION"),
-        host,
-        target: target_info,
-        suite: suite_ref(&plan),
-        tests: outcome.tests,
-        judgement,
-        warnings,
-        interrupted: outcome.interrupted,
-    };
     let mut out = std::io::stdout().lock();
     if args.json {
         report::json::write(&report, &mut out)?;
     } else {
         report::table::write(&report, &mut out)?;
     }
+    recorder.finish(&report)?;
     Ok(if report.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else if report

@@ -1,8 +1,12 @@
 //! One module per subcommand: resolve options, call the library, report.
 
+mod compare;
 pub mod disk;
 pub mod files;
+mod output;
 mod progress;
+mod record;
+mod runs;
 mod sector;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
@@ -20,6 +24,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }),
         },
         Command::Files(args) => files::run(&args),
+        Command::Runs(command) => runs::run(command),
+        Command::Compare(args) => compare::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ pub mod diskstats;
 pub mod host;
 pub mod link;
 pub mod mounts;
+pub mod tunables;
 
 #[cfg(test)]
 mod fixture;

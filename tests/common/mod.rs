@@ -18,7 +18,30 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 pub fn tacho() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tacho"));
     cmd.stdin(Stdio::null());
+    // Benchmarks save their runs; never into the real ~/.local/share. Tests of the store pass
+    // their own --db, which wins over this.
+    cmd.env("TACHO_DB", scratch_db());
     cmd
+}
+
+/// A results database private to this test process, removed when it exits.
+pub fn scratch_db() -> PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    extern "C" fn remove_scratch() {
+        if let Some(dir) = DIR.get() {
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
+    }
+    DIR.get_or_init(|| {
+        // SAFETY: registers a plain function without arguments; it only removes files.
+        unsafe { libc::atexit(remove_scratch) };
+        tempfile::Builder::new()
+            .prefix("tacho-itest-db-")
+            .tempdir()
+            .expect("cannot create a scratch directory")
+    })
+    .path()
+    .join("tacho.db")
 }
 
 /// Runs tacho with `args`, collecting its output; panics if it runs past [`RUN_LIMIT`].
