@@ -5,10 +5,17 @@
 //! file into zeros: every failure is a [`KernelError`] naming the file (and line when known).
 
 pub mod blockdev;
+pub mod cgroup;
 pub mod diskstats;
 pub mod host;
 pub mod link;
+pub mod loadavg;
+pub mod meminfo;
 pub mod mounts;
+pub mod netdev;
+pub mod pressure;
+pub mod process;
+pub mod stat;
 
 #[cfg(test)]
 mod fixture;
