@@ -7,8 +7,11 @@
 pub mod bench;
 pub mod cli;
 pub mod cmd;
+pub mod findings;
 pub mod io;
 pub mod kernel;
+pub mod model;
 pub mod report;
 pub mod safety;
+pub mod sample;
 pub mod units;
