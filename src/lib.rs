@@ -14,4 +14,5 @@ pub mod model;
 pub mod report;
 pub mod safety;
 pub mod sample;
+pub mod tui;
 pub mod units;

@@ -2,6 +2,7 @@
 
 pub mod disk;
 mod progress;
+pub mod top;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;
@@ -17,6 +18,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ..DiskArgs::default()
             }),
         },
+        Command::Top(args) => top::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

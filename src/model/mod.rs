@@ -185,7 +185,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
     let procs = process::processes_between(&a.processes, &b.processes, dt, opts);
     if b.processes.io_denied > 0 {
         notes.push(format!(
-            "{} processes' /proc/PID/io is readable only by root; their I/O is not shown",
+            "{} processes' /proc/PID/io could not be read (another user's process needs root); their I/O is not shown",
             b.processes.io_denied
         ));
     }
@@ -297,4 +297,4 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -98,7 +98,12 @@ pub fn processes_between(
     };
     // Only processes that did something; ties broken by pid for stable output.
     all.retain(|p| io(p) > 0.0 || p.cpu_pct > 0.0 || p.io_delay_pct.unwrap_or(0.0) > 0.0);
-    all.sort_by(|x, y| key(y).total_cmp(&key(x)).then(x.pid.cmp(&y.pid)));
+    all.sort_by(|x, y| {
+        key(y)
+            .total_cmp(&key(x))
+            .then(y.cpu_pct.total_cmp(&x.cpu_pct))
+            .then(x.pid.cmp(&y.pid))
+    });
     all.truncate(opts.top);
     Processes {
         top: all,

@@ -33,6 +33,14 @@ fn opts() -> ModelOptions {
     }
 }
 
+/// The judged sample of the captured interval, for reporters' and the screen's tests.
+pub(crate) fn fixture_top_sample() -> TopSample {
+    let (a, b, devices) = pair();
+    let mut s = between(&a, &b, &devices, &opts());
+    Judge::new().judge(&mut s);
+    s
+}
+
 #[test]
 fn disks_processes_and_write_amplification_from_real_captures() {
     let (a, b, devices) = pair();

@@ -4,3 +4,4 @@
 pub mod json;
 pub mod suites;
 pub mod table;
+pub mod top;
