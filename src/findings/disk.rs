@@ -119,6 +119,9 @@ const UTIL_MIN_GAP_PCT: f64 = 20.0;
 /// Scales the MAD to a standard deviation for normally distributed values.
 const MAD_SCALE: f64 = 1.4826;
 
+/// A column compared among peers: name, how to read it, the smallest gap that matters, unit.
+type Metric = (&'static str, fn(&Disk) -> Option<f64>, f64, &'static str);
+
 /// One finding per group: the member furthest above its peers, by await or %util.
 pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
     for g in &s.groups {
@@ -130,7 +133,7 @@ pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
         if members.len() < 3 {
             continue;
         }
-        let metrics: [(&str, fn(&Disk) -> Option<f64>, f64, &str); 3] = [
+        let metrics: [Metric; 3] = [
             (
                 "r_await",
                 |d| d.r_await_ms.filter(|_| d.r_per_s.unwrap_or(0.0) > 0.0),

@@ -57,7 +57,7 @@ impl Judge {
         system::memory(sample, &mut findings);
         self.remember(sample);
         // Stable: equal severities keep the order above (disks, then CPU, then memory).
-        findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+        findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
         sample.verdict = match findings.first() {
             Some(f) => f.message.clone(),
             None => system::all_clear(sample),
@@ -84,3 +84,6 @@ impl Judge {
 pub fn any_warning(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.severity >= Severity::Warning)
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,7 @@ pub mod process;
 pub mod stat;
 
 #[cfg(test)]
-mod fixture;
+pub(crate) mod fixture;
 
 use std::io;
 use std::path::{Path, PathBuf};
