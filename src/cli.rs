@@ -34,6 +34,9 @@ pub enum Command {
     Runs(RunsCommand),
     /// Compare stored runs side by side, with significance and configuration differences
     Compare(CompareArgs),
+    /// Live diagnosis: CPU, memory, PSI, disks (every iostat -x column), processes' I/O,
+    /// cgroups, network, and a verdict first
+    Top(TopArgs),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -248,6 +251,48 @@ fn parse_pid(text: &str) -> Result<i32, String> {
 
 fn parse_ops(text: &str) -> Result<Ops, String> {
     Ops::parse(text)
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Plain text every --interval (like `iostat -x 1`) instead of the interactive screen
+    #[arg(long)]
+    pub batch: bool,
+
+    /// One JSON object per sample per line (schema tacho.top.v1) instead of the screen
+    #[arg(long, conflicts_with = "batch")]
+    pub json: bool,
+
+    /// Time between samples, e.g. 1s, 500ms, 5s [default: 1s]
+    #[arg(long, value_name = "DUR", value_parser = parse_interval, allow_hyphen_values = true)]
+    pub interval: Option<Duration>,
+
+    /// Stop after this many samples [default: run until Ctrl-C or q]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+
+    /// Processes and cgroups listed per sample
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: u16,
+
+    /// What the process list is sorted by
+    #[arg(long, value_enum, default_value = "io")]
+    pub sort: crate::model::SortKey,
+
+    /// Serve the figures as Prometheus text on http://ADDR/metrics (e.g. 127.0.0.1:9101);
+    /// without --batch or --json, tacho only serves
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+        return Err(format!(
+            "the interval must be from 100ms to 1h, e.g. 1s or 500ms (got {text})"
+        ));
+    }
+    Ok(d)
 }
 
 /// A parsed `--bssplit` (a newtype, so clap takes it as one value, not a list of values).

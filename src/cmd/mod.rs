@@ -8,6 +8,7 @@ mod progress;
 mod record;
 mod runs;
 mod sector;
+pub mod top;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Files(args) => files::run(&args),
         Command::Runs(command) => runs::run(command),
         Command::Compare(args) => compare::run(&args),
+        Command::Top(args) => top::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -5,14 +5,21 @@
 //! file into zeros: every failure is a [`KernelError`] naming the file (and line when known).
 
 pub mod blockdev;
+pub mod cgroup;
 pub mod diskstats;
 pub mod host;
 pub mod link;
+pub mod loadavg;
+pub mod meminfo;
 pub mod mounts;
+pub mod netdev;
+pub mod pressure;
+pub mod process;
+pub mod stat;
 pub mod tunables;
 
 #[cfg(test)]
-mod fixture;
+pub(crate) mod fixture;
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@ pub mod prom;
 pub mod results;
 pub mod suites;
 pub mod table;
+pub mod top;
 
 use std::io::Write;
 use std::path::Path;
