@@ -22,8 +22,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-/// Exit status after Ctrl-C, as shells report a process killed by SIGINT.
-const EXIT_INTERRUPTED: u8 = 130;
 /// A pass by less than this share of the threshold is called marginal.
 const MARGINAL_FRACTION: f64 = 0.2;
 
@@ -46,7 +44,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     warnings.extend(inspected.notes.iter().cloned());
 
     let stop = Arc::new(AtomicBool::new(false));
-    install_signal_handlers(&stop)?;
+    super::stop_on_signals(&stop)?;
     // The target (and its test file) lives until the report is written, then is removed.
     let (target, notes) = Target::prepare(&inspected, plan.region_bytes, plan.writes)?;
     warnings.extend(notes);
@@ -119,7 +117,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     }
     recorder.finish(&report)?;
     Ok(if report.interrupted {
-        ExitCode::from(EXIT_INTERRUPTED)
+        ExitCode::from(super::EXIT_INTERRUPTED)
     } else if report
         .judgement
         .as_ref()
@@ -196,20 +194,4 @@ fn choose_engine(asked: Option<EngineKind>, warnings: &mut Vec<Warning>) -> Engi
         return EngineKind::Psync;
     }
     wanted
-}
-
-/// First Ctrl-C, SIGTERM or SIGHUP: stop after in-flight I/O, report what finished, remove the
-/// test file. A second one exits at once (the next run removes the file it leaves).
-fn install_signal_handlers(stop: &Arc<AtomicBool>) -> Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    // SIGHUP too: a closed ssh session must not leave a gigabyte behind.
-    for signal in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register_conditional_shutdown(
-            signal,
-            i32::from(EXIT_INTERRUPTED),
-            Arc::clone(stop),
-        )?;
-        signal_hook::flag::register(signal, Arc::clone(stop))?;
-    }
-    Ok(())
 }

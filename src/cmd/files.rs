@@ -16,9 +16,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-/// Exit status after a second Ctrl-C (the first one ends the watch normally).
-const EXIT_INTERRUPTED: u8 = 130;
-
 pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     if !args.sector.is_empty() {
@@ -70,7 +67,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
         output::write_json_header(out, &watcher.watching)?;
     }
     let stop = Arc::new(AtomicBool::new(false));
-    install_signal_handlers(&stop)?;
+    super::stop_on_signals(&stop)?;
     let outcome = watcher.run(&mut sink, &stop)?;
     finish(args, sink, &outcome)?;
     Ok(ExitCode::SUCCESS)
@@ -217,20 +214,5 @@ fn finish(args: &FilesArgs, mut sink: Sink, outcome: &Outcome) -> Result<()> {
         "tacho: {} event(s) shown of {} read in {seconds:.1} s",
         outcome.events_shown, outcome.events_read
     );
-    Ok(())
-}
-
-/// Ctrl-C, SIGTERM or SIGHUP end the watch (the summary is still printed); a second one exits
-/// at once.
-fn install_signal_handlers(stop: &Arc<AtomicBool>) -> Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    for signal in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register_conditional_shutdown(
-            signal,
-            i32::from(EXIT_INTERRUPTED),
-            Arc::clone(stop),
-        )?;
-        signal_hook::flag::register(signal, Arc::clone(stop))?;
-    }
     Ok(())
 }

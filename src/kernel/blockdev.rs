@@ -137,27 +137,12 @@ pub fn from_sys_dir(dir: &Path) -> Result<BlockDevice> {
         physical_block_size: read_u64(&queue.join("physical_block_size"))?,
         rotational: read_flag(&queue.join("rotational"))?,
         model: trimmed(&disk_dir.join("device/model"))?,
-        scheduler: read_optional(&queue.join("scheduler"))?.and_then(|s| active_scheduler(&s)),
+        scheduler: read_optional(&queue.join("scheduler"))?
+            .and_then(|s| super::bracketed_choice(&s)),
         read_only: read_flag(&dir.join("ro"))?.unwrap_or(false),
         loop_backing_file,
         sys_path: dir.to_path_buf(),
     })
-}
-
-/// The active scheduler from `queue/scheduler`: the bracketed entry (`none [mq-deadline]`),
-/// or the single entry of devices that offer only one (`none`).
-pub fn active_scheduler(text: &str) -> Option<String> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    if let Some(active) = words
-        .iter()
-        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
-    {
-        return Some(active.to_string());
-    }
-    match words.as_slice() {
-        [only] => Some((*only).to_string()),
-        _ => None,
-    }
 }
 
 /// A 0/1 attribute; missing is `None`, anything else is a parse error.

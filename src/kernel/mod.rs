@@ -144,6 +144,22 @@ pub(crate) fn parse_u64(text: &str, path: &Path) -> Result<u64> {
         .map_err(|_| KernelError::parse(path, None, format!("expected a number, found {text:?}")))
 }
 
+/// The active entry of a kernel multiple-choice file: the bracketed word (`none
+/// [mq-deadline] kyber`, `always [madvise] never`), or the only word of a file that offers one.
+pub fn bracketed_choice(text: &str) -> Option<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if let Some(active) = words
+        .iter()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+    {
+        return Some(active.to_string());
+    }
+    match words.as_slice() {
+        [only] => Some((*only).to_string()),
+        _ => None,
+    }
+}
+
 /// Resolves symlinks the way the kernel's own tree does, naming the path on failure.
 pub(crate) fn canonical(path: &Path) -> Result<PathBuf> {
     std::fs::canonicalize(path).map_err(|source| KernelError::Read {

@@ -146,21 +146,7 @@ impl QueueTunables {
     }
 }
 
-/// The active entry of a kernel multiple-choice file: the bracketed word (`always [madvise]
-/// never`), or the only word of a file that offers one.
-pub fn bracketed_choice(text: &str) -> Option<String> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    if let Some(active) = words
-        .iter()
-        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
-    {
-        return Some(active.to_string());
-    }
-    match words.as_slice() {
-        [only] => Some((*only).to_string()),
-        _ => None,
-    }
-}
+pub use super::bracketed_choice;
 
 fn choice(path: &Path) -> Result<Option<String>> {
     match read_optional(path)? {

@@ -228,17 +228,20 @@ fn cycles_are_an_error_not_a_stack_overflow() {
 #[test]
 fn scheduler_forms() {
     assert_eq!(
-        active_scheduler("none [mq-deadline] kyber bfq\n").as_deref(),
+        crate::kernel::bracketed_choice("none [mq-deadline] kyber bfq\n").as_deref(),
         Some("mq-deadline")
     );
-    assert_eq!(active_scheduler("none\n").as_deref(), Some("none"));
-    assert_eq!(active_scheduler("none kyber"), None);
-    assert_eq!(active_scheduler(""), None);
+    assert_eq!(
+        crate::kernel::bracketed_choice("none\n").as_deref(),
+        Some("none")
+    );
+    assert_eq!(crate::kernel::bracketed_choice("none kyber"), None);
+    assert_eq!(crate::kernel::bracketed_choice(""), None);
 }
 
 proptest! {
     #[test]
     fn scheduler_parser_never_panics(s in "\\PC*") {
-        let _ = active_scheduler(&s);
+        let _ = crate::kernel::bracketed_choice(&s);
     }
 }
