@@ -4,8 +4,9 @@
 Usage (root not needed; fio installed):
     cargo build --release && python3 benches/suite_vs_fio.py [--suite quick] [--dir /var/tmp]
 
-Both tools work on one 1 GiB file fully written beforehand. tacho runs the suite with its
-default repeats; fio runs every test as many times, and the medians are compared. For the
+Both tools work on one 1 GiB file fully written beforehand. Each round runs the whole suite
+under tacho, then its tests under fio (from tacho's --print-fio, same seed); medians of the
+rounds are compared. For the
 etcd suite the script also runs etcd's documented fio command and compares the verdicts.
 Nothing here is a pass/fail test: machines are noisy.
 """
@@ -58,7 +59,8 @@ def compare_etcd(args):
     for _ in range(args.repeat):
         d = tempfile.mkdtemp(dir=args.dir, prefix="etcd-tacho.")
         try:
-            r = sh_json([TACHO, "bench", "disk", d, "--suite", "etcd", "--repeat", "1", "--json"])
+            r = sh_json([TACHO, "bench", "disk", d, "--suite", "etcd", "--repeat", "1", "--json",
+                           "--no-save"])
         finally:
             subprocess.run(["rm", "-rf", d])
         tacho_p99.append(r["judgement"]["value_ns"])
@@ -96,20 +98,28 @@ def main():
         subprocess.run(["fio", "--name=prep", f"--filename={path}", "--size=1G", "--rw=write",
                         "--bs=1M", "--direct=1", "--output-format=terse"],
                        check=True, capture_output=True)
-        common = [path, "--suite", args.suite, "--repeat", str(args.repeat), "--randseed", "42"]
+        # Rounds alternate the whole suite under tacho (one repeat) with the same tests under
+        # fio, so a machine that drifts during the run drifts for both.
+        common = [path, "--suite", args.suite, "--repeat", "1", "--randseed", "42"]
         fio_lines = subprocess.run([TACHO, "bench", "disk", *common, "--print-fio"], check=True,
                                    capture_output=True, text=True).stdout
-        report = sh_json([TACHO, "bench", "disk", *common, "--json", "--destroy-data"])
         fio_cmds = [shlex.split(l) for l in fio_lines.splitlines() if l.startswith("fio ")]
-        rows = []
-        for test, cmd in zip(report["tests"], fio_cmds):
-            runs = [fio_figures(sh_json(cmd + ["--output-format=json"])["jobs"][0])
-                    for _ in range(args.repeat)]
-            f = {k: statistics.median(r[k] for r in runs) if runs[0][k] is not None else None
-                 for k in runs[0]}
-            rows.append((test["name"], tacho_figures(test), f))
-        print(f"suite {args.suite} v{report['suite']['version']}, {args.repeat} runs each, "
-              f"medians; file {path}")
+        tacho_runs, fio_runs, names = [], [], []
+        for _ in range(args.repeat):
+            report = sh_json([TACHO, "bench", "disk", *common, "--json", "--destroy-data",
+                              "--no-save"])
+            names = [t["name"] for t in report["tests"]]
+            tacho_runs.append([tacho_figures(t) for t in report["tests"]])
+            fio_runs.append([fio_figures(sh_json(cmd + ["--output-format=json"])["jobs"][0])
+                             for cmd in fio_cmds])
+
+        def med(runs, i):
+            return {k: statistics.median(r[i][k] for r in runs)
+                    if runs[0][i][k] is not None else None for k in runs[0][i]}
+
+        rows = [(name, med(tacho_runs, i), med(fio_runs, i)) for i, name in enumerate(names)]
+        print(f"suite {args.suite} v{report['suite']['version']}, {args.repeat} alternating "
+              f"rounds, medians; file {path}")
         print(f"{'test':<28} {'IOPS tacho':>11} {'fio':>11} {'ratio':>6}  "
               f"{'p99 µs tacho':>12} {'fio':>9} {'ratio':>6}")
         for name, t, f in rows:
