@@ -200,7 +200,8 @@ pub fn verdict(findings: &[Finding]) -> String {
     let worst = findings
         .iter()
         .filter(|f| f.severity >= Severity::Warn)
-        .max_by_key(|f| f.severity);
+        // The first of the most severe, in display order.
+        .min_by_key(|f| std::cmp::Reverse(f.severity));
     match worst {
         None => format!(
             "no handbrake found: {} settings ok, {} worth knowing",

@@ -177,7 +177,7 @@ pub struct Difference {
     /// Why it matters, in one line (relevant ones only).
     pub explanation: Option<String>,
     #[serde(skip)]
-    rank: usize,
+    rank: (usize, usize),
 }
 
 /// The differences between two flattened snapshots, performance-relevant ones first (in
@@ -197,7 +197,7 @@ pub fn compare(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Ve
                 b: b.get(k).cloned(),
                 relevant: explained.is_some(),
                 explanation: explained.map(|(_, why)| why.to_string()),
-                rank: explained.map_or(usize::MAX, |(rank, _)| rank),
+                rank: explained.map_or((usize::MAX, 0), |(rank, _)| rank),
             }
         })
         .collect();

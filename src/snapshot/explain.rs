@@ -7,6 +7,7 @@
 const EXPLAINED: &[(&[&str], &str)] = &[
     (
         &[
+            "config.CONFIG_IOMMU_DEFAULT_DMA_STRICT",
             "config.CONFIG_IOMMU_DEFAULT_*",
             "cmdline.iommu",
             "cmdline.iommu.*",
@@ -136,18 +137,17 @@ const EXPLAINED: &[(&[&str], &str)] = &[
     ),
 ];
 
-/// The rank and explanation of a difference in `key`, or `None` when it is not known to
-/// matter for performance.
-pub fn explain(key: &str) -> Option<(usize, &'static str)> {
-    EXPLAINED
-        .iter()
-        .enumerate()
-        .find(|(_, (patterns, _))| patterns.iter().any(|p| glob(p, key)))
-        .map(|(rank, (_, why))| (rank, *why))
+/// The rank of a difference in `key` (its entry, then the first pattern it matches within
+/// the entry) and its explanation; `None` when it is not known to matter for performance.
+pub fn explain(key: &str) -> Option<((usize, usize), &'static str)> {
+    EXPLAINED.iter().enumerate().find_map(|(rank, (patterns, why))| {
+        let sub = patterns.iter().position(|p| glob(p, key))?;
+        Some(((rank, sub), *why))
+    })
 }
 
 /// `*` matches any run of characters (including dots); everything else literally.
-fn glob(pattern: &str, text: &str) -> bool {
+pub(super) fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     let (first, rest) = parts.split_first().expect("split yields one part at least");
     let Some(mut remaining) = text.strip_prefix(first) else {
@@ -182,7 +182,8 @@ mod tests {
     #[test]
     fn iommu_first_then_mitigations() {
         let (iommu, why) = explain("config.CONFIG_IOMMU_DEFAULT_DMA_STRICT").unwrap();
-        assert_eq!(iommu, 0);
+        assert_eq!(iommu, (0, 0));
+        assert!(explain("config.CONFIG_IOMMU_DEFAULT_DMA_LAZY").unwrap().0 > iommu);
         assert!(why.contains("strict"));
         assert!(explain("vulnerabilities.retbleed").unwrap().0 > iommu);
         assert!(explain("cmdline.iommu.strict").is_some());

@@ -2,7 +2,7 @@
 //! identifiers, random numbers, counters and gauges, timestamps, and names that container
 //! runtimes make up (veth interfaces). Snapshots leave them out and `diff` ignores them.
 
-/// Flattened keys (see [`super::diff::flatten`]) that are noise, exactly or by prefix (`*`).
+/// Flattened keys (see [`super::diff::flatten`]) that are noise (`*` matches any text).
 const NOISE: &[&str] = &[
     "schema",
     "tool_version",
@@ -42,10 +42,7 @@ const GENERATED_IFACES: &[&str] = &["veth", "vnet", "tap", "cali", "lxc", "cni",
 
 /// True when the flattened key `key` is per-boot or per-second noise.
 pub fn is_noise(key: &str) -> bool {
-    NOISE.iter().any(|p| match p.strip_suffix('*') {
-        Some(prefix) => key.starts_with(prefix),
-        None => key == *p,
-    }) || generated_interface(key)
+    NOISE.iter().any(|p| super::explain::glob(p, key)) || generated_interface(key)
 }
 
 /// `sysctl.net.ipv4.conf.veth12ab.rp_filter` and friends.

@@ -18,8 +18,8 @@ pub fn verdict(diffs: &[Difference]) -> String {
             "{} differences, {relevant} performance-relevant; first: {} {} vs {}",
             diffs.len(),
             first.key,
-            value(&first.a),
-            value(&first.b)
+            value(&first.key, &first.a),
+            value(&first.key, &first.b)
         ),
         Some(_) => format!(
             "{} differences, none known to matter for performance",
@@ -28,8 +28,9 @@ pub fn verdict(diffs: &[Difference]) -> String {
     }
 }
 
-fn value(v: &Option<String>) -> String {
+fn value(key: &str, v: &Option<String>) -> String {
     match v {
+        None if key.starts_with("config.") => "not set".to_string(),
         None => "(absent)".to_string(),
         Some(s) if s.is_empty() => "(empty)".to_string(),
         Some(s) => s.clone(),
@@ -60,7 +61,7 @@ pub fn write_text(
     if !relevant.is_empty() {
         writeln!(out, "\nPerformance-relevant")?;
         for d in &relevant {
-            writeln!(out, "  {}: {} -> {}", d.key, value(&d.a), value(&d.b))?;
+            writeln!(out, "  {}: {} -> {}", d.key, value(&d.key, &d.a), value(&d.key, &d.b))?;
             if let Some(why) = &d.explanation {
                 writeln!(out, "      {why}")?;
             }
@@ -78,7 +79,7 @@ pub fn write_text(
             writeln!(out, "\nOther differences")?;
         }
         for d in others.iter().take(shown) {
-            writeln!(out, "  {}: {} -> {}", d.key, value(&d.a), value(&d.b))?;
+            writeln!(out, "  {}: {} -> {}", d.key, value(&d.key, &d.a), value(&d.key, &d.b))?;
         }
     }
     Ok(())
