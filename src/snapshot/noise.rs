@@ -15,6 +15,9 @@ const NOISE: &[&str] = &[
     "sysctl.kernel.random.entropy_avail",
     "sysctl.kernel.hostname",
     "sysctl.kernel.ns_last_pid",
+    "sysctl.kernel.hung_task_detect_count",
+    "sysctl.net.core.netdev_rss_key",
+    "sysctl.net.ipv4.tcp_fastopen_key",
     "sysctl.kernel.pty.nr",
     "sysctl.kernel.tainted",
     // Lowered by the kernel itself when perf interrupts take too long.
