@@ -294,8 +294,10 @@ pub struct TopArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  tacho check\n  tacho check --profile postgres --only warn\n  \
-tacho check --strict --json > check.json\n  tacho check --emit-script=apply > apply.sh")]
+#[command(
+    after_help = "Examples:\n  tacho check\n  tacho check --profile postgres --only warn\n  \
+tacho check --strict --json > check.json\n  tacho check --emit-script=apply > apply.sh"
+)]
 pub struct CheckArgs {
     /// The workload this machine serves; changes what THP, read-ahead and swappiness should be
     #[arg(long, value_enum, default_value = "default")]
@@ -327,8 +329,10 @@ pub struct SnapshotArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  tacho snapshot -o web1.json\n  tacho diff web1.json live\n  \
-tacho diff a.json b.json --json")]
+#[command(
+    after_help = "Examples:\n  tacho snapshot -o web1.json\n  tacho diff web1.json live\n  \
+tacho diff a.json b.json --json"
+)]
 pub struct DiffArgs {
     /// First snapshot: a file written by `tacho snapshot`, or `live`
     #[arg(value_name = "A")]

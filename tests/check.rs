@@ -26,7 +26,10 @@ fn json_has_every_field_of_every_finding() {
     assert!(findings.len() >= 10, "{v}");
     for f in findings {
         for key in ["id", "group", "severity", "title", "why", "reference"] {
-            assert!(f[key].as_str().is_some_and(|s| !s.is_empty()), "{key} in {f}");
+            assert!(
+                f[key].as_str().is_some_and(|s| !s.is_empty()),
+                "{key} in {f}"
+            );
         }
         assert!(["ok", "info", "warn", "crit"].contains(&f["severity"].as_str().unwrap()));
         let evidence = f["evidence"].as_array().unwrap();
@@ -55,11 +58,18 @@ fn only_and_strict() {
     // Counts and listing come from one run: some figures (MemAvailable) move between runs.
     let (only, code) = check_json(&["--profile", "redis", "--only", "warn", "--strict"]);
     let bad = only["counts"]["warn"].as_u64().unwrap() + only["counts"]["crit"].as_u64().unwrap();
-    assert!(only["counts"]["ok"].as_u64().unwrap() > 0, "ok findings are counted, not listed");
+    assert!(
+        only["counts"]["ok"].as_u64().unwrap() > 0,
+        "ok findings are counted, not listed"
+    );
     assert_eq!(only["only"], "warn");
     let listed = only["findings"].as_array().unwrap();
     assert_eq!(listed.len() as u64, bad);
-    assert!(listed.iter().all(|f| f["severity"] == "warn" || f["severity"] == "crit"));
+    assert!(
+        listed
+            .iter()
+            .all(|f| f["severity"] == "warn" || f["severity"] == "crit")
+    );
     assert_eq!(code, Some(if bad > 0 { 1 } else { 0 }));
 
     // The table: verdict first, groups, the same exit code.
@@ -68,7 +78,10 @@ fn only_and_strict() {
     let first = text.lines().next().unwrap();
     let failed = !first.starts_with("no handbrake found");
     assert_eq!(o.status.code(), Some(i32::from(failed)), "{text}");
-    assert!(text.lines().nth(1).unwrap().starts_with("profile redis: "), "{text}");
+    assert!(
+        text.lines().nth(1).unwrap().starts_with("profile redis: "),
+        "{text}"
+    );
     assert!(text.contains("\nKernel\n"), "{text}");
 }
 
@@ -98,7 +111,10 @@ fn emit_script_prints_apply_and_revert_and_both_parse() {
 #[test]
 fn bad_input_is_one_line() {
     let line = assert_error(&run(&["check", "--profile", "mysql"]));
-    assert!(line.contains("mysql") && line.contains("postgres"), "{line}");
+    assert!(
+        line.contains("mysql") && line.contains("postgres"),
+        "{line}"
+    );
     let line = assert_error(&run(&["check", "--only", "severe"]));
     assert!(line.contains("warn"), "{line}");
     assert_error(&run(&["check", "--json", "--emit-script"]));
@@ -143,7 +159,12 @@ fn check_works_in_a_read_only_mount_namespace() {
             .unwrap()
             .iter()
             .filter(|f| f["id"] != "dirty_limits")
-            .map(|f| (f["id"].to_string() + &f["subject"].to_string(), f["severity"].to_string()))
+            .map(|f| {
+                (
+                    f["id"].to_string() + &f["subject"].to_string(),
+                    f["severity"].to_string(),
+                )
+            })
             .collect()
     };
     assert_eq!(ids(&ro), ids(&rw));
@@ -193,7 +214,14 @@ fn check_attempts_no_write_under_strace() {
                 || call.starts_with("writev(1,")
                 || call.starts_with("writev(2,"));
         let changes_tree = [
-            "creat(", "truncate(", "ftruncate(", "rename", "unlink", "mkdir", "mount(", "umount2(",
+            "creat(",
+            "truncate(",
+            "ftruncate(",
+            "rename",
+            "unlink",
+            "mkdir",
+            "mount(",
+            "umount2(",
         ]
         .iter()
         .any(|c| call.starts_with(c));
@@ -206,5 +234,9 @@ fn check_attempts_no_write_under_strace() {
         trace.lines().count() > 20,
         "strace saw almost nothing:\n{trace}"
     );
-    assert!(offending.is_empty(), "writes attempted:\n{}", offending.join("\n"));
+    assert!(
+        offending.is_empty(),
+        "writes attempted:\n{}",
+        offending.join("\n")
+    );
 }

@@ -19,7 +19,12 @@ fn fixture(name: &str) -> String {
 fn iommu_strict_difference_is_first_and_explained() {
     let (a, b) = (fixture("a.json"), fixture("b.json"));
     let o = run(&["diff", &a, &b]);
-    assert_eq!(o.status.code(), Some(1), "differences exit 1: {}", stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "differences exit 1: {}",
+        stderr(&o)
+    );
     let text = stdout(&o);
     let mut lines = text.lines();
     assert_eq!(
@@ -32,9 +37,16 @@ fn iommu_strict_difference_is_first_and_explained() {
         rel.next().unwrap(),
         "  config.CONFIG_IOMMU_DEFAULT_DMA_STRICT: not set -> y"
     );
-    assert!(rel.next().unwrap().contains("strict flushes the IOTLB on every DMA unmap"));
+    assert!(
+        rel.next()
+            .unwrap()
+            .contains("strict flushes the IOTLB on every DMA unmap")
+    );
     // The noise both files carry (boot_id, taken_at, host name) is not listed.
-    assert!(!text.contains("boot_id") && !text.contains("taken_at"), "{text}");
+    assert!(
+        !text.contains("boot_id") && !text.contains("taken_at"),
+        "{text}"
+    );
     assert!(text.contains("sysctl.vm.dirty_ratio: 20 -> 40"));
     assert!(text.contains("devices.vda.scheduler: mq-deadline -> none"));
     assert!(text.contains("\nOther differences\n  config.CONFIG_MODULE_SIG_FORCE: not set -> y"));
@@ -88,7 +100,10 @@ fn bad_input() {
 
     let missing = dir.path().join("missing.json");
     let line = assert_error(&run(&["diff", missing.to_str().unwrap(), "live"]));
-    assert!(line.contains("missing.json") && line.contains("tacho snapshot"), "{line}");
+    assert!(
+        line.contains("missing.json") && line.contains("tacho snapshot"),
+        "{line}"
+    );
     let line = assert_error(&run(&["diff", existing.to_str().unwrap(), "live"]));
     assert!(line.contains("not JSON"), "{line}");
     let other = dir.path().join("bench.json");

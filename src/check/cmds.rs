@@ -19,7 +19,13 @@ pub fn sq(s: &str) -> String {
 /// A file name part from a sysctl or device name (`vm.dirty_ratio` → `vm-dirty_ratio`).
 fn slug(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect()
 }
 
@@ -30,10 +36,7 @@ pub fn sysctl(name: &str, new: &str, current: &str) -> Remedy {
     Remedy {
         fix: Some(format!("sysctl -w {name}={}", sq(new))),
         persist: Some(format!("echo {} > {file}", sq(&format!("{name} = {new}")))),
-        revert: Some(format!(
-            "sysctl -w {name}={} && rm -f {file}",
-            sq(current)
-        )),
+        revert: Some(format!("sysctl -w {name}={} && rm -f {file}", sq(current))),
         manual: false,
     }
 }
@@ -84,7 +87,11 @@ pub fn sysfs(path: &str, name: &str, new: &str, current: &str) -> Remedy {
 /// disks but not always for sdX: the rule says so.
 pub fn queue_attr(dev: &str, attr: &str, new: &str, current: &str) -> Remedy {
     let path = format!("/sys/block/{dev}/queue/{attr}");
-    let rule_file = format!("/etc/udev/rules.d/60-tacho-{}-{}.rules", slug(dev), slug(attr));
+    let rule_file = format!(
+        "/etc/udev/rules.d/60-tacho-{}-{}.rules",
+        slug(dev),
+        slug(attr)
+    );
     let rule = format!(
         "ACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"{dev}\", ATTR{{queue/{attr}}}=\"{new}\""
     );
@@ -153,7 +160,9 @@ fn cmdline_edit(add: Option<&str>, remove: Option<&str>) -> String {
         grubby.push(format!("--remove-args={}", sq(r)));
     }
     if let Some(a) = add {
-        sed.push(format!("-e 's/^\\(GRUB_CMDLINE_LINUX=\"[^\"]*\\)\"/\\1 {a}\"/'"));
+        sed.push(format!(
+            "-e 's/^\\(GRUB_CMDLINE_LINUX=\"[^\"]*\\)\"/\\1 {a}\"/'"
+        ));
         grubby.push(format!("--args={}", sq(a)));
     }
     format!(
@@ -240,7 +249,11 @@ mod tests {
         );
         let r = queue_attr("sda", "scheduler", "kyber", "none");
         assert!(r.fix.unwrap().starts_with("modprobe kyber-iosched"));
-        assert!(r.persist.unwrap().contains("/etc/modules-load.d/tacho-kyber-iosched.conf"));
+        assert!(
+            r.persist
+                .unwrap()
+                .contains("/etc/modules-load.d/tacho-kyber-iosched.conf")
+        );
     }
 
     /// Runs a generated shell command in a scratch directory with /etc/... paths rewritten
@@ -285,10 +298,6 @@ mod tests {
         // A stand-in update-grub so the Debian branch runs.
         let fake = dir.path().join("update-grub");
         std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
-        std::os::unix::fs::PermissionsExt::set_mode(
-            &mut std::fs::metadata(&fake).unwrap().permissions(),
-            0o755,
-        );
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let r = kernel_cmdline("iommu.strict=0", Some("iommu.strict=1"));

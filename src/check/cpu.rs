@@ -25,7 +25,10 @@ pub fn rules(facts: &Facts, _options: Options, out: &mut Vec<Finding>) {
 fn all_cpus(glob: &str, name: &str, new: &str, current: &str) -> Remedy {
     let file = format!("/etc/tmpfiles.d/tacho-{name}.conf");
     Remedy {
-        fix: Some(format!("for f in {glob}; do echo {} > \"$f\"; done", cmds::sq(new))),
+        fix: Some(format!(
+            "for f in {glob}; do echo {} > \"$f\"; done",
+            cmds::sq(new)
+        )),
         persist: Some(format!(
             "echo {} > {file}",
             cmds::sq(&format!("w {glob} - - - - {new}"))
@@ -184,8 +187,14 @@ fn frequency_cap(facts: &Facts) -> Option<Finding> {
             if capped { ": capped" } else { "" }
         ),
         evidence: vec![
-            Evidence::new("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq", cap.to_string()),
-            Evidence::new("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", max.to_string()),
+            Evidence::new(
+                "/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq",
+                cap.to_string(),
+            ),
+            Evidence::new(
+                "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+                max.to_string(),
+            ),
         ],
         why: "A power profile (tuned, TLP, a BMC policy) can lower scaling_max_freq; every \
               busy core then runs slower than the hardware allows."
@@ -258,7 +267,10 @@ fn idle_states(facts: &Facts) -> Option<Finding> {
             ),
         )
     } else {
-        let deepest = p.idle_states.last().map_or("none".to_string(), |s| s.name.clone());
+        let deepest = p
+            .idle_states
+            .last()
+            .map_or("none".to_string(), |s| s.name.clone());
         (
             Severity::Ok,
             format!("all idle states enabled (deepest {deepest})"),

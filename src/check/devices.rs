@@ -165,7 +165,10 @@ fn scheduler(dev: &str, media: Media, active: &str, kind: Evidence) -> Finding {
         title: if ok {
             format!("scheduler {active} suits a {}", media.name())
         } else {
-            format!("scheduler {active} on a {}; {want} suits it better", media.name())
+            format!(
+                "scheduler {active} on a {}; {want} suits it better",
+                media.name()
+            )
         },
         evidence: vec![kind, queue_evidence(dev, "scheduler", active)],
         why: if ok {
@@ -369,7 +372,10 @@ fn md_sync(facts: &Facts, out: &mut Vec<Finding>) {
             (Some(p), _, _) => format!("{p:.1}% done"),
             _ => "waiting to start".to_string(),
         };
-        evidence.push(Evidence::new("/proc/mdstat", format!("{} {progress}", s.action)));
+        evidence.push(Evidence::new(
+            "/proc/mdstat",
+            format!("{} {progress}", s.action),
+        ));
         if let Some(l) = limit {
             evidence.push(Evidence::new(
                 "/proc/sys/dev/raid/speed_limit_max",

@@ -118,8 +118,7 @@ impl Facts {
         let meminfo = optional(meminfo::read_meminfo(root), keep);
         let vmstat = optional(meminfo::read_vmstat(root), keep);
         let config = optional(kconfig::read(root, host.kernel.as_deref()), keep).flatten();
-        let iommu_groups =
-            optional(kconfig::iommu_group_types(root), keep).unwrap_or_default();
+        let iommu_groups = optional(kconfig::iommu_group_types(root), keep).unwrap_or_default();
         let disks = read_disks(root, keep);
         let mounts = optional(mounts::read_mounts(root), keep).unwrap_or_default();
         let (mount_devices, mount_hardware) = mount_devices(root, &mounts);

@@ -46,7 +46,13 @@ fn has_option(m: &Mount, name: &str) -> bool {
 fn options_evidence(m: &Mount) -> Evidence {
     Evidence::new(
         "/proc/self/mountinfo",
-        format!("{} {} on {}: {}", m.fs_type, m.source.as_deref().unwrap_or("?"), mount_point(m), m.options),
+        format!(
+            "{} {} on {}: {}",
+            m.fs_type,
+            m.source.as_deref().unwrap_or("?"),
+            mount_point(m),
+            m.options
+        ),
     )
 }
 
@@ -103,17 +109,22 @@ fn discard(facts: &Facts, m: &Mount) -> Option<Finding> {
         .find(|o| *o == "discard" || o.starts_with("discard="));
     let mut evidence = vec![
         options_evidence(m),
-        Evidence::new(
-            "queue/discard_max_bytes of the device",
-            max.to_string(),
-        ),
+        Evidence::new("queue/discard_max_bytes of the device", max.to_string()),
         Evidence::new(
             "/etc/systemd/system/timers.target.wants/fstrim.timer",
             format!(
                 "{}{}{}",
-                if trim.timer_enabled { "enabled" } else { "not enabled" },
+                if trim.timer_enabled {
+                    "enabled"
+                } else {
+                    "not enabled"
+                },
                 if trim.timer_masked { ", masked" } else { "" },
-                if trim.systemd_running { "" } else { "; systemd is not running (/run/systemd/system absent)" }
+                if trim.systemd_running {
+                    ""
+                } else {
+                    "; systemd is not running (/run/systemd/system absent)"
+                }
             ),
         ),
     ];
@@ -229,7 +240,11 @@ fn ext4_journal(facts: &Facts, m: &Mount) -> Option<Finding> {
         ),
         Evidence::new(
             format!("/proc/fs/jbd2/{}-*", dev.name),
-            if info.journal { "journal running" } else { "no journal" },
+            if info.journal {
+                "journal running"
+            } else {
+                "no journal"
+            },
         ),
     ];
     let remedy = if severity >= Severity::Warn {
@@ -263,7 +278,11 @@ fn copy_on_write(d: &super::facts::DbDir) -> Option<Finding> {
     if let Some(flag) = d.nocow {
         evidence.push(Evidence::new(
             format!("lsattr -d {path}"),
-            if flag { "C (no copy-on-write)" } else { "no C attribute" },
+            if flag {
+                "C (no copy-on-write)"
+            } else {
+                "no C attribute"
+            },
         ));
     }
     let (severity, title) = match m.fs_type.as_str() {
@@ -292,8 +311,13 @@ fn copy_on_write(d: &super::facts::DbDir) -> Option<Finding> {
                 p = cmds::sq(&path),
                 c = cmds::sq(&cow)
             )),
-            persist: Some("# the attribute stays on the directory; new files inherit it".to_string()),
-            revert: Some(format!("chattr -C {}  # affects new files only", cmds::sq(&path))),
+            persist: Some(
+                "# the attribute stays on the directory; new files inherit it".to_string(),
+            ),
+            revert: Some(format!(
+                "chattr -C {}  # affects new files only",
+                cmds::sq(&path)
+            )),
             manual: true,
         }
     } else {

@@ -31,7 +31,8 @@ fn iommu_requested(facts: &Facts) -> Option<(&'static str, String)> {
         _ => {}
     }
     let config = facts.config.as_ref()?;
-    kconfig::iommu_default(config).map(|m| (m, format!("build default ({})", config.source.display())))
+    kconfig::iommu_default(config)
+        .map(|m| (m, format!("build default ({})", config.source.display())))
 }
 
 fn iommu(facts: &Facts) -> Finding {
@@ -44,18 +45,30 @@ fn iommu(facts: &Facts) -> Finding {
             "CONFIG_IOMMU_DEFAULT_PASSTHROUGH",
         ] {
             if let Some(v) = c.get(name) {
-                evidence.push(Evidence::new(c.source.to_string_lossy(), format!("{name}={v}")));
+                evidence.push(Evidence::new(
+                    c.source.to_string_lossy(),
+                    format!("{name}={v}"),
+                ));
             }
         }
     }
-    let cmdline: Vec<String> = ["iommu", "iommu.strict", "iommu.passthrough", "intel_iommu", "amd_iommu"]
-        .iter()
-        .filter_map(|k| facts.cmdline_option(k).map(|v| format!("{k}={v}")))
-        .collect();
+    let cmdline: Vec<String> = [
+        "iommu",
+        "iommu.strict",
+        "iommu.passthrough",
+        "intel_iommu",
+        "amd_iommu",
+    ]
+    .iter()
+    .filter_map(|k| facts.cmdline_option(k).map(|v| format!("{k}={v}")))
+    .collect();
     if !cmdline.is_empty() {
         evidence.push(Evidence::new("/proc/cmdline", cmdline.join(" ")));
     }
-    let in_force = groups.iter().map(|(t, n)| format!("{n} {t}")).collect::<Vec<_>>();
+    let in_force = groups
+        .iter()
+        .map(|(t, n)| format!("{n} {t}"))
+        .collect::<Vec<_>>();
     evidence.push(Evidence::new(
         "/sys/kernel/iommu_groups/*/type",
         if in_force.is_empty() {
@@ -69,11 +82,20 @@ fn iommu(facts: &Facts) -> Finding {
     let (severity, title) = if strict_groups > 0 {
         (
             Severity::Warn,
-            format!("IOMMU strict: {strict_groups} device group(s) flush the IOTLB on every DMA unmap"),
+            format!(
+                "IOMMU strict: {strict_groups} device group(s) flush the IOTLB on every DMA unmap"
+            ),
         )
     } else if !groups.is_empty() {
-        let mode = if groups.contains_key("DMA-FQ") { "lazy" } else { "passthrough" };
-        (Severity::Ok, format!("IOMMU {mode}: DMA unmaps are batched or untranslated"))
+        let mode = if groups.contains_key("DMA-FQ") {
+            "lazy"
+        } else {
+            "passthrough"
+        };
+        (
+            Severity::Ok,
+            format!("IOMMU {mode}: DMA unmaps are batched or untranslated"),
+        )
     } else {
         match &requested {
             Some(("strict", how)) => (
@@ -119,11 +141,31 @@ fn iommu(facts: &Facts) -> Finding {
 /// Mitigations whose cost is known to be large: vulnerability file, the status it starts
 /// with, and the cost.
 const COSTLY: &[(&str, &str, &str)] = &[
-    ("retbleed", "Mitigation: IBRS", "retbleed IBRS: up to ~25% on syscall-heavy work (Skylake-era Intel)"),
-    ("spectre_v2", "Mitigation: IBRS", "spectre_v2 IBRS (no eIBRS): a large cost on every kernel entry"),
-    ("spec_rstack_overflow", "Mitigation: Safe RET", "SRSO Safe RET: several % to ~20% on syscall-heavy work (AMD Zen)"),
-    ("gather_data_sampling", "Mitigation: Microcode", "GDS microcode: AVX gather instructions up to ~50% slower"),
-    ("mds", "Mitigation: Clear CPU buffers", "MDS buffer clearing: a cost on every kernel exit"),
+    (
+        "retbleed",
+        "Mitigation: IBRS",
+        "retbleed IBRS: up to ~25% on syscall-heavy work (Skylake-era Intel)",
+    ),
+    (
+        "spectre_v2",
+        "Mitigation: IBRS",
+        "spectre_v2 IBRS (no eIBRS): a large cost on every kernel entry",
+    ),
+    (
+        "spec_rstack_overflow",
+        "Mitigation: Safe RET",
+        "SRSO Safe RET: several % to ~20% on syscall-heavy work (AMD Zen)",
+    ),
+    (
+        "gather_data_sampling",
+        "Mitigation: Microcode",
+        "GDS microcode: AVX gather instructions up to ~50% slower",
+    ),
+    (
+        "mds",
+        "Mitigation: Clear CPU buffers",
+        "MDS buffer clearing: a cost on every kernel exit",
+    ),
 ];
 
 fn mitigations(facts: &Facts) -> Option<Finding> {
@@ -166,9 +208,15 @@ fn mitigations(facts: &Facts) -> Option<Finding> {
             ),
         )
     } else if !costly.is_empty() {
-        (Severity::Info, format!("costly mitigations active: {}", costly.join("; ")))
+        (
+            Severity::Info,
+            format!("costly mitigations active: {}", costly.join("; ")),
+        )
     } else {
-        (Severity::Ok, "all mitigated or not affected, none of the known costly ones".to_string())
+        (
+            Severity::Ok,
+            "all mitigated or not affected, none of the known costly ones".to_string(),
+        )
     };
     let remedy = if off {
         cmds::kernel_cmdline_remove("mitigations=off")
@@ -239,10 +287,16 @@ fn preempt(facts: &Facts) -> Option<Finding> {
         ),
     };
     let remedy = if severity >= Severity::Warn && dynamic {
-        cmds::kernel_cmdline("preempt=voluntary", boot.map(|b| format!("preempt={b}")).as_deref())
+        cmds::kernel_cmdline(
+            "preempt=voluntary",
+            boot.map(|b| format!("preempt={b}")).as_deref(),
+        )
     } else if severity >= Severity::Warn {
         Remedy {
-            fix: Some("# boot a kernel built with CONFIG_PREEMPT_VOLUNTARY or CONFIG_PREEMPT_NONE".to_string()),
+            fix: Some(
+                "# boot a kernel built with CONFIG_PREEMPT_VOLUNTARY or CONFIG_PREEMPT_NONE"
+                    .to_string(),
+            ),
             persist: None,
             revert: None,
             manual: true,
@@ -270,7 +324,11 @@ fn hz(facts: &Facts) -> Option<Finding> {
         .iter()
         .find(|n| config.get(n) == Some("y"))
         .map_or("periodic tick", |n| n.trim_start_matches("CONFIG_"));
-    let severity = if hz == "1000" { Severity::Info } else { Severity::Ok };
+    let severity = if hz == "1000" {
+        Severity::Info
+    } else {
+        Severity::Ok
+    };
     Some(Finding {
         id: "hz",
         group: Group::Kernel,
@@ -295,7 +353,10 @@ fn delayacct(facts: &Facts) -> Finding {
     let on = value == Some(1) || facts.cmdline_has("delayacct");
     let mut evidence = Vec::new();
     match value {
-        Some(v) => evidence.push(Evidence::new("/proc/sys/kernel/task_delayacct", v.to_string())),
+        Some(v) => evidence.push(Evidence::new(
+            "/proc/sys/kernel/task_delayacct",
+            v.to_string(),
+        )),
         None => evidence.push(Evidence::new(
             "/proc/sys/kernel/task_delayacct",
             "absent (kernel before 5.14: the delayacct boot option decides)",
@@ -357,13 +418,19 @@ pub fn virtualization(facts: &Facts, out: &mut Vec<Finding>) {
                 format!(
                     "{} ({})",
                     d.dev.name,
-                    d.queue.as_ref().and_then(|q| q.write_cache.clone()).unwrap_or_default()
+                    d.queue
+                        .as_ref()
+                        .and_then(|q| q.write_cache.clone())
+                        .unwrap_or_default()
                 )
             })
         })
         .collect();
     if !virtual_disks.is_empty() {
-        evidence.push(Evidence::new("/sys/block/*/queue/write_cache", virtual_disks.join(", ")));
+        evidence.push(Evidence::new(
+            "/sys/block/*/queue/write_cache",
+            virtual_disks.join(", "),
+        ));
     }
     out.push(Finding {
         id: "virtualization",

@@ -20,7 +20,12 @@ pub fn rules(facts: &Facts, options: Options, out: &mut Vec<Finding>) {
     let many_stalls = stalls.is_some_and(|s| s >= MANY_STALLS);
     let mut evidence = vec![Evidence::new(ENABLED, enabled)];
     if let Some(v) = &facts.vmstat {
-        for key in ["compact_stall", "compact_fail", "thp_fault_alloc", "thp_fault_fallback"] {
+        for key in [
+            "compact_stall",
+            "compact_fail",
+            "thp_fault_alloc",
+            "thp_fault_fallback",
+        ] {
             if let Some(n) = v.get(key) {
                 evidence.push(Evidence::new(format!("/proc/vmstat {key}"), n.to_string()));
             }
@@ -28,7 +33,10 @@ pub fn rules(facts: &Facts, options: Options, out: &mut Vec<Finding>) {
     }
     let (want, severity, why, reference) = judge_enabled(enabled, options.profile, many_stalls);
     let title = if severity == Severity::Ok {
-        format!("THP {enabled}: as recommended for the {} profile", options.profile.name())
+        format!(
+            "THP {enabled}: as recommended for the {} profile",
+            options.profile.name()
+        )
     } else {
         format!(
             "THP {enabled}; {want} recommended for the {} profile{}",

@@ -214,9 +214,16 @@ pub fn verdict(findings: &[Finding]) -> String {
                 parts.push(format!("{crit} critical"));
             }
             if warn > 0 {
-                parts.push(format!("{warn} warning{}", if warn == 1 { "" } else { "s" }));
+                parts.push(format!(
+                    "{warn} warning{}",
+                    if warn == 1 { "" } else { "s" }
+                ));
             }
-            let subject = f.subject.as_deref().map(|s| format!("{s}: ")).unwrap_or_default();
+            let subject = f
+                .subject
+                .as_deref()
+                .map(|s| format!("{s}: "))
+                .unwrap_or_default();
             format!("{}; worst: {subject}{}", parts.join(", "), f.title)
         }
     }

@@ -125,12 +125,20 @@ pub fn write_text(
                 } else {
                     ""
                 };
-                writeln!(out, "{pad}{name}{manual}: {}", cmd.replace('\n', &format!("\n{pad}  ")))?;
+                writeln!(
+                    out,
+                    "{pad}{name}{manual}: {}",
+                    cmd.replace('\n', &format!("\n{pad}  "))
+                )?;
             }
         }
     }
     if shown.is_empty() {
-        writeln!(out, "\n(no findings at or above {})", only.map_or("ok", Severity::label))?;
+        writeln!(
+            out,
+            "\n(no findings at or above {})",
+            only.map_or("ok", Severity::label)
+        )?;
     }
     if !unreadable.is_empty() {
         writeln!(out, "\nnot judged, could not read:")?;

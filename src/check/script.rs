@@ -34,7 +34,10 @@ pub fn write_script(
         apply(out, &list, host)?;
     }
     if kind == ScriptKind::Both {
-        writeln!(out, "\n# ===== revert script: save from the next line on =====\n")?;
+        writeln!(
+            out,
+            "\n# ===== revert script: save from the next line on =====\n"
+        )?;
     }
     if kind != ScriptKind::Apply {
         revert(out, &list, host)?;
@@ -68,7 +71,11 @@ fn lines(out: &mut impl Write, cmd: &str, manual: bool) -> std::io::Result<()> {
 }
 
 fn title(f: &Finding) -> String {
-    let subject = f.subject.as_deref().map(|s| format!(" {s}")).unwrap_or_default();
+    let subject = f
+        .subject
+        .as_deref()
+        .map(|s| format!(" {s}"))
+        .unwrap_or_default();
     format!("# [{}] {}{subject}: {}", f.severity.label(), f.id, f.title)
 }
 

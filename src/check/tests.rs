@@ -34,7 +34,11 @@ impl Tree {
             dir: tempfile::tempdir().unwrap(),
         };
         let t = tree.path();
-        write(t, "proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro quiet\n");
+        write(
+            t,
+            "proc/cmdline",
+            "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro quiet\n",
+        );
         write(t, "proc/sys/kernel/osrelease", "6.1.0-test\n");
         write(t, "proc/sys/kernel/hostname", "db1\n");
         write(
@@ -88,11 +92,27 @@ impl Tree {
         }
         let cpu = "sys/devices/system/cpu";
         for n in 0..2 {
-            write(t, &format!("{cpu}/cpu{n}/cpufreq/scaling_governor"), "performance\n");
+            write(
+                t,
+                &format!("{cpu}/cpu{n}/cpufreq/scaling_governor"),
+                "performance\n",
+            );
         }
-        write(t, &format!("{cpu}/cpu0/cpufreq/scaling_driver"), "intel_pstate\n");
-        write(t, &format!("{cpu}/cpu0/cpufreq/scaling_max_freq"), "3200000\n");
-        write(t, &format!("{cpu}/cpu0/cpufreq/cpuinfo_max_freq"), "3200000\n");
+        write(
+            t,
+            &format!("{cpu}/cpu0/cpufreq/scaling_driver"),
+            "intel_pstate\n",
+        );
+        write(
+            t,
+            &format!("{cpu}/cpu0/cpufreq/scaling_max_freq"),
+            "3200000\n",
+        );
+        write(
+            t,
+            &format!("{cpu}/cpu0/cpufreq/cpuinfo_max_freq"),
+            "3200000\n",
+        );
         write(t, &format!("{cpu}/intel_pstate/no_turbo"), "0\n");
         write(t, &format!("{cpu}/intel_pstate/status"), "active\n");
         write(t, &format!("{cpu}/cpuidle/current_driver"), "intel_idle\n");
@@ -104,7 +124,11 @@ impl Tree {
         }
         let v = format!("{cpu}/vulnerabilities");
         write(t, &format!("{v}/meltdown"), "Not affected\n");
-        write(t, &format!("{v}/spectre_v2"), "Mitigation: Enhanced / Automatic IBRS\n");
+        write(
+            t,
+            &format!("{v}/spectre_v2"),
+            "Mitigation: Enhanced / Automatic IBRS\n",
+        );
         write(
             t,
             &format!("{v}/spec_store_bypass"),
@@ -126,7 +150,11 @@ impl Tree {
                 discard_max_bytes: 2_199_023_255_040,
             },
         );
-        write(t, &format!("sys/{NVME}/nvme0n1/device/model"), "Samsung SSD 980 PRO 1TB\n");
+        write(
+            t,
+            &format!("sys/{NVME}/nvme0n1/device/model"),
+            "Samsung SSD 980 PRO 1TB\n",
+        );
         tree.partition(NVME, "nvme0n1", "nvme0n1p2", "259:2");
         tree.disk(
             SATA,
@@ -141,7 +169,11 @@ impl Tree {
                 discard_max_bytes: 0,
             },
         );
-        write(t, &format!("sys/{SATA}/sda/device/model"), "ST4000NM0035-1V4\n");
+        write(
+            t,
+            &format!("sys/{SATA}/sda/device/model"),
+            "ST4000NM0035-1V4\n",
+        );
         write(t, &format!("sys/{SATA}/sda/device/vendor"), "ATA\n");
         write(
             t,
@@ -153,15 +185,31 @@ impl Tree {
         // zram: a disk without a scheduler.
         tree.add_dev(VIRTUAL, "zram0", "252:0", 8_388_608);
         write(t, &format!("sys/{VIRTUAL}/zram0/queue/rotational"), "0\n");
-        write(t, &format!("sys/{VIRTUAL}/zram0/queue/logical_block_size"), "4096\n");
-        write(t, &format!("sys/{VIRTUAL}/zram0/queue/physical_block_size"), "4096\n");
-        write(t, "proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/dev/zram0 partition 4194300 0 100\n");
+        write(
+            t,
+            &format!("sys/{VIRTUAL}/zram0/queue/logical_block_size"),
+            "4096\n",
+        );
+        write(
+            t,
+            &format!("sys/{VIRTUAL}/zram0/queue/physical_block_size"),
+            "4096\n",
+        );
+        write(
+            t,
+            "proc/swaps",
+            "Filename\tType\tSize\tUsed\tPriority\n/dev/zram0 partition 4194300 0 100\n",
+        );
 
         tree.set_mounts(&[
             ("/", "ext4", "/dev/nvme0n1p2", "259:2", "rw,relatime"),
             ("/data", "xfs", "/dev/sda1", "8:1", "rw,noatime"),
         ]);
-        write(t, "proc/fs/ext4/nvme0n1p2/options", "rw\nrelatime\ndata=ordered\n");
+        write(
+            t,
+            "proc/fs/ext4/nvme0n1p2/options",
+            "rw\nrelatime\ndata=ordered\n",
+        );
         mkdir(t, "proc/fs/jbd2/nvme0n1p2-8");
         symlink(
             t,
@@ -226,8 +274,16 @@ impl Tree {
         write(t, &format!("sys/{rel}/size"), "1000000\n");
         write(t, &format!("sys/{rel}/ro"), "0\n");
         write(t, &format!("sys/{rel}/partition"), "1\n");
-        symlink(t, &format!("sys/dev/block/{devno}"), &format!("../../{rel}"));
-        symlink(t, &format!("sys/class/block/{name}"), &format!("../../{rel}"));
+        symlink(
+            t,
+            &format!("sys/dev/block/{devno}"),
+            &format!("../../{rel}"),
+        );
+        symlink(
+            t,
+            &format!("sys/class/block/{name}"),
+            &format!("../../{rel}"),
+        );
     }
 
     /// (mount point, type, source, MAJ:MIN, options) in mount order.
@@ -308,8 +364,15 @@ fn the_healthy_server_is_all_ok() {
     // Devices are judged, zram is not (no queue to tune).
     assert_eq!(tree.severity("io_scheduler", Some("nvme0n1")), Severity::Ok);
     assert_eq!(tree.severity("io_scheduler", Some("sda")), Severity::Ok);
-    assert!(!findings.iter().any(|f| f.subject.as_deref() == Some("zram0")));
-    assert_eq!(verdict(&findings).split(':').next().unwrap(), "no handbrake found");
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f.subject.as_deref() == Some("zram0"))
+    );
+    assert_eq!(
+        verdict(&findings).split(':').next().unwrap(),
+        "no handbrake found"
+    );
     // ok findings carry no commands.
     assert!(findings.iter().all(|f| f.remedy == Remedy::default()));
 }
@@ -350,8 +413,16 @@ const THP: &str = "sys/kernel/mm/transparent_hugepage";
 fn thp_enabled_by_profile() {
     let tree = Tree::healthy();
     let sev = |p: Profile| tree.finding(p, "thp_enabled", None).severity;
-    assert_eq!(sev(Profile::Redis), Severity::Info, "madvise works like never for Redis");
-    assert_eq!(sev(Profile::Mongodb), Severity::Warn, "MongoDB 8 wants always");
+    assert_eq!(
+        sev(Profile::Redis),
+        Severity::Info,
+        "madvise works like never for Redis"
+    );
+    assert_eq!(
+        sev(Profile::Mongodb),
+        Severity::Warn,
+        "MongoDB 8 wants always"
+    );
     tree.write(&format!("{THP}/enabled"), "[always] madvise never\n");
     assert_eq!(sev(Profile::Default), Severity::Info);
     assert_eq!(sev(Profile::Web), Severity::Warn);
@@ -371,7 +442,14 @@ fn thp_enabled_by_profile() {
              /etc/tmpfiles.d/tacho-thp-enabled.conf"
         )
     );
-    assert!(redis.remedy.revert.as_deref().unwrap().starts_with("echo always > "));
+    assert!(
+        redis
+            .remedy
+            .revert
+            .as_deref()
+            .unwrap()
+            .starts_with("echo always > ")
+    );
     // Compaction stalls raise the severity.
     tree.write("proc/vmstat", "compact_stall 5000\ncompact_fail 900\n");
     assert_eq!(sev(Profile::Default), Severity::Warn);
@@ -384,7 +462,10 @@ fn thp_enabled_by_profile() {
 fn thp_defrag() {
     let tree = Tree::healthy();
     assert_eq!(tree.severity("thp_defrag", None), Severity::Ok);
-    tree.write(&format!("{THP}/defrag"), "[always] defer defer+madvise madvise never\n");
+    tree.write(
+        &format!("{THP}/defrag"),
+        "[always] defer defer+madvise madvise never\n",
+    );
     assert_eq!(tree.severity("thp_defrag", None), Severity::Warn);
     tree.write("proc/vmstat", "compact_stall 5000\n");
     assert_eq!(tree.severity("thp_defrag", None), Severity::Crit);
@@ -397,14 +478,28 @@ fn queue(disk_parent: &str, disk: &str, attr: &str) -> String {
 #[test]
 fn scheduler_against_device_type() {
     let tree = Tree::healthy();
-    tree.write(&queue(NVME, "nvme0n1", "scheduler"), "none mq-deadline kyber [bfq]\n");
+    tree.write(
+        &queue(NVME, "nvme0n1", "scheduler"),
+        "none mq-deadline kyber [bfq]\n",
+    );
     let f = tree.finding(Profile::Default, "io_scheduler", Some("nvme0n1"));
     assert_eq!(f.severity, Severity::Warn);
-    assert_eq!(f.remedy.fix.as_deref(), Some("echo none > /sys/block/nvme0n1/queue/scheduler"));
-    tree.write(&queue(SATA, "sda", "scheduler"), "[none] mq-deadline kyber bfq\n");
+    assert_eq!(
+        f.remedy.fix.as_deref(),
+        Some("echo none > /sys/block/nvme0n1/queue/scheduler")
+    );
+    tree.write(
+        &queue(SATA, "sda", "scheduler"),
+        "[none] mq-deadline kyber bfq\n",
+    );
     let f = tree.finding(Profile::Default, "io_scheduler", Some("sda"));
     assert_eq!(f.severity, Severity::Warn);
-    assert!(f.remedy.fix.unwrap().ends_with("echo mq-deadline > /sys/block/sda/queue/scheduler"));
+    assert!(
+        f.remedy
+            .fix
+            .unwrap()
+            .ends_with("echo mq-deadline > /sys/block/sda/queue/scheduler")
+    );
 }
 
 #[test]
@@ -431,13 +526,22 @@ fn virtio_disks_are_virtual_despite_rotational_1() {
     let f = tree.finding(Profile::Default, "io_scheduler", Some("vda"));
     assert_eq!(f.severity, Severity::Info);
     assert!(f.title.contains("virtual disk"), "{}", f.title);
-    tree.write(&queue(VIRTIO, "vda", "scheduler"), "[none] mq-deadline kyber bfq\n");
+    tree.write(
+        &queue(VIRTIO, "vda", "scheduler"),
+        "[none] mq-deadline kyber bfq\n",
+    );
     assert_eq!(tree.severity("io_scheduler", Some("vda")), Severity::Ok);
-    tree.write(&queue(VIRTIO, "vda", "scheduler"), "none mq-deadline kyber [bfq]\n");
+    tree.write(
+        &queue(VIRTIO, "vda", "scheduler"),
+        "none mq-deadline kyber [bfq]\n",
+    );
     assert_eq!(tree.severity("io_scheduler", Some("vda")), Severity::Warn);
     // Without the driver link, the name still says virtual; an HDD rule would say "none is bad".
     std::fs::remove_file(tree.path().join(format!("sys/{VIRTIO}/vda/device/driver"))).unwrap();
-    tree.write(&queue(VIRTIO, "vda", "scheduler"), "[none] mq-deadline kyber bfq\n");
+    tree.write(
+        &queue(VIRTIO, "vda", "scheduler"),
+        "[none] mq-deadline kyber bfq\n",
+    );
     assert_eq!(tree.severity("io_scheduler", Some("vda")), Severity::Ok);
 }
 
@@ -447,10 +551,14 @@ fn nr_requests_and_read_ahead() {
     tree.write(&queue(NVME, "nvme0n1", "nr_requests"), "16\n");
     let f = tree.finding(Profile::Default, "nr_requests", Some("nvme0n1"));
     assert_eq!(f.severity, Severity::Warn);
-    assert_eq!(f.remedy.revert.as_deref().unwrap().split(" && ").next(), Some("echo 16 > /sys/block/nvme0n1/queue/nr_requests"));
+    assert_eq!(
+        f.remedy.revert.as_deref().unwrap().split(" && ").next(),
+        Some("echo 16 > /sys/block/nvme0n1/queue/nr_requests")
+    );
     assert_eq!(tree.severity("read_ahead", Some("sda")), Severity::Ok);
     assert_eq!(
-        tree.finding(Profile::Mongodb, "read_ahead", Some("sda")).severity,
+        tree.finding(Profile::Mongodb, "read_ahead", Some("sda"))
+            .severity,
         Severity::Warn
     );
     tree.write(&queue(SATA, "sda", "read_ahead_kb"), "0\n");
@@ -490,7 +598,12 @@ fn md_resync_in_progress() {
     );
     let f = tree.finding(Profile::Default, "md_resync", Some("md0"));
     assert_eq!(f.severity, Severity::Warn);
-    assert!(f.title.contains("recovery in progress: 8.3% done at 17 MiB/s"), "{}", f.title);
+    assert!(
+        f.title
+            .contains("recovery in progress: 8.3% done at 17 MiB/s"),
+        "{}",
+        f.title
+    );
     assert!(f.remedy.manual);
     assert_eq!(
         f.remedy.revert.as_deref(),
@@ -505,7 +618,12 @@ fn atime_discard_and_journal() {
     assert_eq!(tree.severity("discard", Some("/")), Severity::Ok);
     assert_eq!(tree.severity("ext4_journal", Some("/")), Severity::Ok);
     // The HDD takes no discards: no discard finding for /data.
-    assert!(!tree.judge(Profile::Default).iter().any(|f| f.id == "discard" && f.subject.as_deref() == Some("/data")));
+    assert!(
+        !tree
+            .judge(Profile::Default)
+            .iter()
+            .any(|f| f.id == "discard" && f.subject.as_deref() == Some("/data"))
+    );
 
     tree.set_mounts(&[
         ("/", "ext4", "/dev/nvme0n1p2", "259:2", "rw,strictatime"),
@@ -518,13 +636,23 @@ fn atime_discard_and_journal() {
 
     // No timer and no discard option: the SSD never learns what is free.
     std::fs::remove_file(
-        tree.path().join("etc/systemd/system/timers.target.wants/fstrim.timer"),
+        tree.path()
+            .join("etc/systemd/system/timers.target.wants/fstrim.timer"),
     )
     .unwrap();
     let f = tree.finding(Profile::Default, "discard", Some("/"));
     assert_eq!(f.severity, Severity::Warn);
-    assert_eq!(f.remedy.fix.as_deref(), Some("systemctl enable --now fstrim.timer"));
-    tree.set_mounts(&[("/", "ext4", "/dev/nvme0n1p2", "259:2", "rw,relatime,discard")]);
+    assert_eq!(
+        f.remedy.fix.as_deref(),
+        Some("systemctl enable --now fstrim.timer")
+    );
+    tree.set_mounts(&[(
+        "/",
+        "ext4",
+        "/dev/nvme0n1p2",
+        "259:2",
+        "rw,relatime,discard",
+    )]);
     assert_eq!(tree.severity("discard", Some("/")), Severity::Info);
 
     tree.write("proc/fs/ext4/nvme0n1p2/options", "rw\ndata=journal\n");
@@ -538,22 +666,49 @@ fn atime_discard_and_journal() {
 #[test]
 fn copy_on_write_under_database_files() {
     let tree = Tree::healthy();
-    assert_eq!(tree.severity("cow_database", Some("/var/lib/postgresql")), Severity::Ok);
+    assert_eq!(
+        tree.severity("cow_database", Some("/var/lib/postgresql")),
+        Severity::Ok
+    );
     tree.partition(NVME, "nvme0n1", "nvme0n1p3", "259:3");
     let mounts = [
         ("/", "ext4", "/dev/nvme0n1p2", "259:2", "rw,relatime"),
-        ("/var/lib/postgresql", "btrfs", "/dev/nvme0n1p3", "259:3", "rw,relatime,ssd,space_cache=v2"),
+        (
+            "/var/lib/postgresql",
+            "btrfs",
+            "/dev/nvme0n1p3",
+            "259:3",
+            "rw,relatime,ssd,space_cache=v2",
+        ),
     ];
     tree.set_mounts(&mounts);
-    let f = tree.finding(Profile::Default, "cow_database", Some("/var/lib/postgresql"));
+    let f = tree.finding(
+        Profile::Default,
+        "cow_database",
+        Some("/var/lib/postgresql"),
+    );
     assert_eq!(f.severity, Severity::Warn);
     assert!(f.remedy.manual);
-    assert!(f.remedy.fix.unwrap().contains("chattr +C /var/lib/postgresql"));
+    assert!(
+        f.remedy
+            .fix
+            .unwrap()
+            .contains("chattr +C /var/lib/postgresql")
+    );
     tree.set_mounts(&[
         mounts[0],
-        ("/var/lib/postgresql", "btrfs", "/dev/nvme0n1p3", "259:3", "rw,nodatacow"),
+        (
+            "/var/lib/postgresql",
+            "btrfs",
+            "/dev/nvme0n1p3",
+            "259:3",
+            "rw,nodatacow",
+        ),
     ]);
-    assert_eq!(tree.severity("cow_database", Some("/var/lib/postgresql")), Severity::Ok);
+    assert_eq!(
+        tree.severity("cow_database", Some("/var/lib/postgresql")),
+        Severity::Ok
+    );
 }
 
 #[test]
@@ -563,10 +718,16 @@ fn swappiness_dirty_zone_reclaim_numa() {
     assert_eq!(f.severity, Severity::Warn);
     assert_eq!(f.remedy.fix.as_deref(), Some("sysctl -w vm.swappiness=1"));
     tree.write("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
-    assert_eq!(tree.finding(Profile::Postgres, "swappiness", None).severity, Severity::Ok);
+    assert_eq!(
+        tree.finding(Profile::Postgres, "swappiness", None).severity,
+        Severity::Ok
+    );
 
     assert_eq!(tree.severity("dirty_limits", None), Severity::Ok);
-    tree.write("proc/meminfo", "MemTotal: 268435456 kB\nMemAvailable: 201326592 kB\n");
+    tree.write(
+        "proc/meminfo",
+        "MemTotal: 268435456 kB\nMemAvailable: 201326592 kB\n",
+    );
     let f = tree.finding(Profile::Default, "dirty_limits", None);
     assert_eq!(f.severity, Severity::Warn);
     assert!(f.title.starts_with("up to 39321 MiB"), "{}", f.title);
@@ -582,7 +743,11 @@ fn swappiness_dirty_zone_reclaim_numa() {
     assert_eq!(tree.severity("dirty_limits", None), Severity::Ok);
 
     tree.write("proc/sys/vm/zone_reclaim_mode", "1\n");
-    assert_eq!(tree.severity("zone_reclaim_mode", None), Severity::Ok, "one node");
+    assert_eq!(
+        tree.severity("zone_reclaim_mode", None),
+        Severity::Ok,
+        "one node"
+    );
     assert_eq!(tree.severity("numa_balancing", None), Severity::Ok);
     tree.write("sys/devices/system/node/online", "0-1\n");
     assert_eq!(tree.severity("zone_reclaim_mode", None), Severity::Warn);
@@ -592,7 +757,10 @@ fn swappiness_dirty_zone_reclaim_numa() {
 #[test]
 fn swap_on_a_rotational_disk() {
     let tree = Tree::healthy();
-    assert_eq!(tree.severity("swap_device", Some("/dev/zram0")), Severity::Ok);
+    assert_eq!(
+        tree.severity("swap_device", Some("/dev/zram0")),
+        Severity::Ok
+    );
     tree.write(
         "proc/swaps",
         "Filename\tType\tSize\tUsed\tPriority\n/dev/sda2 partition 8388604 1024 -2\n",
@@ -616,21 +784,36 @@ const CPU: &str = "sys/devices/system/cpu";
 fn governor_boost_cap_and_idle() {
     let tree = Tree::healthy();
     for n in 0..2 {
-        tree.write(&format!("{CPU}/cpu{n}/cpufreq/scaling_governor"), "powersave\n");
+        tree.write(
+            &format!("{CPU}/cpu{n}/cpufreq/scaling_governor"),
+            "powersave\n",
+        );
     }
-    assert_eq!(tree.severity("cpu_governor", None), Severity::Info, "intel_pstate powersave is dynamic");
-    tree.write(&format!("{CPU}/cpu0/cpufreq/scaling_driver"), "acpi-cpufreq\n");
+    assert_eq!(
+        tree.severity("cpu_governor", None),
+        Severity::Info,
+        "intel_pstate powersave is dynamic"
+    );
+    tree.write(
+        &format!("{CPU}/cpu0/cpufreq/scaling_driver"),
+        "acpi-cpufreq\n",
+    );
     let f = tree.finding(Profile::Default, "cpu_governor", None);
     assert_eq!(f.severity, Severity::Warn);
     assert_eq!(
         f.remedy.fix.as_deref(),
-        Some("for f in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo performance > \"$f\"; done")
+        Some(
+            "for f in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo performance > \"$f\"; done"
+        )
     );
 
     tree.write(&format!("{CPU}/intel_pstate/no_turbo"), "1\n");
     let f = tree.finding(Profile::Default, "cpu_boost", None);
     assert_eq!(f.severity, Severity::Warn);
-    assert_eq!(f.remedy.fix.as_deref(), Some("echo 0 > /sys/devices/system/cpu/intel_pstate/no_turbo"));
+    assert_eq!(
+        f.remedy.fix.as_deref(),
+        Some("echo 0 > /sys/devices/system/cpu/intel_pstate/no_turbo")
+    );
     assert_eq!(tree.severity("cpu_max_frequency", None), Severity::Ok);
     tree.write(&format!("{CPU}/cpu0/cpufreq/scaling_max_freq"), "1600000\n");
     assert_eq!(tree.severity("cpu_max_frequency", None), Severity::Warn);
@@ -641,7 +824,12 @@ fn governor_boost_cap_and_idle() {
     tree.write("proc/cmdline", "root=/dev/nvme0n1p2 idle=poll\n");
     let f = tree.finding(Profile::Default, "cpu_idle", None);
     assert_eq!(f.severity, Severity::Warn);
-    assert!(f.remedy.persist.unwrap().contains("--remove-args=idle=poll"));
+    assert!(
+        f.remedy
+            .persist
+            .unwrap()
+            .contains("--remove-args=idle=poll")
+    );
 }
 
 #[test]
@@ -653,14 +841,24 @@ fn iommu_strict_is_a_warning_with_its_exposure() {
     tree.write("proc/cmdline", "root=/dev/nvme0n1p2 iommu.strict=1\n");
     let f = tree.finding(Profile::Default, "iommu_mode", None);
     assert_eq!(f.severity, Severity::Warn);
-    assert!(f.title.starts_with("IOMMU strict: 2 device group(s)"), "{}", f.title);
+    assert!(
+        f.title.starts_with("IOMMU strict: 2 device group(s)"),
+        "{}",
+        f.title
+    );
     assert!(f.why.contains("what it exposes"));
     let persist = f.remedy.persist.unwrap();
-    assert!(persist.contains("iommu.strict=0") && persist.contains("iommu\\.strict=1"), "{persist}");
+    assert!(
+        persist.contains("iommu.strict=0") && persist.contains("iommu\\.strict=1"),
+        "{persist}"
+    );
     assert!(f.remedy.fix.is_none(), "a boot option has no fix for now");
     // Strict by build default but no IOMMU in use: worth knowing only.
     std::fs::remove_dir_all(tree.path().join("sys/kernel/iommu_groups")).unwrap();
-    tree.write("boot/config-6.1.0-test", "CONFIG_HZ=250\nCONFIG_IOMMU_DEFAULT_DMA_STRICT=y\n");
+    tree.write(
+        "boot/config-6.1.0-test",
+        "CONFIG_HZ=250\nCONFIG_IOMMU_DEFAULT_DMA_STRICT=y\n",
+    );
     assert_eq!(tree.severity("iommu_mode", None), Severity::Info);
 }
 
@@ -673,14 +871,22 @@ fn mitigations_report_state_cost_and_exposure() {
     let f = tree.finding(Profile::Default, "cpu_mitigations", None);
     assert_eq!(f.severity, Severity::Info);
     assert!(f.title.contains("retbleed IBRS"), "{}", f.title);
-    assert!(f.remedy.fix.is_none(), "never advise turning mitigations off");
+    assert!(
+        f.remedy.fix.is_none(),
+        "never advise turning mitigations off"
+    );
     assert!(f.why.contains("read kernel or other processes' memory"));
     tree.write(&format!("{v}/spec_store_bypass"), "Vulnerable\n");
     tree.write("proc/cmdline", "root=/dev/nvme0n1p2 mitigations=off\n");
     let f = tree.finding(Profile::Default, "cpu_mitigations", None);
     assert_eq!(f.severity, Severity::Warn);
     assert_eq!(f.title, "exposed: spec_store_bypass (mitigations=off)");
-    assert!(f.remedy.persist.unwrap().contains("--remove-args=mitigations=off"));
+    assert!(
+        f.remedy
+            .persist
+            .unwrap()
+            .contains("--remove-args=mitigations=off")
+    );
 }
 
 #[test]
@@ -694,9 +900,15 @@ fn preempt_hz_and_delayacct() {
     );
     tree.write("proc/cmdline", "root=/dev/nvme0n1p2 preempt=full\n");
     let f = tree.finding(Profile::Default, "preempt_model", None);
-    assert_eq!((f.severity, f.title.as_str()), (Severity::Info, "preemption model full"));
+    assert_eq!(
+        (f.severity, f.title.as_str()),
+        (Severity::Info, "preemption model full")
+    );
     assert_eq!(tree.severity("hz", None), Severity::Info);
-    tree.write("boot/config-6.1.0-test", "CONFIG_HZ=250\nCONFIG_PREEMPT_RT=y\n");
+    tree.write(
+        "boot/config-6.1.0-test",
+        "CONFIG_HZ=250\nCONFIG_PREEMPT_RT=y\n",
+    );
     let f = tree.finding(Profile::Default, "preempt_model", None);
     assert_eq!(f.severity, Severity::Warn);
     assert!(f.remedy.manual);
@@ -705,7 +917,10 @@ fn preempt_hz_and_delayacct() {
     tree.write("proc/sys/kernel/task_delayacct", "0\n");
     let f = tree.finding(Profile::Default, "task_delayacct", None);
     assert_eq!(f.severity, Severity::Info);
-    assert_eq!(f.remedy.fix.as_deref(), Some("sysctl -w kernel.task_delayacct=1"));
+    assert_eq!(
+        f.remedy.fix.as_deref(),
+        Some("sysctl -w kernel.task_delayacct=1")
+    );
 }
 
 #[test]
@@ -713,7 +928,10 @@ fn virtualization_says_what_cannot_be_seen() {
     let tree = Tree::healthy();
     assert_eq!(tree.severity("virtualization", None), Severity::Ok);
     tree.write("sys/class/dmi/id/sys_vendor", "QEMU\n");
-    tree.write("sys/class/dmi/id/product_name", "Standard PC (Q35 + ICH9, 2009)\n");
+    tree.write(
+        "sys/class/dmi/id/product_name",
+        "Standard PC (Q35 + ICH9, 2009)\n",
+    );
     let f = tree.finding(Profile::Default, "virtualization", None);
     assert_eq!(f.severity, Severity::Info);
     assert!(f.title.contains("qemu"), "{}", f.title);
@@ -730,11 +948,18 @@ fn unreadable_files_are_listed_not_judged() {
     tree.write("proc/sys/vm/swappiness", "lots\n");
     let facts = Facts::read(&SysRoot::under(tree.path()));
     assert!(
-        facts.unreadable.iter().any(|u| u.contains("proc/sys/vm/swappiness")),
+        facts
+            .unreadable
+            .iter()
+            .any(|u| u.contains("proc/sys/vm/swappiness")),
         "{:?}",
         facts.unreadable
     );
-    assert!(!judge(&facts, Options::default()).iter().any(|f| f.id == "swappiness"));
+    assert!(
+        !judge(&facts, Options::default())
+            .iter()
+            .any(|f| f.id == "swappiness")
+    );
 }
 
 #[test]
@@ -749,7 +974,10 @@ fn empty_tree_does_not_panic() {
 fn reports_and_scripts() {
     let tree = Tree::healthy();
     tree.write(&format!("{THP}/enabled"), "[always] madvise never\n");
-    tree.write(&queue(NVME, "nvme0n1", "scheduler"), "none mq-deadline kyber [bfq]\n");
+    tree.write(
+        &queue(NVME, "nvme0n1", "scheduler"),
+        "none mq-deadline kyber [bfq]\n",
+    );
     tree.write(
         "proc/mdstat",
         "md0 : active raid1 sdb1[1] sdc1[0]\n      [=>..]  resync = 1.0% (1/100) finish=9.0min speed=1024K/sec\n",
@@ -757,22 +985,52 @@ fn reports_and_scripts() {
     let findings = tree.judge(Profile::Redis);
 
     let mut json = Vec::new();
-    write_json(&mut json, &findings, Profile::Redis, Some(Severity::Warn), &[]).unwrap();
+    write_json(
+        &mut json,
+        &findings,
+        Profile::Redis,
+        Some(Severity::Warn),
+        &[],
+    )
+    .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
     assert_eq!(v["schema"], "tacho.check.v1");
     assert_eq!(v["profile"], "redis");
     assert_eq!(v["only"], "warn");
     let listed = v["findings"].as_array().unwrap();
-    assert!(listed.iter().all(|f| f["severity"] == "warn" || f["severity"] == "crit"));
+    assert!(
+        listed
+            .iter()
+            .all(|f| f["severity"] == "warn" || f["severity"] == "crit")
+    );
     assert_eq!(v["counts"]["warn"].as_u64().unwrap() as usize, listed.len());
     let thp = listed.iter().find(|f| f["id"] == "thp_enabled").unwrap();
-    for key in ["title", "evidence", "why", "reference", "fix", "persist", "revert", "group"] {
+    for key in [
+        "title",
+        "evidence",
+        "why",
+        "reference",
+        "fix",
+        "persist",
+        "revert",
+        "group",
+    ] {
         assert!(!thp[key].is_null(), "{key}");
     }
-    assert_eq!(thp["evidence"][0]["source"], "/sys/kernel/mm/transparent_hugepage/enabled");
+    assert_eq!(
+        thp["evidence"][0]["source"],
+        "/sys/kernel/mm/transparent_hugepage/enabled"
+    );
 
     let mut text = Vec::new();
-    write_text(&mut text, &findings, Profile::Redis, None, &["/proc/x: denied".into()]).unwrap();
+    write_text(
+        &mut text,
+        &findings,
+        Profile::Redis,
+        None,
+        &["/proc/x: denied".into()],
+    )
+    .unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(text.starts_with("4 warnings; worst: THP always;"), "{text}");
     assert!(text.contains("\nBlock devices\n"));
@@ -794,7 +1052,16 @@ fn reports_and_scripts() {
     // Reverts run in reverse order: the THP (memory) finding was applied first, so undone last.
     assert!(revert.find("nvme0n1").unwrap() < revert.find("transparent_hugepage").unwrap());
     for s in [apply, revert] {
-        let o = std::process::Command::new("sh").arg("-n").arg("-c").arg(s).output().unwrap();
-        assert!(o.status.success(), "sh -n: {}", String::from_utf8_lossy(&o.stderr));
+        let o = std::process::Command::new("sh")
+            .arg("-n")
+            .arg("-c")
+            .arg(s)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "sh -n: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
 }

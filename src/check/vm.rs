@@ -42,7 +42,11 @@ fn swappiness(facts: &Facts, s: u64, options: Options) -> Finding {
         format!("{} area(s), {} MiB", facts.swaps.len(), swap_total >> 20),
     ));
     let (severity, title, want) = if facts.swaps.is_empty() {
-        (Severity::Ok, format!("swappiness {s}; no swap is active, so it has no effect"), s)
+        (
+            Severity::Ok,
+            format!("swappiness {s}; no swap is active, so it has no effect"),
+            s,
+        )
     } else if options.profile.is_database() && s > DATABASE_MAX_SWAPPINESS {
         (
             Severity::Warn,
@@ -116,7 +120,11 @@ fn dirty(facts: &Facts) -> Option<Finding> {
         let mut r = cmds::sysctls(
             "dirty",
             &[
-                ("vm.dirty_background_bytes", (256u64 << 20).to_string(), String::new()),
+                (
+                    "vm.dirty_background_bytes",
+                    (256u64 << 20).to_string(),
+                    String::new(),
+                ),
                 ("vm.dirty_bytes", (1u64 << 30).to_string(), String::new()),
             ],
         );
@@ -130,7 +138,12 @@ fn dirty(facts: &Facts) -> Option<Finding> {
         };
         r.revert = Some(format!(
             "{} && {} && rm -f /etc/sysctl.d/99-tacho-dirty.conf",
-            revert_to("vm.dirty_background_bytes", bg_bytes, "vm.dirty_background_ratio", bg_ratio),
+            revert_to(
+                "vm.dirty_background_bytes",
+                bg_bytes,
+                "vm.dirty_background_ratio",
+                bg_ratio
+            ),
             revert_to("vm.dirty_bytes", bytes, "vm.dirty_ratio", ratio),
         ));
         r
@@ -171,21 +184,32 @@ fn zone_reclaim(facts: &Facts, z: u64) -> Finding {
         id: "zone_reclaim_mode",
         group: Group::Vm,
         subject: None,
-        severity: if on && nodes > 1 { Severity::Warn } else { Severity::Ok },
+        severity: if on && nodes > 1 {
+            Severity::Warn
+        } else {
+            Severity::Ok
+        },
         title: if on {
-            format!("zone_reclaim_mode {z}: a node reclaims its own cache before using another's ({nodes} NUMA node(s))")
+            format!(
+                "zone_reclaim_mode {z}: a node reclaims its own cache before using another's ({nodes} NUMA node(s))"
+            )
         } else {
             "zone_reclaim_mode 0: memory comes from other nodes before cache is dropped".to_string()
         },
         evidence: vec![
             sysctl_evidence("vm.zone_reclaim_mode", z),
-            Evidence::new("/sys/devices/system/node/online", format!("{nodes} node(s)")),
+            Evidence::new(
+                "/sys/devices/system/node/online",
+                format!("{nodes} node(s)"),
+            ),
         ],
         why: "With zone reclaim on, a NUMA node throws away its page cache (and may write back \
               or swap) rather than allocate on a neighbour: file servers and databases lose \
               their cache and stall."
             .to_string(),
-        reference: format!("{VM_DOC} (zone_reclaim_mode: disabled by default, keep it so for file servers)"),
+        reference: format!(
+            "{VM_DOC} (zone_reclaim_mode: disabled by default, keep it so for file servers)"
+        ),
         remedy: if on && nodes > 1 {
             cmds::sysctl("vm.zone_reclaim_mode", "0", &z.to_string())
         } else {
@@ -203,7 +227,9 @@ fn numa_balancing(facts: &Facts, b: u64) -> Finding {
         ),
         (true, true) => (
             Severity::Info,
-            format!("NUMA balancing on across {nodes} nodes: the kernel migrates pages toward the CPUs using them"),
+            format!(
+                "NUMA balancing on across {nodes} nodes: the kernel migrates pages toward the CPUs using them"
+            ),
         ),
         (false, true) => (
             Severity::Info,
@@ -218,7 +244,10 @@ fn numa_balancing(facts: &Facts, b: u64) -> Finding {
         title,
         evidence: vec![
             sysctl_evidence("kernel.numa_balancing", b),
-            Evidence::new("/sys/devices/system/node/online", format!("{nodes} node(s)")),
+            Evidence::new(
+                "/sys/devices/system/node/online",
+                format!("{nodes} node(s)"),
+            ),
         ],
         why: "Automatic NUMA balancing samples memory accesses with page faults and migrates \
               pages: a gain for long-running processes with poor placement, a cost (system \
@@ -231,7 +260,11 @@ fn numa_balancing(facts: &Facts, b: u64) -> Finding {
 
 fn swap_devices(facts: &Facts, out: &mut Vec<Finding>) {
     for area in &facts.swaps {
-        let disks = facts.swap_disks.get(&area.path).cloned().unwrap_or_default();
+        let disks = facts
+            .swap_disks
+            .get(&area.path)
+            .cloned()
+            .unwrap_or_default();
         let media: Vec<(String, Media)> = disks
             .iter()
             .filter_map(|name| Some((name.clone(), classify(facts.disk(name)?)?.0)))
@@ -242,7 +275,11 @@ fn swap_devices(facts: &Facts, out: &mut Vec<Finding>) {
             .filter(|(_, m)| *m == Media::Hdd)
             .map(|(n, _)| n.as_str())
             .collect();
-        let severity = if slow.is_empty() { Severity::Ok } else { Severity::Warn };
+        let severity = if slow.is_empty() {
+            Severity::Ok
+        } else {
+            Severity::Warn
+        };
         let on = if zram {
             "compressed RAM (zram)".to_string()
         } else if disks.is_empty() {

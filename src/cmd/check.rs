@@ -27,9 +27,21 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             .collect();
         check::write_script(&mut stdout, &listed, kind, host)?;
     } else if args.json {
-        check::write_json(&mut stdout, &findings, args.profile, args.only, &facts.unreadable)?;
+        check::write_json(
+            &mut stdout,
+            &findings,
+            args.profile,
+            args.only,
+            &facts.unreadable,
+        )?;
     } else {
-        check::write_text(&mut stdout, &findings, args.profile, args.only, &facts.unreadable)?;
+        check::write_text(
+            &mut stdout,
+            &findings,
+            args.profile,
+            args.only,
+            &facts.unreadable,
+        )?;
     }
     stdout.flush()?;
     let failed = args.strict && findings.iter().any(|f| f.severity >= Severity::Warn);

@@ -12,7 +12,9 @@ use crate::snapshot::{write_diff_json, write_diff_text};
 
 pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     if args.a == "live" && args.b == "live" {
-        bail!("both sides are live; give at least one snapshot file, e.g. tacho diff old.json live");
+        bail!(
+            "both sides are live; give at least one snapshot file, e.g. tacho diff old.json live"
+        );
     }
     let a = Side::load(&args.a)?;
     let b = Side::load(&args.b)?;

@@ -30,7 +30,10 @@ pub fn run(args: &SnapshotArgs) -> Result<ExitCode> {
                         path.display()
                     )
                 })?;
-            if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.sync_all()) {
+            if let Err(e) = file
+                .write_all(text.as_bytes())
+                .and_then(|()| file.sync_all())
+            {
                 // Leave nothing half-written behind.
                 let _ = std::fs::remove_file(path);
                 return Err(e).with_context(|| format!("cannot write {}", path.display()));

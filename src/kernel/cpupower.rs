@@ -94,9 +94,7 @@ fn text(path: &Path) -> Result<Option<String>> {
 }
 
 fn number(path: &Path) -> Result<Option<u64>> {
-    text(path)?
-        .map(|t| super::parse_u64(&t, path))
-        .transpose()
+    text(path)?.map(|t| super::parse_u64(&t, path)).transpose()
 }
 
 fn flag(path: &Path) -> Result<Option<bool>> {
@@ -127,7 +125,11 @@ mod tests {
         write(t, &format!("{c}/cpu0/cpuidle/state0/name"), "POLL\n");
         write(t, &format!("{c}/cpu0/cpuidle/state0/latency"), "0\n");
         write(t, &format!("{c}/cpu0/cpuidle/state0/disable"), "0\n");
-        write(t, &format!("{c}/cpu0/cpuidle/state1/name"), "haltpoll idle\n");
+        write(
+            t,
+            &format!("{c}/cpu0/cpuidle/state1/name"),
+            "haltpoll idle\n",
+        );
         write(t, &format!("{c}/cpu0/cpuidle/state1/latency"), "1\n");
         write(t, &format!("{c}/cpu0/cpuidle/state1/disable"), "1\n");
         let p = CpuPower::read(&SysRoot::under(t)).unwrap();
@@ -138,8 +140,16 @@ mod tests {
         assert!(p.idle_states[1].disabled);
         assert_eq!(p.idle_states[1].latency_us, Some(1));
 
-        write(t, &format!("{c}/cpu0/cpufreq/scaling_driver"), "intel_pstate\n");
-        write(t, &format!("{c}/cpu0/cpufreq/scaling_max_freq"), "3500000\n");
+        write(
+            t,
+            &format!("{c}/cpu0/cpufreq/scaling_driver"),
+            "intel_pstate\n",
+        );
+        write(
+            t,
+            &format!("{c}/cpu0/cpufreq/scaling_max_freq"),
+            "3500000\n",
+        );
         write(t, &format!("{c}/intel_pstate/no_turbo"), "1\n");
         write(t, &format!("{c}/intel_pstate/status"), "active\n");
         let p = CpuPower::read(&SysRoot::under(t)).unwrap();

@@ -56,7 +56,7 @@ pub fn ext4(root: &SysRoot, dev: &str) -> Result<Option<Ext4Info>> {
     };
     Ok(Some(Ext4Info {
         options: text
-            .split(|c: char| c == '\n' || c == ',')
+            .split(['\n', ','])
             .map(str::trim)
             .filter(|o| !o.is_empty())
             .map(str::to_string)
@@ -138,15 +138,25 @@ mod tests {
         let root = SysRoot::under(t);
         assert_eq!(ext4(&root, "vda").unwrap(), None);
         // This machine's root: ext4 without a journal.
-        write(t, "proc/fs/ext4/vda/options", "rw\nbsddf\ndiscard\nbarrier\n");
+        write(
+            t,
+            "proc/fs/ext4/vda/options",
+            "rw\nbsddf\ndiscard\nbarrier\n",
+        );
         mkdir(t, "proc/fs/jbd2");
         let e = ext4(&root, "vda").unwrap().unwrap();
         assert!(e.options.contains(&"discard".to_string()));
         assert_eq!(e.data_mode(), None);
         mkdir(t, "proc/fs/jbd2/vda-8");
-        assert_eq!(ext4(&root, "vda").unwrap().unwrap().data_mode().unwrap(), "ordered");
+        assert_eq!(
+            ext4(&root, "vda").unwrap().unwrap().data_mode().unwrap(),
+            "ordered"
+        );
         write(t, "proc/fs/ext4/vda/options", "rw\ndata=journal\n");
-        assert_eq!(ext4(&root, "vda").unwrap().unwrap().data_mode().unwrap(), "journal");
+        assert_eq!(
+            ext4(&root, "vda").unwrap().unwrap().data_mode().unwrap(),
+            "journal"
+        );
         // vda1's journal is not vda's.
         write(t, "proc/fs/ext4/vdb/options", "rw\n");
         mkdir(t, "proc/fs/jbd2/vdb1-8");

@@ -108,7 +108,8 @@ fn parse_sync(line: &str) -> Option<MdSync> {
         done_pct,
         speed_kib_per_s: field("speed=")
             .and_then(|s| s.strip_suffix("K/sec").and_then(|n| n.parse().ok())),
-        finish_min: field("finish=").and_then(|s| s.strip_suffix("min").and_then(|n| n.parse().ok())),
+        finish_min: field("finish=")
+            .and_then(|s| s.strip_suffix("min").and_then(|n| n.parse().ok())),
     })
 }
 
@@ -139,7 +140,10 @@ bitmap: 0/1 pages [0KB], 65536KB chunk\n\nunused devices: <none>\n";
         assert_eq!(s.speed_kib_per_s, Some(17484));
         assert_eq!(s.finish_min, Some(0.9));
         let delayed = a[1].sync.as_ref().unwrap();
-        assert_eq!((delayed.action.as_str(), delayed.done_pct), ("resync", None));
+        assert_eq!(
+            (delayed.action.as_str(), delayed.done_pct),
+            ("resync", None)
+        );
         assert_eq!(a[2].sync, None);
     }
 

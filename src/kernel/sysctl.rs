@@ -61,7 +61,8 @@ pub fn read_all(root: &SysRoot) -> Sysctls {
 fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Sysctls) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         if !prefix.is_empty() {
-            out.unreadable.push(format!("{prefix}: directory not readable"));
+            out.unreadable
+                .push(format!("{prefix}: directory not readable"));
         }
         return;
     };

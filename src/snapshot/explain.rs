@@ -113,7 +113,12 @@ const EXPLAINED: &[(&[&str], &str)] = &[
         "delay accounting: per-process I/O wait visible or not (a few timestamps per wait)",
     ),
     (
-        &["sysctl.kernel.sched_*", "config.CONFIG_SCHED_*", "cmdline.isolcpus", "cmdline.nohz_full"],
+        &[
+            "sysctl.kernel.sched_*",
+            "config.CONFIG_SCHED_*",
+            "cmdline.isolcpus",
+            "cmdline.nohz_full",
+        ],
         "CPU scheduler tuning or isolation",
     ),
     (
@@ -140,10 +145,13 @@ const EXPLAINED: &[(&[&str], &str)] = &[
 /// The rank of a difference in `key` (its entry, then the first pattern it matches within
 /// the entry) and its explanation; `None` when it is not known to matter for performance.
 pub fn explain(key: &str) -> Option<((usize, usize), &'static str)> {
-    EXPLAINED.iter().enumerate().find_map(|(rank, (patterns, why))| {
-        let sub = patterns.iter().position(|p| glob(p, key))?;
-        Some(((rank, sub), *why))
-    })
+    EXPLAINED
+        .iter()
+        .enumerate()
+        .find_map(|(rank, (patterns, why))| {
+            let sub = patterns.iter().position(|p| glob(p, key))?;
+            Some(((rank, sub), *why))
+        })
 }
 
 /// `*` matches any run of characters (including dots); everything else literally.

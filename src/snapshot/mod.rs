@@ -108,9 +108,26 @@ pub struct SnapMount {
 /// Virtual filesystems whose mounts say nothing about performance and vary with every
 /// container runtime (cgroup trees, /proc, /sys, devpts).
 const SKIP_FS: &[&str] = &[
-    "proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "pstore", "bpf", "debugfs",
-    "tracefs", "configfs", "fusectl", "mqueue", "hugetlbfs", "autofs", "binfmt_misc", "nsfs",
-    "rpc_pipefs", "efivarfs", "selinuxfs",
+    "proc",
+    "sysfs",
+    "devpts",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "pstore",
+    "bpf",
+    "debugfs",
+    "tracefs",
+    "configfs",
+    "fusectl",
+    "mqueue",
+    "hugetlbfs",
+    "autofs",
+    "binfmt_misc",
+    "nsfs",
+    "rpc_pipefs",
+    "efivarfs",
+    "selinuxfs",
 ];
 
 impl Snapshot {
@@ -178,7 +195,11 @@ impl Snapshot {
         unreadable.extend(h.unreadable.iter().cloned());
         unreadable.extend(tunables.unreadable.iter().cloned());
         unreadable.extend(all.unreadable.iter().map(|u| format!("sysctl {u}")));
-        unreadable.extend(all.write_only.iter().map(|w| format!("sysctl {w}: write-only")));
+        unreadable.extend(
+            all.write_only
+                .iter()
+                .map(|w| format!("sysctl {w}: write-only")),
+        );
         Snapshot {
             schema: SCHEMA,
             tool_version: env!("CARGO_PKG_VERSION"),

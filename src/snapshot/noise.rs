@@ -41,7 +41,9 @@ const NOISE: &[&str] = &[
 ];
 
 /// Network interface name prefixes that container runtimes and hypervisors generate.
-const GENERATED_IFACES: &[&str] = &["veth", "vnet", "tap", "cali", "lxc", "cni", "flannel", "tun", "br-"];
+const GENERATED_IFACES: &[&str] = &[
+    "veth", "vnet", "tap", "cali", "lxc", "cni", "flannel", "tun", "br-",
+];
 
 /// True when the flattened key `key` is per-boot or per-second noise.
 pub fn is_noise(key: &str) -> bool {
@@ -53,8 +55,11 @@ fn generated_interface(key: &str) -> bool {
     let Some(rest) = key.strip_prefix("sysctl.net.") else {
         return false;
     };
-    rest.split('.')
-        .any(|part| GENERATED_IFACES.iter().any(|g| part.starts_with(g) && part.len() > g.len()))
+    rest.split('.').any(|part| {
+        GENERATED_IFACES
+            .iter()
+            .any(|g| part.starts_with(g) && part.len() > g.len())
+    })
 }
 
 #[cfg(test)]

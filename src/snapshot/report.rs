@@ -61,14 +61,24 @@ pub fn write_text(
     if !relevant.is_empty() {
         writeln!(out, "\nPerformance-relevant")?;
         for d in &relevant {
-            writeln!(out, "  {}: {} -> {}", d.key, value(&d.key, &d.a), value(&d.key, &d.b))?;
+            writeln!(
+                out,
+                "  {}: {} -> {}",
+                d.key,
+                value(&d.key, &d.a),
+                value(&d.key, &d.b)
+            )?;
             if let Some(why) = &d.explanation {
                 writeln!(out, "      {why}")?;
             }
         }
     }
     if !others.is_empty() {
-        let shown = if all { others.len() } else { others.len().min(OTHERS_SHOWN) };
+        let shown = if all {
+            others.len()
+        } else {
+            others.len().min(OTHERS_SHOWN)
+        };
         if shown < others.len() {
             writeln!(
                 out,
@@ -79,7 +89,13 @@ pub fn write_text(
             writeln!(out, "\nOther differences")?;
         }
         for d in others.iter().take(shown) {
-            writeln!(out, "  {}: {} -> {}", d.key, value(&d.key, &d.a), value(&d.key, &d.b))?;
+            writeln!(
+                out,
+                "  {}: {} -> {}",
+                d.key,
+                value(&d.key, &d.a),
+                value(&d.key, &d.b)
+            )?;
         }
     }
     Ok(())

@@ -9,7 +9,11 @@ use crate::kernel::fixture::{symlink, write};
 fn machine(t: &Path) {
     write(t, "proc/sys/kernel/osrelease", "6.1.0-test\n");
     write(t, "proc/sys/kernel/hostname", "web1\n");
-    write(t, "proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.0-1\n");
+    write(
+        t,
+        "proc/sys/kernel/version",
+        "#1 SMP PREEMPT_DYNAMIC Debian 6.1.0-1\n",
+    );
     write(t, "proc/sys/kernel/random/boot_id", "0b4e0f0c-1\n");
     write(t, "proc/sys/kernel/random/entropy_avail", "256\n");
     write(t, "proc/sys/fs/file-nr", "1024\t0\t9223372036854775807\n");
@@ -78,8 +82,16 @@ fn captures_configuration_without_noise() {
     let v = capture(dir.path());
     assert_eq!(v["schema"], SCHEMA);
     assert_eq!(v["kernel"]["release"], "6.1.0-test");
-    assert_eq!(v["kernel"]["config"]["CONFIG_IOMMU_DEFAULT_DMA_STRICT"], "n");
-    assert!(v["kernel"]["config_source"].as_str().unwrap().ends_with("boot/config-6.1.0-test"));
+    assert_eq!(
+        v["kernel"]["config"]["CONFIG_IOMMU_DEFAULT_DMA_STRICT"],
+        "n"
+    );
+    assert!(
+        v["kernel"]["config_source"]
+            .as_str()
+            .unwrap()
+            .ends_with("boot/config-6.1.0-test")
+    );
     assert_eq!(v["host"]["microcode"], "0xa0011d1");
     let sysctl = v["sysctl"].as_object().unwrap();
     assert_eq!(sysctl["vm.swappiness"], "60");
@@ -116,7 +128,11 @@ fn two_snapshots_of_an_unchanged_machine_are_equal() {
     let a = capture(dir.path());
     // Per-boot values change: a reboot, time passing.
     write(dir.path(), "proc/sys/kernel/random/boot_id", "77aa-2\n");
-    write(dir.path(), "sys/kernel/mm/transparent_hugepage/khugepaged/full_scans", "43\n");
+    write(
+        dir.path(),
+        "sys/kernel/mm/transparent_hugepage/khugepaged/full_scans",
+        "43\n",
+    );
     let mut b = capture(dir.path());
     b["taken_at_unix_s"] = serde_json::json!(1);
     assert!(compare(&flatten(&a), &flatten(&b)).is_empty());
@@ -129,14 +145,24 @@ fn flatten_keys() {
     let flat = flatten(&capture(dir.path()));
     assert_eq!(flat["sysctl.vm.swappiness"], "60");
     assert_eq!(flat["config.CONFIG_HZ"], "250");
-    assert!(!flat.contains_key("config.CONFIG_IOMMU_DEFAULT_DMA_STRICT"), "n is absent");
+    assert!(
+        !flat.contains_key("config.CONFIG_IOMMU_DEFAULT_DMA_STRICT"),
+        "n is absent"
+    );
     assert_eq!(flat["cmdline.root"], "/dev/vda1");
     assert_eq!(flat["cmdline.quiet"], "present");
-    assert!(!flat.contains_key("cmdline.single"), "init's arguments after --");
+    assert!(
+        !flat.contains_key("cmdline.single"),
+        "init's arguments after --"
+    );
     assert!(!flat.contains_key("cmdline.BOOT_IMAGE"));
     assert_eq!(flat["devices.vda.scheduler"], "mq-deadline");
     assert_eq!(flat["mounts./.options"], "rw,relatime");
-    assert!(!flat.keys().any(|k| k.starts_with("unreadable") || k == "taken_at_unix_s"));
+    assert!(
+        !flat
+            .keys()
+            .any(|k| k.starts_with("unreadable") || k == "taken_at_unix_s")
+    );
 }
 
 #[test]
@@ -168,7 +194,13 @@ fn iommu_strict_difference_comes_first_explained() {
     let first = &diffs[0];
     assert_eq!((first.a.as_deref(), first.b.as_deref()), (None, Some("y")));
     assert!(first.relevant);
-    assert!(first.explanation.as_deref().unwrap().contains("strict flushes the IOTLB"));
+    assert!(
+        first
+            .explanation
+            .as_deref()
+            .unwrap()
+            .contains("strict flushes the IOTLB")
+    );
     assert!(!diffs[3].relevant && diffs[3].explanation.is_none());
 
     let sa = Side::from_value("a.json", &a);
@@ -188,6 +220,9 @@ fn iommu_strict_difference_comes_first_explained() {
     let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
     assert_eq!(v["schema"], "tacho.diff.v1");
     assert_eq!(v["differences_relevant"], 3);
-    assert_eq!(v["differences"][0]["key"], "config.CONFIG_IOMMU_DEFAULT_DMA_STRICT");
+    assert_eq!(
+        v["differences"][0]["key"],
+        "config.CONFIG_IOMMU_DEFAULT_DMA_STRICT"
+    );
     assert_eq!(v["differences"][0]["a"], serde_json::Value::Null);
 }

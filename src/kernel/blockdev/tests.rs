@@ -251,7 +251,11 @@ fn lists_disks_and_their_hardware() {
     let (dir, root) = tree();
     let t = dir.path();
     for (name, parent) in [("vda", VIRTIO), ("md0", VIRTUAL), ("sdc", SATA)] {
-        symlink(t, &format!("sys/block/{name}"), &format!("../{parent}/{name}"));
+        symlink(
+            t,
+            &format!("sys/block/{name}"),
+            &format!("../{parent}/{name}"),
+        );
     }
     symlink(
         t,
@@ -264,7 +268,11 @@ fn lists_disks_and_their_hardware() {
         "../../../../bus/virtio",
     );
     write(t, &format!("sys/{VIRTIO}/vda/device/vendor"), "0x1af4\n");
-    write(t, &format!("sys/{VIRTIO}/vda/queue/discard_max_bytes"), "1073741824\n");
+    write(
+        t,
+        &format!("sys/{VIRTIO}/vda/queue/discard_max_bytes"),
+        "1073741824\n",
+    );
     write(
         t,
         &format!("sys/{SATA}/sdc/device/scsi_disk/0:0:0:0/cache_type"),

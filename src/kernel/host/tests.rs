@@ -146,7 +146,10 @@ proptest! {
 #[test]
 fn microcode_and_numa_nodes() {
     let cpuinfo = "processor\t: 0\nmicrocode\t: 0x1000065\nmodel name\t: AMD EPYC\n";
-    assert_eq!(cpuinfo_field(cpuinfo, "microcode").as_deref(), Some("0x1000065"));
+    assert_eq!(
+        cpuinfo_field(cpuinfo, "microcode").as_deref(),
+        Some("0x1000065")
+    );
     assert_eq!(cpuinfo_field(cpuinfo, "nope"), None);
     let dir = tempfile::tempdir().unwrap();
     let root = SysRoot::under(dir.path());

@@ -91,8 +91,11 @@ fn swaps() {
     assert_eq!(areas[0].kind, "partition");
     assert_eq!(areas[0].size_bytes, 8388604 * 1024);
     assert_eq!((areas[1].used_bytes, areas[1].priority), (0, -3));
-    let err = parse_swap_areas("Filename\n/dev/sda2 partition x 0 -2\n", Path::new("/proc/swaps"))
-        .unwrap_err();
+    let err = parse_swap_areas(
+        "Filename\n/dev/sda2 partition x 0 -2\n",
+        Path::new("/proc/swaps"),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");
 }
 
