@@ -67,8 +67,9 @@ pub struct DbDir {
 pub struct Facts {
     pub host: Host,
     pub cmdline: Option<String>,
+    /// THP enabled/defrag, CPU governor, vulnerabilities.
     pub tunables: SystemTunables,
-    /// THP files beyond `enabled`/`defrag` are not judged; these two are in `tunables`.
+    /// The values of [`SYSCTLS`] this kernel has.
     pub sysctl: BTreeMap<&'static str, u64>,
     pub meminfo: Option<Meminfo>,
     pub vmstat: Option<VmStat>,
