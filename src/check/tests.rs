@@ -1065,3 +1065,36 @@ fn reports_and_scripts() {
         );
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    /// Garbage in any file the rules read gives findings or `unreadable` entries, never a
+    /// panic.
+    #[test]
+    fn malformed_files_never_panic(
+        which in 0usize..12,
+        content in "\\PC{0,120}",
+    ) {
+        let tree = Tree::healthy();
+        let rel = [
+            "proc/mdstat",
+            "proc/self/mountinfo",
+            "proc/swaps",
+            "proc/cmdline",
+            "proc/vmstat",
+            "proc/meminfo",
+            "boot/config-6.1.0-test",
+            "proc/sys/vm/dirty_ratio",
+            "proc/fs/ext4/nvme0n1p2/options",
+            "sys/kernel/iommu_groups/0/type",
+            "sys/devices/system/cpu/cpu0/cpuidle/state1/latency",
+            "sys/block/sda/queue/nr_requests",
+        ][which];
+        tree.write(rel, &content);
+        let findings = tree.judge(Profile::Postgres);
+        let mut out = Vec::new();
+        write_text(&mut out, &findings, Profile::Postgres, None, &[]).unwrap();
+        write_script(&mut out, &findings, ScriptKind::Both, "x").unwrap();
+    }
+}
