@@ -659,6 +659,10 @@ fn atime_discard_and_journal() {
     let f = tree.finding(Profile::Default, "ext4_journal", Some("/"));
     assert_eq!(f.severity, Severity::Warn);
     assert!(f.remedy.manual && f.remedy.fix.is_none());
+    assert!(
+        !f.remedy.revert.unwrap().contains("remount"),
+        "ext4 refuses data= on remount"
+    );
     std::fs::remove_dir(tree.path().join("proc/fs/jbd2/nvme0n1p2-8")).unwrap();
     assert_eq!(tree.severity("ext4_journal", Some("/")), Severity::Info);
 }
