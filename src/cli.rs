@@ -37,6 +37,14 @@ pub enum Command {
     /// Live diagnosis: CPU, memory, PSI, disks (every iostat -x column), processes' I/O,
     /// cgroups, network, and a verdict first
     Top(TopArgs),
+    /// Audit settings that silently cost performance (read-only): each finding with evidence,
+    /// why it matters, and the commands to fix, persist and revert it
+    Check(CheckArgs),
+    /// Capture this machine's performance-relevant configuration as JSON
+    Snapshot(SnapshotArgs),
+    /// Compare two snapshots (files, or `live` for this machine), performance-relevant
+    /// differences first
+    Diff(DiffArgs),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -283,6 +291,64 @@ pub struct TopArgs {
     /// without --batch or --json, tacho only serves
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  tacho check\n  tacho check --profile postgres --only warn\n  \
+tacho check --strict --json > check.json\n  tacho check --emit-script=apply > apply.sh"
+)]
+pub struct CheckArgs {
+    /// The workload this machine serves; changes what THP, read-ahead and swappiness should be
+    #[arg(long, value_enum, default_value = "default")]
+    pub profile: crate::check::Profile,
+
+    /// List only findings of this severity or worse (the verdict still counts all)
+    #[arg(long, value_enum, value_name = "SEVERITY")]
+    pub only: Option<crate::check::Severity>,
+
+    /// Exit 1 when any finding is warn or crit
+    #[arg(long)]
+    pub strict: bool,
+
+    /// One JSON document (schema tacho.check.v1) on stdout
+    #[arg(long, conflicts_with = "emit_script")]
+    pub json: bool,
+
+    /// Print (never run) a shell script applying the fixes of warn/crit findings, and one
+    /// reverting them [default when given alone: both]
+    #[arg(long, value_enum, value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
+    pub emit_script: Option<crate::check::ScriptKind>,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Write the snapshot to FILE (it must not exist yet) instead of stdout
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  tacho snapshot -o web1.json\n  tacho diff web1.json live\n  \
+tacho diff a.json b.json --json"
+)]
+pub struct DiffArgs {
+    /// First snapshot: a file written by `tacho snapshot`, or `live`
+    #[arg(value_name = "A")]
+    pub a: String,
+
+    /// Second snapshot: a file, or `live`
+    #[arg(value_name = "B")]
+    pub b: String,
+
+    /// List every difference, not only the first 50 of the ones without an explanation
+    #[arg(long)]
+    pub all: bool,
+
+    /// One JSON document (schema tacho.diff.v1) on stdout
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {

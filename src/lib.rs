@@ -5,6 +5,7 @@
 //! write to; `cmd` wires a parsed command line to all of it.
 
 pub mod bench;
+pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod compare;
@@ -16,6 +17,7 @@ pub mod model;
 pub mod report;
 pub mod safety;
 pub mod sample;
+pub mod snapshot;
 pub mod store;
 pub mod tui;
 pub mod units;

@@ -1,6 +1,8 @@
 //! One module per subcommand: resolve options, call the library, report.
 
+mod check;
 mod compare;
+mod diff;
 pub mod disk;
 pub mod files;
 mod output;
@@ -8,6 +10,7 @@ mod progress;
 mod record;
 mod runs;
 mod sector;
+mod snapshot;
 pub mod top;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
@@ -49,6 +52,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Runs(command) => runs::run(command),
         Command::Compare(args) => compare::run(&args),
         Command::Top(args) => top::run(&args),
+        Command::Check(args) => check::run(&args),
+        Command::Snapshot(args) => snapshot::run(&args),
+        Command::Diff(args) => diff::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -282,6 +282,60 @@ pub fn devices_for_stats(root: &SysRoot, dev: &BlockDevice) -> Result<Vec<BlockD
     Ok(out)
 }
 
+/// Every block device in `<sys>/block` (whole disks, dm, md, loop, zram; no partitions),
+/// in name order.
+pub fn disks(root: &SysRoot) -> Result<Vec<BlockDevice>> {
+    list_names(&root.sys.join("block"))?
+        .into_iter()
+        .map(|name| from_sys_dir(&super::canonical(&root.sys.join("block").join(name))?))
+        .collect()
+}
+
+/// What a disk's hardware (or emulated hardware) says about itself, for telling an NVMe
+/// drive from a SATA SSD or a virtual disk: the `rotational` flag alone cannot (virtio disks
+/// report 1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DiskHardware {
+    /// The driver bound to the disk's device (`virtio_blk`, `sd`, `xen_blkfront`); NVMe
+    /// namespaces have none of their own.
+    pub driver: Option<String>,
+    /// Bus of the disk's device (`virtio`, `scsi`, `nvme`, `xen`).
+    pub subsystem: Option<String>,
+    /// Vendor string or id (`ATA`, `QEMU`, `0x1af4` for virtio).
+    pub vendor: Option<String>,
+    /// Largest discard the queue accepts; 0 means the device does not take discards.
+    pub discard_max_bytes: Option<u64>,
+    /// The drive's own cache mode as SCSI/SATA reports it (`write back`, `write through`),
+    /// from `device/scsi_disk/*/cache_type`.
+    pub device_cache_type: Option<String>,
+}
+
+/// Reads [`DiskHardware`] of a whole disk.
+pub fn hardware(dev: &BlockDevice) -> Result<DiskHardware> {
+    let device = dev.sys_path.join("device");
+    let link_name = |path: &Path| {
+        std::fs::read_link(path)
+            .ok()
+            .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+    };
+    let scsi_disk = list_names(&device.join("scsi_disk"))?;
+    let device_cache_type = match scsi_disk.first() {
+        Some(name) => trimmed(&device.join("scsi_disk").join(name).join("cache_type"))?,
+        None => None,
+    };
+    let discard = dev.sys_path.join("queue/discard_max_bytes");
+    Ok(DiskHardware {
+        driver: link_name(&device.join("driver")),
+        subsystem: link_name(&device.join("subsystem")),
+        vendor: trimmed(&device.join("vendor"))?,
+        discard_max_bytes: match read_optional(&discard)? {
+            Some(text) => Some(super::parse_u64(text.trim(), &discard)?),
+            None => None,
+        },
+        device_cache_type,
+    })
+}
+
 fn same_device(a: &BlockDevice, b: &BlockDevice) -> bool {
     (a.major, a.minor) == (b.major, b.minor)
 }

@@ -160,6 +160,22 @@ pub fn parse_cpuinfo(text: &str) -> (Option<String>, bool) {
     (model, flag)
 }
 
+/// The first value of `key` in /proc/cpuinfo text (`microcode`, `model name`).
+pub fn cpuinfo_field(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().to_string())
+    })
+}
+
+/// Online NUMA nodes (`<sys>/devices/system/node/online`); `Ok(None)` without NUMA support.
+pub fn numa_nodes(root: &SysRoot) -> Result<Option<u64>> {
+    let path = root.sys.join("devices/system/node/online");
+    read_optional(&path)?
+        .map(|t| count_cpu_list(&t).map_err(|reason| KernelError::parse(&path, None, reason)))
+        .transpose()
+}
+
 /// Number of CPUs in a kernel CPU list (`0-3,8-11` is 8).
 pub fn count_cpu_list(text: &str) -> std::result::Result<u64, String> {
     let bad = || format!("expected a CPU list like 0-3,8, found {:?}", text.trim());

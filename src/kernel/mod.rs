@@ -6,16 +6,21 @@
 
 pub mod blockdev;
 pub mod cgroup;
+pub mod cpupower;
 pub mod diskstats;
+pub mod fsinfo;
 pub mod host;
+pub mod kconfig;
 pub mod link;
 pub mod loadavg;
+pub mod mdstat;
 pub mod meminfo;
 pub mod mounts;
 pub mod netdev;
 pub mod pressure;
 pub mod process;
 pub mod stat;
+pub mod sysctl;
 pub mod tunables;
 
 #[cfg(test)]

@@ -121,26 +121,57 @@ pub fn mounted_devnos(root: &SysRoot) -> Result<Vec<(u32, u32, String)>> {
 
 /// Device or file paths of active swap areas, from `<proc>/swaps`.
 pub fn active_swaps(root: &SysRoot) -> Result<Vec<String>> {
-    let path = root.proc.join("swaps");
-    parse_swaps(&super::read_text(&path)?, &path)
+    Ok(swap_areas(root)?.into_iter().map(|s| s.path).collect())
 }
 
-/// Parses the text of /proc/swaps (a header line, then `Filename Type Size Used Priority`).
+/// One active swap area, as /proc/swaps lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SwapArea {
+    /// Device or file path, with the kernel's `\040` escapes undone.
+    pub path: String,
+    /// `partition` or `file`.
+    pub kind: String,
+    pub size_bytes: u64,
+    pub used_bytes: u64,
+    /// Higher is used first.
+    pub priority: i64,
+}
+
+/// The active swap areas, from `<proc>/swaps`.
+pub fn swap_areas(root: &SysRoot) -> Result<Vec<SwapArea>> {
+    let path = root.proc.join("swaps");
+    parse_swap_areas(&super::read_text(&path)?, &path)
+}
+
+/// Parses the text of /proc/swaps into paths only.
 pub fn parse_swaps(text: &str, path: &Path) -> Result<Vec<String>> {
+    Ok(parse_swap_areas(text, path)?
+        .into_iter()
+        .map(|s| s.path)
+        .collect())
+}
+
+/// Parses the text of /proc/swaps (a header line, then `Filename Type Size Used Priority`,
+/// sizes in KiB).
+pub fn parse_swap_areas(text: &str, path: &Path) -> Result<Vec<SwapArea>> {
     let mut swaps = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        match fields.first() {
-            None => continue,
-            Some(&"Filename") if i == 0 => continue,
-            Some(name) if fields.len() == 5 => swaps.push(unescape_octal(name)),
-            Some(_) => {
-                return Err(KernelError::parse(
-                    path,
-                    Some(i + 1),
-                    format!("expected 5 fields: {line:?}"),
-                ));
+        let bad = || KernelError::parse(path, Some(i + 1), format!("expected 5 fields: {line:?}"));
+        match fields.as_slice() {
+            [] => continue,
+            ["Filename", ..] if i == 0 => continue,
+            [name, kind, size, used, priority] => {
+                let kib = |w: &str| w.parse::<u64>().ok().and_then(|k| k.checked_mul(1024));
+                swaps.push(SwapArea {
+                    path: unescape_octal(name),
+                    kind: (*kind).to_string(),
+                    size_bytes: kib(size).ok_or_else(bad)?,
+                    used_bytes: kib(used).ok_or_else(bad)?,
+                    priority: priority.parse().map_err(|_| bad())?,
+                });
             }
+            _ => return Err(bad()),
         }
     }
     Ok(swaps)

@@ -245,3 +245,47 @@ proptest! {
         let _ = crate::kernel::bracketed_choice(&s);
     }
 }
+
+#[test]
+fn lists_disks_and_their_hardware() {
+    let (dir, root) = tree();
+    let t = dir.path();
+    for (name, parent) in [("vda", VIRTIO), ("md0", VIRTUAL), ("sdc", SATA)] {
+        symlink(
+            t,
+            &format!("sys/block/{name}"),
+            &format!("../{parent}/{name}"),
+        );
+    }
+    symlink(
+        t,
+        &format!("sys/{VIRTIO}/vda/device/driver"),
+        "../../../../bus/virtio/drivers/virtio_blk",
+    );
+    symlink(
+        t,
+        &format!("sys/{VIRTIO}/vda/device/subsystem"),
+        "../../../../bus/virtio",
+    );
+    write(t, &format!("sys/{VIRTIO}/vda/device/vendor"), "0x1af4\n");
+    write(
+        t,
+        &format!("sys/{VIRTIO}/vda/queue/discard_max_bytes"),
+        "1073741824\n",
+    );
+    write(
+        t,
+        &format!("sys/{SATA}/sdc/device/scsi_disk/0:0:0:0/cache_type"),
+        "write back\n",
+    );
+    let disks = disks(&root).unwrap();
+    assert_eq!(names(&disks), ["md0", "sdc", "vda"]);
+    let vda = hardware(&disks[2]).unwrap();
+    assert_eq!(vda.driver.as_deref(), Some("virtio_blk"));
+    assert_eq!(vda.subsystem.as_deref(), Some("virtio"));
+    assert_eq!(vda.vendor.as_deref(), Some("0x1af4"));
+    assert_eq!(vda.discard_max_bytes, Some(1 << 30));
+    let sdc = hardware(&disks[1]).unwrap();
+    assert_eq!(sdc.device_cache_type.as_deref(), Some("write back"));
+    assert_eq!(sdc.driver, None);
+}

@@ -142,3 +142,20 @@ proptest! {
         let _ = count_cpu_list(&s);
     }
 }
+
+#[test]
+fn microcode_and_numa_nodes() {
+    let cpuinfo = "processor\t: 0\nmicrocode\t: 0x1000065\nmodel name\t: AMD EPYC\n";
+    assert_eq!(
+        cpuinfo_field(cpuinfo, "microcode").as_deref(),
+        Some("0x1000065")
+    );
+    assert_eq!(cpuinfo_field(cpuinfo, "nope"), None);
+    let dir = tempfile::tempdir().unwrap();
+    let root = SysRoot::under(dir.path());
+    assert_eq!(numa_nodes(&root).unwrap(), None);
+    crate::kernel::fixture::write(dir.path(), "sys/devices/system/node/online", "0-1\n");
+    assert_eq!(numa_nodes(&root).unwrap(), Some(2));
+    crate::kernel::fixture::write(dir.path(), "sys/devices/system/node/online", "x\n");
+    assert!(numa_nodes(&root).is_err());
+}

@@ -87,6 +87,16 @@ fn swaps() {
             .is_empty()
     );
     assert!(parse_swaps("Filename\n/dev/sda2 partition 1", Path::new("/proc/swaps")).is_err());
+    let areas = parse_swap_areas(text, Path::new("/proc/swaps")).unwrap();
+    assert_eq!(areas[0].kind, "partition");
+    assert_eq!(areas[0].size_bytes, 8388604 * 1024);
+    assert_eq!((areas[1].used_bytes, areas[1].priority), (0, -3));
+    let err = parse_swap_areas(
+        "Filename\n/dev/sda2 partition x 0 -2\n",
+        Path::new("/proc/swaps"),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("line 2"), "{err}");
 }
 
 #[test]

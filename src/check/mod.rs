@@ -1,0 +1,230 @@
+//! `tacho check`: settings that silently cost performance ("the handbrake"), each judged into
+//! a [`Finding`] with the evidence read, why it matters (with its source), and the exact
+//! commands to fix it now, make the fix survive a reboot, and undo both.
+//!
+//! Strictly read-only: [`Facts::read`] only reads files (and one FS_IOC_GETFLAGS ioctl);
+//! rules are pure functions of the facts; fixes are text for an admin, never run.
+
+mod cmds;
+mod cpu;
+mod devices;
+mod facts;
+mod filesystems;
+mod kernel;
+mod memory;
+mod report;
+mod script;
+mod vm;
+
+#[cfg(test)]
+mod tests;
+
+use serde::Serialize;
+
+pub use facts::Facts;
+pub use report::{write_json, write_text};
+pub use script::{ScriptKind, write_script};
+
+use crate::kernel::SysRoot;
+
+/// How much a finding matters, least first (`--only` and `--strict` compare with `>=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The setting is as recommended.
+    Ok,
+    /// Worth knowing; no change recommended without a reason specific to the workload.
+    Info,
+    /// Likely costs performance (or safety) here; the fix is recommended.
+    Warn,
+    /// Costs a lot, or risks data; fix first.
+    Crit,
+}
+
+impl Severity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Ok => "ok",
+            Severity::Info => "info",
+            Severity::Warn => "warn",
+            Severity::Crit => "crit",
+        }
+    }
+}
+
+/// Which part of the table a finding belongs to, in display order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Group {
+    Memory,
+    Storage,
+    Filesystems,
+    Vm,
+    Cpu,
+    Kernel,
+    Virtualization,
+}
+
+impl Group {
+    pub fn title(self) -> &'static str {
+        match self {
+            Group::Memory => "Memory (transparent huge pages)",
+            Group::Storage => "Block devices",
+            Group::Filesystems => "Filesystems",
+            Group::Vm => "Virtual memory (vm sysctls, swap)",
+            Group::Cpu => "CPU power management",
+            Group::Kernel => "Kernel",
+            Group::Virtualization => "Virtualization",
+        }
+    }
+}
+
+/// The workload the machine serves; changes what some rules recommend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// No specific workload: the kernel's defaults are judged as kernel documentation
+    /// recommends.
+    #[default]
+    Default,
+    Redis,
+    Postgres,
+    Mongodb,
+    Etcd,
+    /// Web stacks: nginx, php-fpm, application servers.
+    Web,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::Redis => "redis",
+            Profile::Postgres => "postgres",
+            Profile::Mongodb => "mongodb",
+            Profile::Etcd => "etcd",
+            Profile::Web => "web",
+        }
+    }
+
+    /// Databases that keep their data in files and read them randomly.
+    fn is_database(self) -> bool {
+        matches!(
+            self,
+            Profile::Redis | Profile::Postgres | Profile::Mongodb | Profile::Etcd
+        )
+    }
+}
+
+/// One value read, and where from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Evidence {
+    /// The file (or command-line option) the value came from.
+    pub source: String,
+    pub value: String,
+}
+
+impl Evidence {
+    pub fn new(source: impl Into<String>, value: impl Into<String>) -> Evidence {
+        Evidence {
+            source: source.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// Shell commands for an admin; tacho prints them and never runs them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Remedy {
+    /// Changes the setting now (lost at reboot).
+    pub fix: Option<String>,
+    /// Makes it survive a reboot (sysctl.d, udev rule, tmpfiles.d, fstab, kernel command line).
+    pub persist: Option<String>,
+    /// Undoes both: restores the value read now and removes what `persist` added.
+    pub revert: Option<String>,
+    /// True when the commands need care a script cannot take (moving a database's files,
+    /// stopping a service): `--emit-script` prints them as comments only.
+    pub manual: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable rule identifier for scripts (`thp_enabled`, `io_scheduler`).
+    pub id: &'static str,
+    pub group: Group,
+    /// What it is about when the rule applies to several things: a device, a mount point.
+    pub subject: Option<String>,
+    pub severity: Severity,
+    /// One line: the state and what it means.
+    pub title: String,
+    pub evidence: Vec<Evidence>,
+    /// Why it matters, in one or two sentences.
+    pub why: String,
+    /// Where that comes from (kernel documentation, vendor guidance).
+    pub reference: String,
+    #[serde(flatten)]
+    pub remedy: Remedy,
+}
+
+/// Options that change judgements.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    pub profile: Profile,
+}
+
+/// Reads the system under `root` and judges every rule.
+pub fn check(root: &SysRoot, options: Options) -> (Facts, Vec<Finding>) {
+    let facts = Facts::read(root);
+    let findings = judge(&facts, options);
+    (facts, findings)
+}
+
+/// Every rule over already read facts, grouped in display order (stable within a group).
+pub fn judge(facts: &Facts, options: Options) -> Vec<Finding> {
+    let mut out = Vec::new();
+    memory::rules(facts, options, &mut out);
+    devices::rules(facts, options, &mut out);
+    filesystems::rules(facts, options, &mut out);
+    vm::rules(facts, options, &mut out);
+    cpu::rules(facts, options, &mut out);
+    kernel::rules(facts, options, &mut out);
+    kernel::virtualization(facts, &mut out);
+    out.sort_by_key(|f| f.group);
+    out
+}
+
+/// The one-line answer first: the worst findings, or that nothing was found.
+pub fn verdict(findings: &[Finding]) -> String {
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    let (crit, warn) = (count(Severity::Crit), count(Severity::Warn));
+    let worst = findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Warn)
+        // The first of the most severe, in display order.
+        .min_by_key(|f| std::cmp::Reverse(f.severity));
+    match worst {
+        None => format!(
+            "no handbrake found: {} settings ok, {} worth knowing",
+            count(Severity::Ok),
+            count(Severity::Info)
+        ),
+        Some(f) => {
+            let mut parts = Vec::new();
+            if crit > 0 {
+                parts.push(format!("{crit} critical"));
+            }
+            if warn > 0 {
+                parts.push(format!(
+                    "{warn} warning{}",
+                    if warn == 1 { "" } else { "s" }
+                ));
+            }
+            let subject = f
+                .subject
+                .as_deref()
+                .map(|s| format!("{s}: "))
+                .unwrap_or_default();
+            format!("{}; worst: {subject}{}", parts.join(", "), f.title)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! `tacho check` output: a grouped table (verdict first) or one JSON document
+//! (`tacho.check.v1`).
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::{Finding, Group, Profile, Severity, verdict};
+
+#[derive(Serialize)]
+struct Counts {
+    ok: usize,
+    info: usize,
+    warn: usize,
+    crit: usize,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    schema: &'static str,
+    tool_version: &'static str,
+    profile: Profile,
+    /// The least severity listed (`--only`); every finding counts in `verdict` and `counts`.
+    only: Option<Severity>,
+    verdict: String,
+    counts: Counts,
+    findings: Vec<&'a Finding>,
+    /// Files that exist but could not be read: their rules were not judged.
+    unreadable: &'a [String],
+}
+
+fn counts(findings: &[Finding]) -> Counts {
+    let n = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    Counts {
+        ok: n(Severity::Ok),
+        info: n(Severity::Info),
+        warn: n(Severity::Warn),
+        crit: n(Severity::Crit),
+    }
+}
+
+pub fn write_json(
+    out: &mut impl Write,
+    findings: &[Finding],
+    profile: Profile,
+    only: Option<Severity>,
+    unreadable: &[String],
+) -> std::io::Result<()> {
+    let doc = Document {
+        schema: "tacho.check.v1",
+        tool_version: env!("CARGO_PKG_VERSION"),
+        profile,
+        only,
+        verdict: verdict(findings),
+        counts: counts(findings),
+        findings: findings
+            .iter()
+            .filter(|f| only.is_none_or(|o| f.severity >= o))
+            .collect(),
+        unreadable,
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)
+}
+
+/// The table: verdict, then each group's findings; ok ones take one line, the others show
+/// their evidence, why, and the commands.
+pub fn write_text(
+    out: &mut impl Write,
+    findings: &[Finding],
+    profile: Profile,
+    only: Option<Severity>,
+    unreadable: &[String],
+) -> std::io::Result<()> {
+    writeln!(out, "{}", verdict(findings))?;
+    let c = counts(findings);
+    writeln!(
+        out,
+        "profile {}: {} ok, {} info, {} warn, {} crit",
+        profile.name(),
+        c.ok,
+        c.info,
+        c.warn,
+        c.crit
+    )?;
+    let shown: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| only.is_none_or(|o| f.severity >= o))
+        .collect();
+    let width = shown
+        .iter()
+        .map(|f| label(f).len())
+        .max()
+        .unwrap_or(0)
+        .min(40);
+    let mut group: Option<Group> = None;
+    for f in &shown {
+        if group != Some(f.group) {
+            writeln!(out, "\n{}", f.group.title())?;
+            group = Some(f.group);
+        }
+        writeln!(
+            out,
+            "  {:<4}  {:<width$}  {}",
+            f.severity.label(),
+            label(f),
+            f.title
+        )?;
+        if f.severity == Severity::Ok {
+            continue;
+        }
+        let pad = " ".repeat(8);
+        for e in &f.evidence {
+            writeln!(out, "{pad}evidence: {} = {}", e.source, e.value)?;
+        }
+        writeln!(out, "{pad}why: {} [{}]", f.why, f.reference)?;
+        for (name, cmd) in [
+            ("fix", &f.remedy.fix),
+            ("persist", &f.remedy.persist),
+            ("revert", &f.remedy.revert),
+        ] {
+            if let Some(cmd) = cmd {
+                let manual = if f.remedy.manual && name == "fix" {
+                    " (by hand)"
+                } else {
+                    ""
+                };
+                writeln!(
+                    out,
+                    "{pad}{name}{manual}: {}",
+                    cmd.replace('\n', &format!("\n{pad}  "))
+                )?;
+            }
+        }
+    }
+    if shown.is_empty() {
+        writeln!(
+            out,
+            "\n(no findings at or above {})",
+            only.map_or("ok", Severity::label)
+        )?;
+    }
+    if !unreadable.is_empty() {
+        writeln!(out, "\nnot judged, could not read:")?;
+        for u in unreadable {
+            writeln!(out, "  {u}")?;
+        }
+    }
+    Ok(())
+}
+
+fn label(f: &Finding) -> String {
+    match &f.subject {
+        Some(s) => format!("{} {s}", f.id),
+        None => f.id.to_string(),
+    }
+}

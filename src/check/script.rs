@@ -1,0 +1,107 @@
+//! `--emit-script`: shell scripts that apply the recommended fixes (now and persistently)
+//! and revert them. tacho prints them for the admin to read and run; it never runs them.
+
+use std::io::Write;
+
+use super::{Finding, Severity};
+
+/// Which script to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScriptKind {
+    /// The apply script, then the revert script.
+    Both,
+    Apply,
+    Revert,
+}
+
+/// Findings the scripts act on: warnings and criticals that carry commands.
+fn actionable(findings: &[Finding]) -> Vec<&Finding> {
+    findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Warn)
+        .filter(|f| f.remedy.fix.is_some() || f.remedy.persist.is_some())
+        .collect()
+}
+
+pub fn write_script(
+    out: &mut impl Write,
+    findings: &[Finding],
+    kind: ScriptKind,
+    host: &str,
+) -> std::io::Result<()> {
+    let list = actionable(findings);
+    if kind != ScriptKind::Revert {
+        apply(out, &list, host)?;
+    }
+    if kind == ScriptKind::Both {
+        writeln!(
+            out,
+            "\n# ===== revert script: save from the next line on =====\n"
+        )?;
+    }
+    if kind != ScriptKind::Apply {
+        revert(out, &list, host)?;
+    }
+    Ok(())
+}
+
+fn header(out: &mut impl Write, what: &str, host: &str, n: usize) -> std::io::Result<()> {
+    writeln!(out, "#!/bin/sh")?;
+    writeln!(
+        out,
+        "# tacho check: {what} for {n} finding(s) on {host}. Generated, never run by tacho."
+    )?;
+    writeln!(
+        out,
+        "# Read it first; run as root. Steps marked 'by hand' are comments: they need care."
+    )?;
+    writeln!(out, "set -e")
+}
+
+/// Writes `cmd` as script lines, commented out when `manual`.
+fn lines(out: &mut impl Write, cmd: &str, manual: bool) -> std::io::Result<()> {
+    for line in cmd.lines() {
+        if manual && !line.starts_with('#') {
+            writeln!(out, "# {line}")?;
+        } else {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
+fn title(f: &Finding) -> String {
+    let subject = f
+        .subject
+        .as_deref()
+        .map(|s| format!(" {s}"))
+        .unwrap_or_default();
+    format!("# [{}] {}{subject}: {}", f.severity.label(), f.id, f.title)
+}
+
+fn apply(out: &mut impl Write, list: &[&Finding], host: &str) -> std::io::Result<()> {
+    header(out, "apply script", host, list.len())?;
+    for f in list {
+        writeln!(out, "\n{}", title(f))?;
+        if f.remedy.manual {
+            writeln!(out, "# by hand:")?;
+        }
+        for cmd in [&f.remedy.fix, &f.remedy.persist].into_iter().flatten() {
+            lines(out, cmd, f.remedy.manual)?;
+        }
+    }
+    Ok(())
+}
+
+fn revert(out: &mut impl Write, list: &[&Finding], host: &str) -> std::io::Result<()> {
+    header(out, "revert script", host, list.len())?;
+    // Undo in reverse order, so settings that depend on each other unwind cleanly.
+    for f in list.iter().rev() {
+        writeln!(out, "\n{}", title(f))?;
+        match &f.remedy.revert {
+            Some(cmd) => lines(out, cmd, f.remedy.manual)?,
+            None => writeln!(out, "# nothing to revert")?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! `tacho snapshot`: the machine's performance-relevant configuration as one JSON document
+//! (`tacho.snapshot.v1`), and `tacho diff`: what differs between two of them.
+//!
+//! A snapshot only reads (like `check`). Values that change by themselves from boot to boot
+//! or second to second (boot_id, random UUIDs, entropy, counters) are left out at capture
+//! ([`noise`]) so that two snapshots of one machine are equal.
+
+pub mod diff;
+mod explain;
+pub mod noise;
+mod report;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+pub use report::{write_json as write_diff_json, write_text as write_diff_text};
+
+use crate::kernel::blockdev::{self, DeviceKind};
+use crate::kernel::cpupower::CpuPower;
+use crate::kernel::host::{self, Host};
+use crate::kernel::mounts::{self, SwapArea};
+use crate::kernel::tunables::{QueueTunables, SystemTunables};
+use crate::kernel::{SysRoot, kconfig, read_optional, sysctl};
+
+pub const SCHEMA: &str = "tacho.snapshot.v1";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    pub schema: &'static str,
+    pub tool_version: &'static str,
+    /// When it was taken, seconds since the Unix epoch (ignored by `diff`).
+    pub taken_at_unix_s: u64,
+    pub host: SnapHost,
+    pub kernel: SnapKernel,
+    /// Every readable /proc/sys value by sysctl name, per-boot noise removed.
+    pub sysctl: BTreeMap<String, String>,
+    /// Every file under /sys/kernel/mm/transparent_hugepage (khugepaged/ included), with
+    /// multiple-choice files reduced to the active choice.
+    pub thp: BTreeMap<String, String>,
+    pub cpu: SnapCpu,
+    /// /sys/devices/system/cpu/vulnerabilities, by file.
+    pub vulnerabilities: BTreeMap<String, String>,
+    /// IOMMU groups by domain type (`DMA` strict, `DMA-FQ` lazy, `identity`).
+    pub iommu_groups: BTreeMap<String, u64>,
+    pub devices: Vec<SnapDevice>,
+    pub mounts: Vec<SnapMount>,
+    pub swaps: Vec<SwapArea>,
+    /// Files that exist but could not be read, and write-only sysctls (never opened).
+    pub unreadable: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapHost {
+    pub hostname: Option<String>,
+    pub os: Option<String>,
+    pub cpu_model: Option<String>,
+    pub cpus: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
+    pub microcode: Option<String>,
+    pub numa_nodes: Option<u64>,
+    pub virtualization: Option<String>,
+    pub virtualization_evidence: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapKernel {
+    /// `uname -r`.
+    pub release: Option<String>,
+    /// `uname -v` (build number and date).
+    pub version: Option<String>,
+    pub cmdline: Option<String>,
+    /// Where `config` came from (/proc/config.gz or /boot/config-*); `None` if neither exists.
+    pub config_source: Option<String>,
+    /// CONFIG_ options; `n` for "is not set".
+    pub config: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapCpu {
+    pub governor: Option<String>,
+    #[serde(flatten)]
+    pub power: CpuPower,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapDevice {
+    pub name: String,
+    pub kind: DeviceKind,
+    pub model: Option<String>,
+    pub size_bytes: u64,
+    pub rotational: Option<bool>,
+    pub driver: Option<String>,
+    pub discard_max_bytes: Option<u64>,
+    #[serde(flatten)]
+    pub queue: Option<QueueTunables>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapMount {
+    pub mount_point: String,
+    pub fs_type: String,
+    pub source: Option<String>,
+    pub options: String,
+}
+
+/// Virtual filesystems whose mounts say nothing about performance and vary with every
+/// container runtime (cgroup trees, /proc, /sys, devpts).
+const SKIP_FS: &[&str] = &[
+    "proc",
+    "sysfs",
+    "devpts",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "pstore",
+    "bpf",
+    "debugfs",
+    "tracefs",
+    "configfs",
+    "fusectl",
+    "mqueue",
+    "hugetlbfs",
+    "autofs",
+    "binfmt_misc",
+    "nsfs",
+    "rpc_pipefs",
+    "efivarfs",
+    "selinuxfs",
+];
+
+impl Snapshot {
+    /// Reads everything; never fails (what cannot be read is listed in `unreadable`).
+    pub fn capture(root: &SysRoot) -> Snapshot {
+        let mut unreadable = Vec::new();
+        let mut keep = |e: crate::kernel::KernelError| {
+            if !e.is_not_found() {
+                unreadable.push(e.to_string());
+            }
+        };
+        let h = Host::read(root);
+        let tunables = SystemTunables::read(root);
+        let cpuinfo = read_optional(&root.proc.join("cpuinfo")).unwrap_or_else(|e| {
+            keep(e);
+            None
+        });
+        let config = kconfig::read(root, h.kernel.as_deref()).unwrap_or_else(|e| {
+            keep(e);
+            None
+        });
+        let text = |rel: &str| -> Option<String> {
+            read_optional(&root.proc.join(rel))
+                .ok()
+                .flatten()
+                .map(|s| s.trim().to_string())
+        };
+        let all = sysctl::read_all(root);
+        let sysctl = all
+            .values
+            .into_iter()
+            .filter(|(k, _)| !noise::is_noise(&format!("sysctl.{k}")))
+            .collect();
+        let power = CpuPower::read(root).unwrap_or_else(|e| {
+            keep(e);
+            CpuPower::default()
+        });
+        let devices = devices(root, &mut keep);
+        let mounts = mounts::read_mounts(root)
+            .unwrap_or_else(|e| {
+                keep(e);
+                Vec::new()
+            })
+            .into_iter()
+            .filter(|m| !SKIP_FS.contains(&m.fs_type.as_str()))
+            .map(|m| SnapMount {
+                mount_point: m.mount_point.to_string_lossy().into_owned(),
+                fs_type: m.fs_type,
+                source: m.source,
+                options: m.options,
+            })
+            .collect();
+        let swaps = mounts::swap_areas(root).unwrap_or_else(|e| {
+            keep(e);
+            Vec::new()
+        });
+        let iommu_groups = kconfig::iommu_group_types(root).unwrap_or_else(|e| {
+            keep(e);
+            BTreeMap::new()
+        });
+        let numa_nodes = host::numa_nodes(root).unwrap_or_else(|e| {
+            keep(e);
+            None
+        });
+        unreadable.extend(h.unreadable.iter().cloned());
+        unreadable.extend(tunables.unreadable.iter().cloned());
+        unreadable.extend(all.unreadable.iter().map(|u| format!("sysctl {u}")));
+        unreadable.extend(
+            all.write_only
+                .iter()
+                .map(|w| format!("sysctl {w}: write-only")),
+        );
+        Snapshot {
+            schema: SCHEMA,
+            tool_version: env!("CARGO_PKG_VERSION"),
+            taken_at_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            host: SnapHost {
+                hostname: h.hostname,
+                os: h.os,
+                cpu_model: h.cpu_model,
+                cpus: h.cpus,
+                mem_total_bytes: h.mem_total_bytes,
+                microcode: cpuinfo
+                    .as_deref()
+                    .and_then(|c| host::cpuinfo_field(c, "microcode")),
+                numa_nodes,
+                virtualization: h.virtualization,
+                virtualization_evidence: h.virtualization_evidence,
+            },
+            kernel: SnapKernel {
+                release: h.kernel,
+                version: text("sys/kernel/version"),
+                cmdline: text("cmdline"),
+                config_source: config
+                    .as_ref()
+                    .map(|c| c.source.to_string_lossy().into_owned()),
+                config: config.map(|c| c.options).unwrap_or_default(),
+            },
+            sysctl,
+            thp: thp(&root.sys.join("kernel/mm/transparent_hugepage")),
+            cpu: SnapCpu {
+                governor: tunables.cpu_governor,
+                power,
+            },
+            vulnerabilities: tunables.vulnerabilities,
+            iommu_groups,
+            devices,
+            mounts,
+            swaps,
+            unreadable,
+        }
+    }
+}
+
+fn devices(root: &SysRoot, keep: &mut dyn FnMut(crate::kernel::KernelError)) -> Vec<SnapDevice> {
+    let disks = blockdev::disks(root).unwrap_or_else(|e| {
+        keep(e);
+        Vec::new()
+    });
+    disks
+        .into_iter()
+        // Unbound loop devices and empty drives have nothing to compare.
+        .filter(|d| d.size_bytes > 0)
+        .map(|d| {
+            let hw = blockdev::hardware(&d).unwrap_or_default();
+            let queue = QueueTunables::read(root, &d.name).unwrap_or_else(|e| {
+                keep(e);
+                None
+            });
+            SnapDevice {
+                kind: d.kind,
+                model: d.model,
+                size_bytes: d.size_bytes,
+                rotational: d.rotational,
+                driver: hw.driver,
+                discard_max_bytes: hw.discard_max_bytes,
+                queue,
+                name: d.name,
+            }
+        })
+        .collect()
+}
+
+/// Every THP setting file, by path below the THP directory (`enabled`, `khugepaged/defrag`).
+fn thp(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for sub in ["", "khugepaged"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if !e.path().is_file() {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(e.path()) else {
+                continue;
+            };
+            let name = e.file_name().to_string_lossy().into_owned();
+            let key = if sub.is_empty() {
+                name
+            } else {
+                format!("{sub}/{name}")
+            };
+            let value = crate::kernel::bracketed_choice(&text)
+                .unwrap_or_else(|| text.split_whitespace().collect::<Vec<_>>().join(" "));
+            // khugepaged's full_scans and pages_collapsed are counters, not settings.
+            if !noise::is_noise(&format!("thp.{key}")) {
+                out.insert(key, value);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
