@@ -81,9 +81,12 @@ def fio(target, rw, bs, qd, engine, direct, sync, runtime, size):
 
 def compare(label, case_args, rounds):
     runs = {"tacho": [], "fio": []}
-    for _ in range(rounds):
-        runs["tacho"].append(tacho(*case_args))
-        runs["fio"].append(fio(*case_args))
+    for i in range(rounds):
+        # Who goes first alternates: a host-side cache warmed by one tool's run would
+        # otherwise always favour the other.
+        order = ("tacho", "fio") if i % 2 == 0 else ("fio", "tacho")
+        for tool in order:
+            runs[tool].append((tacho if tool == "tacho" else fio)(*case_args))
     med = {tool: {k: statistics.median(r[k] for r in rs) if rs[0][k] is not None else None
                   for k in rs[0]} for tool, rs in runs.items()}
     rows = []

@@ -104,14 +104,22 @@ def main():
         fio_lines = subprocess.run([TACHO, "bench", "disk", *common, "--print-fio"], check=True,
                                    capture_output=True, text=True).stdout
         fio_cmds = [shlex.split(l) for l in fio_lines.splitlines() if l.startswith("fio ")]
-        tacho_runs, fio_runs, names = [], [], []
-        for _ in range(args.repeat):
-            report = sh_json([TACHO, "bench", "disk", *common, "--json", "--destroy-data",
-                              "--no-save"])
-            names = [t["name"] for t in report["tests"]]
-            tacho_runs.append([tacho_figures(t) for t in report["tests"]])
-            fio_runs.append([fio_figures(sh_json(cmd + ["--output-format=json"])["jobs"][0])
-                             for cmd in fio_cmds])
+        tacho_runs, fio_runs, names, report = [], [], [], None
+        for i in range(args.repeat):
+            def run_tacho():
+                nonlocal report, names
+                report = sh_json([TACHO, "bench", "disk", *common, "--json", "--destroy-data",
+                                  "--no-save"])
+                names = [t["name"] for t in report["tests"]]
+                tacho_runs.append([tacho_figures(t) for t in report["tests"]])
+
+            def run_fio():
+                fio_runs.append([fio_figures(sh_json(cmd + ["--output-format=json"])["jobs"][0])
+                                 for cmd in fio_cmds])
+
+            # Who goes first alternates, so a host cache warmed by one favours neither.
+            for step in ((run_tacho, run_fio) if i % 2 == 0 else (run_fio, run_tacho)):
+                step()
 
         def med(runs, i):
             return {k: statistics.median(r[i][k] for r in runs)
