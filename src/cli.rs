@@ -7,6 +7,9 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod kit;
+pub use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tacho",
@@ -23,6 +26,10 @@ pub struct Cli {
 pub enum Command {
     /// Benchmark storage (`tacho bench` alone runs the quick disk suite in the current directory)
     Bench(BenchArgs),
+    /// Time commands repeatedly (hyperfine's options and JSON export; runs interleaved)
+    Time(TimeArgs),
+    /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
+    Stress(StressArgs),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -43,6 +50,10 @@ pub struct BenchArgs {
 pub enum BenchWhat {
     /// Storage benchmark on a directory (a temporary test file), a file, or a block device
     Disk(DiskArgs),
+    /// CPU throughput, single-thread and all threads, on kernels that cannot be optimised away
+    Cpu(CpuArgs),
+    /// Memory bandwidth (read, write, copy) and latency at L1, L2, L3 and DRAM working sets
+    Mem(MemArgs),
 }
 
 #[derive(Debug, Args, Default)]

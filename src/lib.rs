@@ -11,4 +11,6 @@ pub mod io;
 pub mod kernel;
 pub mod report;
 pub mod safety;
+pub mod stats;
+pub mod timing;
 pub mod units;
