@@ -5,8 +5,10 @@
 //! file into zeros: every failure is a [`KernelError`] naming the file (and line when known).
 
 pub mod blockdev;
+pub mod cache;
 pub mod diskstats;
 pub mod host;
+pub mod load;
 pub mod mounts;
 
 #[cfg(test)]
