@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod kit;
-pub use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs};
+pub use kit::{CpuArgs, KernelName, LevelName, MemArgs, StressArgs, TimeArgs, VmBytes};
 
 #[derive(Debug, Parser)]
 #[command(

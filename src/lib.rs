@@ -7,8 +7,10 @@
 pub mod bench;
 pub mod cli;
 pub mod cmd;
+pub mod cpubench;
 pub mod io;
 pub mod kernel;
+pub mod parallel;
 pub mod report;
 pub mod safety;
 pub mod stats;

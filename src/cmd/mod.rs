@@ -3,6 +3,7 @@
 pub mod cpu;
 pub mod disk;
 pub mod mem;
+mod interrupt;
 mod progress;
 pub mod stress;
 pub mod time;
