@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod cpubench;
 pub mod io;
 pub mod kernel;
+pub mod membench;
 pub mod parallel;
 pub mod report;
 pub mod safety;
