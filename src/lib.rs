@@ -15,5 +15,6 @@ pub mod parallel;
 pub mod report;
 pub mod safety;
 pub mod stats;
+pub mod stress;
 pub mod timing;
 pub mod units;

@@ -9,7 +9,7 @@ use crate::kernel::host::Host;
 use crate::kernel::{SysRoot, cache, load};
 use crate::membench::{self, Config, MemReport};
 use crate::parallel::usable_cpus;
-use crate::units::{format_bandwidth, format_size};
+use crate::units::{format_bandwidth, format_size, format_size_approx};
 use anyhow::{Result, bail};
 use std::io::Write;
 use std::process::ExitCode;
@@ -30,7 +30,7 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
             bail!(
                 "--dram-size {} is more than half of the available memory ({}); give a smaller size",
                 format_size(dram.size_bytes),
-                format_size(avail)
+                format_size_approx(avail)
             );
         }
         notes.push(Warning {
@@ -38,7 +38,7 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
             message: format!(
                 "the DRAM working set was cut from {} to {} to fit in half of the available memory",
                 format_size(dram.size_bytes),
-                format_size(avail / 2)
+                format_size_approx(avail / 2)
             ),
         });
         dram.size_bytes = avail / 2;

@@ -9,7 +9,7 @@ use crate::timing::exec::{Invocation, Spawner};
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
 use crate::timing::export;
-use crate::units::format_size;
+use crate::units::format_size_approx;
 use anyhow::{Context as _, Result, bail};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -193,7 +193,7 @@ fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()>
         writeln!(
             out,
             "  Peak memory:        {}",
-            format_size_round(r.peak_memory_bytes())
+            format_size_approx(r.peak_memory_bytes())
         )?;
     }
     if report.relative.len() > 1 {
@@ -235,7 +235,7 @@ fn verdict(report: &TimeReport) -> String {
             format_secs(r.mean),
             r.times.len(),
             r.stddev.map_or("-".into(), format_secs),
-            format_size_round(r.peak_memory_bytes())
+            format_size_approx(r.peak_memory_bytes())
         );
     }
     let Some(fastest) = report.relative.iter().position(|q| q.ratio == 1.0) else {
@@ -272,17 +272,5 @@ fn format_secs(s: f64) -> String {
         format!("{:.2} ms", s * 1e3)
     } else {
         format!("{s:.3} s")
-    }
-}
-
-/// Peak memory rounded to a readable unit (rusage has KiB resolution).
-fn format_size_round(bytes: u64) -> String {
-    const MIB: f64 = (1u64 << 20) as f64;
-    if bytes >= 1 << 30 {
-        format!("{:.2} GiB", bytes as f64 / (MIB * 1024.0))
-    } else if bytes >= 1 << 20 {
-        format!("{:.1} MiB", bytes as f64 / MIB)
-    } else {
-        format_size(bytes)
     }
 }
