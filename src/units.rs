@@ -83,7 +83,10 @@ pub fn format_size_approx(bytes: u64) -> String {
     const UNITS: [(&str, u32); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
     for (name, shift) in UNITS {
         if bytes >= 1u64 << shift {
-            return format!("{} {name}", three_digits(bytes as f64 / (1u64 << shift) as f64));
+            return format!(
+                "{} {name}",
+                three_digits(bytes as f64 / (1u64 << shift) as f64)
+            );
         }
     }
     format!("{bytes} B")

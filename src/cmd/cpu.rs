@@ -108,7 +108,12 @@ fn verdict(r: &CpuReport) -> String {
         .kernels
         .iter()
         .find(|k| k.name == "primes")
-        .map(|k| format!(" ({:.0} primes events/s, as sysbench cpu counts)", k.ops_per_s))
+        .map(|k| {
+            format!(
+                " ({:.0} primes events/s, as sysbench cpu counts)",
+                k.ops_per_s
+            )
+        })
         .unwrap_or_default();
     format!(
         "CPU score {} on 1 thread{primes}; {} threads {:.2}× that ({:.0}% of ideal)",

@@ -19,7 +19,9 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
     let caches = cache::read(&root)?;
     let mut levels = membench::plan_levels(&caches, args.dram_size, &args.level);
     if levels.is_empty() {
-        bail!("this machine has none of the levels asked for with --level; drop the option to measure all");
+        bail!(
+            "this machine has none of the levels asked for with --level; drop the option to measure all"
+        );
     }
     // The DRAM set must fit in memory with room to spare, or the figure measures swapping.
     let mut notes = Vec::new();
@@ -78,7 +80,15 @@ fn write_human(r: &MemReport, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<5} {:>9}  {:>11} {:>11} {:>11} {:>9}   {:>11} {:>11} {:>11} {:>9}",
-        "level", "set", "read", "write", "copy", "latency", "read all", "write all", "copy all",
+        "level",
+        "set",
+        "read",
+        "write",
+        "copy",
+        "latency",
+        "read all",
+        "write all",
+        "copy all",
         "lat. all"
     )?;
     for l in &r.levels {

@@ -2,8 +2,8 @@
 
 pub mod cpu;
 pub mod disk;
-pub mod mem;
 mod interrupt;
+pub mod mem;
 mod progress;
 pub mod stress;
 pub mod time;

@@ -77,7 +77,10 @@ fn resolve(args: &StressArgs, root: &SysRoot) -> Result<Plan> {
         }
     }
     if args.hdd > 0 {
-        check_space(&args.hdd_dir, args.hdd_bytes.saturating_mul(u64::from(args.hdd)))?;
+        check_space(
+            &args.hdd_dir,
+            args.hdd_bytes.saturating_mul(u64::from(args.hdd)),
+        )?;
     }
     Ok(Plan {
         cpu: args.cpu,
@@ -159,14 +162,25 @@ fn describe(p: &Plan) -> String {
 fn header() -> String {
     format!(
         "{:>6} {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
-        "time", "cpu ops/s", "vm touched/s", "syncs/s", "hdd write/s", "user%", "sys%",
-        "iowait%", "thp_alloc", "thp_fall", "compact"
+        "time",
+        "cpu ops/s",
+        "vm touched/s",
+        "syncs/s",
+        "hdd write/s",
+        "user%",
+        "sys%",
+        "iowait%",
+        "thp_alloc",
+        "thp_fall",
+        "compact"
     )
 }
 
 fn line(s: &Second) -> String {
     let pct = |f: fn(&crate::kernel::load::CpuSplit) -> f64| {
-        s.cpu.as_ref().map_or("-".into(), |c| format!("{:.1}", f(c)))
+        s.cpu
+            .as_ref()
+            .map_or("-".into(), |c| format!("{:.1}", f(c)))
     };
     let vm = |k: &str| s.vmstat.get(k).map_or("-".into(), |v| v.to_string());
     format!(
@@ -193,9 +207,9 @@ fn summary(r: &StressReport) -> String {
         )
     });
     let vm: Vec<String> = r.vmstat.iter().map(|(k, v)| format!("{k} +{v}")).collect();
-    let rss = r
-        .peak_rss_bytes
-        .map_or(String::new(), |b| format!("; tacho peak RSS {}", format_size_approx(b)));
+    let rss = r.peak_rss_bytes.map_or(String::new(), |b| {
+        format!("; tacho peak RSS {}", format_size_approx(b))
+    });
     format!(
         "{} after {:.1} s: {cpu}; {}{rss}",
         if r.interrupted { "stopped" } else { "done" },

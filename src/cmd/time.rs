@@ -6,9 +6,9 @@ use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::timing::exec::{Invocation, Spawner};
+use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
-use crate::timing::export;
 use crate::units::format_size_approx;
 use anyhow::{Context as _, Result, bail};
 use std::fs::File;
@@ -99,11 +99,7 @@ fn resolve(args: &TimeArgs) -> Result<(Plan, Vec<String>)> {
     let plan = Plan {
         commands,
         setup: args.setup.as_deref().map(inv).transpose()?,
-        prepare: args
-            .prepare
-            .iter()
-            .map(|p| inv(p))
-            .collect::<Result<_>>()?,
+        prepare: args.prepare.iter().map(|p| inv(p)).collect::<Result<_>>()?,
         cleanup: args.cleanup.as_deref().map(inv).transpose()?,
         shell,
         warmup: args.warmup,

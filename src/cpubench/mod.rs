@@ -8,8 +8,8 @@ pub mod kernels;
 
 use crate::bench::result::Warning;
 use crate::cli::KernelName;
-use crate::kernel::host::Host;
 use crate::kernel::SysRoot;
+use crate::kernel::host::Host;
 use crate::kernel::load::{CpuTicks, read_cpu_ticks};
 use crate::parallel::run_together;
 use crate::stats;
@@ -78,7 +78,9 @@ pub fn run(cfg: &Config, root: &SysRoot, stop: &AtomicBool, progress: &dyn Fn(&s
     let ticks_before = read_cpu_ticks(root).ok();
     // Wake every core to its running clock before the first figure counts.
     progress("warm-up");
-    run_together(cfg.threads, |_| measure(KernelName::Integer, Duration::from_millis(100)));
+    run_together(cfg.threads, |_| {
+        measure(KernelName::Integer, Duration::from_millis(100))
+    });
 
     let mut single: Vec<Vec<f64>> = vec![Vec::new(); cfg.kernels.len()];
     let mut all: Vec<Vec<f64>> = vec![Vec::new(); cfg.kernels.len()];
@@ -189,7 +191,10 @@ pub fn geometric_mean(values: impl Iterator<Item = f64>) -> f64 {
 
 fn warnings(r: &CpuReport) -> Vec<Warning> {
     let mut w = Vec::new();
-    for (pass, label) in [(&r.single_thread, "1 thread"), (&r.all_threads, "all threads")] {
+    for (pass, label) in [
+        (&r.single_thread, "1 thread"),
+        (&r.all_threads, "all threads"),
+    ] {
         for k in &pass.kernels {
             if k.spread_pct > SPREAD_WARN_PCT {
                 w.push(Warning {

@@ -62,7 +62,8 @@ fn read_index(dir: &Path) -> Result<Option<CacheLevel>> {
     let shared_path = dir.join("shared_cpu_list");
     let shared_cpus = match read_optional(&shared_path)? {
         Some(text) => Some(
-            count_cpu_list(&text).map_err(|reason| KernelError::parse(&shared_path, None, reason))?,
+            count_cpu_list(&text)
+                .map_err(|reason| KernelError::parse(&shared_path, None, reason))?,
         ),
         None => None,
     };
@@ -101,7 +102,11 @@ mod tests {
         fixture::write(dir, &format!("{base}/level"), &format!("{level}\n"));
         fixture::write(dir, &format!("{base}/type"), &format!("{kind}\n"));
         fixture::write(dir, &format!("{base}/size"), &format!("{size}\n"));
-        fixture::write(dir, &format!("{base}/shared_cpu_list"), &format!("{shared}\n"));
+        fixture::write(
+            dir,
+            &format!("{base}/shared_cpu_list"),
+            &format!("{shared}\n"),
+        );
     }
 
     #[test]

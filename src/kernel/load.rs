@@ -134,9 +134,19 @@ pub fn parse_mem_available(text: &str, path: &Path) -> Result<u64> {
         .enumerate()
         .find_map(|(i, l)| l.strip_prefix("MemAvailable:").map(|rest| (i + 1, rest)))
         .ok_or_else(|| {
-            KernelError::parse(path, None, "no MemAvailable line (kernels before 3.14 lack it)")
+            KernelError::parse(
+                path,
+                None,
+                "no MemAvailable line (kernels before 3.14 lack it)",
+            )
         })?;
-    let bad = || KernelError::parse(path, Some(number), format!("expected 'N kB', found {line:?}"));
+    let bad = || {
+        KernelError::parse(
+            path,
+            Some(number),
+            format!("expected 'N kB', found {line:?}"),
+        )
+    };
     let mut words = line.split_whitespace();
     let kib: u64 = words.next().and_then(|n| n.parse().ok()).ok_or_else(bad)?;
     if words.next() != Some("kB") {
@@ -172,7 +182,13 @@ mod tests {
         // 50 user + 20 system + 10 iowait + 20 idle = 100 ticks.
         let s = cpu_split(&a, &b).unwrap();
         assert_eq!(
-            (s.user_pct, s.system_pct, s.iowait_pct, s.idle_pct, s.other_pct),
+            (
+                s.user_pct,
+                s.system_pct,
+                s.iowait_pct,
+                s.idle_pct,
+                s.other_pct
+            ),
             (50.0, 20.0, 10.0, 20.0, 0.0)
         );
         assert_eq!(cpu_split(&b, &a), None);
@@ -184,8 +200,8 @@ mod tests {
     #[test]
     fn vm_counters_and_mem_available() {
         let p = Path::new("/proc/vmstat");
-        let c = parse_vm_counters("nr_free_pages 10\nthp_fault_alloc 7\ncompact_stall 2\n", p)
-            .unwrap();
+        let c =
+            parse_vm_counters("nr_free_pages 10\nthp_fault_alloc 7\ncompact_stall 2\n", p).unwrap();
         assert_eq!(c[0], Some(7));
         assert_eq!(c[1], None);
         assert_eq!(c[3], Some(2));

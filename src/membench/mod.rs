@@ -54,7 +54,11 @@ impl LevelPlan {
 
 /// Chooses the levels: half of each data cache, and DRAM at `dram_bytes` or else eight times
 /// the last cache (at least [`MIN_DRAM_BYTES`]). `only` filters (empty: all the machine has).
-pub fn plan_levels(caches: &[CacheLevel], dram_bytes: Option<u64>, only: &[LevelName]) -> Vec<LevelPlan> {
+pub fn plan_levels(
+    caches: &[CacheLevel],
+    dram_bytes: Option<u64>,
+    only: &[LevelName],
+) -> Vec<LevelPlan> {
     let mut levels = Vec::new();
     for c in caches {
         let name = match c.level {
@@ -341,9 +345,16 @@ mod tests {
 
     #[test]
     fn levels_from_caches() {
-        let caches = [cache(1, 32 << 10, 1), cache(2, 1 << 20, 1), cache(3, 32 << 20, 2)];
+        let caches = [
+            cache(1, 32 << 10, 1),
+            cache(2, 1 << 20, 1),
+            cache(3, 32 << 20, 2),
+        ];
         let plans = plan_levels(&caches, None, &[]);
-        let got: Vec<_> = plans.iter().map(|p| (p.name, p.size_bytes, p.shared)).collect();
+        let got: Vec<_> = plans
+            .iter()
+            .map(|p| (p.name, p.size_bytes, p.shared))
+            .collect();
         assert_eq!(
             got,
             [
@@ -375,13 +386,19 @@ mod tests {
         let r = run(&cfg, host, Vec::new(), &AtomicBool::new(false), &|_| {});
         assert_eq!(r.levels.len(), 2);
         for l in &r.levels {
-            assert!(l.read_bytes_per_s > 0.0 && l.write_bytes_per_s > 0.0, "{l:?}");
+            assert!(
+                l.read_bytes_per_s > 0.0 && l.write_bytes_per_s > 0.0,
+                "{l:?}"
+            );
             assert!(l.copy_bytes_per_s > 0.0 && l.latency_ns > 0.0, "{l:?}");
             let all = l.all_threads.as_ref().unwrap();
             assert_eq!(all.threads, 2);
             assert!(all.read_bytes_per_s > 0.0 && all.latency_ns > 0.0);
         }
-        assert_eq!(r.levels[1].all_threads.as_ref().unwrap().size_bytes, 2 << 20);
+        assert_eq!(
+            r.levels[1].all_threads.as_ref().unwrap().size_bytes,
+            2 << 20
+        );
         assert!(r.warnings.iter().any(|w| w.code == "no-cache-info"));
     }
 }

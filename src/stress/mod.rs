@@ -188,7 +188,12 @@ pub fn run(
     let stop = Arc::new(AtomicBool::new(false));
     let first = sample(root);
     let start = Instant::now();
-    let handles = spawn_workers(plan, dir.as_ref().map(|d| d.path().to_path_buf()), &counters, &stop);
+    let handles = spawn_workers(
+        plan,
+        dir.as_ref().map(|d| d.path().to_path_buf()),
+        &counters,
+        &stop,
+    );
 
     let mut seconds = Vec::new();
     let (mut prev_work, mut prev_sample, mut prev_t) = (Work::default(), first, 0.0);
@@ -200,7 +205,11 @@ pub fn run(
             if interrupt.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
                 break;
             }
-            std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(20)));
+            std::thread::sleep(
+                until
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(20)),
+            );
         }
         let interrupted = interrupt.load(Ordering::Relaxed);
         let t = start.elapsed().as_secs_f64();
@@ -302,27 +311,44 @@ fn spawn_workers(
     };
     for _ in 0..plan.cpu {
         let (c, s, load) = (Arc::clone(counters), Arc::clone(stop), plan.cpu_load_pct);
-        spawn(&mut handles, Box::new(move || {
-            workers::cpu(load, &s, &c.cpu_ops);
-            Ok(())
-        }));
+        spawn(
+            &mut handles,
+            Box::new(move || {
+                workers::cpu(load, &s, &c.cpu_ops);
+                Ok(())
+            }),
+        );
     }
     for _ in 0..plan.vm {
         let (c, s) = (Arc::clone(counters), Arc::clone(stop));
         let (bytes, keep) = (plan.vm_bytes, plan.vm_keep);
-        spawn(&mut handles, Box::new(move || workers::vm(bytes, keep, &s, &c.vm_bytes)));
+        spawn(
+            &mut handles,
+            Box::new(move || workers::vm(bytes, keep, &s, &c.vm_bytes)),
+        );
     }
     for _ in 0..plan.io {
         let (c, s) = (Arc::clone(counters), Arc::clone(stop));
-        spawn(&mut handles, Box::new(move || {
-            workers::io(&s, &c.io_syncs);
-            Ok(())
-        }));
+        spawn(
+            &mut handles,
+            Box::new(move || {
+                workers::io(&s, &c.io_syncs);
+                Ok(())
+            }),
+        );
     }
     if let Some(dir) = dir {
         for w in 0..plan.hdd as usize {
-            let (c, s, d, bytes) = (Arc::clone(counters), Arc::clone(stop), dir.clone(), plan.hdd_bytes);
-            spawn(&mut handles, Box::new(move || workers::hdd(&d, w, bytes, &s, &c.hdd_bytes)));
+            let (c, s, d, bytes) = (
+                Arc::clone(counters),
+                Arc::clone(stop),
+                dir.clone(),
+                plan.hdd_bytes,
+            );
+            spawn(
+                &mut handles,
+                Box::new(move || workers::hdd(&d, w, bytes, &s, &c.hdd_bytes)),
+            );
         }
     }
     handles

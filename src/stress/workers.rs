@@ -144,8 +144,8 @@ pub fn hdd(
         .map(|_| rng.u8(..))
         .collect();
     while !stop.load(Ordering::Relaxed) {
-        let mut file = File::create(&path)
-            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let mut file =
+            File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         let mut left = bytes;
         while left > 0 && !stop.load(Ordering::Relaxed) {
             let n = (left as usize).min(chunk.len());

@@ -190,8 +190,7 @@ fn wait_until(pid: libc::pid_t, deadline: Instant) -> Result<(i32, libc::rusage,
         let ready = loop {
             // SAFETY: one valid pollfd.
             let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-            {
+            if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
                 break r > 0;
             }
         };
@@ -241,9 +240,14 @@ mod tests {
         assert_eq!(m.exit, Exit::Code(0));
         assert!(m.wall_s > 0.0);
         assert!(m.max_rss_bytes > 0);
-        let m = sp.measure(&Invocation::new("false", None).unwrap()).unwrap();
+        let m = sp
+            .measure(&Invocation::new("false", None).unwrap())
+            .unwrap();
         assert_eq!(m.exit, Exit::Code(1));
-        assert!(sp.measure(&Invocation::new("/nonexistent/x", None).unwrap()).is_err());
+        assert!(
+            sp.measure(&Invocation::new("/nonexistent/x", None).unwrap())
+                .is_err()
+        );
     }
 
     #[test]

@@ -48,7 +48,11 @@ pub fn markdown(
     out: &mut impl Write,
 ) -> io::Result<()> {
     let fastest = results.iter().map(|r| r.mean).fold(f64::INFINITY, f64::min);
-    let (unit, scale) = if fastest >= 1.0 { ("s", 1.0) } else { ("ms", 1e3) };
+    let (unit, scale) = if fastest >= 1.0 {
+        ("s", 1.0)
+    } else {
+        ("ms", 1e3)
+    };
     writeln!(
         out,
         "| Command | Mean [{unit}] | Min [{unit}] | Max [{unit}] | Relative |"

@@ -313,10 +313,7 @@ mod tests {
         assert_eq!(codes, ["nonzero-exit", "timed-out"]);
         assert_eq!(t.timed_out_runs, 1);
         assert_eq!(t.result.exit_codes, [Some(0), Some(2), None]);
-        let shell = Context {
-            shell: true,
-            ..ctx
-        };
+        let shell = Context { shell: true, ..ctx };
         let fast = TimedCommand::new("x", &runs(&[0.001, 0.001]), shell);
         assert_eq!(fast.warnings[0].code, "faster-than-shell");
     }

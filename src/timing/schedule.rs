@@ -153,7 +153,11 @@ impl Scheduler<'_> {
         for &c in cmds {
             let prep_s = self.prepare(c)?;
             let m = self.timed(c)?;
-            targets.push(self.plan.runs.target(m.wall_s + self.overhead.wall_s + prep_s));
+            targets.push(
+                self.plan
+                    .runs
+                    .target(m.wall_s + self.overhead.wall_s + prep_s),
+            );
         }
         loop {
             let mut ran = false;
@@ -352,7 +356,10 @@ mod tests {
         let mut p = plan(&["a 0.1"]);
         p.prepare = vec![Invocation::new("prep 0 1", None).unwrap()];
         let err = run(&p, &mut Mock { log: Vec::new() }).unwrap_err();
-        assert!(err.to_string().starts_with("the --prepare command 'prep 0 1' exited"));
+        assert!(
+            err.to_string()
+                .starts_with("the --prepare command 'prep 0 1' exited")
+        );
     }
 
     #[test]
