@@ -11,6 +11,8 @@ mem  DRAM bandwidth, 1 thread and all threads, read and write, on a 1 GiB workin
 cpu  the primes kernel (one op = one sysbench cpu event: primes up to 10000) against
      `sysbench cpu` events/s, 1 thread and all threads; and, from tacho's own run, every
      kernel's all-threads figure against threads x its single-thread figure.
+levels  the default `tacho bench mem` (no sysbench counterpart): single-thread read bandwidth
+     and latency per level, to see that L1, L2, L3 and DRAM come out distinct.
 Each round alternates which tool goes first; figures are medians over the rounds. Nothing
 here is a pass/fail test: machines are noisy.
 """
@@ -81,6 +83,7 @@ def main():
     mem = {"tacho": [], "sysbench": []}
     cpu = {"tacho": [], "sysbench": []}
     scaling = []
+    levels = []
     for i in range(args.rounds):
         steps = [
             lambda: mem["tacho"].append(tacho_mem()),
@@ -101,6 +104,7 @@ def main():
         for one, allk in zip(v["single_thread"]["kernels"], v["all_threads"]["kernels"]):
             row[one["name"]] = allk["ops_per_s"] / (n * one["ops_per_s"])
         scaling.append(row)
+        levels.append({l["name"]: l for l in tacho_json("bench", "mem")["levels"]})
 
     med = lambda rows, key: statistics.median(r[key] for r in rows)
     print(f"{args.rounds} rounds, {threads} threads for 'all'; medians")
@@ -115,6 +119,16 @@ def main():
     print("all threads / (threads x 1 thread), tacho bench cpu:")
     for key in scaling[0]:
         print(f"  {key:<10}{med(scaling, key):>8.3f}")
+    print()
+    print("tacho bench mem (defaults), 1 thread:")
+    print(f"  {'level':<6}{'set':>10}{'read GiB/s':>12}{'write GiB/s':>12}{'latency ns':>12}")
+    for name, first in levels[0].items():
+        rows = [r[name] for r in levels]
+        read = statistics.median(r["read_bytes_per_s"] for r in rows) / (1 << 30)
+        write = statistics.median(r["write_bytes_per_s"] for r in rows) / (1 << 30)
+        lat = statistics.median(r["latency_ns"] for r in rows)
+        size = first["size_bytes"] >> 10
+        print(f"  {name:<6}{size:>8}Ki{read:>12.1f}{write:>12.1f}{lat:>12.1f}")
 
 
 if __name__ == "__main__":

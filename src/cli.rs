@@ -24,7 +24,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Benchmark storage (`tacho bench` alone runs the quick disk suite in the current directory)
+    /// Benchmark storage, CPU or memory (`tacho bench` alone runs the quick disk suite in the
+    /// current directory)
     Bench(BenchArgs),
     /// Time commands repeatedly (hyperfine's options and JSON export; runs interleaved)
     Time(TimeArgs),

@@ -191,22 +191,24 @@ pub fn geometric_mean(values: impl Iterator<Item = f64>) -> f64 {
 
 fn warnings(r: &CpuReport) -> Vec<Warning> {
     let mut w = Vec::new();
-    for (pass, label) in [
-        (&r.single_thread, "1 thread"),
-        (&r.all_threads, "all threads"),
-    ] {
-        for k in &pass.kernels {
-            if k.spread_pct > SPREAD_WARN_PCT {
-                w.push(Warning {
-                    code: "spread",
-                    message: format!(
-                        "{} on {label} varied {:.1}% between repeats: something else is using \
-                         the CPU, or its clock is changing; re-run on an idle machine",
-                        k.name, k.spread_pct
-                    ),
-                });
-            }
-        }
+    let spread: Vec<String> = [(&r.single_thread, "1 thread"), (&r.all_threads, "all")]
+        .iter()
+        .flat_map(|(pass, label)| {
+            pass.kernels
+                .iter()
+                .filter(|k| k.spread_pct > SPREAD_WARN_PCT)
+                .map(move |k| format!("{} {label} {:.0}%", k.name, k.spread_pct))
+        })
+        .collect();
+    if !spread.is_empty() {
+        w.push(Warning {
+            code: "spread",
+            message: format!(
+                "figures varied between repeats ({}): something else is using the CPU, or its \
+                 clock is changing; re-run on an idle machine",
+                spread.join(", ")
+            ),
+        });
     }
     if r.all_threads.threads > 1 && r.scaling_pct_of_ideal < 80.0 && !r.interrupted {
         w.push(Warning {
