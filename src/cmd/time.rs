@@ -2,29 +2,38 @@
 //!
 //! Results are not saved yet: the results store (issue 4) hooks in where the report is built.
 
+use super::interrupt;
 use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
-use crate::timing::exec::{Invocation, Spawner};
+use crate::timing::exec::{Executor, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
 use crate::units::format_size_approx;
 use anyhow::{Context as _, Result, bail};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     let (plan, names) = resolve(args)?;
     // Export files are created before the runs so a wrong path fails at once, not after them.
     let exports = Exports::create(args)?;
-    let mut spawner = Spawner {
-        show_output: args.show_output,
-        max_time: args.max_time,
+    let mut spawner = Progress {
+        inner: Spawner {
+            show_output: args.show_output,
+            max_time: args.max_time,
+        },
+        runs: HashMap::new(),
+        shown: None,
     };
-    let outcome = schedule::run(&plan, &mut spawner)?;
+    let outcome = schedule::run(&plan, &mut spawner);
+    interrupt::clear_status();
+    let outcome = outcome?;
     let ctx = Context {
         shell: plan.shell.is_some(),
         warmup: plan.warmup > 0,
@@ -47,6 +56,34 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         write_human(&report, &mut out)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Counts each command's runs (warm-up included) on a terminal's status line (stderr), at
+/// most ten updates a second.
+struct Progress {
+    inner: Spawner,
+    runs: HashMap<String, u64>,
+    shown: Option<Instant>,
+}
+
+impl Executor for Progress {
+    fn measure(&mut self, inv: &Invocation) -> Result<Measurement> {
+        let n = self.runs.entry(inv.line.clone()).or_default();
+        *n += 1;
+        if self
+            .shown
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(100))
+        {
+            let text = if inv.line.is_empty() {
+                "time: measuring the shell's start-up".to_string()
+            } else {
+                format!("time: '{}' run {n}", inv.line)
+            };
+            interrupt::status_line(&text);
+            self.shown = Some(Instant::now());
+        }
+        self.inner.measure(inv)
+    }
 }
 
 /// Validates the options and builds the plan and the display names.
