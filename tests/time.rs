@@ -318,3 +318,47 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(line.contains(word), "{args:?}: expected '{word}' in {line}");
     }
 }
+
+/// Pids of processes whose command line is exactly `words`.
+fn processes(words: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+#[test]
+fn ctrl_c_kills_a_run_bounded_by_max_time() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    // A duration no other test uses, so the process is recognisably this test's.
+    let cmd = ["sleep", "7.31"];
+    let child = tacho()
+        .args(["time", "--runs", "1", "--max-time", "30s", "sleep 7.31"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while processes(&cmd).is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !processes(&cmd).is_empty(),
+        "the timed command never started"
+    );
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        processes(&cmd).is_empty(),
+        "the timed command outlived tacho"
+    );
+}

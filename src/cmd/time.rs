@@ -6,7 +6,7 @@ use super::interrupt;
 use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
-use crate::timing::exec::{Executor, Invocation, Measurement, Spawner};
+use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
@@ -27,13 +27,25 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         inner: Spawner {
             show_output: args.show_output,
             max_time: args.max_time,
+            // Runs bounded by --max-time get their own process group, out of reach of the
+            // terminal's Ctrl-C; tacho then kills them itself. Otherwise Ctrl-C ends both.
+            interrupt: match args.max_time {
+                Some(_) => Some(interrupt::stop_flag()?),
+                None => None,
+            },
         },
         runs: HashMap::new(),
         shown: None,
     };
     let outcome = schedule::run(&plan, &mut spawner);
     interrupt::clear_status();
-    let outcome = outcome?;
+    let outcome = match outcome {
+        Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+            eprintln!("tacho: interrupted; the run in progress was killed, nothing reported");
+            return Ok(ExitCode::from(interrupt::EXIT_INTERRUPTED));
+        }
+        other => other?,
+    };
     let ctx = Context {
         shell: plan.shell.is_some(),
         warmup: plan.warmup > 0,

@@ -7,6 +7,8 @@
 
 use anyhow::{Context, Result, bail};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How a run ended.
@@ -95,6 +97,8 @@ impl Invocation {
 pub struct Spawner {
     pub show_output: bool,
     pub max_time: Option<Duration>,
+    /// Set on Ctrl-C; only consulted with `max_time` (see [`wait_until`]).
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl Executor for Spawner {
@@ -119,7 +123,7 @@ impl Executor for Spawner {
                 let (s, u) = wait4(pid)?;
                 (s, u, false)
             }
-            Some(limit) => wait_until(pid, start + limit)?,
+            Some(limit) => wait_until(pid, start + limit, self.interrupt.as_deref())?,
         };
         let wall_s = start.elapsed().as_secs_f64();
         // `child` was reaped by wait4 above; dropping a std Child never waits or kills.
@@ -148,73 +152,92 @@ fn timeval_s(tv: libc::timeval) -> f64 {
 
 /// Blocks until `pid` exits; returns its wait status and rusage.
 fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage)> {
-    wait4_flags(pid, 0)?.context("wait4 returned without a child")
-}
-
-/// `wait4` with `flags`; `None` when WNOHANG found the child still running.
-fn wait4_flags(pid: libc::pid_t, flags: i32) -> Result<Option<(i32, libc::rusage)>> {
     let mut status = 0;
     // SAFETY: rusage is plain old data; zeroed is a valid value that wait4 overwrites.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
         // SAFETY: both pointers are to live locals of the right types.
-        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
-        match r {
-            0 => return Ok(None),
-            r if r == pid => return Ok(Some((status, usage))),
-            _ => {
-                let err = std::io::Error::last_os_error();
-                if err.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(err).context("wait4 failed");
-                }
-            }
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            return Ok((status, usage));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("wait4 failed");
         }
     }
 }
 
-/// Waits for `pid` until `deadline`; past it, kills the child's process group and reaps it.
-/// Returns (status, rusage, timed out).
-fn wait_until(pid: libc::pid_t, deadline: Instant) -> Result<(i32, libc::rusage, bool)> {
-    // A pidfd turns "exited or deadline" into one poll; kernels before 5.3 lack it, and there
-    // we poll wait4 every millisecond instead.
+/// Waits for `pid` until `deadline`; past it, or when `interrupt` is set, kills the child's
+/// process group (its own, so the terminal's Ctrl-C does not reach it) and reaps it.
+/// Returns (status, rusage, timed out), or [`Interrupted`].
+fn wait_until(
+    pid: libc::pid_t,
+    deadline: Instant,
+    interrupt: Option<&AtomicBool>,
+) -> Result<(i32, libc::rusage, bool)> {
+    // A pidfd turns "exited or deadline" into a poll; kernels before 5.3 lack it, and there
+    // wait4 is polled every millisecond instead.
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    let exited = if fd >= 0 {
+    let interrupted = || interrupt.is_some_and(|f| f.load(Ordering::Relaxed));
+    let exited = loop {
+        if interrupted() {
+            break false;
+        }
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = i32::try_from(remaining.as_millis().saturating_add(1)).unwrap_or(i32::MAX);
-        let ready = loop {
-            // SAFETY: one valid pollfd.
-            let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                break r > 0;
+        if remaining.is_zero() {
+            break false;
+        }
+        // Slices of at most 100 ms, so an interruption is noticed promptly.
+        let slice = remaining.min(Duration::from_millis(100));
+        if fd >= 0 {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = i32::try_from(slice.as_millis() + 1).unwrap_or(i32::MAX);
+            // SAFETY: one valid pollfd. EINTR just goes round the loop again.
+            if unsafe { libc::poll(&mut pfd, 1, ms) } > 0 {
+                break true;
             }
-        };
-        // SAFETY: fd is ours and closed once.
-        unsafe { libc::close(fd) };
-        ready
-    } else {
-        loop {
-            if let Some((s, u)) = wait4_flags(pid, libc::WNOHANG)? {
-                return Ok((s, u, false));
-            }
-            if Instant::now() >= deadline {
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(1));
+        } else if exited_without_reaping(pid) {
+            break true;
+        } else {
+            std::thread::sleep(Duration::from_millis(1).min(slice));
         }
     };
+    if fd >= 0 {
+        // SAFETY: fd is ours and closed once.
+        unsafe { libc::close(fd) };
+    }
     if !exited {
         // SAFETY: signalling the child's own process group (its pid, set at spawn).
         unsafe { libc::kill(-pid, libc::SIGKILL) };
     }
     let (s, u) = wait4(pid)?;
+    if !exited && interrupted() {
+        return Err(Interrupted.into());
+    }
     Ok((s, u, !exited))
 }
+
+/// Whether `pid` has exited, leaving it to be reaped by `wait4` (which gives the rusage).
+fn exited_without_reaping(pid: libc::pid_t) -> bool {
+    // SAFETY: siginfo_t is plain data; waitid fills it. WNOWAIT leaves the child waitable.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: a valid out-pointer; P_PID with the child's pid.
+    let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+    // SAFETY: si_pid is valid to read after waitid succeeded (0 when nothing changed).
+    r == 0 && unsafe { info.si_pid() } != 0
+}
+
+/// Ctrl-C, SIGTERM or SIGHUP arrived while a run was being timed; the run was killed.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
 
 #[cfg(test)]
 mod tests {
@@ -235,6 +258,7 @@ mod tests {
         let mut sp = Spawner {
             show_output: false,
             max_time: None,
+            interrupt: None,
         };
         let m = sp.measure(&Invocation::new("true", None).unwrap()).unwrap();
         assert_eq!(m.exit, Exit::Code(0));
@@ -255,10 +279,34 @@ mod tests {
         let mut sp = Spawner {
             show_output: false,
             max_time: Some(Duration::from_millis(50)),
+            interrupt: None,
         };
         let m = sp
             .measure(&Invocation::new("sleep 5", Some("sh")).unwrap())
             .unwrap();
         assert_eq!(m.exit, Exit::TimedOut);
+        let stop = Arc::new(AtomicBool::new(true));
+        sp.max_time = Some(Duration::from_secs(60));
+        sp.interrupt = Some(stop);
+        let err = sp
+            .measure(&Invocation::new("sleep 5", Some("sh")).unwrap())
+            .unwrap_err();
+        assert!(err.downcast_ref::<Interrupted>().is_some(), "{err}");
+    }
+
+    #[test]
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped by wait4, which the lint cannot see"
+    )]
+    fn exit_is_seen_without_reaping() {
+        let child = Command::new("true").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        while !exited_without_reaping(pid) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Still waitable: wait4 gets its status and rusage.
+        let (status, _) = wait4(pid).unwrap();
+        assert!(libc::WIFEXITED(status));
     }
 }
