@@ -13,6 +13,9 @@ cpu  the primes kernel (one op = one sysbench cpu event: primes up to 10000) aga
      kernel's all-threads figure against threads x its single-thread figure.
 levels  the default `tacho bench mem` (no sysbench counterpart): single-thread read bandwidth
      and latency per level, to see that L1, L2, L3 and DRAM come out distinct.
+Before each cpu round the script waits (up to --idle-wait seconds) for a second in which the
+machine's CPUs are at most 10% busy, since scaling can only be judged on idle cores; the busy
+share it last saw is printed with the figures.
 Each round alternates which tool goes first; figures are medians over the rounds. Nothing
 here is a pass/fail test: machines are noisy.
 """
@@ -23,6 +26,7 @@ import os
 import re
 import statistics
 import subprocess
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TACHO = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
@@ -53,6 +57,27 @@ def sysbench_cpu(threads):
     return float(re.search(r"events per second:\s+([\d.]+)", out).group(1))
 
 
+def busy_share(seconds=1.0):
+    """Share of all CPUs' time spent busy over `seconds`, from /proc/stat."""
+    def ticks():
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        idle = f[3] + f[4]
+        return sum(f[:8]) - idle, sum(f[:8])
+    b0, t0 = ticks()
+    time.sleep(seconds)
+    b1, t1 = ticks()
+    return (b1 - b0) / max(t1 - t0, 1)
+
+
+def wait_idle(limit_s):
+    """Waits for a quiet second; returns the busy share last seen."""
+    deadline = time.time() + limit_s
+    while True:
+        busy = busy_share()
+        if busy <= 0.10 or time.time() >= deadline:
+            return busy
+
+
 def tacho_mem():
     lvl = tacho_json("bench", "mem", "--level", "dram", "--dram-size", "1G", "--repeat", "1",
                      "--runtime", "500ms")["levels"][0]
@@ -78,12 +103,14 @@ def sysbench_mems(threads):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--idle-wait", type=float, default=60.0)
     args = ap.parse_args()
     threads = os.cpu_count()
     mem = {"tacho": [], "sysbench": []}
     cpu = {"tacho": [], "sysbench": []}
     scaling = []
     levels = []
+    busy_before = []
     for i in range(args.rounds):
         steps = [
             lambda: mem["tacho"].append(tacho_mem()),
@@ -93,6 +120,7 @@ def main():
             steps.reverse()
         for step in steps:
             step()
+        busy_before.append(wait_idle(args.idle_wait))
         v = tacho_json("bench", "cpu", "--repeat", "1", "--runtime", "1s")
         primes = lambda p: next(k["ops_per_s"] for k in v[p]["kernels"] if k["name"] == "primes")
         t = {"1 thread": primes("single_thread"), "all threads": primes("all_threads")}
@@ -116,7 +144,8 @@ def main():
         t, s = med(cpu["tacho"], key), med(cpu["sysbench"], key)
         print(f"{'primes events/s ' + key:<34}{t:>12.0f}{s:>12.0f}{t / s:>8.3f}")
     print()
-    print("all threads / (threads x 1 thread), tacho bench cpu:")
+    busy = ", ".join(f"{b * 100:.0f}%" for b in busy_before)
+    print(f"all threads / (threads x 1 thread), tacho bench cpu (CPUs busy just before: {busy}):")
     for key in scaling[0]:
         print(f"  {key:<10}{med(scaling, key):>8.3f}")
     print()

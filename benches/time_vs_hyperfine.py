@@ -6,8 +6,12 @@ Usage:
 
 Each round runs `tacho time -N --runs R true` and `hyperfine -N --runs R true`, alternating which
 goes first, and records per tool:
-  reported mean / median   what the tool says `true` took: its spawn-and-wait path is in it,
-                           so a lower figure means less overhead in the measurement itself
+  reported mean / median / min
+                           what the tool says `true` took: its spawn-and-wait path is in it,
+                           so a lower figure means less overhead in the measurement itself.
+                           On a shared VM some runs take a whole scheduler tick (4 ms) for
+                           either tool, in bursts; the mean follows those bursts, the median
+                           and the minimum do not
   wall per run             the whole tool process's wall time divided by R
   own CPU per run          the tool's user+system CPU minus what it reports for its children
                            (getrusage(RUSAGE_CHILDREN) of this script around the tool), over R
@@ -43,6 +47,7 @@ def measure(cmd, export, runs):
     return {
         "mean_us": r["mean"] * 1e6,
         "median_us": r["median"] * 1e6,
+        "min_us": r["min"] * 1e6,
         "wall_per_run_us": wall / runs * 1e6,
         "own_cpu_per_run_us": (cpu - reported_children_cpu) / runs * 1e6,
     }
@@ -70,7 +75,7 @@ def main():
                              text=True).stdout.strip()
     print(f"{version}; {args.rounds} rounds of {args.runs} runs of `true` with -N; medians")
     print(f"{'metric':<22}{'tacho':>12}{'hyperfine':>12}{'tacho/hf':>10}")
-    for metric in ["mean_us", "median_us", "wall_per_run_us", "own_cpu_per_run_us"]:
+    for metric in ["mean_us", "median_us", "min_us", "wall_per_run_us", "own_cpu_per_run_us"]:
         t = statistics.median(r[metric] for r in out["tacho"])
         h = statistics.median(r[metric] for r in out["hyperfine"])
         print(f"{metric:<22}{t:>12.1f}{h:>12.1f}{t / h:>10.3f}")
