@@ -362,3 +362,25 @@ fn ctrl_c_kills_a_run_bounded_by_max_time() {
         "the timed command outlived tacho"
     );
 }
+
+#[test]
+fn a_failed_run_leaves_no_export_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new.json");
+    let old = dir.path().join("old.csv");
+    std::fs::write(&old, "previous results\n").unwrap();
+    let o = run(&[
+        "time",
+        "-N",
+        "--runs",
+        "1",
+        "false",
+        "--export-json",
+        new.to_str().unwrap(),
+        "--export-csv",
+        old.to_str().unwrap(),
+    ]);
+    assert_error(&o);
+    assert!(!new.exists(), "a new export file was left behind");
+    assert_eq!(std::fs::read_to_string(&old).unwrap(), "previous results\n");
+}

@@ -35,11 +35,11 @@ pub struct TimeArgs {
     #[arg(short = 'p', long, value_name = "CMD")]
     pub prepare: Vec<String>,
 
-    /// Command run once before the first run
+    /// Command run once before the runs (before each command's block with --no-interleave)
     #[arg(short = 's', long, value_name = "CMD")]
     pub setup: Option<String>,
 
-    /// Command run once after the last run
+    /// Command run once after the runs (after each command's block with --no-interleave)
     #[arg(short = 'c', long, value_name = "CMD")]
     pub cleanup: Option<String>,
 

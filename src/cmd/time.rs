@@ -13,16 +13,16 @@ use crate::timing::schedule::{self, Plan, RunCount};
 use crate::units::format_size_approx;
 use anyhow::{Context as _, Result, bail};
 use std::collections::HashMap;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     let (plan, names) = resolve(args)?;
     // Export files are created before the runs so a wrong path fails at once, not after them.
-    let exports = Exports::create(args)?;
+    let exports = Exports::open(args)?;
     let mut spawner = Progress {
         inner: Spawner {
             show_output: args.show_output,
@@ -159,47 +159,81 @@ fn resolve(args: &TimeArgs) -> Result<(Plan, Vec<String>)> {
     Ok((plan, names))
 }
 
-/// The export files asked for, opened before any run.
+/// The export files asked for, opened (not truncated) before any run so a wrong path fails at
+/// once. If the runs fail, files this run created are removed and existing ones are left as
+/// they were.
 struct Exports {
-    json: Option<BufWriter<File>>,
-    csv: Option<BufWriter<File>>,
-    markdown: Option<BufWriter<File>>,
+    files: Vec<ExportFile>,
+}
+
+struct ExportFile {
+    path: PathBuf,
+    kind: ExportKind,
+    file: Option<File>,
+    created: bool,
+}
+
+#[derive(Clone, Copy)]
+enum ExportKind {
+    Json,
+    Csv,
+    Markdown,
 }
 
 impl Exports {
-    fn create(args: &TimeArgs) -> Result<Exports> {
-        let open = |p: &Option<std::path::PathBuf>| -> Result<Option<BufWriter<File>>> {
-            p.as_deref().map(create).transpose()
-        };
-        Ok(Exports {
-            json: open(&args.export_json)?,
-            csv: open(&args.export_csv)?,
-            markdown: open(&args.export_markdown)?,
-        })
+    fn open(args: &TimeArgs) -> Result<Exports> {
+        let mut files = Vec::new();
+        for (path, kind) in [
+            (&args.export_json, ExportKind::Json),
+            (&args.export_csv, ExportKind::Csv),
+            (&args.export_markdown, ExportKind::Markdown),
+        ] {
+            let Some(path) = path else { continue };
+            let created = !path.exists();
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .with_context(|| format!("cannot create the export file {}", path.display()))?;
+            files.push(ExportFile {
+                path: path.clone(),
+                kind,
+                file: Some(file),
+                created,
+            });
+        }
+        Ok(Exports { files })
     }
 
-    fn write(self, report: &TimeReport) -> Result<()> {
+    fn write(mut self, report: &TimeReport) -> Result<()> {
         let plain: Vec<_> = report.results.iter().map(|r| r.result.clone()).collect();
-        if let Some(mut f) = self.json {
-            export::json(&plain, &mut f)?;
-            f.flush()?;
-        }
-        if let Some(mut f) = self.csv {
-            export::csv(&plain, &mut f)?;
-            f.flush()?;
-        }
-        if let Some(mut f) = self.markdown {
-            export::markdown(&plain, &report.relative, &mut f)?;
-            f.flush()?;
+        for f in &mut self.files {
+            let Some(file) = f.file.take() else { continue };
+            let context = || format!("cannot write the export file {}", f.path.display());
+            file.set_len(0).with_context(context)?;
+            let mut out = BufWriter::new(file);
+            match f.kind {
+                ExportKind::Json => export::json(&plain, &mut out),
+                ExportKind::Csv => export::csv(&plain, &mut out),
+                ExportKind::Markdown => export::markdown(&plain, &report.relative, &mut out),
+            }
+            .and_then(|()| out.flush())
+            .with_context(context)?;
+            f.created = false;
         }
         Ok(())
     }
 }
 
-fn create(path: &Path) -> Result<BufWriter<File>> {
-    File::create(path)
-        .map(BufWriter::new)
-        .with_context(|| format!("cannot create the export file {}", path.display()))
+impl Drop for Exports {
+    fn drop(&mut self) {
+        for f in &self.files {
+            if f.created {
+                let _ = std::fs::remove_file(&f.path);
+            }
+        }
+    }
 }
 
 /// Verdict, warnings, then one block per command as hyperfine prints it, plus peak memory.
