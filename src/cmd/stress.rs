@@ -137,7 +137,7 @@ fn describe(p: &Plan) -> String {
         parts.push(format!(
             "{} vm × {}{}",
             p.vm,
-            format_size(p.vm_bytes),
+            format_size_approx(p.vm_bytes),
             if p.vm_keep { " (kept)" } else { "" }
         ));
     }
