@@ -41,7 +41,7 @@ def run_json(cmd):
 def tacho(target, rw, bs, qd, engine, direct, sync, runtime, size):
     cmd = [TACHO, "bench", "disk", target, "--rw", rw, "--bs", bs, "--iodepth", str(qd),
            "--engine", engine, "--runtime", f"{runtime}s", "--size", size, "--json",
-           "--direct" if direct else "--buffered"]
+           "--direct" if direct else "--buffered", "--no-save"]
     if sync:
         cmd += ["--fdatasync", str(sync)]
     if rw in ("write", "randwrite", "rw", "randrw"):

@@ -1,12 +1,15 @@
 //! The command line, as plain data (clap derive). Validation that needs more than one option,
 //! or the target, happens in `cmd`, before any side effect.
 
-use crate::io::{EngineKind, Rw};
+use crate::files::ops::Ops;
+use crate::io::{BsShare, EngineKind, Rw};
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod results;
+pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand};
 mod kit;
 pub use kit::{CpuArgs, KernelName, LevelName, MemArgs, StressArgs, TimeArgs, VmBytes};
 
@@ -27,6 +30,16 @@ pub enum Command {
     /// Benchmark storage, CPU or memory (`tacho bench` alone runs the quick disk suite in the
     /// current directory)
     Bench(BenchArgs),
+    /// Which process reads and writes which file, live (fanotify); or which file owns a sector
+    Files(Box<FilesArgs>),
+    /// Stored benchmark runs: list, show, rm, export, import (also fio JSON)
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Compare stored runs side by side, with significance and configuration differences
+    Compare(CompareArgs),
+    /// Live diagnosis: CPU, memory, PSI, disks (every iostat -x column), processes' I/O,
+    /// cgroups, network, and a verdict first
+    Top(TopArgs),
     /// Time commands repeatedly (hyperfine's options and JSON export; runs interleaved)
     Time(TimeArgs),
     /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
@@ -50,7 +63,7 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchWhat {
     /// Storage benchmark on a directory (a temporary test file), a file, or a block device
-    Disk(DiskArgs),
+    Disk(Box<DiskArgs>),
     /// CPU throughput, single-thread and all threads, on kernels that cannot be optimised away
     Cpu(CpuArgs),
     /// Memory bandwidth (read, write, copy) and latency at L1, L2, L3 and DRAM working sets
@@ -66,6 +79,23 @@ pub struct DiskArgs {
     /// Run a fixed suite of tests instead of one custom test [default: quick]
     #[arg(long, value_name = "NAME", conflicts_with = "rw")]
     pub suite: Option<String>,
+
+    /// List the suites with their versions and tests, then exit
+    #[arg(long)]
+    pub list_suites: bool,
+
+    /// Print the equivalent fio command line of every test instead of running
+    #[arg(long)]
+    pub print_fio: bool,
+
+    /// Runs of every test; the report gives their median and spread [default: 3 for suites, 1
+    /// for a custom test]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: Option<u32>,
+
+    /// etcd suite: the fdatasync p99 that passes, e.g. 10ms [default: 10ms]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub threshold: Option<Duration>,
 
     /// Access pattern of a custom test
     #[arg(long, value_enum, help_heading = "Custom test (fio's option names)")]
@@ -86,6 +116,10 @@ pub struct DiskArgs {
     /// Share of reads in a mixed (rw, randrw) test, in percent [default: 50]
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u8).range(0..=100), help_heading = "Custom test (fio's option names)")]
     pub rwmixread: Option<u8>,
+
+    /// Block-size mix of a random test, e.g. 4k/60:64k/40 (sizes/percent, adding up to 100)
+    #[arg(long, value_name = "MIX", value_parser = parse_bssplit, conflicts_with = "bs", help_heading = "Custom test (fio's option names)")]
+    pub bssplit: Option<BsSplit>,
 
     /// fsync after every N writes
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "fdatasync", help_heading = "Custom test (fio's option names)")]
@@ -108,6 +142,10 @@ pub struct DiskArgs {
     #[arg(long, overrides_with = "direct")]
     pub buffered: bool,
 
+    /// Where the target refuses O_DIRECT, run buffered instead of stopping (with a warning)
+    #[arg(long)]
+    pub allow_buffered: bool,
+
     /// Region or test file size, e.g. 1G [default: 1G for a test file, the whole file or device
     /// otherwise]
     #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
@@ -122,7 +160,7 @@ pub struct DiskArgs {
     pub ramp: Option<Duration>,
 
     /// Seed of the random offsets, for repeatable runs
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     pub randseed: Option<u64>,
 
     /// Allow writing over an existing file or a block device that holds data
@@ -132,6 +170,169 @@ pub struct DiskArgs {
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub record: RecordArgs,
+}
+
+#[derive(Debug, Args, Default)]
+#[command(
+    after_help = "Letters: R read, C close, W write (CW: closed after writing), O open, \
++ create, D delete, < moved from, > moved to.\n\
+Examples:\n  tacho files --ops W --duration 30s --timestamps\n  \
+tacho files --pid 1234 --children --summary\n  tacho files --sector /dev/sda1 536514808"
+)]
+pub struct FilesArgs {
+    /// Watch only the filesystem holding PATH (repeatable) [default: every device-backed
+    /// filesystem, or those holding the --path prefixes]
+    #[arg(long, value_name = "PATH", help_heading = "What to watch")]
+    pub mount: Vec<PathBuf>,
+
+    /// Show only this process (and its threads); repeatable
+    #[arg(long, value_name = "PID", value_parser = parse_pid, help_heading = "Filters")]
+    pub pid: Vec<i32>,
+
+    /// With --pid: also the processes it starts, and theirs
+    #[arg(long, requires = "pid", help_heading = "Filters")]
+    pub children: bool,
+
+    /// Show only processes with this command name (as in ps -o comm); repeatable
+    #[arg(long, value_name = "NAME", help_heading = "Filters")]
+    pub comm: Vec<String>,
+
+    /// Show only files under this directory or path prefix; repeatable
+    #[arg(long, value_name = "PREFIX", help_heading = "Filters")]
+    pub path: Vec<PathBuf>,
+
+    /// Show only these operation letters, e.g. W or RW+D
+    #[arg(long, value_name = "LETTERS", value_parser = parse_ops, allow_hyphen_values = true, help_heading = "Filters")]
+    pub ops: Option<Ops>,
+
+    /// Hide this process; repeatable
+    #[arg(long, value_name = "PID", value_parser = parse_pid, help_heading = "Filters")]
+    pub exclude_pid: Vec<i32>,
+
+    /// Hide processes with this command name; repeatable
+    #[arg(long, value_name = "NAME", help_heading = "Filters")]
+    pub exclude_comm: Vec<String>,
+
+    /// Stop after this long, e.g. 30s, 5m [default: until Ctrl-C]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub duration: Option<Duration>,
+
+    /// Write events to FILE instead of stdout (it must not exist yet)
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Start each line with the local time (HH:MM:SS.micros)
+    #[arg(long, short = 't')]
+    pub timestamps: bool,
+
+    /// One JSON object per line (schema tacho.files.v1): a header, one per event (ts, pid,
+    /// comm, ops, path), a trailer with totals
+    #[arg(long)]
+    pub json: bool,
+
+    /// At the end (or on Ctrl-C) rank files and processes by events per letter; events are
+    /// then not listed, unless --output is given
+    #[arg(long)]
+    pub summary: bool,
+
+    /// Let the kernel queue events without limit instead of dropping them past 16384 (uses
+    /// kernel memory while tacho falls behind)
+    #[arg(long)]
+    pub unbounded_queue: bool,
+
+    /// Which file owns each SECTOR (512-byte units from the start of DEV) of the mounted
+    /// block device DEV, via FIEMAP; ext4, XFS and btrfs
+    #[arg(long, num_args = 2.., value_names = ["DEV", "SECTOR"],
+          conflicts_with_all = ["mount", "pid", "comm", "path", "ops", "exclude_pid", "exclude_comm",
+          "duration", "output", "timestamps", "summary", "unbounded_queue"])]
+    pub sector: Vec<String>,
+}
+
+fn parse_pid(text: &str) -> Result<i32, String> {
+    match text.parse::<i32>() {
+        Ok(pid) if pid > 0 => Ok(pid),
+        _ => Err(format!(
+            "{text:?} is not a process id; give a positive number, e.g. 1234"
+        )),
+    }
+}
+
+fn parse_ops(text: &str) -> Result<Ops, String> {
+    Ops::parse(text)
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Plain text every --interval (like `iostat -x 1`) instead of the interactive screen
+    #[arg(long)]
+    pub batch: bool,
+
+    /// One JSON object per sample per line (schema tacho.top.v1) instead of the screen
+    #[arg(long, conflicts_with = "batch")]
+    pub json: bool,
+
+    /// Time between samples, e.g. 1s, 500ms, 5s [default: 1s]
+    #[arg(long, value_name = "DUR", value_parser = parse_interval, allow_hyphen_values = true)]
+    pub interval: Option<Duration>,
+
+    /// Stop after this many samples [default: run until Ctrl-C or q]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+
+    /// Processes and cgroups listed per sample
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: u16,
+
+    /// What the process list is sorted by
+    #[arg(long, value_enum, default_value = "io")]
+    pub sort: crate::model::SortKey,
+
+    /// Serve the figures as Prometheus text on http://ADDR/metrics (e.g. 127.0.0.1:9101);
+    /// without --batch or --json, tacho only serves
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+        return Err(format!(
+            "the interval must be from 100ms to 1h, e.g. 1s or 500ms (got {text})"
+        ));
+    }
+    Ok(d)
+}
+
+/// A parsed `--bssplit` (a newtype, so clap takes it as one value, not a list of values).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BsSplit(pub Vec<BsShare>);
+
+fn parse_bssplit(text: &str) -> Result<BsSplit, String> {
+    let mut shares = Vec::new();
+    for part in text.split(':') {
+        let (size, pct) = part.split_once('/').ok_or_else(|| {
+            format!("'{part}' is not SIZE/PERCENT; write the mix as e.g. 4k/60:64k/40")
+        })?;
+        let pct: u8 = pct
+            .parse()
+            .ok()
+            .filter(|p| (1..=100).contains(p))
+            .ok_or_else(|| format!("'{pct}' is not a percentage from 1 to 100"))?;
+        shares.push(BsShare {
+            size: parse_block_size(size)?,
+            pct,
+        });
+    }
+    let total: u32 = shares.iter().map(|s| u32::from(s.pct)).sum();
+    if total != 100 {
+        return Err(format!(
+            "the percentages add up to {total}, not 100; e.g. 4k/60:64k/40"
+        ));
+    }
+    Ok(BsSplit(shares))
 }
 
 fn parse_block_size(text: &str) -> Result<u64, String> {

@@ -77,19 +77,18 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
-/// A size rounded to three significant digits in the largest fitting binary unit: `23.9 GiB`,
-/// `512 MiB`, `1.50 KiB`; for amounts measured rather than chosen (free memory, peak RSS).
-pub fn format_size_approx(bytes: u64) -> String {
+/// Bytes in the largest binary unit that keeps them readable: `22.0 MiB`, `1.5 GiB`, `812 B`.
+pub fn format_bytes_approx(bytes: u64) -> String {
     const UNITS: [(&str, u32); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
-    for (name, shift) in UNITS {
-        if bytes >= 1u64 << shift {
-            return format!(
+    UNITS
+        .iter()
+        .find(|(_, shift)| bytes >= 1u64 << shift)
+        .map_or(format!("{bytes} B"), |(name, shift)| {
+            format!(
                 "{} {name}",
                 three_digits(bytes as f64 / (1u64 << shift) as f64)
-            );
-        }
-    }
-    format!("{bytes} B")
+            )
+        })
 }
 
 /// A rate or count with a k/M suffix and three significant digits: `74.1k`, `812`, `1.25M`.
@@ -204,9 +203,9 @@ mod tests {
         assert_eq!(format_size(4096), "4KiB");
         assert_eq!(format_size(1 << 20), "1MiB");
         assert_eq!(format_size(2300), "2300B");
-        assert_eq!(format_size_approx(23_891_580 * 1024), "22.8 GiB");
-        assert_eq!(format_size_approx(512 << 20), "512 MiB");
-        assert_eq!(format_size_approx(100), "100 B");
+        assert_eq!(format_bytes_approx(23_066_700), "22.0 MiB");
+        assert_eq!(format_bytes_approx(812), "812 B");
+        assert_eq!(format_bytes_approx(3 << 30), "3.00 GiB");
         assert_eq!(format_count(74_123.0), "74.1k");
         assert_eq!(format_count(812.0), "812");
         assert_eq!(

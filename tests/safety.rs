@@ -335,6 +335,8 @@ fn an_interrupted_suite_reports_the_tests_that_finished() {
             "500ms",
             "--ramp",
             "0s",
+            "--repeat",
+            "1",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,8 +1,11 @@
 //! The storage benchmark: suites, plans, targets, the run loop, results and verdicts.
 
+pub mod fio_cmd;
+pub mod honesty;
 pub mod plan;
 pub mod result;
 pub mod run;
 pub mod suite;
 pub mod target;
+pub mod testfile;
 pub mod verdict;

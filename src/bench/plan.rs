@@ -1,15 +1,16 @@
 //! Turns the command line into the list of tests to run, rejecting what cannot work before
 //! anything is created (the second step of argument handling).
 
-use super::suite::{self, Suite};
+use super::suite::{self, Suite, SuiteTest};
 use super::target::{Inspected, Kind};
 use crate::cli::DiskArgs;
-use crate::io::{EngineKind, JobSpec, Rw, SyncEvery, SyncKind};
+use crate::io::{EngineKind, JobSpec, SyncEvery, SyncKind};
 use crate::units::format_size;
 use anyhow::{Result, bail};
 use std::time::Duration;
 
 const CUSTOM_RUNTIME: Duration = Duration::from_secs(10);
+const SUITE_REPEATS: u32 = 3;
 
 #[derive(Debug)]
 pub struct PlannedTest {
@@ -20,17 +21,32 @@ pub struct PlannedTest {
 #[derive(Debug)]
 pub struct Plan {
     pub suite: Option<Suite>,
+    /// False when options changed a suite's method (runtime, ramp, size, buffered I/O): such
+    /// results do not compare with standard runs of the same suite version.
+    pub standard: bool,
     pub tests: Vec<PlannedTest>,
     /// Bytes of the file or device the tests touch (the test file's size for a directory).
     pub region_bytes: u64,
-    pub direct: bool,
     pub writes: bool,
+    /// Fill a test file with data before the first test.
+    pub prefill: bool,
+    pub repeat: u32,
+    /// The etcd suite's pass mark for fdatasync p99.
+    pub threshold: Option<Duration>,
+}
+
+impl Plan {
+    /// True when any test uses O_DIRECT (the target must accept it).
+    pub fn any_direct(&self) -> bool {
+        self.tests.iter().any(|t| t.spec.direct)
+    }
 }
 
 /// Options that describe one custom test and so make no sense with a suite.
 fn custom_options(a: &DiskArgs) -> Vec<&'static str> {
     let given = [
         ("--bs", a.bs.is_some()),
+        ("--bssplit", a.bssplit.is_some()),
         ("--iodepth", a.iodepth.is_some()),
         ("--numjobs", a.numjobs.is_some()),
         ("--rwmixread", a.rwmixread.is_some()),
@@ -43,13 +59,13 @@ fn custom_options(a: &DiskArgs) -> Vec<&'static str> {
 /// `engine` is what the machine can run: the asked-for engine, or psync when io_uring is
 /// blocked (the caller notes the fallback).
 pub fn plan(a: &DiskArgs, target: &Inspected, engine: EngineKind) -> Result<Plan> {
-    let direct = !a.buffered;
     if a.runtime == Some(Duration::ZERO) {
         bail!("--runtime must be longer than zero, e.g. 5s");
     }
-    let seed = a.randseed.unwrap_or_else(|| fastrand::u64(..));
+    // Below 2^63: fio's --randseed takes no larger value, and --print-fio must reproduce it.
+    let seed = a.randseed.unwrap_or_else(|| fastrand::u64(..1 << 63));
     let (suite, shapes) = match a.rw {
-        Some(rw) => (None, vec![custom_shape(a, rw, engine)?]),
+        Some(_) => (None, vec![custom_shape(a)?]),
         None => {
             if let Some(first) = custom_options(a).first() {
                 bail!(
@@ -59,34 +75,22 @@ pub fn plan(a: &DiskArgs, target: &Inspected, engine: EngineKind) -> Result<Plan
             }
             let suite =
                 suite::find(a.suite.as_deref().unwrap_or("quick")).map_err(anyhow::Error::msg)?;
-            if engine == EngineKind::Sync {
-                bail!(
-                    "the {} suite keeps several I/Os in flight, which the sync engine cannot; \
-                     drop --engine or use --engine io_uring or psync",
-                    suite.name
-                );
-            }
-            let shapes = suite
-                .tests
-                .iter()
-                .map(|t| Shape {
-                    name: t.name.to_string(),
-                    rw: t.rw,
-                    bs: t.bs,
-                    iodepth: t.iodepth,
-                    numjobs: t.numjobs,
-                    rwmixread: 50,
-                    sync: t.sync,
-                    engine,
-                    runtime: a.runtime.unwrap_or(suite.runtime),
-                    ramp: a.ramp.unwrap_or(suite.ramp),
-                })
-                .collect();
+            let shapes = suite.tests.clone();
             (Some(suite), shapes)
         }
     };
-    let lbs = u64::from(target.info.logical_block_size.max(1));
-    let region_wanted = a.size.unwrap_or(target.capacity);
+    let is_etcd = suite.as_ref().is_some_and(|s| s.name == "etcd");
+    if a.threshold.is_some() && !is_etcd {
+        bail!("--threshold sets the etcd suite's pass mark; add --suite etcd or drop it");
+    }
+    let runtime = a
+        .runtime
+        .unwrap_or(suite.as_ref().map_or(CUSTOM_RUNTIME, |s| s.runtime));
+    let ramp = a
+        .ramp
+        .unwrap_or(suite.as_ref().map_or(Duration::ZERO, |s| s.ramp));
+    let suite_size = suite.as_ref().and_then(|s| s.size);
+    let region_wanted = a.size.or(suite_size).unwrap_or(target.capacity);
     if region_wanted > target.capacity && target.kind != Kind::Directory {
         bail!(
             "--size {} is larger than the target ({}); give at most {}",
@@ -98,76 +102,94 @@ pub fn plan(a: &DiskArgs, target: &Inspected, engine: EngineKind) -> Result<Plan
     let max_bs = shapes.iter().map(|s| s.bs).max().unwrap_or(1);
     // Whole blocks of the largest block size, so every test's I/Os stay inside the region.
     let region_bytes = region_wanted / max_bs * max_bs;
+    let lbs = u64::from(target.info.logical_block_size.max(1));
     let mut tests = Vec::new();
     for s in shapes {
-        if direct && s.bs % lbs != 0 {
+        let test_engine = s.engine.unwrap_or(engine);
+        if test_engine == EngineKind::Sync && s.iodepth > 1 {
             bail!(
-                "--bs {} is not a multiple of the logical block size ({lbs} bytes), which direct \
-                 I/O requires; use a multiple of {lbs}, or add --buffered",
-                s.bs
+                "--iodepth {} needs an asynchronous engine: the sync engine does one I/O at a \
+                 time; use --engine io_uring (or psync){}",
+                s.iodepth,
+                if suite.is_some() {
+                    " with this suite"
+                } else {
+                    ""
+                }
             );
         }
-        if region_bytes < s.bs {
-            bail!(
-                "the region ({}) is smaller than one block ({}); use a larger --size",
-                format_size(region_wanted),
-                format_size(s.bs)
-            );
-        }
+        let direct = s.direct.unwrap_or(!a.buffered);
+        validate_sizes(&s, direct, lbs, region_bytes, region_wanted)?;
         tests.push(PlannedTest {
             name: s.name,
             spec: JobSpec {
                 rw: s.rw,
                 bs: s.bs,
+                bssplit: s.bssplit,
                 iodepth: s.iodepth,
                 numjobs: s.numjobs,
                 region_bytes,
-                runtime: s.runtime,
-                ramp: s.ramp,
-                rwmixread: s.rwmixread,
+                runtime,
+                ramp,
+                io_limit: suite.as_ref().and_then(|s| s.io_limit),
+                rwmixread: s.rwmixread.unwrap_or(50),
                 sync: s.sync,
                 direct,
-                engine: s.engine,
+                engine: test_engine,
                 seed,
             },
         });
     }
     let writes = tests.iter().any(|t| t.spec.rw.writes());
+    let changed = a.runtime.is_some() || a.ramp.is_some() || a.size.is_some() || a.buffered;
     Ok(Plan {
+        standard: suite.is_some() && !changed,
+        prefill: suite.as_ref().is_none_or(|s| s.prefill),
+        repeat: a
+            .repeat
+            .unwrap_or(if suite.is_some() { SUITE_REPEATS } else { 1 }),
+        threshold: is_etcd.then(|| a.threshold.unwrap_or(suite::ETCD_P99_LIMIT)),
         suite,
         tests,
         region_bytes,
-        direct,
         writes,
     })
 }
 
-struct Shape {
-    name: String,
-    rw: Rw,
-    bs: u64,
-    iodepth: u32,
-    numjobs: u32,
-    rwmixread: u8,
-    sync: Option<SyncEvery>,
-    engine: EngineKind,
-    runtime: Duration,
-    ramp: Duration,
-}
-
-fn custom_shape(a: &DiskArgs, rw: Rw, engine: EngineKind) -> Result<Shape> {
-    let iodepth = a.iodepth.unwrap_or(1);
-    if engine == EngineKind::Sync && iodepth > 1 {
+fn validate_sizes(s: &SuiteTest, direct: bool, lbs: u64, region: u64, wanted: u64) -> Result<()> {
+    let sizes: Vec<u64> = if s.bssplit.is_empty() {
+        vec![s.bs]
+    } else {
+        s.bssplit.iter().map(|b| b.size).collect()
+    };
+    for size in sizes {
+        if direct && size % lbs != 0 {
+            bail!(
+                "block size {size} is not a multiple of the logical block size ({lbs} bytes), \
+                 which direct I/O requires; use a multiple of {lbs}, or add --buffered"
+            );
+        }
+    }
+    if region < s.bs {
         bail!(
-            "--iodepth {iodepth} needs an asynchronous engine: the sync engine does one I/O at a \
-             time; drop --iodepth or use --engine io_uring"
+            "the region ({}) is smaller than one block ({}); use a larger --size",
+            format_size(wanted),
+            format_size(s.bs)
         );
     }
-    let threads = iodepth * a.numjobs.unwrap_or(1);
-    if engine == EngineKind::Psync && threads > 1024 {
+    Ok(())
+}
+
+/// The one test the custom options describe, with fio's defaults where they are silent.
+fn custom_shape(a: &DiskArgs) -> Result<SuiteTest> {
+    let rw = a.rw.expect("custom tests have --rw");
+    let iodepth = a.iodepth.unwrap_or(1);
+    let numjobs = a.numjobs.unwrap_or(1);
+    if a.engine == Some(EngineKind::Psync) && iodepth * numjobs > 1024 {
         bail!(
-            "--engine psync runs one thread per queued I/O, and {threads} threads is too many; \
-             lower --iodepth × --numjobs to 1024 or use --engine io_uring"
+            "--engine psync runs one thread per queued I/O, and {} threads is too many; \
+             lower --iodepth × --numjobs to 1024 or use --engine io_uring",
+            iodepth * numjobs
         );
     }
     let sync = match (a.fsync, a.fdatasync) {
@@ -187,26 +209,35 @@ fn custom_shape(a: &DiskArgs, rw: Rw, engine: EngineKind) -> Result<Shape> {
     if a.rwmixread.is_some() && !rw.is_mixed() {
         bail!("--rwmixread applies to mixed tests only; use --rw rw or --rw randrw");
     }
-    let bs = a.bs.unwrap_or(4096);
-    let mut name = format!(
-        "{rw} {} Q{iodepth}T{}",
-        format_size(bs),
-        a.numjobs.unwrap_or(1)
-    );
+    let bssplit = a.bssplit.clone().map(|b| b.0).unwrap_or_default();
+    if !bssplit.is_empty() && !rw.is_random() {
+        bail!("--bssplit mixes block sizes of random I/O; use --rw randread, randwrite or randrw");
+    }
+    let bs = bssplit
+        .iter()
+        .map(|b| b.size)
+        .max()
+        .unwrap_or(a.bs.unwrap_or(4096));
+    let size_words = if bssplit.is_empty() {
+        format_size(bs)
+    } else {
+        "mix".to_string()
+    };
+    let mut name = format!("{rw} {size_words} Q{iodepth}T{numjobs}");
     if let Some(s) = sync {
         name.push_str(&format!(" +{}/{}", s.kind, s.every));
     }
-    Ok(Shape {
+    Ok(SuiteTest {
         name,
         rw,
         bs,
+        bssplit,
         iodepth,
-        numjobs: a.numjobs.unwrap_or(1),
-        rwmixread: a.rwmixread.unwrap_or(50),
+        numjobs,
+        rwmixread: rw.is_mixed().then(|| a.rwmixread.unwrap_or(50)),
         sync,
-        engine,
-        runtime: a.runtime.unwrap_or(CUSTOM_RUNTIME),
-        ramp: a.ramp.unwrap_or(Duration::ZERO),
+        engine: None,
+        direct: None,
     })
 }
 
@@ -215,6 +246,7 @@ mod tests {
     use super::*;
     use crate::bench::result::TargetInfo;
     use crate::cli::Cli;
+    use crate::io::Rw;
     use clap::{CommandFactory, Parser};
 
     fn target(kind: Kind, capacity: u64, lbs: u32) -> Inspected {
@@ -248,7 +280,7 @@ mod tests {
             .command
         {
             crate::cli::Command::Bench(b) => match b.what {
-                Some(crate::cli::BenchWhat::Disk(d)) => d,
+                Some(crate::cli::BenchWhat::Disk(d)) => *d,
                 _ => panic!("no disk args"),
             },
             _ => panic!("not bench"),
@@ -275,11 +307,12 @@ mod tests {
         let p = plan_of("").unwrap();
         assert_eq!(p.suite.as_ref().unwrap().name, "quick");
         assert_eq!(p.tests.len(), 7);
-        assert!(p.direct && p.writes);
+        assert!(p.any_direct() && p.writes);
+        assert_eq!((p.repeat, p.standard), (3, true));
         assert!(
             p.tests
                 .iter()
-                .all(|t| t.spec.runtime == Duration::from_secs(5))
+                .all(|t| t.spec.runtime == Duration::from_secs(2))
         );
         assert_eq!(p.region_bytes, 1 << 30);
     }

@@ -1,9 +1,12 @@
 //! The result document (`tacho.bench.v1`): what was run, what was measured, what to doubt.
 //! Field names carry their units (`_bytes`, `_ns`, `_s`, `_per_s`).
 
-use crate::io::{CpuTime, EngineKind, JobSpec, LatencySummary, Measured, OpStats, Rw, SyncEvery};
+use crate::io::{
+    BsShare, CpuTime, EngineKind, JobSpec, LatencySummary, Measured, OpStats, Rw, SyncEvery,
+};
 use crate::kernel::diskstats::DiskDelta;
 use crate::kernel::host::Host;
+use crate::kernel::tunables::Tunables;
 use serde::Serialize;
 
 pub const SCHEMA: &str = "tacho.bench.v1";
@@ -13,10 +16,14 @@ pub struct BenchReport {
     pub schema: &'static str,
     pub tool_version: &'static str,
     pub host: Host,
+    /// Kernel settings that change results (THP, governor, mitigations, device queues).
+    pub tunables: Tunables,
     pub target: TargetInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suite: Option<SuiteRef>,
     pub tests: Vec<TestResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judgement: Option<Judgement>,
     pub warnings: Vec<Warning>,
     /// True when Ctrl-C or SIGTERM cut the run short; `tests` holds what finished.
     pub interrupted: bool,
@@ -26,6 +33,20 @@ pub struct BenchReport {
 pub struct SuiteRef {
     pub name: &'static str,
     pub version: u32,
+    /// False when options changed the suite's method (runtime, ramp, size, buffered I/O).
+    pub standard: bool,
+    /// Runs of every test.
+    pub repeat: u32,
+}
+
+/// A pass/fail judgement against a threshold (the etcd suite's).
+#[derive(Debug, Clone, Serialize)]
+pub struct Judgement {
+    /// `pass`, `marginal` (passes by less than 20%: production has other writers) or `fail`.
+    pub status: &'static str,
+    pub metric: &'static str,
+    pub value_ns: u64,
+    pub threshold_ns: u64,
 }
 
 /// What was benchmarked, and what lies beneath it.
@@ -65,28 +86,39 @@ pub struct Warning {
 pub struct TestResult {
     pub name: String,
     pub rw: Rw,
+    /// The block size, or the largest size of a mix.
     pub bs_bytes: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bssplit: Vec<BsShare>,
     pub iodepth: u32,
     pub numjobs: u32,
     pub direct: bool,
     pub engine: EngineKind,
-    /// Seconds actually measured (after the ramp).
+    /// Seconds measured per repeat (after the ramp), the median over repeats.
     pub runtime_s: f64,
     pub ramp_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rwmixread: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_every: Option<SyncEvery>,
+    /// Reads: IOPS and bandwidth are the median over repeats; `ios` and `bytes` the totals;
+    /// latency percentiles are over every I/O of every repeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read: Option<DirResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub write: Option<DirResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncResult>,
+    /// CPU time of tacho's workers over all repeats.
     pub cpu: CpuTime,
-    /// Bytes submitted over the whole test, ramp included; compare with `device`.
+    /// (max − min) / median of the repeats' total IOPS, in percent; null with one repeat.
+    pub spread_pct: Option<f64>,
+    pub repeats: Vec<RepeatResult>,
+    /// Per-second IOPS and bandwidth of every repeat, in order.
+    pub timeline: Vec<TimelinePoint>,
+    /// Bytes submitted over all repeats, ramps included; compare with `device`.
     pub issued: Issued,
-    /// /proc/diskstats deltas over the whole test, ramp included.
+    /// /proc/diskstats deltas over all repeats, ramps and the closing flush included.
     pub device: Vec<DiskDelta>,
     pub warnings: Vec<Warning>,
 }
@@ -112,40 +144,106 @@ pub struct SyncResult {
     pub lat_ns: LatencySummary,
 }
 
+/// One run of a test.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepeatResult {
+    pub runtime_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<DirResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write: Option<DirResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncResult>,
+}
+
+impl RepeatResult {
+    pub fn total_iops(&self) -> f64 {
+        self.read.map_or(0.0, |d| d.iops) + self.write.map_or(0.0, |d| d.iops)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimelinePoint {
+    /// Repeat number, from 1.
+    pub repeat: u32,
+    /// Second of the measured window, from 1 (the figures cover the second that ends here).
+    pub t_s: u32,
+    pub iops: f64,
+    pub bw_bytes_per_s: f64,
+}
+
+fn dir_result(s: &OpStats, secs: f64) -> Option<DirResult> {
+    s.latency().map(|lat_ns| DirResult {
+        iops: per_second(s.ios as f64, secs),
+        bw_bytes_per_s: per_second(s.bytes as f64, secs),
+        ios: s.ios,
+        bytes: s.bytes,
+        lat_ns,
+    })
+}
+
+fn sync_result(s: &OpStats) -> Option<SyncResult> {
+    s.latency().map(|lat_ns| SyncResult {
+        count: s.ios,
+        lat_ns,
+    })
+}
+
 impl TestResult {
-    pub fn new(name: String, spec: &JobSpec, m: &Measured, device: Vec<DiskDelta>) -> Self {
-        let secs = m.elapsed.as_secs_f64();
-        let dir = |s: &OpStats| {
-            s.latency().map(|lat_ns| DirResult {
-                iops: per_second(s.ios as f64, secs),
-                bw_bytes_per_s: per_second(s.bytes as f64, secs),
-                ios: s.ios,
-                bytes: s.bytes,
+    /// Summarises the repeats of one test (at least one).
+    pub fn new(name: String, spec: &JobSpec, repeats: &[Measured], device: Vec<DiskDelta>) -> Self {
+        let mut all = Measured::default();
+        repeats.iter().for_each(|m| all.merge(m));
+        let runs: Vec<RepeatResult> = repeats
+            .iter()
+            .map(|m| {
+                let secs = m.elapsed.as_secs_f64();
+                RepeatResult {
+                    runtime_s: secs,
+                    read: dir_result(&m.read, secs),
+                    write: dir_result(&m.write, secs),
+                    sync: sync_result(&m.sync),
+                }
+            })
+            .collect();
+        // Medians per figure, latency over every I/O: one slow repeat moves the median little,
+        // but its slow I/Os still show in the percentiles.
+        let summary = |pick: fn(&RepeatResult) -> Option<DirResult>, total: &OpStats| {
+            let per_run: Vec<DirResult> = runs.iter().filter_map(pick).collect();
+            let lat_ns = total.latency()?;
+            Some(DirResult {
+                iops: median(per_run.iter().map(|d| d.iops)),
+                bw_bytes_per_s: median(per_run.iter().map(|d| d.bw_bytes_per_s)),
+                ios: total.ios,
+                bytes: total.bytes,
                 lat_ns,
             })
         };
+        let totals: Vec<f64> = runs.iter().map(RepeatResult::total_iops).collect();
+        let spread_pct = (runs.len() > 1).then(|| spread_pct(&totals)).flatten();
         TestResult {
             name,
             rw: spec.rw,
             bs_bytes: spec.bs,
+            bssplit: spec.bssplit.clone(),
             iodepth: spec.iodepth,
             numjobs: spec.numjobs,
             direct: spec.direct,
             engine: spec.engine,
-            runtime_s: secs,
+            runtime_s: median(runs.iter().map(|r| r.runtime_s)),
             ramp_s: spec.ramp.as_secs_f64(),
             rwmixread: spec.rw.is_mixed().then_some(spec.rwmixread),
             sync_every: spec.sync,
-            read: dir(&m.read),
-            write: dir(&m.write),
-            sync: m.sync.latency().map(|lat_ns| SyncResult {
-                count: m.sync.ios,
-                lat_ns,
-            }),
-            cpu: m.cpu,
+            read: summary(|r| r.read, &all.read),
+            write: summary(|r| r.write, &all.write),
+            sync: sync_result(&all.sync),
+            cpu: all.cpu,
+            spread_pct,
+            timeline: timeline(repeats),
+            repeats: runs,
             issued: Issued {
-                read_bytes: m.issued_read_bytes,
-                write_bytes: m.issued_write_bytes,
+                read_bytes: all.issued_read_bytes,
+                write_bytes: all.issued_write_bytes,
             },
             device,
             warnings: Vec::new(),
@@ -162,6 +260,68 @@ impl TestResult {
     }
 }
 
+/// Whole seconds only: the last, partial second would understate the rate.
+fn timeline(repeats: &[Measured]) -> Vec<TimelinePoint> {
+    let mut points = Vec::new();
+    for (i, m) in repeats.iter().enumerate() {
+        let whole = m.elapsed.as_secs() as usize;
+        let t = &m.timeline;
+        for (second, (&ios, &bytes)) in t.ios.iter().zip(&t.bytes).enumerate().take(whole) {
+            points.push(TimelinePoint {
+                repeat: i as u32 + 1,
+                t_s: second as u32 + 1,
+                iops: ios as f64,
+                bw_bytes_per_s: bytes as f64,
+            });
+        }
+    }
+    points
+}
+
+/// The median; 0 for no values (callers only pass non-empty sets).
+pub fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+/// (max − min) / median in percent; `None` when the median is zero.
+pub fn spread_pct(values: &[f64]) -> Option<f64> {
+    let m = median(values.iter().copied());
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    (m > 0.0).then(|| (hi - lo) / m * 100.0)
+}
+
 fn per_second(count: f64, secs: f64) -> f64 {
     if secs > 0.0 { count / secs } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median([3.0, 1.0, 2.0].into_iter()), 2.0);
+        assert_eq!(median([4.0, 1.0, 2.0, 3.0].into_iter()), 2.5);
+        assert_eq!(median(std::iter::empty()), 0.0);
+    }
+
+    #[test]
+    fn spread_is_range_over_median() {
+        assert_eq!(spread_pct(&[90.0, 100.0, 110.0]), Some(20.0));
+        assert_eq!(spread_pct(&[0.0, 0.0]), None);
+    }
 }

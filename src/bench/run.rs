@@ -38,10 +38,10 @@ pub fn run(
     stats_devnos: &[(u32, u32)],
     ctl: &Control,
     progress: &dyn Progress,
-    on_test: &mut dyn FnMut(&TestResult),
+    on_test: &mut dyn FnMut(&mut TestResult),
 ) -> Result<Outcome> {
     let mut tests = Vec::new();
-    if let Some(file) = &target.test_file {
+    if let Some(file) = target.test_file.as_ref().filter(|_| plan.prefill) {
         let writer = std::fs::OpenOptions::new()
             .write(true)
             .open(&file.path)
@@ -53,41 +53,58 @@ pub fn run(
         );
         let done = watch(ctl, progress, || io::fill(&writer, plan.region_bytes, ctl));
         progress.finish();
-        if !done.map_err(|e| engine_error(e, target))? {
+        if !done.map_err(|e| engine_error(e, target, false))? {
             return Ok(Outcome {
                 tests,
                 interrupted: true,
             });
         }
     }
-    for test in &plan.tests {
-        if ctl.stopped() {
-            break;
-        }
-        let open = || target.open();
-        if !target.direct {
-            io::drop_cached_pages(&open().context("cannot open the target")?);
-        }
+    'tests: for test in &plan.tests {
+        let spec = &test.spec;
+        let open = || target.open(spec.direct);
         let before = device_counters(root, stats_devnos);
-        progress.start(
-            &test.name,
-            Work::Time(test.spec.ramp + test.spec.runtime),
-            ctl,
-        );
-        let measured = watch(ctl, progress, || io::run_job(&test.spec, &open, ctl));
-        progress.finish();
-        let measured = measured.map_err(|e| engine_error(e, target))?;
-        if ctl.stopped() {
-            // Cut short by a signal: its figures cover less than the asked-for time.
-            break;
+        let mut repeats = Vec::new();
+        for n in 1..=plan.repeat {
+            if ctl.stopped() {
+                break 'tests;
+            }
+            // A buffered read must start cold (fio's invalidate=1). A buffered write-only test
+            // is left alone: evicting pages would make partial-page writes read them back,
+            // work the workload never asked for.
+            if !spec.direct && spec.rw.reads() {
+                io::drop_cached_pages(&open().context("cannot open the target")?);
+            }
+            let label = if plan.repeat > 1 {
+                format!("{} ({n}/{})", test.name, plan.repeat)
+            } else {
+                test.name.clone()
+            };
+            progress.start(&label, Work::Time(spec.ramp + spec.runtime), ctl);
+            let measured = watch(ctl, progress, || io::run_job(spec, &open, ctl));
+            progress.finish();
+            let measured = measured.map_err(|e| engine_error(e, target, spec.direct))?;
+            if ctl.stopped() {
+                // Cut short by a signal: its figures cover less than the asked-for time.
+                break 'tests;
+            }
+            repeats.push(measured);
+        }
+        if spec.rw.writes() {
+            // What is still in the page cache (or a volatile device cache) has not reached the
+            // device yet: flush before reading its counters, so they show what was written.
+            open()
+                .and_then(|f| f.sync_all())
+                .map_err(|e| engine_error(io::EngineError::Open(e), target, spec.direct))?;
         }
         let device = match (before, device_counters(root, stats_devnos)) {
             (Some(b), Some(a)) => diskstats::deltas(&b, &a),
             _ => Vec::<DiskDelta>::new(),
         };
-        let result = TestResult::new(test.name.clone(), &test.spec, &measured, device);
-        // Handed out as soon as it exists, so a crash or Ctrl-C in a later test keeps it.
-        on_test(&result);
+        let mut result = TestResult::new(test.name.clone(), spec, &repeats, device);
+        // Handed out as soon as it exists (to add warnings, to save it), so a crash or Ctrl-C in
+        // a later test keeps it.
+        on_test(&mut result);
         tests.push(result);
     }
     let interrupted = tests.len() < plan.tests.len();
@@ -121,8 +138,8 @@ fn device_counters(root: &SysRoot, devnos: &[(u32, u32)]) -> Option<Vec<DiskCoun
     )
 }
 
-fn engine_error(e: EngineError, target: &Target) -> anyhow::Error {
-    if e.raw_os_error() == Some(libc::EINVAL) && target.direct {
+fn engine_error(e: EngineError, target: &Target, direct: bool) -> anyhow::Error {
+    if e.raw_os_error() == Some(libc::EINVAL) && direct {
         anyhow::anyhow!(
             "{e}: {} refused direct I/O at this size or offset; add --buffered, or use a block \
              size the device accepts",

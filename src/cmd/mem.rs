@@ -6,10 +6,11 @@ use super::interrupt::{self, EXIT_INTERRUPTED};
 use crate::bench::result::Warning;
 use crate::cli::MemArgs;
 use crate::kernel::host::Host;
-use crate::kernel::{SysRoot, cache, load};
+use crate::kernel::meminfo::read_meminfo;
+use crate::kernel::{SysRoot, cache};
 use crate::membench::{self, Config, MemReport};
 use crate::parallel::usable_cpus;
-use crate::units::{format_bandwidth, format_size, format_size_approx};
+use crate::units::{format_bandwidth, format_bytes_approx, format_size};
 use anyhow::{Result, bail};
 use std::io::Write;
 use std::process::ExitCode;
@@ -25,14 +26,14 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
     }
     // The DRAM set must fit in memory with room to spare, or the figure measures swapping.
     let mut notes = Vec::new();
-    if let Ok(avail) = load::read_mem_available(&root)
+    if let Some(avail) = read_meminfo(&root).ok().and_then(|m| m.get("MemAvailable"))
         && let Some(dram) = levels.iter_mut().find(|l| l.size_bytes > avail / 2)
     {
         if args.dram_size.is_some() {
             bail!(
                 "--dram-size {} is more than half of the available memory ({}); give a smaller size",
                 format_size(dram.size_bytes),
-                format_size_approx(avail)
+                format_bytes_approx(avail)
             );
         }
         notes.push(Warning {
@@ -40,7 +41,7 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
             message: format!(
                 "the DRAM working set was cut from {} to {} to fit in half of the available memory",
                 format_size(dram.size_bytes),
-                format_size_approx(avail / 2)
+                format_bytes_approx(avail / 2)
             ),
         });
         dram.size_bytes = avail / 2;

@@ -1,12 +1,19 @@
 //! One module per subcommand: resolve options, call the library, report.
 
+mod compare;
 pub mod cpu;
 pub mod disk;
+pub mod files;
 mod interrupt;
 pub mod mem;
+mod output;
 mod progress;
+mod record;
+mod runs;
+mod sector;
 pub mod stress;
 pub mod time;
+pub mod top;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;
@@ -24,6 +31,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ..DiskArgs::default()
             }),
         },
+        Command::Files(args) => files::run(&args),
+        Command::Runs(command) => runs::run(command),
+        Command::Compare(args) => compare::run(&args),
+        Command::Top(args) => top::run(&args),
         Command::Time(args) => time::run(&args),
         Command::Stress(args) => stress::run(&args),
         Command::Completions { shell } => {

@@ -4,9 +4,9 @@
 use super::interrupt::{self, EXIT_INTERRUPTED};
 use crate::cli::{StressArgs, VmBytes};
 use crate::kernel::SysRoot;
-use crate::kernel::load::read_mem_available;
+use crate::kernel::meminfo::read_meminfo;
 use crate::stress::{self, Plan, Second, StressReport};
-use crate::units::{format_bandwidth, format_count, format_size, format_size_approx};
+use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_size};
 use anyhow::{Context, Result, anyhow, bail};
 use std::io::Write;
 use std::path::Path;
@@ -59,21 +59,31 @@ fn resolve(args: &StressArgs, root: &SysRoot) -> Result<Plan> {
         VmBytes::PercentAvailable(_) => 0,
     };
     if args.vm > 0 {
-        let avail = read_mem_available(root)?;
+        let avail = read_meminfo(root)?.get("MemAvailable");
         if let VmBytes::PercentAvailable(pct) = args.vm_bytes {
+            let avail = avail.context(
+                "a percentage needs MemAvailable, which this kernel's /proc/meminfo lacks; give \
+                 --vm-bytes as a size",
+            )?;
             vm_bytes = (avail as f64 * pct / 100.0 / f64::from(args.vm)) as u64;
         }
         vm_bytes = vm_bytes.next_multiple_of(4096).max(4096);
         let total = vm_bytes.saturating_mul(u64::from(args.vm));
-        if total > avail && !args.force {
-            bail!(
-                "--vm {} --vm-bytes {} needs {} but only {} is available (MemAvailable); lower \
-                 --vm-bytes or --vm, or add --force to risk the OOM killer",
-                args.vm,
-                format_size(vm_bytes),
-                format_size_approx(total),
-                format_size_approx(avail)
-            );
+        if !args.force {
+            let avail = avail.context(
+                "cannot check --vm-bytes: this kernel's /proc/meminfo has no MemAvailable; add \
+                 --force to run unchecked",
+            )?;
+            if total > avail {
+                bail!(
+                    "--vm {} --vm-bytes {} needs {} but only {} is available (MemAvailable); \
+                     lower --vm-bytes or --vm, or add --force to risk the OOM killer",
+                    args.vm,
+                    format_size(vm_bytes),
+                    format_bytes_approx(total),
+                    format_bytes_approx(avail)
+                );
+            }
         }
     }
     if args.hdd > 0 {
@@ -122,7 +132,7 @@ fn check_space(dir: &Path, needed: u64) -> Result<()> {
              --hdd-bytes or --hdd, or choose another --hdd-dir",
             format_size(needed),
             dir.display(),
-            format_size_approx(free)
+            format_bytes_approx(free)
         );
     }
     Ok(())
@@ -137,7 +147,7 @@ fn describe(p: &Plan) -> String {
         parts.push(format!(
             "{} vm × {}{}",
             p.vm,
-            format_size_approx(p.vm_bytes),
+            format_bytes_approx(p.vm_bytes),
             if p.vm_keep { " (kept)" } else { "" }
         ));
     }
@@ -177,7 +187,7 @@ fn header() -> String {
 }
 
 fn line(s: &Second) -> String {
-    let pct = |f: fn(&crate::kernel::load::CpuSplit) -> f64| {
+    let pct = |f: fn(&crate::model::cpu::CpuSplit) -> f64| {
         s.cpu
             .as_ref()
             .map_or("-".into(), |c| format!("{:.1}", f(c)))
@@ -208,7 +218,7 @@ fn summary(r: &StressReport) -> String {
     });
     let vm: Vec<String> = r.vmstat.iter().map(|(k, v)| format!("{k} +{v}")).collect();
     let rss = r.peak_rss_bytes.map_or(String::new(), |b| {
-        format!("; tacho peak RSS {}", format_size_approx(b))
+        format!("; tacho peak RSS {}", format_bytes_approx(b))
     });
     format!(
         "{} after {:.1} s: {cpu}; {}{rss}",

@@ -10,7 +10,7 @@ use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawne
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
-use crate::units::format_size_approx;
+use crate::units::format_bytes_approx;
 use anyhow::{Context as _, Result, bail};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -272,7 +272,7 @@ fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()>
         writeln!(
             out,
             "  Peak memory:        {}",
-            format_size_approx(r.peak_memory_bytes())
+            format_bytes_approx(r.peak_memory_bytes())
         )?;
     }
     if report.relative.len() > 1 {
@@ -314,7 +314,7 @@ fn verdict(report: &TimeReport) -> String {
             format_secs(r.mean),
             r.times.len(),
             r.stddev.map_or("-".into(), format_secs),
-            format_size_approx(r.peak_memory_bytes())
+            format_bytes_approx(r.peak_memory_bytes())
         );
     }
     let Some(fastest) = report.relative.iter().position(|q| q.ratio == 1.0) else {

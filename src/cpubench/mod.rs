@@ -10,7 +10,8 @@ use crate::bench::result::Warning;
 use crate::cli::KernelName;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
-use crate::kernel::load::{CpuTicks, read_cpu_ticks};
+use crate::kernel::stat::{CpuTicks, read_stat};
+use crate::model::cpu::CpuSplit;
 use crate::parallel::run_together;
 use crate::stats;
 use kernels::Kernel;
@@ -75,7 +76,7 @@ pub struct KernelResult {
 
 /// Runs the suite. `progress` is told what is about to run; `stop` ends it early.
 pub fn run(cfg: &Config, root: &SysRoot, stop: &AtomicBool, progress: &dyn Fn(&str)) -> CpuReport {
-    let ticks_before = read_cpu_ticks(root).ok();
+    let ticks_before = read_stat(root).ok().map(|s| s.total);
     // Wake every core to its running clock before the first figure counts.
     progress("warm-up");
     run_together(cfg.threads, |_| {
@@ -98,7 +99,7 @@ pub fn run(cfg: &Config, root: &SysRoot, stop: &AtomicBool, progress: &dyn Fn(&s
         }
     }
     let steal_pct = ticks_before
-        .zip(read_cpu_ticks(root).ok())
+        .zip(read_stat(root).ok().map(|s| s.total))
         .and_then(|(before, after)| steal_share(&before, &after));
     let single_thread = pass(1, &cfg.kernels, &single);
     let all_threads = pass(cfg.threads, &cfg.kernels, &all);
@@ -128,10 +129,7 @@ pub fn run(cfg: &Config, root: &SysRoot, stop: &AtomicBool, progress: &dyn Fn(&s
 
 /// Share of all CPU time that was steal between two samples, in percent.
 fn steal_share(before: &CpuTicks, after: &CpuTicks) -> Option<f64> {
-    let steal = after.steal.checked_sub(before.steal)?;
-    let total = (after.busy() + after.idle + after.iowait)
-        .checked_sub(before.busy() + before.idle + before.iowait)?;
-    (total > 0).then(|| steal as f64 * 100.0 / total as f64)
+    CpuSplit::between(before, after).map(|s| s.steal_pct)
 }
 
 /// Runs kernel `k` on this thread for `runtime`; returns ops per second.

@@ -30,22 +30,31 @@ pub fn run(
 
     loop {
         let started = Instant::now();
-        if started >= window.end || ctl.stopped() {
+        if started >= window.end || ctl.stopped() || measured.reached(spec.io_limit, spec.bs) {
             break;
         }
         if cpu_start.is_none() && started >= window.measure_from {
             cpu_start = Some(CpuTime::of_this_thread());
         }
-        let (dir, offset) = picker.next_op();
+        let (dir, offset, len) = picker.next_op();
         if dir == Dir::Write {
             stamp += 1;
             buf.scramble(stamp);
         }
-        transfer(spec.engine, fd, &mut buf, dir, offset, &mut position)?;
+        transfer(
+            spec.engine,
+            fd,
+            &mut buf,
+            len as usize,
+            dir,
+            offset,
+            &mut position,
+        )?;
         let done = Instant::now();
-        measured.issued(dir, spec.bs);
+        measured.issued(dir, len);
         if started >= window.measure_from {
-            measured.completed(dir, spec.bs, (done - started).as_nanos() as u64);
+            let second = (done - window.measure_from).as_secs() as usize;
+            measured.completed(dir, len, (done - started).as_nanos() as u64, second);
             last_completion = done;
         }
         if picker.sync_due() {
@@ -63,7 +72,7 @@ pub fn run(
         // Progress is published in small batches: an atomic add per I/O would cost more than
         // the I/O bookkeeping itself at hundreds of thousands of IOPS.
         pending_ios += 1;
-        pending_bytes += spec.bs;
+        pending_bytes += len;
         if pending_ios == 64 {
             ctl.progress(pending_ios, pending_bytes);
             (pending_ios, pending_bytes) = (0, 0);
@@ -81,11 +90,11 @@ fn transfer(
     engine: EngineKind,
     fd: i32,
     buf: &mut AlignedBuf,
+    len: usize,
     dir: Dir,
     offset: u64,
     position: &mut Option<u64>,
 ) -> Result<(), EngineError> {
-    let len = buf.len();
     let op = dir.op_name();
     let io_err = |e| EngineError::io(op, offset, e);
     let done = if engine == EngineKind::Sync {

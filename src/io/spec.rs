@@ -114,17 +114,33 @@ pub struct SyncEvery {
     pub every: u32,
 }
 
+/// One entry of a block-size mix (`--bssplit 4k/60:64k/40`): `pct` percent of I/Os are `size`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BsShare {
+    pub size: u64,
+    pub pct: u8,
+}
+
+/// Offsets of block-size mixes are multiples of 4 KiB, whatever the smallest size: IOmeter's
+/// advice, since 512-byte alignment splits 4K-sector and SSD pages and measures that penalty.
+pub const MIX_ALIGN: u64 = 4096;
+
 /// One test, ready to run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobSpec {
     pub rw: Rw,
+    /// The block size, or the largest size of a mix (buffers are this big).
     pub bs: u64,
+    /// A block-size mix for random patterns; empty when every I/O is `bs`.
+    pub bssplit: Vec<BsShare>,
     pub iodepth: u32,
     pub numjobs: u32,
     /// Bytes of the file or device the test touches, starting at offset 0; a multiple of `bs`.
     pub region_bytes: u64,
     pub runtime: Duration,
     pub ramp: Duration,
+    /// Each worker stops once it has issued this many bytes, even before `runtime` ends.
+    pub io_limit: Option<u64>,
     pub rwmixread: u8,
     pub sync: Option<SyncEvery>,
     pub direct: bool,
@@ -133,8 +149,18 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
-    /// The block count of the region; never zero for a validated spec.
+    /// Distance between possible offsets.
+    pub fn align(&self) -> u64 {
+        if self.bssplit.is_empty() {
+            self.bs
+        } else {
+            MIX_ALIGN
+        }
+    }
+
+    /// How many offsets an I/O may start at such that even the largest I/O stays in the region;
+    /// never zero for a validated spec (region ≥ bs).
     pub fn blocks(&self) -> u64 {
-        self.region_bytes / self.bs
+        (self.region_bytes - self.bs) / self.align() + 1
     }
 }

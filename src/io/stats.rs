@@ -119,9 +119,35 @@ impl CpuTime {
     }
 }
 
+/// I/Os and bytes completed in each second of the measured window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Timeline {
+    pub ios: Vec<u64>,
+    pub bytes: Vec<u64>,
+}
+
+impl Timeline {
+    #[inline]
+    pub fn add(&mut self, second: usize, ios: u64, bytes: u64) {
+        if second >= self.ios.len() {
+            self.ios.resize(second + 1, 0);
+            self.bytes.resize(second + 1, 0);
+        }
+        self.ios[second] += ios;
+        self.bytes[second] += bytes;
+    }
+
+    pub fn merge(&mut self, other: &Timeline) {
+        for (second, (&ios, &bytes)) in other.ios.iter().zip(&other.bytes).enumerate() {
+            self.add(second, ios, bytes);
+        }
+    }
+}
+
 /// Everything one worker (or, merged, one test) measured.
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
+    pub timeline: Timeline,
     pub read: OpStats,
     pub write: OpStats,
     pub sync: OpStats,
@@ -143,18 +169,26 @@ impl Measured {
         }
     }
 
-    /// Records one completed I/O of the measured window.
+    /// Records one completed I/O of the measured window; `second` counts from its start.
     #[inline]
-    pub fn completed(&mut self, dir: Dir, bytes: u64, latency_ns: u64) {
+    pub fn completed(&mut self, dir: Dir, bytes: u64, latency_ns: u64, second: usize) {
+        self.timeline.add(second, 1, bytes);
         match dir {
             Dir::Read => self.read.record(bytes, latency_ns),
             Dir::Write => self.write.record(bytes, latency_ns),
         }
     }
 
+    /// True once another I/O of `bs` bytes would take the worker past `limit` bytes issued
+    /// (fio's size-based end of a job: whole blocks only).
+    pub fn reached(&self, limit: Option<u64>, bs: u64) -> bool {
+        limit.is_some_and(|l| self.issued_read_bytes + self.issued_write_bytes + bs > l)
+    }
+
     pub fn merge(&mut self, other: &Measured) {
         self.read.merge(&other.read);
         self.write.merge(&other.write);
+        self.timeline.merge(&other.timeline);
         self.sync.merge(&other.sync);
         self.cpu.add(other.cpu);
         self.elapsed = self.elapsed.max(other.elapsed);
@@ -217,12 +251,14 @@ mod tests {
     fn merge_adds_counts() {
         let mut a = Measured::default();
         let mut b = Measured::default();
-        a.read.record(10, 5);
-        b.read.record(10, 7);
+        a.completed(Dir::Read, 10, 5, 0);
+        b.completed(Dir::Read, 10, 7, 2);
         b.elapsed = Duration::from_secs(2);
         a.merge(&b);
         assert_eq!(a.read.ios, 2);
         assert_eq!(a.read.latency().unwrap().max, 7);
         assert_eq!(a.elapsed, Duration::from_secs(2));
+        assert_eq!(a.timeline.ios, vec![1, 0, 1]);
+        assert_eq!(a.timeline.bytes, vec![10, 0, 10]);
     }
 }

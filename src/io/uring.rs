@@ -26,6 +26,7 @@ struct Slot {
     buf: AlignedBuf,
     dir: Dir,
     offset: u64,
+    len: u64,
     submitted: Instant,
 }
 
@@ -43,6 +44,7 @@ pub fn run(
             buf: AlignedBuf::random(bs, picker.rng()),
             dir: Dir::Read,
             offset: 0,
+            len: 0,
             submitted: Instant::now(),
         })
         .collect();
@@ -81,7 +83,10 @@ pub fn run(
         if cpu_start.is_none() && now >= window.measure_from {
             cpu_start = Some(CpuTime::of_this_thread());
         }
-        stopping = stopping || now >= window.end || ctl.stopped();
+        stopping = stopping
+            || now >= window.end
+            || ctl.stopped()
+            || measured.reached(spec.io_limit, spec.bs);
         {
             let (submitter, mut sq, _) = ring.split();
             if !stopping && sync_pending && in_flight == 0 {
@@ -101,7 +106,11 @@ pub fn run(
                 sync_started = Some(now);
                 in_flight += 1;
             }
-            while !stopping && !sync_pending && sync_started.is_none() {
+            while !stopping
+                && !sync_pending
+                && sync_started.is_none()
+                && !measured.reached(spec.io_limit, spec.bs)
+            {
                 let Some(index) = free.pop() else { break };
                 if !sq.is_empty() {
                     // Each I/O goes to the kernel as soon as its slot is free, as fio does by
@@ -114,7 +123,7 @@ pub fn run(
                         .submit()
                         .map_err(|e| EngineError::io("io_uring_enter", 0, e))?;
                 }
-                let (dir, offset) = picker.next_op();
+                let (dir, offset, len) = picker.next_op();
                 let slot = &mut slots[index];
                 if dir == Dir::Write {
                     stamp += 1;
@@ -122,12 +131,13 @@ pub fn run(
                 }
                 slot.dir = dir;
                 slot.offset = offset;
+                slot.len = len;
                 slot.submitted = now;
                 let entry = prepare(fd, slot, index, fixed_buffers).user_data(index as u64);
                 // SAFETY: the slot's buffer stays untouched until its completion is reaped.
                 unsafe { sq.push(&entry) }.expect("ring has a place for every slot");
                 in_flight += 1;
-                measured.issued(dir, spec.bs);
+                measured.issued(dir, len);
                 if picker.sync_due() {
                     sync_pending = true;
                 }
@@ -139,6 +149,9 @@ pub fn run(
         ring.submit_and_wait(1)
             .map_err(|e| EngineError::io("io_uring_enter", 0, e))?;
         let done = Instant::now();
+        let second = done
+            .saturating_duration_since(window.measure_from)
+            .as_secs() as usize;
         let (mut batch_ios, mut batch_bytes) = (0u64, 0u64);
         for cqe in ring.completion() {
             in_flight -= 1;
@@ -160,12 +173,12 @@ pub fn run(
             let index = tag as usize;
             let slot = &slots[index];
             free.push(index);
-            check_result(cqe.result(), slot, spec.bs)?;
+            check_result(cqe.result(), slot)?;
             batch_ios += 1;
-            batch_bytes += spec.bs;
+            batch_bytes += slot.len;
             if slot.submitted >= window.measure_from {
                 let ns = (done - slot.submitted).as_nanos() as u64;
-                measured.completed(slot.dir, spec.bs, ns);
+                measured.completed(slot.dir, slot.len, ns, second);
                 last_completion = done;
             }
         }
@@ -194,7 +207,7 @@ fn new_ring(entries: u32) -> std::io::Result<IoUring> {
 }
 
 fn prepare(fd: types::Fixed, slot: &mut Slot, index: usize, fixed: bool) -> squeue::Entry {
-    let (ptr, len) = (slot.buf.as_mut_ptr(), slot.buf.len() as u32);
+    let (ptr, len) = (slot.buf.as_mut_ptr(), slot.len as u32);
     match (slot.dir, fixed) {
         (Dir::Read, true) => opcode::ReadFixed::new(fd, ptr, len, index as u16)
             .offset(slot.offset)
@@ -207,7 +220,7 @@ fn prepare(fd: types::Fixed, slot: &mut Slot, index: usize, fixed: bool) -> sque
     }
 }
 
-fn check_result(result: i32, slot: &Slot, bs: u64) -> Result<(), EngineError> {
+fn check_result(result: i32, slot: &Slot) -> Result<(), EngineError> {
     let op = slot.dir.op_name();
     if result < 0 {
         return Err(EngineError::io(
@@ -216,12 +229,12 @@ fn check_result(result: i32, slot: &Slot, bs: u64) -> Result<(), EngineError> {
             std::io::Error::from_raw_os_error(-result),
         ));
     }
-    if result as u64 != bs {
+    if result as u64 != slot.len {
         return Err(EngineError::Short {
             op,
             offset: slot.offset,
             got: result as u64,
-            want: bs,
+            want: slot.len,
         });
     }
     Ok(())

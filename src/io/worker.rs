@@ -53,7 +53,10 @@ impl Dir {
 
 /// Chooses direction and offset of each I/O, and when a flush is due.
 pub struct Picker {
+    align: u64,
     bs: u64,
+    /// Cumulative percentages of a block-size mix: (upper bound, size).
+    mix: Vec<(u8, u64)>,
     read_pct: u8,
     reads: Offsets,
     writes: Offsets,
@@ -77,8 +80,19 @@ impl Picker {
             Rw::ReadWrite | Rw::RandRw => spec.rwmixread,
             other => other.read_pct(0),
         };
+        let mut total = 0u8;
+        let mix = spec
+            .bssplit
+            .iter()
+            .map(|share| {
+                total = total.saturating_add(share.pct);
+                (total, share.size)
+            })
+            .collect();
         Picker {
+            align: spec.align(),
             bs: spec.bs,
+            mix,
             read_pct,
             reads: offsets(1),
             writes: offsets(2),
@@ -88,9 +102,9 @@ impl Picker {
         }
     }
 
-    /// Direction and byte offset of the next I/O.
+    /// Direction, byte offset and length of the next I/O.
     #[inline]
-    pub fn next_op(&mut self) -> (Dir, u64) {
+    pub fn next_op(&mut self) -> (Dir, u64, u64) {
         let dir = match self.read_pct {
             100 => Dir::Read,
             0 => Dir::Write,
@@ -109,7 +123,16 @@ impl Picker {
                 self.writes.next_block()
             }
         };
-        (dir, block * self.bs)
+        let len = if self.mix.is_empty() {
+            self.bs
+        } else {
+            let roll = self.rng.u8(0..100);
+            self.mix
+                .iter()
+                .find(|(upper, _)| roll < *upper)
+                .map_or(self.bs, |&(_, size)| size)
+        };
+        (dir, block * self.align, len)
     }
 
     /// True once, after every N-th write, when a flush must follow.
@@ -173,6 +196,8 @@ mod tests {
             region_bytes: 4096 * 100,
             runtime: Duration::from_secs(1),
             ramp: Duration::ZERO,
+            io_limit: None,
+            bssplit: Vec::new(),
             rwmixread,
             sync: Some(SyncEvery {
                 kind: crate::io::spec::SyncKind::Fdatasync,
@@ -195,7 +220,8 @@ mod tests {
     fn offsets_are_block_aligned_and_in_region() {
         let mut p = Picker::new(&spec(Rw::RandWrite, 0), 1);
         for _ in 0..1000 {
-            let (dir, off) = p.next_op();
+            let (dir, off, len) = p.next_op();
+            assert_eq!(len, 4096);
             assert_eq!(dir, Dir::Write);
             assert_eq!(off % 4096, 0);
             assert!(off < 4096 * 100);

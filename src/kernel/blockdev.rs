@@ -275,6 +275,16 @@ fn collect_leaves(dev: &BlockDevice, depth: usize, out: &mut Vec<BlockDevice>) -
     Ok(())
 }
 
+/// What `dev` is built on directly (`slaves/`): the members of an md array, the physical
+/// volumes under an LVM volume, the device under a dm-crypt or dm-delay mapping.
+pub fn slaves(_root: &SysRoot, dev: &BlockDevice) -> Result<Vec<BlockDevice>> {
+    let dir = dev.sys_path.join("slaves");
+    list_names(&dir)?
+        .into_iter()
+        .map(|name| from_sys_dir(&super::canonical(&dir.join(name))?))
+        .collect()
+}
+
 /// `dev` itself followed by its leaves, without repeats: the devices whose diskstats deltas
 /// the benchmark records (for a plain disk that is just the disk).
 pub fn devices_for_stats(root: &SysRoot, dev: &BlockDevice) -> Result<Vec<BlockDevice>> {

@@ -188,7 +188,7 @@ pub fn deltas(before: &[DiskCounters], after: &[DiskCounters]) -> Vec<DiskDelta>
 }
 
 /// Difference of an event count; backwards means reset, so no value.
-fn count(before: u64, after: u64) -> Option<u64> {
+pub(crate) fn count(before: u64, after: u64) -> Option<u64> {
     after.checked_sub(before)
 }
 
@@ -196,7 +196,7 @@ fn count(before: u64, after: u64) -> Option<u64> {
 /// after 2^32 ms (49.7 days of summed time, reached in days under deep queues). A backwards
 /// step is taken as one wrap only when the wrapped difference is under half the range, which
 /// a real wrap between two nearby samples always is; otherwise it was a reset: no value.
-fn millis(before: u64, after: u64) -> Option<u64> {
+pub(crate) fn millis(before: u64, after: u64) -> Option<u64> {
     const RANGE: u64 = 1 << 32;
     if after >= before {
         return Some(after - before);

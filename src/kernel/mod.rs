@@ -6,13 +6,21 @@
 
 pub mod blockdev;
 pub mod cache;
+pub mod cgroup;
 pub mod diskstats;
 pub mod host;
-pub mod load;
+pub mod link;
+pub mod loadavg;
+pub mod meminfo;
 pub mod mounts;
+pub mod netdev;
+pub mod pressure;
+pub mod process;
+pub mod stat;
+pub mod tunables;
 
 #[cfg(test)]
-mod fixture;
+pub(crate) mod fixture;
 
 use std::io;
 use std::path::{Path, PathBuf};

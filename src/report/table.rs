@@ -1,9 +1,9 @@
 //! The terminal report: verdict, table, target, warnings.
 
-use crate::bench::result::{BenchReport, DirResult, TestResult};
+use crate::bench::result::{BenchReport, DirResult, TestResult, Warning};
 use crate::bench::verdict::verdict;
 use crate::io::LatencySummary;
-use crate::units::{format_bandwidth, format_count, format_latency_ns, format_size};
+use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_latency_ns};
 use std::io::{self, Write};
 
 const HEADER: [&str; 8] = [
@@ -14,19 +14,16 @@ const HEADER: [&str; 8] = [
     "p99",
     "p99.9",
     "max",
-    "",
+    "spread",
 ];
 
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "{}", verdict(report))?;
     // Reasons to doubt the figures come right under the verdict, before anyone reads the table.
-    for w in report
-        .warnings
-        .iter()
-        .chain(report.tests.iter().flat_map(|t| t.warnings.iter()))
-    {
+    for w in &report.warnings {
         writeln!(out, "warning [{}]: {}", w.code, w.message)?;
     }
+    write_test_warnings(report, out)?;
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
@@ -36,7 +33,7 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         .unwrap_or(4)
         .max(4);
     write!(out, "{:<name_width$}", "test")?;
-    for h in &HEADER[..7] {
+    for h in &HEADER {
         write!(out, "  {h:>10}")?;
     }
     writeln!(out)?;
@@ -48,7 +45,105 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         writeln!(out)?;
     }
     writeln!(out)?;
+    write_curve(report, out)?;
     write_target(report, out)
+}
+
+/// The `full` suite's queue-depth sweep as a latency-versus-IOPS curve: where IOPS stop
+/// growing and latency starts to, the device is saturated.
+fn write_curve(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    let sweep: Vec<&TestResult> = report
+        .tests
+        .iter()
+        .filter(|t| t.name.starts_with("sweep "))
+        .collect();
+    if sweep.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "latency vs IOPS (4 KiB random):")?;
+    writeln!(
+        out,
+        "{:>6}  {:>10} {:>10} {:>10}  {:>10} {:>10} {:>10}",
+        "QD", "read IOPS", "p50", "p99", "write IOPS", "p50", "p99"
+    )?;
+    let mut depths: Vec<u32> = sweep.iter().map(|t| t.iodepth).collect();
+    depths.sort_unstable();
+    depths.dedup();
+    for qd in depths {
+        let cells = |pick: fn(&TestResult) -> Option<DirResult>| {
+            sweep
+                .iter()
+                .filter(|t| t.iodepth == qd)
+                .find_map(|t| pick(t))
+                .map_or(["-".into(), "-".into(), "-".into()], |d| {
+                    [
+                        format_count(d.iops),
+                        format_latency_ns(d.lat_ns.p50 as f64),
+                        format_latency_ns(d.lat_ns.p99 as f64),
+                    ]
+                })
+        };
+        let [ri, rp50, rp99] = cells(|t| t.read);
+        let [wi, wp50, wp99] = cells(|t| t.write);
+        writeln!(
+            out,
+            "{qd:>6}  {ri:>10} {rp50:>10} {rp99:>10}  {wi:>10} {wp50:>10} {wp99:>10}"
+        )?;
+    }
+    for (label, pick) in [
+        (
+            "reads",
+            (|t: &TestResult| t.read) as fn(&TestResult) -> Option<DirResult>,
+        ),
+        ("writes", |t: &TestResult| t.write),
+    ] {
+        let points: Vec<(u32, f64)> = sweep
+            .iter()
+            .filter_map(|t| pick(t).map(|d| (t.iodepth, d.iops)))
+            .collect();
+        if let Some((qd, iops)) = saturation(&points) {
+            writeln!(
+                out,
+                "{label}: IOPS stop growing past QD{qd} ({}); deeper queues only add latency",
+                format_count(iops)
+            )?;
+        }
+    }
+    writeln!(out)
+}
+
+/// The first queue depth after which doubling the depth gains less than 10% IOPS.
+fn saturation(points: &[(u32, f64)]) -> Option<(u32, f64)> {
+    points
+        .windows(2)
+        .find(|w| w[1].1 < w[0].1 * 1.1)
+        .map(|w| w[0])
+}
+
+/// One line per warning code: the first test's sentence, then the other tests it applies to,
+/// so seven noisy tests do not bury the table.
+fn write_test_warnings(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    let mut codes: Vec<&str> = Vec::new();
+    for w in report.tests.iter().flat_map(|t| &t.warnings) {
+        if !codes.contains(&w.code) {
+            codes.push(w.code);
+        }
+    }
+    for code in codes {
+        let hits: Vec<(&TestResult, &Warning)> = report
+            .tests
+            .iter()
+            .flat_map(|t| t.warnings.iter().map(move |w| (t, w)))
+            .filter(|(_, w)| w.code == code)
+            .collect();
+        write!(out, "warning [{code}]: {}", hits[0].1.message)?;
+        if hits.len() > 1 {
+            let others: Vec<&str> = hits[1..].iter().map(|(t, _)| t.name.as_str()).collect();
+            write!(out, " (also: {})", others.join(", "))?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
 }
 
 struct Row {
@@ -66,19 +161,21 @@ fn rows_of(t: &TestResult) -> Vec<Row> {
         } else {
             t.name.clone()
         };
-        rows.push(Row {
-            label,
-            cells: dir_cells(&d),
-        });
+        let mut cells = dir_cells(&d);
+        cells.push(t.spread_pct.map_or("-".into(), |s| format!("{s:.1}%")));
+        rows.push(Row { label, cells });
     }
     if let (Some(sync), Some(every)) = (t.sync, t.sync_every) {
-        let per_s = if t.runtime_s > 0.0 {
-            sync.count as f64 / t.runtime_s
+        // Flushes over all repeats, so over the time of all repeats.
+        let secs: f64 = t.repeats.iter().map(|r| r.runtime_s).sum();
+        let per_s = if secs > 0.0 {
+            sync.count as f64 / secs
         } else {
             0.0
         };
         let mut cells = vec![format_count(per_s), "-".into()];
         cells.extend(lat_cells(&sync.lat_ns));
+        cells.push("-".into());
         rows.push(Row {
             label: format!("  └ {} ({}/s)", every.kind, "flushes"),
             cells,
@@ -115,7 +212,10 @@ fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     if let Some(sched) = &t.scheduler {
         line.push_str(&format!(", scheduler {sched}"));
     }
-    line.push_str(&format!("), region {}", format_size(t.region_bytes)));
+    line.push_str(&format!(
+        "), region {}",
+        format_bytes_approx(t.region_bytes)
+    ));
     if let Some(first) = report.tests.first() {
         line.push_str(&format!(
             ", {}, {}",
@@ -124,4 +224,16 @@ fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         ));
     }
     writeln!(out, "{line}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::saturation;
+
+    #[test]
+    fn saturation_is_where_gains_stop() {
+        let curve = [(1, 10e3), (2, 19e3), (4, 35e3), (8, 37e3), (16, 38e3)];
+        assert_eq!(saturation(&curve), Some((4, 35e3)));
+        assert_eq!(saturation(&[(1, 1.0), (2, 2.0)]), None);
+    }
 }

@@ -8,9 +8,9 @@ pub mod workers;
 
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
-use crate::kernel::load::{
-    CpuSplit, CpuTicks, VMSTAT_KEYS, VmCounters, cpu_split, read_cpu_ticks, read_vm_counters,
-};
+use crate::kernel::meminfo::{VmStat, read_vmstat};
+use crate::kernel::stat::{CpuTicks, read_stat};
+use crate::model::cpu::CpuSplit;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -137,33 +137,46 @@ pub struct HddWorkers {
     pub written_bytes_per_s: f64,
 }
 
-/// What the sampler reads from the kernel at each tick.
-#[derive(Debug, Clone, Copy)]
+/// /proc/vmstat counters that show transparent huge pages and compaction at work: the
+/// system-time cost of THP that `--vm` workers are meant to expose.
+pub const VMSTAT_KEYS: [&str; 7] = [
+    "thp_fault_alloc",
+    "thp_fault_fallback",
+    "thp_collapse_alloc",
+    "compact_stall",
+    "compact_success",
+    "compact_fail",
+    "pgmajfault",
+];
+
+/// What the sampler reads from the kernel at each tick; `None` where a file was unreadable.
+#[derive(Debug, Clone)]
 struct KernelSample {
     ticks: Option<CpuTicks>,
-    vm: Option<VmCounters>,
+    vm: Option<VmStat>,
 }
 
 fn sample(root: &SysRoot) -> KernelSample {
     KernelSample {
-        ticks: read_cpu_ticks(root).ok(),
-        vm: read_vm_counters(root).ok(),
+        ticks: read_stat(root).ok().map(|s| s.total),
+        vm: read_vmstat(root).ok(),
     }
 }
 
+/// Increases of [`VMSTAT_KEYS`]; counters this kernel lacks, or that went backwards, are left
+/// out.
 fn vm_deltas(before: &KernelSample, after: &KernelSample) -> BTreeMap<&'static str, u64> {
-    let (Some(a), Some(b)) = (before.vm, after.vm) else {
+    let (Some(a), Some(b)) = (&before.vm, &after.vm) else {
         return BTreeMap::new();
     };
     VMSTAT_KEYS
         .iter()
-        .zip(a.iter().zip(b.iter()))
-        .filter_map(|(k, (x, y))| Some((*k, y.as_ref()?.checked_sub(*x.as_ref()?)?)))
+        .filter_map(|&k| Some((k, b.get(k)?.checked_sub(a.get(k)?)?)))
         .collect()
 }
 
 fn split(before: &KernelSample, after: &KernelSample) -> Option<CpuSplit> {
-    cpu_split(before.ticks.as_ref()?, after.ticks.as_ref()?)
+    CpuSplit::between(before.ticks.as_ref()?, after.ticks.as_ref()?)
 }
 
 fn per_s(count: u64, secs: f64) -> f64 {
@@ -196,7 +209,7 @@ pub fn run(
     );
 
     let mut seconds = Vec::new();
-    let (mut prev_work, mut prev_sample, mut prev_t) = (Work::default(), first, 0.0);
+    let (mut prev_work, mut prev_sample, mut prev_t) = (Work::default(), first.clone(), 0.0);
     let deadline = start + plan.timeout;
     let interrupted = loop {
         let next_tick = start + Duration::from_secs(seconds.len() as u64 + 1);

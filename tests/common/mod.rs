@@ -18,7 +18,30 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 pub fn tacho() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tacho"));
     cmd.stdin(Stdio::null());
+    // Benchmarks save their runs; never into the real ~/.local/share. Tests of the store pass
+    // their own --db, which wins over this.
+    cmd.env("TACHO_DB", scratch_db());
     cmd
+}
+
+/// A results database private to this test process, removed when it exits.
+pub fn scratch_db() -> PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    extern "C" fn remove_scratch() {
+        if let Some(dir) = DIR.get() {
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
+    }
+    DIR.get_or_init(|| {
+        // SAFETY: registers a plain function without arguments; it only removes files.
+        unsafe { libc::atexit(remove_scratch) };
+        tempfile::Builder::new()
+            .prefix("tacho-itest-db-")
+            .tempdir()
+            .expect("cannot create a scratch directory")
+    })
+    .path()
+    .join("tacho.db")
 }
 
 /// Runs tacho with `args`, collecting its output; panics if it runs past [`RUN_LIMIT`].
@@ -276,9 +299,8 @@ impl MountGuard {
 
 impl Drop for MountGuard {
     fn drop(&mut self) {
-        // Right after a process that used io_uring on the filesystem exits, the kernel still
-        // holds its files for some milliseconds (asynchronous ring teardown) and umount fails
-        // with EBUSY; retry for up to 5 s.
+        // A filesystem can stay busy for a moment after the last process using it exits
+        // (asynchronous teardown of its files); retry for up to 5 s rather than leak a mount.
         for _ in 0..100 {
             let unmounted = Command::new("umount")
                 .arg(&self.dir)
@@ -306,11 +328,12 @@ pub fn tests_of(v: &serde_json::Value) -> &Vec<serde_json::Value> {
 }
 
 /// Codes of the top-level warnings.
+/// Codes of the run's warnings and of every test's, in that order.
 pub fn warning_codes(v: &serde_json::Value) -> Vec<String> {
-    v["warnings"]
-        .as_array()
-        .expect("warnings is an array")
-        .iter()
+    let tests = v["tests"].as_array().map(Vec::as_slice).unwrap_or_default();
+    std::iter::once(&v["warnings"])
+        .chain(tests.iter().map(|t| &t["warnings"]))
+        .flat_map(|w| w.as_array().expect("warnings is an array"))
         .map(|w| w["code"].as_str().unwrap().to_owned())
         .collect()
 }

@@ -1,0 +1,150 @@
+//! Options of the results store: where runs are saved (on bench commands), and the `runs` and
+//! `compare` commands that read them back.
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+/// Saving a benchmark run; flattened into every bench command.
+#[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Results")]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+
+    /// Do not save this run in the results database
+    #[arg(long)]
+    pub no_save: bool,
+
+    /// Name this run in the results, e.g. "before THP off"
+    #[arg(long, value_name = "TEXT", value_parser = parse_label)]
+    pub label: Option<String>,
+
+    /// Also write the figures in Prometheus text format for node_exporter's textfile collector
+    /// (replaced atomically)
+    #[arg(long, value_name = "PATH")]
+    pub prom_textfile: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Default, Clone)]
+pub struct DbArg {
+    /// Results database [default: $TACHO_DB, else $XDG_DATA_HOME/tacho/tacho.db, else
+    /// ~/.local/share/tacho/tacho.db]
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List the stored runs, oldest first
+    List {
+        #[command(flatten)]
+        db: DbArg,
+        /// Print one JSON document (schema tacho.runs.v1)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run: its figures, warnings and machine fingerprint
+    Show {
+        #[arg(value_parser = parse_id)]
+        id: i64,
+        #[command(flatten)]
+        db: DbArg,
+        #[command(flatten)]
+        format: FormatArgs,
+    },
+    /// Remove runs from the store
+    Rm {
+        #[arg(required = true, value_parser = parse_id)]
+        ids: Vec<i64>,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Write runs as tacho.bench.v1 JSON, one document per run, to move them to another machine
+    Export {
+        #[arg(required = true, value_parser = parse_id)]
+        ids: Vec<i64>,
+        /// Write to FILE instead of stdout
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Store runs from files: tacho.bench.v1 JSON (runs export, bench --json) or fio's
+    /// --output-format=json (each fio job becomes a test)
+    Import {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Name the imported runs [default: the label in the file, or "fio FILE" for fio]
+        #[arg(long, value_name = "TEXT", value_parser = parse_label)]
+        label: Option<String>,
+        #[command(flatten)]
+        db: DbArg,
+        /// Print the new run ids as one JSON document (schema tacho.runs.import.v1)
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Output formats of `runs show` and `compare` (terminal table when none is given).
+#[derive(Debug, Args, Default, Clone)]
+#[group(multiple = false)]
+pub struct FormatArgs {
+    /// Print one JSON document
+    #[arg(long)]
+    pub json: bool,
+    /// Print CSV (every figure, one row per test, direction and metric)
+    #[arg(long)]
+    pub csv: bool,
+    /// Print a Markdown table
+    #[arg(long)]
+    pub markdown: bool,
+    /// Write a self-contained HTML report with charts to FILE
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Runs to compare (see tacho runs list); the first is the baseline unless --baseline
+    #[arg(required = true, value_name = "ID", value_parser = parse_id)]
+    pub ids: Vec<i64>,
+    /// Run the others are measured against [default: the first ID]
+    #[arg(long, value_name = "ID", value_parser = parse_id)]
+    pub baseline: Option<i64>,
+    /// Exit 1 when a figure got significantly worse than the baseline by more than PCT percent
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    pub fail_on_regression: Option<f64>,
+    #[command(flatten)]
+    pub db: DbArg,
+    #[command(flatten)]
+    pub format: FormatArgs,
+}
+
+fn parse_id(text: &str) -> Result<i64, String> {
+    match text.parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "'{text}' is not a run id; ids are positive numbers (tacho runs list shows them)"
+        )),
+    }
+}
+
+fn parse_pct(text: &str) -> Result<f64, String> {
+    let number = text.strip_suffix('%').unwrap_or(text);
+    match number.parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err(format!(
+            "'{text}' is not a percentage; give a number such as 5 or 2.5"
+        )),
+    }
+}
+
+fn parse_label(text: &str) -> Result<String, String> {
+    if text.chars().any(char::is_control) {
+        return Err("a label must be one line of text without control characters".into());
+    }
+    if text.chars().count() > 200 {
+        return Err("a label must be at most 200 characters".into());
+    }
+    Ok(text.to_string())
+}

@@ -1,0 +1,82 @@
+//! `tacho compare ID ID… [--baseline ID]`: stored runs side by side.
+
+use super::output::{self, Format};
+use super::runs::load;
+use crate::cli::CompareArgs;
+use crate::compare;
+use crate::report::results::{self, Text};
+use anyhow::{Result, bail};
+use std::process::ExitCode;
+
+pub fn run(args: &CompareArgs) -> Result<ExitCode> {
+    let ids = ordered_ids(&args.ids, args.baseline);
+    if ids.len() < 2 {
+        bail!(
+            "compare needs at least two different runs (got {}); use tacho runs show ID for one",
+            ids.len()
+        );
+    }
+    let runs = load(&args.db, &ids)?;
+    let c = compare::compare(&runs);
+    let mut out = std::io::stdout().lock();
+    match Format::from(&args.format) {
+        Format::Table => results::compare_text(&c, Text::Terminal, &mut out)?,
+        Format::Markdown => results::compare_text(&c, Text::Markdown, &mut out)?,
+        Format::Json => results::compare_json(&c, args.fail_on_regression, &mut out)?,
+        Format::Csv => results::csv(&c, &mut out)?,
+        Format::Html(path) => {
+            let titles: Vec<String> = c
+                .runs
+                .iter()
+                .map(|r| format!("#{} {}", r.id, r.title))
+                .collect();
+            output::html(&path, &c, &format!("tacho: {}", titles.join(" vs ")), &[])?;
+        }
+    }
+    let Some(pct) = args.fail_on_regression else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let regressions = c.regressions(pct);
+    for (row, i, cell) in &regressions {
+        eprintln!(
+            "regression: {} {} {:+.1}% in run {} ({})",
+            c.row_title(row),
+            row.metric.label(),
+            cell.change_pct.unwrap_or(0.0),
+            c.runs[*i].id,
+            cell.significance.describe()
+        );
+    }
+    let untested = c.untestable_regressions(pct);
+    if untested > 0 {
+        eprintln!(
+            "note: {untested} figures are more than {pct}% worse but have no repeats, so their \
+             significance is unknown and they do not fail the check (repeat the tests)"
+        );
+    }
+    Ok(if regressions.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The baseline first, then the other ids in the order given, each once.
+fn ordered_ids(ids: &[i64], baseline: Option<i64>) -> Vec<i64> {
+    let mut out: Vec<i64> = baseline.into_iter().collect();
+    for &id in ids {
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn baseline_goes_first_once() {
+        assert_eq!(super::ordered_ids(&[1, 2, 3, 2], Some(3)), [3, 1, 2]);
+        assert_eq!(super::ordered_ids(&[4, 4], None), [4]);
+    }
+}

@@ -1,0 +1,236 @@
+//! `tacho files`: resolve options, check privileges, watch (or map sectors), report.
+
+use crate::cli::FilesArgs;
+use crate::files::filter::FilterSpec;
+use crate::files::output::{self, Format};
+use crate::files::procs::{self, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN};
+use crate::files::summary::Summary;
+use crate::files::watch::{self, Outcome, Sink, WatchConfig, WatchError, Watcher};
+use crate::kernel::SysRoot;
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use std::fs::OpenOptions;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Exit status after a second Ctrl-C (the first one ends the watch normally).
+const EXIT_INTERRUPTED: u8 = 130;
+
+pub fn run(args: &FilesArgs) -> Result<ExitCode> {
+    let root = SysRoot::real();
+    if !args.sector.is_empty() {
+        return super::sector::run(&root, &args.sector, args.json);
+    }
+    let config = resolve(&root, args)?;
+    // Checked before fanotify is touched, so the message names both capabilities even where
+    // fanotify_init would succeed unprivileged (kernels from 5.13 allow limited groups).
+    if !procs::has_capability(&root, CAP_SYS_ADMIN)
+        || !procs::has_capability(&root, CAP_DAC_READ_SEARCH)
+    {
+        return Err(WatchError::NeedPrivilege.into());
+    }
+    let mut watcher = Watcher::new(&root, config)?;
+    // The output file is created only once watching is set up, so a refused start leaves
+    // nothing behind.
+    let events: Option<Box<dyn Write>> = match &args.output {
+        Some(path) => Some(Box::new(BufWriter::new(create_output(path)?))),
+        None if args.summary => None,
+        None => Some(Box::new(BufWriter::new(std::io::stdout()))),
+    };
+    let format = if args.json {
+        Format::Json
+    } else {
+        Format::Text {
+            timestamps: args.timestamps,
+        }
+    };
+    let mut sink = Sink {
+        events,
+        format,
+        summary: args.summary.then(Summary::default),
+    };
+    eprintln!(
+        "tacho: watching {}{}",
+        watcher.watching.join(", "),
+        if args.duration.is_some() {
+            ""
+        } else {
+            "; Ctrl-C to stop"
+        }
+    );
+    for note in &watcher.notes {
+        eprintln!("tacho: note: {note}");
+    }
+    if format == Format::Json
+        && let Some(out) = sink.events.as_mut()
+    {
+        output::write_json_header(out, &watcher.watching)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    install_signal_handlers(&stop)?;
+    let outcome = watcher.run(&mut sink, &stop)?;
+    finish(args, sink, &outcome)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Turns the arguments into a watch configuration; every bad value dies here, before any
+/// side effect.
+fn resolve(root: &SysRoot, args: &FilesArgs) -> Result<WatchConfig> {
+    let to_tgid = |pid: i32, option: &str| -> Result<i32> {
+        procs::tgid(root, pid)
+            .with_context(|| format!("{option} {pid}: no such process; check the id with ps -e"))
+    };
+    let pids = args
+        .pid
+        .iter()
+        .map(|&p| to_tgid(p, "--pid"))
+        .collect::<Result<Vec<_>>>()?;
+    let exclude_pids = args
+        .exclude_pid
+        .iter()
+        .map(|&p| procs::tgid(root, p).unwrap_or(p))
+        .collect();
+    let paths: Vec<PathBuf> = args
+        .path
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| absolute(p)))
+        .collect();
+    let mounts = if !args.mount.is_empty() {
+        args.mount
+            .iter()
+            .map(|m| {
+                std::fs::canonicalize(m).with_context(|| {
+                    format!(
+                        "--mount {}: no such file or directory; give an existing path",
+                        m.display()
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?
+    } else if !paths.is_empty() {
+        watch::mounts_for_paths(root, &paths)?
+    } else {
+        watch::default_mounts(root)?
+    };
+    if mounts.is_empty() {
+        bail!("no device-backed filesystem is mounted; name one with --mount PATH");
+    }
+    for name in args.comm.iter().chain(&args.exclude_comm) {
+        // The kernel keeps 15 bytes of a command name; a longer one would never match.
+        if name.len() > 15 || name.is_empty() {
+            bail!(
+                "--comm {name:?}: command names are 1 to 15 bytes as the kernel keeps them; \
+                 use the name ps -o comm shows"
+            );
+        }
+    }
+    if let Some(path) = &args.output
+        && path.exists()
+    {
+        bail!(
+            "--output {}: the file exists; give a new file name (tacho never overwrites)",
+            path.display()
+        );
+    }
+    Ok(WatchConfig {
+        mounts,
+        filter: FilterSpec {
+            pids,
+            children: args.children,
+            comms: args.comm.clone(),
+            paths,
+            ops: args.ops,
+            exclude_pids,
+            exclude_comms: args.exclude_comm.clone(),
+        },
+        duration: args.duration,
+        unbounded_queue: args.unbounded_queue,
+    })
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn create_output(path: &Path) -> Result<std::fs::File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .with_context(|| format!("--output {}: cannot create the file", path.display()))
+}
+
+/// Totals, the lost-event warning and the summary, after the watch ends.
+fn finish(args: &FilesArgs, mut sink: Sink, outcome: &Outcome) -> Result<()> {
+    let seconds = outcome.elapsed.as_secs_f64();
+    if outcome.overflows > 0 {
+        eprintln!(
+            "tacho: warning: the event queue overflowed {} time(s); at least {} event(s) were \
+             lost (the kernel does not count them); try --unbounded-queue",
+            outcome.overflows, outcome.overflows
+        );
+    }
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        #[derive(Serialize)]
+        struct Trailer {
+            schema: &'static str,
+            duration_ms: u64,
+            events_read: u64,
+            events_shown: u64,
+            overflows: u64,
+            lost_events_min: u64,
+            /// Events lost because the kernel could not open their file (descriptor mode).
+            undeliverable: u64,
+            /// Stopped by Ctrl-C or a signal rather than --duration.
+            interrupted: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            summary: Option<crate::files::summary::Report>,
+        }
+        let trailer = Trailer {
+            schema: output::SCHEMA,
+            duration_ms: outcome.elapsed.as_millis() as u64,
+            events_read: outcome.events_read,
+            events_shown: outcome.events_shown,
+            overflows: outcome.overflows,
+            lost_events_min: outcome.overflows,
+            undeliverable: outcome.undeliverable,
+            interrupted: outcome.interrupted,
+            summary: sink.summary.as_ref().map(|s| s.report(seconds)),
+        };
+        // The trailer follows the events in the same stream, or goes to stdout when the events
+        // went to a file (or were not listed).
+        let out: &mut dyn Write = match (&mut sink.events, &args.output) {
+            (Some(events), None) => events,
+            _ => &mut stdout,
+        };
+        serde_json::to_writer(&mut *out, &trailer)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+    } else if let Some(summary) = &sink.summary {
+        summary.write_table(&mut stdout, seconds)?;
+    }
+    eprintln!(
+        "tacho: {} event(s) shown of {} read in {seconds:.1} s",
+        outcome.events_shown, outcome.events_read
+    );
+    Ok(())
+}
+
+/// Ctrl-C, SIGTERM or SIGHUP end the watch (the summary is still printed); a second one exits
+/// at once.
+fn install_signal_handlers(stop: &Arc<AtomicBool>) -> Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register_conditional_shutdown(
+            signal,
+            i32::from(EXIT_INTERRUPTED),
+            Arc::clone(stop),
+        )?;
+        signal_hook::flag::register(signal, Arc::clone(stop))?;
+    }
+    Ok(())
+}

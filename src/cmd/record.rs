@@ -1,0 +1,120 @@
+//! Where a benchmark's results go besides the terminal: the results store, saved test by test
+//! as each finishes (so Ctrl-C or a crash in a later test keeps the earlier ones), and the
+//! Prometheus textfile written at the end.
+
+use crate::bench::result::{BenchReport, TestResult};
+use crate::cli::RecordArgs;
+use crate::report::prom;
+use crate::store::{NewRun, Store};
+use anyhow::{Context, Result, anyhow};
+
+/// A run being recorded. Dropping it unfinished (the benchmark failed) marks the run `failed`.
+pub struct Recorder {
+    args: RecordArgs,
+    db: Option<(Store, i64)>,
+    saved: usize,
+    /// The first save that failed; later saves are skipped and `finish` reports it.
+    error: Option<anyhow::Error>,
+}
+
+impl Recorder {
+    /// Opens the store and starts a run from the report as it stands before any test, unless
+    /// `--no-save`. A database that cannot be used stops the benchmark before it starts.
+    pub fn begin(args: &RecordArgs, report: &BenchReport) -> Result<Recorder> {
+        let db = if args.no_save {
+            None
+        } else {
+            let path = crate::store::resolve_path(args.db.db.as_deref())?;
+            let mut store = Store::open(&path)?;
+            let id = store.begin_run(&new_run(report, args)?)?;
+            Some((store, id))
+        };
+        Ok(Recorder {
+            args: args.clone(),
+            db,
+            saved: 0,
+            error: None,
+        })
+    }
+
+    /// Saves one finished test.
+    pub fn test(&mut self, test: &TestResult) {
+        let Some((store, id)) = &mut self.db else {
+            return;
+        };
+        if self.error.is_some() {
+            return;
+        }
+        let saved = serde_json::to_value(test)
+            .map_err(anyhow::Error::from)
+            .and_then(|json| store.add_test(*id, self.saved, &json));
+        match saved {
+            Ok(()) => self.saved += 1,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// Marks the run finished or interrupted with the final report's fields, writes the
+    /// Prometheus textfile, and says on stderr where the run was saved.
+    pub fn finish(mut self, report: &BenchReport) -> Result<()> {
+        let db = self.db.take();
+        let mut run_id = None;
+        if let Some((mut store, id)) = db {
+            if let Some(e) = self.error.take() {
+                let _ = store.set_status(id, "failed");
+                return Err(e.context("the results above were printed but not all saved"));
+            }
+            let mut run = new_run(report, &self.args)?;
+            run.status = if report.interrupted {
+                "interrupted"
+            } else {
+                "finished"
+            }
+            .into();
+            store.finish_run(id, &run)?;
+            eprintln!(
+                "saved as run {id} in {} (tacho runs show {id})",
+                store.path().display()
+            );
+            run_id = Some(id);
+        }
+        if let Some(path) = &self.args.prom_textfile {
+            let text = prom::render(
+                report,
+                &prom::RunInfo {
+                    label: self.args.label.as_deref(),
+                    run_id,
+                    timestamp_s: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs()),
+                },
+            );
+            crate::report::write_file_atomically(path, &text).with_context(|| {
+                format!(
+                    "cannot write the Prometheus textfile {}; pass a writable --prom-textfile PATH",
+                    path.display()
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Some((store, id)) = &mut self.db {
+            let _ = store.set_status(*id, "failed");
+        }
+    }
+}
+
+/// The report as a run to store (its tests are saved one by one, not from here).
+fn new_run(report: &BenchReport, args: &RecordArgs) -> Result<NewRun> {
+    let mut doc = serde_json::to_value(report)?;
+    if let Some(tests) = doc.get_mut("tests") {
+        *tests = serde_json::Value::Array(Vec::new());
+    }
+    let mut run = NewRun::from_bench_doc(&doc, "bench").map_err(|e| anyhow!(e))?;
+    run.label = args.label.clone();
+    Ok(run)
+}

@@ -1,0 +1,176 @@
+//! `tacho runs list|show|rm|export|import`: the stored runs.
+
+use super::output::{self, Format};
+use crate::cli::{DbArg, RunsCommand};
+use crate::compare;
+use crate::report::results::{self, Text};
+use crate::store::{self, Store, StoredRun};
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub fn run(command: RunsCommand) -> Result<ExitCode> {
+    match command {
+        RunsCommand::List { db, json } => list(&db, json),
+        RunsCommand::Show { id, db, format } => show(id, &db, &Format::from(&format)),
+        RunsCommand::Rm { ids, db } => rm(&ids, &db),
+        RunsCommand::Export { ids, output, db } => export(&ids, output.as_deref(), &db),
+        RunsCommand::Import {
+            files,
+            label,
+            db,
+            json,
+        } => import(&files, label.as_deref(), &db, json),
+    }?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The store, for commands that only read or remove: a missing file is not created.
+pub fn open_existing(db: &DbArg) -> Result<(Option<Store>, PathBuf)> {
+    let path = store::resolve_path(db.db.as_deref())?;
+    Ok((Store::open_existing(&path)?, path))
+}
+
+/// Loads runs by id; a missing database or id is an error naming it.
+pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
+    let (store, path) = open_existing(db)?;
+    let store = store.ok_or_else(|| {
+        anyhow!(
+            "no run {}: there is no results database at {} yet (pass --db PATH or set TACHO_DB \
+             if it is elsewhere)",
+            ids[0],
+            path.display()
+        )
+    })?;
+    ids.iter().map(|&id| store.load(id)).collect()
+}
+
+fn list(db: &DbArg, json: bool) -> Result<()> {
+    let (store, _) = open_existing(db)?;
+    let runs = match store {
+        Some(s) => s.list()?,
+        None => Vec::new(),
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        results::list_json(&runs, &mut out)?;
+    } else {
+        results::list_text(&runs, &mut out)?;
+    }
+    Ok(())
+}
+
+fn show(id: i64, db: &DbArg, format: &Format) -> Result<()> {
+    let run = load(db, &[id])?.remove(0);
+    let c = compare::compare(std::slice::from_ref(&run));
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Table => results::show_text(&run, &c, Text::Terminal, &mut out)?,
+        Format::Markdown => results::show_text(&run, &c, Text::Markdown, &mut out)?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &run.to_document())?;
+            writeln!(out)?;
+        }
+        Format::Csv => results::csv(&c, &mut out)?,
+        Format::Html(path) => {
+            let title = format!("tacho run {}: {}", run.id, run.title());
+            output::html(path, &c, &title, &results::run_warnings(&run))?;
+        }
+    }
+    Ok(())
+}
+
+fn rm(ids: &[i64], db: &DbArg) -> Result<()> {
+    let (store, path) = open_existing(db)?;
+    let mut store = store.ok_or_else(|| {
+        anyhow!(
+            "no run {}: there is no results database at {} (nothing removed)",
+            ids[0],
+            path.display()
+        )
+    })?;
+    store.remove(ids)?;
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    eprintln!("removed run {} from {}", list.join(", "), path.display());
+    Ok(())
+}
+
+fn export(ids: &[i64], output: Option<&Path>, db: &DbArg) -> Result<()> {
+    let runs = load(db, ids)?;
+    let mut text = String::new();
+    for run in &runs {
+        text.push_str(&serde_json::to_string_pretty(&run.to_document())?);
+        text.push('\n');
+    }
+    match output {
+        Some(path) => {
+            crate::report::write_file_atomically(path, &text).with_context(|| {
+                format!("cannot write {}; pass a writable -o FILE", path.display())
+            })?;
+            eprintln!("exported {} runs to {}", runs.len(), path.display());
+        }
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    }
+    Ok(())
+}
+
+fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Result<()> {
+    // Every file is read and understood before anything is stored: bad input stores nothing.
+    let mut parsed = Vec::new();
+    for file in files {
+        let text = std::fs::read(file)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let runs = store::parse_documents(&text).map_err(|e| {
+            anyhow!(
+                "{} cannot be imported: {e}; give tacho.bench.v1 JSON (tacho runs export, \
+                 tacho bench --json) or fio --output-format=json output",
+                file.display()
+            )
+        })?;
+        for mut run in runs {
+            if let Some(l) = label {
+                run.label = Some(l.to_string());
+            } else if run.label.is_none() && run.source == "fio" {
+                let name = file.file_name().unwrap_or(file.as_os_str());
+                run.label = Some(format!("fio {}", name.to_string_lossy()));
+            }
+            parsed.push((file, run));
+        }
+    }
+    if parsed.is_empty() {
+        bail!("no runs found in the given files");
+    }
+    let path = store::resolve_path(db.db.as_deref())?;
+    let mut store = Store::open(&path)?;
+    let mut imported = Vec::new();
+    for (file, run) in &parsed {
+        let id = store.insert_run(run)?;
+        imported.push(json!({
+            "id": id, "file": file.display().to_string(), "source": run.source,
+            "label": run.label, "tests": run.tests.len(),
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(
+            &mut out,
+            &json!({"schema": "tacho.runs.import.v1", "runs": imported}),
+        )?;
+        writeln!(out)?;
+    } else {
+        for r in &imported {
+            writeln!(
+                out,
+                "imported run {} from {} ({} tests, {})",
+                r["id"],
+                r["file"].as_str().unwrap_or(""),
+                r["tests"],
+                r["source"].as_str().unwrap_or("")
+            )?;
+        }
+    }
+    Ok(())
+}

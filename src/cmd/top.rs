@@ -1,0 +1,116 @@
+//! `tacho top`: sample every interval, compute rates, judge, and show (screen, text, JSON,
+//! Prometheus).
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::cli::TopArgs;
+use crate::findings::{Judge, any_warning};
+use crate::kernel::SysRoot;
+use crate::model::{self, ModelOptions, TopSample};
+use crate::report::top::{prometheus, server, text, write_json_line};
+use crate::sample::Sampler;
+
+/// How samples are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Screen,
+    Text,
+    Json,
+    /// `--listen` alone: serve /metrics, print nothing.
+    ServeOnly,
+}
+
+pub fn run(args: &TopArgs) -> Result<ExitCode> {
+    let mode = match (args.batch, args.json, args.listen.is_some()) {
+        (_, true, _) => Mode::Json,
+        (true, _, _) => Mode::Text,
+        (false, false, true) => Mode::ServeOnly,
+        (false, false, false) => Mode::Screen,
+    };
+    if mode == Mode::Screen && !std::io::stdout().is_terminal() {
+        bail!("the interactive screen needs a terminal; use --batch or --json for a pipe or file");
+    }
+    let interval = args.interval.unwrap_or(Duration::from_secs(1));
+    let metrics = args.listen.map(server::serve).transpose()?;
+    let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
+    let opts = ModelOptions::for_this_host(usize::from(args.top), args.sort, sampler.delayacct);
+    if mode == Mode::Screen {
+        crate::tui::run(&mut sampler, opts, interval, args.count, metrics)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let mut warned = false;
+    let on_sample = |s: &TopSample| -> Result<()> {
+        if let Some(m) = &metrics {
+            m.set(prometheus::render(s));
+        }
+        match mode {
+            Mode::Json => write_json_line(&mut stdout, s)?,
+            Mode::Text => text::write_sample(&mut stdout, s)?,
+            Mode::Screen | Mode::ServeOnly => {}
+        }
+        stdout.flush()?;
+        warned |= any_warning(&s.findings);
+        Ok(())
+    };
+    sample_loop(&mut sampler, &opts, interval, args.count, &stop, on_sample)?;
+    Ok(if warned {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Takes a first sample, then one per interval on a fixed schedule (no drift), handing each
+/// interval's judged sample to `on_sample`; stops after `count` or when `stop` is set.
+pub fn sample_loop(
+    sampler: &mut Sampler,
+    opts: &ModelOptions,
+    interval: Duration,
+    count: Option<u64>,
+    stop: &AtomicBool,
+    mut on_sample: impl FnMut(&TopSample) -> Result<()>,
+) -> Result<()> {
+    let mut judge = Judge::new();
+    let start = Instant::now();
+    let mut prev = sampler.sample()?;
+    let mut n: u64 = 0;
+    while count.is_none_or(|c| n < c) {
+        let due = start + interval.saturating_mul(u32::try_from(n + 1).unwrap_or(u32::MAX));
+        if !sleep_until(due, stop) {
+            break;
+        }
+        let cur = sampler.sample()?;
+        let mut s = model::between(&prev, &cur, sampler.devices(), opts);
+        judge.judge(&mut s);
+        on_sample(&s)?;
+        prev = cur;
+        n += 1;
+    }
+    Ok(())
+}
+
+/// Sleeps until `due` in short steps so Ctrl-C is honoured promptly; false when stopped.
+fn sleep_until(due: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return true;
+        }
+        std::thread::sleep((due - now).min(Duration::from_millis(50)));
+    }
+}

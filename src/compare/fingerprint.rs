@@ -1,0 +1,239 @@
+//! A run's machine fingerprint as named, printable values, read from the stored JSON (so runs
+//! from older tacho versions, other machines and fio imports all work: what a run lacks is
+//! `None`, shown as unknown, never a difference).
+
+use crate::store::StoredRun;
+use serde_json::Value;
+
+/// One fingerprint entry across runs (in the comparison's run order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FingerprintRow {
+    pub key: &'static str,
+    pub values: Vec<Option<String>>,
+}
+
+impl FingerprintRow {
+    /// True when two runs recorded different values (unknown values do not count).
+    pub fn differs(&self) -> bool {
+        let mut known = self.values.iter().flatten();
+        match known.next() {
+            Some(first) => known.any(|v| v != first),
+            None => false,
+        }
+    }
+
+    /// `scheduler: mq-deadline → none` (`?` where a run did not record it).
+    pub fn describe(&self) -> String {
+        let values: Vec<&str> = self
+            .values
+            .iter()
+            .map(|v| v.as_deref().unwrap_or("?"))
+            .collect();
+        format!("{}: {}", self.key, values.join(" → "))
+    }
+}
+
+/// The fingerprint of every run, one row per entry that at least one run recorded.
+pub fn table(runs: &[StoredRun]) -> Vec<FingerprintRow> {
+    let per_run: Vec<Vec<(&'static str, Option<String>)>> = runs.iter().map(of_run).collect();
+    let Some(first) = per_run.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| FingerprintRow {
+            key,
+            values: per_run.iter().map(|r| r[i].1.clone()).collect(),
+        })
+        .filter(|row| row.values.iter().any(Option::is_some))
+        .collect()
+}
+
+/// The entries of one run, always the same keys in the same order.
+pub fn of_run(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
+    let host = &run.host;
+    let target = &run.target;
+    let tunables = run.extra.get("tunables").unwrap_or(&Value::Null);
+    let devices = tunables
+        .get("devices")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let queue = |key: &str| per_device(&devices, key);
+    vec![
+        ("host", text(host, "hostname")),
+        ("kernel", text(host, "kernel")),
+        ("OS", text(host, "os")),
+        ("CPU", text(host, "cpu_model")),
+        ("CPUs", text(host, "cpus")),
+        (
+            "memory",
+            host.get("mem_total_bytes")
+                .and_then(Value::as_f64)
+                .map(|b| format!("{:.1} GiB", b / f64::from(1u32 << 30))),
+        ),
+        (
+            "virtualization",
+            or_if_recorded(host, "virtualization", "none detected"),
+        ),
+        ("THP", text(tunables, "thp_enabled")),
+        ("THP defrag", text(tunables, "thp_defrag")),
+        (
+            "CPU governor",
+            or_if_recorded(tunables, "cpu_governor", "none (no cpufreq)"),
+        ),
+        ("mitigations", text(tunables, "mitigations")),
+        (
+            "mitigations=",
+            or_if_recorded(tunables, "mitigations_cmdline", "not set"),
+        ),
+        ("target", text(target, "path")),
+        ("filesystem", text(target, "filesystem")),
+        ("mount options", text(target, "mount_options")),
+        (
+            "devices",
+            target
+                .get("devices")
+                .and_then(Value::as_array)
+                .and_then(|d| {
+                    let names: Vec<&str> = d.iter().filter_map(Value::as_str).collect();
+                    (!names.is_empty()).then(|| names.join(" → "))
+                }),
+        ),
+        ("device model", text(target, "device_model")),
+        (
+            "rotational",
+            target
+                .get("rotational")
+                .and_then(Value::as_bool)
+                .map(|r| if r { "yes" } else { "no" }.to_string()),
+        ),
+        (
+            "scheduler",
+            queue("scheduler").or_else(|| text(target, "scheduler")),
+        ),
+        ("nr_requests", queue("nr_requests")),
+        ("read_ahead_kb", queue("read_ahead_kb")),
+        ("write cache", queue("write_cache")),
+        (
+            "tool",
+            Some(match (&run.source[..], &run.tool_version) {
+                ("fio", Some(v)) => v.clone(),
+                (_, Some(v)) => format!("tacho {v}"),
+                (source, None) => source.to_string(),
+            }),
+        ),
+        (
+            "suite",
+            run.suite.as_ref().map(|(name, v)| format!("{name} v{v}")),
+        ),
+    ]
+}
+
+/// A scalar field as text; `None` when absent or null.
+fn text(obj: &Value, key: &str) -> Option<String> {
+    match obj.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Like [`text`], but a field recorded as null means `absent` (e.g. no cpufreq), which is
+/// different from a run that did not record the field at all.
+fn or_if_recorded(obj: &Value, key: &str, absent: &str) -> Option<String> {
+    match obj.get(key) {
+        Some(Value::Null) => Some(absent.to_string()),
+        _ => text(obj, key),
+    }
+}
+
+/// A queue setting: the value for one device, `dm-0 128, sda 256` for several.
+fn per_device(devices: &[Value], key: &str) -> Option<String> {
+    let values: Vec<(String, String)> = devices
+        .iter()
+        .filter_map(|d| Some((text(d, "device")?, text(d, key)?)))
+        .collect();
+    match values.as_slice() {
+        [] => None,
+        [(_, only)] => Some(only.clone()),
+        many => Some(
+            many.iter()
+                .map(|(dev, v)| format!("{dev} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(id: i64, host: Value, extra: Value) -> StoredRun {
+        StoredRun {
+            id,
+            created_at: String::new(),
+            label: None,
+            kind: "disk".into(),
+            status: "finished".into(),
+            source: "bench".into(),
+            tool_version: Some("0.1.0".into()),
+            suite: None,
+            host,
+            target: json!({"path": "/data", "scheduler": "mq-deadline"}),
+            extra: extra.as_object().cloned().unwrap_or_default(),
+            tests: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn differences_name_the_change_and_ignore_unknowns() {
+        let a = run(
+            1,
+            json!({"hostname": "a", "virtualization": null}),
+            json!({"tunables": {"thp_enabled": "always", "cpu_governor": null,
+                   "devices": [{"device": "vda", "scheduler": "mq-deadline", "nr_requests": 256}]}}),
+        );
+        let b = run(
+            2,
+            json!({"hostname": "a", "virtualization": "kvm"}),
+            json!({"tunables": {"thp_enabled": "never", "cpu_governor": null,
+                   "devices": [{"device": "vda", "scheduler": "none", "nr_requests": 256}]}}),
+        );
+        let c = run(3, json!({}), json!({}));
+        let rows = table(&[a, b, c]);
+        let diffs: Vec<String> = rows
+            .iter()
+            .filter(|r| r.differs())
+            .map(FingerprintRow::describe)
+            .collect();
+        assert_eq!(
+            diffs,
+            [
+                "virtualization: none detected → kvm → ?",
+                "THP: always → never → ?",
+                "scheduler: mq-deadline → none → mq-deadline",
+            ]
+        );
+        let governor = rows.iter().find(|r| r.key == "CPU governor").unwrap();
+        assert_eq!(governor.values[0].as_deref(), Some("none (no cpufreq)"));
+        assert!(!governor.differs());
+    }
+
+    #[test]
+    fn several_devices_are_named() {
+        let devices = [
+            json!({"device": "dm-0", "nr_requests": 128}),
+            json!({"device": "sda", "nr_requests": 256}),
+        ];
+        assert_eq!(
+            per_device(&devices, "nr_requests").as_deref(),
+            Some("dm-0 128, sda 256")
+        );
+        assert_eq!(per_device(&devices, "write_cache"), None);
+    }
+}

@@ -1,0 +1,593 @@
+//! Side-by-side comparison of stored runs: tests matched across runs, each figure's change
+//! against the baseline and whether the repeats make it significant, and the fingerprint
+//! entries that differ (usually the explanation).
+//!
+//! Tests are matched by what they do (pattern, block size, queue depth, jobs, mix, flushes),
+//! not by name, so a fio job and a tacho test of the same work line up.
+
+pub mod fingerprint;
+pub mod stats;
+
+use crate::store::StoredRun;
+use crate::store::figures::Figures;
+use crate::units::{format_bandwidth, format_count, format_latency_ns};
+use fingerprint::FingerprintRow;
+use serde_json::Value;
+
+/// A figure that can be compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    Iops,
+    Bandwidth,
+    LatMean,
+    LatP50,
+    LatP90,
+    LatP99,
+    LatP99_9,
+    LatP99_99,
+    LatMax,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 9] = [
+        Metric::Iops,
+        Metric::Bandwidth,
+        Metric::LatMean,
+        Metric::LatP50,
+        Metric::LatP90,
+        Metric::LatP99,
+        Metric::LatP99_9,
+        Metric::LatP99_99,
+        Metric::LatMax,
+    ];
+
+    /// The latency percentiles drawn in percentile charts, with their axis labels.
+    pub const PERCENTILES: [(Metric, &'static str); 5] = [
+        (Metric::LatP50, "p50"),
+        (Metric::LatP90, "p90"),
+        (Metric::LatP99, "p99"),
+        (Metric::LatP99_9, "p99.9"),
+        (Metric::LatP99_99, "p99.99"),
+    ];
+
+    /// Name in JSON and CSV, with its unit (as the store's columns).
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::Iops => "iops",
+            Metric::Bandwidth => "bw_bytes_per_s",
+            Metric::LatMean => "lat_mean_ns",
+            Metric::LatP50 => "lat_p50_ns",
+            Metric::LatP90 => "lat_p90_ns",
+            Metric::LatP99 => "lat_p99_ns",
+            Metric::LatP99_9 => "lat_p99_9_ns",
+            Metric::LatP99_99 => "lat_p99_99_ns",
+            Metric::LatMax => "lat_max_ns",
+        }
+    }
+
+    /// Name for people.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Iops => "IOPS",
+            Metric::Bandwidth => "bandwidth",
+            Metric::LatMean => "mean latency",
+            Metric::LatP50 => "p50 latency",
+            Metric::LatP90 => "p90 latency",
+            Metric::LatP99 => "p99 latency",
+            Metric::LatP99_9 => "p99.9 latency",
+            Metric::LatP99_99 => "p99.99 latency",
+            Metric::LatMax => "max latency",
+        }
+    }
+
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Metric::Iops | Metric::Bandwidth)
+    }
+
+    pub fn of(self, f: &Figures) -> Option<f64> {
+        match self {
+            Metric::Iops => f.iops,
+            Metric::Bandwidth => f.bw_bytes_per_s,
+            Metric::LatMean => f.lat_ns[0],
+            Metric::LatP50 => f.lat_ns[1],
+            Metric::LatP90 => f.lat_ns[2],
+            Metric::LatP99 => f.lat_ns[3],
+            Metric::LatP99_9 => f.lat_ns[4],
+            Metric::LatP99_99 => f.lat_ns[5],
+            Metric::LatMax => f.lat_ns[6],
+        }
+    }
+
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Metric::Iops => format_count(v),
+            Metric::Bandwidth => format_bandwidth(v),
+            _ => format_latency_ns(v),
+        }
+    }
+}
+
+/// A run as a column of the comparison.
+#[derive(Debug, Clone)]
+pub struct RunHead {
+    pub id: i64,
+    /// The label, or `run N`.
+    pub title: String,
+    pub label: Option<String>,
+    pub created_at: String,
+    pub source: String,
+    pub status: String,
+    pub suite: Option<(String, i64)>,
+    pub tool_version: Option<String>,
+}
+
+/// What a matched test does.
+#[derive(Debug, Clone)]
+pub struct TestInfo {
+    /// The test's name; different names in different runs are joined with ` = `.
+    pub name: String,
+    pub rw: Option<String>,
+    pub bs_bytes: Option<u64>,
+    pub iodepth: Option<u64>,
+    pub numjobs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Significance {
+    /// This is the baseline's own cell.
+    Baseline,
+    /// The baseline lacks this figure.
+    NoBaseline,
+    /// One side has a single sample: Welch's test needs two.
+    NoRepeats,
+    Better {
+        p: f64,
+    },
+    Worse {
+        p: f64,
+    },
+    NoDifference {
+        p: f64,
+    },
+}
+
+impl Significance {
+    /// Stable word for JSON and CSV.
+    pub fn code(self) -> &'static str {
+        match self {
+            Significance::Baseline => "baseline",
+            Significance::NoBaseline => "no-baseline",
+            Significance::NoRepeats => "unknown",
+            Significance::Better { .. } => "better",
+            Significance::Worse { .. } => "worse",
+            Significance::NoDifference { .. } => "no-difference",
+        }
+    }
+
+    pub fn p_value(self) -> Option<f64> {
+        match self {
+            Significance::Better { p }
+            | Significance::Worse { p }
+            | Significance::NoDifference { p } => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Words for people.
+    pub fn describe(self) -> String {
+        match self {
+            Significance::Baseline => "baseline".into(),
+            Significance::NoBaseline => "not in baseline".into(),
+            Significance::NoRepeats => "no repeats: significance unknown".into(),
+            Significance::Better { p } => format!("significantly better ({})", format_p(p)),
+            Significance::Worse { p } => format!("significantly worse ({})", format_p(p)),
+            Significance::NoDifference { p } => {
+                format!("no significant difference ({})", format_p(p))
+            }
+        }
+    }
+}
+
+/// `p=0.012`, or `p<0.001` rather than a misleading `p=0.000`.
+pub fn format_p(p: f64) -> String {
+    if p < 0.001 {
+        "p<0.001".into()
+    } else {
+        format!("p={p:.3}")
+    }
+}
+
+/// One run's figure in a row.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    /// The figure the test reported.
+    pub value: f64,
+    /// The repeats' figures (the reported figure alone when the test was not repeated).
+    pub samples: Vec<f64>,
+    /// Change against the baseline in percent; `None` in the baseline's own column.
+    pub change_pct: Option<f64>,
+    pub significance: Significance,
+}
+
+/// One metric of one direction of one test, across runs.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Index into [`Comparison::tests`].
+    pub test: usize,
+    pub direction: &'static str,
+    pub metric: Metric,
+    /// Shown in tables: the test's throughput figure and its p99 latency.
+    pub headline: bool,
+    /// One per run, in [`Comparison::runs`] order; `None` where the run lacks the figure.
+    pub cells: Vec<Option<Cell>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    /// The baseline first.
+    pub runs: Vec<RunHead>,
+    pub tests: Vec<TestInfo>,
+    pub rows: Vec<Row>,
+    pub fingerprint: Vec<FingerprintRow>,
+    /// Reasons to doubt the comparison (different suite versions, missing tests, ...).
+    pub warnings: Vec<String>,
+}
+
+/// Compares `runs`; the first is the baseline.
+pub fn compare(runs: &[StoredRun]) -> Comparison {
+    let matched = match_tests(runs);
+    let mut rows = Vec::new();
+    for (index, (_, per_run)) in matched.iter().enumerate() {
+        let bs = per_run
+            .iter()
+            .flatten()
+            .find_map(|t| t.json.get("bs_bytes").and_then(Value::as_u64));
+        // Large blocks are judged by bandwidth, small ones by IOPS (as fio and CDM report them).
+        let throughput = if bs.is_some_and(|b| b >= 128 << 10) {
+            Metric::Bandwidth
+        } else {
+            Metric::Iops
+        };
+        for direction in crate::store::figures::DIRECTIONS {
+            for metric in Metric::ALL {
+                let cells: Vec<Option<Cell>> = per_run
+                    .iter()
+                    .map(|t| t.and_then(|t| raw_cell(&t.figures, direction, metric)))
+                    .collect();
+                if cells.iter().all(Option::is_none) {
+                    continue;
+                }
+                rows.push(Row {
+                    test: index,
+                    direction,
+                    metric,
+                    headline: metric == throughput || metric == Metric::LatP99,
+                    cells: judge(cells, metric),
+                });
+            }
+        }
+    }
+    let tests = matched
+        .iter()
+        .map(|(_, per_run)| test_info(per_run))
+        .collect();
+    let mut warnings = suite_warnings(runs);
+    for (_, per_run) in &matched {
+        let missing: Vec<String> = runs
+            .iter()
+            .zip(per_run)
+            .filter(|(_, t)| t.is_none())
+            .map(|(r, _)| format!("run {}", r.id))
+            .collect();
+        if !missing.is_empty() && runs.len() > 1 {
+            warnings.push(format!(
+                "test {} is not in {}",
+                test_info(per_run).name,
+                missing.join(", ")
+            ));
+        }
+    }
+    for r in runs {
+        if r.status != "finished" {
+            warnings.push(format!(
+                "run {} is {}: it holds only the tests that finished",
+                r.id, r.status
+            ));
+        }
+        if r.host.as_object().is_none_or(|h| h.is_empty()) {
+            warnings.push(format!(
+                "run {} has no machine fingerprint (imported from {})",
+                r.id, r.source
+            ));
+        }
+    }
+    Comparison {
+        runs: runs.iter().map(head).collect(),
+        tests,
+        rows,
+        fingerprint: fingerprint::table(runs),
+        warnings,
+    }
+}
+
+impl Comparison {
+    /// Headline cells that got significantly worse than the baseline by more than `pct`.
+    pub fn regressions(&self, pct: f64) -> Vec<(&Row, usize, &Cell)> {
+        self.cells()
+            .filter(|(_, _, c)| {
+                matches!(c.significance, Significance::Worse { .. })
+                    && c.change_pct.is_some_and(|ch| ch.abs() > pct)
+            })
+            .collect()
+    }
+
+    /// Headline cells worse by more than `pct` whose significance is unknown (no repeats).
+    pub fn untestable_regressions(&self, pct: f64) -> usize {
+        self.cells()
+            .filter(|(r, _, c)| {
+                c.significance == Significance::NoRepeats
+                    && c.change_pct.is_some_and(|ch| {
+                        ch.abs() > pct && (ch < 0.0) == r.metric.higher_is_better()
+                    })
+            })
+            .count()
+    }
+
+    /// Every non-baseline headline cell with its row and run index.
+    fn cells(&self) -> impl Iterator<Item = (&Row, usize, &Cell)> {
+        self.rows.iter().filter(|r| r.headline).flat_map(|r| {
+            r.cells
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter_map(move |(i, c)| c.as_ref().map(|c| (r, i, c)))
+        })
+    }
+
+    /// `RND4K Q1T1 (read)`: a row's test and direction, the direction only for mixed tests.
+    pub fn row_title(&self, row: &Row) -> String {
+        let test = &self.tests[row.test];
+        let mixed = self
+            .rows
+            .iter()
+            .any(|r| r.test == row.test && r.direction != row.direction);
+        if mixed {
+            format!("{} ({})", test.name, row.direction)
+        } else {
+            test.name.clone()
+        }
+    }
+
+    /// The one-line answer: how the runs differ from the baseline.
+    pub fn verdict(&self) -> String {
+        let base = &self.runs[0];
+        if self.runs.len() == 1 {
+            return format!(
+                "run {} ({}): {} tests, {}",
+                base.id,
+                base.title,
+                self.tests.len(),
+                base.status
+            );
+        }
+        let (mut worse, mut better, mut same, mut unknown) = (0, 0, 0, 0);
+        for (_, _, c) in self.cells() {
+            match c.significance {
+                Significance::Worse { .. } => worse += 1,
+                Significance::Better { .. } => better += 1,
+                Significance::NoDifference { .. } => same += 1,
+                Significance::NoRepeats => unknown += 1,
+                _ => {}
+            }
+        }
+        let biggest = self
+            .cells()
+            .filter_map(|(r, i, c)| Some((r, i, c.change_pct?)))
+            .max_by(|a, b| a.2.abs().total_cmp(&b.2.abs()));
+        let largest = biggest.map_or(String::new(), |(r, i, ch)| {
+            format!(
+                "; largest change {} {} {:+.1}% in run {}",
+                self.row_title(r),
+                r.metric.label(),
+                ch,
+                self.runs[i].id
+            )
+        });
+        let against = format!("against baseline run {} ({})", base.id, base.title);
+        if worse + better + same == 0 && unknown > 0 {
+            return format!("no repeats: significance unknown {against}{largest}");
+        }
+        if worse == 0 && better == 0 {
+            let mut line = format!("no significant difference {against}");
+            if unknown > 0 {
+                line.push_str(&format!(" ({unknown} figures without repeats)"));
+            }
+            return line + &largest;
+        }
+        let mut parts = vec![
+            format!("{worse} figures significantly worse"),
+            format!("{better} better"),
+        ];
+        if same > 0 {
+            parts.push(format!("{same} without significant difference"));
+        }
+        if unknown > 0 {
+            parts.push(format!("{unknown} without repeats"));
+        }
+        format!("{} {against}{largest}", parts.join(", "))
+    }
+}
+
+type Matched<'a> = Vec<(String, Vec<Option<&'a crate::store::StoredTest>>)>;
+
+/// Tests lined up across runs: the baseline's order first, then tests only later runs have.
+fn match_tests(runs: &[StoredRun]) -> Matched<'_> {
+    let mut matched: Matched = Vec::new();
+    for (r, run) in runs.iter().enumerate() {
+        let mut seen: Vec<String> = Vec::new();
+        for test in &run.tests {
+            let base = match_key(&test.json, &test.name);
+            // The same work twice in one run pairs with the same occurrence in the others.
+            let n = seen.iter().filter(|k| **k == base).count();
+            seen.push(base.clone());
+            let key = format!("{base}#{n}");
+            match matched.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, per_run)) => per_run[r] = Some(test),
+                None => {
+                    let mut per_run = vec![None; runs.len()];
+                    per_run[r] = Some(test);
+                    matched.push((key, per_run));
+                }
+            }
+        }
+    }
+    matched
+}
+
+/// What a test does, as a string: equal strings mean the same work.
+fn match_key(test: &Value, name: &str) -> String {
+    let Some(rw) = test.get("rw").and_then(Value::as_str) else {
+        return format!("name:{name}");
+    };
+    let num = |k: &str| test.get(k).and_then(Value::as_u64).unwrap_or(1);
+    let mix = match rw {
+        "rw" | "randrw" => test.get("rwmixread").and_then(Value::as_u64).unwrap_or(50),
+        _ => 100,
+    };
+    let sync = test
+        .get("sync_every")
+        .and_then(|s| Some(format!("{}/{}", s.get("kind")?.as_str()?, s.get("every")?)))
+        .unwrap_or_default();
+    format!(
+        "{rw} bs={} qd={} jobs={} mix={mix} sync={sync}",
+        num("bs_bytes"),
+        num("iodepth"),
+        num("numjobs")
+    )
+}
+
+fn test_info(per_run: &[Option<&crate::store::StoredTest>]) -> TestInfo {
+    let mut names: Vec<&str> = Vec::new();
+    for t in per_run.iter().flatten() {
+        if !names.contains(&t.name.as_str()) {
+            names.push(&t.name);
+        }
+    }
+    let first = per_run.iter().flatten().next().map(|t| &t.json);
+    let num = |k: &str| first.and_then(|j| j.get(k)).and_then(Value::as_u64);
+    TestInfo {
+        name: names.join(" = "),
+        rw: first
+            .and_then(|j| j.get("rw"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        bs_bytes: num("bs_bytes"),
+        iodepth: num("iodepth"),
+        numjobs: num("numjobs"),
+    }
+}
+
+/// A cell before judging: the reported figure and the repeats.
+fn raw_cell(figures: &[Figures], direction: &str, metric: Metric) -> Option<Cell> {
+    let of_dir = |f: &&Figures| f.direction == direction;
+    let value = figures
+        .iter()
+        .filter(of_dir)
+        .find(|f| f.sample == 0)
+        .and_then(|f| metric.of(f))?;
+    let repeats: Vec<f64> = figures
+        .iter()
+        .filter(of_dir)
+        .filter(|f| f.sample > 0)
+        .filter_map(|f| metric.of(f))
+        .collect();
+    Some(Cell {
+        value,
+        samples: if repeats.is_empty() {
+            vec![value]
+        } else {
+            repeats
+        },
+        change_pct: None,
+        significance: Significance::NoRepeats,
+    })
+}
+
+/// Fills each cell's change and significance against the first (the baseline).
+fn judge(mut cells: Vec<Option<Cell>>, metric: Metric) -> Vec<Option<Cell>> {
+    let baseline = cells.first().cloned().flatten();
+    for (i, cell) in cells.iter_mut().enumerate() {
+        let Some(cell) = cell else { continue };
+        if i == 0 {
+            cell.significance = Significance::Baseline;
+            continue;
+        }
+        let Some(base) = &baseline else {
+            cell.significance = Significance::NoBaseline;
+            continue;
+        };
+        let change = (base.value != 0.0).then(|| (cell.value - base.value) / base.value * 100.0);
+        cell.change_pct = change;
+        cell.significance = match stats::welch_p(&base.samples, &cell.samples) {
+            None => Significance::NoRepeats,
+            Some(p) if p < stats::ALPHA => {
+                let up = cell.value > base.value;
+                if up == metric.higher_is_better() {
+                    Significance::Better { p }
+                } else {
+                    Significance::Worse { p }
+                }
+            }
+            Some(p) => Significance::NoDifference { p },
+        };
+    }
+    cells
+}
+
+fn head(run: &StoredRun) -> RunHead {
+    RunHead {
+        id: run.id,
+        title: run.title(),
+        label: run.label.clone(),
+        created_at: run.created_at.clone(),
+        source: run.source.clone(),
+        status: run.status.clone(),
+        suite: run.suite.clone(),
+        tool_version: run.tool_version.clone(),
+    }
+}
+
+/// Principle 6: results of different versions of one suite are not comparable; say so loudly.
+fn suite_warnings(runs: &[StoredRun]) -> Vec<String> {
+    let mut names: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r.suite.as_ref().map(|s| s.0.as_str()))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut out = Vec::new();
+    for name in names {
+        let versions: Vec<String> = runs
+            .iter()
+            .filter_map(|r| match &r.suite {
+                Some((n, v)) if n == name => Some(format!("v{v} (run {})", r.id)),
+                _ => None,
+            })
+            .collect();
+        let distinct: std::collections::BTreeSet<&str> = versions
+            .iter()
+            .map(|v| v.split(' ').next().unwrap_or(""))
+            .collect();
+        if distinct.len() > 1 {
+            out.push(format!(
+                "DIFFERENT SUITE VERSIONS: {name} {}; the tests behind the same names changed, \
+                 so these figures are not comparable",
+                versions.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,144 @@
+use super::*;
+use crate::store::{StoredTest, figures};
+use serde_json::json;
+
+/// A randread 4k QD1 test whose repeats read `iops` (the reported figure is their median).
+fn test(name: &str, iops: &[f64]) -> StoredTest {
+    let mut sorted = iops.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let dir = |v: f64| json!({"iops": v, "bw_bytes_per_s": v * 4096.0, "lat_ns": {"p99": 1e9 / v}});
+    let mut t = json!({
+        "name": name, "rw": "randread", "bs_bytes": 4096, "iodepth": 1, "numjobs": 1,
+        "read": dir(sorted[sorted.len() / 2]),
+    });
+    if iops.len() > 1 {
+        t["repeats"] = iops.iter().map(|&v| json!({"read": dir(v)})).collect();
+    }
+    StoredTest {
+        name: name.into(),
+        figures: figures::of_test(&t),
+        json: t,
+    }
+}
+
+fn run(id: i64, suite_version: i64, tests: Vec<StoredTest>) -> StoredRun {
+    StoredRun {
+        id,
+        created_at: "2026-01-01T00:00:00Z".into(),
+        label: Some(format!("label {id}")),
+        kind: "disk".into(),
+        status: "finished".into(),
+        source: "bench".into(),
+        tool_version: Some("0.1.0".into()),
+        suite: Some(("quick".into(), suite_version)),
+        host: json!({"hostname": "h"}),
+        target: json!({}),
+        extra: serde_json::Map::new(),
+        tests,
+    }
+}
+
+fn iops_cell(c: &Comparison, run: usize) -> &Cell {
+    let row = c
+        .rows
+        .iter()
+        .find(|r| r.metric == Metric::Iops)
+        .expect("an IOPS row");
+    row.cells[run].as_ref().expect("a cell")
+}
+
+#[test]
+fn a_clear_drop_is_significantly_worse_and_a_regression() {
+    let c = compare(&[
+        run(1, 1, vec![test("RND4K Q1T1", &[1000.0, 1010.0, 990.0])]),
+        run(2, 1, vec![test("RND4K Q1T1", &[800.0, 805.0, 795.0])]),
+    ]);
+    let cell = iops_cell(&c, 1);
+    assert!(
+        matches!(cell.significance, Significance::Worse { .. }),
+        "{cell:?}"
+    );
+    assert!((cell.change_pct.unwrap() + 20.0).abs() < 1e-9);
+    // p99 latency went up: also worse.
+    let p99 = c.rows.iter().find(|r| r.metric == Metric::LatP99).unwrap();
+    assert!(matches!(
+        p99.cells[1].as_ref().unwrap().significance,
+        Significance::Worse { .. }
+    ));
+    assert_eq!(c.regressions(10.0).len(), 2);
+    assert!(c.regressions(25.0).is_empty());
+    assert!(
+        c.verdict().starts_with("2 figures significantly worse"),
+        "{}",
+        c.verdict()
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+}
+
+#[test]
+fn noise_is_no_significant_difference() {
+    let c = compare(&[
+        run(1, 1, vec![test("t", &[1000.0, 1200.0, 800.0])]),
+        run(2, 1, vec![test("t", &[1100.0, 900.0, 1150.0])]),
+    ]);
+    assert!(matches!(
+        iops_cell(&c, 1).significance,
+        Significance::NoDifference { .. }
+    ));
+    assert!(c.regressions(0.0).is_empty());
+    assert!(
+        c.verdict().starts_with("no significant difference"),
+        "{}",
+        c.verdict()
+    );
+}
+
+#[test]
+fn single_samples_have_unknown_significance() {
+    let c = compare(&[
+        run(1, 1, vec![test("t", &[1000.0])]),
+        run(2, 1, vec![test("t", &[500.0])]),
+    ]);
+    assert_eq!(iops_cell(&c, 1).significance, Significance::NoRepeats);
+    assert!(c.regressions(10.0).is_empty());
+    assert_eq!(c.untestable_regressions(10.0), 2);
+    assert!(
+        c.verdict().starts_with("no repeats: significance unknown"),
+        "{}",
+        c.verdict()
+    );
+}
+
+#[test]
+fn tests_match_by_work_not_name_and_gaps_are_named() {
+    let mut other = test("randread-4k-q1", &[900.0]);
+    other.json["engine"] = json!("libaio");
+    let mut seq = test("SEQ", &[10.0]);
+    seq.json["rw"] = json!("read");
+    let c = compare(&[
+        run(1, 1, vec![test("RND4K Q1T1", &[1000.0]), seq]),
+        run(2, 1, vec![other]),
+    ]);
+    assert_eq!(c.tests.len(), 2);
+    assert_eq!(c.tests[0].name, "RND4K Q1T1 = randread-4k-q1");
+    assert!(
+        c.warnings.iter().any(|w| w == "test SEQ is not in run 2"),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn different_suite_versions_are_flagged() {
+    let c = compare(&[
+        run(1, 1, vec![test("t", &[1.0])]),
+        run(2, 2, vec![test("t", &[1.0])]),
+    ]);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("DIFFERENT SUITE VERSIONS: quick v1 (run 1), v2 (run 2)")),
+        "{:?}",
+        c.warnings
+    );
+}

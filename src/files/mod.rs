@@ -1,0 +1,23 @@
+//! `tacho files`: which process reads and writes which file, live, through fanotify; and which
+//! file owns a sector of a block device.
+//!
+//! Flow: [`watch`] sets up fanotify groups ([`fanotify`]) on whole filesystems, reads batches
+//! of events, keeps those the [`filter`] lets through (process names from [`procs`], paths
+//! from [`resolve`], forks and names of processes already gone from [`proc_events`]) and writes them ([`output`]) or counts them ([`summary`]). [`sector`]
+//! answers the other question, sector to file, with FIEMAP.
+//!
+//! This module reads the kernel's view; it never changes a watched file and never blocks the
+//! processes it watches (notification groups only, no permission events).
+
+pub mod btrfs;
+pub mod fanotify;
+pub mod fiemap;
+pub mod filter;
+pub mod ops;
+pub mod output;
+pub mod proc_events;
+pub mod procs;
+pub mod resolve;
+pub mod sector;
+pub mod summary;
+pub mod watch;

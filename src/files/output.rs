@@ -1,0 +1,174 @@
+//! How events are written: fatrace's `comm(pid): OPS path` lines, or one JSON object per line.
+//!
+//! `--json` output is JSON Lines: a header object naming the schema (`tacho.files.v1`), one
+//! object per event (`ts`, `pid`, `comm`, `ops`, `path`), an object per queue overflow, and a
+//! trailer with the totals (and the summary when asked).
+
+use super::ops::Ops;
+use serde::Serialize;
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub const SCHEMA: &str = "tacho.files.v1";
+
+/// One event that passed the filters.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<'a> {
+    /// When tacho read it (the kernel does not timestamp fanotify events).
+    pub time: SystemTime,
+    pub pid: i32,
+    pub comm: &'a str,
+    pub ops: Ops,
+    pub path: &'a Path,
+}
+
+/// Output format of the event stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text { timestamps: bool },
+    Json,
+}
+
+#[derive(Serialize)]
+struct JsonEvent<'a> {
+    /// Seconds since the Unix epoch, microsecond resolution.
+    ts: f64,
+    pid: i32,
+    comm: &'a str,
+    ops: String,
+    path: std::borrow::Cow<'a, str>,
+}
+
+pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::Result<()> {
+    match format {
+        Format::Text { timestamps } => {
+            if timestamps {
+                write!(out, "{} ", local_time_of_day(e.time))?;
+            }
+            writeln!(
+                out,
+                "{}({}): {:<3} {}",
+                e.comm,
+                e.pid,
+                e.ops,
+                e.path.display()
+            )
+        }
+        Format::Json => {
+            let event = JsonEvent {
+                ts: epoch_seconds(e.time),
+                pid: e.pid,
+                comm: e.comm,
+                ops: e.ops.to_string(),
+                path: e.path.to_string_lossy(),
+            };
+            serde_json::to_writer(&mut *out, &event)?;
+            out.write_all(b"\n")
+        }
+    }
+}
+
+/// The JSON stream's first line.
+pub fn write_json_header(out: &mut impl Write, watching: &[String]) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct Header<'a> {
+        schema: &'static str,
+        tool_version: &'static str,
+        watching: &'a [String],
+    }
+    serde_json::to_writer(
+        &mut *out,
+        &Header {
+            schema: SCHEMA,
+            tool_version: env!("CARGO_PKG_VERSION"),
+            watching,
+        },
+    )?;
+    out.write_all(b"\n")
+}
+
+/// Marks in the JSON stream where the kernel dropped events.
+pub fn write_json_overflow(out: &mut impl Write, time: SystemTime) -> io::Result<()> {
+    writeln!(out, "{{\"ts\":{},\"overflow\":true}}", epoch_seconds(time))
+}
+
+pub fn epoch_seconds(t: SystemTime) -> f64 {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    // Rounded to microseconds, as fatrace prints them.
+    (d.as_micros() as f64) / 1e6
+}
+
+/// `HH:MM:SS.micros` in the local time zone.
+pub fn local_time_of_day(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as libc::time_t;
+    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
+    // SAFETY: localtime_r reads `secs` and fills the caller's `tm`; it is thread-safe.
+    let ok = !unsafe { libc::localtime_r(&secs, tm.as_mut_ptr()) }.is_null();
+    let (h, m, s) = if ok {
+        // SAFETY: localtime_r succeeded, so `tm` is initialised.
+        let tm = unsafe { tm.assume_init() };
+        (tm.tm_hour, tm.tm_min, tm.tm_sec)
+    } else {
+        let day = d.as_secs() % 86_400;
+        (
+            (day / 3600) as i32,
+            (day / 60 % 60) as i32,
+            (day % 60) as i32,
+        )
+    };
+    format!("{h:02}:{m:02}:{s:02}.{:06}", d.subsec_micros())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn shown(path: &Path) -> Shown<'_> {
+        Shown {
+            time: UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456),
+            pid: 42,
+            comm: "sh",
+            ops: Ops::parse("CW").unwrap(),
+            path,
+        }
+    }
+
+    #[test]
+    fn text_lines_look_like_fatrace() {
+        let mut out = Vec::new();
+        let fmt = Format::Text { timestamps: false };
+        write_event(&mut out, fmt, &shown(Path::new("/tmp/a b"))).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "sh(42): CW  /tmp/a b\n");
+        let mut out = Vec::new();
+        let fmt = Format::Text { timestamps: true };
+        write_event(&mut out, fmt, &shown(Path::new("/x"))).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.ends_with(".123456 sh(42): CW  /x\n"), "{line}");
+        assert_eq!(line.find(' '), Some(15), "HH:MM:SS.micros first: {line}");
+    }
+
+    #[test]
+    fn json_events_carry_the_five_fields() {
+        let mut out = Vec::new();
+        write_event(&mut out, Format::Json, &shown(Path::new("/tmp/\"q\""))).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["pid"], 42);
+        assert_eq!(v["comm"], "sh");
+        assert_eq!(v["ops"], "CW");
+        assert_eq!(v["path"], "/tmp/\"q\"");
+        assert!((v["ts"].as_f64().unwrap() - 1_700_000_000.123456).abs() < 1e-5);
+        let mut out = Vec::new();
+        write_json_header(&mut out, &["/".into()]).unwrap();
+        write_json_overflow(&mut out, UNIX_EPOCH).unwrap();
+        let lines: Vec<serde_json::Value> = out
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["schema"], SCHEMA);
+        assert_eq!(lines[1]["overflow"], true);
+    }
+}

@@ -1,0 +1,202 @@
+//! Disk verdicts: saturation judged by device type, and hot disks among their peers.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::stats::{mad, median};
+use super::{Finding, Severity};
+use crate::kernel::blockdev::DeviceKind;
+use crate::model::TopSample;
+use crate::model::disk::{Disk, worst_await};
+
+/// %util at which a single-queue rotational disk is saturated: it serves one request at a
+/// time, so busy all the time means requests queue.
+const ROTATIONAL_UTIL_PCT: f64 = 90.0;
+/// Average queue length from which a parallel device (SSD, NVMe, virtual) counts as loaded;
+/// below it, a slow await is the device's latency, not queueing.
+const PARALLEL_QUEUE: f64 = 4.0;
+/// await this many times the device's own baseline means requests wait in a queue.
+const BASELINE_FACTOR: f64 = 3.0;
+/// Baseline samples needed before a device is judged against itself.
+const BASELINE_MIN: usize = 5;
+/// PSI io `some` (avg10) from which tasks are visibly held up by I/O.
+const PSI_IO_SOME_PCT: f64 = 20.0;
+
+/// Devices judged for saturation: whole disks only (partitions, dm and md pass load to
+/// the disks below, which are judged themselves), and not RAM-backed zram.
+fn judged(d: &Disk) -> bool {
+    matches!(d.kind, DeviceKind::Disk | DeviceKind::Loop) && !d.name.starts_with("zram")
+}
+
+fn label(d: &Disk) -> String {
+    if d.display_name != d.name {
+        format!("{} ({})", d.name, d.display_name)
+    } else {
+        d.name.clone()
+    }
+}
+
+pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: &mut Vec<Finding>) {
+    let psi_io = s.psi.io.as_ref().map(|p| p.some.avg10_pct);
+    for d in s.disks.iter().filter(|d| judged(d)) {
+        let util = d.util_pct.unwrap_or(0.0);
+        let queue = d.aqu_sz.unwrap_or(0.0);
+        // Loop devices and hypervisors' disks report rotational=1 whatever backs them.
+        let rotational =
+            d.rotational == Some(true) && d.kind != DeviceKind::Loop && !d.virtual_disk;
+        if rotational {
+            if util >= ROTATIONAL_UTIL_PCT {
+                out.push(Finding {
+                    code: "disk_saturated",
+                    severity: Severity::Warning,
+                    subject: d.name.clone(),
+                    message: format!(
+                        "{} is saturated: {util:.0}% busy, queue {queue:.1}{} (rotational disk: %util is the measure)",
+                        label(d),
+                        await_text(d),
+                    ),
+                });
+            }
+            continue;
+        }
+        if queue < PARALLEL_QUEUE {
+            continue;
+        }
+        let Some((dir, now)) = worst_await(d) else {
+            continue;
+        };
+        let baseline = history
+            .get(&d.name)
+            .filter(|h| h.len() >= BASELINE_MIN)
+            .and_then(|h| median(&h.iter().copied().collect::<Vec<_>>()));
+        let over_baseline = baseline.filter(|&b| now >= BASELINE_FACTOR * b.max(0.1));
+        let psi_high = psi_io.filter(|&p| p >= PSI_IO_SOME_PCT);
+        let why = match (over_baseline, psi_high) {
+            (Some(b), _) => format!("{dir} {now:.1} ms vs {b:.1} ms baseline"),
+            (None, Some(p)) => {
+                format!("{dir} {now:.1} ms, tasks stalled on I/O {p:.0}% of the time")
+            }
+            (None, None) => continue,
+        };
+        out.push(Finding {
+            code: "disk_saturated",
+            severity: Severity::Warning,
+            subject: d.name.clone(),
+            message: format!(
+                "{} is saturated: queue {queue:.1}, {why} (%util {util:.0}% says little for a device that serves requests in parallel)",
+                label(d)
+            ),
+        });
+    }
+    if let Some(p) = s.psi.io.as_ref().and_then(|p| p.full.as_ref())
+        && p.avg10_pct >= 10.0
+        && !out.iter().any(|f| f.code == "disk_saturated")
+    {
+        out.push(Finding {
+            code: "io_pressure",
+            severity: Severity::Warning,
+            subject: "io".into(),
+            message: format!(
+                "all running tasks were stalled on I/O {:.0}% of the last 10 s (PSI io full)",
+                p.avg10_pct
+            ),
+        });
+    }
+}
+
+fn await_text(d: &Disk) -> String {
+    worst_await(d)
+        .map(|(dir, a)| format!(", {dir} {a:.1} ms"))
+        .unwrap_or_default()
+}
+
+/// A member's await must exceed the peers' median by this many scaled MADs…
+const MAD_FACTOR: f64 = 3.0;
+/// …and be at least this many times the median…
+const MEDIAN_FACTOR: f64 = 2.0;
+/// …and at least this much higher, so microsecond jitter between idle SSDs is not news.
+const AWAIT_MIN_GAP_MS: f64 = 5.0;
+const UTIL_MIN_GAP_PCT: f64 = 20.0;
+/// Scales the MAD to a standard deviation for normally distributed values.
+const MAD_SCALE: f64 = 1.4826;
+
+/// A column compared among peers: name, how to read it, the smallest gap that matters, unit.
+type Metric = (&'static str, fn(&Disk) -> Option<f64>, f64, &'static str);
+
+/// One finding per group: the member furthest above its peers, by await or %util.
+pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
+    for g in &s.groups {
+        let members: Vec<&Disk> = s
+            .disks
+            .iter()
+            .filter(|d| g.members.contains(&d.name))
+            .collect();
+        if members.len() < 3 {
+            continue;
+        }
+        let metrics: [Metric; 3] = [
+            (
+                "r_await",
+                |d| d.r_await_ms.filter(|_| d.r_per_s.unwrap_or(0.0) > 0.0),
+                AWAIT_MIN_GAP_MS,
+                " ms",
+            ),
+            (
+                "w_await",
+                |d| d.w_await_ms.filter(|_| d.w_per_s.unwrap_or(0.0) > 0.0),
+                AWAIT_MIN_GAP_MS,
+                " ms",
+            ),
+            ("%util", |d| d.util_pct, UTIL_MIN_GAP_PCT, "%"),
+        ];
+        let mut worst: Option<(f64, Finding)> = None;
+        for (metric, value, min_gap, unit) in metrics {
+            let vals: Vec<(&Disk, f64)> = members
+                .iter()
+                .filter_map(|d| Some((*d, value(d)?)))
+                .collect();
+            if vals.len() < 3 {
+                continue;
+            }
+            let xs: Vec<f64> = vals.iter().map(|(_, v)| *v).collect();
+            let (Some(m), Some(spread)) = (median(&xs), mad(&xs)) else {
+                continue;
+            };
+            for (d, v) in &vals {
+                let gap = v - m;
+                let hot = gap >= min_gap
+                    && *v >= MEDIAN_FACTOR * m
+                    && gap > MAD_FACTOR * MAD_SCALE * spread;
+                // Rank candidates by how many of the group's spreads they stand out.
+                let score = gap / (MAD_SCALE * spread).max(min_gap / 10.0);
+                if hot && worst.as_ref().is_none_or(|(s, _)| score > *s) {
+                    worst = Some((
+                        score,
+                        Finding {
+                            code: "hot_disk",
+                            severity: Severity::Warning,
+                            subject: d.name.clone(),
+                            message: format!(
+                                "{}: {metric} {v:.1}{unit} vs {m:.1}{unit} for its {} peers in {} ({})",
+                                label(d),
+                                members.len() - 1,
+                                g.name,
+                                group_kind(g.kind),
+                            ),
+                        },
+                    ));
+                }
+            }
+        }
+        if let Some((_, f)) = worst {
+            out.push(f);
+        }
+    }
+}
+
+fn group_kind(kind: &str) -> &'static str {
+    match kind {
+        "md" => "md array",
+        "lvm" => "LVM volume group",
+        _ => "dm table",
+    }
+}

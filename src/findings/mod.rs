@@ -1,0 +1,89 @@
+//! Verdicts: what is wrong, in one line each, judged from one [`TopSample`] and the recent
+//! history of each device (a parallel device's await is judged against its own baseline).
+//!
+//! Thresholds are constants with the reason beside them; they are deliberately few and
+//! conservative, so that a finding is worth acting on.
+
+mod disk;
+mod stats;
+mod system;
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::model::TopSample;
+pub use stats::{mad, median};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable identifier for scripts (`disk_saturated`, `hot_disk`, …).
+    pub code: &'static str,
+    pub severity: Severity,
+    /// What it is about: a device, a CPU, `memory`, `io`.
+    pub subject: String,
+    /// The sentence an admin reads.
+    pub message: String,
+}
+
+/// Samples of a device's await kept as its baseline (about a minute at 1 s intervals).
+const BASELINE_SAMPLES: usize = 60;
+
+/// Judges samples one after another, remembering each device's recent await.
+#[derive(Debug, Default)]
+pub struct Judge {
+    await_history: HashMap<String, VecDeque<f64>>,
+}
+
+impl Judge {
+    pub fn new() -> Judge {
+        Judge::default()
+    }
+
+    /// Fills `sample.findings` (most severe first) and `sample.verdict`.
+    pub fn judge(&mut self, sample: &mut TopSample) {
+        let mut findings = Vec::new();
+        disk::saturation(sample, &self.await_history, &mut findings);
+        disk::hot_disks(sample, &mut findings);
+        system::cpu(sample, &mut findings);
+        system::memory(sample, &mut findings);
+        self.remember(sample);
+        // Stable: equal severities keep the order above (disks, then CPU, then memory).
+        findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        sample.verdict = match findings.first() {
+            Some(f) => f.message.clone(),
+            None => system::all_clear(sample),
+        };
+        sample.findings = findings;
+    }
+
+    fn remember(&mut self, sample: &TopSample) {
+        for d in &sample.disks {
+            if let Some((_, a)) = crate::model::disk::worst_await(d) {
+                let h = self.await_history.entry(d.name.clone()).or_default();
+                if h.len() == BASELINE_SAMPLES {
+                    h.pop_front();
+                }
+                h.push_back(a);
+            }
+        }
+        self.await_history
+            .retain(|name, _| sample.disks.iter().any(|d| &d.name == name));
+    }
+}
+
+/// Whether any finding calls for action (exit code 1 in batch mode).
+pub fn any_warning(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.severity >= Severity::Warning)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+//! CPU and memory verdicts.
+
+use super::{Finding, Severity};
+use crate::model::TopSample;
+use crate::units::format_bytes_approx as format_bytes;
+
+/// System time worth a look: above user time and at least this share of all CPU time.
+const SYSTEM_PCT: f64 = 20.0;
+/// softirq on one CPU: at least this share of that CPU…
+const SOFTIRQ_PCT: f64 = 20.0;
+/// …and this many times the other CPUs' average.
+const SOFTIRQ_FACTOR: f64 = 3.0;
+/// Steal time at which the hypervisor visibly takes this VM's CPU.
+const STEAL_PCT: f64 = 10.0;
+/// iowait worth explaining when no disk is busy.
+const IOWAIT_PCT: f64 = 20.0;
+/// Busy share from which the CPUs are saturated (when the run queue is longer than CPUs).
+const BUSY_PCT: f64 = 95.0;
+/// PSI memory `some` (avg10) from which tasks are visibly held up waiting for memory.
+const PSI_MEMORY_SOME_PCT: f64 = 10.0;
+/// MemAvailable below this share of MemTotal leaves little before reclaim and OOM.
+const AVAILABLE_LOW_PCT: f64 = 5.0;
+/// Swap traffic (in + out) worth reporting.
+const SWAP_BYTES_PER_S: f64 = 1024.0 * 1024.0;
+
+fn warn(code: &'static str, subject: &str, message: String) -> Finding {
+    Finding {
+        code,
+        severity: Severity::Warning,
+        subject: subject.into(),
+        message,
+    }
+}
+
+pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
+    let c = &s.cpu.all;
+    let compaction = s.vm_events.get("compact_stall").copied().unwrap_or(0);
+    let thp = s.vm_events.get("thp_fault_alloc").copied().unwrap_or(0);
+    if c.system_pct > c.user_pct && c.system_pct >= SYSTEM_PCT {
+        let hint = if compaction > 0 {
+            format!(
+                "; {compaction} compaction stalls and {thp} THP faults point at transparent huge pages (try transparent_hugepage=madvise)"
+            )
+        } else {
+            "; look at what the kernel does for whom (perf top, softirq, page faults)".into()
+        };
+        out.push(warn(
+            "cpu_system_high",
+            "cpu",
+            format!(
+                "system time {:.0}% is above user time {:.0}%{hint}",
+                c.system_pct, c.user_pct
+            ),
+        ));
+    }
+    if s.cpu.per_cpu.len() >= 2 {
+        let hottest = s
+            .cpu
+            .per_cpu
+            .iter()
+            .max_by(|a, b| a.split.softirq_pct.total_cmp(&b.split.softirq_pct));
+        if let Some(h) = hottest {
+            let others: Vec<f64> = s
+                .cpu
+                .per_cpu
+                .iter()
+                .filter(|p| p.cpu != h.cpu)
+                .map(|p| p.split.softirq_pct)
+                .collect();
+            let mean = others.iter().sum::<f64>() / others.len() as f64;
+            if h.split.softirq_pct >= SOFTIRQ_PCT && h.split.softirq_pct >= SOFTIRQ_FACTOR * mean {
+                out.push(warn(
+                    "softirq_one_cpu",
+                    &format!("cpu{}", h.cpu),
+                    format!(
+                        "cpu{} spends {:.0}% in softirq, the other CPUs {mean:.0}% on average: interrupt work lands on one CPU (check irqbalance, RPS/RSS)",
+                        h.cpu, h.split.softirq_pct
+                    ),
+                ));
+            }
+        }
+    }
+    if c.steal_pct >= STEAL_PCT {
+        out.push(warn(
+            "cpu_steal",
+            "cpu",
+            format!(
+                "steal {:.0}%: the hypervisor gives this VM's CPU time to other guests",
+                c.steal_pct
+            ),
+        ));
+    }
+    let disks_idle = s
+        .disks
+        .iter()
+        .all(|d| d.util_pct.unwrap_or(0.0) < 20.0 && d.aqu_sz.unwrap_or(0.0) < 1.0);
+    if c.iowait_pct >= IOWAIT_PCT && disks_idle {
+        out.push(Finding {
+            code: "iowait_idle_disks",
+            severity: Severity::Info,
+            subject: "cpu".into(),
+            message: format!(
+                "iowait {:.0}% while no local disk is busy: tasks wait on network storage (NFS, iSCSI) or the CPUs are simply idle",
+                c.iowait_pct
+            ),
+        });
+    }
+    if c.busy_pct() >= BUSY_PCT && s.load.runnable as usize > s.load.cpus.max(1) {
+        out.push(warn(
+            "cpu_saturated",
+            "cpu",
+            format!(
+                "CPUs saturated: {:.0}% busy, {} runnable threads on {} CPUs",
+                c.busy_pct(),
+                s.load.runnable,
+                s.load.cpus
+            ),
+        ));
+    }
+}
+
+pub fn memory(s: &TopSample, out: &mut Vec<Finding>) {
+    let m = &s.memory;
+    if let Some(p) = &s.psi.memory
+        && p.some.avg10_pct >= PSI_MEMORY_SOME_PCT
+    {
+        out.push(warn(
+            "memory_pressure",
+            "memory",
+            format!(
+                "memory pressure: tasks waited for memory {:.0}% of the last 10 s ({} available)",
+                p.some.avg10_pct,
+                format_bytes(m.available_bytes)
+            ),
+        ));
+    } else if m.total_bytes > 0
+        && (m.available_bytes as f64) < m.total_bytes as f64 * AVAILABLE_LOW_PCT / 100.0
+    {
+        out.push(warn(
+            "memory_low",
+            "memory",
+            format!(
+                "only {} of {} memory available",
+                format_bytes(m.available_bytes),
+                format_bytes(m.total_bytes)
+            ),
+        ));
+    }
+    let swap_in = m.swap_in_bytes_per_s.unwrap_or(0.0);
+    let swap_out = m.swap_out_bytes_per_s.unwrap_or(0.0);
+    if swap_in + swap_out >= SWAP_BYTES_PER_S {
+        out.push(warn(
+            "swapping",
+            "memory",
+            format!(
+                "swapping: {}/s in, {}/s out",
+                format_bytes(swap_in as u64),
+                format_bytes(swap_out as u64)
+            ),
+        ));
+    }
+    let stalls = s.vm_events.get("compact_stall").copied().unwrap_or(0);
+    if stalls > 0 {
+        out.push(warn(
+            "compaction_stalls",
+            "memory",
+            format!(
+                "{stalls} direct compaction stalls: allocations (often transparent huge pages) waited while memory was defragmented; THP defrag=defer or madvise avoids it"
+            ),
+        ));
+    }
+}
+
+/// The verdict when nothing stands out: the headline figures.
+pub fn all_clear(s: &TopSample) -> String {
+    let busiest = s
+        .disks
+        .iter()
+        .filter(|d| !d.name.starts_with("zram"))
+        .max_by(|a, b| {
+            a.util_pct
+                .unwrap_or(0.0)
+                .total_cmp(&b.util_pct.unwrap_or(0.0))
+        });
+    let disk = busiest
+        .map(|d| {
+            format!(
+                ", busiest disk {} {:.0}% util",
+                d.name,
+                d.util_pct.unwrap_or(0.0)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "OK: nothing stands out (CPU {:.0}% busy{disk}, {} available)",
+        s.cpu.all.busy_pct(),
+        format_bytes(s.memory.available_bytes)
+    )
+}

@@ -1,0 +1,300 @@
+//! Rates and figures from two raw samples: one [`TopSample`], the `tacho.top.v1` object.
+//!
+//! Everything here is computed from (previous, current, dt) with saturating or checked
+//! deltas; nothing reads the kernel. Findings are added by `findings`, which needs history.
+
+pub mod cpu;
+pub mod disk;
+pub mod groups;
+pub mod memory;
+pub mod process;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::findings::Finding;
+use crate::kernel::diskstats;
+use crate::kernel::pressure::{Pressure, PressureLine};
+use crate::sample::Sample;
+use crate::sample::devices::Devices;
+pub use cpu::Cpu;
+pub use disk::Disk;
+pub use memory::Memory;
+pub use process::{Cgroup, Process, SortKey};
+
+pub const SCHEMA: &str = "tacho.top.v1";
+
+/// One interval, as printed, served and judged.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopSample {
+    pub schema: &'static str,
+    pub tool_version: &'static str,
+    /// End of the interval, seconds since the Unix epoch.
+    pub time_unix_s: f64,
+    pub interval_s: f64,
+    /// The one-line answer: the most severe finding, or that nothing stands out.
+    pub verdict: String,
+    pub findings: Vec<Finding>,
+    /// What could not be measured and why (no PSI, no root, delay accounting off).
+    pub notes: Vec<String>,
+    pub cpu: Cpu,
+    pub load: Load,
+    pub memory: Memory,
+    /// Increase of THP, compaction, reclaim and swap counters over the interval.
+    pub vm_events: BTreeMap<String, u64>,
+    pub psi: Psi,
+    pub disks: Vec<Disk>,
+    /// md arrays, volume groups and dm tables, for hot-disk detection.
+    pub groups: Vec<groups::Group>,
+    pub processes: Vec<Process>,
+    pub cgroups: Vec<Cgroup>,
+    pub write_amplification: WriteAmplification,
+    pub net: Vec<Net>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Load {
+    pub load1: f64,
+    pub load5: f64,
+    pub load15: f64,
+    /// Threads running or waiting for a CPU (`procs_running`), the run queue.
+    pub runnable: u64,
+    /// Threads blocked on I/O (`procs_blocked`).
+    pub blocked: u64,
+    pub context_switches_per_s: f64,
+    pub interrupts_per_s: f64,
+    pub forks_per_s: f64,
+    pub cpus: usize,
+}
+
+/// PSI per resource; `null` where the kernel does not provide it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Psi {
+    pub cpu: Option<PsiResource>,
+    pub io: Option<PsiResource>,
+    pub memory: Option<PsiResource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PsiResource {
+    pub some: PsiLine,
+    pub full: Option<PsiLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PsiLine {
+    pub avg10_pct: f64,
+    pub avg60_pct: f64,
+    pub avg300_pct: f64,
+    /// Stall time during this interval.
+    pub stall_ms: Option<f64>,
+    /// Stall time as a share of the interval.
+    pub stall_pct: Option<f64>,
+}
+
+/// Bytes the physical disks wrote vs bytes processes sent to storage, over the interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WriteAmplification {
+    pub device_write_bytes: u64,
+    pub process_write_bytes: u64,
+    /// device / process; `null` when processes wrote nothing or not all could be read.
+    pub ratio: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Net {
+    pub name: String,
+    pub rx_bytes_per_s: f64,
+    pub tx_bytes_per_s: f64,
+    pub rx_packets_per_s: f64,
+    pub tx_packets_per_s: f64,
+    pub rx_errors_per_s: f64,
+    pub tx_errors_per_s: f64,
+    pub rx_drops_per_s: f64,
+    pub tx_drops_per_s: f64,
+}
+
+/// What the model needs beyond the two samples.
+#[derive(Debug, Clone)]
+pub struct ModelOptions {
+    /// Processes and cgroups shown.
+    pub top: usize,
+    pub sort: SortKey,
+    /// Clock ticks per second (USER_HZ) of /proc/stat and /proc/PID/stat times.
+    pub ticks_per_s: f64,
+    pub page_size: u64,
+    /// `kernel.task_delayacct`.
+    pub delayacct: Option<bool>,
+}
+
+impl ModelOptions {
+    /// This machine's tick rate and page size.
+    pub fn for_this_host(top: usize, sort: SortKey, delayacct: Option<bool>) -> ModelOptions {
+        // SAFETY: sysconf has no preconditions.
+        let (ticks, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_CLK_TCK),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        ModelOptions {
+            top,
+            sort,
+            ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
+            page_size: u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096),
+            delayacct,
+        }
+    }
+}
+
+/// Builds the sample for the interval from `a` to `b`. Findings and the verdict are left
+/// empty for `findings` to fill.
+pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -> TopSample {
+    let dt = b
+        .taken
+        .saturating_duration_since(a.taken)
+        .as_secs_f64()
+        .max(1e-3);
+    let rate = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
+    let mut notes = Vec::new();
+
+    let groups = groups::groups(devices);
+    let membership = groups::membership(&groups);
+    let mut disks = Vec::new();
+    for after in b.disks.iter().filter(|d| disk::ever_used(d)) {
+        let (Some(before), Some(info)) = (
+            diskstats::find(&a.disks, after.major, after.minor),
+            devices.get(&(after.major, after.minor)),
+        ) else {
+            continue;
+        };
+        let group = membership.get(&after.name).cloned();
+        disks.push(disk::disk_between(before, after, info, group, dt));
+    }
+    let device_write_bytes: u64 = disks
+        .iter()
+        .filter(|d| {
+            devices
+                .values()
+                .any(|i| i.name == d.name && i.is_physical_disk())
+        })
+        .filter_map(|d| d.write_bytes)
+        .sum();
+
+    let procs = process::processes_between(&a.processes, &b.processes, dt, opts);
+    if b.processes.io_denied > 0 {
+        notes.push(format!(
+            "{} processes' /proc/PID/io could not be read (another user's process needs root); their I/O is not shown",
+            b.processes.io_denied
+        ));
+    }
+    if opts.delayacct == Some(false) {
+        notes.push(
+            "I/O delay per process needs delay accounting: sysctl -w kernel.task_delayacct=1"
+                .into(),
+        );
+    }
+    if let Some(why) = &b.cgroups.unavailable {
+        notes.push(format!("per-cgroup I/O unavailable: {why}"));
+    }
+    notes.extend(
+        b.pressure
+            .unavailable
+            .iter()
+            .map(|e| format!("PSI unavailable: {e}")),
+    );
+
+    let write_amplification = WriteAmplification {
+        device_write_bytes,
+        process_write_bytes: procs.total_write_bytes,
+        ratio: (procs.total_write_bytes > 0 && b.processes.io_denied == 0)
+            .then(|| device_write_bytes as f64 / procs.total_write_bytes as f64),
+    };
+
+    let mut memory = memory::memory_of(&b.meminfo);
+    let vm_events = memory::vm_events(&a.vmstat, &b.vmstat);
+    let page_rate = |k: &str| {
+        vm_events
+            .get(k)
+            .map(|&p| p.saturating_mul(opts.page_size) as f64 / dt)
+    };
+    memory.swap_in_bytes_per_s = page_rate("pswpin");
+    memory.swap_out_bytes_per_s = page_rate("pswpout");
+
+    let mut net: Vec<Net> = b
+        .net
+        .iter()
+        .filter_map(|n| {
+            let p = a.net.iter().find(|p| p.name == n.name)?;
+            Some(Net {
+                name: n.name.clone(),
+                rx_bytes_per_s: rate(p.rx_bytes, n.rx_bytes),
+                tx_bytes_per_s: rate(p.tx_bytes, n.tx_bytes),
+                rx_packets_per_s: rate(p.rx_packets, n.rx_packets),
+                tx_packets_per_s: rate(p.tx_packets, n.tx_packets),
+                rx_errors_per_s: rate(p.rx_errors, n.rx_errors),
+                tx_errors_per_s: rate(p.tx_errors, n.tx_errors),
+                rx_drops_per_s: rate(p.rx_drops, n.rx_drops),
+                tx_drops_per_s: rate(p.tx_drops, n.tx_drops),
+            })
+        })
+        .collect();
+    net.sort_by(|x, y| x.name.cmp(&y.name));
+
+    let psi_resource = |x: &Option<Pressure>, y: &Option<Pressure>| {
+        let (x, y) = (x.as_ref()?, y.as_ref()?);
+        let line = |p: Option<&PressureLine>, c: &PressureLine| {
+            let stall_us = p.and_then(|p| c.total_us.checked_sub(p.total_us));
+            PsiLine {
+                avg10_pct: c.avg10,
+                avg60_pct: c.avg60,
+                avg300_pct: c.avg300,
+                stall_ms: stall_us.map(|us| us as f64 / 1000.0),
+                stall_pct: stall_us.map(|us| (us as f64 / 1e6 / dt * 100.0).min(100.0)),
+            }
+        };
+        Some(PsiResource {
+            some: line(Some(&x.some), &y.some),
+            full: y.full.as_ref().map(|f| line(x.full.as_ref(), f)),
+        })
+    };
+
+    TopSample {
+        schema: SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION"),
+        time_unix_s: b.unix_time_s,
+        interval_s: dt,
+        verdict: String::new(),
+        findings: Vec::new(),
+        notes,
+        cpu: cpu::cpu_between(&a.stat, &b.stat),
+        load: Load {
+            load1: b.loadavg.load1,
+            load5: b.loadavg.load5,
+            load15: b.loadavg.load15,
+            runnable: b.stat.procs_running,
+            blocked: b.stat.procs_blocked,
+            context_switches_per_s: rate(a.stat.context_switches, b.stat.context_switches),
+            interrupts_per_s: rate(a.stat.interrupts, b.stat.interrupts),
+            forks_per_s: rate(a.stat.forks, b.stat.forks),
+            cpus: b.stat.cpus.len(),
+        },
+        memory,
+        vm_events,
+        psi: Psi {
+            cpu: psi_resource(&a.pressure.cpu, &b.pressure.cpu),
+            io: psi_resource(&a.pressure.io, &b.pressure.io),
+            memory: psi_resource(&a.pressure.memory, &b.pressure.memory),
+        },
+        cgroups: process::cgroups_between(&a.cgroups, &b.cgroups, &b.disks, dt, opts.top),
+        disks,
+        groups,
+        processes: procs.top,
+        write_amplification,
+        net,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,144 @@
+//! The model over two real captures taken one second apart while dd wrote with O_DIRECT.
+
+use super::*;
+use crate::findings::Judge;
+use crate::kernel::SysRoot;
+use crate::sample::Sampler;
+use std::time::Duration;
+
+const FIX: &str = "tests/fixtures/top/firecracker";
+
+fn sample(which: &str) -> (Sample, Devices) {
+    let root = SysRoot::new(format!("{FIX}/{which}/proc"), format!("{FIX}/sys"));
+    let mut sampler = Sampler::new(root).unwrap();
+    let s = sampler.sample().unwrap();
+    (s, sampler.devices().clone())
+}
+
+/// The captures, with `b` taken exactly one second after `a` (the fixture stores no clock).
+fn pair() -> (Sample, Sample, Devices) {
+    let (a, _) = sample("a");
+    let (mut b, devices) = sample("b");
+    b.taken = a.taken + Duration::from_secs(1);
+    (a, b, devices)
+}
+
+fn opts() -> ModelOptions {
+    ModelOptions {
+        top: 5,
+        sort: SortKey::Io,
+        ticks_per_s: 100.0,
+        page_size: 4096,
+        delayacct: Some(false),
+    }
+}
+
+/// The judged sample of the captured interval, for reporters' and the screen's tests.
+pub(crate) fn fixture_top_sample() -> TopSample {
+    let (a, b, devices) = pair();
+    let mut s = between(&a, &b, &devices, &opts());
+    Judge::new().judge(&mut s);
+    s
+}
+
+#[test]
+fn disks_processes_and_write_amplification_from_real_captures() {
+    let (a, b, devices) = pair();
+    let mut s = between(&a, &b, &devices, &opts());
+    assert_eq!(s.schema, "tacho.top.v1");
+    assert!((s.interval_s - 1.0).abs() < 1e-9);
+    // iostat hides devices never used since boot; so does tacho.
+    assert!(s.disks.iter().all(|d| d.name != "loop5"));
+    let vda = s.disks.iter().find(|d| d.name == "vda").unwrap();
+    let before = diskstats::find(&a.disks, 254, 0).unwrap();
+    let after = diskstats::find(&b.disks, 254, 0).unwrap();
+    assert_eq!(vda.w_per_s, Some((after.writes - before.writes) as f64));
+    assert!(vda.wareq_sz_kb.unwrap() > 0.0);
+    // dd wrote 64 KiB blocks with O_DIRECT and is the busiest writer.
+    let dd = &s.processes[0];
+    assert_eq!(dd.comm, "dd");
+    assert!(dd.write_bytes_per_s.unwrap() > 0.0);
+    assert_eq!(
+        dd.io_delay_pct, None,
+        "delay accounting is off in the capture"
+    );
+    assert!(s.notes.iter().any(|n| n.contains("task_delayacct")));
+    let wa = &s.write_amplification;
+    assert!(wa.device_write_bytes > 0 && wa.process_write_bytes > 0);
+    assert!(wa.ratio.unwrap() > 0.5, "{wa:?}");
+    // CPU split adds up; memory as free computes it.
+    let c = &s.cpu.all;
+    let sum = c.user_pct
+        + c.nice_pct
+        + c.system_pct
+        + c.irq_pct
+        + c.softirq_pct
+        + c.iowait_pct
+        + c.steal_pct
+        + c.guest_pct
+        + c.idle_pct;
+    assert!((sum - 100.0).abs() < 1e-6);
+    assert_eq!(s.cpu.per_cpu.len(), 2);
+    assert_eq!(
+        s.memory.used_bytes,
+        s.memory.total_bytes - s.memory.available_bytes
+    );
+    let io = s.psi.io.as_ref().unwrap();
+    assert!(io.some.stall_ms.unwrap() >= io.full.as_ref().unwrap().stall_ms.unwrap());
+    assert!(s.net.iter().any(|n| n.name == "eth0"));
+    assert!(s.load.context_switches_per_s > 0.0);
+
+    Judge::new().judge(&mut s);
+    assert!(!s.verdict.is_empty());
+    let json = serde_json::to_value(&s).unwrap();
+    for key in [
+        "user_pct",
+        "system_pct",
+        "iowait_pct",
+        "irq_pct",
+        "softirq_pct",
+        "steal_pct",
+        "idle_pct",
+    ] {
+        assert!(json["cpu"][key].is_number(), "cpu.{key}");
+    }
+    for key in [
+        "total_bytes",
+        "used_bytes",
+        "free_bytes",
+        "shared_bytes",
+        "buffers_bytes",
+        "cache_bytes",
+        "available_bytes",
+    ] {
+        assert!(json["memory"][key].is_number(), "memory.{key}");
+    }
+    for key in [
+        "name",
+        "r_per_s",
+        "w_per_s",
+        "rkb_per_s",
+        "wkb_per_s",
+        "r_await_ms",
+        "w_await_ms",
+        "aqu_sz",
+        "util_pct",
+    ] {
+        assert!(!json["disks"][0][key].is_null(), "disks[].{key}");
+    }
+    for key in ["pid", "comm", "read_bytes_per_s", "write_bytes_per_s"] {
+        assert!(!json["processes"][0][key].is_null(), "processes[].{key}");
+    }
+    assert!(json["psi"].is_object() && json["net"].is_array() && json["findings"].is_array());
+}
+
+#[test]
+fn reused_pids_are_not_compared() {
+    let (a, mut b, devices) = pair();
+    for p in &mut b.processes.processes {
+        p.start_ticks += 1;
+    }
+    let s = between(&a, &b, &devices, &opts());
+    assert!(s.processes.is_empty());
+    assert_eq!(s.write_amplification.ratio, None);
+}

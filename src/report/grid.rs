@@ -1,0 +1,119 @@
+//! A table of text cells, printed aligned for terminals or as a Markdown table.
+
+use std::io::{self, Write};
+
+pub struct Grid {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// Columns aligned right (numbers).
+    pub right: Vec<bool>,
+}
+
+impl Grid {
+    /// Columns padded to their widest cell, two spaces apart.
+    pub fn write_text(&self, out: &mut impl Write) -> io::Result<()> {
+        let widths = self.widths();
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                if self.right.get(i).copied().unwrap_or(false) {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(cell);
+                } else {
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad));
+                }
+            }
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+
+    /// A GitHub-flavoured Markdown table; every cell escaped.
+    pub fn write_markdown(&self, out: &mut impl Write) -> io::Result<()> {
+        let line = |cells: &[String]| {
+            let escaped: Vec<String> = cells.iter().map(|c| markdown_escape(c)).collect();
+            format!("| {} |", escaped.join(" | "))
+        };
+        writeln!(out, "{}", line(&self.header))?;
+        let rule: Vec<&str> = (0..self.header.len())
+            .map(|i| {
+                if self.right.get(i).copied().unwrap_or(false) {
+                    "---:"
+                } else {
+                    "---"
+                }
+            })
+            .collect();
+        writeln!(out, "| {} |", rule.join(" | "))?;
+        for row in &self.rows {
+            writeln!(out, "{}", line(row))?;
+        }
+        Ok(())
+    }
+
+    fn widths(&self) -> Vec<usize> {
+        let mut widths = vec![0; self.header.len()];
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            for (i, cell) in row.iter().enumerate() {
+                if i < widths.len() {
+                    widths[i] = widths[i].max(cell.chars().count());
+                }
+            }
+        }
+        widths
+    }
+}
+
+/// Text from runs (labels, paths) made inert in Markdown: renderers pass raw HTML through and
+/// treat `|`, `*`, `_`, `` ` ``, `[` and friends as markup. Newlines would end the table row.
+pub fn markdown_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\n' | '\r' => out.push(' '),
+            // Enough to neutralise emphasis, code, links (no `[`, no link), tables, strikeout.
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_cells_cannot_inject_markup() {
+        assert_eq!(
+            markdown_escape("<script>a|b</script> *x* [l](u)"),
+            "&lt;script&gt;a\\|b&lt;/script&gt; \\*x\\* \\[l\\](u)"
+        );
+    }
+
+    #[test]
+    fn text_is_aligned() {
+        let g = Grid {
+            header: vec!["test".into(), "IOPS".into()],
+            rows: vec![vec!["long name".into(), "1".into()]],
+            right: vec![false, true],
+        };
+        let mut out = Vec::new();
+        g.write_text(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "test       IOPS\nlong name     1\n"
+        );
+    }
+}

@@ -1,0 +1,462 @@
+//! Stored runs for people and programs: `runs list`, `runs show` and `compare` as a terminal
+//! table, Markdown, CSV and JSON (HTML is in [`super::html`]).
+
+use super::grid::{Grid, markdown_escape};
+use crate::compare::{Comparison, Metric, Row, Significance, format_p};
+use crate::store::{RunSummary, StoredRun};
+use serde_json::{Value, json};
+use std::io::{self, Write};
+
+pub const LIST_SCHEMA: &str = "tacho.runs.v1";
+pub const COMPARE_SCHEMA: &str = "tacho.compare.v1";
+
+/// Metrics of the `runs show` table, in column order.
+const SHOW_METRICS: [Metric; 7] = [
+    Metric::Iops,
+    Metric::Bandwidth,
+    Metric::LatMean,
+    Metric::LatP50,
+    Metric::LatP99,
+    Metric::LatP99_9,
+    Metric::LatMax,
+];
+
+/// Terminal or Markdown: the same content, escaped for Markdown in the latter.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Text {
+    Terminal,
+    Markdown,
+}
+
+impl Text {
+    fn esc(self, s: &str) -> String {
+        match self {
+            Text::Terminal => s.to_string(),
+            Text::Markdown => markdown_escape(s),
+        }
+    }
+
+    fn grid(self, g: &Grid, out: &mut impl Write) -> io::Result<()> {
+        match self {
+            Text::Terminal => g.write_text(out),
+            Text::Markdown => g.write_markdown(out),
+        }
+    }
+
+    /// A list item: indented under a heading in terminals, a bullet in Markdown.
+    fn item(self, s: &str) -> String {
+        match self {
+            Text::Terminal => format!("  {s}"),
+            Text::Markdown => format!("- {}", markdown_escape(s)),
+        }
+    }
+
+    fn heading(self, s: &str) -> String {
+        match self {
+            Text::Terminal => format!("{s}:"),
+            Text::Markdown => format!("### {}", markdown_escape(s)),
+        }
+    }
+}
+
+pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
+    if runs.is_empty() {
+        return writeln!(out, "no runs stored yet (tacho bench saves every run)");
+    }
+    writeln!(out, "{} runs stored", runs.len())?;
+    writeln!(out)?;
+    let grid = Grid {
+        header: [
+            "id", "date", "label", "status", "source", "suite", "tests", "host", "target",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: runs
+            .iter()
+            .map(|r| {
+                vec![
+                    r.id.to_string(),
+                    r.created_at.clone(),
+                    r.label.clone().unwrap_or_default(),
+                    r.status.clone(),
+                    r.source.clone(),
+                    r.suite
+                        .as_ref()
+                        .map(|s| format!("{s} v{}", r.suite_version.unwrap_or(0)))
+                        .unwrap_or_default(),
+                    r.tests.to_string(),
+                    r.hostname.clone().unwrap_or_default(),
+                    r.target.clone().unwrap_or_default(),
+                ]
+            })
+            .collect(),
+        right: vec![true, false, false, false, false, false, true, false, false],
+    };
+    grid.write_text(out)
+}
+
+pub fn list_json(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &json!({"schema": LIST_SCHEMA, "runs": runs}))?;
+    writeln!(out)
+}
+
+/// `runs show`: verdict, the run's facts, warnings, one row per test and direction, and the
+/// whole fingerprint.
+pub fn show_text(
+    run: &StoredRun,
+    c: &Comparison,
+    text: Text,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    writeln!(out, "{}", text.esc(&c.verdict()))?;
+    for w in run_warnings(run) {
+        writeln!(out, "{}", text.esc(&format!("warning {w}")))?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{}",
+        text.esc(&format!(
+            "{} · {} · {}",
+            run.created_at,
+            tool(run),
+            run.suite
+                .as_ref()
+                .map_or("custom test".to_string(), |(n, v)| format!(
+                    "suite {n} v{v}"
+                ))
+        ))
+    )?;
+    writeln!(out)?;
+    let mut header = vec!["test".to_string()];
+    header.extend(SHOW_METRICS.iter().map(|m| short_label(*m).to_string()));
+    header.push("repeats".into());
+    let mut rows = Vec::new();
+    for (title, group) in groups(c) {
+        let mut row = vec![title];
+        let mut repeats = 1;
+        for metric in SHOW_METRICS {
+            let cell = group
+                .iter()
+                .find(|r| r.metric == metric)
+                .and_then(|r| r.cells[0].as_ref());
+            if let Some(cell) = cell {
+                repeats = cell.samples.len();
+            }
+            row.push(cell.map_or("-".into(), |c| metric.format(c.value)));
+        }
+        row.push(repeats.to_string());
+        rows.push(row);
+    }
+    let mut right = vec![true; header.len()];
+    right[0] = false;
+    text.grid(
+        &Grid {
+            header,
+            rows,
+            right,
+        },
+        out,
+    )?;
+    writeln!(out)?;
+    writeln!(out, "{}", text.heading("fingerprint"))?;
+    for row in &c.fingerprint {
+        if let Some(v) = &row.values[0] {
+            writeln!(out, "{}", text.item(&format!("{}: {v}", row.key)))?;
+        }
+    }
+    Ok(())
+}
+
+/// `compare`: verdict, warnings, the runs, one row per headline figure with one column per
+/// run, and the fingerprint differences.
+pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "{}", text.esc(&c.verdict()))?;
+    for w in &c.warnings {
+        writeln!(out, "{}", text.esc(&format!("warning: {w}")))?;
+    }
+    writeln!(out)?;
+    writeln!(out, "{}", text.heading("runs"))?;
+    for (i, r) in c.runs.iter().enumerate() {
+        let role = if i == 0 { " (baseline)" } else { "" };
+        writeln!(
+            out,
+            "{}",
+            text.item(&format!(
+                "#{}{role}: {} · {} · {} · {}",
+                r.id,
+                r.title,
+                r.created_at,
+                r.source,
+                r.suite
+                    .as_ref()
+                    .map_or("custom test".to_string(), |(n, v)| format!(
+                        "suite {n} v{v}"
+                    ))
+            ))
+        )?;
+    }
+    writeln!(out)?;
+    let mut header = vec!["test".to_string(), "figure".to_string()];
+    header.extend(c.runs.iter().map(|r| format!("#{} {}", r.id, r.title)));
+    let rows: Vec<Vec<String>> = c
+        .rows
+        .iter()
+        .filter(|r| r.headline)
+        .map(|row| {
+            let mut cells = vec![c.row_title(row), row.metric.label().to_string()];
+            cells.extend(row.cells.iter().map(|cell| match cell {
+                None => "-".to_string(),
+                Some(cell) => match cell.change_pct {
+                    None => row.metric.format(cell.value),
+                    Some(ch) => format!(
+                        "{} {ch:+.1}% {}",
+                        row.metric.format(cell.value),
+                        short_significance(cell.significance)
+                    ),
+                },
+            }));
+            cells
+        })
+        .collect();
+    let mut right = vec![true; header.len()];
+    right[0] = false;
+    right[1] = false;
+    text.grid(
+        &Grid {
+            header,
+            rows,
+            right,
+        },
+        out,
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{}",
+        text.esc(
+            "worse/better: significant change (Welch's t-test over the repeats, p < 0.05); \
+             n.s.: no significant difference; ?: no repeats, significance unknown"
+        )
+    )?;
+    writeln!(out)?;
+    let diffs: Vec<String> = c
+        .fingerprint
+        .iter()
+        .filter(|r| r.differs())
+        .map(|r| r.describe())
+        .collect();
+    if diffs.is_empty() {
+        writeln!(out, "{}", text.esc("no configuration differences recorded"))?;
+    } else {
+        writeln!(out, "{}", text.heading("configuration differences"))?;
+        for d in diffs {
+            writeln!(out, "{}", text.item(&d))?;
+        }
+    }
+    Ok(())
+}
+
+/// `compare --json` (and the figures of `runs show` as a comparison of one run).
+pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write) -> io::Result<()> {
+    let runs: Vec<Value> = c
+        .runs
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id, "label": r.label, "created_at": r.created_at, "source": r.source,
+                "status": r.status, "tool_version": r.tool_version,
+                "suite": r.suite.as_ref().map(|s| &s.0),
+                "suite_version": r.suite.as_ref().map(|s| s.1),
+            })
+        })
+        .collect();
+    let rows: Vec<Value> = c
+        .rows
+        .iter()
+        .map(|row| {
+            let t = &c.tests[row.test];
+            json!({
+                "test": t.name, "rw": t.rw, "bs_bytes": t.bs_bytes, "iodepth": t.iodepth,
+                "numjobs": t.numjobs, "direction": row.direction, "metric": row.metric.key(),
+                "higher_is_better": row.metric.higher_is_better(), "headline": row.headline,
+                "cells": row.cells.iter().zip(&c.runs).map(|(cell, run)| cell.as_ref().map(|cell| json!({
+                    "run": run.id,
+                    "value": cell.value,
+                    "samples": cell.samples,
+                    "change_pct": cell.change_pct,
+                    "p_value": cell.significance.p_value(),
+                    "significance": cell.significance.code(),
+                }))).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let fingerprint: Vec<Value> = c
+        .fingerprint
+        .iter()
+        .map(|r| json!({"key": r.key, "values": r.values, "differs": r.differs()}))
+        .collect();
+    let mut doc = json!({
+        "schema": COMPARE_SCHEMA,
+        "verdict": c.verdict(),
+        "baseline": c.runs[0].id,
+        "runs": runs,
+        "rows": rows,
+        "fingerprint": fingerprint,
+        "warnings": c.warnings,
+    });
+    if let Some(pct) = fail_pct {
+        let regressions: Vec<Value> = c
+            .regressions(pct)
+            .iter()
+            .map(|(row, i, cell)| {
+                json!({"test": c.row_title(row), "metric": row.metric.key(), "run": c.runs[*i].id,
+                       "change_pct": cell.change_pct})
+            })
+            .collect();
+        doc["fail_on_regression_pct"] = json!(pct);
+        doc["regressions"] = Value::Array(regressions);
+    }
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)
+}
+
+/// Every figure, one row per test, direction and metric; per run its value, and for the
+/// others the change, p-value and significance.
+pub fn csv(c: &Comparison, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    let mut header: Vec<String> = [
+        "test",
+        "rw",
+        "bs_bytes",
+        "iodepth",
+        "numjobs",
+        "direction",
+        "metric",
+    ]
+    .map(String::from)
+    .to_vec();
+    for (i, r) in c.runs.iter().enumerate() {
+        header.push(format!("run{}", r.id));
+        if i > 0 {
+            for suffix in ["change_pct", "p_value", "significance"] {
+                header.push(format!("run{}_{suffix}", r.id));
+            }
+        }
+    }
+    w.write_record(&header)?;
+    let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
+    for row in &c.rows {
+        let t = &c.tests[row.test];
+        let mut rec = vec![
+            t.name.clone(),
+            t.rw.clone().unwrap_or_default(),
+            opt(t.bs_bytes),
+            opt(t.iodepth),
+            opt(t.numjobs),
+            row.direction.to_string(),
+            row.metric.key().to_string(),
+        ];
+        for (i, cell) in row.cells.iter().enumerate() {
+            rec.push(
+                cell.as_ref()
+                    .map(|c| c.value.to_string())
+                    .unwrap_or_default(),
+            );
+            if i > 0 {
+                let cell = cell.as_ref();
+                rec.push(
+                    cell.and_then(|c| c.change_pct)
+                        .map(|p| format!("{p:.3}"))
+                        .unwrap_or_default(),
+                );
+                rec.push(
+                    cell.and_then(|c| c.significance.p_value())
+                        .map(|p| format!("{p:.5}"))
+                        .unwrap_or_default(),
+                );
+                rec.push(
+                    cell.map(|c| c.significance.code().to_string())
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        w.write_record(&rec)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Rows grouped by test and direction, with their titles, in order.
+pub fn groups(c: &Comparison) -> Vec<(String, Vec<&Row>)> {
+    let mut out: Vec<(String, Vec<&Row>)> = Vec::new();
+    for row in &c.rows {
+        let title = c.row_title(row);
+        match out.last_mut() {
+            Some((t, rows)) if *t == title => rows.push(row),
+            _ => out.push((title, vec![row])),
+        }
+    }
+    out
+}
+
+/// `[code] message` of the run's warnings and its tests'.
+pub fn run_warnings(run: &StoredRun) -> Vec<String> {
+    let of = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|ws| {
+                ws.iter()
+                    .map(|w| {
+                        format!(
+                            "[{}]: {}",
+                            w.get("code").and_then(Value::as_str).unwrap_or("?"),
+                            w.get("message").and_then(Value::as_str).unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = of(run.extra.get("warnings"));
+    for t in &run.tests {
+        for w in of(t.json.get("warnings")) {
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+    }
+    out
+}
+
+fn tool(run: &StoredRun) -> String {
+    match (&run.source[..], &run.tool_version) {
+        ("fio", Some(v)) => format!("imported from {v}"),
+        ("import", Some(v)) => format!("imported, tacho {v}"),
+        (_, Some(v)) => format!("tacho {v}"),
+        (source, None) => source.to_string(),
+    }
+}
+
+fn short_label(m: Metric) -> &'static str {
+    match m {
+        Metric::Iops => "IOPS",
+        Metric::Bandwidth => "bandwidth",
+        Metric::LatMean => "mean",
+        Metric::LatP50 => "p50",
+        Metric::LatP90 => "p90",
+        Metric::LatP99 => "p99",
+        Metric::LatP99_9 => "p99.9",
+        Metric::LatP99_99 => "p99.99",
+        Metric::LatMax => "max",
+    }
+}
+
+fn short_significance(s: Significance) -> String {
+    match s {
+        Significance::Worse { p } => format!("worse ({})", format_p(p)),
+        Significance::Better { p } => format!("better ({})", format_p(p)),
+        Significance::NoDifference { .. } => "n.s.".into(),
+        Significance::NoRepeats => "?".into(),
+        Significance::Baseline | Significance::NoBaseline => String::new(),
+    }
+}

@@ -1,0 +1,17 @@
+//! Reporters of `tacho top` samples: plain text (`--batch`), JSON lines (`--json`) and
+//! Prometheus text (`--listen`). Each writes one [`TopSample`](crate::model::TopSample) to any
+//! `impl Write` (or returns a string), so tests capture them in memory.
+
+pub mod prometheus;
+pub mod server;
+pub mod text;
+
+use std::io::Write;
+
+use crate::model::TopSample;
+
+/// One sample as one line of JSON (schema `tacho.top.v1`).
+pub fn write_json_line(out: &mut impl Write, sample: &TopSample) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, sample)?;
+    writeln!(out)
+}

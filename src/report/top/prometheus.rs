@@ -1,0 +1,170 @@
+//! The figures of a sample as Prometheus text exposition (format 0.0.4) for `/metrics`.
+//!
+//! Metric names are the JSON field names under a `tacho_<section>_` prefix (so
+//! `disks[].util_pct` is `tacho_disk_util_pct{device="vda"}`), which keeps the two outputs
+//! in step without a second list of names. Every metric is a gauge: the values are rates and
+//! shares over the last interval, not counters.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::model::TopSample;
+
+type Series = BTreeMap<String, Vec<(String, f64)>>;
+
+/// Renders one sample.
+pub fn render(s: &TopSample) -> String {
+    let mut series = Series::new();
+    let json = serde_json::to_value(s).unwrap_or(Value::Null);
+    let mut add = |name: String, labels: &[(&str, &str)], v: &Value| {
+        let value = match v {
+            Value::Number(n) => n.as_f64(),
+            Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+            _ => None,
+        };
+        if let Some(value) = value {
+            series
+                .entry(name)
+                .or_default()
+                .push((label_text(labels), value));
+        }
+    };
+    let fields = |v: &Value| v.as_object().cloned().unwrap_or_default();
+
+    for (k, v) in fields(&json["cpu"]) {
+        add(format!("tacho_cpu_{k}"), &[], &v);
+    }
+    for c in json["cpu"]["per_cpu"].as_array().into_iter().flatten() {
+        let cpu = c["cpu"].to_string();
+        for (k, v) in fields(c).iter().filter(|(k, _)| *k != "cpu") {
+            add(format!("tacho_cpu_core_{k}"), &[("cpu", &cpu)], v);
+        }
+    }
+    for (k, v) in fields(&json["load"]) {
+        add(format!("tacho_load_{k}"), &[], &v);
+    }
+    for (k, v) in fields(&json["memory"]) {
+        add(format!("tacho_memory_{k}"), &[], &v);
+    }
+    for (k, v) in fields(&json["memory"]["used_parts"]) {
+        add(format!("tacho_memory_used_{k}"), &[], &v);
+    }
+    for (k, v) in fields(&json["vm_events"]) {
+        add("tacho_vm_events".into(), &[("counter", &k)], &v);
+    }
+    for (resource, r) in fields(&json["psi"]) {
+        for kind in ["some", "full"] {
+            for (k, v) in fields(&r[kind]) {
+                add(
+                    format!("tacho_psi_{k}"),
+                    &[("resource", &resource), ("kind", kind)],
+                    &v,
+                );
+            }
+        }
+    }
+    for d in json["disks"].as_array().into_iter().flatten() {
+        let (dev, name) = (text(&d["name"]), text(&d["display_name"]));
+        for (k, v) in fields(d) {
+            add(
+                format!("tacho_disk_{k}"),
+                &[("device", &dev), ("name", &name)],
+                &v,
+            );
+        }
+    }
+    for p in json["processes"].as_array().into_iter().flatten() {
+        let (pid, comm) = (p["pid"].to_string(), text(&p["comm"]));
+        for (k, v) in fields(p).iter().filter(|(k, _)| *k != "pid") {
+            add(
+                format!("tacho_process_{k}"),
+                &[("pid", &pid), ("comm", &comm)],
+                v,
+            );
+        }
+    }
+    for c in json["cgroups"].as_array().into_iter().flatten() {
+        let path = text(&c["path"]);
+        for d in c["devices"].as_array().into_iter().flatten() {
+            let dev = text(&d["device"]);
+            for (k, v) in fields(d) {
+                add(
+                    format!("tacho_cgroup_{k}"),
+                    &[("cgroup", &path), ("device", &dev)],
+                    &v,
+                );
+            }
+        }
+    }
+    for (k, v) in fields(&json["write_amplification"]) {
+        add(format!("tacho_write_amplification_{k}"), &[], &v);
+    }
+    for n in json["net"].as_array().into_iter().flatten() {
+        let name = text(&n["name"]);
+        for (k, v) in fields(n) {
+            add(format!("tacho_net_{k}"), &[("interface", &name)], &v);
+        }
+    }
+    for f in &s.findings {
+        let severity = serde_json::to_value(f.severity).unwrap_or(Value::Null);
+        add(
+            "tacho_finding".into(),
+            &[
+                ("code", f.code),
+                ("subject", &f.subject),
+                ("severity", &text(&severity)),
+            ],
+            &Value::from(1),
+        );
+    }
+    add("tacho_interval_s".into(), &[], &Value::from(s.interval_s));
+
+    let mut out = String::new();
+    for (name, points) in series {
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (labels, value) in points {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    }
+    out
+}
+
+fn text(v: &Value) -> String {
+    v.as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| v.to_string())
+}
+
+/// `{a="x",b="y"}` with the exposition format's escapes; empty for no labels.
+fn label_text(labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| {
+            let v = v
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            format!("{k}=\"{v}\"")
+        })
+        .collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_escaped() {
+        assert_eq!(label_text(&[]), "");
+        assert_eq!(
+            label_text(&[("comm", "a\"b\\c\nd"), ("pid", "1")]),
+            r#"{comm="a\"b\\c\nd",pid="1"}"#
+        );
+    }
+}

@@ -1,0 +1,303 @@
+//! `tacho top --batch`: one block per sample, verdict first, columns named as iostat, free,
+//! mpstat and pidstat name them.
+
+use std::io::{self, Write};
+
+use crate::model::{Disk, TopSample};
+use crate::units::format_bytes_approx;
+
+/// Writes one sample's block.
+pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    writeln!(out, "{}", s.verdict)?;
+    for f in s.findings.iter().skip(1) {
+        writeln!(out, "  also: {}", f.message)?;
+    }
+    for n in &s.notes {
+        writeln!(out, "  note: {n}")?;
+    }
+    let secs = s.time_unix_s as u64;
+    writeln!(
+        out,
+        "{:02}:{:02}:{:02} UTC  interval {:.2} s",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60,
+        s.interval_s
+    )?;
+    cpu(out, s)?;
+    memory(out, s)?;
+    psi(out, s)?;
+    disks(out, &s.disks)?;
+    processes(out, s)?;
+    cgroups(out, s)?;
+    let wa = &s.write_amplification;
+    writeln!(
+        out,
+        "\nwrite amplification: disks wrote {}, processes {}: {}",
+        format_bytes_approx(wa.device_write_bytes),
+        format_bytes_approx(wa.process_write_bytes),
+        wa.ratio.map_or("-".into(), |r| format!("{r:.2}x")),
+    )?;
+    net(out, s)?;
+    writeln!(out)
+}
+
+fn cpu(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    writeln!(
+        out,
+        "\nCPU     %usr  %nice   %sys   %irq  %soft %iowait %steal %guest  %idle"
+    )?;
+    let row = |out: &mut dyn Write, name: &str, c: &crate::model::cpu::CpuSplit| {
+        writeln!(
+            out,
+            "{name:<5} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>7.2} {:>6.2} {:>6.2} {:>6.2}",
+            c.user_pct,
+            c.nice_pct,
+            c.system_pct,
+            c.irq_pct,
+            c.softirq_pct,
+            c.iowait_pct,
+            c.steal_pct,
+            c.guest_pct,
+            c.idle_pct
+        )
+    };
+    row(out, "all", &s.cpu.all)?;
+    for p in &s.cpu.per_cpu {
+        row(out, &p.cpu.to_string(), &p.split)?;
+    }
+    let l = &s.load;
+    writeln!(
+        out,
+        "load {:.2} {:.2} {:.2}  runnable {}  blocked {}  cswch/s {:.0}  intr/s {:.0}  forks/s {:.1}",
+        l.load1,
+        l.load5,
+        l.load15,
+        l.runnable,
+        l.blocked,
+        l.context_switches_per_s,
+        l.interrupts_per_s,
+        l.forks_per_s
+    )
+}
+
+fn memory(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    let m = &s.memory;
+    let b = format_bytes_approx;
+    writeln!(
+        out,
+        "\n{:<6}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}",
+        "", "total", "used", "free", "shared", "buffers", "cache", "available"
+    )?;
+    writeln!(
+        out,
+        "{:<6}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}",
+        "Mem:",
+        b(m.total_bytes),
+        b(m.used_bytes),
+        b(m.free_bytes),
+        b(m.shared_bytes),
+        b(m.buffers_bytes),
+        b(m.cache_bytes),
+        b(m.available_bytes)
+    )?;
+    writeln!(
+        out,
+        "{:<6}{:>12}{:>12}{:>12}",
+        "Swap:",
+        b(m.swap_total_bytes),
+        b(m.swap_used_bytes),
+        b(m.swap_free_bytes)
+    )?;
+    let p = &m.used_parts;
+    let other = if p.other_bytes < 0 {
+        format!("-{}", b(p.other_bytes.unsigned_abs()))
+    } else {
+        b(p.other_bytes as u64)
+    };
+    writeln!(
+        out,
+        "used = anon {} + shmem {} + unreclaimable slab {} + page tables {} + kernel stacks {} + hugetlb {} + other {}",
+        b(p.anon_bytes),
+        b(p.shmem_bytes),
+        b(p.slab_unreclaimable_bytes),
+        b(p.page_tables_bytes),
+        b(p.kernel_stack_bytes),
+        b(p.hugetlb_bytes),
+        other
+    )?;
+    let swap = |v: Option<f64>| v.map_or("-".into(), |v| format!("{}/s", b(v as u64)));
+    writeln!(
+        out,
+        "dirty {}  writeback {}  THP anon {}  swap in {}  out {}",
+        b(m.dirty_bytes),
+        b(m.writeback_bytes),
+        b(m.anon_huge_bytes),
+        swap(m.swap_in_bytes_per_s),
+        swap(m.swap_out_bytes_per_s)
+    )?;
+    let events: Vec<String> = s
+        .vm_events
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} +{v}"))
+        .collect();
+    writeln!(
+        out,
+        "vm events: {}",
+        if events.is_empty() {
+            "none".into()
+        } else {
+            events.join("  ")
+        }
+    )
+}
+
+fn psi(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    let line = |p: Option<&crate::model::PsiLine>| {
+        p.map_or("      -       -       -".to_string(), |p| {
+            format!(
+                "{:>7.2} {:>7.2} {:>7}",
+                p.avg10_pct,
+                p.avg60_pct,
+                p.stall_pct.map_or("-".into(), |v| format!("{v:.2}"))
+            )
+        })
+    };
+    writeln!(
+        out,
+        "\nPSI     some avg10  avg60  stall%   full avg10  avg60  stall%"
+    )?;
+    for (name, r) in [
+        ("cpu", &s.psi.cpu),
+        ("io", &s.psi.io),
+        ("memory", &s.psi.memory),
+    ] {
+        match r {
+            Some(r) => writeln!(
+                out,
+                "{name:<7} {}    {}",
+                line(Some(&r.some)),
+                line(r.full.as_ref())
+            )?,
+            None => writeln!(out, "{name:<7} unavailable")?,
+        }
+    }
+    Ok(())
+}
+
+/// iostat -x's columns, in its order, with its names.
+const DISK_HEADER: &str = "Device              r/s     rkB/s   rrqm/s  %rrqm r_await rareq-sz     w/s     wkB/s   wrqm/s  %wrqm w_await wareq-sz     d/s     dkB/s   drqm/s  %drqm d_await dareq-sz     f/s f_await  aqu-sz  %util";
+
+fn disks(out: &mut impl Write, disks: &[Disk]) -> io::Result<()> {
+    writeln!(out, "\n{DISK_HEADER}")?;
+    for d in disks {
+        let v = |x: Option<f64>, w: usize| match x {
+            Some(x) => format!("{x:>w$.2}"),
+            None => format!("{:>w$}", "-"),
+        };
+        let mut name = d.name.clone();
+        if d.display_name != d.name {
+            name = format!("{} {}", d.name, d.display_name);
+        }
+        writeln!(
+            out,
+            "{name:<16} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            v(d.r_per_s, 7),
+            v(d.rkb_per_s, 9),
+            v(d.rrqm_per_s, 8),
+            v(d.rrqm_pct, 6),
+            v(d.r_await_ms, 7),
+            v(d.rareq_sz_kb, 8),
+            v(d.w_per_s, 7),
+            v(d.wkb_per_s, 9),
+            v(d.wrqm_per_s, 8),
+            v(d.wrqm_pct, 6),
+            v(d.w_await_ms, 7),
+            v(d.wareq_sz_kb, 8),
+            v(d.d_per_s, 7),
+            v(d.dkb_per_s, 9),
+            v(d.drqm_per_s, 8),
+            v(d.drqm_pct, 6),
+            v(d.d_await_ms, 7),
+            v(d.dareq_sz_kb, 8),
+            v(d.f_per_s, 7),
+            v(d.f_await_ms, 7),
+            v(d.aqu_sz, 7),
+            v(d.util_pct, 6),
+        )?;
+    }
+    Ok(())
+}
+
+fn processes(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    writeln!(
+        out,
+        "\n    PID COMM                %CPU   %usr   %sys    kB_rd/s    kB_wr/s  kB_ccwr/s    IO%"
+    )?;
+    let kb = |v: Option<f64>| v.map_or(format!("{:>10}", "-"), |v| format!("{:>10.2}", v / 1024.0));
+    for p in &s.processes {
+        writeln!(
+            out,
+            "{:>7} {:<16} {:>7.2} {:>6.2} {:>6.2} {} {} {} {:>6}",
+            p.pid,
+            p.comm,
+            p.cpu_pct,
+            p.user_pct,
+            p.system_pct,
+            kb(p.read_bytes_per_s),
+            kb(p.write_bytes_per_s),
+            kb(p.cancelled_write_bytes_per_s),
+            p.io_delay_pct.map_or("-".into(), |v| format!("{v:.2}")),
+        )?;
+    }
+    Ok(())
+}
+
+fn cgroups(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    if s.cgroups.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\ncgroup                                   device        kB_rd/s    kB_wr/s   rio/s   wio/s"
+    )?;
+    for c in &s.cgroups {
+        for d in &c.devices {
+            writeln!(
+                out,
+                "{:<40} {:<10} {:>10.2} {:>10.2} {:>7.1} {:>7.1}",
+                c.path,
+                d.device,
+                d.rbytes_per_s / 1024.0,
+                d.wbytes_per_s / 1024.0,
+                d.rios_per_s,
+                d.wios_per_s
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn net(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    writeln!(
+        out,
+        "\nIFACE          rxkB/s     txkB/s   rxpck/s   txpck/s  rxerr/s  txerr/s rxdrop/s txdrop/s"
+    )?;
+    for n in &s.net {
+        writeln!(
+            out,
+            "{:<10} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
+            n.name,
+            n.rx_bytes_per_s / 1024.0,
+            n.tx_bytes_per_s / 1024.0,
+            n.rx_packets_per_s,
+            n.tx_packets_per_s,
+            n.rx_errors_per_s,
+            n.tx_errors_per_s,
+            n.rx_drops_per_s,
+            n.tx_drops_per_s
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! Raw cumulative samples of everything `tacho top` shows, as the kernel reported them.
+//!
+//! A [`Sample`] holds counters exactly as read, and the moment they were read; rates are
+//! computed later from two samples (`model`), never here. What could not be read for a
+//! reason the admin should know (no PSI, no root for other users' /proc/PID/io, no io
+//! controller on cgroup v2) is kept as a note beside the data, not turned into zeros.
+
+pub mod devices;
+
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::kernel::cgroup::{self, CgroupIoScan};
+use crate::kernel::diskstats::{self, DiskCounters};
+use crate::kernel::loadavg::{self, LoadAvg};
+use crate::kernel::meminfo::{self, Meminfo, VmStat};
+use crate::kernel::netdev::{self, NetCounters};
+use crate::kernel::pressure::{self, PressureAll};
+use crate::kernel::process::{self, ProcessScan};
+use crate::kernel::stat::{self, KernelStat};
+use crate::kernel::{Result, SysRoot};
+use devices::Devices;
+
+/// Everything read at one moment.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Monotonic time of the reading, for intervals.
+    pub taken: Instant,
+    /// Wall-clock time of the reading, seconds since the Unix epoch, for reports.
+    pub unix_time_s: f64,
+    pub stat: KernelStat,
+    pub loadavg: LoadAvg,
+    pub meminfo: Meminfo,
+    pub vmstat: VmStat,
+    pub pressure: PressureAll,
+    pub disks: Vec<DiskCounters>,
+    pub processes: ProcessScan,
+    pub cgroups: CgroupIoScan,
+    pub net: Vec<NetCounters>,
+}
+
+/// Takes samples of one system; keeps what does not change between samples (device
+/// descriptions, the cgroup2 mount, the delay-accounting switch).
+#[derive(Debug)]
+pub struct Sampler {
+    root: SysRoot,
+    devices: Devices,
+    cgroup_mount: Option<PathBuf>,
+    /// `kernel.task_delayacct`, read once at start; `None` on kernels without the switch.
+    pub delayacct: Option<bool>,
+}
+
+impl Sampler {
+    pub fn new(root: SysRoot) -> Result<Sampler> {
+        let cgroup_mount = cgroup::find_cgroup2(&root)?;
+        let delayacct = process::read_task_delayacct(&root)?;
+        Ok(Sampler {
+            root,
+            devices: Devices::new(),
+            cgroup_mount,
+            delayacct,
+        })
+    }
+
+    /// Block devices seen in the latest sample, with their descriptions.
+    pub fn devices(&self) -> &Devices {
+        &self.devices
+    }
+
+    pub fn sample(&mut self) -> Result<Sample> {
+        let root = &self.root;
+        let taken = Instant::now();
+        let unix_time_s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        // Disks first and the slow process scan last: the device counters that iostat
+        // comparisons need are then read closest to `taken`.
+        let disks = diskstats::read_diskstats(root)?;
+        let stat = stat::read_stat(root)?;
+        let loadavg = loadavg::read_loadavg(root)?;
+        let meminfo = meminfo::read_meminfo(root)?;
+        let vmstat = meminfo::read_vmstat(root)?;
+        let pressure = pressure::read_pressure(root)?;
+        let net = netdev::read_netdev(root)?;
+        let cgroups = match &self.cgroup_mount {
+            Some(dir) => cgroup::read_cgroup_io(dir)?,
+            None => CgroupIoScan {
+                cgroups: Vec::new(),
+                unavailable: Some("no cgroup v2 filesystem is mounted".into()),
+            },
+        };
+        let processes = process::read_processes(root)?;
+        devices::refresh(root, &mut self.devices, &disks);
+        Ok(Sample {
+            taken,
+            unix_time_s,
+            stat,
+            loadavg,
+            meminfo,
+            vmstat,
+            pressure,
+            disks,
+            processes,
+            cgroups,
+            net,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_the_captured_tree() {
+        let fix = "tests/fixtures/top/firecracker";
+        let root = SysRoot::new(format!("{fix}/a/proc"), format!("{fix}/sys"));
+        let mut sampler = Sampler::new(root).unwrap();
+        assert_eq!(sampler.delayacct, Some(false));
+        let s = sampler.sample().unwrap();
+        assert_eq!(s.stat.cpus.len(), 2);
+        assert!(s.pressure.io.is_some());
+        assert!(s.processes.processes.iter().any(|p| p.comm == "dd"));
+        // This host binds the io controller to cgroup v1, and the capture says so.
+        assert!(s.cgroups.unavailable.unwrap().contains("io controller"));
+        assert_eq!(sampler.devices()[&(254, 0)].name, "vda");
+    }
+
+    #[test]
+    fn samples_this_machine() {
+        let mut sampler = Sampler::new(SysRoot::real()).unwrap();
+        let s = sampler.sample().unwrap();
+        assert!(!s.disks.is_empty());
+        assert!(s.meminfo.get("MemTotal").unwrap() > 0);
+        assert!(
+            s.processes
+                .processes
+                .iter()
+                .any(|p| p.pid == std::process::id())
+        );
+        assert_eq!(sampler.devices().len(), s.disks.len());
+    }
+}

@@ -1,0 +1,142 @@
+//! The per-direction figures of a test, taken from its JSON object: the reported figure
+//! (sample 0) and, when the test was repeated, each repeat (samples 1..N).
+//!
+//! Read from `serde_json::Value` rather than a typed struct so tests written by any tacho
+//! version (and by fio import) index the same way; absent fields are `None`, never zero.
+
+use rusqlite::{Transaction, params};
+use serde_json::Value;
+
+/// The latency percentiles stored per direction, as (JSON key, column) pairs.
+pub const LATENCY_KEYS: [(&str, &str); 7] = [
+    ("mean", "lat_mean_ns"),
+    ("p50", "lat_p50_ns"),
+    ("p90", "lat_p90_ns"),
+    ("p99", "lat_p99_ns"),
+    ("p99_9", "lat_p99_9_ns"),
+    ("p99_99", "lat_p99_99_ns"),
+    ("max", "lat_max_ns"),
+];
+
+pub const DIRECTIONS: [&str; 2] = ["read", "write"];
+
+/// One direction of one sample of a test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figures {
+    pub sample: u32,
+    pub direction: &'static str,
+    pub iops: Option<f64>,
+    pub bw_bytes_per_s: Option<f64>,
+    /// In the order of [`LATENCY_KEYS`].
+    pub lat_ns: [Option<f64>; 7],
+}
+
+/// Every sample and direction present in a test object.
+pub fn of_test(test: &Value) -> Vec<Figures> {
+    let mut out = directions(test, 0);
+    if let Some(repeats) = test.get("repeats").and_then(Value::as_array) {
+        for (i, repeat) in repeats.iter().enumerate() {
+            out.extend(directions(repeat, u32::try_from(i + 1).unwrap_or(u32::MAX)));
+        }
+    }
+    out
+}
+
+fn directions(obj: &Value, sample: u32) -> Vec<Figures> {
+    DIRECTIONS
+        .iter()
+        .filter_map(|&direction| {
+            let d = obj.get(direction).filter(|d| d.is_object())?;
+            let lat = d.get("lat_ns");
+            Some(Figures {
+                sample,
+                direction,
+                iops: d.get("iops").and_then(Value::as_f64),
+                bw_bytes_per_s: d.get("bw_bytes_per_s").and_then(Value::as_f64),
+                lat_ns: LATENCY_KEYS
+                    .map(|(key, _)| lat.and_then(|l| l.get(key)).and_then(Value::as_f64)),
+            })
+        })
+        .collect()
+}
+
+/// Writes the figures of test `seq` of run `run_id`.
+pub fn insert(tx: &Transaction, run_id: i64, seq: i64, test: &Value) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO figures (run_id, seq, sample, direction, iops, bw_bytes_per_s,
+            lat_mean_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns,
+            lat_max_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    for f in of_test(test) {
+        let l = f.lat_ns;
+        stmt.execute(params![
+            run_id,
+            seq,
+            f.sample,
+            f.direction,
+            f.iops,
+            f.bw_bytes_per_s,
+            l[0],
+            l[1],
+            l[2],
+            l[3],
+            l[4],
+            l[5],
+            l[6]
+        ])?;
+    }
+    Ok(())
+}
+
+/// Fills `figures` from every stored test (the step that created the table).
+pub fn backfill(tx: &Transaction) -> rusqlite::Result<()> {
+    let rows: Vec<(i64, i64, String)> = {
+        let mut stmt = tx.prepare("SELECT run_id, seq, json FROM tests")?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    for (run_id, seq, json) in rows {
+        // A test whose JSON does not parse keeps no figures rather than blocking the upgrade.
+        if let Ok(test) = serde_json::from_str::<Value>(&json) {
+            insert(tx, run_id, seq, &test)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reported_figure_and_repeats() {
+        let test = json!({
+            "name": "RND4K Q1T1",
+            "read": {"iops": 100.0, "bw_bytes_per_s": 409600.0,
+                     "lat_ns": {"mean": 10, "p50": 9, "p99": 20, "max": 30}},
+            "repeats": [
+                {"read": {"iops": 90.0, "bw_bytes_per_s": 1.0, "lat_ns": {"p99": 21}}},
+                {"read": {"iops": 110.0}, "write": {"iops": 5.0}},
+                "garbage"
+            ]
+        });
+        let f = of_test(&test);
+        assert_eq!(f.len(), 4);
+        assert_eq!(
+            (f[0].sample, f[0].direction, f[0].iops),
+            (0, "read", Some(100.0))
+        );
+        assert_eq!(f[0].lat_ns[3], Some(20.0));
+        assert_eq!(f[0].lat_ns[2], None, "absent p90 stays absent");
+        assert_eq!((f[1].sample, f[1].lat_ns[3]), (1, Some(21.0)));
+        assert_eq!((f[3].sample, f[3].direction), (2, "write"));
+    }
+
+    #[test]
+    fn non_objects_give_nothing() {
+        assert!(of_test(&json!(null)).is_empty());
+        assert!(of_test(&json!({"read": 5, "repeats": 3})).is_empty());
+    }
+}

@@ -1,0 +1,202 @@
+//! The results store: every benchmark run, saved test by test into an SQLite file.
+//!
+//! WAL mode and a generous busy timeout let several tacho processes save at once; every write
+//! is one `BEGIN IMMEDIATE` transaction, so none of them can lose another's rows. A file that is
+//! not SQLite, is damaged, belongs to another program or to a newer tacho is refused with one
+//! line saying so; it is never modified.
+
+mod document;
+pub mod figures;
+pub mod fio;
+mod runs;
+pub mod schema;
+
+pub use document::{NewRun, StoredRun, StoredTest, parse_documents};
+pub use runs::RunSummary;
+
+use anyhow::{Context, Result, anyhow, bail};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a writer waits for another process's transaction before giving up. Transactions
+/// here are tiny (one test), so this only runs out when something holds the file for good.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An open results database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating the file and its directory if needed) and migrates to the latest schema.
+    pub fn open(path: &Path) -> Result<Store> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!(
+                    "cannot create {} for the results database; pass --db PATH or --no-save",
+                    dir.display()
+                )
+            })?;
+        }
+        Self::open_with(path, OpenFlags::default())
+    }
+
+    /// Opens an existing database; `Ok(None)` when there is no file yet (nothing was saved).
+    pub fn open_existing(path: &Path) -> Result<Option<Store>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        Self::open_with(path, OpenFlags::default() - OpenFlags::SQLITE_OPEN_CREATE).map(Some)
+    }
+
+    fn open_with(path: &Path, flags: OpenFlags) -> Result<Store> {
+        let fail = |e: rusqlite::Error| describe(path, e);
+        let mut conn = Connection::open_with_flags(path, flags).map_err(fail)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+        let (app_id, version, tables) = retry_busy(|| ownership(&conn)).map_err(fail)?;
+        check_ownership(path, app_id, version, tables)?;
+        retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(fail)?;
+        // NORMAL is durable in WAL mode except for the last transactions before a power cut.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(fail)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(fail)?;
+        retry_busy(|| schema::migrate(&mut conn)).map_err(fail)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Turns a database error into the one-line message users see.
+    fn err(&self, e: rusqlite::Error) -> anyhow::Error {
+        describe(&self.path, e)
+    }
+}
+
+/// The file's owner mark, schema version and table count, read in one transaction so the
+/// three come from one snapshot: another tacho may be creating this very file right now.
+fn ownership(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
+    let snapshot = conn.unchecked_transaction()?;
+    let app_id = snapshot.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let version = snapshot.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let tables = snapshot.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+    Ok((app_id, version, tables))
+}
+
+/// Refuses files that are not tacho's before anything is written to them.
+fn check_ownership(path: &Path, app_id: i32, version: i64, tables: i64) -> Result<()> {
+    let foreign = if app_id == 0 {
+        // A new, empty file is ours to initialise; one with tables and no mark is not.
+        tables > 0
+    } else {
+        app_id != schema::APPLICATION_ID
+    };
+    if foreign {
+        bail!(
+            "{} is an SQLite database of another program, not tacho's results; pass another \
+             --db PATH",
+            path.display()
+        );
+    }
+    if version > schema::LATEST {
+        bail!(
+            "{} was written by a newer tacho (schema {version}; this one knows up to {}); \
+             upgrade tacho or pass another --db PATH",
+            path.display(),
+            schema::LATEST
+        );
+    }
+    Ok(())
+}
+
+/// Runs `step` again while SQLite answers BUSY, up to [`BUSY_TIMEOUT`]. SQLite answers BUSY at
+/// once, without calling the busy handler, where waiting could deadlock: two processes that
+/// both read a new file and then both want to switch it to WAL or create its schema. One of
+/// them must let go and try again; this is that retry.
+fn retry_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match step() {
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                // Jitter, so two processes that collided do not collide again in step.
+                std::thread::sleep(pause + Duration::from_micros(fastrand::u64(0..2000)));
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A database error as one line naming the file and what to do.
+fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    let code = e.sqlite_error_code();
+    match code {
+        Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => anyhow!(
+            "{} is not a tacho results database (not SQLite, or damaged: {e}); move it away or \
+             pass another --db PATH",
+            path.display()
+        ),
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => anyhow!(
+            "{} stayed locked by another process for {}s ({e}); try again when it has finished",
+            path.display(),
+            BUSY_TIMEOUT.as_secs()
+        ),
+        Some(ErrorCode::ReadOnly)
+        | Some(ErrorCode::CannotOpen)
+        | Some(ErrorCode::PermissionDenied) => {
+            anyhow!(
+                "cannot write the results database {} ({e}); pass a writable --db PATH or \
+                 --no-save",
+                path.display()
+            )
+        }
+        _ => anyhow!("results database {}: {e}", path.display()),
+    }
+}
+
+/// `--db`, else `$TACHO_DB`, else `$XDG_DATA_HOME/tacho/tacho.db`, else
+/// `~/.local/share/tacho/tacho.db`. Read here rather than by clap so every way into a
+/// benchmark (`tacho bench` alone builds its options without parsing) honours `TACHO_DB`.
+pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("TACHO_DB").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    default_path(
+        std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),
+        std::env::var_os("HOME").map(PathBuf::from),
+    )
+}
+
+fn default_path(xdg_data_home: Option<PathBuf>, home: Option<PathBuf>) -> Result<PathBuf> {
+    // The XDG spec says relative values are invalid and must be ignored.
+    let base = xdg_data_home
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            home.filter(|h| h.is_absolute())
+                .map(|h| h.join(".local/share"))
+        })
+        .ok_or_else(|| {
+            anyhow!(
+                "nowhere to keep results: neither XDG_DATA_HOME nor HOME is set; pass --db PATH, \
+                 set TACHO_DB, or add --no-save"
+            )
+        })?;
+    Ok(base.join("tacho/tacho.db"))
+}
+
+#[cfg(test)]
+mod tests;

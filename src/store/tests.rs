@@ -1,0 +1,177 @@
+use super::*;
+use serde_json::json;
+
+fn doc(label: &str, iops: f64) -> Value {
+    json!({
+        "schema": "tacho.bench.v1",
+        "tool_version": "0.1.0",
+        "run": {"label": label},
+        "host": {"hostname": "h1"},
+        "target": {"path": "/data", "scheduler": "none"},
+        "suite": {"name": "quick", "version": 1},
+        "tests": [
+            {"name": "RND4K Q1T1", "rw": "randread", "bs_bytes": 4096, "iodepth": 1, "numjobs": 1,
+             "read": {"iops": iops, "bw_bytes_per_s": iops * 4096.0,
+                      "lat_ns": {"mean": 100, "p99": 200}}}
+        ],
+        "warnings": [],
+        "interrupted": false
+    })
+}
+
+use serde_json::Value;
+
+fn new_run(label: &str, iops: f64) -> NewRun {
+    NewRun::from_bench_doc(&doc(label, iops), "import").unwrap()
+}
+
+#[test]
+fn saves_loads_and_removes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/dir/tacho.db");
+    let mut store = Store::open(&path).unwrap();
+    let a = store.insert_run(&new_run("a", 100.0)).unwrap();
+    let b = store.insert_run(&new_run("b", 200.0)).unwrap();
+    assert!(b > a);
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0].label.as_deref(), Some("a"));
+    assert_eq!(list[0].tests, 1);
+    assert_eq!(list[0].hostname.as_deref(), Some("h1"));
+    assert!(list[0].created_at.ends_with('Z'), "{}", list[0].created_at);
+
+    let run = store.load(b).unwrap();
+    assert_eq!(run.suite, Some(("quick".into(), 1)));
+    assert_eq!(run.tests[0].figures[0].iops, Some(200.0));
+    assert_eq!(run.tests[0].figures[0].lat_ns[3], Some(200.0));
+    assert_eq!(run.to_document()["tests"], doc("b", 200.0)["tests"]);
+
+    store.remove(&[a]).unwrap();
+    assert!(store.load(a).unwrap_err().to_string().contains("no run"));
+    let err = store.remove(&[b, 999]).unwrap_err().to_string();
+    assert!(
+        err.contains("no run 999") && err.contains("nothing removed"),
+        "{err}"
+    );
+    assert_eq!(store.list().unwrap().len(), 1, "b survives the failed rm");
+    drop(store);
+    // Figures go with their run.
+    let conn = Connection::open(&path).unwrap();
+    let figures: i64 = conn
+        .query_row("SELECT count(*) FROM figures", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(figures, 1);
+}
+
+#[test]
+fn a_run_saved_test_by_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+    let mut run = new_run("live", 1.0);
+    let id = store.begin_run(&run).unwrap();
+    assert_eq!(store.load(id).unwrap().status, "running");
+    store.add_test(id, 0, &run.tests[0]).unwrap();
+    run.extra.insert("warnings".into(), json!([{"code": "x"}]));
+    run.status = "interrupted".into();
+    store.finish_run(id, &run).unwrap();
+    let back = store.load(id).unwrap();
+    assert_eq!(back.status, "interrupted");
+    assert_eq!(back.tests.len(), 1);
+    assert_eq!(back.extra["warnings"][0]["code"], "x");
+}
+
+#[test]
+fn refuses_foreign_newer_and_corrupt_files_without_touching_them() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let foreign = dir.path().join("foreign.db");
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE invoices (id INTEGER)")
+        .unwrap();
+    let before = std::fs::read(&foreign).unwrap();
+    let err = Store::open(&foreign).err().unwrap().to_string();
+    assert!(err.contains("another program"), "{err}");
+    assert_eq!(std::fs::read(&foreign).unwrap(), before);
+
+    let newer = dir.path().join("newer.db");
+    drop(Store::open(&newer).unwrap());
+    Connection::open(&newer)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    let err = Store::open(&newer).err().unwrap().to_string();
+    assert!(err.contains("newer tacho"), "{err}");
+
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(
+        &garbage,
+        "this is not a database, it is a shopping list\n".repeat(100),
+    )
+    .unwrap();
+    let err = Store::open(&garbage).err().unwrap().to_string();
+    assert!(err.contains("not a tacho results database"), "{err}");
+    assert!(!err.contains('\n'));
+}
+
+#[test]
+fn a_missing_file_is_not_created_by_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("none.db");
+    assert!(Store::open_existing(&path).unwrap().is_none());
+    assert!(!path.exists());
+}
+
+#[test]
+fn migrates_a_schema_1_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(schema::SCHEMA_1).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {}; PRAGMA user_version = 1;",
+            schema::APPLICATION_ID
+        ))
+        .unwrap();
+        let test = doc("old", 42.0)["tests"][0].to_string();
+        conn.execute(
+            "INSERT INTO runs (created_at, label, kind, status, source, host_json, target_json,
+                extra_json) VALUES ('2026-01-01T00:00:00Z', 'old', 'disk', 'finished', 'bench',
+                '{}', '{}', '{}')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO tests (run_id, seq, name, json) VALUES (1, 0, 'RND4K Q1T1', ?1)",
+            [test],
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let run = store.load(1).unwrap();
+    assert_eq!(
+        run.tests[0].figures.len(),
+        1,
+        "figures filled from the JSON"
+    );
+    assert_eq!(run.tests[0].figures[0].iops, Some(42.0));
+    let version: i64 = store
+        .conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, schema::LATEST);
+}
+
+#[test]
+fn default_path_follows_xdg() {
+    let p = |x: Option<&str>, h: Option<&str>| {
+        default_path(x.map(PathBuf::from), h.map(PathBuf::from)).map(|p| p.display().to_string())
+    };
+    assert_eq!(p(Some("/x"), Some("/home/a")).unwrap(), "/x/tacho/tacho.db");
+    assert_eq!(
+        p(Some("relative"), Some("/home/a")).unwrap(),
+        "/home/a/.local/share/tacho/tacho.db"
+    );
+    assert!(p(None, None).unwrap_err().to_string().contains("--db"));
+}
