@@ -217,6 +217,6 @@ fn human_output_prints_a_line_per_interval() {
         "{out}"
     );
     assert_eq!(lines.len(), 4, "{out}");
-    assert!(lines[2].trim_start().starts_with("0s"), "{out}");
+    assert!(lines[2].trim_start().starts_with("0."), "{out}");
     assert!(lines.last().unwrap().starts_with("done after"), "{out}");
 }

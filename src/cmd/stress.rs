@@ -163,9 +163,9 @@ fn describe(p: &Plan) -> String {
         ));
     }
     format!(
-        "stress: {} for {:.0} s (Ctrl-C stops early and cleans up)",
+        "stress: {} for {:?} (Ctrl-C stops early and cleans up)",
         parts.join(", "),
-        p.timeout.as_secs_f64()
+        p.timeout
     )
 }
 
@@ -194,7 +194,7 @@ fn line(s: &Second) -> String {
     };
     let vm = |k: &str| s.vmstat.get(k).map_or("-".into(), |v| v.to_string());
     format!(
-        "{:>5.0}s {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
+        "{:>5.1}s {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
         s.t_s,
         format_count(s.cpu_ops_per_s),
         format_bandwidth(s.vm_touched_bytes_per_s),

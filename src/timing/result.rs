@@ -29,7 +29,7 @@ pub struct CommandResult {
     pub min: f64,
     pub max: f64,
     pub times: Vec<f64>,
-    /// Peak resident memory of each run. Never below tacho's own resident size (about 4 MiB):
+    /// Peak resident memory of each run. Never below tacho's own resident size (a few MiB):
     /// until `exec`, the kernel counts the spawning process's pages for the child, as it does
     /// for hyperfine (and as GNU time's figure includes its own ~1 MiB).
     pub memory_usage_byte: Vec<u64>,
