@@ -10,6 +10,8 @@ use std::time::Duration;
 
 mod results;
 pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand};
+mod kit;
+pub use kit::{CpuArgs, KernelName, LevelName, MemArgs, StressArgs, TimeArgs, VmBytes};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,7 +27,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Benchmark storage (`tacho bench` alone runs the quick disk suite in the current directory)
+    /// Benchmark storage, CPU or memory (`tacho bench` alone runs the quick disk suite in the
+    /// current directory)
     Bench(BenchArgs),
     /// Which process reads and writes which file, live (fanotify); or which file owns a sector
     Files(Box<FilesArgs>),
@@ -45,6 +48,10 @@ pub enum Command {
     /// Compare two snapshots (files, or `live` for this machine), performance-relevant
     /// differences first
     Diff(DiffArgs),
+    /// Time commands repeatedly (hyperfine's options and JSON export; runs interleaved)
+    Time(TimeArgs),
+    /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
+    Stress(StressArgs),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -65,6 +72,10 @@ pub struct BenchArgs {
 pub enum BenchWhat {
     /// Storage benchmark on a directory (a temporary test file), a file, or a block device
     Disk(Box<DiskArgs>),
+    /// CPU throughput, single-thread and all threads, on kernels that cannot be optimised away
+    Cpu(CpuArgs),
+    /// Memory bandwidth (read, write, copy) and latency at L1, L2, L3 and DRAM working sets
+    Mem(MemArgs),
 }
 
 #[derive(Debug, Args, Default)]

@@ -281,7 +281,7 @@ mod tests {
         {
             crate::cli::Command::Bench(b) => match b.what {
                 Some(crate::cli::BenchWhat::Disk(d)) => *d,
-                None => panic!("no disk args"),
+                _ => panic!("no disk args"),
             },
             _ => panic!("not bench"),
         }

@@ -2,15 +2,20 @@
 
 mod check;
 mod compare;
+pub mod cpu;
 mod diff;
 pub mod disk;
 pub mod files;
+mod interrupt;
+pub mod mem;
 mod output;
 mod progress;
 mod record;
 mod runs;
 mod sector;
 mod snapshot;
+pub mod stress;
+pub mod time;
 pub mod top;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
@@ -43,6 +48,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Bench(bench) => match bench.what {
             Some(BenchWhat::Disk(args)) => disk::run(&args),
+            Some(BenchWhat::Cpu(args)) => cpu::run(&args),
+            Some(BenchWhat::Mem(args)) => mem::run(&args),
             None => disk::run(&DiskArgs {
                 target: ".".into(),
                 ..DiskArgs::default()
@@ -55,6 +62,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check::run(&args),
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Diff(args) => diff::run(&args),
+        Command::Time(args) => time::run(&args),
+        Command::Stress(args) => stress::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

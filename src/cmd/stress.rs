@@ -1,0 +1,233 @@
+//! `tacho stress`: check the request against the machine (memory, free space), run the
+//! workers, print a line per second, then the summary.
+
+use super::interrupt::{self, EXIT_INTERRUPTED};
+use crate::cli::{StressArgs, VmBytes};
+use crate::kernel::SysRoot;
+use crate::kernel::meminfo::read_meminfo;
+use crate::stress::{self, Plan, Second, StressReport};
+use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_size};
+use anyhow::{Context, Result, anyhow, bail};
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn run(args: &StressArgs) -> Result<ExitCode> {
+    let root = SysRoot::real();
+    let plan = resolve(args, &root)?;
+    let stop = interrupt::stop_flag()?;
+    let mut out = std::io::stdout().lock();
+    let json = args.json;
+    if !json {
+        writeln!(out, "{}", describe(&plan))?;
+        writeln!(out, "{}", header())?;
+    }
+    let mut print_error = None;
+    let report = stress::run(&plan, &root, &stop, &mut |s: &Second| {
+        if !json && print_error.is_none() {
+            let line = line(s);
+            if let Err(e) = writeln!(out, "{line}").and_then(|_| out.flush()) {
+                print_error = Some(e);
+            }
+        }
+    })
+    .map_err(|e| anyhow!(e))?;
+    if let Some(e) = print_error {
+        return Err(e.into());
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{}", summary(&report))?;
+    }
+    Ok(if report.interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Validates the request before anything starts: something to run, memory that exists, disk
+/// space that exists.
+fn resolve(args: &StressArgs, root: &SysRoot) -> Result<Plan> {
+    if args.cpu + args.vm + args.io + args.hdd == 0 {
+        bail!("no workers asked for; give at least one of --cpu N, --vm N, --io N, --hdd N");
+    }
+    let mut vm_bytes = match args.vm_bytes {
+        VmBytes::Bytes(b) => b,
+        VmBytes::PercentAvailable(_) => 0,
+    };
+    if args.vm > 0 {
+        let avail = read_meminfo(root)?.get("MemAvailable");
+        if let VmBytes::PercentAvailable(pct) = args.vm_bytes {
+            let avail = avail.context(
+                "a percentage needs MemAvailable, which this kernel's /proc/meminfo lacks; give \
+                 --vm-bytes as a size",
+            )?;
+            vm_bytes = (avail as f64 * pct / 100.0 / f64::from(args.vm)) as u64;
+        }
+        vm_bytes = vm_bytes.next_multiple_of(4096).max(4096);
+        let total = vm_bytes.saturating_mul(u64::from(args.vm));
+        if !args.force {
+            let avail = avail.context(
+                "cannot check --vm-bytes: this kernel's /proc/meminfo has no MemAvailable; add \
+                 --force to run unchecked",
+            )?;
+            if total > avail {
+                bail!(
+                    "--vm {} --vm-bytes {} needs {} but only {} is available (MemAvailable); \
+                     lower --vm-bytes or --vm, or add --force to risk the OOM killer",
+                    args.vm,
+                    format_size(vm_bytes),
+                    format_bytes_approx(total),
+                    format_bytes_approx(avail)
+                );
+            }
+        }
+    }
+    if args.hdd > 0 {
+        check_space(
+            &args.hdd_dir,
+            args.hdd_bytes.saturating_mul(u64::from(args.hdd)),
+        )?;
+    }
+    Ok(Plan {
+        cpu: args.cpu,
+        cpu_load_pct: args.cpu_load,
+        vm: args.vm,
+        vm_bytes,
+        vm_keep: args.vm_keep,
+        io: args.io,
+        hdd: args.hdd,
+        hdd_bytes: args.hdd_bytes,
+        hdd_dir: args.hdd_dir.clone(),
+        timeout: args.timeout,
+    })
+}
+
+/// The hdd files must leave 5% of the filesystem free, as `bench disk` does.
+fn check_space(dir: &Path, needed: u64) -> Result<()> {
+    if !dir.is_dir() {
+        bail!(
+            "--hdd-dir {} is not a directory; give an existing directory",
+            dir.display()
+        );
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .context("the --hdd-dir path contains a NUL byte")?;
+    // SAFETY: statvfs is plain data; zeroed is valid and the call fills it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string, st a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("cannot check free space in {}", dir.display()));
+    }
+    let frsize = st.f_frsize as u64;
+    let free = (st.f_bavail as u64).saturating_mul(frsize);
+    let reserve = (st.f_blocks as u64).saturating_mul(frsize) / 20;
+    if needed > free.saturating_sub(reserve) {
+        bail!(
+            "the hdd workers need {} in {}, which has {} free (5% is kept free); lower \
+             --hdd-bytes or --hdd, or choose another --hdd-dir",
+            format_size(needed),
+            dir.display(),
+            format_bytes_approx(free)
+        );
+    }
+    Ok(())
+}
+
+fn describe(p: &Plan) -> String {
+    let mut parts = Vec::new();
+    if p.cpu > 0 {
+        parts.push(format!("{} cpu at {}%", p.cpu, p.cpu_load_pct));
+    }
+    if p.vm > 0 {
+        parts.push(format!(
+            "{} vm × {}{}",
+            p.vm,
+            format_bytes_approx(p.vm_bytes),
+            if p.vm_keep { " (kept)" } else { "" }
+        ));
+    }
+    if p.io > 0 {
+        parts.push(format!("{} io (sync)", p.io));
+    }
+    if p.hdd > 0 {
+        parts.push(format!(
+            "{} hdd × {} in {}",
+            p.hdd,
+            format_size(p.hdd_bytes),
+            p.hdd_dir.display()
+        ));
+    }
+    format!(
+        "stress: {} for {:?} (Ctrl-C stops early and cleans up)",
+        parts.join(", "),
+        p.timeout
+    )
+}
+
+fn header() -> String {
+    format!(
+        "{:>6} {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
+        "time",
+        "cpu ops/s",
+        "vm touched/s",
+        "syncs/s",
+        "hdd write/s",
+        "user%",
+        "sys%",
+        "iowait%",
+        "thp_alloc",
+        "thp_fall",
+        "compact"
+    )
+}
+
+fn line(s: &Second) -> String {
+    let pct = |f: fn(&crate::model::cpu::CpuSplit) -> f64| {
+        s.cpu
+            .as_ref()
+            .map_or("-".into(), |c| format!("{:.1}", f(c)))
+    };
+    let vm = |k: &str| s.vmstat.get(k).map_or("-".into(), |v| v.to_string());
+    format!(
+        "{:>5.1}s {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
+        s.t_s,
+        format_count(s.cpu_ops_per_s),
+        format_bandwidth(s.vm_touched_bytes_per_s),
+        format_count(s.io_syncs_per_s),
+        format_bandwidth(s.hdd_written_bytes_per_s),
+        pct(|c| c.user_pct),
+        pct(|c| c.system_pct),
+        pct(|c| c.iowait_pct),
+        vm("thp_fault_alloc"),
+        vm("thp_fault_fallback"),
+        vm("compact_stall")
+    )
+}
+
+fn summary(r: &StressReport) -> String {
+    let cpu = r.cpu.as_ref().map_or("CPU split unknown".into(), |c| {
+        format!(
+            "machine CPU {:.0}% user, {:.0}% system, {:.0}% iowait",
+            c.user_pct, c.system_pct, c.iowait_pct
+        )
+    });
+    let vm: Vec<String> = r.vmstat.iter().map(|(k, v)| format!("{k} +{v}")).collect();
+    let rss = r.peak_rss_bytes.map_or(String::new(), |b| {
+        format!("; tacho peak RSS {}", format_bytes_approx(b))
+    });
+    format!(
+        "{} after {:.1} s: {cpu}; {}{rss}",
+        if r.interrupted { "stopped" } else { "done" },
+        r.duration_s,
+        if vm.is_empty() {
+            "vmstat unreadable".into()
+        } else {
+            vm.join(", ")
+        }
+    )
+}

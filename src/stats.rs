@@ -1,0 +1,246 @@
+//! Descriptive statistics over small samples (run times, repeat results): mean, standard
+//! deviation, median, spread, outliers, and a confidence interval for the ratio of two means.
+//!
+//! The descriptive figures are a few lines each; Student's t quantile comes from `statrs`.
+//! Every function accepts any input without panicking; empty samples give `None`.
+
+/// Arithmetic mean.
+pub fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// Sample standard deviation (n − 1 in the denominator, as hyperfine and numpy's `ddof=1`);
+/// `None` below two values, where it is undefined.
+pub fn stddev(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let m = mean(xs)?;
+    let ss: f64 = xs.iter().map(|x| (x - m).powi(2)).sum();
+    Some((ss / (xs.len() - 1) as f64).sqrt())
+}
+
+/// Median; the mean of the two middle values for an even count.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut sorted = xs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    Some(if sorted.len().is_multiple_of(2) {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    } else {
+        sorted[mid]
+    })
+}
+
+pub fn min(xs: &[f64]) -> Option<f64> {
+    xs.iter().copied().min_by(f64::total_cmp)
+}
+
+pub fn max(xs: &[f64]) -> Option<f64> {
+    xs.iter().copied().max_by(f64::total_cmp)
+}
+
+/// Spread between repeats: (max − min) / median, in percent. 0 for one value; `None` when the
+/// median is zero (no meaningful relative spread).
+pub fn spread_pct(xs: &[f64]) -> Option<f64> {
+    let med = median(xs)?;
+    if med == 0.0 {
+        return None;
+    }
+    Some((max(xs)? - min(xs)?) / med.abs() * 100.0)
+}
+
+/// Modified z-score above which a value is an outlier (Iglewicz and Hoaglin): ten standard
+/// deviations, estimated robustly as 1.4826 × the median absolute deviation.
+pub const OUTLIER_Z: f64 = 1.4826 * 10.0;
+
+/// Modified z-scores `(x − median) / MAD`. A MAD of zero (most values identical) is replaced by
+/// the smallest positive float, so any value off the common one counts as an outlier.
+pub fn modified_z_scores(xs: &[f64]) -> Vec<f64> {
+    let Some(med) = median(xs) else {
+        return Vec::new();
+    };
+    let deviations: Vec<f64> = xs.iter().map(|x| (x - med).abs()).collect();
+    let mad = median(&deviations).unwrap_or(0.0);
+    let mad = if mad > 0.0 { mad } else { f64::EPSILON };
+    xs.iter().map(|x| (x - med) / mad).collect()
+}
+
+/// Indices of the values whose modified z-score exceeds [`OUTLIER_Z`].
+pub fn outliers(xs: &[f64]) -> Vec<usize> {
+    modified_z_scores(xs)
+        .iter()
+        .enumerate()
+        .filter(|(_, z)| z.abs() > OUTLIER_Z)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// A ratio of two means with its 95% confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ratio {
+    pub value: f64,
+    pub ci95_low: f64,
+    pub ci95_high: f64,
+}
+
+impl Ratio {
+    /// True when the interval excludes 1: the two means differ at the 95% level.
+    pub fn significant(&self) -> bool {
+        self.ci95_low > 1.0 || self.ci95_high < 1.0
+    }
+}
+
+/// mean(num) / mean(den) with a 95% confidence interval.
+///
+/// The standard error of the ratio comes from the delta method on the two means' standard
+/// errors (samples independent, as interleaved runs of different commands are); the interval
+/// uses Student's t with Welch–Satterthwaite degrees of freedom, so small samples get wide
+/// intervals instead of false confidence. `None` when either sample has fewer than two values
+/// or a non-positive mean.
+pub fn ratio_of_means(num: &[f64], den: &[f64]) -> Option<Ratio> {
+    let (mn, md) = (mean(num)?, mean(den)?);
+    let (sn, sd) = (stddev(num)?, stddev(den)?);
+    if mn <= 0.0 || md <= 0.0 {
+        return None;
+    }
+    let r = mn / md;
+    // Squared relative standard errors of each mean.
+    let vn = (sn / mn).powi(2) / num.len() as f64;
+    let vd = (sd / md).powi(2) / den.len() as f64;
+    let se = r * (vn + vd).sqrt();
+    let df = welch_df(vn, num.len(), vd, den.len());
+    let half = t_975(df) * se;
+    Some(Ratio {
+        value: r,
+        ci95_low: (r - half).max(0.0),
+        ci95_high: r + half,
+    })
+}
+
+/// Welch–Satterthwaite degrees of freedom from two (relative) variances of means.
+fn welch_df(va: f64, na: usize, vb: f64, nb: usize) -> f64 {
+    let denom = va.powi(2) / (na as f64 - 1.0) + vb.powi(2) / (nb as f64 - 1.0);
+    if denom > 0.0 {
+        (va + vb).powi(2) / denom
+    } else {
+        // Both samples constant: the interval has zero width whatever df is.
+        (na + nb - 2) as f64
+    }
+}
+
+/// The 97.5th percentile of Student's t distribution (two-sided 95%) for `df` degrees of
+/// freedom; a non-finite or sub-1 `df` is treated as 1 (the widest interval).
+pub fn t_975(df: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    // Beyond 10^4 the quantile is the normal one to four decimals, and statrs' inversion
+    // search stops converging in reasonable time for enormous df (10^9 hung a test).
+    const NORMAL_975: f64 = 1.959_964;
+    let df = if df.is_finite() && df >= 1.0 { df } else { 1.0 };
+    if df > 1e4 {
+        return NORMAL_975;
+    }
+    StudentsT::new(0.0, 1.0, df).map_or(NORMAL_975, |t| t.inverse_cdf(0.975))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn basic_figures_on_a_fixed_sample() {
+        let xs = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
+        assert_eq!(mean(&xs), Some(5.0));
+        // Sum of squared deviations 32 over n − 1 = 7.
+        assert!(close(stddev(&xs).unwrap(), (32.0f64 / 7.0).sqrt(), 1e-12));
+        assert_eq!(median(&xs), Some(4.5));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(min(&xs), Some(2.0));
+        assert_eq!(max(&xs), Some(9.0));
+        assert!(close(spread_pct(&xs).unwrap(), 7.0 / 4.5 * 100.0, 1e-9));
+    }
+
+    #[test]
+    fn empty_and_single_samples() {
+        assert_eq!(mean(&[]), None);
+        assert_eq!(median(&[]), None);
+        assert_eq!(stddev(&[1.0]), None);
+        assert_eq!(spread_pct(&[3.0]), Some(0.0));
+        assert_eq!(spread_pct(&[0.0]), None);
+        assert!(outliers(&[]).is_empty());
+        assert_eq!(ratio_of_means(&[1.0], &[1.0, 2.0]), None);
+    }
+
+    #[test]
+    fn outliers_on_fixed_samples() {
+        assert!(outliers(&[-0.2, 0.0, 0.2]).is_empty());
+        assert_eq!(outliers(&[-0.2, 0.0, 0.2, 4.0]), vec![3]);
+        assert_eq!(outliers(&[0.5, 0.30, 0.29, 0.31, 0.30]), vec![0]);
+        // MAD of zero: every value off the common one is an outlier.
+        assert_eq!(outliers(&[10.0, 10.0, 10.0, 10.0, 100.0]), vec![4]);
+        // Normal-looking noise has none.
+        let noise = [
+            2.33, 1.42, -0.58, -0.31, 2.29, 0.76, -1.07, -0.96, -1.16, 1.11,
+        ];
+        assert!(outliers(&noise).is_empty());
+    }
+
+    #[test]
+    fn t_quantiles() {
+        // Textbook table values.
+        assert!(close(t_975(1.0), 12.706, 1e-3));
+        assert!(close(t_975(8.0), 2.306, 1e-3));
+        assert!(close(t_975(30.0), 2.042, 1e-3));
+        assert!(close(t_975(120.0), 1.980, 1e-3));
+        assert!(close(t_975(9999.0), 1.960, 1e-3));
+        assert!(close(t_975(1e9), 1.960, 1e-3));
+        assert!(close(t_975(f64::NAN), 12.706, 1e-3));
+        assert!(close(t_975(0.2), 12.706, 1e-3));
+    }
+
+    #[test]
+    fn ratio_with_interval_on_fixed_samples() {
+        let a = [10.0, 11.0, 9.0, 10.0, 10.0];
+        let b = [20.0, 22.0, 18.0, 20.0, 20.0];
+        let r = ratio_of_means(&b, &a).unwrap();
+        assert!(close(r.value, 2.0, 1e-12));
+        // Relative SE of each mean: (sqrt(0.5)/10)/sqrt(5) = 0.0316; ratio SE = 2 × 0.0447;
+        // df = 8, t = 2.306.
+        let half = 2.306 * 2.0 * (2.0 * 0.5f64 / 100.0 / 5.0).sqrt();
+        assert!(close(r.ci95_low, 2.0 - half, 1e-4), "{r:?}");
+        assert!(close(r.ci95_high, 2.0 + half, 1e-4), "{r:?}");
+        assert!(r.significant());
+        let same = ratio_of_means(&a, &[10.0, 9.0, 11.0, 10.5, 9.5]).unwrap();
+        assert!(!same.significant(), "{same:?}");
+    }
+
+    #[test]
+    fn constant_samples_give_an_exact_ratio() {
+        let r = ratio_of_means(&[3.0, 3.0], &[1.0, 1.0]).unwrap();
+        assert_eq!((r.value, r.ci95_low, r.ci95_high), (3.0, 3.0, 3.0));
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(xs in proptest::collection::vec(any::<f64>(), 0..20),
+                        ys in proptest::collection::vec(any::<f64>(), 0..20)) {
+            let _ = (mean(&xs), stddev(&xs), median(&xs), spread_pct(&xs));
+            let _ = outliers(&xs);
+            let _ = ratio_of_means(&xs, &ys);
+        }
+
+        #[test]
+        fn median_lies_between_min_and_max(xs in proptest::collection::vec(-1e9f64..1e9, 1..30)) {
+            let m = median(&xs).unwrap();
+            prop_assert!(min(&xs).unwrap() <= m && m <= max(&xs).unwrap());
+        }
+    }
+}

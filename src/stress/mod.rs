@@ -1,0 +1,381 @@
+//! `tacho stress`: load workers (cpu, vm, io, hdd) bounded by a time-out, and a sampler that
+//! reports every second what the workers did and what the machine felt: the CPU split
+//! (user/system/iowait from /proc/stat) and THP and compaction counters (/proc/vmstat), so
+//! `tacho stress --vm 4` shows the system-time cost of transparent huge pages directly.
+
+pub mod testdir;
+pub mod workers;
+
+use crate::kernel::SysRoot;
+use crate::kernel::host::Host;
+use crate::kernel::meminfo::{VmStat, read_vmstat};
+use crate::kernel::stat::{CpuTicks, read_stat};
+use crate::model::cpu::CpuSplit;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use testdir::TestDir;
+
+pub const SCHEMA: &str = "tacho.stress.v1";
+
+/// What to run, resolved and checked by `cmd::stress`.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub cpu: u32,
+    pub cpu_load_pct: u8,
+    pub vm: u32,
+    pub vm_bytes: u64,
+    pub vm_keep: bool,
+    pub io: u32,
+    pub hdd: u32,
+    pub hdd_bytes: u64,
+    pub hdd_dir: PathBuf,
+    pub timeout: Duration,
+}
+
+/// Work done so far by each class of worker (cumulative).
+#[derive(Debug, Default)]
+struct Counters {
+    cpu_ops: AtomicU64,
+    vm_bytes: AtomicU64,
+    io_syncs: AtomicU64,
+    hdd_bytes: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Work {
+    cpu_ops: u64,
+    vm_bytes: u64,
+    io_syncs: u64,
+    hdd_bytes: u64,
+}
+
+impl Counters {
+    fn read(&self) -> Work {
+        Work {
+            cpu_ops: self.cpu_ops.load(Ordering::Relaxed),
+            vm_bytes: self.vm_bytes.load(Ordering::Relaxed),
+            io_syncs: self.io_syncs.load(Ordering::Relaxed),
+            hdd_bytes: self.hdd_bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// One interval (normally a second) of the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Second {
+    /// Seconds since the start, at the end of the interval.
+    pub t_s: f64,
+    pub cpu_ops_per_s: f64,
+    pub vm_touched_bytes_per_s: f64,
+    pub io_syncs_per_s: f64,
+    pub hdd_written_bytes_per_s: f64,
+    /// The whole machine's CPU split; `null` if /proc/stat could not be read.
+    pub cpu: Option<CpuSplit>,
+    /// /proc/vmstat counter increases in the interval (absent counters left out).
+    pub vmstat: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StressReport {
+    pub schema: &'static str,
+    pub tool_version: &'static str,
+    pub host: Host,
+    pub duration_s: f64,
+    pub workers: WorkersSummary,
+    /// CPU split over the whole run.
+    pub cpu: Option<CpuSplit>,
+    /// /proc/vmstat increases over the whole run.
+    pub vmstat: BTreeMap<&'static str, u64>,
+    /// tacho's own peak resident memory (VmHWM): the vm workers' touched pages show here.
+    pub peak_rss_bytes: Option<u64>,
+    pub seconds: Vec<Second>,
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WorkersSummary {
+    pub cpu: CpuWorkers,
+    pub vm: VmWorkers,
+    pub io: IoWorkers,
+    pub hdd: HddWorkers,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CpuWorkers {
+    pub count: u32,
+    pub load_pct: u8,
+    pub ops: u64,
+    pub ops_per_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct VmWorkers {
+    pub count: u32,
+    pub bytes_per_worker: u64,
+    pub keep: bool,
+    pub touched_bytes: u64,
+    pub touched_bytes_per_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct IoWorkers {
+    pub count: u32,
+    pub syncs: u64,
+    pub syncs_per_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HddWorkers {
+    pub count: u32,
+    pub bytes_per_worker: u64,
+    pub dir: Option<String>,
+    pub written_bytes: u64,
+    pub written_bytes_per_s: f64,
+}
+
+/// /proc/vmstat counters that show transparent huge pages and compaction at work: the
+/// system-time cost of THP that `--vm` workers are meant to expose.
+pub const VMSTAT_KEYS: [&str; 7] = [
+    "thp_fault_alloc",
+    "thp_fault_fallback",
+    "thp_collapse_alloc",
+    "compact_stall",
+    "compact_success",
+    "compact_fail",
+    "pgmajfault",
+];
+
+/// What the sampler reads from the kernel at each tick; `None` where a file was unreadable.
+#[derive(Debug, Clone)]
+struct KernelSample {
+    ticks: Option<CpuTicks>,
+    vm: Option<VmStat>,
+}
+
+fn sample(root: &SysRoot) -> KernelSample {
+    KernelSample {
+        ticks: read_stat(root).ok().map(|s| s.total),
+        vm: read_vmstat(root).ok(),
+    }
+}
+
+/// Increases of [`VMSTAT_KEYS`]; counters this kernel lacks, or that went backwards, are left
+/// out.
+fn vm_deltas(before: &KernelSample, after: &KernelSample) -> BTreeMap<&'static str, u64> {
+    let (Some(a), Some(b)) = (&before.vm, &after.vm) else {
+        return BTreeMap::new();
+    };
+    VMSTAT_KEYS
+        .iter()
+        .filter_map(|&k| Some((k, b.get(k)?.checked_sub(a.get(k)?)?)))
+        .collect()
+}
+
+fn split(before: &KernelSample, after: &KernelSample) -> Option<CpuSplit> {
+    CpuSplit::between(before.ticks.as_ref()?, after.ticks.as_ref()?)
+}
+
+fn per_s(count: u64, secs: f64) -> f64 {
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
+
+/// Starts the workers, samples every second (handing each to `on_second`), stops at the
+/// time-out or when `interrupt` is set, joins the workers and removes the hdd directory.
+/// A worker's failure stops the others and is returned after cleanup.
+pub fn run(
+    plan: &Plan,
+    root: &SysRoot,
+    interrupt: &AtomicBool,
+    on_second: &mut dyn FnMut(&Second),
+) -> Result<StressReport, String> {
+    let dir = if plan.hdd > 0 {
+        Some(TestDir::create(&plan.hdd_dir).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let counters = Arc::new(Counters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let first = sample(root);
+    let start = Instant::now();
+    let handles = spawn_workers(
+        plan,
+        dir.as_ref().map(|d| d.path().to_path_buf()),
+        &counters,
+        &stop,
+    );
+
+    let mut seconds = Vec::new();
+    let (mut prev_work, mut prev_sample, mut prev_t) = (Work::default(), first.clone(), 0.0);
+    let deadline = start + plan.timeout;
+    let interrupted = loop {
+        let next_tick = start + Duration::from_secs(seconds.len() as u64 + 1);
+        let until = next_tick.min(deadline);
+        while Instant::now() < until {
+            if interrupt.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
+                break;
+            }
+            std::thread::sleep(
+                until
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(20)),
+            );
+        }
+        let interrupted = interrupt.load(Ordering::Relaxed);
+        let t = start.elapsed().as_secs_f64();
+        let (work, now) = (counters.read(), sample(root));
+        let dt = t - prev_t;
+        // A sliver of an interval (a stop right after a tick) would print wild rates.
+        if dt >= 0.05 {
+            let s = Second {
+                t_s: t,
+                cpu_ops_per_s: per_s(work.cpu_ops - prev_work.cpu_ops, dt),
+                vm_touched_bytes_per_s: per_s(work.vm_bytes - prev_work.vm_bytes, dt),
+                io_syncs_per_s: per_s(work.io_syncs - prev_work.io_syncs, dt),
+                hdd_written_bytes_per_s: per_s(work.hdd_bytes - prev_work.hdd_bytes, dt),
+                cpu: split(&prev_sample, &now),
+                vmstat: vm_deltas(&prev_sample, &now),
+            };
+            on_second(&s);
+            seconds.push(s);
+            (prev_work, prev_sample, prev_t) = (work, now, t);
+        }
+        let failed = handles.iter().any(|h| h.is_finished());
+        if interrupted || failed || Instant::now() >= deadline {
+            break interrupted;
+        }
+    };
+    stop.store(true, Ordering::Relaxed);
+    let mut first_error = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            Err(_) => {
+                first_error.get_or_insert("a worker thread panicked".to_string());
+            }
+        }
+    }
+    let duration_s = start.elapsed().as_secs_f64();
+    let last = sample(root);
+    let dir_name = dir.as_ref().map(|d| d.path().display().to_string());
+    drop(dir);
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let work = counters.read();
+    let report = StressReport {
+        schema: SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION"),
+        host: Host::read(root),
+        duration_s,
+        workers: WorkersSummary {
+            cpu: CpuWorkers {
+                count: plan.cpu,
+                load_pct: plan.cpu_load_pct,
+                ops: work.cpu_ops,
+                ops_per_s: per_s(work.cpu_ops, duration_s),
+            },
+            vm: VmWorkers {
+                count: plan.vm,
+                bytes_per_worker: plan.vm_bytes,
+                keep: plan.vm_keep,
+                touched_bytes: work.vm_bytes,
+                touched_bytes_per_s: per_s(work.vm_bytes, duration_s),
+            },
+            io: IoWorkers {
+                count: plan.io,
+                syncs: work.io_syncs,
+                syncs_per_s: per_s(work.io_syncs, duration_s),
+            },
+            hdd: HddWorkers {
+                count: plan.hdd,
+                bytes_per_worker: plan.hdd_bytes,
+                dir: dir_name,
+                written_bytes: work.hdd_bytes,
+                written_bytes_per_s: per_s(work.hdd_bytes, duration_s),
+            },
+        },
+        cpu: split(&first, &last),
+        vmstat: vm_deltas(&first, &last),
+        peak_rss_bytes: peak_rss(root),
+        seconds,
+        interrupted,
+    };
+    Ok(report)
+}
+
+type Handle = std::thread::JoinHandle<Result<(), String>>;
+
+fn spawn_workers(
+    plan: &Plan,
+    dir: Option<PathBuf>,
+    counters: &Arc<Counters>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<Handle> {
+    let mut handles: Vec<Handle> = Vec::new();
+    let spawn = |handles: &mut Vec<Handle>, f: Box<dyn FnOnce() -> Result<(), String> + Send>| {
+        handles.push(std::thread::spawn(f));
+    };
+    for _ in 0..plan.cpu {
+        let (c, s, load) = (Arc::clone(counters), Arc::clone(stop), plan.cpu_load_pct);
+        spawn(
+            &mut handles,
+            Box::new(move || {
+                workers::cpu(load, &s, &c.cpu_ops);
+                Ok(())
+            }),
+        );
+    }
+    for _ in 0..plan.vm {
+        let (c, s) = (Arc::clone(counters), Arc::clone(stop));
+        let (bytes, keep) = (plan.vm_bytes, plan.vm_keep);
+        spawn(
+            &mut handles,
+            Box::new(move || workers::vm(bytes, keep, &s, &c.vm_bytes)),
+        );
+    }
+    for _ in 0..plan.io {
+        let (c, s) = (Arc::clone(counters), Arc::clone(stop));
+        spawn(
+            &mut handles,
+            Box::new(move || {
+                workers::io(&s, &c.io_syncs);
+                Ok(())
+            }),
+        );
+    }
+    if let Some(dir) = dir {
+        for w in 0..plan.hdd as usize {
+            let (c, s, d, bytes) = (
+                Arc::clone(counters),
+                Arc::clone(stop),
+                dir.clone(),
+                plan.hdd_bytes,
+            );
+            spawn(
+                &mut handles,
+                Box::new(move || workers::hdd(&d, w, bytes, &s, &c.hdd_bytes)),
+            );
+        }
+    }
+    handles
+}
+
+/// VmHWM of this process from /proc/self/status.
+fn peak_rss(root: &SysRoot) -> Option<u64> {
+    let text = std::fs::read_to_string(root.proc.join("self/status")).ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}

@@ -1,0 +1,208 @@
+//! The load workers. Each runs on its own thread until `stop` is set, adding the work it has
+//! done to a shared counter so the sampler can print rates every second. Each checks `stop`
+//! at least every few milliseconds (one page batch, one 1 MiB write, one sync) so a run ends
+//! promptly at its time-out or on a signal.
+
+use crate::cli::KernelName;
+use crate::cpubench::kernels::Kernel;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const PAGE: usize = 4096;
+
+/// Busy share of `load_pct` in each period of this length, sleeping the rest (as the usual
+/// duty-cycle load generators do); short enough that `top` shows a steady percentage.
+const LOAD_PERIOD: Duration = Duration::from_millis(100);
+
+/// Integer kernel batches; counts ops (one op = one round of the integer kernel).
+pub fn cpu(load_pct: u8, stop: &AtomicBool, ops: &AtomicU64) {
+    let mut kernel = Kernel::new(KernelName::Integer);
+    let per_batch = KernelName::Integer.batch_ops();
+    let busy = LOAD_PERIOD.mul_f64(f64::from(load_pct) / 100.0);
+    let mut sink = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let period = Instant::now();
+        while period.elapsed() < busy && !stop.load(Ordering::Relaxed) {
+            sink ^= kernel.batch();
+            ops.fetch_add(per_batch, Ordering::Relaxed);
+        }
+        if load_pct < 100 {
+            std::thread::sleep(LOAD_PERIOD.saturating_sub(period.elapsed()));
+        }
+    }
+    std::hint::black_box(sink);
+}
+
+/// An anonymous private mapping, unmapped on drop: memory returns to the kernel at once, as a
+/// large `malloc`/`free` pair does (glibc maps big blocks the same way).
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> Result<Mapping, String> {
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!(
+                "cannot allocate {len} bytes for a vm worker: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// Writes one byte in each page from `from`, at most `pages` pages; returns pages touched.
+    fn touch(&mut self, from: usize, pages: usize, value: u8) -> usize {
+        let total = self.len.div_ceil(PAGE);
+        let end = (from + pages).min(total);
+        for p in from..end {
+            // SAFETY: p * PAGE < len, inside the mapping this struct owns; a volatile write
+            // so the compiler keeps every touch.
+            unsafe { self.ptr.add(p * PAGE).write_volatile(value) };
+        }
+        end.saturating_sub(from)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping created in `new`, once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Pages touched between checks of `stop` (4 MiB).
+const PAGES_PER_STEP: usize = 1024;
+
+/// Allocate `bytes`, write every page, free, repeat; with `keep`, allocate once and keep
+/// re-writing. Counts bytes touched (pages × 4 KiB).
+pub fn vm(bytes: u64, keep: bool, stop: &AtomicBool, touched: &AtomicU64) -> Result<(), String> {
+    let len = usize::try_from(bytes).map_err(|_| "--vm-bytes is too large".to_string())?;
+    let pages = len.div_ceil(PAGE);
+    let mut kept: Option<Mapping> = None;
+    let mut round = 0u8;
+    while !stop.load(Ordering::Relaxed) {
+        round = round.wrapping_add(1).max(1);
+        let mut map = match kept.take() {
+            Some(m) => m,
+            None => Mapping::new(len)?,
+        };
+        let mut done = 0;
+        while done < pages && !stop.load(Ordering::Relaxed) {
+            let n = map.touch(done, PAGES_PER_STEP, round);
+            done += n;
+            touched.fetch_add((n * PAGE) as u64, Ordering::Relaxed);
+        }
+        if keep {
+            kept = Some(map);
+        }
+    }
+    Ok(())
+}
+
+/// sync() in a loop; counts calls.
+pub fn io(stop: &AtomicBool, syncs: &AtomicU64) {
+    while !stop.load(Ordering::Relaxed) {
+        // SAFETY: sync has no preconditions.
+        unsafe { libc::sync() };
+        syncs.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Bytes per write() of the hdd worker.
+const HDD_CHUNK: usize = 1 << 20;
+
+/// Write `bytes` to a file in `dir`, delete it, repeat; counts bytes written.
+pub fn hdd(
+    dir: &Path,
+    worker: usize,
+    bytes: u64,
+    stop: &AtomicBool,
+    written: &AtomicU64,
+) -> Result<(), String> {
+    let path = dir.join(format!("hdd.{worker}"));
+    // Random contents: a compressing filesystem must not shrink the load.
+    let mut rng = fastrand::Rng::with_seed(worker as u64);
+    let chunk: Vec<u8> = (0..HDD_CHUNK.min(bytes as usize).max(1))
+        .map(|_| rng.u8(..))
+        .collect();
+    while !stop.load(Ordering::Relaxed) {
+        let mut file =
+            File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let mut left = bytes;
+        while left > 0 && !stop.load(Ordering::Relaxed) {
+            let n = (left as usize).min(chunk.len());
+            file.write_all(&chunk[..n])
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            left -= n as u64;
+            written.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        drop(file);
+        std::fs::remove_file(&path)
+            .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Runs `work` on a thread, stops it after `ms`, returns its result.
+    fn for_ms<T: Send + 'static>(
+        ms: u64,
+        work: impl FnOnce(Arc<AtomicBool>) -> T + Send + 'static,
+    ) -> T {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let h = std::thread::spawn(move || work(s));
+        std::thread::sleep(Duration::from_millis(ms));
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap()
+    }
+
+    #[test]
+    fn workers_count_their_work_and_stop() {
+        let ops = Arc::new(AtomicU64::new(0));
+        let o = Arc::clone(&ops);
+        for_ms(30, move |s| cpu(50, &s, &o));
+        assert!(ops.load(Ordering::Relaxed) > 0);
+
+        let touched = Arc::new(AtomicU64::new(0));
+        let t = Arc::clone(&touched);
+        for_ms(30, move |s| vm(1 << 20, true, &s, &t)).unwrap();
+        assert!(touched.load(Ordering::Relaxed) >= 1 << 20);
+
+        let dir = tempfile::tempdir().unwrap();
+        let written = Arc::new(AtomicU64::new(0));
+        let (w, d) = (Arc::clone(&written), dir.path().to_path_buf());
+        for_ms(30, move |s| hdd(&d, 0, 100_000, &s, &w)).unwrap();
+        assert!(written.load(Ordering::Relaxed) >= 100_000);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn mapping_failure_is_an_error_not_an_abort() {
+        let stop = AtomicBool::new(false);
+        let err = vm(1 << 62, false, &stop, &AtomicU64::new(0)).unwrap_err();
+        assert!(err.contains("cannot allocate"), "{err}");
+    }
+}

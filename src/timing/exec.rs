@@ -1,0 +1,338 @@
+//! Running one command once and measuring it: wall time around spawn and wait, the child's own
+//! user and system time and peak resident memory from `wait4`'s rusage, and its exit.
+//!
+//! `wait4` on the child's pid gives that child's figures alone. hyperfine reads
+//! `getrusage(RUSAGE_CHILDREN)`, whose `ru_maxrss` is the largest child so far, so one big run
+//! makes every later run look as big; per-child rusage does not have that flaw.
+
+use anyhow::{Context, Result, bail};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// Killed by tacho after `--max-time`.
+    TimedOut,
+}
+
+impl Exit {
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+
+    /// The exit code as hyperfine exports it: `null` when there is none (signal, time-out).
+    pub fn code(self) -> Option<i32> {
+        match self {
+            Exit::Code(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// "exited with code 3", "was killed by signal 9", "ran longer than --max-time".
+    pub fn describe(self) -> String {
+        match self {
+            Exit::Code(c) => format!("exited with code {c}"),
+            Exit::Signal(s) => format!("was killed by signal {s}"),
+            Exit::TimedOut => "ran longer than --max-time".into(),
+        }
+    }
+}
+
+/// One run's figures (seconds and bytes).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub system_s: f64,
+    pub max_rss_bytes: u64,
+    pub exit: Exit,
+}
+
+/// What runs a command line once: the real spawner, or a mock in tests.
+pub trait Executor {
+    /// Runs `cmd` once and measures it.
+    fn measure(&mut self, cmd: &Invocation) -> Result<Measurement>;
+}
+
+/// A command ready to spawn: its argument vector and what it is called in messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// What the user typed (the name in reports).
+    pub line: String,
+    pub argv: Vec<String>,
+}
+
+impl Invocation {
+    /// Through a shell (`sh -c LINE`), or split into words and run directly when `shell` is
+    /// `None` (hyperfine's `-N`).
+    pub fn new(line: &str, shell: Option<&str>) -> Result<Invocation> {
+        let mut argv = match shell {
+            Some(sh) => vec![sh.to_string(), "-c".into(), line.to_string()],
+            None => {
+                let words = shell_words::split(line).with_context(|| {
+                    format!(
+                        "cannot split the command '{line}' into words for --shell=none; check \
+                         its quotes"
+                    )
+                })?;
+                if words.is_empty() {
+                    bail!("an empty command cannot run without a shell; drop -N or give a command");
+                }
+                words
+            }
+        };
+        if let Some(path) = search_path(&argv[0]) {
+            argv[0] = path;
+        }
+        Ok(Invocation {
+            line: line.to_string(),
+            argv,
+        })
+    }
+}
+
+/// The full path of a bare program name, found in PATH once, up front: left to the spawn,
+/// the search tries `execve` on every PATH directory before the right one on every run (seven
+/// failed calls per run for `true` here), which is overhead inside the measured time. `None`
+/// for names with a slash or not found (the spawn then reports the error).
+fn search_path(program: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .and_then(|p| p.into_os_string().into_string().ok())
+}
+
+/// Spawns real processes.
+pub struct Spawner {
+    pub show_output: bool,
+    pub max_time: Option<Duration>,
+    /// Set on Ctrl-C; only consulted with `max_time` (see [`wait_until`]).
+    pub interrupt: Option<Arc<AtomicBool>>,
+}
+
+impl Executor for Spawner {
+    fn measure(&mut self, inv: &Invocation) -> Result<Measurement> {
+        let mut cmd = Command::new(&inv.argv[0]);
+        cmd.args(&inv.argv[1..]).stdin(Stdio::null());
+        if !self.show_output {
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+        if self.max_time.is_some() {
+            // Its own process group, so a time-out kills what it started too.
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let start = Instant::now();
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start '{}'", inv.argv[0]))?;
+        let pid = child.id() as libc::pid_t;
+        let (status, usage, timed_out) = match self.max_time {
+            None => {
+                let (s, u) = wait4(pid)?;
+                (s, u, false)
+            }
+            Some(limit) => wait_until(pid, start + limit, self.interrupt.as_deref())?,
+        };
+        let wall_s = start.elapsed().as_secs_f64();
+        // `child` was reaped by wait4 above; dropping a std Child never waits or kills.
+        drop(child);
+        let exit = if timed_out {
+            Exit::TimedOut
+        } else if libc::WIFEXITED(status) {
+            Exit::Code(libc::WEXITSTATUS(status))
+        } else {
+            Exit::Signal(libc::WTERMSIG(status))
+        };
+        Ok(Measurement {
+            wall_s,
+            user_s: timeval_s(usage.ru_utime),
+            system_s: timeval_s(usage.ru_stime),
+            // Linux reports ru_maxrss in KiB.
+            max_rss_bytes: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
+            exit,
+        })
+    }
+}
+
+fn timeval_s(tv: libc::timeval) -> f64 {
+    tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6
+}
+
+/// Blocks until `pid` exits; returns its wait status and rusage.
+fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; zeroed is a valid value that wait4 overwrites.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: both pointers are to live locals of the right types.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            return Ok((status, usage));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("wait4 failed");
+        }
+    }
+}
+
+/// Waits for `pid` until `deadline`; past it, or when `interrupt` is set, kills the child's
+/// process group (its own, so the terminal's Ctrl-C does not reach it) and reaps it.
+/// Returns (status, rusage, timed out), or [`Interrupted`].
+fn wait_until(
+    pid: libc::pid_t,
+    deadline: Instant,
+    interrupt: Option<&AtomicBool>,
+) -> Result<(i32, libc::rusage, bool)> {
+    // A pidfd turns "exited or deadline" into a poll; kernels before 5.3 lack it, and there
+    // wait4 is polled every millisecond instead.
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    let interrupted = || interrupt.is_some_and(|f| f.load(Ordering::Relaxed));
+    let exited = loop {
+        if interrupted() {
+            break false;
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break false;
+        }
+        // Slices of at most 100 ms, so an interruption is noticed promptly.
+        let slice = remaining.min(Duration::from_millis(100));
+        if fd >= 0 {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = i32::try_from(slice.as_millis() + 1).unwrap_or(i32::MAX);
+            // SAFETY: one valid pollfd. EINTR just goes round the loop again.
+            if unsafe { libc::poll(&mut pfd, 1, ms) } > 0 {
+                break true;
+            }
+        } else if exited_without_reaping(pid) {
+            break true;
+        } else {
+            std::thread::sleep(Duration::from_millis(1).min(slice));
+        }
+    };
+    if fd >= 0 {
+        // SAFETY: fd is ours and closed once.
+        unsafe { libc::close(fd) };
+    }
+    if !exited {
+        // SAFETY: signalling the child's own process group (its pid, set at spawn).
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    let (s, u) = wait4(pid)?;
+    if !exited && interrupted() {
+        return Err(Interrupted.into());
+    }
+    Ok((s, u, !exited))
+}
+
+/// Whether `pid` has exited, leaving it to be reaped by `wait4` (which gives the rusage).
+fn exited_without_reaping(pid: libc::pid_t) -> bool {
+    // SAFETY: siginfo_t is plain data; waitid fills it. WNOWAIT leaves the child waitable.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: a valid out-pointer; P_PID with the child's pid.
+    let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+    // SAFETY: si_pid is valid to read after waitid succeeded (0 when nothing changed).
+    r == 0 && unsafe { info.si_pid() } != 0
+}
+
+/// Ctrl-C, SIGTERM or SIGHUP arrived while a run was being timed; the run was killed.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invocations_split_without_a_shell() {
+        let inv = Invocation::new("./echo 'a b' c", None).unwrap();
+        assert_eq!(inv.argv, ["./echo", "a b", "c"]);
+        let inv = Invocation::new("echo 'a b' c", Some("/bin/sh")).unwrap();
+        assert_eq!(inv.argv, ["/bin/sh", "-c", "echo 'a b' c"]);
+        // Bare names are looked up in PATH once.
+        let inv = Invocation::new("true", None).unwrap();
+        assert!(inv.argv[0].ends_with("/true"), "{:?}", inv.argv);
+        assert_eq!(search_path("no-such-program-tacho"), None);
+        assert!(Invocation::new("echo 'unclosed", None).is_err());
+        assert!(Invocation::new("  ", None).is_err());
+    }
+
+    #[test]
+    fn spawner_measures_exit_and_memory() {
+        let mut sp = Spawner {
+            show_output: false,
+            max_time: None,
+            interrupt: None,
+        };
+        let m = sp.measure(&Invocation::new("true", None).unwrap()).unwrap();
+        assert_eq!(m.exit, Exit::Code(0));
+        assert!(m.wall_s > 0.0);
+        assert!(m.max_rss_bytes > 0);
+        let m = sp
+            .measure(&Invocation::new("false", None).unwrap())
+            .unwrap();
+        assert_eq!(m.exit, Exit::Code(1));
+        assert!(
+            sp.measure(&Invocation::new("/nonexistent/x", None).unwrap())
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn max_time_kills_the_run() {
+        let mut sp = Spawner {
+            show_output: false,
+            max_time: Some(Duration::from_millis(50)),
+            interrupt: None,
+        };
+        let m = sp
+            .measure(&Invocation::new("sleep 5", Some("sh")).unwrap())
+            .unwrap();
+        assert_eq!(m.exit, Exit::TimedOut);
+        let stop = Arc::new(AtomicBool::new(true));
+        sp.max_time = Some(Duration::from_secs(60));
+        sp.interrupt = Some(stop);
+        let err = sp
+            .measure(&Invocation::new("sleep 5", Some("sh")).unwrap())
+            .unwrap_err();
+        assert!(err.downcast_ref::<Interrupted>().is_some(), "{err}");
+    }
+
+    #[test]
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped by wait4, which the lint cannot see"
+    )]
+    fn exit_is_seen_without_reaping() {
+        let child = Command::new("true").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        while !exited_without_reaping(pid) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Still waitable: wait4 gets its status and rusage.
+        let (status, _) = wait4(pid).unwrap();
+        assert!(libc::WIFEXITED(status));
+    }
+}
