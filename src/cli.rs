@@ -102,7 +102,7 @@ pub struct DiskArgs {
     pub repeat: Option<u32>,
 
     /// etcd suite: the fdatasync p99 that passes, e.g. 10ms [default: 10ms]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub threshold: Option<Duration>,
 
     /// Access pattern of a custom test

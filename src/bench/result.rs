@@ -220,7 +220,9 @@ impl TestResult {
             })
         };
         let totals: Vec<f64> = runs.iter().map(RepeatResult::total_iops).collect();
-        let spread_pct = (runs.len() > 1).then(|| spread_pct(&totals)).flatten();
+        let spread_pct = (runs.len() > 1)
+            .then(|| crate::stats::spread_pct(&totals))
+            .flatten();
         TestResult {
             name,
             rw: spec.rw,
@@ -278,30 +280,10 @@ fn timeline(repeats: &[Measured]) -> Vec<TimelinePoint> {
     points
 }
 
-/// The median; 0 for no values (callers only pass non-empty sets).
-pub fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
-
-/// (max − min) / median in percent; `None` when the median is zero.
-pub fn spread_pct(values: &[f64]) -> Option<f64> {
-    let m = median(values.iter().copied());
-    let (lo, hi) = values
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
-            (lo.min(v), hi.max(v))
-        });
-    (m > 0.0).then(|| (hi - lo) / m * 100.0)
+/// The median of finite values; 0 for none (callers pass at least one repeat).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    crate::stats::median(&v).unwrap_or(0.0)
 }
 
 fn per_second(count: f64, secs: f64) -> f64 {
@@ -321,7 +303,7 @@ mod tests {
 
     #[test]
     fn spread_is_range_over_median() {
-        assert_eq!(spread_pct(&[90.0, 100.0, 110.0]), Some(20.0));
-        assert_eq!(spread_pct(&[0.0, 0.0]), None);
+        assert_eq!(crate::stats::spread_pct(&[90.0, 100.0, 110.0]), Some(20.0));
+        assert_eq!(crate::stats::spread_pct(&[0.0, 0.0]), None);
     }
 }

@@ -1,19 +1,6 @@
 //! Robust statistics for comparing a device with its peers.
 
-/// The median; `None` for no values. NaNs sort last and so rarely matter.
-pub fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+pub use crate::stats::median;
 
 /// Median absolute deviation from the median (not scaled).
 pub fn mad(values: &[f64]) -> Option<f64> {
