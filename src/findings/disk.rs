@@ -197,6 +197,7 @@ fn group_kind(kind: &str) -> &'static str {
     match kind {
         "md" => "md array",
         "lvm" => "LVM volume group",
+        "btrfs" => "btrfs filesystem",
         _ => "dm table",
     }
 }

@@ -174,7 +174,7 @@ fn file_name(dir: &Path) -> Result<String> {
 
 /// Names in a sysfs directory, sorted; a missing directory is empty (older kernels and some
 /// device types have no `holders/` or `slaves/`).
-fn list_names(dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn list_names(dir: &Path) -> Result<Vec<String>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

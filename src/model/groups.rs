@@ -1,5 +1,6 @@
 //! Peer groups of block devices: the members of an md array, the physical volumes of an LVM
-//! volume group, the devices under a dm table (striped, linear). Members of a group carry the
+//! volume group, the devices under a dm table (striped, linear), the devices of a btrfs
+//! filesystem whose data is striped or mirrored. Members of a group carry the
 //! same load by design, so one far slower than the others is a hot (often failing) disk.
 
 use std::collections::BTreeMap;
@@ -7,21 +8,22 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::kernel::blockdev::DeviceKind;
+use crate::kernel::btrfs::BtrfsFs;
 use crate::sample::devices::Devices;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Group {
-    /// `md0`, the volume group's name, or the dm name.
+    /// `md0`, the volume group's name, the dm name, or the btrfs label.
     pub name: String,
-    /// `md`, `lvm` or `dm`.
+    /// `md`, `lvm`, `dm` or `btrfs`.
     pub kind: &'static str,
     /// Kernel names of the members, sorted.
     pub members: Vec<String>,
 }
 
 /// Every group with at least two members. A set of members is reported once, by the most
-/// specific name (md array, then volume group, then dm table).
-pub fn groups(devices: &Devices) -> Vec<Group> {
+/// specific name (md array, then volume group, then dm table, then btrfs).
+pub fn groups(devices: &Devices, btrfs: &[BtrfsFs]) -> Vec<Group> {
     let mut out: Vec<Group> = Vec::new();
     let mut push = |g: Group| {
         if g.members.len() >= 2 && !out.iter().any(|o| o.members == g.members) {
@@ -58,6 +60,13 @@ pub fn groups(devices: &Devices) -> Vec<Group> {
             name: d.display_name.clone(),
             kind: "dm",
             members: sorted_members(&d.slaves),
+        });
+    }
+    for fs in btrfs.iter().filter(|fs| fs.spreads_data()) {
+        push(Group {
+            name: fs.name(),
+            kind: "btrfs",
+            members: sorted_members(&fs.devices),
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -131,7 +140,7 @@ mod tests {
     }
 
     #[test]
-    fn md_lvm_and_dm_groups() {
+    fn md_lvm_dm_and_btrfs_groups() {
         let vg = "A".repeat(32);
         let mut d = Devices::new();
         d.insert(
@@ -191,12 +200,32 @@ mod tests {
                 None,
             ),
         );
-        let g = groups(&d);
+        let fs = |label: &str, profile: &str, devices: &[&str]| BtrfsFs {
+            uuid: "0788b461-0d17-462d-9c3b-4ed2f9d67e6f".into(),
+            label: Some(label.into()),
+            data_profiles: vec![profile.into()],
+            devices: devices.iter().map(|s| s.to_string()).collect(),
+        };
+        // Only a btrfs that stripes or mirrors data makes its members peers.
+        let btrfs = [
+            fs("pool", "raid1", &["loop5", "loop4", "loop6"]),
+            fs("jbod", "single", &["loop7", "loop8"]),
+        ];
+        let g = groups(&d, &btrfs);
         let names: Vec<(&str, &str)> = g.iter().map(|g| (g.name.as_str(), g.kind)).collect();
-        assert_eq!(names, [("md0", "md"), ("my-vg", "lvm"), ("stripe", "dm")]);
+        assert_eq!(
+            names,
+            [
+                ("md0", "md"),
+                ("my-vg", "lvm"),
+                ("pool", "btrfs"),
+                ("stripe", "dm")
+            ]
+        );
+        assert_eq!(g[2].members, ["loop4", "loop5", "loop6"]);
         assert_eq!(g[0].members, ["sda1", "sdb1", "sdc1"]);
         assert_eq!(g[1].members, ["sdd", "sde"]);
-        assert_eq!(g[2].members, ["dm-3", "loop0", "loop1"]);
+        assert_eq!(g[3].members, ["dm-3", "loop0", "loop1"]);
         assert_eq!(membership(&g)["dm-3"], "stripe");
     }
 

@@ -45,7 +45,7 @@ pub struct TopSample {
     pub vm_events: BTreeMap<String, u64>,
     pub psi: Psi,
     pub disks: Vec<Disk>,
-    /// md arrays, volume groups and dm tables, for hot-disk detection.
+    /// md arrays, volume groups, dm tables and btrfs RAIDs, for hot-disk detection.
     pub groups: Vec<groups::Group>,
     pub processes: Vec<Process>,
     pub cgroups: Vec<Cgroup>,
@@ -159,7 +159,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
     let rate = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
     let mut notes = Vec::new();
 
-    let groups = groups::groups(devices);
+    let groups = groups::groups(devices, &b.btrfs);
     let membership = groups::membership(&groups);
     let mut disks = Vec::new();
     for after in b.disks.iter().filter(|d| disk::ever_used(d)) {

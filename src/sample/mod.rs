@@ -10,6 +10,7 @@ pub mod devices;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::kernel::btrfs::{self, BtrfsFs};
 use crate::kernel::cgroup::{self, CgroupIoScan};
 use crate::kernel::diskstats::{self, DiskCounters};
 use crate::kernel::loadavg::{self, LoadAvg};
@@ -34,6 +35,9 @@ pub struct Sample {
     pub vmstat: VmStat,
     pub pressure: PressureAll,
     pub disks: Vec<DiskCounters>,
+    /// Mounted btrfs filesystems, read every sample: one can be created on devices that
+    /// are already known.
+    pub btrfs: Vec<BtrfsFs>,
     pub processes: ProcessScan,
     pub cgroups: CgroupIoScan,
     pub net: Vec<NetCounters>,
@@ -77,6 +81,7 @@ impl Sampler {
         // Disks first and the slow process scan last: the device counters that iostat
         // comparisons need are then read closest to `taken`.
         let disks = diskstats::read_diskstats(root)?;
+        let btrfs = btrfs::read(root)?;
         let stat = stat::read_stat(root)?;
         let loadavg = loadavg::read_loadavg(root)?;
         let meminfo = meminfo::read_meminfo(root)?;
@@ -101,6 +106,7 @@ impl Sampler {
             vmstat,
             pressure,
             disks,
+            btrfs,
             processes,
             cgroups,
             net,

@@ -210,6 +210,18 @@ pub struct LoopDev {
 impl LoopDev {
     /// Returns None (after printing why) when loop devices cannot be used here.
     pub fn new(test: &str, size: u64) -> Option<LoopDev> {
+        let shm = Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        Self::new_in(test, size, &dir)
+    }
+
+    /// Like [`LoopDev::new`], with the image in `dir`, whose filesystem gives the device
+    /// its speed.
+    pub fn new_in(test: &str, size: u64, dir: &Path) -> Option<LoopDev> {
         if !is_root() {
             skip(&format!("{test}: needs root for a loop device"));
             return None;
@@ -221,8 +233,7 @@ impl LoopDev {
         let image = tempfile::Builder::new()
             .prefix("tacho-itest-")
             .suffix(".img")
-            .tempfile_in("/dev/shm")
-            .or_else(|_| tempfile::NamedTempFile::new())
+            .tempfile_in(dir)
             .expect("cannot create a loop image");
         image.as_file().set_len(size).unwrap();
         let o = Command::new("losetup")
