@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod results;
-pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand};
+pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand, SaveArgs};
 mod kit;
 pub use kit::{CpuArgs, KernelName, LevelName, MemArgs, StressArgs, TimeArgs, VmBytes};
 
@@ -49,7 +49,7 @@ pub enum Command {
     /// differences first
     Diff(DiffArgs),
     /// Time commands repeatedly (hyperfine's options and JSON export; runs interleaved)
-    Time(TimeArgs),
+    Time(Box<TimeArgs>),
     /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
     Stress(StressArgs),
     /// Print a shell completion script to stdout

@@ -449,7 +449,7 @@ fn a_first_schema_database_is_migrated_and_compares() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     // The figures table was filled from the stored JSON: the old run compares with a new one.
     bench(&db, &["--label", "new", "--iodepth", "16"]);
     let v = json_ok(&run(&with_db(&db, &["compare", "1", "2", "--json"])));
@@ -553,7 +553,7 @@ fn bad_store_input_is_one_line_and_exit_2() {
     let not_json = d.path().join("notes.txt");
     std::fs::write(&not_json, "hello").unwrap();
     let other = d.path().join("other.json");
-    std::fs::write(&other, r#"{"schema": "tacho.time.v1"}"#).unwrap();
+    std::fs::write(&other, r#"{"schema": "tacho.top.v1"}"#).unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["runs", "import", "/nonexistent/x.json"],
@@ -565,7 +565,7 @@ fn bad_store_input_is_one_line_and_exit_2() {
         ),
         (
             vec!["runs", "import", FIO, other.to_str().unwrap()],
-            "tacho.time.v1",
+            "tacho.top.v1",
         ),
         (vec!["runs", "show", "1"], "no results database"),
         (vec!["runs", "show", "0"], "not a run id"),

@@ -1,5 +1,6 @@
 //! Options of `tacho time`, `tacho bench cpu`, `tacho bench mem` and `tacho stress`.
 
+use super::SaveArgs;
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -87,6 +88,9 @@ pub struct TimeArgs {
     /// Print one JSON document (schema tacho.time.v1) on stdout
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub save: SaveArgs,
 }
 
 /// A CPU benchmark kernel.
@@ -123,6 +127,9 @@ pub struct CpuArgs {
     /// Print one JSON document (schema tacho.cpu.v1) on stdout
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub save: SaveArgs,
 }
 
 /// A memory level to measure.
@@ -159,6 +166,9 @@ pub struct MemArgs {
     /// Print one JSON document (schema tacho.mem.v1) on stdout
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub save: SaveArgs,
 }
 
 /// `--vm-bytes`: bytes per worker, or a share of MemAvailable split between the workers.

@@ -4,10 +4,10 @@
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-/// Saving a benchmark run; flattened into every bench command.
+/// Saving a run; flattened into every command whose results are stored.
 #[derive(Debug, Args, Default, Clone)]
 #[command(next_help_heading = "Results")]
-pub struct RecordArgs {
+pub struct SaveArgs {
     #[command(flatten)]
     pub db: DbArg,
 
@@ -18,6 +18,14 @@ pub struct RecordArgs {
     /// Name this run in the results, e.g. "before THP off"
     #[arg(long, value_name = "TEXT", value_parser = parse_label)]
     pub label: Option<String>,
+}
+
+/// Saving a disk benchmark run, which can also feed Prometheus.
+#[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Results")]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub save: SaveArgs,
 
     /// Also write the figures in Prometheus text format for node_exporter's textfile collector
     /// (replaced atomically)
@@ -69,8 +77,9 @@ pub enum RunsCommand {
         #[command(flatten)]
         db: DbArg,
     },
-    /// Store runs from files: tacho.bench.v1 JSON (runs export, bench --json) or fio's
-    /// --output-format=json (each fio job becomes a test)
+    /// Store runs from files: tacho.bench.v1 JSON (runs export, bench --json), the --json
+    /// output of bench cpu, bench mem and time, or fio's --output-format=json (each fio job
+    /// becomes a test)
     Import {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,

@@ -17,6 +17,16 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         );
     }
     let runs = load(&args.db, &ids)?;
+    if let Some(other) = runs.iter().find(|r| r.kind != runs[0].kind) {
+        bail!(
+            "run {} is a {} run and run {} a {} run; compare runs of one kind (tacho runs list \
+             shows each run's kind)",
+            runs[0].id,
+            runs[0].kind,
+            other.id,
+            other.kind
+        );
+    }
     let c = compare::compare(&runs);
     let mut out = std::io::stdout().lock();
     match Format::from(&args.format) {
@@ -41,7 +51,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         eprintln!(
             "regression: {} {} {:+.1}% in run {} ({})",
             c.row_title(row),
-            row.metric.label(),
+            row.metric_label(),
             cell.change_pct.unwrap_or(0.0),
             c.runs[*i].id,
             cell.significance.describe()

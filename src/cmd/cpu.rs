@@ -1,8 +1,7 @@
-//! `tacho bench cpu`: resolve options, run the kernels, report.
-//!
-//! Results are not saved yet: the results store (issue 4) hooks in where the report is built.
+//! `tacho bench cpu`: resolve options, run the kernels, report, save.
 
 use super::interrupt::{self, EXIT_INTERRUPTED};
+use super::record::RunSaver;
 use crate::cli::{CpuArgs, KernelName};
 use crate::cpubench::{self, Config, CpuReport};
 use crate::kernel::SysRoot;
@@ -26,6 +25,7 @@ pub fn run(args: &CpuArgs) -> Result<ExitCode> {
         repeat: args.repeat,
         kernels,
     };
+    let saver = RunSaver::open(&args.save)?;
     let stop = interrupt::stop_flag()?;
     let report = cpubench::run(&cfg, &SysRoot::real(), &stop, &|what| {
         interrupt::status_line(&format!("bench cpu: {what}"))
@@ -38,6 +38,8 @@ pub fn run(args: &CpuArgs) -> Result<ExitCode> {
     } else {
         write_human(&report, &mut out)?;
     }
+    drop(out);
+    saver.save(&report)?;
     Ok(if report.interrupted || stop.load(Ordering::Relaxed) {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {

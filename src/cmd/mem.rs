@@ -1,8 +1,7 @@
-//! `tacho bench mem`: read the caches, plan the working sets, run, report.
-//!
-//! Results are not saved yet: the results store (issue 4) hooks in where the report is built.
+//! `tacho bench mem`: read the caches, plan the working sets, run, report, save.
 
 use super::interrupt::{self, EXIT_INTERRUPTED};
+use super::record::RunSaver;
 use crate::bench::result::Warning;
 use crate::cli::MemArgs;
 use crate::kernel::host::Host;
@@ -52,6 +51,7 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
         repeat: args.repeat,
         levels,
     };
+    let saver = RunSaver::open(&args.save)?;
     let stop = interrupt::stop_flag()?;
     let mut report = membench::run(&cfg, Host::read(&root), caches, &stop, &|what| {
         interrupt::status_line(&format!("bench mem: {what}"))
@@ -65,6 +65,8 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
     } else {
         write_human(&report, &mut out)?;
     }
+    drop(out);
+    saver.save(&report)?;
     Ok(if report.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {

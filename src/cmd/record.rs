@@ -1,9 +1,10 @@
-//! Where a benchmark's results go besides the terminal: the results store, saved test by test
-//! as each finishes (so Ctrl-C or a crash in a later test keeps the earlier ones), and the
-//! Prometheus textfile written at the end.
+//! Where a benchmark's results go besides the terminal: the results store, and for disk runs
+//! the Prometheus textfile written at the end. Disk runs are saved test by test as each
+//! finishes (so Ctrl-C or a crash in a later test keeps the earlier ones); cpu, mem and time
+//! runs, whose figures arrive together, in one transaction at the end.
 
 use crate::bench::result::{BenchReport, TestResult};
-use crate::cli::RecordArgs;
+use crate::cli::{RecordArgs, SaveArgs};
 use crate::report::prom;
 use crate::store::{NewRun, Store};
 use anyhow::{Context, Result, anyhow};
@@ -21,10 +22,10 @@ impl Recorder {
     /// Opens the store and starts a run from the report as it stands before any test, unless
     /// `--no-save`. A database that cannot be used stops the benchmark before it starts.
     pub fn begin(args: &RecordArgs, report: &BenchReport) -> Result<Recorder> {
-        let db = if args.no_save {
+        let db = if args.save.no_save {
             None
         } else {
-            let path = crate::store::resolve_path(args.db.db.as_deref())?;
+            let path = crate::store::resolve_path(args.save.db.db.as_deref())?;
             let mut store = Store::open(&path)?;
             let id = store.begin_run(&new_run(report, args)?)?;
             Some((store, id))
@@ -82,7 +83,7 @@ impl Recorder {
             let text = prom::render(
                 report,
                 &prom::RunInfo {
-                    label: self.args.label.as_deref(),
+                    label: self.args.save.label.as_deref(),
                     run_id,
                     timestamp_s: std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
@@ -115,6 +116,45 @@ fn new_run(report: &BenchReport, args: &RecordArgs) -> Result<NewRun> {
         *tests = serde_json::Value::Array(Vec::new());
     }
     let mut run = NewRun::from_bench_doc(&doc, "bench").map_err(|e| anyhow!(e))?;
-    run.label = args.label.clone();
+    run.label = args.save.label.clone();
     Ok(run)
+}
+
+/// The store of a `bench cpu`, `bench mem` or `time` run, opened before the run starts (a
+/// database that cannot be used stops it before it runs) and written once at the end, when
+/// the figures arrive together.
+pub struct RunSaver {
+    store: Option<Store>,
+    label: Option<String>,
+}
+
+impl RunSaver {
+    pub fn open(args: &SaveArgs) -> Result<RunSaver> {
+        let store = if args.no_save {
+            None
+        } else {
+            let path = crate::store::resolve_path(args.db.db.as_deref())?;
+            Some(Store::open(&path)?)
+        };
+        Ok(RunSaver {
+            store,
+            label: args.label.clone(),
+        })
+    }
+
+    /// Saves the run from its JSON document and says on stderr where it went.
+    pub fn save(self, doc: &impl serde::Serialize) -> Result<()> {
+        let Some(mut store) = self.store else {
+            return Ok(());
+        };
+        let doc = serde_json::to_value(doc)?;
+        let mut run = crate::store::kinds::to_run(&doc, "bench").map_err(|e| anyhow!(e))?;
+        run.label = self.label;
+        let id = store.insert_run(&run)?;
+        eprintln!(
+            "saved as run {id} in {} (tacho runs show {id})",
+            store.path().display()
+        );
+        Ok(())
+    }
 }

@@ -126,7 +126,8 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
         let runs = store::parse_documents(&text).map_err(|e| {
             anyhow!(
                 "{} cannot be imported: {e}; give tacho.bench.v1 JSON (tacho runs export, \
-                 tacho bench --json) or fio --output-format=json output",
+                 tacho bench --json), the --json output of bench cpu, bench mem or time, or \
+                 fio --output-format=json output",
                 file.display()
             )
         })?;

@@ -1,8 +1,7 @@
-//! `tacho time CMD…`: resolve hyperfine-style options, run, print, export.
-//!
-//! Results are not saved yet: the results store (issue 4) hooks in where the report is built.
+//! `tacho time CMD…`: resolve hyperfine-style options, run, print, export, save.
 
 use super::interrupt;
+use super::record::RunSaver;
 use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
@@ -21,6 +20,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     let (plan, names) = resolve(args)?;
+    let saver = RunSaver::open(&args.save)?;
     // Export files are created before the runs so a wrong path fails at once, not after them.
     let exports = Exports::open(args)?;
     let mut spawner = Progress {
@@ -67,6 +67,8 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     } else {
         write_human(&report, &mut out)?;
     }
+    drop(out);
+    saver.save(&report)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -19,6 +19,8 @@ use serde_json::Value;
 pub enum Metric {
     Iops,
     Bandwidth,
+    /// A CPU kernel's operations per second.
+    OpsPerS,
     LatMean,
     LatP50,
     LatP90,
@@ -29,9 +31,10 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 10] = [
         Metric::Iops,
         Metric::Bandwidth,
+        Metric::OpsPerS,
         Metric::LatMean,
         Metric::LatP50,
         Metric::LatP90,
@@ -55,6 +58,7 @@ impl Metric {
         match self {
             Metric::Iops => "iops",
             Metric::Bandwidth => "bw_bytes_per_s",
+            Metric::OpsPerS => "ops_per_s",
             Metric::LatMean => "lat_mean_ns",
             Metric::LatP50 => "lat_p50_ns",
             Metric::LatP90 => "lat_p90_ns",
@@ -70,6 +74,7 @@ impl Metric {
         match self {
             Metric::Iops => "IOPS",
             Metric::Bandwidth => "bandwidth",
+            Metric::OpsPerS => "ops/s",
             Metric::LatMean => "mean latency",
             Metric::LatP50 => "p50 latency",
             Metric::LatP90 => "p90 latency",
@@ -81,13 +86,14 @@ impl Metric {
     }
 
     pub fn higher_is_better(self) -> bool {
-        matches!(self, Metric::Iops | Metric::Bandwidth)
+        matches!(self, Metric::Iops | Metric::Bandwidth | Metric::OpsPerS)
     }
 
     pub fn of(self, f: &Figures) -> Option<f64> {
         match self {
             Metric::Iops => f.iops,
             Metric::Bandwidth => f.bw_bytes_per_s,
+            Metric::OpsPerS => f.ops_per_s,
             Metric::LatMean => f.lat_ns[0],
             Metric::LatP50 => f.lat_ns[1],
             Metric::LatP90 => f.lat_ns[2],
@@ -100,7 +106,7 @@ impl Metric {
 
     pub fn format(self, v: f64) -> String {
         match self {
-            Metric::Iops => format_count(v),
+            Metric::Iops | Metric::OpsPerS => format_count(v),
             Metric::Bandwidth => format_bandwidth(v),
             _ => format_latency_ns(v),
         }
@@ -117,6 +123,8 @@ pub struct RunHead {
     pub created_at: String,
     pub source: String,
     pub status: String,
+    /// `disk`, `cpu`, `mem` or `time`.
+    pub kind: String,
     pub suite: Option<(String, i64)>,
     pub tool_version: Option<String>,
 }
@@ -209,6 +217,18 @@ pub struct Cell {
     pub significance: Significance,
 }
 
+impl Row {
+    /// The metric's name for people; a timed command's latencies are its run times.
+    pub fn metric_label(&self) -> &'static str {
+        match (self.direction, self.metric) {
+            ("wall", Metric::LatMean) => "mean time",
+            ("wall", Metric::LatP50) => "median time",
+            ("wall", Metric::LatMax) => "max time",
+            _ => self.metric.label(),
+        }
+    }
+}
+
 /// One metric of one direction of one test, across runs.
 #[derive(Debug, Clone)]
 pub struct Row {
@@ -216,7 +236,8 @@ pub struct Row {
     pub test: usize,
     pub direction: &'static str,
     pub metric: Metric,
-    /// Shown in tables: the test's throughput figure and its p99 latency.
+    /// Shown in tables and checked by `--fail-on-regression`: the test's throughput figure
+    /// and its p99 latency (the mean where no p99 exists: memory latency, timed commands).
     pub headline: bool,
     /// One per run, in [`Comparison::runs`] order; `None` where the run lacks the figure.
     pub cells: Vec<Option<Cell>>,
@@ -238,17 +259,20 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
     let matched = match_tests(runs);
     let mut rows = Vec::new();
     for (index, (_, per_run)) in matched.iter().enumerate() {
-        let bs = per_run
-            .iter()
-            .flatten()
-            .find_map(|t| t.json.get("bs_bytes").and_then(Value::as_u64));
-        // Large blocks are judged by bandwidth, small ones by IOPS (as fio and CDM report them).
-        let throughput = if bs.is_some_and(|b| b >= 128 << 10) {
-            Metric::Bandwidth
-        } else {
-            Metric::Iops
-        };
+        let throughput = throughput_metric(per_run);
         for direction in crate::store::figures::DIRECTIONS {
+            let has = |m: Metric| {
+                per_run.iter().flatten().any(|t| {
+                    t.figures
+                        .iter()
+                        .any(|f| f.direction == direction && m.of(f).is_some())
+                })
+            };
+            let latency = if has(Metric::LatP99) {
+                Metric::LatP99
+            } else {
+                Metric::LatMean
+            };
             for metric in Metric::ALL {
                 let cells: Vec<Option<Cell>> = per_run
                     .iter()
@@ -261,7 +285,7 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
                     test: index,
                     direction,
                     metric,
-                    headline: metric == throughput || metric == Metric::LatP99,
+                    headline: metric == throughput || metric == latency,
                     cells: judge(cells, metric),
                 });
             }
@@ -388,7 +412,7 @@ impl Comparison {
             format!(
                 "; largest change {} {} {:+.1}% in run {}",
                 self.row_title(r),
-                r.metric.label(),
+                r.metric_label(),
                 ch,
                 self.runs[i].id
             )
@@ -415,6 +439,21 @@ impl Comparison {
             parts.push(format!("{unknown} without repeats"));
         }
         format!("{} {against}{largest}", parts.join(", "))
+    }
+}
+
+/// The figure a test's throughput is judged by: ops/s for CPU kernels; bandwidth for large
+/// blocks and for memory (no IOPS); IOPS for small blocks (as fio and CDM report them).
+fn throughput_metric(per_run: &[Option<&crate::store::StoredTest>]) -> Metric {
+    let tests = || per_run.iter().flatten();
+    let any = |m: Metric| tests().any(|t| t.figures.iter().any(|f| m.of(f).is_some()));
+    let bs = tests().find_map(|t| t.json.get("bs_bytes").and_then(Value::as_u64));
+    if any(Metric::OpsPerS) {
+        Metric::OpsPerS
+    } else if bs.is_some_and(|b| b >= 128 << 10) || !any(Metric::Iops) {
+        Metric::Bandwidth
+    } else {
+        Metric::Iops
     }
 }
 
@@ -552,6 +591,7 @@ fn head(run: &StoredRun) -> RunHead {
         created_at: run.created_at.clone(),
         source: run.source.clone(),
         status: run.status.clone(),
+        kind: run.kind.clone(),
         suite: run.suite.clone(),
         tool_version: run.tool_version.clone(),
     }

@@ -123,6 +123,8 @@ pub struct LevelResult {
     pub copy_bytes_per_s: f64,
     pub latency_ns: f64,
     pub spread_pct: Spread,
+    /// Each repeat's figures, in the order they ran (the figures above are their medians).
+    pub repeats: Vec<Figures>,
     pub all_threads: Option<ThreadsResult>,
 }
 
@@ -138,6 +140,7 @@ pub struct ThreadsResult {
     /// Mean over the threads (latency under load).
     pub latency_ns: f64,
     pub spread_pct: Spread,
+    pub repeats: Vec<Figures>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Default)]
@@ -159,13 +162,16 @@ impl LevelName {
     }
 }
 
-/// The four figures of one measurement, in kernel order.
-#[derive(Debug, Clone, Copy, Default)]
-struct Figures {
-    read: f64,
-    write: f64,
-    copy: f64,
-    latency_ns: f64,
+/// The four figures of one measurement, in kernel order: one repeat in `repeats[]`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Figures {
+    #[serde(rename = "read_bytes_per_s")]
+    pub read: f64,
+    #[serde(rename = "write_bytes_per_s")]
+    pub write: f64,
+    #[serde(rename = "copy_bytes_per_s")]
+    pub copy: f64,
+    pub latency_ns: f64,
 }
 
 /// Median figures and spreads over repeats.
@@ -228,6 +234,7 @@ pub fn run(
                 copy_bytes_per_s: f.copy,
                 latency_ns: f.latency_ns,
                 spread_pct: s,
+                repeats: all,
             })
         } else {
             None
@@ -240,6 +247,7 @@ pub fn run(
             copy_bytes_per_s: one.copy,
             latency_ns: one.latency_ns,
             spread_pct: one_spread,
+            repeats: single,
             all_threads,
         });
     }

@@ -117,7 +117,7 @@ fn test_section(h: &mut String, c: &Comparison, title: &str, rows: &[&Row]) {
     }
     h.push_str("</tr>\n");
     for row in rows {
-        let _ = write!(h, "<tr><td>{}</td>", esc(row.metric.label()));
+        let _ = write!(h, "<tr><td>{}</td>", esc(row.metric_label()));
         for cell in &row.cells {
             match cell {
                 None => h.push_str("<td class=\"num muted\">-</td>"),
@@ -166,12 +166,12 @@ fn bar_chart(h: &mut String, c: &Comparison, row: &Row) {
         "<svg class=\"bars\" width=\"{:.0}\" height=\"{height:.0}\" role=\"img\" \
          aria-label=\"{} per run\">",
         label_w + bar_w + 170.0,
-        esc(row.metric.label())
+        esc(row.metric_label())
     );
     let _ = writeln!(
         h,
         "<text x=\"0\" y=\"14\" font-weight=\"600\">{}</text>",
-        esc(row.metric.label())
+        esc(row.metric_label())
     );
     for (i, (cell, run)) in row.cells.iter().zip(&c.runs).enumerate() {
         let y = 22.0 + i as f64 * (bar_h + gap);

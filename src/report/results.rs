@@ -11,9 +11,10 @@ pub const LIST_SCHEMA: &str = "tacho.runs.v1";
 pub const COMPARE_SCHEMA: &str = "tacho.compare.v1";
 
 /// Metrics of the `runs show` table, in column order.
-const SHOW_METRICS: [Metric; 7] = [
+const SHOW_METRICS: [Metric; 8] = [
     Metric::Iops,
     Metric::Bandwidth,
+    Metric::OpsPerS,
     Metric::LatMean,
     Metric::LatP50,
     Metric::LatP99,
@@ -61,13 +62,16 @@ impl Text {
 
 pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
     if runs.is_empty() {
-        return writeln!(out, "no runs stored yet (tacho bench saves every run)");
+        return writeln!(
+            out,
+            "no runs stored yet (tacho bench, bench cpu, bench mem and time save every run)"
+        );
     }
     writeln!(out, "{} runs stored", runs.len())?;
     writeln!(out)?;
     let grid = Grid {
         header: [
-            "id", "date", "label", "status", "source", "suite", "tests", "host", "target",
+            "id", "date", "kind", "label", "status", "source", "suite", "tests", "host", "target",
         ]
         .map(String::from)
         .to_vec(),
@@ -77,6 +81,7 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
                 vec![
                     r.id.to_string(),
                     r.created_at.clone(),
+                    r.kind.clone(),
                     r.label.clone().unwrap_or_default(),
                     r.status.clone(),
                     r.source.clone(),
@@ -90,7 +95,9 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
                 ]
             })
             .collect(),
-        right: vec![true, false, false, false, false, false, true, false, false],
+        right: vec![
+            true, false, false, false, false, false, false, true, false, false,
+        ],
     };
     grid.write_text(out)
 }
@@ -120,28 +127,30 @@ pub fn show_text(
             "{} · {} · {}",
             run.created_at,
             tool(run),
-            run.suite
-                .as_ref()
-                .map_or("custom test".to_string(), |(n, v)| format!(
-                    "suite {n} v{v}"
-                ))
+            method(&run.kind, run.suite.as_ref())
         ))
     )?;
     writeln!(out)?;
+    // Only the columns this kind of run has (a CPU run has ops/s and no latency).
+    let metrics: Vec<Metric> = SHOW_METRICS
+        .into_iter()
+        .filter(|m| c.rows.iter().any(|r| r.metric == *m))
+        .collect();
     let mut header = vec!["test".to_string()];
-    header.extend(SHOW_METRICS.iter().map(|m| short_label(*m).to_string()));
+    header.extend(metrics.iter().map(|m| short_label(*m).to_string()));
     header.push("repeats".into());
     let mut rows = Vec::new();
     for (title, group) in groups(c) {
         let mut row = vec![title];
         let mut repeats = 1;
-        for metric in SHOW_METRICS {
+        for &metric in &metrics {
             let cell = group
                 .iter()
                 .find(|r| r.metric == metric)
                 .and_then(|r| r.cells[0].as_ref());
+            // Summary figures (a command's max time) have no repeats of their own.
             if let Some(cell) = cell {
-                repeats = cell.samples.len();
+                repeats = repeats.max(cell.samples.len());
             }
             row.push(cell.map_or("-".into(), |c| metric.format(c.value)));
         }
@@ -188,11 +197,7 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
                 r.title,
                 r.created_at,
                 r.source,
-                r.suite
-                    .as_ref()
-                    .map_or("custom test".to_string(), |(n, v)| format!(
-                        "suite {n} v{v}"
-                    ))
+                method(&r.kind, r.suite.as_ref())
             ))
         )?;
     }
@@ -204,7 +209,7 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
         .iter()
         .filter(|r| r.headline)
         .map(|row| {
-            let mut cells = vec![c.row_title(row), row.metric.label().to_string()];
+            let mut cells = vec![c.row_title(row), row.metric_label().to_string()];
             cells.extend(row.cells.iter().map(|cell| match cell {
                 None => "-".to_string(),
                 Some(cell) => match cell.change_pct {
@@ -265,7 +270,7 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
         .map(|r| {
             json!({
                 "id": r.id, "label": r.label, "created_at": r.created_at, "source": r.source,
-                "status": r.status, "tool_version": r.tool_version,
+                "status": r.status, "kind": r.kind, "tool_version": r.tool_version,
                 "suite": r.suite.as_ref().map(|s| &s.0),
                 "suite_version": r.suite.as_ref().map(|s| s.1),
             })
@@ -437,10 +442,21 @@ fn tool(run: &StoredRun) -> String {
     }
 }
 
+/// What a run measured: its suite and version, else a disk run's own test, else its kind.
+fn method(kind: &str, suite: Option<&(String, i64)>) -> String {
+    match (suite, kind) {
+        (Some((n, v)), _) => format!("suite {n} v{v}"),
+        (None, "disk") => "custom test".into(),
+        (None, "time") => "timed commands".into(),
+        (None, kind) => kind.into(),
+    }
+}
+
 fn short_label(m: Metric) -> &'static str {
     match m {
         Metric::Iops => "IOPS",
         Metric::Bandwidth => "bandwidth",
+        Metric::OpsPerS => "ops/s",
         Metric::LatMean => "mean",
         Metric::LatP50 => "p50",
         Metric::LatP90 => "p90",

@@ -21,7 +21,7 @@ const OWN_COLUMNS: [&str; 7] = [
 /// A run about to be saved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRun {
-    /// What was benchmarked: `disk` (later `cpu`, `mem`, `time`).
+    /// What was benchmarked: `disk`, `cpu`, `mem` or `time`.
     pub kind: String,
     /// Where the run came from: `bench` (this machine), `import` (a tacho export), `fio`.
     pub source: String,
@@ -195,8 +195,12 @@ pub fn parse_documents(text: &str) -> Result<Vec<NewRun>, String> {
 fn parse_one(doc: &Value) -> Result<NewRun, String> {
     match doc.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => NewRun::from_bench_doc(doc, "import"),
+        Some(other) if super::kinds::kind_of_schema(other).is_some() => {
+            super::kinds::to_run(doc, "import")
+        }
         Some(other) => Err(format!(
-            "schema {other:?} cannot be imported (expected {SCHEMA} or fio JSON)"
+            "schema {other:?} cannot be imported (expected {SCHEMA}, tacho.cpu.v1, \
+             tacho.mem.v1, tacho.time.v1 or fio JSON)"
         )),
         None if doc.get("fio version").is_some() => fio::to_run(doc),
         None => Err(format!(
@@ -269,9 +273,14 @@ mod tests {
         assert!(parse_documents("").unwrap_err().contains("no JSON"));
         assert!(parse_documents("{").unwrap_err().contains("not valid JSON"));
         assert!(
-            parse_documents(r#"{"schema": "tacho.time.v1"}"#)
+            parse_documents(r#"{"schema": "tacho.top.v1"}"#)
                 .unwrap_err()
                 .contains("cannot be imported")
+        );
+        assert!(
+            parse_documents(r#"{"schema": "tacho.time.v1"}"#)
+                .unwrap_err()
+                .contains("\"results\" must be an array")
         );
         assert!(
             parse_documents(r#"{"a": 1}"#)

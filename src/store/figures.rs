@@ -18,7 +18,15 @@ pub const LATENCY_KEYS: [(&str, &str); 7] = [
     ("max", "lat_max_ns"),
 ];
 
-pub const DIRECTIONS: [&str; 2] = ["read", "write"];
+/// Where a test's figures sit in its JSON object: disk tests have `read` and `write`; memory
+/// tests also `copy`; CPU kernels `run` (ops/s); timed commands `wall` (wall-clock time of
+/// each run, kept as latency).
+pub const DIRECTIONS: [&str; 5] = ["read", "write", "copy", "run", "wall"];
+
+/// The `&'static` direction named `name`; `None` for a name tacho does not write.
+pub fn direction(name: &str) -> Option<&'static str> {
+    DIRECTIONS.iter().copied().find(|d| *d == name)
+}
 
 /// One direction of one sample of a test.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +35,8 @@ pub struct Figures {
     pub direction: &'static str,
     pub iops: Option<f64>,
     pub bw_bytes_per_s: Option<f64>,
+    /// Operations per second of a CPU kernel.
+    pub ops_per_s: Option<f64>,
     /// In the order of [`LATENCY_KEYS`].
     pub lat_ns: [Option<f64>; 7],
 }
@@ -53,6 +63,7 @@ fn directions(obj: &Value, sample: u32) -> Vec<Figures> {
                 direction,
                 iops: d.get("iops").and_then(Value::as_f64),
                 bw_bytes_per_s: d.get("bw_bytes_per_s").and_then(Value::as_f64),
+                ops_per_s: d.get("ops_per_s").and_then(Value::as_f64),
                 lat_ns: LATENCY_KEYS
                     .map(|(key, _)| lat.and_then(|l| l.get(key)).and_then(Value::as_f64)),
             })
@@ -65,8 +76,8 @@ pub fn insert(tx: &Transaction, run_id: i64, seq: i64, test: &Value) -> rusqlite
     let mut stmt = tx.prepare_cached(
         "INSERT INTO figures (run_id, seq, sample, direction, iops, bw_bytes_per_s,
             lat_mean_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns,
-            lat_max_ns)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            lat_max_ns, ops_per_s)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?;
     for f in of_test(test) {
         let l = f.lat_ns;
@@ -83,7 +94,8 @@ pub fn insert(tx: &Transaction, run_id: i64, seq: i64, test: &Value) -> rusqlite
             l[3],
             l[4],
             l[5],
-            l[6]
+            l[6],
+            f.ops_per_s
         ])?;
     }
     Ok(())

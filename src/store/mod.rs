@@ -1,4 +1,5 @@
-//! The results store: every benchmark run, saved test by test into an SQLite file.
+//! The results store: every benchmark run (disk, cpu, mem, timed commands), saved into an
+//! SQLite file; disk runs test by test as they finish.
 //!
 //! WAL mode and a generous busy timeout let several tacho processes save at once; every write
 //! is one `BEGIN IMMEDIATE` transaction, so none of them can lose another's rows. A file that is
@@ -8,6 +9,7 @@
 mod document;
 pub mod figures;
 pub mod fio;
+pub mod kinds;
 mod runs;
 pub mod schema;
 

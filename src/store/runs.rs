@@ -166,22 +166,26 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT sample, direction, iops, bw_bytes_per_s, lat_mean_ns, lat_p50_ns,
-                        lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns, lat_max_ns
+                        lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns, lat_max_ns,
+                        ops_per_s
                  FROM figures WHERE run_id = ?1 AND seq = ?2 ORDER BY sample, direction",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([run_id, seq], |r| {
                 let direction: String = r.get(1)?;
+                // Rows are written from DIRECTIONS only; anything else was not written by
+                // tacho, and is read as a write rather than dropped.
                 let mut lat_ns = [None; 7];
                 for (i, slot) in lat_ns.iter_mut().enumerate() {
                     *slot = r.get(4 + i)?;
                 }
                 Ok(Figures {
                     sample: r.get(0)?,
-                    direction: if direction == "read" { "read" } else { "write" },
+                    direction: figures::direction(&direction).unwrap_or("write"),
                     iops: r.get(2)?,
                     bw_bytes_per_s: r.get(3)?,
+                    ops_per_s: r.get(11)?,
                     lat_ns,
                 })
             })

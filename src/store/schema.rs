@@ -70,8 +70,12 @@ CREATE TABLE figures (
 CREATE INDEX runs_created ON runs(created_at);
 ";
 
+/// Schema 3: CPU kernels' operations per second, for runs of `bench cpu` (memory and timed
+/// commands fit the existing columns: bandwidth, and wall time as latency).
+pub const SCHEMA_3: &str = "ALTER TABLE figures ADD COLUMN ops_per_s REAL;";
+
 /// Schema version this tacho writes.
-pub const LATEST: i64 = 2;
+pub const LATEST: i64 = 3;
 
 /// Brings the database to [`LATEST`] inside one write transaction, so two processes opening a
 /// new file at once migrate it once.
@@ -84,6 +88,12 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     if version < 2 {
         tx.execute_batch(SCHEMA_2)?;
+    }
+    if version < 3 {
+        tx.execute_batch(SCHEMA_3)?;
+    }
+    if version < 2 {
+        // After every column exists: the backfill writes all of them.
         figures::backfill(&tx)?;
     }
     if version < LATEST {
