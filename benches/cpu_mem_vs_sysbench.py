@@ -8,6 +8,9 @@ mem  DRAM bandwidth, 1 thread and all threads, read and write, on a 1 GiB workin
      `tacho bench mem --level dram --dram-size 1G` against
      `sysbench memory --memory-block-size=1G --memory-total-size=20G --memory-oper=read|write`
      (a 1 GiB block is far beyond any cache; sysbench's default 1 KiB block fits in L1).
+     sysbench's default --memory-scope=global has all threads stream the same block, so one
+     thread reads lines another has just brought into the shared L3; the ", local" rows give
+     each sysbench thread its own block, as tacho's threads have.
 cpu  the primes kernel (one op = one sysbench cpu event: primes up to 10000) against
      `sysbench cpu` events/s, 1 thread and all threads; and, from tacho's own run, every
      kernel's all-threads figure against threads x its single-thread figure.
@@ -35,7 +38,7 @@ MIB = 1 << 20
 
 
 def tacho_json(*args):
-    out = subprocess.run([TACHO, *args, "--json"], check=True, capture_output=True,
+    out = subprocess.run([TACHO, *args, "--json", "--no-save"], check=True, capture_output=True,
                          text=True).stdout
     return json.loads(out)
 
@@ -46,9 +49,9 @@ def sysbench(*args):
     return out
 
 
-def sysbench_mem(oper, threads):
+def sysbench_mem(oper, threads, scope="global"):
     out = sysbench("memory", "--memory-block-size=1G", "--memory-total-size=20G",
-                   f"--memory-oper={oper}", f"--threads={threads}")
+                   f"--memory-oper={oper}", f"--threads={threads}", f"--memory-scope={scope}")
     return float(re.search(r"\(([\d.]+) MiB/sec\)", out).group(1))
 
 
@@ -87,6 +90,9 @@ def tacho_mem():
         "write 1 thread": lvl["write_bytes_per_s"] / MIB,
         "read all threads": a["read_bytes_per_s"] / MIB,
         "write all threads": a["write_bytes_per_s"] / MIB,
+        # tacho's threads always work on their own memory, as sysbench's local scope does.
+        "read all threads, local": a["read_bytes_per_s"] / MIB,
+        "write all threads, local": a["write_bytes_per_s"] / MIB,
         "threads": a["threads"],
     }
 
@@ -97,6 +103,8 @@ def sysbench_mems(threads):
         "write 1 thread": sysbench_mem("write", 1),
         "read all threads": sysbench_mem("read", threads),
         "write all threads": sysbench_mem("write", threads),
+        "read all threads, local": sysbench_mem("read", threads, "local"),
+        "write all threads, local": sysbench_mem("write", threads, "local"),
     }
 
 
@@ -136,13 +144,14 @@ def main():
 
     med = lambda rows, key: statistics.median(r[key] for r in rows)
     print(f"{args.rounds} rounds, {threads} threads for 'all'; medians")
-    print(f"{'case':<34}{'tacho':>12}{'sysbench':>12}{'ratio':>8}")
-    for key in ["read 1 thread", "write 1 thread", "read all threads", "write all threads"]:
+    print(f"{'case':<40}{'tacho':>12}{'sysbench':>12}{'ratio':>8}")
+    for key in ["read 1 thread", "write 1 thread", "read all threads", "write all threads",
+                "read all threads, local", "write all threads, local"]:
         t, s = med(mem["tacho"], key), med(mem["sysbench"], key)
-        print(f"{'DRAM ' + key + ' MiB/s':<34}{t:>12.0f}{s:>12.0f}{t / s:>8.3f}")
+        print(f"{'DRAM ' + key + ' MiB/s':<40}{t:>12.0f}{s:>12.0f}{t / s:>8.3f}")
     for key in ["1 thread", "all threads"]:
         t, s = med(cpu["tacho"], key), med(cpu["sysbench"], key)
-        print(f"{'primes events/s ' + key:<34}{t:>12.0f}{s:>12.0f}{t / s:>8.3f}")
+        print(f"{'primes events/s ' + key:<40}{t:>12.0f}{s:>12.0f}{t / s:>8.3f}")
     print()
     busy = ", ".join(f"{b * 100:.0f}%" for b in busy_before)
     print(f"all threads / (threads x 1 thread), tacho bench cpu (CPUs busy just before: {busy}):")

@@ -62,7 +62,7 @@ def main():
     out = {"tacho": [], "hyperfine": []}
     for i in range(args.rounds):
         tools = [
-            ("tacho", [TACHO, "time", "-N", "--runs", str(args.runs), "true",
+            ("tacho", [TACHO, "time", "-N", "--runs", str(args.runs), "true", "--no-save",
                        "--export-json", f"{tmp}/t.json"], f"{tmp}/t.json"),
             ("hyperfine", ["hyperfine", "-N", "--runs", str(args.runs), "--style", "none",
                            "true", "--export-json", f"{tmp}/h.json"], f"{tmp}/h.json"),
