@@ -44,8 +44,11 @@ fn one_line(text: &str) -> String {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    // serde_json wraps the write error of `--json` output in its own error type.
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .map(std::io::Error::kind)
+            .or_else(|| c.downcast_ref::<serde_json::Error>()?.io_error_kind())
+            == Some(std::io::ErrorKind::BrokenPipe)
     })
 }

@@ -179,6 +179,19 @@ fn cpu_and_mem_runs_are_saved_with_their_repeats() {
         latency["headline"], true,
         "the mean is memory's only latency"
     );
+
+    // A reader that goes away early (`| head`) ends the JSON output quietly, exit 0.
+    let mut child = tacho()
+        .args(with_db(&db, &["runs", "show", "1", "--json"]))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = wait_limited(&mut child, std::time::Duration::from_secs(30));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!((status.code(), err.as_str()), (Some(0), ""));
 }
 
 #[test]
