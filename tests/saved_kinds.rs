@@ -81,6 +81,16 @@ fn a_slower_command_is_a_regression_against_its_saved_run() {
     assert!((later["value"].as_f64().unwrap() - mean_of).abs() < 1.0);
     assert!(mean_of > 45e6, "sleep 0.05 took {mean_of} ns");
 
+    // The machine's settings are recorded with each run, for compare to show what changed.
+    let fingerprint = c["fingerprint"].as_array().unwrap();
+    for key in ["host", "THP", "mitigations"] {
+        let row = fingerprint.iter().find(|r| r["key"] == key);
+        assert!(
+            row.is_some_and(|r| r["values"].as_array().unwrap().iter().all(Value::is_string)),
+            "{key} in {fingerprint:?}"
+        );
+    }
+
     let table = stdout(&run(&with_db(&db, &["compare", "1", "2"])));
     assert!(
         table.contains("mean time") && table.contains("worse"),

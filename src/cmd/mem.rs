@@ -6,6 +6,7 @@ use crate::bench::result::Warning;
 use crate::cli::MemArgs;
 use crate::kernel::host::Host;
 use crate::kernel::meminfo::read_meminfo;
+use crate::kernel::tunables::SystemTunables;
 use crate::kernel::{SysRoot, cache};
 use crate::membench::{self, Config, MemReport};
 use crate::parallel::usable_cpus;
@@ -53,7 +54,8 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
     };
     let saver = RunSaver::open(&args.save)?;
     let stop = interrupt::stop_flag()?;
-    let mut report = membench::run(&cfg, Host::read(&root), caches, &stop, &|what| {
+    let machine = (Host::read(&root), SystemTunables::read(&root));
+    let mut report = membench::run(&cfg, machine, caches, &stop, &|what| {
         interrupt::status_line(&format!("bench mem: {what}"))
     });
     interrupt::clear_status();

@@ -5,6 +5,7 @@ use super::record::RunSaver;
 use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
+use crate::kernel::tunables::SystemTunables;
 use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
@@ -52,7 +53,10 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         prepare: !plan.prepare.is_empty(),
     };
     let report = result::report(
-        Host::read(&SysRoot::real()),
+        (
+            Host::read(&SysRoot::real()),
+            SystemTunables::read(&SysRoot::real()),
+        ),
         &names,
         &outcome,
         plan.interleave,

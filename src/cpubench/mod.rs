@@ -11,6 +11,7 @@ use crate::cli::KernelName;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::stat::{CpuTicks, read_stat};
+use crate::kernel::tunables::SystemTunables;
 use crate::model::cpu::CpuSplit;
 use crate::parallel::run_together;
 use crate::stats;
@@ -41,6 +42,8 @@ pub struct CpuReport {
     pub tool_version: &'static str,
     pub suite_version: u32,
     pub host: Host,
+    /// THP, CPU governor and mitigations: the settings that move CPU figures between runs.
+    pub tunables: SystemTunables,
     pub runtime_s: f64,
     pub repeat: u32,
     pub single_thread: Pass,
@@ -113,6 +116,7 @@ pub fn run(cfg: &Config, root: &SysRoot, stop: &AtomicBool, progress: &dyn Fn(&s
         tool_version: env!("CARGO_PKG_VERSION"),
         suite_version: SUITE_VERSION,
         host: Host::read(root),
+        tunables: SystemTunables::read(root),
         runtime_s: cfg.runtime.as_secs_f64(),
         repeat: cfg.repeat,
         scaling,

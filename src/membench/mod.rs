@@ -12,6 +12,7 @@ use crate::bench::result::Warning;
 use crate::cli::LevelName;
 use crate::kernel::cache::CacheLevel;
 use crate::kernel::host::Host;
+use crate::kernel::tunables::SystemTunables;
 use crate::stats;
 use serde::Serialize;
 use std::sync::Barrier;
@@ -102,6 +103,8 @@ pub struct MemReport {
     pub tool_version: &'static str,
     pub suite_version: u32,
     pub host: Host,
+    /// THP (the buffers ask for huge pages), CPU governor and mitigations.
+    pub tunables: SystemTunables,
     /// Data caches of CPU 0 as sysfs describes them.
     pub caches: Vec<CacheLevel>,
     pub runtime_s: f64,
@@ -206,7 +209,7 @@ fn summarise(repeats: &[Figures]) -> (Figures, Spread) {
 /// Runs the plan. `progress` is told what is about to run; `stop` is checked between passes.
 pub fn run(
     cfg: &Config,
-    host: Host,
+    (host, tunables): (Host, SystemTunables),
     caches: Vec<CacheLevel>,
     stop: &AtomicBool,
     progress: &dyn Fn(&str),
@@ -257,6 +260,7 @@ pub fn run(
         tool_version: env!("CARGO_PKG_VERSION"),
         suite_version: SUITE_VERSION,
         host,
+        tunables,
         caches,
         runtime_s: cfg.runtime.as_secs_f64(),
         repeat: cfg.repeat,

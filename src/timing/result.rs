@@ -9,6 +9,7 @@ use super::exec::Measurement;
 use super::schedule::Outcome;
 use crate::bench::result::Warning;
 use crate::kernel::host::Host;
+use crate::kernel::tunables::SystemTunables;
 use crate::stats;
 use serde::{Deserialize, Serialize};
 
@@ -97,6 +98,8 @@ pub struct TimeReport {
     pub schema: &'static str,
     pub tool_version: &'static str,
     pub host: Host,
+    /// THP, CPU governor and mitigations, for `compare` to show what changed between runs.
+    pub tunables: SystemTunables,
     /// Whether the commands took turns (A B A B…) rather than running in blocks.
     pub interleaved: bool,
     /// The shell around each command, `null` with `-N`.
@@ -242,7 +245,7 @@ pub fn relative_speeds(results: &[CommandResult]) -> Vec<Relative> {
 
 /// Builds the report from the scheduler's outcome.
 pub fn report(
-    host: Host,
+    (host, tunables): (Host, SystemTunables),
     names: &[String],
     outcome: &Outcome,
     interleaved: bool,
@@ -259,6 +262,7 @@ pub fn report(
         schema: SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION"),
         host,
+        tunables,
         interleaved,
         shell,
         shell_spawn_s: outcome.overhead.map(|o| o.wall_s),
