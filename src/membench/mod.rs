@@ -417,8 +417,9 @@ mod tests {
             repeat: 2,
             levels: plan_levels(&[cache(1, 32 << 10, 1)], Some(4 << 20), &[]),
         };
-        let host = Host::read(&crate::kernel::SysRoot::real());
-        let r = run(&cfg, host, Vec::new(), &AtomicBool::new(false), &|_| {});
+        let root = crate::kernel::SysRoot::real();
+        let machine = (Host::read(&root), SystemTunables::read(&root));
+        let r = run(&cfg, machine, Vec::new(), &AtomicBool::new(false), &|_| {});
         assert_eq!(r.levels.len(), 2);
         for l in &r.levels {
             assert!(
@@ -429,6 +430,8 @@ mod tests {
             let all = l.all_threads.as_ref().unwrap();
             assert_eq!(all.threads, 2);
             assert!(all.read_bytes_per_s > 0.0 && all.latency_ns > 0.0);
+            // Every repeat is kept; the reported figure is their median.
+            assert_eq!((l.repeats.len(), all.repeats.len()), (2, 2));
         }
         assert_eq!(
             r.levels[1].all_threads.as_ref().unwrap().size_bytes,
