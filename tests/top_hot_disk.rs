@@ -75,6 +75,39 @@ fn dm_missing() -> Option<String> {
     None
 }
 
+/// The one hot-disk finding of a 4 s `tacho top` sample during which 30 direct 256 KiB writes
+/// go to `target`.
+fn hot_disk_while_writing(target: &str) -> Value {
+    let top = tacho()
+        .args(["top", "--json", "--interval", "4s", "--count", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    sh(
+        "dd",
+        &[
+            "if=/dev/zero",
+            &format!("of={target}"),
+            "bs=256k",
+            "count=30",
+            "oflag=direct",
+            "status=none",
+        ],
+    );
+    let o = wait_output(top, Duration::from_secs(30));
+    let s: Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    let hot: Vec<&Value> = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "hot_disk")
+        .collect();
+    assert_eq!(hot.len(), 1, "{}", s["findings"]);
+    hot[0].clone()
+}
+
 #[test]
 fn the_verdict_names_the_slow_member_of_a_dm_group() {
     if let Some(why) = dm_missing() {
@@ -114,36 +147,10 @@ fn the_verdict_names_the_slow_member_of_a_dm_group() {
         .into_owned();
     let _ = Command::new("udevadm").arg("settle").status();
 
-    let top = tacho()
-        .args(["top", "--json", "--interval", "4s", "--count", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
     // 256 KiB writes span all four 64 KiB chunks: every member gets the same requests.
-    sh(
-        "dd",
-        &[
-            "if=/dev/zero",
-            &format!("of=/dev/mapper/{stripe}"),
-            "bs=256k",
-            "count=30",
-            "oflag=direct",
-            "status=none",
-        ],
-    );
-    let o = wait_output(top, Duration::from_secs(30));
-    let s: Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
-    let hot: Vec<&Value> = s["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == "hot_disk")
-        .collect();
-    assert_eq!(hot.len(), 1, "{}", s["findings"]);
-    assert_eq!(hot[0]["subject"], slow_kernel_name.as_str(), "{}", hot[0]);
-    let message = hot[0]["message"].as_str().unwrap();
+    let hot = hot_disk_while_writing(&format!("/dev/mapper/{stripe}"));
+    assert_eq!(hot["subject"], slow_kernel_name.as_str(), "{hot}");
+    let message = hot["message"].as_str().unwrap();
     assert!(
         message.contains(&slow) && message.contains(&stripe),
         "{message}"
@@ -280,36 +287,10 @@ fn the_verdict_names_the_slow_member_of_a_btrfs_raid() {
     let dir = tempfile::tempdir().unwrap();
     let _mounted = MountGuard::mount(&[peers[0].path()], dir.path()).unwrap();
 
-    let top = tacho()
-        .args(["top", "--json", "--interval", "4s", "--count", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
     // RAID0 stripes 64 KiB per device: each aligned 256 KiB write reaches all four.
-    sh(
-        "dd",
-        &[
-            "if=/dev/zero",
-            &format!("of={}", dir.path().join("f").display()),
-            "bs=256k",
-            "count=30",
-            "oflag=direct",
-            "status=none",
-        ],
-    );
-    let o = wait_output(top, Duration::from_secs(30));
-    let s: Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
-    let hot: Vec<&Value> = s["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == "hot_disk")
-        .collect();
-    assert_eq!(hot.len(), 1, "{}", s["findings"]);
-    assert_eq!(hot[0]["subject"], slow.name().as_str(), "{}", hot[0]);
-    let message = hot[0]["message"].as_str().unwrap();
+    let hot = hot_disk_while_writing(&dir.path().join("f").display().to_string());
+    assert_eq!(hot["subject"], slow.name().as_str(), "{hot}");
+    let message = hot["message"].as_str().unwrap();
     assert!(
         message.contains(&label) && message.contains("btrfs") && message.contains("3 peers"),
         "{message}"
