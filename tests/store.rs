@@ -275,6 +275,34 @@ fn an_interrupted_suite_keeps_the_tests_that_finished() {
 }
 
 #[test]
+fn a_killed_run_shows_as_abandoned_not_running() {
+    let (_d, db) = db();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .args(["bench", "disk", dir.path().to_str().unwrap()])
+        .args(["--rw", "randread", "--size", "8M", "--runtime", "60s"])
+        .args(["--db", db.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !(db.exists() && list(&db).first().is_some_and(|r| r["status"] == "running")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the run was not begun in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let r = &list(&db)[0];
+    assert_eq!(r["status"], "abandoned", "{r}");
+    let shown = show(&db, r["id"].as_i64().unwrap());
+    assert_eq!(shown["run"]["status"], "abandoned");
+}
+
+#[test]
 fn export_and_import_move_runs_between_databases() {
     let (_a, here) = db();
     let (_b, there) = db();
@@ -449,7 +477,7 @@ fn a_first_schema_database_is_migrated_and_compares() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     // The figures table was filled from the stored JSON: the old run compares with a new one.
     bench(&db, &["--label", "new", "--iodepth", "16"]);
     let v = json_ok(&run(&with_db(&db, &["compare", "1", "2", "--json"])));

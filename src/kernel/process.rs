@@ -166,6 +166,15 @@ pub fn parse_pid_stat(text: &str, path: &Path) -> Result<ProcessCounters> {
     })
 }
 
+/// Who process `pid` is, as `boot-id pid start-ticks`: unlike the pid alone, never the same
+/// for two processes, across reboots too. `None` when the process does not exist.
+pub fn identity(root: &SysRoot, pid: u32) -> Option<String> {
+    let boot = super::read_text(&root.proc.join("sys/kernel/random/boot_id")).ok()?;
+    let path = root.proc.join(pid.to_string()).join("stat");
+    let stat = parse_pid_stat(&super::read_text(&path).ok()?, &path).ok()?;
+    Some(format!("{} {pid} {}", boot.trim(), stat.start_ticks))
+}
+
 /// Parses /proc/PID/io (`name: number` lines).
 pub fn parse_pid_io(text: &str, path: &Path) -> Result<ProcessIo> {
     let mut io = ProcessIo::default();
@@ -294,6 +303,18 @@ mod tests {
         assert_eq!(read_task_delayacct(&root).unwrap(), Some(false));
         fixture::write(dir.path(), "proc/sys/kernel/task_delayacct", "2\n");
         assert!(read_task_delayacct(&root).is_err());
+    }
+
+    #[test]
+    fn identity_names_boot_pid_and_start() {
+        let root = SysRoot::real();
+        let me = identity(&root, std::process::id()).unwrap();
+        let parts: Vec<&str> = me.split(' ').collect();
+        assert_eq!(parts.len(), 3, "{me}");
+        assert_eq!(parts[1], std::process::id().to_string());
+        assert_eq!(identity(&root, std::process::id()), Some(me));
+        // Above pid_max (at most 2^22): no such process.
+        assert_eq!(identity(&root, 1 << 23), None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use super::Store;
 use super::document::{NewRun, StoredRun, StoredTest};
 use super::figures::{self, Figures};
+use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
 use serde::Serialize;
@@ -47,7 +48,15 @@ impl Store {
         let mut run = run.clone();
         run.tests.clear();
         run.status = "running".into();
-        self.insert_run(&run)
+        let id = self.insert_run(&run)?;
+        let owner = process::identity(&SysRoot::real(), std::process::id());
+        self.conn
+            .execute(
+                "UPDATE runs SET owner = ?2 WHERE id = ?1",
+                params![id, owner],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(id)
     }
 
     /// Saves test number `seq` of a run begun with [`Store::begin_run`].
@@ -99,7 +108,7 @@ impl Store {
             .prepare(
                 "SELECT r.id, r.created_at, r.label, r.kind, r.status, r.source, r.suite_name,
                         r.suite_version, r.hostname, r.target_path,
-                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id)
+                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id), r.owner
                  FROM runs r ORDER BY r.id",
             )
             .map_err(|e| self.err(e))?;
@@ -110,7 +119,7 @@ impl Store {
                     created_at: r.get(1)?,
                     label: r.get(2)?,
                     kind: r.get(3)?,
-                    status: r.get(4)?,
+                    status: current_status(r.get(4)?, r.get(11)?),
                     source: r.get(5)?,
                     suite: r.get(6)?,
                     suite_version: r.get(7)?,
@@ -130,7 +139,7 @@ impl Store {
             .conn
             .query_row(
                 "SELECT id, created_at, label, kind, status, source, tool_version, suite_name,
-                        suite_version, host_json, target_json, extra_json
+                        suite_version, host_json, target_json, extra_json, owner
                  FROM runs WHERE id = ?1",
                 [id],
                 read_run,
@@ -232,7 +241,7 @@ fn read_run(r: &Row) -> rusqlite::Result<StoredRun> {
         created_at: r.get(1)?,
         label: r.get(2)?,
         kind: r.get(3)?,
-        status: r.get(4)?,
+        status: current_status(r.get(4)?, r.get(12)?),
         source: r.get(5)?,
         tool_version: r.get(6)?,
         suite: suite_name.zip(suite_version),
@@ -241,6 +250,21 @@ fn read_run(r: &Row) -> rusqlite::Result<StoredRun> {
         extra,
         tests: Vec::new(),
     })
+}
+
+/// A run still marked `running` whose saving process is gone (killed, or the machine
+/// rebooted) is `abandoned`: the tests saved so far are all it will ever have.
+fn current_status(status: String, owner: Option<String>) -> String {
+    let Some(owner) = owner.filter(|_| status == "running") else {
+        return status;
+    };
+    let alive = owner
+        .split(' ')
+        .nth(1)
+        .and_then(|pid| pid.parse().ok())
+        .and_then(|pid| process::identity(&SysRoot::real(), pid))
+        .is_some_and(|now| now == owner);
+    if alive { status } else { "abandoned".into() }
 }
 
 fn hostname(run: &NewRun) -> Option<&str> {

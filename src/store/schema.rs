@@ -74,8 +74,12 @@ CREATE INDEX runs_created ON runs(created_at);
 /// commands fit the existing columns: bandwidth, and wall time as latency).
 pub const SCHEMA_3: &str = "ALTER TABLE figures ADD COLUMN ops_per_s REAL;";
 
+/// Schema 4: the process saving a `running` run (`boot-id pid start-ticks`), so a run whose
+/// process was killed or whose machine rebooted shows as `abandoned`, not `running` forever.
+pub const SCHEMA_4: &str = "ALTER TABLE runs ADD COLUMN owner TEXT;";
+
 /// Schema version this tacho writes.
-pub const LATEST: i64 = 3;
+pub const LATEST: i64 = 4;
 
 /// Brings the database to [`LATEST`] inside one write transaction, so two processes opening a
 /// new file at once migrate it once.
@@ -91,6 +95,9 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     if version < 3 {
         tx.execute_batch(SCHEMA_3)?;
+    }
+    if version < 4 {
+        tx.execute_batch(SCHEMA_4)?;
     }
     if version < 2 {
         // After every column exists: the backfill writes all of them.
