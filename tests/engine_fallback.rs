@@ -1,7 +1,9 @@
 //! Where io_uring is blocked, `bench disk` runs on psync and says so. The test blocks it the
 //! way a hardened host does, with the `kernel.io_uring_disabled` sysctl (Linux 6.6+), and puts
 //! the old value back. The sysctl is machine-wide: this file holds only this test, so no other
-//! test of this crate runs while it is set (cargo runs test binaries one after another).
+//! test of this crate runs while it is set (`cargo test` runs test binaries one after
+//! another; a runner that runs binaries in parallel, such as cargo-nextest, must run this one
+//! alone).
 
 mod common;
 
