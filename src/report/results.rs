@@ -328,6 +328,17 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
 
 /// Every figure, one row per test, direction and metric; per run its value, and for the
 /// others the change, p-value and significance.
+/// Text that a spreadsheet will show as text: names can come from imported files or be timed
+/// commands, and a cell starting with `=`, `+`, `-` or `@` would run as a formula when the
+/// CSV is opened (OWASP's CSV injection advice: prefix a quote).
+fn spreadsheet_text(text: &str) -> String {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_string()
+    }
+}
+
 pub fn csv(c: &Comparison, out: &mut impl Write) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     let mut header: Vec<String> = [
@@ -354,8 +365,8 @@ pub fn csv(c: &Comparison, out: &mut impl Write) -> anyhow::Result<()> {
     for row in &c.rows {
         let t = &c.tests[row.test];
         let mut rec = vec![
-            t.name.clone(),
-            t.rw.clone().unwrap_or_default(),
+            spreadsheet_text(&t.name),
+            spreadsheet_text(t.rw.as_deref().unwrap_or_default()),
             opt(t.bs_bytes),
             opt(t.iodepth),
             opt(t.numjobs),
@@ -474,5 +485,19 @@ fn short_significance(s: Significance) -> String {
         Significance::NoDifference { .. } => "n.s.".into(),
         Significance::NoRepeats => "?".into(),
         Significance::Baseline | Significance::NoBaseline => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spreadsheet_text;
+
+    #[test]
+    fn formulas_become_text() {
+        assert_eq!(spreadsheet_text("=HYPERLINK(\"x\")"), "'=HYPERLINK(\"x\")");
+        assert_eq!(spreadsheet_text("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(spreadsheet_text("-2+3"), "'-2+3");
+        assert_eq!(spreadsheet_text("RND4K Q32T1"), "RND4K Q32T1");
+        assert_eq!(spreadsheet_text(""), "");
     }
 }
