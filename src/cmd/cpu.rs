@@ -31,15 +31,7 @@ pub fn run(args: &CpuArgs) -> Result<ExitCode> {
         interrupt::status_line(&format!("bench cpu: {what}"))
     });
     interrupt::clear_status();
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        write_human(&report, &mut out)?;
-    }
-    drop(out);
-    saver.save(&report)?;
+    saver.print_and_save(&report, args.json, |r, mut out| write_human(r, &mut out))?;
     Ok(if report.interrupted || stop.load(Ordering::Relaxed) {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {

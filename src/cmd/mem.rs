@@ -60,15 +60,7 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
     });
     interrupt::clear_status();
     report.warnings.splice(0..0, notes);
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        write_human(&report, &mut out)?;
-    }
-    drop(out);
-    saver.save(&report)?;
+    saver.print_and_save(&report, args.json, |r, mut out| write_human(r, &mut out))?;
     Ok(if report.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {

@@ -8,6 +8,7 @@ use crate::cli::{RecordArgs, SaveArgs};
 use crate::report::prom;
 use crate::store::{NewRun, Store};
 use anyhow::{Context, Result, anyhow};
+use std::io::Write;
 
 /// A run being recorded. Dropping it unfinished (the benchmark failed) marks the run `failed`.
 pub struct Recorder {
@@ -142,8 +143,27 @@ impl RunSaver {
         })
     }
 
+    /// Prints the report on stdout (its JSON document with `--json`, else `human`), then
+    /// saves it.
+    pub fn print_and_save<R: serde::Serialize>(
+        self,
+        report: &R,
+        json: bool,
+        human: impl FnOnce(&R, &mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<()> {
+        let mut out = std::io::stdout().lock();
+        if json {
+            serde_json::to_writer_pretty(&mut out, report)?;
+            writeln!(out)?;
+        } else {
+            human(report, &mut out)?;
+        }
+        drop(out);
+        self.save(report)
+    }
+
     /// Saves the run from its JSON document and says on stderr where it went.
-    pub fn save(self, doc: &impl serde::Serialize) -> Result<()> {
+    fn save(self, doc: &impl serde::Serialize) -> Result<()> {
         let Some(mut store) = self.store else {
             return Ok(());
         };

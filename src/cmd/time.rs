@@ -64,15 +64,7 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         ctx,
     );
     exports.write(&report)?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        write_human(&report, &mut out)?;
-    }
-    drop(out);
-    saver.save(&report)?;
+    saver.print_and_save(&report, args.json, |r, mut out| write_human(r, &mut out))?;
     Ok(ExitCode::SUCCESS)
 }
 
