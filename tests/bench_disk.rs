@@ -219,21 +219,20 @@ fn engine_io_uring_direct_with_two_jobs() {
     // Direct I/O in a directory on the disk (the tempdir); if the filesystem under the
     // tempdir has no O_DIRECT, tacho must say so in one line rather than fail oddly.
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "bench",
-        "disk",
+    let args = tiny_disk(
         dir.path().to_str().unwrap(),
-        "--json",
-        "--rw",
-        "randread",
-        "--engine",
-        "io_uring",
-        "--iodepth",
-        "4",
-        "--numjobs",
-        "2",
-    ];
-    args.extend_from_slice(TINY);
+        &[
+            "--json",
+            "--rw",
+            "randread",
+            "--engine",
+            "io_uring",
+            "--iodepth",
+            "4",
+            "--numjobs",
+            "2",
+        ],
+    );
     let o = run(&args);
     if o.status.code() == Some(2) && stderr(&o).contains("O_DIRECT") {
         skip("engine_io_uring_direct_with_two_jobs: the tempdir's filesystem has no O_DIRECT");
@@ -257,15 +256,10 @@ fn engine_io_uring_direct_with_two_jobs() {
 #[test]
 fn table_output_without_json() {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "bench",
-        "disk",
+    let args = tiny_disk(
         dir.path().to_str().unwrap(),
-        "--buffered",
-        "--rw",
-        "randread",
-    ];
-    args.extend_from_slice(TINY);
+        &["--buffered", "--rw", "randread"],
+    );
     let o = run(&args);
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
     let out = stdout(&o);

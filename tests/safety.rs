@@ -262,16 +262,10 @@ fn a_stale_file_of_a_dead_run_is_removed() {
     std::fs::write(&stale, b"left by a killed run").unwrap();
     let mine = dir.path().join("not-tachos.tmp");
     std::fs::write(&mine, b"keep").unwrap();
-    let mut args = vec![
-        "bench",
-        "disk",
+    let args = tiny_disk(
         dir.path().to_str().unwrap(),
-        "--json",
-        "--buffered",
-        "--rw",
-        "randread",
-    ];
-    args.extend_from_slice(TINY);
+        &["--json", "--buffered", "--rw", "randread"],
+    );
     let v = json_ok(&run(&args));
     assert!(!stale.exists(), "the stale file is still there");
     assert_eq!(entries(dir.path()), vec!["not-tachos.tmp"]);
@@ -285,15 +279,10 @@ fn a_stale_file_of_a_dead_run_is_removed() {
 
     // The table output says so too.
     std::fs::write(&stale, b"again").unwrap();
-    let mut args = vec![
-        "bench",
-        "disk",
+    let args = tiny_disk(
         dir.path().to_str().unwrap(),
-        "--buffered",
-        "--rw",
-        "randread",
-    ];
-    args.extend_from_slice(TINY);
+        &["--buffered", "--rw", "randread"],
+    );
     let o = run(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let all = stdout(&o) + &stderr(&o);
@@ -413,16 +402,10 @@ fn a_second_signal_exits_at_once_and_the_next_run_cleans_up() {
     // The file may or may not have been removed before the second signal; the next run
     // must leave the directory empty either way.
     let left = test_files(dir.path());
-    let mut args = vec![
-        "bench",
-        "disk",
+    let args = tiny_disk(
         dir.path().to_str().unwrap(),
-        "--json",
-        "--buffered",
-        "--rw",
-        "randread",
-    ];
-    args.extend_from_slice(TINY);
+        &["--json", "--buffered", "--rw", "randread"],
+    );
     let v = json_ok(&run(&args));
     assert_empty(dir.path());
     let removed = warning_codes(&v)
@@ -450,16 +433,10 @@ fn umount_right_after_an_io_uring_run_succeeds() {
             return;
         }
     };
-    let mut args = vec![
-        "bench",
-        "disk",
+    let args = tiny_disk(
         mnt.path().to_str().unwrap(),
-        "--rw",
-        "randwrite",
-        "--engine",
-        "io_uring",
-    ];
-    args.extend_from_slice(TINY);
+        &["--rw", "randwrite", "--engine", "io_uring"],
+    );
     let o = run(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let status = std::process::Command::new("umount")

@@ -435,14 +435,7 @@ fn damaged_and_foreign_files_are_refused_untouched() {
         );
         // A benchmark is refused before it writes a byte, and the file is not altered.
         let target = tempfile::tempdir().unwrap();
-        let mut args = vec![
-            "bench",
-            "disk",
-            target.path().to_str().unwrap(),
-            "--rw",
-            "randread",
-        ];
-        args.extend_from_slice(TINY);
+        let args = tiny_disk(target.path().to_str().unwrap(), &["--rw", "randread"]);
         let e = assert_error(&run(&with_db(path, &args)));
         assert!(e.contains(expect), "{e}");
         assert_empty(target.path());

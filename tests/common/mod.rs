@@ -12,6 +12,14 @@ use std::time::{Duration, Instant};
 /// Flags that keep every benchmark tiny.
 pub const TINY: &[&str] = &["--size", "8M", "--runtime", "300ms"];
 
+/// `bench disk TARGET OPTIONS… TINY`: a small, short disk run.
+pub fn tiny_disk<'a>(target: &'a str, options: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["bench", "disk", target];
+    args.extend_from_slice(options);
+    args.extend_from_slice(TINY);
+    args
+}
+
 /// No test run may take longer than this; a hang fails the test instead of the whole suite.
 const RUN_LIMIT: Duration = Duration::from_secs(60);
 
