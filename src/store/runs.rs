@@ -180,26 +180,30 @@ impl Store {
                  FROM figures WHERE run_id = ?1 AND seq = ?2 ORDER BY sample, direction",
             )
             .map_err(|e| self.err(e))?;
-        let rows = stmt
+        let rows: Vec<Option<Figures>> = stmt
             .query_map([run_id, seq], |r| {
                 let direction: String = r.get(1)?;
-                // Rows are written from DIRECTIONS only; anything else was not written by
-                // tacho, and is read as a write rather than dropped.
+                // Tacho writes only DIRECTIONS; a row from a newer tacho with another
+                // direction is left out rather than shown under a wrong name.
+                let Some(direction) = figures::direction(&direction) else {
+                    return Ok(None);
+                };
                 let mut lat_ns = [None; 7];
                 for (i, slot) in lat_ns.iter_mut().enumerate() {
                     *slot = r.get(4 + i)?;
                 }
-                Ok(Figures {
+                Ok(Some(Figures {
                     sample: r.get(0)?,
-                    direction: figures::direction(&direction).unwrap_or("write"),
+                    direction,
                     iops: r.get(2)?,
                     bw_bytes_per_s: r.get(3)?,
                     ops_per_s: r.get(11)?,
                     lat_ns,
-                })
+                }))
             })
             .and_then(|rows| rows.collect())
             .map_err(|e| self.err(e))?;
+        let rows = rows.into_iter().flatten().collect();
         Ok(rows)
     }
 
