@@ -384,3 +384,52 @@ fn a_failed_run_leaves_no_export_behind() {
     assert!(!new.exists(), "a new export file was left behind");
     assert_eq!(std::fs::read_to_string(&old).unwrap(), "previous results\n");
 }
+
+#[test]
+fn prometheus_textfile_has_times_failures_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let prom = dir.path().join("time.prom");
+    let db = dir.path().join("t.db");
+    let o = run(&[
+        "time",
+        "--db",
+        db.to_str().unwrap(),
+        "--runs",
+        "3",
+        "--ignore-failure",
+        "--label",
+        "status page",
+        "--prom-textfile",
+        prom.to_str().unwrap(),
+        "sleep 0.01",
+        "exit 3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&prom).unwrap();
+    for line in [
+        r#"tacho_time_seconds_count{command="sleep 0.01"} 3"#,
+        r#"tacho_time_failed_runs{command="sleep 0.01"} 0"#,
+        r#"tacho_time_failed_runs{command="exit 3"} 3"#,
+        r#"tacho_time_run_info{label="status page",run_id="1","#,
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+    // Quantile 0.5 is the median run time in seconds (the shell's start-up subtracted).
+    let median = text
+        .lines()
+        .find(|l| l.starts_with(r#"tacho_time_seconds{command="sleep 0.01",quantile="0.5"}"#))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap();
+    assert!((0.009..0.5).contains(&median), "{median}");
+    if have_tool("promtool") {
+        let o = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::fs::File::open(&prom).unwrap())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    } else {
+        skip("promtool is not installed: the textfile's format is not checked");
+    }
+}

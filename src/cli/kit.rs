@@ -1,6 +1,6 @@
 //! Options of `tacho time`, `tacho bench cpu`, `tacho bench mem` and `tacho stress`.
 
-use super::SaveArgs;
+use super::{RecordArgs, SaveArgs};
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -90,7 +90,7 @@ pub struct TimeArgs {
     pub json: bool,
 
     #[command(flatten)]
-    pub save: SaveArgs,
+    pub record: RecordArgs,
 }
 
 /// A CPU benchmark kernel.

@@ -86,17 +86,10 @@ impl Recorder {
                 &prom::RunInfo {
                     label: self.args.save.label.as_deref(),
                     run_id,
-                    timestamp_s: std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs()),
+                    timestamp_s: unix_now_s(),
                 },
             );
-            crate::report::write_file_atomically(path, &text).with_context(|| {
-                format!(
-                    "cannot write the Prometheus textfile {}; pass a writable --prom-textfile PATH",
-                    path.display()
-                )
-            })?;
+            write_prom_textfile(path, &text)?;
         }
         Ok(())
     }
@@ -144,13 +137,13 @@ impl RunSaver {
     }
 
     /// Prints the report on stdout (its JSON document with `--json`, else `human`), then
-    /// saves it.
+    /// saves it; returns the run's id when saved.
     pub fn print_and_save<R: serde::Serialize>(
         self,
         report: &R,
         json: bool,
         human: impl FnOnce(&R, &mut dyn Write) -> std::io::Result<()>,
-    ) -> Result<()> {
+    ) -> Result<Option<i64>> {
         let mut out = std::io::stdout().lock();
         if json {
             serde_json::to_writer_pretty(&mut out, report)?;
@@ -163,9 +156,9 @@ impl RunSaver {
     }
 
     /// Saves the run from its JSON document and says on stderr where it went.
-    fn save(self, doc: &impl serde::Serialize) -> Result<()> {
+    fn save(self, doc: &impl serde::Serialize) -> Result<Option<i64>> {
         let Some(mut store) = self.store else {
-            return Ok(());
+            return Ok(None);
         };
         let doc = serde_json::to_value(doc)?;
         let mut run = crate::store::kinds::to_run(&doc, "bench").map_err(|e| anyhow!(e))?;
@@ -175,6 +168,23 @@ impl RunSaver {
             "saved as run {id} in {} (tacho runs show {id})",
             store.path().display()
         );
-        Ok(())
+        Ok(Some(id))
     }
+}
+
+/// Writes `text` as the Prometheus textfile at `path`, replacing it atomically.
+pub fn write_prom_textfile(path: &std::path::Path, text: &str) -> Result<()> {
+    crate::report::write_file_atomically(path, text).with_context(|| {
+        format!(
+            "cannot write the Prometheus textfile {}; pass a writable --prom-textfile PATH",
+            path.display()
+        )
+    })
+}
+
+/// Seconds since the epoch, for the textfile's run timestamp.
+pub fn unix_now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

@@ -1,11 +1,13 @@
 //! `tacho time CMD…`: resolve hyperfine-style options, run, print, export, save.
 
 use super::interrupt;
-use super::record::RunSaver;
+use super::record::{RunSaver, unix_now_s, write_prom_textfile};
 use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
+use crate::report::prom::RunInfo;
+use crate::report::prom_time;
 use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     let (plan, names) = resolve(args)?;
-    let saver = RunSaver::open(&args.save)?;
+    let saver = RunSaver::open(&args.record.save)?;
     // Export files are created before the runs so a wrong path fails at once, not after them.
     let exports = Exports::open(args)?;
     let mut spawner = Progress {
@@ -64,7 +66,15 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         ctx,
     );
     exports.write(&report)?;
-    saver.print_and_save(&report, args.json, |r, mut out| write_human(r, &mut out))?;
+    let run_id = saver.print_and_save(&report, args.json, |r, mut out| write_human(r, &mut out))?;
+    if let Some(path) = &args.record.prom_textfile {
+        let info = RunInfo {
+            label: args.record.save.label.as_deref(),
+            run_id,
+            timestamp_s: unix_now_s(),
+        };
+        write_prom_textfile(path, &prom_time::render(&report, &info))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

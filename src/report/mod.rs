@@ -5,6 +5,7 @@ mod grid;
 pub mod html;
 pub mod json;
 pub mod prom;
+pub mod prom_time;
 pub mod results;
 pub mod suites;
 pub mod table;

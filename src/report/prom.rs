@@ -111,6 +111,11 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
         f64::from(u8::from(report.interrupted)),
     );
     families.extend([info_family, ts, interrupted]);
+    exposition(&families)
+}
+
+/// The families that have samples, as one exposition text.
+pub(super) fn exposition(families: &[Family]) -> String {
     families
         .iter()
         .filter(|f| !f.lines.is_empty())
@@ -123,7 +128,7 @@ fn seconds(ns: u64) -> f64 {
 }
 
 /// One metric: its HELP and TYPE lines and its samples.
-struct Family {
+pub(super) struct Family {
     name: &'static str,
     help: &'static str,
     kind: &'static str,
@@ -131,7 +136,7 @@ struct Family {
 }
 
 impl Family {
-    fn new(name: &'static str, help: &'static str) -> Family {
+    pub(super) fn new(name: &'static str, help: &'static str) -> Family {
         Family {
             name,
             help,
@@ -142,7 +147,7 @@ impl Family {
 
     /// A summary: quantiles plus `_sum` and `_count`, the shape Prometheus expects for
     /// precomputed latency quantiles.
-    fn summary(name: &'static str, help: &'static str) -> Family {
+    pub(super) fn summary(name: &'static str, help: &'static str) -> Family {
         Family {
             kind: "summary",
             ..Family::new(name, help)
@@ -159,11 +164,11 @@ impl Family {
         self.sample_named("_count", labels, None, count as f64);
     }
 
-    fn sample(&mut self, labels: &[(&str, &str)], quantile: Option<&str>, value: f64) {
+    pub(super) fn sample(&mut self, labels: &[(&str, &str)], quantile: Option<&str>, value: f64) {
         self.sample_named("", labels, quantile, value);
     }
 
-    fn sample_named(
+    pub(super) fn sample_named(
         &mut self,
         suffix: &str,
         labels: &[(&str, &str)],
@@ -184,7 +189,7 @@ impl Family {
             .push(format!("{}{suffix}{{{text}}} {}", self.name, number(value)));
     }
 
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         format!(
             "# HELP {} {}\n# TYPE {} {}\n{}\n",
             self.name,

@@ -1,0 +1,53 @@
+//! `tacho time --prom-textfile`: each command's run times as a Prometheus summary named
+//! `tacho_time_seconds` (min, median and max as quantiles 0, 0.5 and 1), its failed runs and
+//! peak memory, so node_exporter's textfile collector can alert on drift or failures of a
+//! command timed from cron (a status page's response time every minute, say).
+
+use super::prom::{Family, RunInfo, exposition};
+use crate::timing::result::TimeReport;
+
+pub fn render(report: &TimeReport, info: &RunInfo) -> String {
+    let mut time = Family::summary(
+        "tacho_time_seconds",
+        "Wall-clock time of each run of the command, by quantile (0 is the minimum, 1 the maximum).",
+    );
+    let mut failed = Family::new(
+        "tacho_time_failed_runs",
+        "Runs of the command that exited non-zero, were killed by a signal or hit --max-time.",
+    );
+    let mut memory = Family::new(
+        "tacho_time_peak_memory_bytes",
+        "Largest resident memory of one run of the command.",
+    );
+    for r in report.results.iter().map(|t| &t.result) {
+        let labels = [("command", r.command.as_str())];
+        for (q, v) in [("0", r.min), ("0.5", r.median), ("1", r.max)] {
+            time.sample(&labels, Some(q), v);
+        }
+        time.sample_named("_sum", &labels, None, r.times.iter().sum());
+        time.sample_named("_count", &labels, None, r.times.len() as f64);
+        let fails = r.exit_codes.iter().filter(|c| **c != Some(0)).count();
+        failed.sample(&labels, None, fails as f64);
+        memory.sample(&labels, None, r.peak_memory_bytes() as f64);
+    }
+    let mut run = Family::new(
+        "tacho_time_run_info",
+        "Always 1; the labels describe the last tacho time run.",
+    );
+    let id = info.run_id.map(|i| i.to_string()).unwrap_or_default();
+    run.sample(
+        &[
+            ("label", info.label.unwrap_or("")),
+            ("run_id", &id),
+            ("tool_version", report.tool_version),
+        ],
+        None,
+        1.0,
+    );
+    let mut ts = Family::new(
+        "tacho_time_run_timestamp_seconds",
+        "When the last tacho time run ended, in seconds since the epoch.",
+    );
+    ts.sample(&[], None, info.timestamp_s as f64);
+    exposition(&[time, failed, memory, run, ts])
+}
