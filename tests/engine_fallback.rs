@@ -39,17 +39,19 @@ fn blocked_io_uring_falls_back_to_psync_with_a_warning() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec!["bench", "disk", dir.path().to_str().unwrap(), "--json"];
-    args.extend_from_slice(TINY);
-    args.extend([
-        "--rw",
-        "randread",
-        "--bs",
-        "4k",
-        "--iodepth",
-        "8",
-        "--no-save",
-    ]);
+    let args = tiny_disk(
+        dir.path().to_str().unwrap(),
+        &[
+            "--json",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "8",
+            "--no-save",
+        ],
+    );
 
     let report = {
         let _blocked = IoUringDisabled::set("2");

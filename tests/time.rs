@@ -422,14 +422,5 @@ fn prometheus_textfile_has_times_failures_and_the_run() {
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap();
     assert!((0.009..0.5).contains(&median), "{median}");
-    if have_tool("promtool") {
-        let o = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::fs::File::open(&prom).unwrap())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    } else {
-        skip("promtool is not installed: the textfile's format is not checked");
-    }
+    assert_promtool_accepts(&prom);
 }

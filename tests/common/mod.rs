@@ -12,6 +12,25 @@ use std::time::{Duration, Instant};
 /// Flags that keep every benchmark tiny.
 pub const TINY: &[&str] = &["--size", "8M", "--runtime", "300ms"];
 
+/// Checks a Prometheus textfile with `promtool check metrics`; skips, saying so, where
+/// promtool is not installed (CI installs it).
+pub fn assert_promtool_accepts(path: &Path) {
+    if !have_tool("promtool") {
+        skip("promtool is not installed: the textfile's format is not checked");
+        return;
+    }
+    let o = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(path).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// `bench disk TARGET OPTIONS… TINY`: a small, short disk run.
 pub fn tiny_disk<'a>(target: &'a str, options: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["bench", "disk", target];
