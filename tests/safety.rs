@@ -7,7 +7,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const IMAGE: u64 = 64 << 20;
@@ -208,10 +207,7 @@ fn interrupted_run_cleans_up(signal: libc::c_int, name: &str, delay: Duration) {
             "--runtime",
             "30s",
         ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     let pid = child.id() as libc::pid_t;
     let mut child = child;
     wait_for_test_file(dir.path(), &mut child);
@@ -327,10 +323,7 @@ fn an_interrupted_suite_reports_the_tests_that_finished() {
             "--repeat",
             "1",
         ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     wait_for_test_file(dir.path(), &mut child);
     // Lay-out of 8 MiB takes milliseconds; 1.8 s covers three 0.5 s tests, not all seven.
     std::thread::sleep(Duration::from_millis(1800));
@@ -358,13 +351,7 @@ fn an_interrupted_suite_reports_the_tests_that_finished() {
 #[test]
 fn bench_alone_runs_the_quick_suite_in_the_current_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = tacho()
-        .arg("bench")
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = tacho().arg("bench").current_dir(dir.path()).spawn_piped();
     wait_for_test_file(dir.path(), &mut child);
     signal(&child, libc::SIGTERM);
     let o = wait_output(child, Duration::from_secs(10));
@@ -390,10 +377,7 @@ fn a_second_signal_exits_at_once_and_the_next_run_cleans_up() {
             "--runtime",
             "30s",
         ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     wait_for_test_file(dir.path(), &mut child);
     signal(&child, libc::SIGINT);
     signal(&child, libc::SIGINT);

@@ -153,10 +153,7 @@ fn two_benchmarks_saving_at_once_lose_nothing() {
                     &label,
                 ])
                 .args(["--db", db.to_str().unwrap()])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+                .spawn_piped()
         })
         .collect();
     for child in children {
@@ -201,10 +198,7 @@ fn concurrent_imports_lose_nothing() {
                 .join("\n");
             std::process::Command::new("sh")
                 .args(["-c", &script])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+                .spawn_piped()
         })
         .collect();
     for child in children {
@@ -241,10 +235,7 @@ fn an_interrupted_suite_keeps_the_tests_that_finished() {
             "--json",
         ])
         .args(["--db", db.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     // Wait until the first test is in the store, then Ctrl-C.
     let start = Instant::now();
     loop {
@@ -613,10 +604,7 @@ fn bench_alone_saves_where_tacho_db_points() {
         .env("TACHO_DB", &db)
         .env("HOME", home.path())
         .env_remove("XDG_DATA_HOME")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     let start = Instant::now();
     while entries(dir.path()).is_empty() {
         assert!(start.elapsed() < Duration::from_secs(30), "no test file");

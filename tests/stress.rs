@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Busy ticks of all CPUs from the `cpu` line of /proc/stat (user nice system irq softirq
@@ -83,10 +82,7 @@ fn vm_workers_touch_their_memory() {
             "800ms",
         ])
         .args(["--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     let pid = child.id();
     // Watch the worker's process from outside: its high-water RSS must reach the request.
     let mut peak = 0;
@@ -143,10 +139,7 @@ fn hdd_files_are_removed_after_sigint() {
         ])
         .arg("--hdd-dir")
         .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     // Wait until the worker has made its directory and file.
     let start = Instant::now();
     while entries(dir.path()).is_empty() && start.elapsed() < Duration::from_secs(5) {

@@ -335,16 +335,12 @@ fn processes(words: &[&str]) -> Vec<u32> {
 
 #[test]
 fn ctrl_c_kills_a_run_bounded_by_max_time() {
-    use std::process::Stdio;
     use std::time::{Duration, Instant};
     // A duration no other test uses, so the process is recognisably this test's.
     let cmd = ["sleep", "7.31"];
     let child = tacho()
         .args(["time", "--runs", "1", "--max-time", "30s", "sleep 7.31"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     let start = Instant::now();
     while processes(&cmd).is_empty() && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 fn json_lines(o: &std::process::Output) -> Vec<Value> {
@@ -172,10 +172,7 @@ fn listen_serves_prometheus_text_on_loopback() {
             "--listen",
             &addr,
         ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     let mut lines = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     lines.read_line(&mut first).unwrap();
@@ -228,16 +225,10 @@ fn disk_columns_agree_with_iostat_on_the_same_interval() {
     // Both tools open a 3 s window; the load runs entirely inside both.
     let iostat = Command::new("iostat")
         .args(["-x", "-d", "-y", "-o", "JSON", &name, "3", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     let top = tacho()
         .args(["top", "--json", "--interval", "3s", "--count", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     std::thread::sleep(Duration::from_millis(500));
     let dev = lo.path();
     sh(

@@ -80,10 +80,7 @@ fn dm_missing() -> Option<String> {
 fn hot_disk_while_writing(target: &str) -> Value {
     let top = tacho()
         .args(["top", "--json", "--interval", "4s", "--count", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_piped();
     std::thread::sleep(Duration::from_millis(500));
     sh(
         "dd",

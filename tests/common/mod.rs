@@ -71,6 +71,20 @@ pub fn scratch_db() -> PathBuf {
     .join("tacho.db")
 }
 
+/// Starting a child whose stdout and stderr the test reads (with [`wait_output`]).
+pub trait SpawnPiped {
+    fn spawn_piped(&mut self) -> Child;
+}
+
+impl SpawnPiped for Command {
+    fn spawn_piped(&mut self) -> Child {
+        self.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start the command")
+    }
+}
+
 /// Runs tacho with `args`, collecting its output; panics if it runs past [`RUN_LIMIT`].
 pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     let mut cmd = tacho();
