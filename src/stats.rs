@@ -43,6 +43,20 @@ pub fn max(xs: &[f64]) -> Option<f64> {
     xs.iter().copied().max_by(f64::total_cmp)
 }
 
+/// Geometric mean of positive values (scores over kernels of different scales); `None` when
+/// there are none or any is not positive.
+pub fn geometric_mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (mut log_sum, mut n) = (0.0, 0u32);
+    for v in values {
+        if v <= 0.0 || v.is_nan() {
+            return None;
+        }
+        log_sum += v.ln();
+        n += 1;
+    }
+    (n > 0).then(|| (log_sum / f64::from(n)).exp())
+}
+
 /// Spread between repeats: (max − min) / median, in percent. 0 for one value; `None` when the
 /// median is zero (no meaningful relative spread).
 pub fn spread_pct(xs: &[f64]) -> Option<f64> {
@@ -153,6 +167,13 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn geometric_mean_of_fixed_values() {
+        assert!(close(geometric_mean([1.0, 100.0]).unwrap(), 10.0, 1e-9));
+        assert_eq!(geometric_mean([5.0, 0.0]), None);
+        assert_eq!(geometric_mean([]), None);
     }
 
     #[test]

@@ -169,25 +169,8 @@ fn pass(threads: usize, names: &[KernelName], repeats: &[Vec<f64>]) -> Pass {
         .collect();
     Pass {
         threads,
-        ops_per_s: geometric_mean(kernels.iter().map(|k| k.ops_per_s)),
+        ops_per_s: stats::geometric_mean(kernels.iter().map(|k| k.ops_per_s)).unwrap_or(0.0),
         kernels,
-    }
-}
-
-/// Geometric mean of positive values; 0 when there are none or any is not positive.
-pub fn geometric_mean(values: impl Iterator<Item = f64>) -> f64 {
-    let (mut log_sum, mut n) = (0.0, 0);
-    for v in values {
-        if v <= 0.0 {
-            return 0.0;
-        }
-        log_sum += v.ln();
-        n += 1;
-    }
-    if n == 0 {
-        0.0
-    } else {
-        (log_sum / n as f64).exp()
     }
 }
 
@@ -238,13 +221,6 @@ fn warnings(r: &CpuReport) -> Vec<Warning> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn geometric_mean_of_fixed_values() {
-        assert!((geometric_mean([1.0, 100.0].into_iter()) - 10.0).abs() < 1e-9);
-        assert_eq!(geometric_mean([5.0, 0.0].into_iter()), 0.0);
-        assert_eq!(geometric_mean(std::iter::empty()), 0.0);
-    }
 
     #[test]
     fn a_tiny_run_reports_every_kernel_with_repeats() {

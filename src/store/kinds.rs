@@ -124,7 +124,7 @@ fn cpu_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
         // A repeat's score exists when every kernel finished that repeat.
         let rounds = per_kernel.iter().map(Vec::len).min().unwrap_or(0);
         let scores: Vec<Value> = (0..rounds)
-            .filter_map(|i| geomean(per_kernel.iter().map(|k| k[i])))
+            .filter_map(|i| crate::stats::geometric_mean(per_kernel.iter().map(|k| k[i])))
             .map(|s| json!({"run": {"ops_per_s": s}}))
             .collect();
         tests.push(json!({
@@ -135,18 +135,6 @@ fn cpu_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
         }));
     }
     Ok(tests)
-}
-
-fn geomean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let (mut log_sum, mut n) = (0.0, 0u32);
-    for v in values {
-        if v <= 0.0 {
-            return None;
-        }
-        log_sum += v.ln();
-        n += 1;
-    }
-    (n > 0).then(|| (log_sum / f64::from(n)).exp())
 }
 
 /// Each level on one thread and on all threads: bandwidths as read, write and copy, the
