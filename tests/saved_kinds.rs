@@ -218,3 +218,23 @@ fn no_save_leaves_no_database() {
     assert!(!stderr(&o).contains("saved as run"));
     assert_empty(dir.path());
 }
+
+#[test]
+fn an_unusable_database_stops_the_run_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "not a database").unwrap();
+    for args in [
+        &["bench", "cpu", "--kernel", "primes", "--runtime", "50ms"][..],
+        &["bench", "mem", "--level", "l1", "--runtime", "20ms"][..],
+        &["time", "--runs", "1", "true"][..],
+    ] {
+        let line = assert_error(&run(&with_db(&notes, args)));
+        assert!(
+            line.contains("not a tacho results database"),
+            "{args:?}: {line}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "not a database");
+    assert_eq!(entries(dir.path()), ["notes.txt"]);
+}

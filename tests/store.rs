@@ -582,6 +582,18 @@ fn bad_store_input_is_one_line_and_exit_2() {
             vec!["runs", "import", FIO, "--label", "two\nlines"],
             "one line",
         ),
+        (
+            vec![
+                "bench",
+                "disk",
+                d.path().to_str().unwrap(),
+                "--rw",
+                "randread",
+                "--prom-textfile",
+                "/nonexistent/tacho.prom",
+            ],
+            "Prometheus textfile",
+        ),
     ];
     for (args, expect) in cases {
         let e = assert_error(&run(&with_db(&db, &args)));

@@ -312,11 +312,37 @@ fn bad_input_is_one_line_and_exit_2() {
             "export",
         ),
         (vec!["time"], "CMD"),
+        (
+            vec![
+                "time",
+                "--runs",
+                "1",
+                "true",
+                "--prom-textfile",
+                missing.to_str().unwrap(),
+            ],
+            "Prometheus textfile",
+        ),
+        (
+            vec![
+                "time",
+                "--runs",
+                "1",
+                "true",
+                "--prom-textfile",
+                dir.path().to_str().unwrap(),
+            ],
+            "is a directory",
+        ),
     ];
-    for (args, word) in cases {
+    let db = dir.path().join("t.db");
+    for (mut args, word) in cases {
+        args.extend(["--db", db.to_str().unwrap()]);
         let line = assert_error(&run(&args));
         assert!(line.contains(word), "{args:?}: expected '{word}' in {line}");
     }
+    // Refused before anything ran: no database, no export, no textfile.
+    assert_empty(dir.path());
 }
 
 /// Pids of processes whose command line is exactly `words`.

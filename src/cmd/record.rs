@@ -23,6 +23,9 @@ impl Recorder {
     /// Opens the store and starts a run from the report as it stands before any test, unless
     /// `--no-save`. A database that cannot be used stops the benchmark before it starts.
     pub fn begin(args: &RecordArgs, report: &BenchReport) -> Result<Recorder> {
+        if let Some(path) = &args.prom_textfile {
+            check_prom_textfile(path)?;
+        }
         let db = if args.save.no_save {
             None
         } else {
@@ -114,24 +117,25 @@ fn new_run(report: &BenchReport, args: &RecordArgs) -> Result<NewRun> {
     Ok(run)
 }
 
-/// The store of a `bench cpu`, `bench mem` or `time` run, opened before the run starts (a
+/// Where a `bench cpu`, `bench mem` or `time` run goes, checked before the run starts (a
 /// database that cannot be used stops it before it runs) and written once at the end, when
-/// the figures arrive together.
+/// the figures arrive together; a run that fails creates no database file.
 pub struct RunSaver {
-    store: Option<Store>,
+    path: Option<std::path::PathBuf>,
     label: Option<String>,
 }
 
 impl RunSaver {
     pub fn open(args: &SaveArgs) -> Result<RunSaver> {
-        let store = if args.no_save {
+        let path = if args.no_save {
             None
         } else {
             let path = crate::store::resolve_path(args.db.db.as_deref())?;
-            Some(Store::open(&path)?)
+            check_database(&path)?;
+            Some(path)
         };
         Ok(RunSaver {
-            store,
+            path,
             label: args.label.clone(),
         })
     }
@@ -157,12 +161,13 @@ impl RunSaver {
 
     /// Saves the run from its JSON document and says on stderr where it went.
     fn save(self, doc: &impl serde::Serialize) -> Result<Option<i64>> {
-        let Some(mut store) = self.store else {
+        let Some(path) = self.path else {
             return Ok(None);
         };
         let doc = serde_json::to_value(doc)?;
         let mut run = crate::store::kinds::to_run(&doc, "bench").map_err(|e| anyhow!(e))?;
         run.label = self.label;
+        let mut store = Store::open(&path)?;
         let id = store.insert_run(&run)?;
         eprintln!(
             "saved as run {id} in {} (tacho runs show {id})",
@@ -170,6 +175,58 @@ impl RunSaver {
         );
         Ok(Some(id))
     }
+}
+
+/// Refuses a results database that could not be used, without creating it: an existing file
+/// must be tacho's (it is opened and checked); for a new one, an existing directory must take
+/// a new file (a missing directory is created when the run is saved).
+fn check_database(path: &std::path::Path) -> Result<()> {
+    if Store::open_existing(path)?.is_some() {
+        return Ok(());
+    }
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if !dir.exists() => Ok(()),
+        dir => {
+            let dir = dir.unwrap_or(std::path::Path::new("."));
+            tempfile::Builder::new()
+                .prefix(".tacho-")
+                .tempfile_in(dir)
+                .map(drop)
+                .with_context(|| {
+                    format!(
+                        "cannot write the results database {}; pass a writable --db PATH or \
+                         --no-save",
+                        path.display()
+                    )
+                })
+        }
+    }
+}
+
+/// Refuses a `--prom-textfile` that could not be written, before anything runs or is saved:
+/// its directory must exist and take a new file (the textfile is written as a temporary file
+/// there and renamed), and the path must not be a directory.
+pub fn check_prom_textfile(path: &std::path::Path) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let fail = |why: String| {
+        anyhow!(
+            "cannot write the Prometheus textfile {}: {why}; pass a writable --prom-textfile PATH",
+            path.display()
+        )
+    };
+    if path.is_dir() {
+        return Err(fail("it is a directory".into()));
+    }
+    // A probe file, removed when dropped: the one sure test of write permission.
+    tempfile::Builder::new()
+        .prefix(".tacho-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    Ok(())
 }
 
 /// Writes `text` as the Prometheus textfile at `path`, replacing it atomically.

@@ -1,7 +1,7 @@
 //! `tacho time CMD…`: resolve hyperfine-style options, run, print, export, save.
 
 use super::interrupt;
-use super::record::{RunSaver, unix_now_s, write_prom_textfile};
+use super::record::{RunSaver, check_prom_textfile, unix_now_s, write_prom_textfile};
 use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     let (plan, names) = resolve(args)?;
+    if let Some(path) = &args.record.prom_textfile {
+        check_prom_textfile(path)?;
+    }
     let saver = RunSaver::open(&args.record.save)?;
     // Export files are created before the runs so a wrong path fails at once, not after them.
     let exports = Exports::open(args)?;
