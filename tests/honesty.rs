@@ -94,6 +94,7 @@ fn a_stalled_repeat_makes_the_spread_high() {
     // SAFETY: signals to our own child process.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(600));
+    // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let o = wait_output(child, Duration::from_secs(60));
     let v = json_ok(&o);

@@ -99,10 +99,10 @@ fn transfer(
     let io_err = |e| EngineError::io(op, offset, e);
     let done = if engine == EngineKind::Sync {
         if *position != Some(offset) {
-            // SAFETY: lseek on a descriptor we own; no memory involved.
-            retry_eintr(
-                || unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_SET) } as isize,
-            )
+            retry_eintr(|| {
+                // SAFETY: lseek on a descriptor we own; no memory involved.
+                unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_SET) as isize }
+            })
             .map_err(|e| EngineError::io("seek", offset, e))?;
         }
         // SAFETY: the buffer is valid for `len` bytes for the duration of the call.

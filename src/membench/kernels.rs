@@ -45,8 +45,8 @@ pub fn read(buf: &[Line], runtime: Duration) -> f64 {
     let bytes = buf.len() * LINE_BYTES;
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
         return timed_passes(bytes, runtime, || {
+            // SAFETY: the CPU supports AVX2, checked just above.
             black_box(unsafe { read_pass_avx2(buf) });
         });
     }
