@@ -11,7 +11,11 @@ use std::time::Duration;
 mod results;
 pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand, SaveArgs};
 mod kit;
-pub use kit::{CpuArgs, KernelName, LevelName, MemArgs, StressArgs, TimeArgs, VmBytes};
+pub use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
+mod choice;
+use choice::choice;
+#[cfg(test)]
+mod plan_tests;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -106,7 +110,7 @@ pub struct DiskArgs {
     pub threshold: Option<Duration>,
 
     /// Access pattern of a custom test
-    #[arg(long, value_enum, help_heading = "Custom test (fio's option names)")]
+    #[arg(long, value_parser = choice::<Rw>(), help_heading = "Custom test (fio's option names)")]
     pub rw: Option<Rw>,
 
     /// Block size, e.g. 4k, 1M, 2300 [default: 4k]
@@ -138,7 +142,7 @@ pub struct DiskArgs {
     pub fdatasync: Option<u32>,
 
     /// I/O engine [default: io_uring, falling back to psync where io_uring is blocked]
-    #[arg(long, value_enum, help_heading = "Custom test (fio's option names)")]
+    #[arg(long, value_parser = choice::<EngineKind>(), help_heading = "Custom test (fio's option names)")]
     pub engine: Option<EngineKind>,
 
     /// Bypass the page cache with O_DIRECT (the default)
@@ -295,7 +299,7 @@ pub struct TopArgs {
     pub top: u16,
 
     /// What the process list is sorted by
-    #[arg(long, value_enum, default_value = "io")]
+    #[arg(long, value_parser = choice::<crate::model::SortKey>(), default_value = "io")]
     pub sort: crate::model::SortKey,
 
     /// Serve the figures as Prometheus text on http://ADDR/metrics (e.g. 127.0.0.1:9101);
@@ -311,11 +315,11 @@ tacho check --strict --json > check.json\n  tacho check --emit-script=apply > ap
 )]
 pub struct CheckArgs {
     /// The workload this machine serves; changes what THP, read-ahead and swappiness should be
-    #[arg(long, value_enum, default_value = "default")]
+    #[arg(long, value_parser = choice::<crate::check::Profile>(), default_value = "default")]
     pub profile: crate::check::Profile,
 
     /// List only findings of this severity or worse (the verdict still counts all)
-    #[arg(long, value_enum, value_name = "SEVERITY")]
+    #[arg(long, value_parser = choice::<crate::check::Severity>(), value_name = "SEVERITY")]
     pub only: Option<crate::check::Severity>,
 
     /// Exit 1 when any finding is warn or crit
@@ -328,7 +332,7 @@ pub struct CheckArgs {
 
     /// Print (never run) a shell script applying the fixes of warn/crit findings, and one
     /// reverting them [default when given alone: both]
-    #[arg(long, value_enum, value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
+    #[arg(long, value_parser = choice::<crate::check::ScriptKind>(), value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
     pub emit_script: Option<crate::check::ScriptKind>,
 }
 
@@ -370,6 +374,31 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
+}
+
+impl DiskArgs {
+    /// The options the plan reads, in the library's terms.
+    pub fn options(&self) -> crate::bench::plan::DiskOptions {
+        crate::bench::plan::DiskOptions {
+            suite: self.suite.clone(),
+            repeat: self.repeat,
+            threshold: self.threshold,
+            rw: self.rw,
+            bs: self.bs,
+            iodepth: self.iodepth,
+            numjobs: self.numjobs,
+            rwmixread: self.rwmixread,
+            bssplit: self.bssplit.clone().map(|b| b.0).unwrap_or_default(),
+            fsync: self.fsync,
+            fdatasync: self.fdatasync,
+            engine: self.engine,
+            buffered: self.buffered,
+            size: self.size,
+            runtime: self.runtime,
+            ramp: self.ramp,
+            randseed: self.randseed,
+        }
+    }
 }
 
 /// A parsed `--bssplit` (a newtype, so clap takes it as one value, not a list of values).

@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod choice;
 pub mod cli;
 pub mod cmd;
 pub mod compare;

@@ -3,14 +3,37 @@
 
 use super::suite::{self, Suite, SuiteTest};
 use super::target::{Inspected, Kind};
-use crate::cli::DiskArgs;
-use crate::io::{EngineKind, JobSpec, SyncEvery, SyncKind};
+use crate::io::{BsShare, EngineKind, JobSpec, Rw, SyncEvery, SyncKind};
 use crate::units::format_size;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use std::time::Duration;
 
 const CUSTOM_RUNTIME: Duration = Duration::from_secs(10);
 const SUITE_REPEATS: u32 = 3;
+
+/// What the user asked of `bench disk`: a suite (by name, default `quick`) or one custom test
+/// in fio's terms, plus options that change the method. `None` means "not given", so the plan
+/// can tell a suite's own values from the user's.
+#[derive(Debug, Clone, Default)]
+pub struct DiskOptions {
+    pub suite: Option<String>,
+    pub repeat: Option<u32>,
+    pub threshold: Option<Duration>,
+    pub rw: Option<Rw>,
+    pub bs: Option<u64>,
+    pub iodepth: Option<u32>,
+    pub numjobs: Option<u32>,
+    pub rwmixread: Option<u8>,
+    pub bssplit: Vec<BsShare>,
+    pub fsync: Option<u32>,
+    pub fdatasync: Option<u32>,
+    pub engine: Option<EngineKind>,
+    pub buffered: bool,
+    pub size: Option<u64>,
+    pub runtime: Option<Duration>,
+    pub ramp: Option<Duration>,
+    pub randseed: Option<u64>,
+}
 
 #[derive(Debug)]
 pub struct PlannedTest {
@@ -43,10 +66,10 @@ impl Plan {
 }
 
 /// Options that describe one custom test and so make no sense with a suite.
-fn custom_options(a: &DiskArgs) -> Vec<&'static str> {
+fn custom_options(a: &DiskOptions) -> Vec<&'static str> {
     let given = [
         ("--bs", a.bs.is_some()),
-        ("--bssplit", a.bssplit.is_some()),
+        ("--bssplit", !a.bssplit.is_empty()),
         ("--iodepth", a.iodepth.is_some()),
         ("--numjobs", a.numjobs.is_some()),
         ("--rwmixread", a.rwmixread.is_some()),
@@ -58,7 +81,7 @@ fn custom_options(a: &DiskArgs) -> Vec<&'static str> {
 
 /// `engine` is what the machine can run: the asked-for engine, or psync when io_uring is
 /// blocked (the caller notes the fallback).
-pub fn plan(a: &DiskArgs, target: &Inspected, engine: EngineKind) -> Result<Plan> {
+pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<Plan> {
     if a.runtime == Some(Duration::ZERO) {
         bail!("--runtime must be longer than zero, e.g. 5s");
     }
@@ -181,8 +204,8 @@ fn validate_sizes(s: &SuiteTest, direct: bool, lbs: u64, region: u64, wanted: u6
 }
 
 /// The one test the custom options describe, with fio's defaults where they are silent.
-fn custom_shape(a: &DiskArgs) -> Result<SuiteTest> {
-    let rw = a.rw.expect("custom tests have --rw");
+fn custom_shape(a: &DiskOptions) -> Result<SuiteTest> {
+    let rw = a.rw.context("a custom test needs --rw")?;
     let iodepth = a.iodepth.unwrap_or(1);
     let numjobs = a.numjobs.unwrap_or(1);
     if a.engine == Some(EngineKind::Psync) && iodepth * numjobs > 1024 {
@@ -209,7 +232,7 @@ fn custom_shape(a: &DiskArgs) -> Result<SuiteTest> {
     if a.rwmixread.is_some() && !rw.is_mixed() {
         bail!("--rwmixread applies to mixed tests only; use --rw rw or --rw randrw");
     }
-    let bssplit = a.bssplit.clone().map(|b| b.0).unwrap_or_default();
+    let bssplit = a.bssplit.clone();
     if !bssplit.is_empty() && !rw.is_random() {
         bail!("--bssplit mixes block sizes of random I/O; use --rw randread, randwrite or randrw");
     }
@@ -239,156 +262,4 @@ fn custom_shape(a: &DiskArgs) -> Result<SuiteTest> {
         engine: None,
         direct: None,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::bench::result::TargetInfo;
-    use crate::cli::Cli;
-    use crate::io::Rw;
-    use clap::{CommandFactory, Parser};
-
-    fn target(kind: Kind, capacity: u64, lbs: u32) -> Inspected {
-        Inspected {
-            kind,
-            path: "/t".into(),
-            info: TargetInfo {
-                path: "/t".into(),
-                kind: "directory",
-                region_bytes: 0,
-                filesystem: None,
-                mount_point: None,
-                mount_options: None,
-                devices: vec![],
-                device_model: None,
-                rotational: None,
-                scheduler: None,
-                logical_block_size: lbs,
-            },
-            device: None,
-            stats_devnos: vec![],
-            capacity,
-            notes: vec![],
-        }
-    }
-
-    fn args(line: &str) -> DiskArgs {
-        let argv = format!("tacho bench disk {line}");
-        match Cli::try_parse_from(argv.split_whitespace())
-            .unwrap()
-            .command
-        {
-            crate::cli::Command::Bench(b) => match b.what {
-                Some(crate::cli::BenchWhat::Disk(d)) => *d,
-                _ => panic!("no disk args"),
-            },
-            _ => panic!("not bench"),
-        }
-    }
-
-    fn plan_of(line: &str) -> Result<Plan> {
-        let a = args(line);
-        let engine = a.engine.unwrap_or(EngineKind::IoUring);
-        plan(&a, &target(Kind::Directory, 1 << 30, 512), engine)
-    }
-
-    fn err_of(line: &str) -> String {
-        plan_of(line).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn cli_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn no_options_is_the_quick_suite() {
-        let p = plan_of("").unwrap();
-        assert_eq!(p.suite.as_ref().unwrap().name, "quick");
-        assert_eq!(p.tests.len(), 7);
-        assert!(p.any_direct() && p.writes);
-        assert_eq!((p.repeat, p.standard), (3, true));
-        assert!(
-            p.tests
-                .iter()
-                .all(|t| t.spec.runtime == Duration::from_secs(2))
-        );
-        assert_eq!(p.region_bytes, 1 << 30);
-    }
-
-    #[test]
-    fn custom_test_takes_fio_options() {
-        let p = plan_of(
-            "--rw randrw --bs 8k --iodepth 16 --numjobs 2 --rwmixread 70 --runtime 2s --ramp 500ms \
-             --size 64M --fdatasync 4 --randseed 7 --buffered",
-        )
-        .unwrap();
-        let s = &p.tests[0].spec;
-        assert_eq!(
-            (s.rw, s.bs, s.iodepth, s.numjobs, s.rwmixread),
-            (Rw::RandRw, 8192, 16, 2, 70)
-        );
-        assert_eq!(
-            (s.runtime, s.ramp),
-            (Duration::from_secs(2), Duration::from_millis(500))
-        );
-        assert_eq!(s.region_bytes, 64 << 20);
-        assert_eq!(
-            s.sync,
-            Some(SyncEvery {
-                kind: SyncKind::Fdatasync,
-                every: 4
-            })
-        );
-        assert_eq!(s.seed, 7);
-        assert!(!s.direct);
-    }
-
-    #[test]
-    fn region_is_whole_blocks() {
-        let p = plan_of("--rw read --bs 1M --size 2500k").unwrap();
-        assert_eq!(p.region_bytes, 2 << 20);
-    }
-
-    #[test]
-    fn inconsistent_options_are_refused_with_the_fix() {
-        assert!(err_of("--rw read --bs 1000").contains("multiple of 512"));
-        assert!(err_of("--rw read --bs 1000").contains("--buffered"));
-        assert!(err_of("--rw read --iodepth 32 --engine sync").contains("--engine io_uring"));
-        assert!(err_of("--rw read --fsync 1").contains("only reads"));
-        assert!(err_of("--rw read --rwmixread 70").contains("mixed"));
-        assert!(err_of("--bs 4k").contains("add --rw"));
-        assert!(err_of("--suite nope").contains("quick"));
-        assert!(err_of("--engine sync").contains("suite"));
-        assert!(err_of("--rw read --runtime 0").contains("longer than zero"));
-        assert!(err_of("--rw read --bs 1M --size 4k").contains("smaller than one block"));
-    }
-
-    #[test]
-    fn region_larger_than_a_file_is_refused() {
-        let a = args("--rw read --size 2M");
-        let err = plan(&a, &target(Kind::File, 1 << 20, 512), EngineKind::IoUring).unwrap_err();
-        assert!(err.to_string().contains("larger than the target"), "{err}");
-    }
-
-    #[test]
-    fn direct_io_follows_the_device_block_size() {
-        let a = args("--rw read --bs 2k");
-        let err = plan(
-            &a,
-            &target(Kind::BlockDevice, 1 << 30, 4096),
-            EngineKind::IoUring,
-        );
-        assert!(err.unwrap_err().to_string().contains("4096"));
-        let buffered = args("--rw read --bs 2300 --buffered");
-        assert!(
-            plan(
-                &buffered,
-                &target(Kind::BlockDevice, 1 << 30, 4096),
-                EngineKind::IoUring
-            )
-            .is_ok()
-        );
-    }
 }

@@ -25,10 +25,11 @@ pub use facts::Facts;
 pub use report::{write_json, write_text};
 pub use script::{ScriptKind, write_script};
 
+use crate::choice::Choice;
 use crate::kernel::SysRoot;
 
 /// How much a finding matters, least first (`--only` and `--strict` compare with `>=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// The setting is as recommended.
@@ -39,6 +40,23 @@ pub enum Severity {
     Warn,
     /// Costs a lot, or risks data; fix first.
     Crit,
+}
+
+impl Choice for Severity {
+    const ALL: &'static [Self] = &[Severity::Ok, Severity::Info, Severity::Warn, Severity::Crit];
+
+    fn word(self) -> &'static str {
+        self.label()
+    }
+
+    fn help(self) -> Option<&'static str> {
+        Some(match self {
+            Severity::Ok => "The setting is as recommended",
+            Severity::Info => "Worth knowing; no change recommended without a workload reason",
+            Severity::Warn => "Likely costs performance (or safety) here; the fix is recommended",
+            Severity::Crit => "Costs a lot, or risks data; fix first",
+        })
+    }
 }
 
 impl Severity {
@@ -80,7 +98,7 @@ impl Group {
 }
 
 /// The workload the machine serves; changes what some rules recommend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
     /// No specific workload: the kernel's defaults are judged as kernel documentation
@@ -93,6 +111,32 @@ pub enum Profile {
     Etcd,
     /// Web stacks: nginx, php-fpm, application servers.
     Web,
+}
+
+impl Choice for Profile {
+    const ALL: &'static [Self] = &[
+        Profile::Default,
+        Profile::Redis,
+        Profile::Postgres,
+        Profile::Mongodb,
+        Profile::Etcd,
+        Profile::Web,
+    ];
+
+    fn word(self) -> &'static str {
+        self.name()
+    }
+
+    fn help(self) -> Option<&'static str> {
+        match self {
+            Profile::Default => Some(
+                "No specific workload: the kernel's defaults are judged as kernel documentation \
+                 recommends",
+            ),
+            Profile::Web => Some("Web stacks: nginx, php-fpm, application servers"),
+            _ => None,
+        }
+    }
 }
 
 impl Profile {

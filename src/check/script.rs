@@ -4,14 +4,31 @@
 use std::io::Write;
 
 use super::{Finding, Severity};
+use crate::choice::Choice;
 
 /// Which script to print.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScriptKind {
     /// The apply script, then the revert script.
     Both,
     Apply,
     Revert,
+}
+
+impl Choice for ScriptKind {
+    const ALL: &'static [Self] = &[ScriptKind::Both, ScriptKind::Apply, ScriptKind::Revert];
+
+    fn word(self) -> &'static str {
+        match self {
+            ScriptKind::Both => "both",
+            ScriptKind::Apply => "apply",
+            ScriptKind::Revert => "revert",
+        }
+    }
+
+    fn help(self) -> Option<&'static str> {
+        (self == ScriptKind::Both).then_some("The apply script, then the revert script")
+    }
 }
 
 /// Findings the scripts act on: warnings and criticals that carry commands.

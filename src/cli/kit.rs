@@ -1,8 +1,11 @@
 //! Options of `tacho time`, `tacho bench cpu`, `tacho bench mem` and `tacho stress`.
 
+use super::choice::choice;
 use super::{RecordArgs, SaveArgs};
+use crate::cpubench::KernelName;
+use crate::membench::LevelName;
 use crate::units::{parse_duration, parse_size};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -93,19 +96,6 @@ pub struct TimeArgs {
     pub record: RecordArgs,
 }
 
-/// A CPU benchmark kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum KernelName {
-    /// Prime counting by trial division up to 10000 (one op = one sysbench cpu event)
-    Primes,
-    /// 64-bit integer multiply, add, xor and rotate
-    Integer,
-    /// Double-precision multiply-add and division
-    Float,
-    /// SipHash over 4 KiB blocks
-    Hash,
-}
-
 #[derive(Debug, Args)]
 pub struct CpuArgs {
     /// Threads for the all-threads pass [default: the CPUs tacho may run on]
@@ -121,7 +111,7 @@ pub struct CpuArgs {
     pub repeat: u32,
 
     /// Run only these kernels (repeat the option) [default: all]
-    #[arg(long, value_enum, value_name = "NAME")]
+    #[arg(long, value_parser = choice::<KernelName>(), value_name = "NAME")]
     pub kernel: Vec<KernelName>,
 
     /// Print one JSON document (schema tacho.cpu.v1) on stdout
@@ -130,15 +120,6 @@ pub struct CpuArgs {
 
     #[command(flatten)]
     pub save: SaveArgs,
-}
-
-/// A memory level to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
-pub enum LevelName {
-    L1,
-    L2,
-    L3,
-    Dram,
 }
 
 #[derive(Debug, Args)]
@@ -160,7 +141,7 @@ pub struct MemArgs {
     pub dram_size: Option<u64>,
 
     /// Measure only these levels (repeat the option) [default: all the machine has]
-    #[arg(long, value_enum, value_name = "LEVEL")]
+    #[arg(long, value_parser = choice::<LevelName>(), value_name = "LEVEL")]
     pub level: Vec<LevelName>,
 
     /// Print one JSON document (schema tacho.mem.v1) on stdout

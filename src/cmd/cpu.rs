@@ -2,7 +2,8 @@
 
 use super::interrupt::{self, EXIT_INTERRUPTED};
 use super::record::RunSaver;
-use crate::cli::{CpuArgs, KernelName};
+use crate::cli::CpuArgs;
+use crate::cpubench::KernelName;
 use crate::cpubench::{self, Config, CpuReport};
 use crate::kernel::SysRoot;
 use crate::parallel::usable_cpus;

@@ -33,7 +33,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let mut warnings = Vec::new();
     let engine = choose_engine(args.engine, &mut warnings);
     let inspected = target::inspect(&root, &args.target)?;
-    let mut plan = plan::plan(args, &inspected, engine)?;
+    let mut plan = plan::plan(&args.options(), &inspected, engine)?;
     if args.print_fio {
         std::io::stdout().write_all(fio_cmd::commands(&plan, &inspected).as_bytes())?;
         return Ok(ExitCode::SUCCESS);

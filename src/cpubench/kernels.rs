@@ -3,7 +3,7 @@
 //! flaw of benchmarks whose loops an optimiser deletes). Each "op" is a fixed, documented
 //! amount of work.
 
-use crate::cli::KernelName;
+use crate::choice::Choice;
 use std::hash::{DefaultHasher, Hasher};
 use std::hint::black_box;
 
@@ -12,6 +12,43 @@ pub const MAX_PRIME: u64 = 10_000;
 
 /// Bytes hashed per op of the hash kernel.
 pub const HASH_BLOCK: usize = 4096;
+
+/// A CPU benchmark kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelName {
+    /// Prime counting by trial division up to 10000 (one op = one sysbench cpu event).
+    Primes,
+    /// 64-bit integer multiply, add, xor and rotate.
+    Integer,
+    /// Double-precision multiply-add and division.
+    Float,
+    /// SipHash over 4 KiB blocks.
+    Hash,
+}
+
+impl Choice for KernelName {
+    const ALL: &'static [Self] = &[
+        KernelName::Primes,
+        KernelName::Integer,
+        KernelName::Float,
+        KernelName::Hash,
+    ];
+
+    fn word(self) -> &'static str {
+        self.id()
+    }
+
+    fn help(self) -> Option<&'static str> {
+        Some(match self {
+            KernelName::Primes => {
+                "Prime counting by trial division up to 10000 (one op = one sysbench cpu event)"
+            }
+            KernelName::Integer => "64-bit integer multiply, add, xor and rotate",
+            KernelName::Float => "Double-precision multiply-add and division",
+            KernelName::Hash => "SipHash over 4 KiB blocks",
+        })
+    }
+}
 
 impl KernelName {
     pub fn all() -> [KernelName; 4] {

@@ -7,7 +7,6 @@
 pub mod kernels;
 
 use crate::bench::result::Warning;
-use crate::cli::KernelName;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::stat::{CpuTicks, read_stat};
@@ -16,6 +15,7 @@ use crate::model::cpu::CpuSplit;
 use crate::parallel::run_together;
 use crate::stats;
 use kernels::Kernel;
+pub use kernels::KernelName;
 use serde::Serialize;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};

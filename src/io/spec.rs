@@ -1,26 +1,55 @@
 //! What one I/O test does, in fio's terms. Built by the command layer after validation, so the
 //! engine can assume every field is consistent (iodepth ≥ 1, bs ≥ 1, region ≥ bs).
 
+use crate::choice::Choice;
 use serde::Serialize;
 use std::fmt;
 use std::time::Duration;
 
 /// Access pattern, spelled as fio's `--rw`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Rw {
     Read,
     Write,
-    #[value(name = "randread")]
     RandRead,
-    #[value(name = "randwrite")]
     RandWrite,
     /// Sequential mixed reads and writes (`--rwmixread` sets the share of reads).
-    #[value(name = "rw", alias = "readwrite")]
     ReadWrite,
     /// Random mixed reads and writes.
-    #[value(name = "randrw")]
     RandRw,
+}
+
+impl Choice for Rw {
+    const ALL: &'static [Self] = &[
+        Rw::Read,
+        Rw::Write,
+        Rw::RandRead,
+        Rw::RandWrite,
+        Rw::ReadWrite,
+        Rw::RandRw,
+    ];
+
+    fn word(self) -> &'static str {
+        self.fio_name()
+    }
+
+    fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Rw::ReadWrite => &["readwrite"],
+            _ => &[],
+        }
+    }
+
+    fn help(self) -> Option<&'static str> {
+        match self {
+            Rw::ReadWrite => {
+                Some("Sequential mixed reads and writes (--rwmixread sets the share of reads)")
+            }
+            Rw::RandRw => Some("Random mixed reads and writes"),
+            _ => None,
+        }
+    }
 }
 
 impl Rw {
@@ -68,11 +97,10 @@ impl fmt::Display for Rw {
 }
 
 /// How I/O is issued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineKind {
     /// Asynchronous, `iodepth` I/Os in flight per job through one ring.
-    #[value(name = "io_uring")]
     IoUring,
     /// pread/pwrite; a queue depth of N is N threads per job, each with one I/O in flight.
     Psync,
@@ -80,13 +108,35 @@ pub enum EngineKind {
     Sync,
 }
 
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Choice for EngineKind {
+    const ALL: &'static [Self] = &[EngineKind::IoUring, EngineKind::Psync, EngineKind::Sync];
+
+    fn word(self) -> &'static str {
+        match self {
             EngineKind::IoUring => "io_uring",
             EngineKind::Psync => "psync",
             EngineKind::Sync => "sync",
+        }
+    }
+
+    fn help(self) -> Option<&'static str> {
+        Some(match self {
+            EngineKind::IoUring => {
+                "Asynchronous, `iodepth` I/Os in flight per job through one ring"
+            }
+            EngineKind::Psync => {
+                "pread/pwrite; a queue depth of N is N threads per job, each with one I/O in flight"
+            }
+            EngineKind::Sync => {
+                "read/write at the file position plus fsync/fdatasync: one I/O at a time, like etcd's WAL"
+            }
         })
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
     }
 }
 

@@ -9,7 +9,7 @@
 pub mod kernels;
 
 use crate::bench::result::Warning;
-use crate::cli::LevelName;
+use crate::choice::Choice;
 use crate::kernel::cache::CacheLevel;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
@@ -152,6 +152,28 @@ pub struct Spread {
     pub write: f64,
     pub copy: f64,
     pub latency: f64,
+}
+
+/// A memory level to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LevelName {
+    L1,
+    L2,
+    L3,
+    Dram,
+}
+
+impl Choice for LevelName {
+    const ALL: &'static [Self] = &[LevelName::L1, LevelName::L2, LevelName::L3, LevelName::Dram];
+
+    fn word(self) -> &'static str {
+        match self {
+            LevelName::L1 => "l1",
+            LevelName::L2 => "l2",
+            LevelName::L3 => "l3",
+            LevelName::Dram => "dram",
+        }
+    }
 }
 
 impl LevelName {

@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::ModelOptions;
+use crate::choice::Choice;
 use crate::kernel::cgroup::CgroupIoScan;
 use crate::kernel::diskstats::DiskCounters;
 use crate::kernel::process::ProcessScan;
 
 /// What the process table is sorted by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortKey {
     /// Bytes read and written per second.
     Io,
@@ -19,6 +20,26 @@ pub enum SortKey {
     Cpu,
     /// Time waiting for block I/O (delay accounting).
     Delay,
+}
+
+impl Choice for SortKey {
+    const ALL: &'static [Self] = &[SortKey::Io, SortKey::Cpu, SortKey::Delay];
+
+    fn word(self) -> &'static str {
+        match self {
+            SortKey::Io => "io",
+            SortKey::Cpu => "cpu",
+            SortKey::Delay => "delay",
+        }
+    }
+
+    fn help(self) -> Option<&'static str> {
+        Some(match self {
+            SortKey::Io => "Bytes read and written per second",
+            SortKey::Cpu => "CPU time",
+            SortKey::Delay => "Time waiting for block I/O (delay accounting)",
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -168,7 +168,7 @@ fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
 }
 
 /// `--db`, else `$TACHO_DB`, else `$XDG_DATA_HOME/tacho/tacho.db`, else
-/// `~/.local/share/tacho/tacho.db`. Read here rather than by clap so every way into a
+/// `~/.local/share/tacho/tacho.db`. Read here rather than by the argument parser so every way into a
 /// benchmark (`tacho bench` alone builds its options without parsing) honours `TACHO_DB`.
 pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = explicit {

@@ -3,7 +3,7 @@
 //! at least every few milliseconds (one page batch, one 1 MiB write, one sync) so a run ends
 //! promptly at its time-out or on a signal.
 
-use crate::cli::KernelName;
+use crate::cpubench::KernelName;
 use crate::cpubench::kernels::Kernel;
 use std::fs::File;
 use std::io::Write;

@@ -7,6 +7,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 
 use super::UiState;
+use crate::choice::Choice;
 use crate::findings::Severity;
 use crate::kernel::blockdev::DeviceKind;
 use crate::model::{Process, SortKey, TopSample};
@@ -63,11 +64,7 @@ pub fn draw(frame: &mut Frame, sample: Option<&TopSample>, ui: &UiState) {
 }
 
 fn keys_line(ui: &UiState) -> Paragraph<'static> {
-    let sort = match ui.sort {
-        SortKey::Io => "io",
-        SortKey::Cpu => "cpu",
-        SortKey::Delay => "delay",
-    };
+    let sort = ui.sort.word();
     Paragraph::new(format!("{KEYS}   [sorted by {sort}]"))
         .style(Style::default().add_modifier(Modifier::REVERSED))
 }

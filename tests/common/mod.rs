@@ -235,11 +235,7 @@ impl KernelLacks {
 
 /// Skips, in CI too, a test that needs what the kernel lacks; the detail says what was probed.
 pub fn skip_kernel_lacks(lacks: KernelLacks, detail: &str) {
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIP ({}): {detail}",
-        lacks.reason()
-    );
+    let _ = writeln!(std::io::stderr(), "SKIP ({}): {detail}", lacks.reason());
 }
 
 pub fn is_root() -> bool {
