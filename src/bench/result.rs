@@ -212,8 +212,8 @@ impl TestResult {
             let per_run: Vec<DirResult> = runs.iter().filter_map(pick).collect();
             let lat_ns = total.latency()?;
             Some(DirResult {
-                iops: median(per_run.iter().map(|d| d.iops)),
-                bw_bytes_per_s: median(per_run.iter().map(|d| d.bw_bytes_per_s)),
+                iops: median(per_run.iter().map(|d| d.iops))?,
+                bw_bytes_per_s: median(per_run.iter().map(|d| d.bw_bytes_per_s))?,
                 ios: total.ios,
                 bytes: total.bytes,
                 lat_ns,
@@ -232,7 +232,8 @@ impl TestResult {
             numjobs: spec.numjobs,
             direct: spec.direct,
             engine: spec.engine,
-            runtime_s: median(runs.iter().map(|r| r.runtime_s)),
+            // No repeat ran (none is passed today): it ran for no time at all.
+            runtime_s: median(runs.iter().map(|r| r.runtime_s)).unwrap_or_default(),
             ramp_s: spec.ramp.as_secs_f64(),
             rwmixread: spec.rw.is_mixed().then_some(spec.rwmixread),
             sync_every: spec.sync,
@@ -281,9 +282,10 @@ fn timeline(repeats: &[Measured]) -> Vec<TimelinePoint> {
 }
 
 /// The median of finite values; 0 for none (callers pass at least one repeat).
-fn median(values: impl Iterator<Item = f64>) -> f64 {
+/// The median of the finite values; `None` when there are none.
+fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
     let v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
-    crate::stats::median(&v).unwrap_or(0.0)
+    crate::stats::median(&v)
 }
 
 fn per_second(count: f64, secs: f64) -> f64 {
@@ -296,9 +298,10 @@ mod tests {
 
     #[test]
     fn medians() {
-        assert_eq!(median([3.0, 1.0, 2.0].into_iter()), 2.0);
-        assert_eq!(median([4.0, 1.0, 2.0, 3.0].into_iter()), 2.5);
-        assert_eq!(median(std::iter::empty()), 0.0);
+        assert_eq!(median([3.0, 1.0, 2.0].into_iter()), Some(2.0));
+        assert_eq!(median([4.0, 1.0, 2.0, 3.0].into_iter()), Some(2.5));
+        assert_eq!(median(std::iter::empty()), None);
+        assert_eq!(median([f64::NAN].into_iter()), None);
     }
 
     #[test]

@@ -62,9 +62,11 @@ pub struct Load {
     pub runnable: u64,
     /// Threads blocked on I/O (`procs_blocked`).
     pub blocked: u64,
-    pub context_switches_per_s: f64,
-    pub interrupts_per_s: f64,
-    pub forks_per_s: f64,
+    /// `None` when a counter went backwards between the samples (never within one boot; seen
+    /// with restored or hand-made /proc captures).
+    pub context_switches_per_s: Option<f64>,
+    pub interrupts_per_s: Option<f64>,
+    pub forks_per_s: Option<f64>,
     pub cpus: usize,
 }
 
@@ -156,7 +158,6 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         .saturating_duration_since(a.taken)
         .as_secs_f64()
         .max(1e-3);
-    let rate = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
     let mut notes = Vec::new();
 
     let groups = groups::groups(devices, &b.btrfs);
@@ -222,24 +223,35 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
     memory.swap_in_bytes_per_s = page_rate("pswpin");
     memory.swap_out_bytes_per_s = page_rate("pswpout");
 
-    let mut net: Vec<Net> = b
-        .net
-        .iter()
-        .filter_map(|n| {
-            let p = a.net.iter().find(|p| p.name == n.name)?;
+    let mut net: Vec<Net> = Vec::new();
+    for n in &b.net {
+        let Some(p) = a.net.iter().find(|p| p.name == n.name) else {
+            continue;
+        };
+        // A counter that went backwards (the interface was re-created or its driver reset
+        // it) gives no rate for this interval, not a rate of zero.
+        let rate = |x: u64, y: u64| counter_rate(x, y, dt);
+        let rates = (|| {
             Some(Net {
                 name: n.name.clone(),
-                rx_bytes_per_s: rate(p.rx_bytes, n.rx_bytes),
-                tx_bytes_per_s: rate(p.tx_bytes, n.tx_bytes),
-                rx_packets_per_s: rate(p.rx_packets, n.rx_packets),
-                tx_packets_per_s: rate(p.tx_packets, n.tx_packets),
-                rx_errors_per_s: rate(p.rx_errors, n.rx_errors),
-                tx_errors_per_s: rate(p.tx_errors, n.tx_errors),
-                rx_drops_per_s: rate(p.rx_drops, n.rx_drops),
-                tx_drops_per_s: rate(p.tx_drops, n.tx_drops),
+                rx_bytes_per_s: rate(p.rx_bytes, n.rx_bytes)?,
+                tx_bytes_per_s: rate(p.tx_bytes, n.tx_bytes)?,
+                rx_packets_per_s: rate(p.rx_packets, n.rx_packets)?,
+                tx_packets_per_s: rate(p.tx_packets, n.tx_packets)?,
+                rx_errors_per_s: rate(p.rx_errors, n.rx_errors)?,
+                tx_errors_per_s: rate(p.tx_errors, n.tx_errors)?,
+                rx_drops_per_s: rate(p.rx_drops, n.rx_drops)?,
+                tx_drops_per_s: rate(p.tx_drops, n.tx_drops)?,
             })
-        })
-        .collect();
+        })();
+        match rates {
+            Some(rates) => net.push(rates),
+            None => notes.push(format!(
+                "{}: network counters went backwards (interface reset); no rates this interval",
+                n.name
+            )),
+        }
+    }
     net.sort_by(|x, y| x.name.cmp(&y.name));
 
     let psi_resource = |x: &Option<Pressure>, y: &Option<Pressure>| {
@@ -275,9 +287,13 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
             load15: b.loadavg.load15,
             runnable: b.stat.procs_running,
             blocked: b.stat.procs_blocked,
-            context_switches_per_s: rate(a.stat.context_switches, b.stat.context_switches),
-            interrupts_per_s: rate(a.stat.interrupts, b.stat.interrupts),
-            forks_per_s: rate(a.stat.forks, b.stat.forks),
+            context_switches_per_s: counter_rate(
+                a.stat.context_switches,
+                b.stat.context_switches,
+                dt,
+            ),
+            interrupts_per_s: counter_rate(a.stat.interrupts, b.stat.interrupts, dt),
+            forks_per_s: counter_rate(a.stat.forks, b.stat.forks, dt),
             cpus: b.stat.cpus.len(),
         },
         memory,
@@ -298,3 +314,9 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The per-second rate of a counter between two readings `dt` seconds apart; `None` when it
+/// went backwards (reset or re-created), never a rate of zero.
+fn counter_rate(before: u64, after: u64, dt: f64) -> Option<f64> {
+    after.checked_sub(before).map(|d| d as f64 / dt)
+}

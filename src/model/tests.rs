@@ -86,7 +86,7 @@ fn disks_processes_and_write_amplification_from_real_captures() {
     let io = s.psi.io.as_ref().unwrap();
     assert!(io.some.stall_ms.unwrap() >= io.full.as_ref().unwrap().stall_ms.unwrap());
     assert!(s.net.iter().any(|n| n.name == "eth0"));
-    assert!(s.load.context_switches_per_s > 0.0);
+    assert!(s.load.context_switches_per_s.is_some_and(|r| r > 0.0));
 
     Judge::new().judge(&mut s);
     assert!(!s.verdict.is_empty());
@@ -141,4 +141,33 @@ fn reused_pids_are_not_compared() {
     let s = between(&a, &b, &devices, &opts());
     assert!(s.processes.is_empty());
     assert_eq!(s.write_amplification.ratio, None);
+}
+
+#[test]
+fn counters_that_go_backwards_give_no_rate_not_zero() {
+    // A third sample whose counters went back to zero: eth0 was re-created, and the boot-wide
+    // counters are what a hand-made capture may hold.
+    let (_, b, devices) = pair();
+    let (mut later, _) = sample("b");
+    later.taken = b.taken + Duration::from_secs(1);
+    later.stat.context_switches = 0;
+    later.stat.forks = 0;
+    let eth0 = later.net.iter_mut().find(|n| n.name == "eth0").unwrap();
+    assert!(eth0.rx_bytes > 0, "the fixture's eth0 received nothing");
+    eth0.rx_bytes = 0;
+    let s = between(&b, &later, &devices, &opts());
+    assert_eq!(s.load.context_switches_per_s, None);
+    assert_eq!(s.load.forks_per_s, None);
+    assert!(s.load.interrupts_per_s.is_some());
+    assert!(
+        s.net.iter().all(|n| n.name != "eth0"),
+        "eth0 shown with rates"
+    );
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.starts_with("eth0: network counters went backwards")),
+        "{:?}",
+        s.notes
+    );
 }

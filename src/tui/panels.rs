@@ -136,8 +136,9 @@ fn cpu_panel(s: &TopSample, ui: &UiState) -> Paragraph<'static> {
         l.load1, l.load5, l.load15, l.runnable, l.blocked
     )));
     lines.push(Line::raw(format!(
-        "cswch/s {:.0}  intr/s {:.0}",
-        l.context_switches_per_s, l.interrupts_per_s
+        "cswch/s {}  intr/s {}",
+        or_dash(l.context_switches_per_s, 0),
+        or_dash(l.interrupts_per_s, 0)
     )));
     let psi = |name: &str, r: &Option<crate::model::PsiResource>| match r {
         Some(r) => format!(
@@ -335,4 +336,9 @@ fn net_panel(s: &TopSample) -> Table<'static> {
     Table::new(rows, widths)
         .header(header)
         .block(block(" Network "))
+}
+
+/// A figure with `prec` decimals, or "-" where it could not be computed.
+fn or_dash(x: Option<f64>, prec: usize) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.prec$}"))
 }

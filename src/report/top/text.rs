@@ -69,15 +69,15 @@ fn cpu(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     let l = &s.load;
     writeln!(
         out,
-        "load {:.2} {:.2} {:.2}  runnable {}  blocked {}  cswch/s {:.0}  intr/s {:.0}  forks/s {:.1}",
+        "load {:.2} {:.2} {:.2}  runnable {}  blocked {}  cswch/s {}  intr/s {}  forks/s {}",
         l.load1,
         l.load5,
         l.load15,
         l.runnable,
         l.blocked,
-        l.context_switches_per_s,
-        l.interrupts_per_s,
-        l.forks_per_s
+        or_dash(l.context_switches_per_s, 0),
+        or_dash(l.interrupts_per_s, 0),
+        or_dash(l.forks_per_s, 1)
     )
 }
 
@@ -300,4 +300,10 @@ fn net(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// A figure with `prec` decimals, or "-" where it could not be computed (as iostat's columns
+/// above).
+fn or_dash(x: Option<f64>, prec: usize) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.prec$}"))
 }
