@@ -71,16 +71,46 @@ pub fn spread_pct(xs: &[f64]) -> Option<f64> {
 /// deviations, estimated robustly as 1.4826 × the median absolute deviation.
 pub const OUTLIER_Z: f64 = 1.4826 * 10.0;
 
+/// Median absolute deviation from the median (not scaled).
+pub fn mad(xs: &[f64]) -> Option<f64> {
+    let m = median(xs)?;
+    let deviations: Vec<f64> = xs.iter().map(|x| (x - m).abs()).collect();
+    median(&deviations)
+}
+
 /// Modified z-scores `(x − median) / MAD`. A MAD of zero (most values identical) is replaced by
 /// the smallest positive float, so any value off the common one counts as an outlier.
 pub fn modified_z_scores(xs: &[f64]) -> Vec<f64> {
-    let Some(med) = median(xs) else {
+    let (Some(med), Some(mad)) = (median(xs), mad(xs)) else {
         return Vec::new();
     };
-    let deviations: Vec<f64> = xs.iter().map(|x| (x - med).abs()).collect();
-    let mad = median(&deviations).unwrap_or(0.0);
     let mad = if mad > 0.0 { mad } else { f64::EPSILON };
     xs.iter().map(|x| (x - med) / mad).collect()
+}
+
+/// Two-sided p-value below which a difference counts as significant.
+pub const ALPHA: f64 = 0.05;
+
+/// The two-sided p-value of Welch's t-test for equal means, which does not assume equal
+/// variances (two machines rarely have the same noise); `None` when either side has fewer
+/// than two samples (no variance to judge by).
+pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (ma, mb) = (mean(a)?, mean(b)?);
+    // Variances of the two means.
+    let va = stddev(a)?.powi(2) / a.len() as f64;
+    let vb = stddev(b)?.powi(2) / b.len() as f64;
+    let se2 = va + vb;
+    if se2 == 0.0 {
+        // Identical repeats on both sides: any difference in means is certain, none is none.
+        return Some(if ma == mb { 1.0 } else { 0.0 });
+    }
+    let t = (ma - mb) / se2.sqrt();
+    let dist = StudentsT::new(0.0, 1.0, welch_df(va, a.len(), vb, b.len())).ok()?;
+    Some((2.0 * (1.0 - dist.cdf(t.abs()))).clamp(0.0, 1.0))
 }
 
 /// Indices of the values whose modified z-score exceeds [`OUTLIER_Z`].
@@ -167,6 +197,39 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn welch_matches_a_textbook_case() {
+        // Wikipedia's Welch's t-test example 1: t = -2.46, df = 25.0, p = 0.0214 (checked by
+        // integrating the t density numerically).
+        let a = [
+            27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7,
+            21.4,
+        ];
+        let b = [
+            27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5,
+            24.4,
+        ];
+        let p = welch_p(&a, &b).unwrap();
+        assert!((p - 0.02138).abs() < 1e-4, "p = {p}");
+    }
+
+    #[test]
+    fn welch_clear_and_unclear_differences() {
+        let p = welch_p(&[100.0, 101.0, 99.0], &[80.0, 81.0, 79.0]).unwrap();
+        assert!(p < ALPHA, "p = {p}");
+        let p = welch_p(&[100.0, 120.0, 80.0], &[98.0, 118.0, 83.0]).unwrap();
+        assert!(p > ALPHA, "p = {p}");
+        assert_eq!(welch_p(&[1.0], &[1.0, 2.0]), None);
+        assert_eq!(welch_p(&[5.0, 5.0], &[5.0, 5.0]), Some(1.0));
+        assert_eq!(welch_p(&[5.0, 5.0], &[6.0, 6.0]), Some(0.0));
+    }
+
+    #[test]
+    fn one_outlier_moves_neither_median_nor_mad() {
+        assert_eq!(mad(&[]), None);
+        assert_eq!(mad(&[15.0, 14.0, 16.0, 15.0, 61.0]), Some(1.0));
     }
 
     #[test]

@@ -6,7 +6,6 @@
 //! not by name, so a fio job and a tacho test of the same work line up.
 
 pub mod fingerprint;
-pub mod stats;
 
 use crate::store::StoredRun;
 use crate::store::figures::Figures;
@@ -567,9 +566,9 @@ fn judge(mut cells: Vec<Option<Cell>>, metric: Metric) -> Vec<Option<Cell>> {
         };
         let change = (base.value != 0.0).then(|| (cell.value - base.value) / base.value * 100.0);
         cell.change_pct = change;
-        cell.significance = match stats::welch_p(&base.samples, &cell.samples) {
+        cell.significance = match crate::stats::welch_p(&base.samples, &cell.samples) {
             None => Significance::NoRepeats,
-            Some(p) if p < stats::ALPHA => {
+            Some(p) if p < crate::stats::ALPHA => {
                 let up = cell.value > base.value;
                 if up == metric.higher_is_better() {
                     Significance::Better { p }

@@ -2,11 +2,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::stats::{mad, median};
 use super::{Finding, Severity};
 use crate::kernel::blockdev::DeviceKind;
 use crate::model::TopSample;
 use crate::model::disk::{Disk, worst_await};
+use crate::stats::{mad, median};
 
 /// %util at which a single-queue rotational disk is saturated: it serves one request at a
 /// time, so busy all the time means requests queue.

@@ -5,7 +5,6 @@
 //! conservative, so that a finding is worth acting on.
 
 mod disk;
-mod stats;
 mod system;
 
 use std::collections::{HashMap, VecDeque};
@@ -13,7 +12,6 @@ use std::collections::{HashMap, VecDeque};
 use serde::Serialize;
 
 use crate::model::TopSample;
-pub use stats::{mad, median};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
