@@ -9,28 +9,9 @@ mod system;
 
 use std::collections::{HashMap, VecDeque};
 
-use serde::Serialize;
-
 use crate::model::TopSample;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Critical,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Finding {
-    /// Stable identifier for scripts (`disk_saturated`, `hot_disk`, …).
-    pub code: &'static str,
-    pub severity: Severity,
-    /// What it is about: a device, a CPU, `memory`, `io`.
-    pub subject: String,
-    /// The sentence an admin reads.
-    pub message: String,
-}
+pub use crate::model::finding::{Finding, Severity};
 
 /// Samples of a device's await kept as its baseline (about a minute at 1 s intervals).
 const BASELINE_SAMPLES: usize = 60;
@@ -84,4 +65,4 @@ pub fn any_warning(findings: &[Finding]) -> bool {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

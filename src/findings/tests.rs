@@ -1,7 +1,19 @@
 use super::*;
 use crate::kernel::blockdev::DeviceKind;
 use crate::model::groups::Group;
-use crate::model::tests::fixture_top_sample;
+use crate::model::tests::fixture_sample;
+
+/// The judged sample of the captured interval, for reporters' and the screen's tests.
+pub(crate) fn fixture_top_sample() -> TopSample {
+    let mut s = fixture_sample();
+    Judge::new().judge(&mut s);
+    s
+}
+
+#[test]
+fn the_captured_interval_gets_a_verdict() {
+    assert!(!fixture_top_sample().verdict.is_empty());
+}
 use crate::model::{Disk, PsiLine, PsiResource};
 
 /// The captured sample with its disks, findings and events replaced by the test's own.

@@ -5,6 +5,7 @@
 
 pub mod cpu;
 pub mod disk;
+pub mod finding;
 pub mod groups;
 pub mod memory;
 pub mod process;
@@ -13,13 +14,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::findings::Finding;
 use crate::kernel::diskstats;
 use crate::kernel::pressure::{Pressure, PressureLine};
 use crate::sample::Sample;
 use crate::sample::devices::Devices;
 pub use cpu::Cpu;
 pub use disk::Disk;
+use finding::Finding;
 pub use memory::Memory;
 pub use process::{Cgroup, Process, SortKey};
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::tests::fixture_top_sample;
+use crate::findings::tests::fixture_top_sample;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 

@@ -1,0 +1,24 @@
+//! The shape of a verdict on a [`TopSample`](super::TopSample): the sample carries its findings
+//! (the `tacho.top.v1` object has them), while `crate::findings` decides them. Kept here so
+//! the model does not depend on the stage that judges it.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable identifier for scripts (`disk_saturated`, `hot_disk`, …).
+    pub code: &'static str,
+    pub severity: Severity,
+    /// What it is about: a device, a CPU, `memory`, `io`.
+    pub subject: String,
+    /// The sentence an admin reads.
+    pub message: String,
+}
