@@ -6,6 +6,7 @@ use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
+use crate::report::outfile::{Existing, OutFile};
 use crate::report::prom::RunInfo;
 use crate::report::prom_time;
 use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
@@ -15,9 +16,7 @@ use crate::timing::schedule::{self, Plan, RunCount};
 use crate::units::format_bytes_approx;
 use anyhow::{Context as _, Result, bail};
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -170,18 +169,11 @@ fn resolve(args: &TimeArgs) -> Result<(Plan, Vec<String>)> {
     Ok((plan, names))
 }
 
-/// The export files asked for, opened (not truncated) before any run so a wrong path fails at
-/// once. If the runs fail, files this run created are removed and existing ones are left as
-/// they were.
+/// The export files asked for, each a temporary file beside its final name from before the
+/// first run, so a wrong path fails at once; renamed into place after the runs. If the runs
+/// fail, the temporary files are removed and existing exports are left as they were.
 struct Exports {
-    files: Vec<ExportFile>,
-}
-
-struct ExportFile {
-    path: PathBuf,
-    kind: ExportKind,
-    file: Option<File>,
-    created: bool,
+    files: Vec<(OutFile, ExportKind)>,
 }
 
 #[derive(Clone, Copy)]
@@ -200,50 +192,33 @@ impl Exports {
             (&args.export_markdown, ExportKind::Markdown),
         ] {
             let Some(path) = path else { continue };
-            let created = !path.exists();
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
+            let file = OutFile::create(path, Existing::Replace)
                 .with_context(|| format!("cannot create the export file {}", path.display()))?;
-            files.push(ExportFile {
-                path: path.clone(),
-                kind,
-                file: Some(file),
-                created,
-            });
+            files.push((file, kind));
         }
         Ok(Exports { files })
     }
 
-    fn write(mut self, report: &TimeReport) -> Result<()> {
+    fn write(self, report: &TimeReport) -> Result<()> {
         let plain: Vec<_> = report.results.iter().map(|r| r.result.clone()).collect();
-        for f in &mut self.files {
-            let Some(file) = f.file.take() else { continue };
-            let context = || format!("cannot write the export file {}", f.path.display());
-            file.set_len(0).with_context(context)?;
+        for (file, kind) in self.files {
+            let path = file.path().to_path_buf();
+            let context = || format!("cannot write the export file {}", path.display());
             let mut out = BufWriter::new(file);
-            match f.kind {
+            match kind {
                 ExportKind::Json => export::json(&plain, &mut out),
                 ExportKind::Csv => export::csv(&plain, &mut out),
                 ExportKind::Markdown => export::markdown(&plain, &report.relative, &mut out),
             }
             .and_then(|()| out.flush())
             .with_context(context)?;
-            f.created = false;
+            out.into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(context)?
+                .commit()
+                .with_context(context)?;
         }
         Ok(())
-    }
-}
-
-impl Drop for Exports {
-    fn drop(&mut self) {
-        for f in &self.files {
-            if f.created {
-                let _ = std::fs::remove_file(&f.path);
-            }
-        }
     }
 }
 
