@@ -69,6 +69,12 @@ pub struct TimeArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub max_time: Option<Duration>,
 
+    /// Leave running what a run starts in the background. By default each run has its own
+    /// process group, and whatever of it is still running when the command exits gets SIGTERM,
+    /// then SIGKILL a second later (a process that leaves the group with setsid escapes this)
+    #[arg(long)]
+    pub keep_children: bool,
+
     /// Run each command's runs in one block, as hyperfine does, instead of in turns
     #[arg(long)]
     pub no_interleave: bool,

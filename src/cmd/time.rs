@@ -18,6 +18,8 @@ use anyhow::{Context as _, Result, bail};
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
 pub fn run(args: &TimeArgs) -> Result<ExitCode> {
@@ -32,12 +34,8 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         inner: Spawner {
             show_output: args.show_output,
             max_time: args.max_time,
-            // Runs bounded by --max-time get their own process group, out of reach of the
-            // terminal's Ctrl-C; tacho then kills them itself. Otherwise Ctrl-C ends both.
-            interrupt: match args.max_time {
-                Some(_) => Some(interrupt::stop_flag()?),
-                None => None,
-            },
+            signal: Some(forwarded_signal()?),
+            keep_children: args.keep_children,
         },
         runs: HashMap::new(),
         shown: None,
@@ -46,8 +44,13 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     interrupt::clear_status();
     let outcome = match outcome {
         Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
-            eprintln!("tacho: interrupted; the run in progress was killed, nothing reported");
-            return Ok(ExitCode::from(interrupt::EXIT_INTERRUPTED));
+            let signal = e
+                .downcast_ref::<Interrupted>()
+                .map_or(libc::SIGINT, |i| i.signal);
+            eprintln!("tacho: interrupted; the run in progress was ended, nothing reported");
+            // As a shell reports a process that a signal ended: 130 for SIGINT, 143 for SIGTERM.
+            let code = u8::try_from(128 + signal).unwrap_or(interrupt::EXIT_INTERRUPTED);
+            return Ok(ExitCode::from(code));
         }
         other => other?,
     };
@@ -78,6 +81,20 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         write_prom_textfile(path, &prom_time::render(&report, &info))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The number of the first SIGINT, SIGTERM or SIGHUP, which the run in progress is given in
+/// turn (runs have their own process group, out of reach of the terminal's Ctrl-C); a second
+/// one exits at once, as elsewhere.
+fn forwarded_signal() -> Result<Arc<AtomicUsize>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    // Registered first, so a second signal finds the flag already set and exits.
+    let _stop = interrupt::stop_flag()?;
+    let which = Arc::new(AtomicUsize::new(0));
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register_usize(signal, Arc::clone(&which), signal as usize)?;
+    }
+    Ok(which)
 }
 
 /// Counts each command's runs (warm-up included) on a terminal's status line (stderr), at
