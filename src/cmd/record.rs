@@ -219,7 +219,7 @@ pub fn check_prom_textfile(path: &std::path::Path) -> Result<()> {
     };
     // A link planted at the name, or a directory, is refused now rather than after the run.
     crate::report::outfile::check(path, crate::report::outfile::Existing::Replace)
-        .map_err(|e| anyhow!("{e}; pass a writable --prom-textfile PATH"))?;
+        .map_err(|e| fail(e.to_string()))?;
     // A probe file, removed when dropped: the one sure test of write permission.
     tempfile::Builder::new()
         .prefix(".tacho-")
