@@ -71,7 +71,8 @@ pub struct TimeArgs {
 
     /// Leave running what a run starts in the background. By default each run has its own
     /// process group, and whatever of it is still running when the command exits gets SIGTERM,
-    /// then SIGKILL a second later (a process that leaves the group with setsid escapes this)
+    /// then SIGKILL a second later; run as root with a cgroup2 hierarchy mounted, each run is
+    /// also put in a cgroup, which ends what left the group (setsid) too
     #[arg(long)]
     pub keep_children: bool,
 

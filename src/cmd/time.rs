@@ -9,6 +9,7 @@ use crate::kernel::tunables::SystemTunables;
 use crate::report::outfile::{Existing, OutFile};
 use crate::report::prom::RunInfo;
 use crate::report::prom_time;
+use crate::timing::cgroup::RunCgroup;
 use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
@@ -36,6 +37,12 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
             max_time: args.max_time,
             signal: Some(forwarded_signal()?),
             keep_children: args.keep_children,
+            // Kept children stay in it, and it could not be removed.
+            cgroup: if args.keep_children {
+                None
+            } else {
+                RunCgroup::create()
+            },
         },
         runs: HashMap::new(),
         shown: None,

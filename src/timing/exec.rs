@@ -5,6 +5,7 @@
 //! `getrusage(RUSAGE_CHILDREN)`, whose `ru_maxrss` is the largest child so far, so one big run
 //! makes every later run look as big; per-child rusage does not have that flaw.
 
+use super::cgroup::RunCgroup;
 use anyhow::{Context, Result, bail};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -124,6 +125,8 @@ pub struct Spawner {
     pub signal: Option<Arc<AtomicUsize>>,
     /// Leave a run's background processes running once its command has exited.
     pub keep_children: bool,
+    /// Where each run is put so that what leaves its process group is still ended with it.
+    pub cgroup: Option<RunCgroup>,
 }
 
 /// How long the processes left by a run have to exit after SIGTERM (or a forwarded signal)
@@ -149,6 +152,16 @@ impl Executor for Spawner {
         // ended with it, and the terminal's Ctrl-C reaches tacho alone, which forwards it.
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
+        if let Some(fd) = self.cgroup.as_ref().map(RunCgroup::procs_fd) {
+            // SAFETY: the closure makes one async-signal-safe call (write) on a descriptor
+            // that stays open until the Spawner is dropped.
+            unsafe {
+                cmd.pre_exec(move || {
+                    super::cgroup::join(fd);
+                    Ok(())
+                })
+            };
+        }
         let start = Instant::now();
         let child = cmd
             .spawn()
@@ -174,7 +187,7 @@ impl Executor for Spawner {
         }
         let (status, usage) = wait4(pid)?;
         if !(ended == Ended::Exited && self.keep_children) {
-            end_group(pid);
+            end_group(pid, self.cgroup.as_ref());
         }
         let exit = match ended {
             Ended::Signal(sig) => return Err(Interrupted::from(sig as usize).into()),
@@ -203,18 +216,22 @@ fn signal_group(pgid: libc::pid_t, sig: i32) {
     unsafe { libc::kill(-pgid, sig) };
 }
 
-/// After the leader is reaped: waits up to [`GRACE`] for the rest of the group to go (it was
-/// signalled already), then kills what is left. A group's id stays reserved while any member
-/// lives, so these signals reach nobody else.
-fn end_group(pgid: libc::pid_t) {
+/// After the leader is reaped: waits up to [`GRACE`] for the rest of the group (and of the
+/// cgroup) to go (the group was signalled already), then kills what is left. A group's id
+/// stays reserved while any member lives, so these signals reach nobody else.
+fn end_group(pgid: libc::pid_t, cgroup: Option<&RunCgroup>) {
     let gone = || {
         // SAFETY: signal 0 only asks whether any process of the group exists.
-        unsafe { libc::kill(-pgid, 0) != 0 }
+        let group_gone = unsafe { libc::kill(-pgid, 0) != 0 };
+        group_gone && cgroup.is_none_or(|c| !c.populated())
     };
     let until = Instant::now() + GRACE;
     while !gone() {
         if Instant::now() >= until {
             signal_group(pgid, libc::SIGKILL);
+            if let Some(c) = cgroup {
+                c.kill();
+            }
             return;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -343,6 +360,7 @@ mod tests {
             max_time: None,
             signal: None,
             keep_children: false,
+            cgroup: None,
         };
         let m = sp.measure(&Invocation::new("true", None).unwrap()).unwrap();
         assert_eq!(m.exit, Exit::Code(0));
@@ -365,6 +383,7 @@ mod tests {
             max_time: Some(Duration::from_millis(50)),
             signal: None,
             keep_children: false,
+            cgroup: None,
         };
         let m = sp
             .measure(&Invocation::new("sleep 5", Some("sh")).unwrap())
@@ -396,6 +415,7 @@ mod tests {
                 max_time: None,
                 signal: None,
                 keep_children: keep,
+                cgroup: None,
             };
             let m = sp
                 .measure(&Invocation::new(&line, Some("sh")).unwrap())
