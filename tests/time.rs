@@ -539,14 +539,7 @@ fn sigterm_to_tacho_ends_the_run_in_progress() {
 }
 
 #[test]
-fn a_child_that_leaves_the_process_group_is_ended_through_the_cgroup() {
-    let cgroup2 = std::fs::read_to_string("/proc/self/mountinfo")
-        .is_ok_and(|m| m.lines().any(|l| l.contains(" - cgroup2 ")));
-    if !is_root() || !cgroup2 {
-        // The documented fallback: the process group alone, which setsid escapes.
-        skip("needs root and a cgroup2 hierarchy");
-        return;
-    }
+fn a_child_that_leaves_the_process_group_is_ended_too() {
     let secs = unique_sleep(6);
     let reaper = Reaper::new(&["sleep", &secs]);
     let line = format!("sh -c \"setsid sleep {secs} & exit 0\"");

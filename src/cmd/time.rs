@@ -9,8 +9,7 @@ use crate::kernel::tunables::SystemTunables;
 use crate::report::outfile::{Existing, OutFile};
 use crate::report::prom::RunInfo;
 use crate::report::prom_time;
-use crate::timing::cgroup::RunCgroup;
-use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
+use crate::timing::exec::{self, Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
@@ -31,18 +30,16 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     let saver = RunSaver::open(&args.record.save)?;
     // Export files are created before the runs so a wrong path fails at once, not after them.
     let exports = Exports::open(args)?;
+    if !args.keep_children {
+        exec::adopt_orphans().context("cannot become the subreaper of the timed commands")?;
+    }
     let mut spawner = Progress {
         inner: Spawner {
             show_output: args.show_output,
             max_time: args.max_time,
             signal: Some(forwarded_signal()?),
             keep_children: args.keep_children,
-            // Kept children stay in it, and it could not be removed.
-            cgroup: if args.keep_children {
-                None
-            } else {
-                RunCgroup::create()
-            },
+            adopted_orphans: !args.keep_children,
         },
         runs: HashMap::new(),
         shown: None,

@@ -1,13 +1,11 @@
 //! `tacho time`: repeated command timing with hyperfine's options and export formats.
 //!
 //! `exec` runs one command and measures it (wall time, CPU time and peak memory per child via
-//! `wait4`), ending what each run leaves behind (its process group, and `cgroup` where tacho
-//! may make one); `schedule` decides the order of runs (interleaved by default) and how many;
+//! `wait4`); `schedule` decides the order of runs (interleaved by default) and how many;
 //! `result` turns runs into statistics, relative speeds and warnings; `export` writes
 //! hyperfine's JSON, CSV and Markdown. Nothing here prints to the terminal (that is
 //! `cmd::time`).
 
-pub mod cgroup;
 pub mod exec;
 pub mod export;
 pub mod result;
