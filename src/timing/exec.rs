@@ -231,8 +231,8 @@ fn end_group(pgid: libc::pid_t) {
 /// Makes tacho the "subreaper" of what it starts: a process orphaned inside a run, even one
 /// that left the run's process group with `setsid` (as daemons do), becomes tacho's child
 /// instead of init's, so [`end_orphans`] finds it. A process group alone misses those, and a
-/// cgroup would need root and, joined between fork and exec, makes every spawn a full fork
-/// (370 µs more per run of `true` here, inside the measured time).
+/// cgroup would need root and, joined between fork and exec, turns every spawn into a full
+/// fork, inside the measured time (see docs/benchmarks.md, "Ending a run's leftovers").
 pub fn adopt_orphans() -> std::io::Result<()> {
     // SAFETY: prctl with an integer option and value; no memory is passed.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
