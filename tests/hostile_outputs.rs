@@ -252,3 +252,37 @@ fn stress_hdd_never_writes_through_a_planted_link() {
         stderr(&o)
     );
 }
+
+#[test]
+fn stress_hdd_leaves_another_users_stale_looking_directory_alone() {
+    let Some(scene) = Scene::new() else { return };
+    // No process has this pid: by name alone, a stale directory of a killed run.
+    let theirs = scene.dir().join(".tacho-stress.2147483600");
+    let st = as_nobody("sh")
+        .arg("-c")
+        .arg(format!(
+            "mkdir '{0}' && echo mine > '{0}/hdd.0'",
+            theirs.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = run(&[
+        "stress",
+        "--hdd",
+        "1",
+        "--hdd-bytes",
+        "64K",
+        "--hdd-dir",
+        scene.dir().to_str().unwrap(),
+        "--timeout",
+        "1s",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(theirs.join("hdd.0")).ok().as_deref(),
+        Some(&b"mine\n"[..]),
+        "root removed a directory it does not own"
+    );
+}
