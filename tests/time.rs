@@ -451,3 +451,102 @@ fn prometheus_textfile_has_times_failures_and_the_run() {
     );
     assert_promtool_accepts(&prom);
 }
+
+/// Kills, when a test ends however it ends, the processes whose command line is `words`: a
+/// failing test must not leave its `sleep` behind.
+struct Reaper(Vec<String>);
+
+impl Reaper {
+    fn new(words: &[&str]) -> Reaper {
+        Reaper(words.iter().map(|w| w.to_string()).collect())
+    }
+
+    fn running(&self) -> Vec<u32> {
+        let words: Vec<&str> = self.0.iter().map(String::as_str).collect();
+        processes(&words)
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in self.running() {
+            // SAFETY: signalling a process this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+/// A `sleep` duration no other test uses, so its process is recognisably this test's.
+fn unique_sleep(tag: u32) -> String {
+    format!("301.{}{tag}", std::process::id())
+}
+
+#[test]
+fn a_runs_background_child_is_ended_with_the_run() {
+    for (tag, extra) in [(1, &[][..]), (2, &["--max-time", "30s"][..])] {
+        let secs = unique_sleep(tag);
+        let reaper = Reaper::new(&["sleep", &secs]);
+        let line = format!("sh -c \"sleep {secs} & exit 0\"");
+        let mut args = vec!["time", "--runs", "1", "--no-save", &line];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            reaper.running().is_empty(),
+            "{extra:?}: the run's background sleep outlived it"
+        );
+    }
+}
+
+#[test]
+fn keep_children_leaves_a_background_child_running() {
+    let secs = unique_sleep(3);
+    let reaper = Reaper::new(&["sleep", &secs]);
+    let line = format!("sh -c \"sleep {secs} & exit 0\"");
+    let o = run(&["time", "--runs", "1", "--no-save", "--keep-children", &line]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(reaper.running().len(), 1, "--keep-children ended the sleep");
+}
+
+#[test]
+fn sigterm_to_tacho_ends_the_run_in_progress() {
+    use std::time::{Duration, Instant};
+    for (tag, extra) in [(4, &[][..]), (5, &["--max-time", "60s"][..])] {
+        let secs = unique_sleep(tag);
+        let reaper = Reaper::new(&["sleep", &secs]);
+        let line = format!("sleep {secs}");
+        let child = tacho()
+            .args(["time", "--runs", "1", "--no-save", &line])
+            .args(extra)
+            .spawn_piped();
+        let start = Instant::now();
+        while reaper.running().is_empty() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            !reaper.running().is_empty(),
+            "the timed command never started"
+        );
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let o = wait_output(child, Duration::from_secs(10));
+        assert_eq!(o.status.code(), Some(143), "{extra:?}: {}", stderr(&o));
+        assert!(
+            reaper.running().is_empty(),
+            "{extra:?}: the timed command outlived tacho"
+        );
+    }
+}
+
+#[test]
+fn a_child_that_leaves_the_process_group_is_ended_too() {
+    let secs = unique_sleep(6);
+    let reaper = Reaper::new(&["sleep", &secs]);
+    let line = format!("sh -c \"setsid sleep {secs} & exit 0\"");
+    let o = run(&["time", "--runs", "1", "--no-save", &line]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        reaper.running().is_empty(),
+        "a setsid child outlived its run"
+    );
+}

@@ -72,6 +72,13 @@ pub struct TimeArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub max_time: Option<Duration>,
 
+    /// Leave running what a run starts in the background. By default whatever a run started
+    /// that is still running when its command exits gets SIGTERM, then SIGKILL a second later:
+    /// its process group, and what left the group (setsid, a daemon's double fork), which
+    /// tacho finds as it adopts the run's orphans
+    #[arg(long)]
+    pub keep_children: bool,
+
     /// Run each command's runs in one block, as hyperfine does, instead of in turns
     #[arg(long)]
     pub no_interleave: bool,

@@ -9,7 +9,6 @@ use crate::files::watch::{self, Outcome, Sink, WatchConfig, WatchError, Watcher}
 use crate::kernel::SysRoot;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -124,13 +123,9 @@ fn resolve(root: &SysRoot, args: &FilesArgs) -> Result<WatchConfig> {
             );
         }
     }
-    if let Some(path) = &args.output
-        && path.exists()
-    {
-        bail!(
-            "--output {}: the file exists; give a new file name (tacho never overwrites)",
-            path.display()
-        );
+    if let Some(path) = &args.output {
+        crate::report::outfile::check(path, crate::report::outfile::Existing::Refuse)
+            .context("--output")?;
     }
     Ok(WatchConfig {
         mounts,
@@ -153,11 +148,7 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 fn create_output(path: &Path) -> Result<std::fs::File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .with_context(|| format!("--output {}: cannot create the file", path.display()))
+    crate::report::outfile::create_new_streaming(path).context("--output")
 }
 
 /// Totals, the lost-event warning and the summary, after the watch ends.

@@ -217,9 +217,9 @@ pub fn check_prom_textfile(path: &std::path::Path) -> Result<()> {
             path.display()
         )
     };
-    if path.is_dir() {
-        return Err(fail("it is a directory".into()));
-    }
+    // A link planted at the name, or a directory, is refused now rather than after the run.
+    crate::report::outfile::check(path, crate::report::outfile::Existing::Replace)
+        .map_err(|e| fail(e.to_string()))?;
     // A probe file, removed when dropped: the one sure test of write permission.
     tempfile::Builder::new()
         .prefix(".tacho-")

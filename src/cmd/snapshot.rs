@@ -20,24 +20,13 @@ pub fn run(args: &SnapshotArgs) -> Result<ExitCode> {
             stdout.flush()?;
         }
         Some(path) => {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .with_context(|| {
-                    format!(
-                        "cannot create {}; give a new file name in a writable directory",
-                        path.display()
-                    )
-                })?;
-            if let Err(e) = file
-                .write_all(text.as_bytes())
-                .and_then(|()| file.sync_all())
-            {
-                // Leave nothing half-written behind.
-                let _ = std::fs::remove_file(path);
-                return Err(e).with_context(|| format!("cannot write {}", path.display()));
-            }
+            // A new file only, written whole or not at all, never through a planted link.
+            crate::report::outfile::write_atomically(
+                path,
+                text.as_bytes(),
+                crate::report::outfile::Existing::Refuse,
+            )
+            .context("cannot write the snapshot")?;
             eprintln!(
                 "wrote {} ({} sysctls, {} kernel config options)",
                 path.display(),

@@ -6,19 +6,20 @@ use crate::cli::TimeArgs;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
+use crate::report::outfile::{Existing, OutFile};
 use crate::report::prom::RunInfo;
 use crate::report::prom_time;
-use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
+use crate::timing::exec::{self, Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
 use crate::units::format_bytes_approx;
 use anyhow::{Context as _, Result, bail};
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
 pub fn run(args: &TimeArgs) -> Result<ExitCode> {
@@ -29,16 +30,16 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     let saver = RunSaver::open(&args.record.save)?;
     // Export files are created before the runs so a wrong path fails at once, not after them.
     let exports = Exports::open(args)?;
+    if !args.keep_children {
+        exec::adopt_orphans().context("cannot become the subreaper of the timed commands")?;
+    }
     let mut spawner = Progress {
         inner: Spawner {
             show_output: args.show_output,
             max_time: args.max_time,
-            // Runs bounded by --max-time get their own process group, out of reach of the
-            // terminal's Ctrl-C; tacho then kills them itself. Otherwise Ctrl-C ends both.
-            interrupt: match args.max_time {
-                Some(_) => Some(interrupt::stop_flag()?),
-                None => None,
-            },
+            signal: Some(forwarded_signal()?),
+            keep_children: args.keep_children,
+            adopted_orphans: !args.keep_children,
         },
         runs: HashMap::new(),
         shown: None,
@@ -47,8 +48,13 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     interrupt::clear_status();
     let outcome = match outcome {
         Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
-            eprintln!("tacho: interrupted; the run in progress was killed, nothing reported");
-            return Ok(ExitCode::from(interrupt::EXIT_INTERRUPTED));
+            let signal = e
+                .downcast_ref::<Interrupted>()
+                .map_or(libc::SIGINT, |i| i.signal);
+            eprintln!("tacho: interrupted; the run in progress was ended, nothing reported");
+            // As a shell reports a process that a signal ended: 130 for SIGINT, 143 for SIGTERM.
+            let code = u8::try_from(128 + signal).unwrap_or(interrupt::EXIT_INTERRUPTED);
+            return Ok(ExitCode::from(code));
         }
         other => other?,
     };
@@ -79,6 +85,20 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         write_prom_textfile(path, &prom_time::render(&report, &info))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The number of the first SIGINT, SIGTERM or SIGHUP, which the run in progress is given in
+/// turn (runs have their own process group, out of reach of the terminal's Ctrl-C); a second
+/// one exits at once, as elsewhere.
+fn forwarded_signal() -> Result<Arc<AtomicUsize>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    // Registered first, so a second signal finds the flag already set and exits.
+    let _stop = interrupt::stop_flag()?;
+    let which = Arc::new(AtomicUsize::new(0));
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register_usize(signal, Arc::clone(&which), signal as usize)?;
+    }
+    Ok(which)
 }
 
 /// Counts each command's runs (warm-up included) on a terminal's status line (stderr), at
@@ -170,18 +190,11 @@ fn resolve(args: &TimeArgs) -> Result<(Plan, Vec<String>)> {
     Ok((plan, names))
 }
 
-/// The export files asked for, opened (not truncated) before any run so a wrong path fails at
-/// once. If the runs fail, files this run created are removed and existing ones are left as
-/// they were.
+/// The export files asked for, each a temporary file beside its final name from before the
+/// first run, so a wrong path fails at once; renamed into place after the runs. If the runs
+/// fail, the temporary files are removed and existing exports are left as they were.
 struct Exports {
-    files: Vec<ExportFile>,
-}
-
-struct ExportFile {
-    path: PathBuf,
-    kind: ExportKind,
-    file: Option<File>,
-    created: bool,
+    files: Vec<(OutFile, ExportKind)>,
 }
 
 #[derive(Clone, Copy)]
@@ -200,50 +213,33 @@ impl Exports {
             (&args.export_markdown, ExportKind::Markdown),
         ] {
             let Some(path) = path else { continue };
-            let created = !path.exists();
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
+            let file = OutFile::create(path, Existing::Replace)
                 .with_context(|| format!("cannot create the export file {}", path.display()))?;
-            files.push(ExportFile {
-                path: path.clone(),
-                kind,
-                file: Some(file),
-                created,
-            });
+            files.push((file, kind));
         }
         Ok(Exports { files })
     }
 
-    fn write(mut self, report: &TimeReport) -> Result<()> {
+    fn write(self, report: &TimeReport) -> Result<()> {
         let plain: Vec<_> = report.results.iter().map(|r| r.result.clone()).collect();
-        for f in &mut self.files {
-            let Some(file) = f.file.take() else { continue };
-            let context = || format!("cannot write the export file {}", f.path.display());
-            file.set_len(0).with_context(context)?;
+        for (file, kind) in self.files {
+            let path = file.path().to_path_buf();
+            let context = || format!("cannot write the export file {}", path.display());
             let mut out = BufWriter::new(file);
-            match f.kind {
+            match kind {
                 ExportKind::Json => export::json(&plain, &mut out),
                 ExportKind::Csv => export::csv(&plain, &mut out),
                 ExportKind::Markdown => export::markdown(&plain, &report.relative, &mut out),
             }
             .and_then(|()| out.flush())
             .with_context(context)?;
-            f.created = false;
+            out.into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(context)?
+                .commit()
+                .with_context(context)?;
         }
         Ok(())
-    }
-}
-
-impl Drop for Exports {
-    fn drop(&mut self) {
-        for f in &self.files {
-            if f.created {
-                let _ = std::fs::remove_file(&f.path);
-            }
-        }
     }
 }
 

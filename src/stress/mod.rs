@@ -201,12 +201,7 @@ pub fn run(
     let stop = Arc::new(AtomicBool::new(false));
     let first = sample(root);
     let start = Instant::now();
-    let handles = spawn_workers(
-        plan,
-        dir.as_ref().map(|d| d.path().to_path_buf()),
-        &counters,
-        &stop,
-    );
+    let handles = spawn_workers(plan, dir.as_ref().map(TestDir::fd), &counters, &stop);
 
     let mut seconds = Vec::new();
     let (mut prev_work, mut prev_sample, mut prev_t) = (Work::default(), first.clone(), 0.0);
@@ -314,7 +309,7 @@ type Handle = std::thread::JoinHandle<Result<(), String>>;
 
 fn spawn_workers(
     plan: &Plan,
-    dir: Option<PathBuf>,
+    dir: Option<Arc<std::os::fd::OwnedFd>>,
     counters: &Arc<Counters>,
     stop: &Arc<AtomicBool>,
 ) -> Vec<Handle> {
@@ -355,7 +350,7 @@ fn spawn_workers(
             let (c, s, d, bytes) = (
                 Arc::clone(counters),
                 Arc::clone(stop),
-                dir.clone(),
+                Arc::clone(&dir),
                 plan.hdd_bytes,
             );
             spawn(

@@ -5,9 +5,10 @@
 
 use crate::cpubench::KernelName;
 use crate::cpubench::kernels::Kernel;
+use rustix::fs::{AtFlags, Mode, OFlags};
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -129,34 +130,38 @@ pub fn io(stop: &AtomicBool, syncs: &AtomicU64) {
 /// Bytes per write() of the hdd worker.
 const HDD_CHUNK: usize = 1 << 20;
 
-/// Write `bytes` to a file in `dir`, delete it, repeat; counts bytes written.
+/// Write `bytes` to a file in `dir`, delete it, repeat; counts bytes written. The file is
+/// created with `O_EXCL|O_NOFOLLOW` and unlinked relative to the directory's descriptor, so
+/// no name planted by someone else is ever followed (see [`super::testdir`]).
 pub fn hdd(
-    dir: &Path,
+    dir: &OwnedFd,
     worker: usize,
     bytes: u64,
     stop: &AtomicBool,
     written: &AtomicU64,
 ) -> Result<(), String> {
-    let path = dir.join(format!("hdd.{worker}"));
+    let name = format!("hdd.{worker}");
     // Random contents: a compressing filesystem must not shrink the load.
     let mut rng = fastrand::Rng::with_seed(worker as u64);
     let chunk: Vec<u8> = (0..HDD_CHUNK.min(bytes as usize).max(1))
         .map(|_| rng.u8(..))
         .collect();
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     while !stop.load(Ordering::Relaxed) {
-        let mut file =
-            File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let mut file = rustix::fs::openat(dir, &name, flags, Mode::from_raw_mode(0o600))
+            .map(File::from)
+            .map_err(|e| format!("cannot create {name} in the test directory: {e}"))?;
         let mut left = bytes;
         while left > 0 && !stop.load(Ordering::Relaxed) {
             let n = (left as usize).min(chunk.len());
             file.write_all(&chunk[..n])
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                .map_err(|e| format!("cannot write {name} in the test directory: {e}"))?;
             left -= n as u64;
             written.fetch_add(n as u64, Ordering::Relaxed);
         }
         drop(file);
-        std::fs::remove_file(&path)
-            .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        rustix::fs::unlinkat(dir, &name, AtFlags::empty())
+            .map_err(|e| format!("cannot remove {name} in the test directory: {e}"))?;
     }
     Ok(())
 }
@@ -193,8 +198,9 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let written = Arc::new(AtomicU64::new(0));
-        let (w, d) = (Arc::clone(&written), dir.path().to_path_buf());
-        for_ms(30, move |s| hdd(&d, 0, 100_000, &s, &w)).unwrap();
+        let fd: OwnedFd = File::open(dir.path()).unwrap().into();
+        let w = Arc::clone(&written);
+        for_ms(30, move |s| hdd(&fd, 0, 100_000, &s, &w)).unwrap();
         assert!(written.load(Ordering::Relaxed) >= 100_000);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }

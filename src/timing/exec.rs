@@ -8,7 +8,7 @@
 use anyhow::{Context, Result, bail};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How a run ended.
@@ -115,47 +115,79 @@ fn search_path(program: &str) -> Option<String> {
         .and_then(|p| p.into_os_string().into_string().ok())
 }
 
-/// Spawns real processes.
+/// Spawns real processes, each run in its own process group, which is ended with the run, as
+/// is anything it left outside its group (see [`adopt_orphans`]).
 pub struct Spawner {
     pub show_output: bool,
     pub max_time: Option<Duration>,
-    /// Set on Ctrl-C; only consulted with `max_time` (see [`wait_until`]).
-    pub interrupt: Option<Arc<AtomicBool>>,
+    /// The number of a terminating signal tacho received (0: none), set by its handler; the
+    /// run in progress gets the same signal, and what is left of it is killed.
+    pub signal: Option<Arc<AtomicUsize>>,
+    /// Leave a run's background processes running once its command has exited.
+    pub keep_children: bool,
+    /// tacho called [`adopt_orphans`] and starts nothing but these runs, so any child of its
+    /// own after a run is that run's leftover.
+    pub adopted_orphans: bool,
 }
+
+/// How long the processes left by a run have to exit after SIGTERM (or a forwarded signal)
+/// before SIGKILL.
+const GRACE: Duration = Duration::from_secs(1);
 
 impl Executor for Spawner {
     fn measure(&mut self, inv: &Invocation) -> Result<Measurement> {
+        let pending = || {
+            self.signal
+                .as_deref()
+                .map_or(0, |s| s.load(Ordering::Relaxed))
+        };
+        if pending() != 0 {
+            return Err(Interrupted::from(pending()).into());
+        }
         let mut cmd = Command::new(&inv.argv[0]);
         cmd.args(&inv.argv[1..]).stdin(Stdio::null());
         if !self.show_output {
             cmd.stdout(Stdio::null()).stderr(Stdio::null());
         }
-        if self.max_time.is_some() {
-            // Its own process group, so a time-out kills what it started too.
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
+        // Its own process group: whatever the run starts in the background is found and
+        // ended with it, and the terminal's Ctrl-C reaches tacho alone, which forwards it.
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
         let start = Instant::now();
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start '{}'", inv.argv[0]))?;
         let pid = child.id() as libc::pid_t;
-        let (status, usage, timed_out) = match self.max_time {
-            None => {
-                let (s, u) = wait4(pid)?;
-                (s, u, false)
-            }
-            Some(limit) => wait_until(pid, start + limit, self.interrupt.as_deref())?,
-        };
-        let wall_s = start.elapsed().as_secs_f64();
-        // `child` was reaped by wait4 above; dropping a std Child never waits or kills.
+        // `child` is reaped by wait4 below; dropping a std Child never waits or kills.
         drop(child);
-        let exit = if timed_out {
-            Exit::TimedOut
-        } else if libc::WIFEXITED(status) {
-            Exit::Code(libc::WEXITSTATUS(status))
-        } else {
-            Exit::Signal(libc::WTERMSIG(status))
+        let deadline = self.max_time.map(|limit| start + limit);
+        let ended = wait_for(pid, deadline, self.signal.as_deref());
+        let wall_s = start.elapsed().as_secs_f64();
+        // The leader is not reaped yet, so the group's id cannot have been reused.
+        match ended {
+            Ended::Exited if self.keep_children => {}
+            Ended::Exited => signal_group(pid, libc::SIGTERM),
+            Ended::TimedOut => signal_group(pid, libc::SIGKILL),
+            Ended::Signal(sig) => signal_group(pid, sig),
+        }
+        if matches!(
+            wait_for(pid, Some(Instant::now() + GRACE), None),
+            Ended::TimedOut
+        ) {
+            signal_group(pid, libc::SIGKILL);
+        }
+        let (status, usage) = wait4(pid)?;
+        if !(ended == Ended::Exited && self.keep_children) {
+            end_group(pid);
+            if self.adopted_orphans {
+                end_orphans();
+            }
+        }
+        let exit = match ended {
+            Ended::Signal(sig) => return Err(Interrupted::from(sig as usize).into()),
+            Ended::TimedOut => Exit::TimedOut,
+            Ended::Exited if libc::WIFEXITED(status) => Exit::Code(libc::WEXITSTATUS(status)),
+            Ended::Exited => Exit::Signal(libc::WTERMSIG(status)),
         };
         Ok(Measurement {
             wall_s,
@@ -170,6 +202,102 @@ impl Executor for Spawner {
 
 fn timeval_s(tv: libc::timeval) -> f64 {
     tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6
+}
+
+fn signal_group(pgid: libc::pid_t, sig: i32) {
+    // SAFETY: kill with a negative pid signals the process group a run leads; no memory is
+    // involved. ESRCH (nobody left) is the usual, harmless outcome.
+    unsafe { libc::kill(-pgid, sig) };
+}
+
+/// After the leader is reaped: waits up to [`GRACE`] for the rest of the group to go (it was
+/// signalled already), then kills what is left. A group's id stays reserved while any member
+/// lives, so these signals reach nobody else.
+fn end_group(pgid: libc::pid_t) {
+    let gone = || {
+        // SAFETY: signal 0 only asks whether any process of the group exists.
+        unsafe { libc::kill(-pgid, 0) != 0 }
+    };
+    let until = Instant::now() + GRACE;
+    while !gone() {
+        if Instant::now() >= until {
+            signal_group(pgid, libc::SIGKILL);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Makes tacho the "subreaper" of what it starts: a process orphaned inside a run, even one
+/// that left the run's process group with `setsid` (as daemons do), becomes tacho's child
+/// instead of init's, so [`end_orphans`] finds it. A process group alone misses those, and a
+/// cgroup would need root and, joined between fork and exec, turns every spawn into a full
+/// fork, inside the measured time (see docs/benchmarks.md, "Ending a run's leftovers").
+pub fn adopt_orphans() -> std::io::Result<()> {
+    // SAFETY: prctl with an integer option and value; no memory is passed.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// After a run is reaped, tacho's children are only what the run left behind and tacho
+/// adopted: they get SIGTERM, then SIGKILL after [`GRACE`], and are reaped, as are their own
+/// orphans, adopted in turn. One `waitpid` when nothing was left (the usual case).
+fn end_orphans() {
+    let until = Instant::now() + GRACE;
+    let mut signal = libc::SIGTERM;
+    let mut signalled = Vec::new();
+    // Past this, what SIGKILL has not ended yet (stuck in the kernel) is left to init.
+    while Instant::now() < until + GRACE {
+        if !reap_exited() {
+            return;
+        }
+        if signal == libc::SIGTERM && Instant::now() >= until {
+            signal = libc::SIGKILL;
+            signalled.clear();
+        }
+        for pid in children_of(std::process::id()) {
+            if !signalled.contains(&pid) {
+                // SAFETY: pid is tacho's own unreaped child, so it names no other process.
+                unsafe { libc::kill(pid, signal) };
+                signalled.push(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reaps every exited child; whether any child is still running.
+fn reap_exited() -> bool {
+    loop {
+        let mut status = 0;
+        // SAFETY: a valid out-pointer; WNOHANG never blocks.
+        match unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } {
+            0 => return true,
+            r if r > 0 => continue,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The pids whose parent is `parent`, from /proc/PID/stat (the field after the name, which
+/// ends at the last ')').
+fn children_of(parent: u32) -> Vec<libc::pid_t> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
 }
 
 /// Blocks until `pid` exits; returns its wait status and rusage.
@@ -190,28 +318,33 @@ fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage)> {
     }
 }
 
-/// Waits for `pid` until `deadline`; past it, or when `interrupt` is set, kills the child's
-/// process group (its own, so the terminal's Ctrl-C does not reach it) and reaps it.
-/// Returns (status, rusage, timed out), or [`Interrupted`].
-fn wait_until(
-    pid: libc::pid_t,
-    deadline: Instant,
-    interrupt: Option<&AtomicBool>,
-) -> Result<(i32, libc::rusage, bool)> {
-    // A pidfd turns "exited or deadline" into a poll; kernels before 5.3 lack it, and there
-    // wait4 is polled every millisecond instead.
+/// How the wait for a run's leader ended; the leader is left unreaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Exited,
+    TimedOut,
+    /// tacho received this signal.
+    Signal(i32),
+}
+
+/// Waits for `pid` to exit, until `deadline` or until `signal` holds a signal number.
+fn wait_for(pid: libc::pid_t, deadline: Option<Instant>, signal: Option<&AtomicUsize>) -> Ended {
+    // A pidfd turns "exited, deadline or signal" into a poll that a signal interrupts; kernels
+    // before 5.3 lack it, and there the exit is polled every millisecond instead.
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    let interrupted = || interrupt.is_some_and(|f| f.load(Ordering::Relaxed));
-    let exited = loop {
-        if interrupted() {
-            break false;
+    let ended = loop {
+        let sig = signal.map_or(0, |s| s.load(Ordering::Relaxed));
+        if sig != 0 {
+            break Ended::Signal(i32::try_from(sig).unwrap_or(libc::SIGTERM));
         }
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = deadline.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
         if remaining.is_zero() {
-            break false;
+            break Ended::TimedOut;
         }
-        // Slices of at most 100 ms, so an interruption is noticed promptly.
+        // Slices of at most 100 ms, so a signal is noticed promptly even if poll restarts.
         let slice = remaining.min(Duration::from_millis(100));
         if fd >= 0 {
             let mut pfd = libc::pollfd {
@@ -222,10 +355,10 @@ fn wait_until(
             let ms = i32::try_from(slice.as_millis() + 1).unwrap_or(i32::MAX);
             // SAFETY: one valid pollfd. EINTR just goes round the loop again.
             if unsafe { libc::poll(&mut pfd, 1, ms) } > 0 {
-                break true;
+                break Ended::Exited;
             }
         } else if exited_without_reaping(pid) {
-            break true;
+            break Ended::Exited;
         } else {
             std::thread::sleep(Duration::from_millis(1).min(slice));
         }
@@ -234,15 +367,7 @@ fn wait_until(
         // SAFETY: fd is ours and closed once.
         unsafe { libc::close(fd) };
     }
-    if !exited {
-        // SAFETY: signalling the child's own process group (its pid, set at spawn).
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-    }
-    let (s, u) = wait4(pid)?;
-    if !exited && interrupted() {
-        return Err(Interrupted.into());
-    }
-    Ok((s, u, !exited))
+    ended
 }
 
 /// Whether `pid` has exited, leaving it to be reaped by `wait4` (which gives the rusage).
@@ -256,10 +381,21 @@ fn exited_without_reaping(pid: libc::pid_t) -> bool {
     r == 0 && unsafe { info.si_pid() } != 0
 }
 
-/// Ctrl-C, SIGTERM or SIGHUP arrived while a run was being timed; the run was killed.
+/// Ctrl-C, SIGTERM or SIGHUP arrived while a run was being timed; the run was given the same
+/// signal and what was left of it killed.
 #[derive(Debug, thiserror::Error)]
-#[error("interrupted")]
-pub struct Interrupted;
+#[error("interrupted by signal {signal}")]
+pub struct Interrupted {
+    pub signal: i32,
+}
+
+impl From<usize> for Interrupted {
+    fn from(signal: usize) -> Interrupted {
+        Interrupted {
+            signal: i32::try_from(signal).unwrap_or(libc::SIGTERM),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -284,7 +420,9 @@ mod tests {
         let mut sp = Spawner {
             show_output: false,
             max_time: None,
-            interrupt: None,
+            signal: None,
+            keep_children: false,
+            adopted_orphans: false,
         };
         let m = sp.measure(&Invocation::new("true", None).unwrap()).unwrap();
         assert_eq!(m.exit, Exit::Code(0));
@@ -305,19 +443,64 @@ mod tests {
         let mut sp = Spawner {
             show_output: false,
             max_time: Some(Duration::from_millis(50)),
-            interrupt: None,
+            signal: None,
+            keep_children: false,
+            adopted_orphans: false,
         };
         let m = sp
             .measure(&Invocation::new("sleep 5", Some("sh")).unwrap())
             .unwrap();
         assert_eq!(m.exit, Exit::TimedOut);
-        let stop = Arc::new(AtomicBool::new(true));
-        sp.max_time = Some(Duration::from_secs(60));
-        sp.interrupt = Some(stop);
+        let sigterm = Arc::new(AtomicUsize::new(libc::SIGTERM as usize));
+        sp.max_time = None;
+        sp.signal = Some(sigterm);
         let err = sp
             .measure(&Invocation::new("sleep 5", Some("sh")).unwrap())
             .unwrap_err();
-        assert!(err.downcast_ref::<Interrupted>().is_some(), "{err}");
+        let i = err.downcast_ref::<Interrupted>().expect("interrupted");
+        assert_eq!(i.signal, libc::SIGTERM);
+    }
+
+    /// The group of a run is gone once it returns, unless asked to keep it.
+    #[test]
+    fn background_children_end_with_the_run_unless_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let line = format!("sleep 30 & echo $! > {}", pidfile.display());
+        let alive = |pid: i32| {
+            // SAFETY: signal 0 only checks the process exists; zombies are reaped by init.
+            unsafe { libc::kill(pid, 0) == 0 }
+        };
+        for keep in [false, true] {
+            let mut sp = Spawner {
+                show_output: false,
+                max_time: None,
+                signal: None,
+                keep_children: keep,
+                adopted_orphans: false,
+            };
+            let m = sp
+                .measure(&Invocation::new(&line, Some("sh")).unwrap())
+                .unwrap();
+            assert_eq!(m.exit, Exit::Code(0));
+            let pid: i32 = std::fs::read_to_string(&pidfile)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            if keep {
+                assert!(alive(pid), "kept");
+                // SAFETY: our own test child, ended here.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            } else {
+                // Reaped by init, which may take a moment after SIGTERM.
+                let until = Instant::now() + Duration::from_secs(10);
+                while alive(pid) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                assert!(!alive(pid), "the background sleep outlived its run");
+            }
+        }
     }
 
     #[test]
