@@ -126,7 +126,85 @@ pub struct RunHead {
     /// `disk`, `cpu`, `mem` or `time`.
     pub kind: String,
     pub suite: Option<(String, i64)>,
+    /// False when options changed the suite's method (`None`: no suite, or not recorded).
+    pub standard: Option<bool>,
+    /// What changed the method, when recorded (`runtime 1s`).
+    pub changed: Vec<String>,
     pub tool_version: Option<String>,
+    /// The etcd suite's pass/fail judgement.
+    pub judgement: Option<Judgement>,
+    /// `[code]: message` of the run's warnings and its tests'.
+    pub warnings: Vec<String>,
+    /// What was benchmarked (the target's path), when recorded.
+    pub target: Option<String>,
+}
+
+impl RunHead {
+    /// `run 3`, or `run 3 (label)`: each run named once.
+    pub fn name(&self) -> String {
+        match &self.label {
+            Some(l) => format!("run {} ({l})", self.id),
+            None => format!("run {}", self.id),
+        }
+    }
+
+    /// A column header: `#3 label`, or `run 3` when unlabelled.
+    pub fn column(&self) -> String {
+        match &self.label {
+            Some(l) => format!("#{} {l}", self.id),
+            None => format!("run {}", self.id),
+        }
+    }
+
+    /// The suite and its version, marked when its method was changed:
+    /// `quick v2 (non-standard: runtime 1s)`.
+    pub fn suite_text(&self) -> Option<String> {
+        let (name, version) = self.suite.as_ref()?;
+        Some(suite_text(name, *version, self.standard, &self.changed))
+    }
+}
+
+/// `quick v2`, or `quick v2 (non-standard: runtime 1s)` when options changed its method.
+pub fn suite_text(name: &str, version: i64, standard: Option<bool>, changed: &[String]) -> String {
+    match (standard, changed) {
+        (Some(false), []) => format!("{name} v{version} (non-standard)"),
+        (Some(false), c) => format!("{name} v{version} (non-standard: {})", c.join(", ")),
+        _ => format!("{name} v{version}"),
+    }
+}
+
+/// A pass/fail judgement against a threshold, as the run recorded it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    /// `pass`, `marginal` or `fail`.
+    pub status: String,
+    /// What was judged (`fdatasync p99`).
+    pub metric: String,
+    pub value_ns: f64,
+    pub threshold_ns: f64,
+}
+
+impl Judgement {
+    fn of(run: &StoredRun) -> Option<Judgement> {
+        let j = run.extra.get("judgement")?;
+        Some(Judgement {
+            status: j.get("status")?.as_str()?.to_string(),
+            metric: j.get("metric")?.as_str()?.to_string(),
+            value_ns: j.get("value_ns")?.as_f64()?,
+            threshold_ns: j.get("threshold_ns")?.as_f64()?,
+        })
+    }
+
+    /// `FAIL: fdatasync p99 189µs, limit 1.00µs`, as the live run judged.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: {} {}, limit {}",
+            self.status.to_uppercase(),
+            self.metric,
+            format_latency_ns(self.value_ns),
+            format_latency_ns(self.threshold_ns)
+        )
+    }
 }
 
 /// What a matched test does.
@@ -138,6 +216,10 @@ pub struct TestInfo {
     pub bs_bytes: Option<u64>,
     pub iodepth: Option<u64>,
     pub numjobs: Option<u64>,
+    /// `fsync` or `fdatasync` when the test flushed.
+    pub sync_kind: Option<String>,
+    /// Flushes each run's test made, in [`Comparison::runs`] order.
+    pub sync_counts: Vec<Option<u64>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -224,6 +306,13 @@ impl Row {
             ("wall", Metric::LatMean) => "mean time",
             ("wall", Metric::LatP50) => "median time",
             ("wall", Metric::LatMax) => "max time",
+            ("sync", Metric::LatMean) => "mean flush latency",
+            ("sync", Metric::LatP50) => "p50 flush latency",
+            ("sync", Metric::LatP90) => "p90 flush latency",
+            ("sync", Metric::LatP99) => "p99 flush latency",
+            ("sync", Metric::LatP99_9) => "p99.9 flush latency",
+            ("sync", Metric::LatP99_99) => "p99.99 flush latency",
+            ("sync", Metric::LatMax) => "max flush latency",
             _ => self.metric.label(),
         }
     }
@@ -252,6 +341,8 @@ pub struct Comparison {
     pub fingerprint: Vec<FingerprintRow>,
     /// Reasons to doubt the comparison (different suite versions, missing tests, ...).
     pub warnings: Vec<String>,
+    /// Tests the baseline shares with another run; 0 means nothing was compared.
+    pub common: usize,
 }
 
 /// Compares `runs`; the first is the baseline.
@@ -281,11 +372,14 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
                 if cells.iter().all(Option::is_none) {
                     continue;
                 }
+                // A flush's latency is what a database waits for: its mean and p99 both
+                // count (the etcd check judges the p99).
+                let flush = direction == "sync" && metric == Metric::LatMean;
                 rows.push(Row {
                     test: index,
                     direction,
                     metric,
-                    headline: metric == throughput || metric == latency,
+                    headline: metric == throughput || metric == latency || flush,
                     cells: judge(cells, metric),
                 });
             }
@@ -311,6 +405,17 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
             ));
         }
     }
+    if runs.len() > 1 && common_tests(&matched) == 0 {
+        warnings.push(format!(
+            "no tests in common: {} share no test with the baseline (tests are matched by what \
+             they do: pattern, block size, queue depth, jobs, mix, flushes)",
+            runs[1..]
+                .iter()
+                .map(|r| format!("run {}", r.id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     for r in runs {
         if r.status != "finished" {
             warnings.push(format!(
@@ -326,12 +431,21 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
         }
     }
     Comparison {
+        common: common_tests(&matched),
         runs: runs.iter().map(head).collect(),
         tests,
         rows,
         fingerprint: fingerprint::table(runs),
         warnings,
     }
+}
+
+/// Tests the baseline shares with at least one other run.
+fn common_tests(matched: &Matched) -> usize {
+    matched
+        .iter()
+        .filter(|(_, per_run)| per_run[0].is_some() && per_run[1..].iter().any(Option::is_some))
+        .count()
 }
 
 impl Comparison {
@@ -342,6 +456,26 @@ impl Comparison {
                 matches!(c.significance, Significance::Worse { .. })
                     && c.change_pct.is_some_and(|ch| ch.abs() > pct)
             })
+            .collect()
+    }
+
+    /// Runs judged worse than the baseline (pass → marginal → fail) against the same limit:
+    /// the disk, not the threshold, changed.
+    pub fn judgement_regressions(&self) -> Vec<(usize, &Judgement)> {
+        let rank = |j: &Judgement| match j.status.as_str() {
+            "pass" => 0,
+            "marginal" => 1,
+            _ => 2,
+        };
+        let Some(base) = &self.runs[0].judgement else {
+            return Vec::new();
+        };
+        self.runs
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(i, r)| Some((i, r.judgement.as_ref()?)))
+            .filter(|(_, j)| j.threshold_ns == base.threshold_ns && rank(j) > rank(base))
             .collect()
     }
 
@@ -376,7 +510,11 @@ impl Comparison {
             .iter()
             .any(|r| r.test == row.test && r.direction != row.direction);
         if mixed {
-            format!("{} ({})", test.name, row.direction)
+            let direction = match (row.direction, &test.sync_kind) {
+                ("sync", Some(kind)) => kind.as_str(),
+                (direction, _) => direction,
+            };
+            format!("{} ({direction})", test.name)
         } else {
             test.name.clone()
         }
@@ -386,14 +524,64 @@ impl Comparison {
     pub fn verdict(&self) -> String {
         let base = &self.runs[0];
         if self.runs.len() == 1 {
+            let judged = base
+                .judgement
+                .as_ref()
+                .map_or(String::new(), |j| format!("; {}", j.describe()));
             return format!(
-                "run {} ({}): {} tests, {}",
-                base.id,
-                base.title,
+                "{}: {} tests, {}{judged}",
+                base.name(),
                 self.tests.len(),
                 base.status
             );
         }
+        if self.common == 0 {
+            return format!(
+                "no tests in common with baseline {}: nothing was compared",
+                base.name()
+            );
+        }
+        match self.judgement_change() {
+            Some(judged) => format!("{judged}; figures: {}", self.figures_verdict()),
+            None => self.figures_verdict(),
+        }
+    }
+
+    /// `judgement PASS → FAIL (limit 10.0ms → 1.00µs)` when the runs' judgements differ.
+    fn judgement_change(&self) -> Option<String> {
+        let judgements: Vec<Option<&Judgement>> =
+            self.runs.iter().map(|r| r.judgement.as_ref()).collect();
+        let first = judgements[0];
+        if judgements
+            .iter()
+            .all(|j| j.map(|j| &j.status) == first.map(|j| &j.status))
+        {
+            return None;
+        }
+        let words = |f: &dyn Fn(&Judgement) -> String| {
+            judgements
+                .iter()
+                .map(|j| j.map_or("none".to_string(), f))
+                .collect::<Vec<_>>()
+                .join(" → ")
+        };
+        let mut line = format!("judgement {}", words(&|j| j.status.to_uppercase()));
+        let limits: Vec<Option<f64>> = judgements
+            .iter()
+            .map(|j| j.map(|j| j.threshold_ns))
+            .collect();
+        if limits.iter().any(|l| *l != limits[0]) {
+            line.push_str(&format!(
+                " (limit {})",
+                words(&|j| format_latency_ns(j.threshold_ns))
+            ));
+        }
+        Some(line)
+    }
+
+    /// The figures' part of the verdict.
+    fn figures_verdict(&self) -> String {
+        let base = &self.runs[0];
         let (mut worse, mut better, mut same, mut unknown) = (0, 0, 0, 0);
         for (_, _, c) in self.cells() {
             match c.significance {
@@ -417,7 +605,7 @@ impl Comparison {
                 self.runs[i].id
             )
         });
-        let against = format!("against baseline run {} ({})", base.id, base.title);
+        let against = format!("against baseline {}", base.name());
         if worse + better + same == 0 && unknown > 0 {
             return format!("no repeats: significance unknown {against}{largest}");
         }
@@ -523,6 +711,14 @@ fn test_info(per_run: &[Option<&crate::store::StoredTest>]) -> TestInfo {
         bs_bytes: num("bs_bytes"),
         iodepth: num("iodepth"),
         numjobs: num("numjobs"),
+        sync_counts: per_run
+            .iter()
+            .map(|t| t.and_then(|t| t.json.pointer("/sync/count")?.as_u64()))
+            .collect(),
+        sync_kind: first
+            .and_then(|j| j.pointer("/sync_every/kind"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
     }
 }
 
@@ -593,8 +789,46 @@ fn head(run: &StoredRun) -> RunHead {
         status: run.status.clone(),
         kind: run.kind.clone(),
         suite: run.suite.clone(),
+        standard: run.standard(),
+        changed: crate::store::suite_changes(&run.extra),
         tool_version: run.tool_version.clone(),
+        judgement: Judgement::of(run),
+        warnings: run_warnings(run),
+        target: run
+            .target
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string),
     }
+}
+
+/// `[code]: message` of the run's warnings and its tests', each once.
+pub fn run_warnings(run: &StoredRun) -> Vec<String> {
+    let of = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|ws| {
+                ws.iter()
+                    .map(|w| {
+                        format!(
+                            "[{}]: {}",
+                            w.get("code").and_then(Value::as_str).unwrap_or("?"),
+                            w.get("message").and_then(Value::as_str).unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = of(run.extra.get("warnings"));
+    for t in &run.tests {
+        for w in of(t.json.get("warnings")) {
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+    }
+    out
 }
 
 /// Principle 6: results of different versions of one suite are not comparable; say so loudly.
