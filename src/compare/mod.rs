@@ -148,6 +148,11 @@ impl RunHead {
         }
     }
 
+    /// Where the run came from, by command: `bench disk`, `time`, `fio`, `import`.
+    pub fn source_text(&self) -> String {
+        source_text(&self.source, &self.kind)
+    }
+
     /// A column header: `#3 label`, or `run 3` when unlabelled.
     pub fn column(&self) -> String {
         match &self.label {
@@ -161,6 +166,15 @@ impl RunHead {
     pub fn suite_text(&self) -> Option<String> {
         let (name, version) = self.suite.as_ref()?;
         Some(suite_text(name, *version, self.standard, &self.changed))
+    }
+}
+
+/// Where a run came from, by command: `bench disk`, `time`, `fio`, `import`.
+pub fn source_text(source: &str, kind: &str) -> String {
+    match (source, kind) {
+        ("bench", "time") => "time".into(),
+        ("bench", kind) => format!("bench {kind}"),
+        (source, _) => source.into(),
     }
 }
 
@@ -406,14 +420,13 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
         }
     }
     if runs.len() > 1 && common_tests(&matched) == 0 {
+        let others: Vec<String> = runs[1..].iter().map(|r| r.id.to_string()).collect();
         warnings.push(format!(
-            "no tests in common: {} share no test with the baseline (tests are matched by what \
-             they do: pattern, block size, queue depth, jobs, mix, flushes)",
-            runs[1..]
-                .iter()
-                .map(|r| format!("run {}", r.id))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "no tests in common: run{} {} share{} no test with the baseline (tests are matched \
+             by what they do: pattern, block size, queue depth, jobs, mix, flushes)",
+            if others.len() > 1 { "s" } else { "" },
+            others.join(", "),
+            if others.len() > 1 { "" } else { "s" },
         ));
     }
     for r in runs {

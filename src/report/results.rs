@@ -84,7 +84,7 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
                     r.kind.clone(),
                     r.label.clone().unwrap_or_default(),
                     r.status.clone(),
-                    r.source.clone(),
+                    crate::compare::source_text(&r.source, &r.kind),
                     r.suite
                         .as_ref()
                         .map(|s| {
@@ -212,7 +212,7 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
             "{}{role}: {} · {} · {}",
             r.name(),
             r.created_at,
-            r.source,
+            r.source_text(),
             method(r)
         );
         if let Some(target) = &r.target {
