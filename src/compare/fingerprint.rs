@@ -340,6 +340,44 @@ mod tests {
     }
 
     #[test]
+    fn seconds_keep_two_significant_digits() {
+        assert_eq!(round_secs(0.30012), "0.3");
+        assert_eq!(round_secs(1.0004), "1");
+        assert_eq!(round_secs(2.46), "2.5");
+        assert_eq!(round_secs(299.7), "300");
+        assert_eq!(round_secs(0.0), "0");
+        assert_eq!(round_secs(f64::NAN), "0");
+    }
+
+    #[test]
+    fn method_changes_are_differences() {
+        let mut a = run(
+            1,
+            json!({}),
+            json!({"judgement": {"threshold_ns": 10_000_000}}),
+        );
+        let mut b = run(2, json!({}), json!({"judgement": {"threshold_ns": 1000}}));
+        a.suite = Some(("etcd".into(), 1));
+        b.suite = Some(("etcd".into(), 1));
+        b.extra.insert(
+            "suite".into(),
+            json!({"name": "etcd", "version": 1, "standard": false, "changed": ["runtime 1s"]}),
+        );
+        let diffs: Vec<String> = table(&[a, b])
+            .iter()
+            .filter(|r| r.differs())
+            .map(FingerprintRow::describe)
+            .collect();
+        assert_eq!(
+            diffs,
+            [
+                "suite: etcd v1 → etcd v1 (non-standard: runtime 1s)",
+                "threshold: 10.0ms → 1.00µs",
+            ]
+        );
+    }
+
+    #[test]
     fn several_devices_are_named() {
         let devices = [
             json!({"device": "dm-0", "nr_requests": 128}),

@@ -349,8 +349,14 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
                        "change_pct": cell.change_pct})
             })
             .collect();
+        let judged: Vec<Value> = c
+            .judgement_regressions()
+            .iter()
+            .map(|(i, j)| json!({"run": c.runs[*i].id, "judgement": j.status}))
+            .collect();
         doc["fail_on_regression_pct"] = json!(pct);
         doc["regressions"] = Value::Array(regressions);
+        doc["judgement_regressions"] = Value::Array(judged);
     }
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
