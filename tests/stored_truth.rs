@@ -100,6 +100,30 @@ fn etcd_pass_and_fail_show_flushes_judgements_and_threshold_in_every_format() {
             "judgement and limit missing:\n{text}"
         );
     }
+    // runs show --csv and --html: the flush p99 and the judgement with its limit.
+    let csv_text = ok(&run(&with_db(&db, &["runs", "show", "2", "--csv"])));
+    assert!(
+        csv_text.contains(&format!(",sync,lat_p99_ns,{p2}")),
+        "no flush p99 {p2}:\n{csv_text}"
+    );
+    assert!(
+        csv_text.contains("fdatasync p99,,,,,judgement,judgement,fail")
+            && csv_text.contains("fdatasync p99,,,,,judgement,threshold_ns,1000"),
+        "{csv_text}"
+    );
+    let shown = dir.path().join("show.html");
+    ok(&run(&with_db(
+        &db,
+        &["runs", "show", "2", "--html", shown.to_str().unwrap()],
+    )));
+    let page = std::fs::read_to_string(&shown).unwrap();
+    assert!(
+        page.contains("p99 flush latency")
+            && page.contains("FAIL: fdatasync p99")
+            && page.contains(&tacho::report::html::esc(&f2)),
+        "runs show --html lacks the flush row or the judgement"
+    );
+
     // runs show --json: the stored document keeps the judgement, the flushes and the suite.
     let doc = json_ok(&run(&with_db(&db, &["runs", "show", "1", "--json"])));
     assert_eq!(doc["judgement"], pass["judgement"]);
@@ -120,6 +144,7 @@ fn etcd_pass_and_fail_show_flushes_judgements_and_threshold_in_every_format() {
         );
         let row = text
             .lines()
+            .skip(1)
             .find(|l| l.contains("p99 flush latency"))
             .unwrap_or_else(|| panic!("no flush p99 row:\n{text}"));
         assert!(row.contains(&f1) && row.contains(&f2), "{row}");

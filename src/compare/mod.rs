@@ -492,6 +492,24 @@ impl Comparison {
             .collect()
     }
 
+    /// Each run's warnings, naming the run (`run 2 [spread-high]: …`); one that every run
+    /// carries is said once, for all runs.
+    pub fn run_warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let shared =
+            |w: &String| self.runs.len() > 1 && self.runs.iter().all(|r| r.warnings.contains(w));
+        for (i, r) in self.runs.iter().enumerate() {
+            for w in &r.warnings {
+                if !shared(w) {
+                    out.push(format!("run {} {w}", r.id));
+                } else if i == 0 {
+                    out.push(format!("all runs {w}"));
+                }
+            }
+        }
+        out
+    }
+
     /// Headline cells worse by more than `pct` whose significance is unknown (no repeats).
     pub fn untestable_regressions(&self, pct: f64) -> usize {
         self.cells()

@@ -59,10 +59,7 @@ pub fn write(
     let _ = writeln!(h, "<p class=\"verdict\">{}</p>", esc(&c.verdict()));
     // A comparison names the run each warning belongs to; one run's are its own.
     let per_run: Vec<String> = if c.runs.len() > 1 {
-        c.runs
-            .iter()
-            .flat_map(|r| r.warnings.iter().map(move |w| format!("run {} {w}", r.id)))
-            .collect()
+        c.run_warnings()
     } else {
         Vec::new()
     };

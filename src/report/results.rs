@@ -199,10 +199,8 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
     for w in &c.warnings {
         writeln!(out, "{}", text.esc(&format!("warning: {w}")))?;
     }
-    for r in &c.runs {
-        for w in &r.warnings {
-            writeln!(out, "{}", text.esc(&format!("warning run {} {w}", r.id)))?;
-        }
+    for w in c.run_warnings() {
+        writeln!(out, "{}", text.esc(&format!("warning {w}")))?;
     }
     writeln!(out)?;
     writeln!(out, "{}", text.heading("runs"))?;
