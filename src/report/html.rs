@@ -312,7 +312,7 @@ fn latency_chart(h: &mut String, c: &Comparison, rows: &[&Row]) {
         .log10()
         .ceil()
         .max(lo + 1.0);
-    let (left, top, w, ht) = (70.0, 24.0, 480.0, 160.0);
+    let (left, top, w, ht) = (64.0, 24.0, 400.0, 160.0);
     let x = |i: usize| left + w * i as f64 / (Metric::PERCENTILES.len() - 1) as f64;
     let y = |v: f64| top + ht * (1.0 - (v.log10() - lo) / (hi - lo));
     let (width, height) = (left + w + 40.0, top + ht + 40.0);
@@ -399,7 +399,7 @@ fn times_chart(h: &mut String, c: &Comparison, row: &Row) {
     if max <= 0.0 {
         return;
     }
-    let (left, top, w, lane) = (70.0, 24.0, 480.0, 26.0);
+    let (left, top, w, lane) = (40.0, 24.0, 380.0, 34.0);
     let lanes = row.cells.len() as f64;
     let (width, height) = (left + w + 40.0, top + lane * lanes + 40.0);
     let x = |v: f64| left + w * v / max;
