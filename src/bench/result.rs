@@ -37,6 +37,9 @@ pub struct SuiteRef {
     pub standard: bool,
     /// Runs of every test.
     pub repeat: u32,
+    /// What the options changed when `standard` is false (`runtime 1s`, `size 4.00 MiB`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
 }
 
 /// A pass/fail judgement against a threshold (the etcd suite's).

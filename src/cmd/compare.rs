@@ -19,8 +19,8 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     let runs = load(&args.db, &ids)?;
     if let Some(other) = runs.iter().find(|r| r.kind != runs[0].kind) {
         bail!(
-            "run {} is a {} run and run {} a {} run; compare runs of one kind (tacho runs list \
-             shows each run's kind)",
+            "no tests in common: run {} is a {} run and run {} a {} run; compare runs of one \
+             kind (tacho runs list shows each run's kind)",
             runs[0].id,
             runs[0].kind,
             other.id,
@@ -35,17 +35,31 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         Format::Json => results::compare_json(&c, args.fail_on_regression, &mut out)?,
         Format::Csv => results::csv(&c, &mut out)?,
         Format::Html(path) => {
-            let titles: Vec<String> = c
-                .runs
-                .iter()
-                .map(|r| format!("#{} {}", r.id, r.title))
-                .collect();
+            let titles: Vec<String> = c.runs.iter().map(|r| r.name()).collect();
             output::html(&path, &c, &format!("tacho: {}", titles.join(" vs ")), &[])?;
         }
     }
     let Some(pct) = args.fail_on_regression else {
         return Ok(ExitCode::SUCCESS);
     };
+    if c.common == 0 {
+        // Nothing was measured against the baseline: passing the check would be a claim.
+        eprintln!(
+            "tacho: no tests in common with baseline {}, so nothing was checked for \
+             regressions; compare runs of the same tests",
+            c.runs[0].name()
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let judged = c.judgement_regressions();
+    for (i, j) in &judged {
+        eprintln!(
+            "regression: judgement {} in run {} at the same limit as the baseline ({})",
+            j.status.to_uppercase(),
+            c.runs[*i].id,
+            j.describe()
+        );
+    }
     let regressions = c.regressions(pct);
     for (row, i, cell) in &regressions {
         eprintln!(
@@ -64,7 +78,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
              significance is unknown and they do not fail the check (repeat the tests)"
         );
     }
-    Ok(if regressions.is_empty() {
+    Ok(if regressions.is_empty() && judged.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -75,7 +75,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
             region_bytes: plan.region_bytes,
             ..inspected.info.clone()
         },
-        suite: suite_ref(&plan),
+        suite: suite_ref(&plan, args),
         tests: Vec::new(),
         judgement: None,
         warnings,
@@ -110,12 +110,15 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     report.interrupted = outcome.interrupted;
 
     let mut out = std::io::stdout().lock();
-    if args.json {
-        report::json::write(&report, &mut out)?;
+    let printed = if args.json {
+        report::json::write(&report, &mut out)
     } else {
-        report::table::write(&report, &mut out)?;
-    }
+        report::table::write(&report, &mut out)
+    };
+    // Saved whatever became of the output: a reader that closed the pipe early (`| head`)
+    // did not make the run fail.
     recorder.finish(&report)?;
+    printed?;
     Ok(if report.interrupted {
         ExitCode::from(super::EXIT_INTERRUPTED)
     } else if report
@@ -172,13 +175,34 @@ fn single_disk_link(root: &SysRoot, t: &Inspected) -> Option<Link> {
     }
 }
 
-fn suite_ref(plan: &Plan) -> Option<SuiteRef> {
+fn suite_ref(plan: &Plan, args: &DiskArgs) -> Option<SuiteRef> {
     plan.suite.as_ref().map(|s| SuiteRef {
         name: s.name,
         version: s.version,
         standard: plan.standard,
         repeat: plan.repeat,
+        changed: method_changes(args),
     })
+}
+
+/// The options that changed a suite's method, in words (`runtime 1s`), so a stored run says
+/// what made it non-standard.
+fn method_changes(args: &DiskArgs) -> Vec<String> {
+    let secs = |d: std::time::Duration| format!("{}s", d.as_secs_f64());
+    let mut out = Vec::new();
+    if let Some(d) = args.runtime {
+        out.push(format!("runtime {}", secs(d)));
+    }
+    if let Some(d) = args.ramp {
+        out.push(format!("ramp {}", secs(d)));
+    }
+    if let Some(size) = args.size {
+        out.push(format!("size {}", crate::units::format_size(size)));
+    }
+    if args.buffered {
+        out.push("buffered".into());
+    }
+    out
 }
 
 /// io_uring unless asked otherwise; psync, with a note, where io_uring is blocked.

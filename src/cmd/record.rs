@@ -149,14 +149,19 @@ impl RunSaver {
         human: impl FnOnce(&R, &mut dyn Write) -> std::io::Result<()>,
     ) -> Result<Option<i64>> {
         let mut out = std::io::stdout().lock();
-        if json {
-            serde_json::to_writer_pretty(&mut out, report)?;
-            writeln!(out)?;
+        let printed = if json {
+            serde_json::to_writer_pretty(&mut out, report)
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(out))
         } else {
-            human(report, &mut out)?;
-        }
+            human(report, &mut out)
+        };
         drop(out);
-        self.save(report)
+        // Saved whatever became of the output: a reader that closed the pipe early
+        // (`| head`) did not undo the run.
+        let id = self.save(report)?;
+        printed?;
+        Ok(id)
     }
 
     /// Saves the run from its JSON document and says on stderr where it went.

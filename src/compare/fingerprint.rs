@@ -3,6 +3,7 @@
 //! `None`, shown as unknown, never a difference).
 
 use crate::store::StoredRun;
+use crate::units::{format_latency_ns, format_size};
 use serde_json::Value;
 
 /// One fingerprint entry across runs (in the comparison's run order).
@@ -61,7 +62,7 @@ pub fn of_run(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
         .cloned()
         .unwrap_or_default();
     let queue = |key: &str| per_device(&devices, key);
-    vec![
+    let mut entries = vec![
         ("host", text(host, "hostname")),
         ("kernel", text(host, "kernel")),
         ("OS", text(host, "os")),
@@ -126,9 +127,123 @@ pub fn of_run(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
         ),
         (
             "suite",
-            run.suite.as_ref().map(|(name, v)| format!("{name} v{v}")),
+            run.suite.as_ref().map(|(name, v)| {
+                super::suite_text(
+                    name,
+                    *v,
+                    run.standard(),
+                    &crate::store::suite_changes(&run.extra),
+                )
+            }),
         ),
-    ]
+    ];
+    entries.extend(method(run));
+    entries
+}
+
+/// How the run measured: the options a person chooses, which change the figures as much as
+/// the machine does (threshold, engine, size, runtime, repeats, and the options of `bench
+/// cpu`, `bench mem` and `time`).
+fn method(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
+    let extra = &run.extra;
+    let tests: Vec<&Value> = run.tests.iter().map(|t| &t.json).collect();
+    // The distinct values of a test field, in order: `io_uring, sync`.
+    let distinct = |f: &dyn Fn(&Value) -> Option<String>| {
+        let mut seen: Vec<String> = Vec::new();
+        for v in tests.iter().filter_map(|t| f(t)) {
+            if !seen.contains(&v) {
+                seen.push(v);
+            }
+        }
+        (!seen.is_empty()).then(|| seen.join(", "))
+    };
+    let secs = |v: &Value| v.as_f64().map(|s| format!("{}s", round_secs(s)));
+    let repeats = extra
+        .get("suite")
+        .and_then(|s| s.get("repeat"))
+        .or_else(|| extra.get("repeat"))
+        .and_then(Value::as_u64)
+        .map(|n| n.to_string())
+        .or_else(|| {
+            distinct(&|t| {
+                let key = if run.kind == "time" {
+                    "times"
+                } else {
+                    "repeats"
+                };
+                t.get(key)?.as_array().map(|r| r.len().max(1).to_string())
+            })
+        });
+    match run.kind.as_str() {
+        "disk" => vec![
+            (
+                "threshold",
+                extra
+                    .get("judgement")
+                    .and_then(|j| j.get("threshold_ns"))
+                    .and_then(Value::as_f64)
+                    .map(format_latency_ns),
+            ),
+            ("engine", distinct(&|t| text(t, "engine"))),
+            (
+                "I/O",
+                distinct(&|t| {
+                    t.get("direct")?
+                        .as_bool()
+                        .map(|d| if d { "direct" } else { "buffered" }.to_string())
+                }),
+            ),
+            (
+                "size",
+                run.target
+                    .get("region_bytes")
+                    .and_then(Value::as_u64)
+                    .map(format_size),
+            ),
+            // Measured seconds vary a little; the rounding keeps noise from reading as a
+            // changed setting. A suite's runtime changes show in its `suite` entry.
+            (
+                "runtime",
+                run.suite
+                    .is_none()
+                    .then(|| distinct(&|t| t.get("runtime_s").and_then(secs)))
+                    .flatten(),
+            ),
+            ("ramp", distinct(&|t| t.get("ramp_s").and_then(secs))),
+            ("repeats", repeats),
+        ],
+        "cpu" | "mem" => vec![
+            ("runtime", extra.get("runtime_s").and_then(secs)),
+            ("repeats", repeats),
+            ("threads", distinct(&|t| text(t, "threads"))),
+        ],
+        "time" => vec![
+            ("runs", repeats),
+            (
+                "order",
+                extra
+                    .get("interleaved")
+                    .and_then(Value::as_bool)
+                    .map(|i| if i { "interleaved" } else { "blocks" }.to_string()),
+            ),
+            (
+                "shell",
+                or_if_recorded(&Value::Object(extra.clone()), "shell", "none (-N)"),
+            ),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// Seconds to two significant digits: `1`, `0.3`, `2.5`, `300`.
+fn round_secs(s: f64) -> String {
+    if s <= 0.0 || !s.is_finite() {
+        return "0".into();
+    }
+    let digits = 1 - s.log10().floor() as i32;
+    let scale = 10f64.powi(digits);
+    let r = (s * scale).round() / scale;
+    format!("{r}")
 }
 
 /// A scalar field as text; `None` when absent or null.
@@ -222,6 +337,44 @@ mod tests {
         let governor = rows.iter().find(|r| r.key == "CPU governor").unwrap();
         assert_eq!(governor.values[0].as_deref(), Some("none (no cpufreq)"));
         assert!(!governor.differs());
+    }
+
+    #[test]
+    fn seconds_keep_two_significant_digits() {
+        assert_eq!(round_secs(0.30012), "0.3");
+        assert_eq!(round_secs(1.0004), "1");
+        assert_eq!(round_secs(2.46), "2.5");
+        assert_eq!(round_secs(299.7), "300");
+        assert_eq!(round_secs(0.0), "0");
+        assert_eq!(round_secs(f64::NAN), "0");
+    }
+
+    #[test]
+    fn method_changes_are_differences() {
+        let mut a = run(
+            1,
+            json!({}),
+            json!({"judgement": {"threshold_ns": 10_000_000}}),
+        );
+        let mut b = run(2, json!({}), json!({"judgement": {"threshold_ns": 1000}}));
+        a.suite = Some(("etcd".into(), 1));
+        b.suite = Some(("etcd".into(), 1));
+        b.extra.insert(
+            "suite".into(),
+            json!({"name": "etcd", "version": 1, "standard": false, "changed": ["runtime 1s"]}),
+        );
+        let diffs: Vec<String> = table(&[a, b])
+            .iter()
+            .filter(|r| r.differs())
+            .map(FingerprintRow::describe)
+            .collect();
+        assert_eq!(
+            diffs,
+            [
+                "suite: etcd v1 → etcd v1 (non-standard: runtime 1s)",
+                "threshold: 10.0ms → 1.00µs",
+            ]
+        );
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! not by name, so a fio job and a tacho test of the same work line up.
 
 pub mod fingerprint;
+mod head;
+
+use head::head;
+pub use head::{Judgement, RunHead, run_warnings, source_text, suite_text};
 
 use crate::store::StoredRun;
 use crate::store::figures::Figures;
@@ -112,22 +116,6 @@ impl Metric {
     }
 }
 
-/// A run as a column of the comparison.
-#[derive(Debug, Clone)]
-pub struct RunHead {
-    pub id: i64,
-    /// The label, or `run N`.
-    pub title: String,
-    pub label: Option<String>,
-    pub created_at: String,
-    pub source: String,
-    pub status: String,
-    /// `disk`, `cpu`, `mem` or `time`.
-    pub kind: String,
-    pub suite: Option<(String, i64)>,
-    pub tool_version: Option<String>,
-}
-
 /// What a matched test does.
 #[derive(Debug, Clone)]
 pub struct TestInfo {
@@ -137,6 +125,10 @@ pub struct TestInfo {
     pub bs_bytes: Option<u64>,
     pub iodepth: Option<u64>,
     pub numjobs: Option<u64>,
+    /// `fsync` or `fdatasync` when the test flushed.
+    pub sync_kind: Option<String>,
+    /// Flushes each run's test made, in [`Comparison::runs`] order.
+    pub sync_counts: Vec<Option<u64>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -223,6 +215,13 @@ impl Row {
             ("wall", Metric::LatMean) => "mean time",
             ("wall", Metric::LatP50) => "median time",
             ("wall", Metric::LatMax) => "max time",
+            ("sync", Metric::LatMean) => "mean flush latency",
+            ("sync", Metric::LatP50) => "p50 flush latency",
+            ("sync", Metric::LatP90) => "p90 flush latency",
+            ("sync", Metric::LatP99) => "p99 flush latency",
+            ("sync", Metric::LatP99_9) => "p99.9 flush latency",
+            ("sync", Metric::LatP99_99) => "p99.99 flush latency",
+            ("sync", Metric::LatMax) => "max flush latency",
             _ => self.metric.label(),
         }
     }
@@ -251,6 +250,8 @@ pub struct Comparison {
     pub fingerprint: Vec<FingerprintRow>,
     /// Reasons to doubt the comparison (different suite versions, missing tests, ...).
     pub warnings: Vec<String>,
+    /// Tests the baseline shares with another run; 0 means nothing was compared.
+    pub common: usize,
 }
 
 /// Compares `runs`; the first is the baseline.
@@ -280,11 +281,14 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
                 if cells.iter().all(Option::is_none) {
                     continue;
                 }
+                // A flush's latency is what a database waits for: its mean and p99 both
+                // count (the etcd check judges the p99).
+                let flush = direction == "sync" && metric == Metric::LatMean;
                 rows.push(Row {
                     test: index,
                     direction,
                     metric,
-                    headline: metric == throughput || metric == latency,
+                    headline: metric == throughput || metric == latency || flush,
                     cells: judge(cells, metric),
                 });
             }
@@ -310,6 +314,16 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
             ));
         }
     }
+    if runs.len() > 1 && common_tests(&matched) == 0 {
+        let others: Vec<String> = runs[1..].iter().map(|r| r.id.to_string()).collect();
+        warnings.push(format!(
+            "no tests in common: run{} {} share{} no test with the baseline (tests are matched \
+             by what they do: pattern, block size, queue depth, jobs, mix, flushes)",
+            if others.len() > 1 { "s" } else { "" },
+            others.join(", "),
+            if others.len() > 1 { "" } else { "s" },
+        ));
+    }
     for r in runs {
         if r.status != "finished" {
             warnings.push(format!(
@@ -325,12 +339,21 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
         }
     }
     Comparison {
+        common: common_tests(&matched),
         runs: runs.iter().map(head).collect(),
         tests,
         rows,
         fingerprint: fingerprint::table(runs),
         warnings,
     }
+}
+
+/// Tests the baseline shares with at least one other run.
+fn common_tests(matched: &Matched) -> usize {
+    matched
+        .iter()
+        .filter(|(_, per_run)| per_run[0].is_some() && per_run[1..].iter().any(Option::is_some))
+        .count()
 }
 
 impl Comparison {
@@ -342,6 +365,44 @@ impl Comparison {
                     && c.change_pct.is_some_and(|ch| ch.abs() > pct)
             })
             .collect()
+    }
+
+    /// Runs judged worse than the baseline (pass → marginal → fail) against the same limit:
+    /// the disk, not the threshold, changed.
+    pub fn judgement_regressions(&self) -> Vec<(usize, &Judgement)> {
+        let rank = |j: &Judgement| match j.status.as_str() {
+            "pass" => 0,
+            "marginal" => 1,
+            _ => 2,
+        };
+        let Some(base) = &self.runs[0].judgement else {
+            return Vec::new();
+        };
+        self.runs
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(i, r)| Some((i, r.judgement.as_ref()?)))
+            .filter(|(_, j)| j.threshold_ns == base.threshold_ns && rank(j) > rank(base))
+            .collect()
+    }
+
+    /// Each run's warnings, naming the run (`run 2 [spread-high]: …`); one that every run
+    /// carries is said once, for all runs.
+    pub fn run_warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let shared =
+            |w: &String| self.runs.len() > 1 && self.runs.iter().all(|r| r.warnings.contains(w));
+        for (i, r) in self.runs.iter().enumerate() {
+            for w in &r.warnings {
+                if !shared(w) {
+                    out.push(format!("run {} {w}", r.id));
+                } else if i == 0 {
+                    out.push(format!("all runs {w}"));
+                }
+            }
+        }
+        out
     }
 
     /// Headline cells worse by more than `pct` whose significance is unknown (no repeats).
@@ -375,7 +436,11 @@ impl Comparison {
             .iter()
             .any(|r| r.test == row.test && r.direction != row.direction);
         if mixed {
-            format!("{} ({})", test.name, row.direction)
+            let direction = match (row.direction, &test.sync_kind) {
+                ("sync", Some(kind)) => kind.as_str(),
+                (direction, _) => direction,
+            };
+            format!("{} ({direction})", test.name)
         } else {
             test.name.clone()
         }
@@ -385,14 +450,64 @@ impl Comparison {
     pub fn verdict(&self) -> String {
         let base = &self.runs[0];
         if self.runs.len() == 1 {
+            let judged = base
+                .judgement
+                .as_ref()
+                .map_or(String::new(), |j| format!("; {}", j.describe()));
             return format!(
-                "run {} ({}): {} tests, {}",
-                base.id,
-                base.title,
+                "{}: {} tests, {}{judged}",
+                base.name(),
                 self.tests.len(),
                 base.status
             );
         }
+        if self.common == 0 {
+            return format!(
+                "no tests in common with baseline {}: nothing was compared",
+                base.name()
+            );
+        }
+        match self.judgement_change() {
+            Some(judged) => format!("{judged}; figures: {}", self.figures_verdict()),
+            None => self.figures_verdict(),
+        }
+    }
+
+    /// `judgement PASS → FAIL (limit 10.0ms → 1.00µs)` when the runs' judgements differ.
+    fn judgement_change(&self) -> Option<String> {
+        let judgements: Vec<Option<&Judgement>> =
+            self.runs.iter().map(|r| r.judgement.as_ref()).collect();
+        let first = judgements[0];
+        if judgements
+            .iter()
+            .all(|j| j.map(|j| &j.status) == first.map(|j| &j.status))
+        {
+            return None;
+        }
+        let words = |f: &dyn Fn(&Judgement) -> String| {
+            judgements
+                .iter()
+                .map(|j| j.map_or("none".to_string(), f))
+                .collect::<Vec<_>>()
+                .join(" → ")
+        };
+        let mut line = format!("judgement {}", words(&|j| j.status.to_uppercase()));
+        let limits: Vec<Option<f64>> = judgements
+            .iter()
+            .map(|j| j.map(|j| j.threshold_ns))
+            .collect();
+        if limits.iter().any(|l| *l != limits[0]) {
+            line.push_str(&format!(
+                " (limit {})",
+                words(&|j| format_latency_ns(j.threshold_ns))
+            ));
+        }
+        Some(line)
+    }
+
+    /// The figures' part of the verdict.
+    fn figures_verdict(&self) -> String {
+        let base = &self.runs[0];
         let (mut worse, mut better, mut same, mut unknown) = (0, 0, 0, 0);
         for (_, _, c) in self.cells() {
             match c.significance {
@@ -416,7 +531,7 @@ impl Comparison {
                 self.runs[i].id
             )
         });
-        let against = format!("against baseline run {} ({})", base.id, base.title);
+        let against = format!("against baseline {}", base.name());
         if worse + better + same == 0 && unknown > 0 {
             return format!("no repeats: significance unknown {against}{largest}");
         }
@@ -522,6 +637,14 @@ fn test_info(per_run: &[Option<&crate::store::StoredTest>]) -> TestInfo {
         bs_bytes: num("bs_bytes"),
         iodepth: num("iodepth"),
         numjobs: num("numjobs"),
+        sync_counts: per_run
+            .iter()
+            .map(|t| t.and_then(|t| t.json.pointer("/sync/count")?.as_u64()))
+            .collect(),
+        sync_kind: first
+            .and_then(|j| j.pointer("/sync_every/kind"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
     }
 }
 
@@ -580,20 +703,6 @@ fn judge(mut cells: Vec<Option<Cell>>, metric: Metric) -> Vec<Option<Cell>> {
         };
     }
     cells
-}
-
-fn head(run: &StoredRun) -> RunHead {
-    RunHead {
-        id: run.id,
-        title: run.title(),
-        label: run.label.clone(),
-        created_at: run.created_at.clone(),
-        source: run.source.clone(),
-        status: run.status.clone(),
-        kind: run.kind.clone(),
-        suite: run.suite.clone(),
-        tool_version: run.tool_version.clone(),
-    }
 }
 
 /// Principle 6: results of different versions of one suite are not comparable; say so loudly.

@@ -1,6 +1,7 @@
 //! A table of text cells, printed aligned for terminals or as a Markdown table.
 
 use std::io::{self, Write};
+use unicode_width::UnicodeWidthStr;
 
 pub struct Grid {
     pub header: Vec<String>,
@@ -19,7 +20,7 @@ impl Grid {
                 if i > 0 {
                     line.push_str("  ");
                 }
-                let pad = widths[i].saturating_sub(cell.chars().count());
+                let pad = widths[i].saturating_sub(cell.width());
                 if self.right.get(i).copied().unwrap_or(false) {
                     line.push_str(&" ".repeat(pad));
                     line.push_str(cell);
@@ -61,7 +62,8 @@ impl Grid {
         for row in std::iter::once(&self.header).chain(&self.rows) {
             for (i, cell) in row.iter().enumerate() {
                 if i < widths.len() {
-                    widths[i] = widths[i].max(cell.chars().count());
+                    // Columns on screen, not characters: CJK and emoji take two.
+                    widths[i] = widths[i].max(cell.width());
                 }
             }
         }

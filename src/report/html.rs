@@ -13,15 +13,26 @@ const COLORS: [&str; 8] = [
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
 ];
 
+/// Narrow screens: tables may not be wider than the page (long values wrap anywhere, and a
+/// table with many runs scrolls inside its own box); charts scale to the width (viewBox).
 const STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1000px;
-color:#222;padding:0 1em}
+color:#222;padding:0 1em;overflow-wrap:break-word}
+.wide{overflow-x:auto;max-width:100%}
+svg.chart{display:block;width:100%;height:auto}
+.legend{display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.85em;margin:.2em 0 1em}
+table.fp{width:100%;table-layout:fixed}table.fp td{overflow-wrap:anywhere}table.fp col.key{width:9em}
+@media (max-width:600px){table.fp col.key{width:6.5em}
+table.runs,table.runs tbody,table.runs tr,table.runs td{display:block}table.runs tr.head{display:none}
+table.runs tr{margin-bottom:.6em}table.runs td{border-width:0 1px 1px}table.runs td:first-child{border-top-width:1px}
+table.runs td::before{content:attr(data-label);display:inline-block;min-width:6em;color:#777}}
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ccc}
 h3{font-size:1em;margin-bottom:.3em}
 .verdict{font-size:1.1em;font-weight:600;padding:.6em;background:#f3f6fa;border-left:4px solid #0072B2}
 .warning{color:#8a4b00}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
-td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
+td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top;
+overflow-wrap:break-word}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.differs td{background:#fff4d6}
 .worse{color:#b00020;font-weight:600}.better{color:#00703c;font-weight:600}.muted{color:#777}
@@ -46,7 +57,18 @@ pub fn write(
     );
     let _ = writeln!(h, "<h1>{}</h1>", esc(title));
     let _ = writeln!(h, "<p class=\"verdict\">{}</p>", esc(&c.verdict()));
-    let warnings: Vec<&String> = c.warnings.iter().chain(run_warnings).collect();
+    // A comparison names the run each warning belongs to; one run's are its own.
+    let per_run: Vec<String> = if c.runs.len() > 1 {
+        c.run_warnings()
+    } else {
+        Vec::new()
+    };
+    let warnings: Vec<&String> = c
+        .warnings
+        .iter()
+        .chain(run_warnings)
+        .chain(&per_run)
+        .collect();
     if !warnings.is_empty() {
         h.push_str("<ul>\n");
         for w in warnings {
@@ -68,37 +90,71 @@ pub fn write(
 }
 
 fn runs_table(h: &mut String, c: &Comparison) {
-    h.push_str(
-        "<h2>Runs</h2>\n<table><tr><th>run</th><th>label</th><th>date</th><th>source</th>\
-         <th>suite</th><th>status</th></tr>\n",
-    );
+    let judged = c.runs.iter().any(|r| r.judgement.is_some());
+    h.push_str("<h2>Runs</h2>\n<div class=\"wide\"><table class=\"runs\"><tr class=\"head\">");
+    let mut columns = vec![
+        "run", "label", "date", "source", "suite", "target", "status",
+    ];
+    if judged {
+        columns.push("judgement");
+    }
+    for name in &columns {
+        let _ = write!(h, "<th>{name}</th>");
+    }
+    h.push_str("</tr>\n");
     for (i, r) in c.runs.iter().enumerate() {
-        let _ = writeln!(
+        let _ = write!(
             h,
-            "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>#{}{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            COLORS[i % COLORS.len()],
+            "<tr><td data-label=\"run\"><span class=\"swatch\" style=\"background:{}\"></span>\
+             #{}{}</td>",
+            color(i),
             r.id,
             if i == 0 && c.runs.len() > 1 {
                 " (baseline)"
             } else {
                 ""
             },
-            esc(r.label.as_deref().unwrap_or("")),
-            esc(&r.created_at),
-            esc(&format!(
+        );
+        let mut values = vec![
+            r.label.clone().unwrap_or_default(),
+            r.created_at.clone(),
+            format!(
                 "{} {}",
-                r.source,
+                r.source_text(),
                 r.tool_version.as_deref().unwrap_or("")
-            )),
-            esc(&r
-                .suite
-                .as_ref()
-                .map_or(String::new(), |(n, v)| format!("{n} v{v}"))),
-            esc(&r.status),
+            ),
+            r.suite_text().unwrap_or_default(),
+            r.target.clone().unwrap_or_default(),
+            r.status.clone(),
+        ];
+        if judged {
+            values.push(r.judgement.as_ref().map_or(String::new(), |j| j.describe()));
+        }
+        // On narrow screens each run becomes a card whose lines name their column.
+        for (name, value) in columns[1..].iter().zip(&values) {
+            let _ = write!(h, "<td data-label=\"{name}\">{}</td>", esc(value));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table></div>\n");
+}
+
+fn color(run: usize) -> &'static str {
+    COLORS[run % COLORS.len()]
+}
+
+/// The key to a chart's colours: one swatch and name per run.
+fn legend(h: &mut String, c: &Comparison) {
+    h.push_str("<div class=\"legend\">");
+    for (i, r) in c.runs.iter().enumerate() {
+        let _ = write!(
+            h,
+            "<span><span class=\"swatch\" style=\"background:{}\"></span>{}</span>",
+            color(i),
+            esc(&r.name())
         );
     }
-    h.push_str("</table>\n");
+    h.push_str("</div>\n");
 }
 
 fn test_section(h: &mut String, c: &Comparison, title: &str, rows: &[&Row]) {
@@ -109,13 +165,32 @@ fn test_section(h: &mut String, c: &Comparison, title: &str, rows: &[&Row]) {
     {
         bar_chart(h, c, row);
     }
-    latency_chart(h, c, rows);
+    match rows.iter().find(|r| r.direction == "wall") {
+        // A timed command's runs: their spread is the result, not percentiles of one run.
+        Some(_) => {
+            if let Some(times) = rows.iter().find(|r| r.metric == Metric::LatMean) {
+                times_chart(h, c, times);
+            }
+        }
+        None => latency_chart(h, c, rows),
+    }
     // Every figure, one column per run.
-    h.push_str("<table><tr><th>figure</th>");
+    h.push_str("<div class=\"wide\"><table><tr><th>figure</th>");
     for r in &c.runs {
-        let _ = write!(h, "<th>#{} {}</th>", r.id, esc(&r.title));
+        let _ = write!(h, "<th>{}</th>", esc(&r.column()));
     }
     h.push_str("</tr>\n");
+    if let Some(first) = rows.first().filter(|r| r.direction == "sync") {
+        h.push_str("<tr><td>flushes</td>");
+        for n in &c.tests[first.test].sync_counts {
+            let _ = write!(
+                h,
+                "<td class=\"num\">{}</td>",
+                n.map_or("-".to_string(), |n| n.to_string())
+            );
+        }
+        h.push_str("</tr>\n");
+    }
     for row in rows {
         let _ = write!(h, "<tr><td>{}</td>", esc(row.metric_label()));
         for cell in &row.cells {
@@ -145,7 +220,7 @@ fn test_section(h: &mut String, c: &Comparison, title: &str, rows: &[&Row]) {
         }
         h.push_str("</tr>\n");
     }
-    h.push_str("</table>\n");
+    h.push_str("</table></div>\n");
 }
 
 /// Horizontal bars, one per run, of the test's throughput figure.
@@ -159,13 +234,13 @@ fn bar_chart(h: &mut String, c: &Comparison, row: &Row) {
     if max <= 0.0 {
         return;
     }
-    let (label_w, bar_w, bar_h, gap) = (200.0, 420.0, 22.0, 6.0);
+    let (label_w, bar_w, bar_h, gap) = (150.0, 300.0, 22.0, 6.0);
     let height = (bar_h + gap) * row.cells.len() as f64 + 24.0;
+    let width = label_w + bar_w + 150.0;
     let _ = writeln!(
         h,
-        "<svg class=\"bars\" width=\"{:.0}\" height=\"{height:.0}\" role=\"img\" \
-         aria-label=\"{} per run\">",
-        label_w + bar_w + 170.0,
+        "<svg class=\"chart bars\" viewBox=\"0 0 {width:.0} {height:.0}\" \
+         style=\"max-width:{width:.0}px\" role=\"img\" aria-label=\"{} per run\">",
         esc(row.metric_label())
     );
     let _ = writeln!(
@@ -180,7 +255,7 @@ fn bar_chart(h: &mut String, c: &Comparison, row: &Row) {
             "<text x=\"0\" y=\"{:.0}\">#{} {}</text>",
             y + 15.0,
             run.id,
-            esc(&truncate(&run.title, 26))
+            esc(&truncate(&run.title, 18))
         );
         let Some(cell) = cell else { continue };
         let w = (cell.value / max * bar_w).max(1.0);
@@ -190,9 +265,10 @@ fn bar_chart(h: &mut String, c: &Comparison, row: &Row) {
         }
         let _ = writeln!(
             h,
-            "<rect x=\"{label_w}\" y=\"{y:.0}\" width=\"{w:.1}\" height=\"{bar_h}\" fill=\"{}\">\
+            "<rect class=\"series\" x=\"{label_w}\" y=\"{y:.0}\" width=\"{w:.1}\" \
+             height=\"{bar_h}\" fill=\"{}\">\
              <title>{}</title></rect><text x=\"{:.1}\" y=\"{:.0}\">{}</text>",
-            COLORS[i % COLORS.len()],
+            color(i),
             esc(&cell.significance.describe()),
             label_w + w + 6.0,
             y + 15.0,
@@ -200,6 +276,7 @@ fn bar_chart(h: &mut String, c: &Comparison, row: &Row) {
         );
     }
     h.push_str("</svg>\n");
+    legend(h, c);
 }
 
 /// Latency percentiles (p50 … p99.99) on a logarithmic axis, one line per run.
@@ -235,18 +312,20 @@ fn latency_chart(h: &mut String, c: &Comparison, rows: &[&Row]) {
         .log10()
         .ceil()
         .max(lo + 1.0);
-    let (left, top, w, ht) = (70.0, 24.0, 480.0, 160.0);
+    let (left, top, w, ht) = (64.0, 24.0, 400.0, 160.0);
     let x = |i: usize| left + w * i as f64 / (Metric::PERCENTILES.len() - 1) as f64;
     let y = |v: f64| top + ht * (1.0 - (v.log10() - lo) / (hi - lo));
+    let (width, height) = (left + w + 40.0, top + ht + 40.0);
+    let flush = rows.iter().any(|r| r.direction == "sync");
+    let what = if flush { "flush latency" } else { "latency" };
     let _ = writeln!(
         h,
-        "<svg class=\"latency\" width=\"{:.0}\" height=\"{:.0}\" role=\"img\" \
-         aria-label=\"latency percentiles\">",
-        left + w + 40.0,
-        top + ht + 40.0
+        "<svg class=\"chart latency\" viewBox=\"0 0 {width:.0} {height:.0}\" \
+         style=\"max-width:{width:.0}px\" role=\"img\" aria-label=\"{what} percentiles\">"
     );
-    h.push_str(
-        "<text x=\"0\" y=\"14\" font-weight=\"600\">latency percentiles (log scale)</text>\n",
+    let _ = writeln!(
+        h,
+        "<text x=\"0\" y=\"14\" font-weight=\"600\">{what} percentiles (log scale)</text>"
     );
     let mut decade = lo;
     while decade <= hi {
@@ -284,7 +363,8 @@ fn latency_chart(h: &mut String, c: &Comparison, rows: &[&Row]) {
         }
         let _ = writeln!(
             h,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>",
+            "<polyline class=\"series\" points=\"{}\" fill=\"none\" stroke=\"{color}\" \
+             stroke-width=\"2\"/>",
             coords.join(" ")
         );
         for (i, v) in points.iter().enumerate() {
@@ -303,12 +383,90 @@ fn latency_chart(h: &mut String, c: &Comparison, rows: &[&Row]) {
         }
     }
     h.push_str("</svg>\n");
+    legend(h, c);
+}
+
+/// A timed command's run times, one lane per run: a dot per run of the command and a bar at
+/// the median, on a linear axis from zero, so spread and overlap show at a glance.
+fn times_chart(h: &mut String, c: &Comparison, row: &Row) {
+    let max = row
+        .cells
+        .iter()
+        .flatten()
+        .flat_map(|c| c.samples.iter().copied())
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    if max <= 0.0 {
+        return;
+    }
+    let (left, top, w, lane) = (40.0, 24.0, 380.0, 34.0);
+    let lanes = row.cells.len() as f64;
+    let (width, height) = (left + w + 40.0, top + lane * lanes + 40.0);
+    let x = |v: f64| left + w * v / max;
+    let _ = writeln!(
+        h,
+        "<svg class=\"chart times\" viewBox=\"0 0 {width:.0} {height:.0}\" \
+         style=\"max-width:{width:.0}px\" role=\"img\" aria-label=\"run times\">\n\
+         <text x=\"0\" y=\"14\" font-weight=\"600\">time of each run</text>"
+    );
+    let axis_y = top + lane * lanes + 6.0;
+    for tick in 0..=4 {
+        let v = max * f64::from(tick) / 4.0;
+        let _ = writeln!(
+            h,
+            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{top}\" y2=\"{axis_y:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{0:.1}\" y=\"{1:.1}\" text-anchor=\"middle\">{2}</text>",
+            x(v),
+            axis_y + 16.0,
+            esc(&format_latency_ns(v))
+        );
+    }
+    for (i, (cell, run)) in row.cells.iter().zip(&c.runs).enumerate() {
+        let Some(cell) = cell else { continue };
+        let y = top + lane * (i as f64 + 0.5);
+        let _ = writeln!(
+            h,
+            "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">#{}</text>",
+            left - 6.0,
+            y + 4.0,
+            run.id
+        );
+        for (n, v) in cell.samples.iter().enumerate() {
+            let _ = writeln!(
+                h,
+                "<circle class=\"series\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"{}\" \
+                 fill-opacity=\"0.6\"><title>#{} run {}: {}</title></circle>",
+                x(*v),
+                color(i),
+                run.id,
+                n + 1,
+                esc(&format_latency_ns(*v))
+            );
+        }
+        if let Some(median) = crate::stats::median(&cell.samples) {
+            let _ = writeln!(
+                h,
+                "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1:.1}\" y2=\"{2:.1}\" stroke=\"{3}\" \
+                 stroke-width=\"3\"><title>median {4}</title></line>",
+                x(median),
+                y - 10.0,
+                y + 10.0,
+                color(i),
+                esc(&format_latency_ns(median))
+            );
+        }
+    }
+    h.push_str("</svg>\n");
+    legend(h, c);
 }
 
 fn fingerprint_table(h: &mut String, c: &Comparison) {
-    h.push_str("<h2>Machine fingerprint</h2>\n<table><tr><th>setting</th>");
+    h.push_str(
+        "<h2>Machine and method</h2>\n<table class=\"fp\"><colgroup><col class=\"key\">\
+         </colgroup><tr><th>setting</th>",
+    );
     for r in &c.runs {
-        let _ = write!(h, "<th>#{} {}</th>", r.id, esc(&r.title));
+        let _ = write!(h, "<th>{}</th>", esc(&r.column()));
     }
     h.push_str("</tr>\n");
     for row in &c.fingerprint {

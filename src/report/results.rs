@@ -2,7 +2,7 @@
 //! table, Markdown, CSV and JSON (HTML is in [`super::html`]).
 
 use super::grid::{Grid, markdown_escape};
-use crate::compare::{Comparison, Metric, Row, Significance, format_p};
+use crate::compare::{Comparison, Metric, Row, RunHead, Significance, format_p};
 use crate::store::{RunSummary, StoredRun};
 use serde_json::{Value, json};
 use std::io::{self, Write};
@@ -84,10 +84,17 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
                     r.kind.clone(),
                     r.label.clone().unwrap_or_default(),
                     r.status.clone(),
-                    r.source.clone(),
+                    crate::compare::source_text(&r.source, &r.kind),
                     r.suite
                         .as_ref()
-                        .map(|s| format!("{s} v{}", r.suite_version.unwrap_or(0)))
+                        .map(|s| {
+                            crate::compare::suite_text(
+                                s,
+                                r.suite_version.unwrap_or(0),
+                                r.standard,
+                                &r.changed,
+                            )
+                        })
                         .unwrap_or_default(),
                     r.tests.to_string(),
                     r.hostname.clone().unwrap_or_default(),
@@ -127,7 +134,7 @@ pub fn show_text(
             "{} · {} · {}",
             run.created_at,
             tool(run),
-            method(&run.kind, run.suite.as_ref())
+            method(&c.runs[0])
         ))
     )?;
     writeln!(out)?;
@@ -141,6 +148,14 @@ pub fn show_text(
     header.push("repeats".into());
     let mut rows = Vec::new();
     for (title, group) in groups(c) {
+        let flushes = group
+            .first()
+            .filter(|r| r.direction == "sync")
+            .and_then(|r| c.tests[r.test].sync_counts[0]);
+        let title = match flushes {
+            Some(n) => format!("{title}: {n} flushes"),
+            None => title,
+        };
         let mut row = vec![title];
         let mut repeats = 1;
         for &metric in &metrics {
@@ -184,26 +199,31 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
     for w in &c.warnings {
         writeln!(out, "{}", text.esc(&format!("warning: {w}")))?;
     }
+    for w in c.run_warnings() {
+        writeln!(out, "{}", text.esc(&format!("warning {w}")))?;
+    }
     writeln!(out)?;
     writeln!(out, "{}", text.heading("runs"))?;
     for (i, r) in c.runs.iter().enumerate() {
         let role = if i == 0 { " (baseline)" } else { "" };
-        writeln!(
-            out,
-            "{}",
-            text.item(&format!(
-                "#{}{role}: {} · {} · {} · {}",
-                r.id,
-                r.title,
-                r.created_at,
-                r.source,
-                method(&r.kind, r.suite.as_ref())
-            ))
-        )?;
+        let mut line = format!(
+            "{}{role}: {} · {} · {}",
+            r.name(),
+            r.created_at,
+            r.source_text(),
+            method(r)
+        );
+        if let Some(target) = &r.target {
+            line.push_str(&format!(" · {target}"));
+        }
+        if let Some(j) = &r.judgement {
+            line.push_str(&format!(" · {}", j.describe()));
+        }
+        writeln!(out, "{}", text.item(&line))?;
     }
     writeln!(out)?;
     let mut header = vec!["test".to_string(), "figure".to_string()];
-    header.extend(c.runs.iter().map(|r| format!("#{} {}", r.id, r.title)));
+    header.extend(c.runs.iter().map(|r| r.column()));
     let rows: Vec<Vec<String>> = c
         .rows
         .iter()
@@ -273,6 +293,13 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
                 "status": r.status, "kind": r.kind, "tool_version": r.tool_version,
                 "suite": r.suite.as_ref().map(|s| &s.0),
                 "suite_version": r.suite.as_ref().map(|s| s.1),
+                "suite_standard": r.standard, "suite_changed": r.changed,
+                "target": r.target,
+                "judgement": r.judgement.as_ref().map(|j| json!({
+                    "status": j.status, "metric": j.metric, "value_ns": j.value_ns,
+                    "threshold_ns": j.threshold_ns,
+                })),
+                "warnings": r.warnings,
             })
         })
         .collect();
@@ -283,7 +310,7 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
             let t = &c.tests[row.test];
             json!({
                 "test": t.name, "rw": t.rw, "bs_bytes": t.bs_bytes, "iodepth": t.iodepth,
-                "numjobs": t.numjobs, "direction": row.direction, "metric": row.metric.key(),
+                "numjobs": t.numjobs, "sync": t.sync_kind, "direction": row.direction, "metric": row.metric.key(),
                 "higher_is_better": row.metric.higher_is_better(), "headline": row.headline,
                 "cells": row.cells.iter().zip(&c.runs).map(|(cell, run)| cell.as_ref().map(|cell| json!({
                     "run": run.id,
@@ -305,6 +332,7 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
         "schema": COMPARE_SCHEMA,
         "verdict": c.verdict(),
         "baseline": c.runs[0].id,
+        "tests_in_common": c.common,
         "runs": runs,
         "rows": rows,
         "fingerprint": fingerprint,
@@ -319,8 +347,14 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
                        "change_pct": cell.change_pct})
             })
             .collect();
+        let judged: Vec<Value> = c
+            .judgement_regressions()
+            .iter()
+            .map(|(i, j)| json!({"run": c.runs[*i].id, "judgement": j.status}))
+            .collect();
         doc["fail_on_regression_pct"] = json!(pct);
         doc["regressions"] = Value::Array(regressions);
+        doc["judgement_regressions"] = Value::Array(judged);
     }
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
@@ -399,7 +433,34 @@ pub fn csv(c: &Comparison, out: &mut impl Write) -> anyhow::Result<()> {
         }
         w.write_record(&rec)?;
     }
+    judgement_csv(c, &mut w)?;
     w.flush()?;
+    Ok(())
+}
+
+/// The etcd judgement, the judged figure and the limit as rows of their own, so a
+/// spreadsheet shows why one run passed and another failed.
+fn judgement_csv<W: Write>(c: &Comparison, w: &mut csv::Writer<W>) -> anyhow::Result<()> {
+    let Some(first) = c.runs.iter().find_map(|r| r.judgement.as_ref()) else {
+        return Ok(());
+    };
+    type Field = fn(&crate::compare::Judgement) -> String;
+    let fields: [(&str, Field); 3] = [
+        ("judgement", |j| j.status.clone()),
+        ("judged_value_ns", |j| j.value_ns.to_string()),
+        ("threshold_ns", |j| j.threshold_ns.to_string()),
+    ];
+    for (key, value) in fields {
+        let mut rec = vec![spreadsheet_text(&first.metric)];
+        rec.extend(["", "", "", "", "judgement", key].map(String::from));
+        for (i, r) in c.runs.iter().enumerate() {
+            rec.push(r.judgement.as_ref().map(value).unwrap_or_default());
+            if i > 0 {
+                rec.extend([String::new(), String::new(), String::new()]);
+            }
+        }
+        w.write_record(&rec)?;
+    }
     Ok(())
 }
 
@@ -416,32 +477,9 @@ pub fn groups(c: &Comparison) -> Vec<(String, Vec<&Row>)> {
     out
 }
 
-/// `[code] message` of the run's warnings and its tests'.
+/// `[code]: message` of the run's warnings and its tests'.
 pub fn run_warnings(run: &StoredRun) -> Vec<String> {
-    let of = |v: Option<&Value>| -> Vec<String> {
-        v.and_then(Value::as_array)
-            .map(|ws| {
-                ws.iter()
-                    .map(|w| {
-                        format!(
-                            "[{}]: {}",
-                            w.get("code").and_then(Value::as_str).unwrap_or("?"),
-                            w.get("message").and_then(Value::as_str).unwrap_or("")
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut out = of(run.extra.get("warnings"));
-    for t in &run.tests {
-        for w in of(t.json.get("warnings")) {
-            if !out.contains(&w) {
-                out.push(w);
-            }
-        }
-    }
-    out
+    crate::compare::run_warnings(run)
 }
 
 fn tool(run: &StoredRun) -> String {
@@ -453,10 +491,11 @@ fn tool(run: &StoredRun) -> String {
     }
 }
 
-/// What a run measured: its suite and version, else a disk run's own test, else its kind.
-fn method(kind: &str, suite: Option<&(String, i64)>) -> String {
-    match (suite, kind) {
-        (Some((n, v)), _) => format!("suite {n} v{v}"),
+/// What a run measured: its suite and version (marked when non-standard), else a disk run's
+/// own test, else its kind.
+fn method(r: &RunHead) -> String {
+    match (r.suite_text(), r.kind.as_str()) {
+        (Some(suite), _) => format!("suite {suite}"),
         (None, "disk") => "custom test".into(),
         (None, "time") => "timed commands".into(),
         (None, kind) => kind.into(),

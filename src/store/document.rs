@@ -7,16 +7,10 @@ use crate::bench::result::SCHEMA;
 use serde_json::{Map, Value, json};
 
 /// Top-level fields of a `tacho.bench.v1` document that the store keeps in their own columns;
-/// every other field is kept verbatim in `extra`.
-const OWN_COLUMNS: [&str; 7] = [
-    "schema",
-    "tool_version",
-    "run",
-    "host",
-    "target",
-    "suite",
-    "tests",
-];
+/// every other field is kept verbatim in `extra`. The suite has columns for its name and
+/// version and is kept whole in `extra` too: whether the method was standard, the repeats
+/// and what options changed are part of what a run measured.
+const OWN_COLUMNS: [&str; 6] = ["schema", "tool_version", "run", "host", "target", "tests"];
 
 /// A run about to be saved.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +135,7 @@ impl StoredRun {
         if let Some((name, version)) = &self.suite {
             doc.insert("suite".into(), json!({"name": name, "version": version}));
         }
+        // A whole suite object kept in `extra` replaces the two columns' summary.
         doc.extend(self.extra.clone());
         doc.insert(
             "tests".into(),
@@ -149,12 +144,38 @@ impl StoredRun {
         Value::Object(doc)
     }
 
+    /// The suite's `standard` flag: `Some(false)` when options changed its method; `None`
+    /// for runs without a suite or saved before the flag was kept.
+    pub fn standard(&self) -> Option<bool> {
+        suite_standard(&self.extra)
+    }
+
     /// The label if there is one, else `run N`.
     pub fn title(&self) -> String {
         self.label
             .clone()
             .unwrap_or_else(|| format!("run {}", self.id))
     }
+}
+
+/// `suite.standard` of a run's extra fields.
+pub fn suite_standard(extra: &Map<String, Value>) -> Option<bool> {
+    extra.get("suite")?.get("standard")?.as_bool()
+}
+
+/// What made a run's suite non-standard, as saved (`runtime 1s`); empty when not recorded.
+pub fn suite_changes(extra: &Map<String, Value>) -> Vec<String> {
+    extra
+        .get("suite")
+        .and_then(|s| s.get("changed"))
+        .and_then(Value::as_array)
+        .map(|c| {
+            c.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Every run in a file: one or more `tacho.bench.v1` documents (as `runs export` writes them,

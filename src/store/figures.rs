@@ -18,10 +18,10 @@ pub const LATENCY_KEYS: [(&str, &str); 7] = [
     ("max", "lat_max_ns"),
 ];
 
-/// Where a test's figures sit in its JSON object: disk tests have `read` and `write`; memory
-/// tests also `copy`; CPU kernels `run` (ops/s); timed commands `wall` (wall-clock time of
-/// each run, kept as latency).
-pub const DIRECTIONS: [&str; 5] = ["read", "write", "copy", "run", "wall"];
+/// Where a test's figures sit in its JSON object: disk tests have `read` and `write`, and
+/// `sync` (fsync/fdatasync latency) when they flush; memory tests also `copy`; CPU kernels
+/// `run` (ops/s); timed commands `wall` (wall-clock time of each run, kept as latency).
+pub const DIRECTIONS: [&str; 6] = ["read", "write", "sync", "copy", "run", "wall"];
 
 /// The `&'static` direction named `name`; `None` for a name tacho does not write.
 pub fn direction(name: &str) -> Option<&'static str> {

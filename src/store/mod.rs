@@ -13,7 +13,7 @@ pub mod kinds;
 mod runs;
 pub mod schema;
 
-pub use document::{NewRun, StoredRun, StoredTest, parse_documents};
+pub use document::{NewRun, StoredRun, StoredTest, parse_documents, suite_changes};
 pub use runs::RunSummary;
 
 use anyhow::{Context, Result, anyhow, bail};

@@ -1,7 +1,7 @@
 //! Saving, listing, loading and removing runs. Every write is one immediate transaction.
 
 use super::Store;
-use super::document::{NewRun, StoredRun, StoredTest};
+use super::document::{NewRun, StoredRun, StoredTest, suite_changes, suite_standard};
 use super::figures::{self, Figures};
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
@@ -23,6 +23,12 @@ pub struct RunSummary {
     pub hostname: Option<String>,
     pub target: Option<String>,
     pub tests: i64,
+    /// False when options changed the suite's method; `None` without a suite or when the
+    /// run was saved before this was kept.
+    pub standard: Option<bool>,
+    /// What changed the method (`runtime 1s`), when recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
 }
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
@@ -108,12 +114,18 @@ impl Store {
             .prepare(
                 "SELECT r.id, r.created_at, r.label, r.kind, r.status, r.source, r.suite_name,
                         r.suite_version, r.hostname, r.target_path,
-                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id), r.owner
+                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id), r.owner,
+                        r.extra_json
                  FROM runs r ORDER BY r.id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {
+                let extra_json: String = r.get(12)?;
+                let extra = match serde_json::from_str(&extra_json) {
+                    Ok(Value::Object(map)) => map,
+                    _ => Map::new(),
+                };
                 Ok(RunSummary {
                     id: r.get(0)?,
                     created_at: r.get(1)?,
@@ -126,6 +138,8 @@ impl Store {
                     hostname: r.get(8)?,
                     target: r.get(9)?,
                     tests: r.get(10)?,
+                    standard: suite_standard(&extra),
+                    changed: suite_changes(&extra),
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -161,10 +175,20 @@ impl Store {
             .and_then(|rows| rows.collect())
             .map_err(|e| self.err(e))?;
         for (seq, name, json) in tests {
+            let json = serde_json::from_str(&json).unwrap_or(Value::Null);
+            let mut figures = self.figures(id, seq)?;
+            // Runs saved before flushes were indexed have their flush figures only in the JSON.
+            if !figures.iter().any(|f| f.direction == "sync") {
+                figures.extend(
+                    figures::of_test(&json)
+                        .into_iter()
+                        .filter(|f| f.direction == "sync"),
+                );
+            }
             run.tests.push(StoredTest {
                 name,
-                json: serde_json::from_str(&json).unwrap_or(Value::Null),
-                figures: self.figures(id, seq)?,
+                json,
+                figures,
             });
         }
         Ok(run)

@@ -175,3 +175,45 @@ fn default_path_follows_xdg() {
     );
     assert!(p(None, None).unwrap_err().to_string().contains("--db"));
 }
+
+#[test]
+fn flushes_and_the_suite_method_survive_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let mut d = doc("f", 100.0);
+    d["suite"] = json!({"name": "etcd", "version": 1, "standard": false, "repeat": 3,
+                        "changed": ["runtime 1s"]});
+    d["tests"][0]["sync"] = json!({"count": 9, "lat_ns": {"mean": 50, "p99": 90}});
+    d["tests"][0]["repeats"] = json!([{"sync": {"count": 4, "lat_ns": {"p99": 80}}},
+                                      {"sync": {"count": 5, "lat_ns": {"p99": 95}}}]);
+    let mut store = Store::open(&path).unwrap();
+    let id = store
+        .insert_run(&NewRun::from_bench_doc(&d, "import").unwrap())
+        .unwrap();
+    let sync_p99 = |run: &StoredRun| -> Vec<(u32, Option<f64>)> {
+        run.tests[0]
+            .figures
+            .iter()
+            .filter(|f| f.direction == "sync")
+            .map(|f| (f.sample, f.lat_ns[3]))
+            .collect()
+    };
+    let run = store.load(id).unwrap();
+    assert_eq!(
+        sync_p99(&run),
+        [(0, Some(90.0)), (1, Some(80.0)), (2, Some(95.0))]
+    );
+    assert_eq!(run.to_document()["suite"], d["suite"]);
+    assert_eq!(run.standard(), Some(false));
+    let listed = &store.list().unwrap()[0];
+    assert_eq!(
+        (listed.standard, listed.changed.clone()),
+        (Some(false), vec!["runtime 1s".to_string()])
+    );
+    // A run saved before flushes were indexed has them in its JSON only: still loaded.
+    store
+        .conn
+        .execute("DELETE FROM figures WHERE direction = 'sync'", [])
+        .unwrap();
+    assert_eq!(sync_p99(&store.load(id).unwrap()).len(), 3);
+}

@@ -1,0 +1,166 @@
+//! The runs of a comparison as their columns: names, suite and method, the etcd judgement
+//! and the warnings each run recorded, read from the stored document.
+
+use crate::store::StoredRun;
+use crate::units::format_latency_ns;
+use serde_json::Value;
+
+/// A run as a column of the comparison.
+#[derive(Debug, Clone)]
+pub struct RunHead {
+    pub id: i64,
+    /// The label, or `run N`.
+    pub title: String,
+    pub label: Option<String>,
+    pub created_at: String,
+    pub source: String,
+    pub status: String,
+    /// `disk`, `cpu`, `mem` or `time`.
+    pub kind: String,
+    pub suite: Option<(String, i64)>,
+    /// False when options changed the suite's method (`None`: no suite, or not recorded).
+    pub standard: Option<bool>,
+    /// What changed the method, when recorded (`runtime 1s`).
+    pub changed: Vec<String>,
+    pub tool_version: Option<String>,
+    /// The etcd suite's pass/fail judgement.
+    pub judgement: Option<Judgement>,
+    /// `[code]: message` of the run's warnings and its tests'.
+    pub warnings: Vec<String>,
+    /// What was benchmarked (the target's path), when recorded.
+    pub target: Option<String>,
+}
+
+impl RunHead {
+    /// `run 3`, or `run 3 (label)`: each run named once.
+    pub fn name(&self) -> String {
+        match &self.label {
+            Some(l) => format!("run {} ({l})", self.id),
+            None => format!("run {}", self.id),
+        }
+    }
+
+    /// Where the run came from, by command: `bench disk`, `time`, `fio`, `import`.
+    pub fn source_text(&self) -> String {
+        source_text(&self.source, &self.kind)
+    }
+
+    /// A column header: `#3 label`, or `run 3` when unlabelled.
+    pub fn column(&self) -> String {
+        match &self.label {
+            Some(l) => format!("#{} {l}", self.id),
+            None => format!("run {}", self.id),
+        }
+    }
+
+    /// The suite and its version, marked when its method was changed:
+    /// `quick v2 (non-standard: runtime 1s)`.
+    pub fn suite_text(&self) -> Option<String> {
+        let (name, version) = self.suite.as_ref()?;
+        Some(suite_text(name, *version, self.standard, &self.changed))
+    }
+}
+
+/// Where a run came from, by command: `bench disk`, `time`, `fio`, `import`.
+pub fn source_text(source: &str, kind: &str) -> String {
+    match (source, kind) {
+        ("bench", "time") => "time".into(),
+        ("bench", kind) => format!("bench {kind}"),
+        (source, _) => source.into(),
+    }
+}
+
+/// `quick v2`, or `quick v2 (non-standard: runtime 1s)` when options changed its method.
+pub fn suite_text(name: &str, version: i64, standard: Option<bool>, changed: &[String]) -> String {
+    match (standard, changed) {
+        (Some(false), []) => format!("{name} v{version} (non-standard)"),
+        (Some(false), c) => format!("{name} v{version} (non-standard: {})", c.join(", ")),
+        _ => format!("{name} v{version}"),
+    }
+}
+
+/// A pass/fail judgement against a threshold, as the run recorded it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    /// `pass`, `marginal` or `fail`.
+    pub status: String,
+    /// What was judged (`fdatasync p99`).
+    pub metric: String,
+    pub value_ns: f64,
+    pub threshold_ns: f64,
+}
+
+impl Judgement {
+    fn of(run: &StoredRun) -> Option<Judgement> {
+        let j = run.extra.get("judgement")?;
+        Some(Judgement {
+            status: j.get("status")?.as_str()?.to_string(),
+            metric: j.get("metric")?.as_str()?.to_string(),
+            value_ns: j.get("value_ns")?.as_f64()?,
+            threshold_ns: j.get("threshold_ns")?.as_f64()?,
+        })
+    }
+
+    /// `FAIL: fdatasync p99 189µs, limit 1.00µs`, as the live run judged.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: {} {}, limit {}",
+            self.status.to_uppercase(),
+            self.metric,
+            format_latency_ns(self.value_ns),
+            format_latency_ns(self.threshold_ns)
+        )
+    }
+}
+
+pub(super) fn head(run: &StoredRun) -> RunHead {
+    RunHead {
+        id: run.id,
+        title: run.title(),
+        label: run.label.clone(),
+        created_at: run.created_at.clone(),
+        source: run.source.clone(),
+        status: run.status.clone(),
+        kind: run.kind.clone(),
+        suite: run.suite.clone(),
+        standard: run.standard(),
+        changed: crate::store::suite_changes(&run.extra),
+        tool_version: run.tool_version.clone(),
+        judgement: Judgement::of(run),
+        warnings: run_warnings(run),
+        target: run
+            .target
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string),
+    }
+}
+
+/// `[code]: message` of the run's warnings and its tests', each once.
+pub fn run_warnings(run: &StoredRun) -> Vec<String> {
+    let of = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|ws| {
+                ws.iter()
+                    .map(|w| {
+                        format!(
+                            "[{}]: {}",
+                            w.get("code").and_then(Value::as_str).unwrap_or("?"),
+                            w.get("message").and_then(Value::as_str).unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = of(run.extra.get("warnings"));
+    for t in &run.tests {
+        for w in of(t.json.get("warnings")) {
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+    }
+    out
+}
