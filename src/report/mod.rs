@@ -3,11 +3,13 @@
 
 mod grid;
 pub mod html;
+pub mod hyperfine;
 pub mod json;
 pub mod outfile;
 pub mod prom;
 pub mod prom_time;
 pub mod results;
+mod sheet;
 pub mod suites;
 pub mod table;
 pub mod top;

@@ -2,6 +2,7 @@
 //! table, Markdown, CSV and JSON (HTML is in [`super::html`]).
 
 use super::grid::{Grid, markdown_escape};
+use super::sheet::spreadsheet_text;
 use crate::compare::{Comparison, Metric, Row, RunHead, Significance, format_p};
 use crate::store::{RunSummary, StoredRun};
 use serde_json::{Value, json};
@@ -362,17 +363,6 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
 
 /// Every figure, one row per test, direction and metric; per run its value, and for the
 /// others the change, p-value and significance.
-/// Text that a spreadsheet will show as text: names can come from imported files or be timed
-/// commands, and a cell starting with `=`, `+`, `-` or `@` would run as a formula when the
-/// CSV is opened (OWASP's CSV injection advice: prefix a quote).
-fn spreadsheet_text(text: &str) -> String {
-    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{text}")
-    } else {
-        text.to_string()
-    }
-}
-
 pub fn csv(c: &Comparison, out: &mut impl Write) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     let mut header: Vec<String> = [
@@ -524,19 +514,5 @@ fn short_significance(s: Significance) -> String {
         Significance::NoDifference { .. } => "n.s.".into(),
         Significance::NoRepeats => "?".into(),
         Significance::Baseline | Significance::NoBaseline => String::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::spreadsheet_text;
-
-    #[test]
-    fn formulas_become_text() {
-        assert_eq!(spreadsheet_text("=HYPERLINK(\"x\")"), "'=HYPERLINK(\"x\")");
-        assert_eq!(spreadsheet_text("@SUM(A1)"), "'@SUM(A1)");
-        assert_eq!(spreadsheet_text("-2+3"), "'-2+3");
-        assert_eq!(spreadsheet_text("RND4K Q32T1"), "RND4K Q32T1");
-        assert_eq!(spreadsheet_text(""), "");
     }
 }

@@ -7,6 +7,5 @@
 //! `cmd::time`).
 
 pub mod exec;
-pub mod export;
 pub mod result;
 pub mod schedule;

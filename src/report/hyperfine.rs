@@ -1,7 +1,8 @@
 //! Export files in hyperfine's formats: JSON (`{"results": [...]}`, the same keys), CSV (the
 //! same columns) and a Markdown table. Each writes to any `impl Write`.
 
-use super::result::{CommandResult, HyperfineExport, Relative};
+use super::sheet::spreadsheet_text;
+use crate::timing::result::{CommandResult, HyperfineExport, Relative};
 use std::io::{self, Write};
 
 pub fn json(results: &[CommandResult], out: &mut impl Write) -> io::Result<()> {
@@ -12,32 +13,27 @@ pub fn json(results: &[CommandResult], out: &mut impl Write) -> io::Result<()> {
     writeln!(out)
 }
 
+/// hyperfine's CSV columns. A standard deviation that does not exist (one run) is an empty
+/// cell, as hyperfine writes it, not 0.
 pub fn csv(results: &[CommandResult], out: &mut impl Write) -> io::Result<()> {
-    writeln!(out, "command,mean,stddev,median,user,system,min,max")?;
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "command", "mean", "stddev", "median", "user", "system", "min", "max",
+    ])?;
     for r in results {
-        writeln!(
-            out,
-            "{},{},{},{},{},{},{},{}",
-            csv_field(&r.command),
-            r.mean,
-            r.stddev.unwrap_or(0.0),
-            r.median,
-            r.user,
-            r.system,
-            r.min,
-            r.max
-        )?;
+        let number = |x: f64| x.to_string();
+        w.write_record([
+            spreadsheet_text(&r.command),
+            number(r.mean),
+            r.stddev.map(number).unwrap_or_default(),
+            number(r.median),
+            number(r.user),
+            number(r.system),
+            number(r.min),
+            number(r.max),
+        ])?;
     }
-    Ok(())
-}
-
-/// Quotes a field when it holds a separator, a quote or a line break (RFC 4180).
-fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
+    w.flush()
 }
 
 /// A table in milliseconds, or seconds when the fastest command takes a second or more. The
@@ -111,6 +107,19 @@ mod tests {
         assert_eq!(
             lines[1],
             "\"echo \"\"a,b\"\"\",0.015,0.001,0.01,0.0005,0.00025,0.01,0.02"
+        );
+    }
+
+    #[test]
+    fn csv_leaves_a_missing_stddev_empty_and_formulas_as_text() {
+        let mut one = result("=cmd|calc", &[0.5]);
+        one.stddev = None;
+        let mut out = Vec::new();
+        csv(&[one], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text.lines().nth(1).unwrap(),
+            "'=cmd|calc,0.5,,0.5,0.0005,0.00025,0.5,0.5"
         );
     }
 
