@@ -8,6 +8,8 @@
 //! RAID5/6) are reported as not supported rather than guessed. No crate offers these ioctls;
 //! they are called through libc with the argument structs laid out in aligned `u64` buffers.
 
+// The search header is in host order; item bodies are on-disk (little-endian) structs.
+use super::bytes::{le_u16, le_u64, ne_u32, ne_u64};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -115,19 +117,6 @@ fn pack_u32(lo: u32, hi: u32) -> u64 {
     u64::from_ne_bytes(b)
 }
 
-// The search header is in host order; item bodies are on-disk (little-endian) structs.
-fn ne_u64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-fn ne_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn le_u64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-fn le_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
 /// Chunk items from a search result buffer; stops at the first malformed item.
 pub fn parse_search_items(buf: &[u8], nr_items: u32) -> Vec<Chunk> {
     let mut chunks = Vec::new();

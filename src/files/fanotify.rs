@@ -8,6 +8,7 @@
 //! `unsafe` block, and the returned bytes are parsed by safe code ([`parse`]) that bounds-checks
 //! every field and never panics on any input.
 
+use super::bytes::{ne_i32, ne_u16, ne_u32, ne_u64};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -199,35 +200,22 @@ pub fn parse(bytes: &[u8]) -> impl Iterator<Item = Result<RawEvent<'_>, ParseErr
     })
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn i32_at(b: &[u8], at: usize) -> Option<i32> {
-    Some(i32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 /// Parses the event at the start of `b` (at `offset` in the read); returns it and its length.
 fn parse_one(b: &[u8], offset: usize) -> Result<(RawEvent<'_>, usize), ParseError> {
     let truncated = ParseError::Truncated(offset);
-    let event_len = u32_at(b, 0).ok_or(truncated)? as usize;
+    let event_len = ne_u32(b, 0).ok_or(truncated)? as usize;
     let version = *b.get(4).ok_or(truncated)?;
     if version != libc::FANOTIFY_METADATA_VERSION {
         return Err(ParseError::Version(version));
     }
-    let metadata_len = u16_at(b, 6).ok_or(truncated)? as usize;
+    let metadata_len = ne_u16(b, 6).ok_or(truncated)? as usize;
     if event_len < METADATA_LEN || metadata_len < METADATA_LEN || metadata_len > event_len {
         return Err(truncated);
     }
     let event = b.get(..event_len).ok_or(truncated)?;
-    let mask = u64_at(event, 8).ok_or(truncated)?;
-    let fd = i32_at(event, 16).ok_or(truncated)?;
-    let pid = i32_at(event, 20).ok_or(truncated)?;
+    let mask = ne_u64(event, 8).ok_or(truncated)?;
+    let fd = ne_i32(event, 16).ok_or(truncated)?;
+    let pid = ne_i32(event, 20).ok_or(truncated)?;
     let mut parsed = RawEvent {
         mask,
         pid,
@@ -238,7 +226,7 @@ fn parse_one(b: &[u8], offset: usize) -> Result<(RawEvent<'_>, usize), ParseErro
     let mut at = metadata_len;
     while at + 4 <= event_len {
         let info_type = event[at];
-        let len = u16_at(event, at + 2).ok_or(truncated)? as usize;
+        let len = ne_u16(event, at + 2).ok_or(truncated)? as usize;
         if len < 4 || at + len > event_len {
             return Err(truncated);
         }
@@ -260,8 +248,8 @@ fn parse_one(b: &[u8], offset: usize) -> Result<(RawEvent<'_>, usize), ParseErro
 /// DFID_NAME records a NUL-terminated name (padding after it is zeros).
 fn parse_fid_record(record: &[u8]) -> Option<(Fid<'_>, Option<&[u8]>)> {
     let fsid: [u8; 8] = record.get(4..12)?.try_into().ok()?;
-    let handle_bytes = u32_at(record, 12)? as usize;
-    let handle_type = i32_at(record, 16)?;
+    let handle_bytes = ne_u32(record, 12)? as usize;
+    let handle_type = ne_i32(record, 16)?;
     let handle = record.get(20..20usize.checked_add(handle_bytes)?)?;
     let rest = &record[20 + handle_bytes..];
     let name = if record[0] == libc::FAN_EVENT_INFO_TYPE_DFID_NAME {

@@ -10,6 +10,7 @@
 //! processes it watches (notification groups only, no permission events).
 
 pub mod btrfs;
+mod bytes;
 pub mod fanotify;
 pub mod fiemap;
 pub mod filter;

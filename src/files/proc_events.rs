@@ -10,6 +10,7 @@
 //! decoded from bytes with bounds checks. Needs CAP_NET_ADMIN (root has it); without it, or
 //! without CONFIG_PROC_EVENTS, tacho falls back to /proc alone.
 
+use super::bytes::ne_u32;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -122,15 +123,11 @@ fn listen_message() -> Vec<u8> {
     m
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
 /// Decodes the netlink messages in one datagram; keeps process forks, execs and renames,
 /// drops those of threads other than the main one.
 pub fn parse(bytes: &[u8], each: &mut impl FnMut(ProcEvent)) {
     let mut at = 0;
-    while let Some(len) = u32_at(bytes, at) {
+    while let Some(len) = ne_u32(bytes, at) {
         let len = len as usize;
         if len < NLMSG_HDR || at + len > bytes.len() {
             return;
@@ -139,12 +136,12 @@ pub fn parse(bytes: &[u8], each: &mut impl FnMut(ProcEvent)) {
         // parent_tgid, child_pid, child_tgid; for a comm: pid, tgid, comm[16].
         let ev = at + NLMSG_HDR + CN_MSG_HDR;
         let end = at + len;
-        let what = u32_at(bytes, ev);
+        let what = ne_u32(bytes, ev);
         if what == Some(PROC_EVENT_FORK)
             && let (Some(parent), Some(child_pid), Some(child)) = (
-                u32_at(bytes, ev + 20),
-                u32_at(bytes, ev + 24),
-                u32_at(bytes, ev + 28),
+                ne_u32(bytes, ev + 20),
+                ne_u32(bytes, ev + 24),
+                ne_u32(bytes, ev + 28),
             )
             && child_pid == child
             && ev + 32 <= end
@@ -154,13 +151,13 @@ pub fn parse(bytes: &[u8], each: &mut impl FnMut(ProcEvent)) {
                 child: child as i32,
             });
         } else if what == Some(PROC_EVENT_EXEC)
-            && let (Some(pid), Some(tgid)) = (u32_at(bytes, ev + 16), u32_at(bytes, ev + 20))
+            && let (Some(pid), Some(tgid)) = (ne_u32(bytes, ev + 16), ne_u32(bytes, ev + 20))
             && pid == tgid
             && ev + 24 <= end
         {
             each(ProcEvent::Exec { pid: pid as i32 });
         } else if what == Some(PROC_EVENT_COMM)
-            && let (Some(pid), Some(tgid)) = (u32_at(bytes, ev + 16), u32_at(bytes, ev + 20))
+            && let (Some(pid), Some(tgid)) = (ne_u32(bytes, ev + 16), ne_u32(bytes, ev + 20))
             && pid == tgid
             && let Some(comm) = bytes.get(ev + 24..ev + 40)
             && ev + 40 <= end

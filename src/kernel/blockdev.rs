@@ -175,15 +175,8 @@ fn file_name(dir: &Path) -> Result<String> {
 /// Names in a sysfs directory, sorted; a missing directory is empty (older kernels and some
 /// device types have no `holders/` or `slaves/`).
 pub(crate) fn list_names(dir: &Path) -> Result<Vec<String>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(KernelError::Read {
-                path: dir.to_path_buf(),
-                source,
-            });
-        }
+    let Some(entries) = super::read_dir_optional(dir)? else {
+        return Ok(Vec::new());
     };
     let mut names = Vec::new();
     for entry in entries {

@@ -20,10 +20,8 @@ pub struct CacheLevel {
 /// directory (some VMs and ARM boards) gives an empty list, not an error.
 pub fn read(root: &SysRoot) -> Result<Vec<CacheLevel>> {
     let dir = root.sys.join("devices/system/cpu/cpu0/cache");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(KernelError::Read { path: dir, source }),
+    let Some(entries) = super::read_dir_optional(&dir)? else {
+        return Ok(Vec::new());
     };
     let mut levels: Vec<CacheLevel> = Vec::new();
     for entry in entries.flatten() {

@@ -136,10 +136,8 @@ pub fn iommu_default(config: &KernelConfig) -> Option<&'static str> {
 /// passthrough), from `<sys>/kernel/iommu_groups/*/type`; empty when no IOMMU translates.
 pub fn iommu_group_types(root: &SysRoot) -> Result<BTreeMap<String, u64>> {
     let dir = root.sys.join("kernel/iommu_groups");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(source) => return Err(KernelError::Read { path: dir, source }),
+    let Some(entries) = super::read_dir_optional(&dir)? else {
+        return Ok(BTreeMap::new());
     };
     let mut out = BTreeMap::new();
     for entry in entries.flatten() {

@@ -140,6 +140,19 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
     }
 }
 
+/// The entries of a directory that may not exist (an optional kernel feature, an older kernel,
+/// a device type without it): `None` when it is absent, an error naming it otherwise.
+pub(crate) fn read_dir_optional(dir: &Path) -> Result<Option<std::fs::ReadDir>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(KernelError::Read {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// Reads a sysfs attribute holding one unsigned decimal number.
 pub(crate) fn read_u64(path: &Path) -> Result<u64> {
     parse_u64(read_text(path)?.trim(), path)

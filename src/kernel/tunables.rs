@@ -167,10 +167,8 @@ fn choice(path: &Path) -> Result<Option<String>> {
 /// Each online CPU's `cpufreq/scaling_governor`, by CPU number; empty without cpufreq.
 pub fn cpu_governors(root: &SysRoot) -> Result<BTreeMap<u32, String>> {
     let dir = root.sys.join("devices/system/cpu");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(source) => return Err(KernelError::Read { path: dir, source }),
+    let Some(entries) = super::read_dir_optional(&dir)? else {
+        return Ok(BTreeMap::new());
     };
     let mut out = BTreeMap::new();
     for entry in entries.flatten() {
@@ -202,10 +200,8 @@ pub fn summarize_governors(per_cpu: &BTreeMap<u32, String>) -> Option<String> {
 /// without the directory.
 pub fn vulnerabilities(root: &SysRoot) -> Result<BTreeMap<String, String>> {
     let dir = root.sys.join("devices/system/cpu/vulnerabilities");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(source) => return Err(KernelError::Read { path: dir, source }),
+    let Some(entries) = super::read_dir_optional(&dir)? else {
+        return Ok(BTreeMap::new());
     };
     let mut out = BTreeMap::new();
     for entry in entries.flatten() {
