@@ -8,7 +8,7 @@ use crate::bench::result::{
     BenchReport, Judgement, SCHEMA, SuiteRef, TargetInfo, TestResult, Warning,
 };
 use crate::bench::target::{self, Inspected, Target};
-use crate::bench::{fio_cmd, run, suite};
+use crate::bench::{backing, fio_cmd, run, suite};
 use crate::cli::DiskArgs;
 use crate::io::{self, Control, EngineKind};
 use crate::kernel::host::Host;
@@ -82,10 +82,16 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         interrupted: false,
     };
     let link = single_disk_link(&root, &inspected);
+    let virtual_disk = inspected
+        .device
+        .as_ref()
+        .and_then(|d| backing::virtual_disk(&root, d));
     let ctx = Context {
         target: &report.target,
         host: &report.host,
         link: link.as_ref(),
+        virtual_disk: virtual_disk.as_deref(),
+        hole_bytes: hole_bytes(&inspected, &target, plan.region_bytes),
     };
     let run_warnings = honesty::run_warnings(&ctx);
     // Saved as each test finishes, warnings included, so Ctrl-C keeps what finished.
@@ -100,11 +106,13 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         &Bar::new(),
         &mut |test: &mut TestResult| {
             test.warnings = honesty::test_warnings(&ctx, test);
+            honesty::sort_by_weight(&mut test.warnings);
             recorder.test(test);
         },
     )?;
     drop(target);
     report.warnings.extend(run_warnings);
+    honesty::sort_by_weight(&mut report.warnings);
     report.judgement = judge(&plan, &outcome.tests);
     report.tests = outcome.tests;
     report.interrupted = outcome.interrupted;
@@ -160,6 +168,18 @@ fn judge(plan: &Plan, tests: &[TestResult]) -> Option<Judgement> {
         value_ns: p99,
         threshold_ns: limit,
     })
+}
+
+/// Holes in the region of an existing file the tests read; a test file tacho lays out has none.
+fn hole_bytes(inspected: &Inspected, target: &Target, region: u64) -> u64 {
+    if inspected.kind != target::Kind::File {
+        return 0;
+    }
+    target
+        .open(false)
+        .ok()
+        .and_then(|f| backing::hole_bytes(&f, region))
+        .unwrap_or(0)
 }
 
 /// The link of the one physical disk under the target; with several (RAID, LVM over many
