@@ -10,6 +10,7 @@ use std::time::Duration;
 
 mod results;
 pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand, SaveArgs};
+pub mod errors;
 mod kit;
 pub use kit::{CpuArgs, KernelName, LevelName, MemArgs, StressArgs, TimeArgs, VmBytes};
 
@@ -278,8 +279,9 @@ pub struct TopArgs {
     #[arg(long)]
     pub batch: bool,
 
-    /// One JSON object per sample per line (schema tacho.top.v1) instead of the screen
-    #[arg(long, conflicts_with = "batch")]
+    /// One JSON object per sample per line (schema tacho.top.v1) instead of the screen; with
+    /// --batch too, since JSON lines are batch output
+    #[arg(long)]
     pub json: bool,
 
     /// Time between samples, e.g. 1s, 500ms, 5s [default: 1s]

@@ -73,11 +73,11 @@ pub fn run_warnings(ctx: &Context) -> Vec<Warning> {
             .host
             .virtualization
             .as_deref()
-            .map_or(String::new(), |v| format!(" under {v}"));
+            .map_or(String::new(), |v| format!("; hypervisor: {v}"));
         out.push(Warning {
             code: "vm-detected",
             message: format!(
-                "the target is on a virtual disk{hypervisor} ({disk}): the host may cache it \
+                "the target is on a virtual disk ({disk}{hypervisor}): the host may cache it \
                  (writeback or unsafe cache mode), which cannot be verified from inside; check \
                  the VM's disk cache mode on the host"
             ),
@@ -239,7 +239,7 @@ fn fits_in_ram(ctx: &Context, test: &TestResult) -> Option<Warning> {
             format_bytes_approx(region),
             format_bytes_approx(mem),
             format_bytes_approx(2 * mem),
-            (2 * mem).div_ceil(1 << 30) + 1
+            (2 * mem).div_ceil(1 << 30)
         ),
     })
 }
