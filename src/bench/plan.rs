@@ -9,8 +9,8 @@ use crate::units::format_size;
 use anyhow::{Result, bail};
 use std::time::Duration;
 
-const CUSTOM_RUNTIME: Duration = Duration::from_secs(10);
-const SUITE_REPEATS: u32 = 3;
+pub const CUSTOM_RUNTIME: Duration = Duration::from_secs(10);
+pub const SUITE_REPEATS: u32 = 3;
 
 #[derive(Debug)]
 pub struct PlannedTest {
