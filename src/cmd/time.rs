@@ -7,8 +7,8 @@ use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::report::prom::RunInfo;
-use crate::report::prom_time;
-use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
+use crate::report::prom_time::{self, CommandTally};
+use crate::timing::exec::{Executor, Exit, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
@@ -41,6 +41,7 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
             },
         },
         runs: HashMap::new(),
+        ends: HashMap::new(),
         shown: None,
     };
     let outcome = schedule::run(&plan, &mut spawner);
@@ -50,7 +51,25 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
             eprintln!("tacho: interrupted; the run in progress was killed, nothing reported");
             return Ok(ExitCode::from(interrupt::EXIT_INTERRUPTED));
         }
-        other => other?,
+        Err(e) => {
+            // A failing command is what an alert on the textfile is for: record it.
+            if let Some(path) = &args.record.prom_textfile {
+                let text = prom_time::render_failure(
+                    &spawner.tallies(&plan, &names),
+                    &RunInfo {
+                        label: args.record.save.label.as_deref(),
+                        run_id: None,
+                        timestamp_s: unix_now_s(),
+                    },
+                    env!("CARGO_PKG_VERSION"),
+                );
+                if let Err(write_error) = write_prom_textfile(path, &text) {
+                    return Err(e.context(format!("{write_error:#}")));
+                }
+            }
+            return Err(e);
+        }
+        Ok(outcome) => outcome,
     };
     let ctx = Context {
         shell: plan.shell.is_some(),
@@ -86,7 +105,32 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
 struct Progress {
     inner: Spawner,
     runs: HashMap<String, u64>,
+    /// Per command line: runs that ended, failed ones, and the last one's exit.
+    ends: HashMap<String, (u64, u64, Exit)>,
     shown: Option<Instant>,
+}
+
+impl Progress {
+    /// How each timed command fared so far, under its display name.
+    fn tallies(&self, plan: &Plan, names: &[String]) -> Vec<CommandTally> {
+        plan.commands
+            .iter()
+            .zip(names)
+            .map(|(inv, name)| {
+                let (runs, failed, last) =
+                    self.ends
+                        .get(&inv.line)
+                        .copied()
+                        .unwrap_or((0, 0, Exit::Code(0)));
+                CommandTally {
+                    command: name.clone(),
+                    runs,
+                    failed,
+                    last_exit_code: last.code(),
+                }
+            })
+            .collect()
+    }
 }
 
 impl Executor for Progress {
@@ -105,7 +149,12 @@ impl Executor for Progress {
             interrupt::status_line(&text);
             self.shown = Some(Instant::now());
         }
-        self.inner.measure(inv)
+        let m = self.inner.measure(inv)?;
+        let end = self.ends.entry(inv.line.clone()).or_insert((0, 0, m.exit));
+        end.0 += 1;
+        end.1 += u64::from(!m.exit.success());
+        end.2 = m.exit;
+        Ok(m)
     }
 }
 
