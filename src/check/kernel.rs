@@ -450,7 +450,8 @@ pub fn virtualization(facts: &Facts, out: &mut Vec<Finding>) {
               cloud volume's IOPS and throughput limits; and CPU steal in tacho top."
             .to_string(),
         reference: "QEMU documentation, qemu(1) -drive cache= (writeback, none, writethrough, \
-                    directsync, unsafe); Proxmox VE Administration Guide, QEMU/KVM Virtual Machines, Hard Disk (Cache)"
+                    directsync, unsafe); Proxmox VE Administration Guide, QEMU/KVM Virtual \
+                    Machines, Hard Disk (Cache)"
             .to_string(),
         remedy: Remedy::default(),
     });

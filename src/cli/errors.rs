@@ -124,7 +124,7 @@ fn conflict(e: &clap::Error) -> Option<String> {
         _ => "; give only one of them",
     };
     Some(format!(
-        "{first} and {other} cannot be used together{why} (see --help)"
+        "{first} cannot be used with {other}{why} (see --help)"
     ))
 }
 
