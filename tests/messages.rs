@@ -27,10 +27,23 @@ fn a_path_after_bench_suggests_bench_disk() {
 fn a_label_for_a_run_that_is_not_saved_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().to_str().unwrap();
+    // Short runs, should one be accepted by mistake.
+    let mut disk = tiny_disk(target, &["--rw", "read"]);
+    disk.extend(["--no-save", "--label", "x"]);
     for args in [
-        vec!["bench", "disk", target, "--no-save", "--label", "x"],
-        vec!["bench", "cpu", "--no-save", "--label", "x"],
-        vec!["time", "--no-save", "--label", "x", "true"],
+        disk,
+        vec![
+            "bench",
+            "cpu",
+            "--runtime",
+            "100ms",
+            "--repeat",
+            "1",
+            "--no-save",
+            "--label",
+            "x",
+        ],
+        vec!["time", "-r", "1", "--no-save", "--label", "x", "true"],
     ] {
         let line = assert_error(&run(&args));
         assert!(
@@ -73,17 +86,21 @@ fn missing_arguments_are_named_in_a_sentence() {
 #[test]
 fn an_over_long_label_is_not_echoed_back_whole() {
     let label = "x".repeat(5000);
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = tiny_disk(dir.path().to_str().unwrap(), &["--rw", "read", "--no-save"]);
+    args.extend(["--label", label.as_str()]);
+    let line = assert_error(&run(&args));
+    assert!(line.len() < 300, "{} characters: {line}", line.len());
     let line = assert_error(&run(&[
         "bench",
-        "disk",
-        "--no-save",
+        "cpu",
+        "--runtime",
+        "100ms",
+        "--repeat",
+        "1",
         "--label",
         &label,
-        "--rw",
-        "read",
     ]));
-    assert!(line.len() < 300, "{} characters: {line}", line.len());
-    let line = assert_error(&run(&["bench", "cpu", "--label", &label]));
     assert!(line.len() < 300 && line.contains('…'), "{line}");
     assert!(line.contains("200 characters"), "{line}");
 }
