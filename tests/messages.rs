@@ -110,9 +110,9 @@ fn an_over_long_label_is_not_echoed_back_whole() {
 /// `2s`, `500ms`, `5m`: as `--help` writes a suite's durations.
 fn written(secs: f64) -> String {
     let ms = (secs * 1000.0).round() as u64;
-    if ms > 0 && ms % 60_000 == 0 {
+    if ms > 0 && ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")

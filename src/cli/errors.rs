@@ -101,11 +101,7 @@ fn missing(e: &clap::Error) -> Option<String> {
     let usage = string(e, ContextKind::Usage)?;
     let usage = usage.trim().trim_start_matches("Usage:").trim();
     // The command is the usage up to its first option or argument.
-    let command = usage
-        .split(|c| c == '<' || c == '[')
-        .next()
-        .unwrap_or(usage)
-        .trim();
+    let command = usage.split(['<', '[']).next().unwrap_or(usage).trim();
     let command = command.strip_prefix("tacho ").unwrap_or(command);
     let wanted: Vec<String> = args.iter().map(|a| wanted(a)).collect();
     Some(format!(

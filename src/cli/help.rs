@@ -52,9 +52,9 @@ fn duration(d: Duration) -> String {
     let ms = d.as_millis();
     if ms == 0 {
         "0s".into()
-    } else if ms % 60_000 == 0 {
+    } else if ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
