@@ -84,7 +84,7 @@ fn missing_arguments_are_named_in_a_sentence() {
 }
 
 #[test]
-fn an_over_long_label_is_not_echoed_back_whole() {
+fn an_over_long_value_is_not_echoed_back_whole() {
     let label = "x".repeat(5000);
     let dir = tempfile::tempdir().unwrap();
     let mut args = tiny_disk(dir.path().to_str().unwrap(), &["--rw", "read", "--no-save"]);
@@ -103,6 +103,15 @@ fn an_over_long_label_is_not_echoed_back_whole() {
     ]));
     assert!(line.len() < 300 && line.contains('…'), "{line}");
     assert!(line.contains("200 characters"), "{line}");
+    // Values the parsers quote themselves are cut the same way.
+    let long = "9x".repeat(2000);
+    for option in ["--threshold", "--size", "--bs"] {
+        let line = assert_error(&run(&["bench", "disk", option, &long]));
+        assert!(line.len() < 300 && line.contains('…'), "{option}: {line}");
+    }
+    // What is typed never reaches the terminal as an escape sequence.
+    let line = assert_error(&run(&["files", "--pid", "\u{1b}[2J7"]));
+    assert!(!line.contains('\u{1b}'), "{line:?}");
 }
 
 // --- help and manual ------------------------------------------------------------------------

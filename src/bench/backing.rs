@@ -45,7 +45,7 @@ fn virtual_disk_at(root: &SysRoot, device: &BlockDevice, depth: usize) -> Option
             let below = loop_backing_device(root, leaf)?;
             return virtual_disk_at(root, &below, depth + 1);
         }
-        disk_evidence(leaf)
+        disk_evidence(root, leaf)
     })
 }
 
@@ -63,7 +63,7 @@ fn loop_backing_device(root: &SysRoot, dev: &BlockDevice) -> Option<BlockDevice>
     blockdev::resolve(root, major, minor).ok()
 }
 
-fn disk_evidence(disk: &BlockDevice) -> Option<String> {
+fn disk_evidence(root: &SysRoot, disk: &BlockDevice) -> Option<String> {
     let hw = blockdev::hardware(disk).ok()?;
     if let Some(driver) = hw.driver.as_deref().filter(|d| VIRTUAL_DRIVERS.contains(d)) {
         return Some(format!("{}: driver {driver}", disk.name));
@@ -82,13 +82,15 @@ fn disk_evidence(disk: &BlockDevice) -> Option<String> {
     }) {
         return Some(format!("{}: model {model}", disk.name));
     }
-    adapter_driver(&disk.sys_path.join("device")).map(|d| format!("{}: adapter {d}", disk.name))
+    adapter_driver(root, &disk.sys_path.join("device"))
+        .map(|d| format!("{}: adapter {d}", disk.name))
 }
 
 /// A virtual SCSI host adapter's driver, found on the devices above a SCSI disk.
-fn adapter_driver(device: &Path) -> Option<String> {
+fn adapter_driver(root: &SysRoot, device: &Path) -> Option<String> {
+    let devices = root.sys.join("devices");
     let mut dir = std::fs::canonicalize(device).ok()?;
-    while dir.pop() && dir.starts_with("/sys/devices") {
+    while dir.pop() && dir.starts_with(&devices) {
         let driver = std::fs::read_link(dir.join("driver")).ok();
         let name = driver
             .as_ref()

@@ -11,12 +11,23 @@ const ECHO_CHARS: usize = 40;
 pub fn one_line(e: &clap::Error) -> String {
     let text = match e.kind() {
         ErrorKind::ValueValidation => invalid_value(e),
+        ErrorKind::InvalidValue => not_a_choice(e),
         ErrorKind::MissingRequiredArgument => missing(e),
         ErrorKind::ArgumentConflict => conflict(e),
         ErrorKind::InvalidSubcommand | ErrorKind::UnknownArgument => not_a_subcommand(e),
         _ => None,
     };
-    text.unwrap_or_else(|| rendered_one_line(&e.render().to_string()))
+    let text = text.unwrap_or_else(|| rendered_one_line(&e.render().to_string()));
+    // Whatever was typed, nothing reaches the terminal as a control character.
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn string(e: &clap::Error, kind: ContextKind) -> Option<String> {
@@ -35,19 +46,86 @@ fn option_name(e: &clap::Error) -> Option<String> {
 
 /// A typed value as echoed in a message: quoted, control characters escaped, long ones cut.
 pub fn echo(value: &str) -> String {
+    format!("{:?}", cut(value))
+}
+
+/// Words of a message longer than an echo are cut, keeping a closing quote or punctuation.
+fn cut_long_words(text: &str) -> String {
+    text.split(' ')
+        .map(|word| {
+            if word.chars().count() <= ECHO_CHARS + 2 {
+                return word.to_string();
+            }
+            let closing: Vec<char> = word
+                .chars()
+                .rev()
+                .take_while(|c| "'\";,:)".contains(*c))
+                .collect();
+            let mut short = cut(word);
+            short.extend(closing.into_iter().rev());
+            short
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn cut(value: &str) -> String {
     let mut shown: String = value.chars().take(ECHO_CHARS).collect();
     if value.chars().count() > ECHO_CHARS {
         shown.push('…');
     }
-    format!("{:?}", shown)
+    shown
 }
 
 fn invalid_value(e: &clap::Error) -> Option<String> {
     let arg = option_name(e)?;
     let value = string(e, ContextKind::InvalidValue).unwrap_or_default();
     let cause = std::error::Error::source(e).map(ToString::to_string)?;
-    let why = number_problem(&cause).unwrap_or(cause);
-    Some(format!("{arg}: {why} (got {}; see --help)", echo(&value)))
+    // A positional argument's placeholder (<ID>) says less than the message does.
+    let prefix = if arg.starts_with('<') {
+        String::new()
+    } else {
+        format!("{arg}: ")
+    };
+    if let Some(why) = number_problem(&cause) {
+        return Some(format!("{prefix}{why} (got {}; see --help)", echo(&value)));
+    }
+    // Most of tacho's parsers name the value (or a part of it) themselves: do not repeat it.
+    let names_it = !value.is_empty()
+        && (cause.contains(value.as_str()) || cause.contains(&format!("{value:?}")));
+    let cause = cut_long_words(&cause);
+    Some(if names_it {
+        format!("{prefix}{cause} (see --help)")
+    } else {
+        format!("{prefix}{cause} (got {}; see --help)", echo(&value))
+    })
+}
+
+/// A value outside a fixed list, or none at all.
+fn not_a_choice(e: &clap::Error) -> Option<String> {
+    let arg = option_name(e)?;
+    let value = string(e, ContextKind::InvalidValue).unwrap_or_default();
+    let choices = match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(v)) => v.join(", "),
+        _ => String::new(),
+    };
+    if value.is_empty() {
+        let placeholder = string(e, ContextKind::InvalidArg)
+            .and_then(|a| a.split_once(' ').map(|(_, p)| p.to_string()))
+            .unwrap_or_else(|| "a value".into());
+        return Some(format!("{arg} needs {placeholder} after it (see --help)"));
+    }
+    if choices.is_empty() {
+        return None;
+    }
+    let hint = match e.get(ContextKind::SuggestedValue) {
+        Some(ContextValue::String(s)) => format!("; did you mean {s}?"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{arg}: choose one of {choices} (got {}{hint}; see --help)",
+        echo(&value)
+    ))
 }
 
 /// Rewrites the integer parsers' messages ("N is not in A..=B", "invalid digit found in
@@ -200,6 +278,32 @@ mod tests {
             "give a whole number of at least 1"
         );
         assert_eq!(number_problem("a label must be short"), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn an_echo_is_short_and_printable(value in "\\PC*|[\\x00-\\x1f\\x7f-\\u{9f}]{0,80}") {
+            let shown = echo(&value);
+            proptest::prop_assert!(!shown.chars().any(char::is_control));
+            // 40 characters, each escaped to at most 10 (\u{10ffff}), quotes and ellipsis.
+            proptest::prop_assert!(shown.chars().count() <= ECHO_CHARS * 10 + 3);
+        }
+
+        #[test]
+        fn any_cause_is_rewritten_or_left_alone(cause in "\\PC*( is not in )?[0-9.=]*") {
+            let _ = number_problem(&cause);
+        }
+    }
+
+    #[test]
+    fn long_words_of_a_message_are_cut() {
+        let long = "x".repeat(100);
+        let text = cut_long_words(&format!("unknown unit '{long}' in '{long}'; use s"));
+        assert_eq!(text.matches('…').count(), 2, "{text}");
+        assert!(
+            text.contains("…' in '") && text.ends_with("…'; use s"),
+            "{text}"
+        );
     }
 
     #[test]
