@@ -113,7 +113,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     drop(target);
     report.warnings.extend(run_warnings);
     honesty::sort_by_weight(&mut report.warnings);
-    report.judgement = judge(&plan, &outcome.tests);
+    report.judgement = judge(plan.threshold, &outcome.tests);
     report.tests = outcome.tests;
     report.interrupted = outcome.interrupted;
 
@@ -152,8 +152,8 @@ fn list_suites(json: bool) -> Result<ExitCode> {
 
 /// The etcd suite's verdict: fdatasync p99 against the threshold. A test cut short by a signal
 /// is not judged: its p99 rests on fewer samples than the method asks for.
-fn judge(plan: &Plan, tests: &[TestResult]) -> Option<Judgement> {
-    let threshold = plan.threshold?;
+fn judge(threshold: Option<std::time::Duration>, tests: &[TestResult]) -> Option<Judgement> {
+    let threshold = threshold?;
     let p99 = tests
         .iter()
         .filter(|t| !t.interrupted)
@@ -220,4 +220,50 @@ fn choose_engine(asked: Option<EngineKind>, warnings: &mut Vec<Warning>) -> Engi
         return EngineKind::Psync;
     }
     wanted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{JobSpec, Measured, Rw, SyncEvery, SyncKind};
+    use std::time::Duration;
+
+    fn wal_test(p99_ms: u64) -> TestResult {
+        let spec = JobSpec {
+            rw: Rw::Write,
+            bs: 2300,
+            bssplit: vec![],
+            iodepth: 1,
+            numjobs: 1,
+            region_bytes: 22 << 20,
+            runtime: Duration::from_secs(300),
+            ramp: Duration::ZERO,
+            io_limit: None,
+            rwmixread: 50,
+            sync: Some(SyncEvery {
+                kind: SyncKind::Fdatasync,
+                every: 1,
+            }),
+            direct: false,
+            engine: EngineKind::Sync,
+            seed: 1,
+        };
+        let mut m = Measured::default();
+        for _ in 0..100 {
+            m.sync.record(0, p99_ms * 1_000_000);
+        }
+        m.elapsed = Duration::from_secs(1);
+        TestResult::new("etcd WAL".into(), &spec, &[m], Vec::new())
+    }
+
+    #[test]
+    fn an_interrupted_test_is_not_judged() {
+        let limit = Some(Duration::from_millis(10));
+        let judged = judge(limit, &[wal_test(2)]).expect("a whole test is judged");
+        assert_eq!(judged.status, "pass");
+        assert_eq!(judge(limit, &[wal_test(20)]).unwrap().status, "fail");
+        let mut cut = wal_test(2);
+        cut.interrupted = true;
+        assert!(judge(limit, &[cut]).is_none());
+    }
 }
