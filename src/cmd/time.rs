@@ -7,8 +7,8 @@ use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::report::prom::RunInfo;
-use crate::report::prom_time::{self, CommandTally};
-use crate::timing::exec::{Executor, Exit, Interrupted, Invocation, Measurement, Spawner};
+use crate::report::prom_time;
+use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
@@ -45,31 +45,22 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         shown: None,
     };
     let outcome = schedule::run(&plan, &mut spawner);
+    if let Err(e) = &outcome
+        && e.downcast_ref::<Interrupted>().is_none()
+    {
+        // A failing command is what an alert on the textfile is for: record it.
+        record_failure(args, &spawner.tallies(&plan, &names)).map_err(|write_error| {
+            interrupt::clear_status();
+            anyhow::anyhow!("{e:#}; {write_error:#}")
+        })?;
+    }
     interrupt::clear_status();
     let outcome = match outcome {
         Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
             eprintln!("tacho: interrupted; the run in progress was killed, nothing reported");
             return Ok(ExitCode::from(interrupt::EXIT_INTERRUPTED));
         }
-        Err(e) => {
-            // A failing command is what an alert on the textfile is for: record it.
-            if let Some(path) = &args.record.prom_textfile {
-                let text = prom_time::render_failure(
-                    &spawner.tallies(&plan, &names),
-                    &RunInfo {
-                        label: args.record.save.label.as_deref(),
-                        run_id: None,
-                        timestamp_s: unix_now_s(),
-                    },
-                    env!("CARGO_PKG_VERSION"),
-                );
-                if let Err(write_error) = write_prom_textfile(path, &text) {
-                    return Err(e.context(format!("{write_error:#}")));
-                }
-            }
-            return Err(e);
-        }
-        Ok(outcome) => outcome,
+        other => other?,
     };
     let ctx = Context {
         shell: plan.shell.is_some(),
@@ -100,29 +91,43 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The Prometheus textfile of a run a failing command stopped, when one was asked for.
+fn record_failure(args: &TimeArgs, tallies: &[prom_time::CommandTally]) -> Result<()> {
+    let Some(path) = &args.record.prom_textfile else {
+        return Ok(());
+    };
+    let info = RunInfo {
+        label: args.record.save.label.as_deref(),
+        run_id: None,
+        timestamp_s: unix_now_s(),
+    };
+    let text = prom_time::render_failure(tallies, &info, env!("CARGO_PKG_VERSION"));
+    write_prom_textfile(path, &text)
+}
+
 /// Counts each command's runs (warm-up included) on a terminal's status line (stderr), at
 /// most ten updates a second.
 struct Progress {
     inner: Spawner,
     runs: HashMap<String, u64>,
     /// Per command line: runs that ended, failed ones, and the last one's exit.
-    ends: HashMap<String, (u64, u64, Exit)>,
+    ends: HashMap<String, (u64, u64, crate::timing::exec::Exit)>,
     shown: Option<Instant>,
 }
 
 impl Progress {
     /// How each timed command fared so far, under its display name.
-    fn tallies(&self, plan: &Plan, names: &[String]) -> Vec<CommandTally> {
+    fn tallies(&self, plan: &Plan, names: &[String]) -> Vec<prom_time::CommandTally> {
         plan.commands
             .iter()
             .zip(names)
             .map(|(inv, name)| {
-                let (runs, failed, last) =
-                    self.ends
-                        .get(&inv.line)
-                        .copied()
-                        .unwrap_or((0, 0, Exit::Code(0)));
-                CommandTally {
+                let (runs, failed, last) = self.ends.get(&inv.line).copied().unwrap_or((
+                    0,
+                    0,
+                    crate::timing::exec::Exit::Code(0),
+                ));
+                prom_time::CommandTally {
                     command: name.clone(),
                     runs,
                     failed,
