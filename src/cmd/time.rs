@@ -91,20 +91,6 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The Prometheus textfile of a run a failing command stopped, when one was asked for.
-fn record_failure(args: &TimeArgs, tallies: &[prom_time::CommandTally]) -> Result<()> {
-    let Some(path) = &args.record.prom_textfile else {
-        return Ok(());
-    };
-    let info = RunInfo {
-        label: args.record.save.label.as_deref(),
-        run_id: None,
-        timestamp_s: unix_now_s(),
-    };
-    let text = prom_time::render_failure(tallies, &info, env!("CARGO_PKG_VERSION"));
-    write_prom_textfile(path, &text)
-}
-
 /// Counts each command's runs (warm-up included) on a terminal's status line (stderr), at
 /// most ten updates a second.
 struct Progress {
@@ -417,4 +403,18 @@ fn format_secs(s: f64) -> String {
     } else {
         format!("{s:.3} s")
     }
+}
+
+/// The Prometheus textfile of a run a failing command stopped, when one was asked for.
+fn record_failure(args: &TimeArgs, tallies: &[prom_time::CommandTally]) -> Result<()> {
+    let Some(path) = &args.record.prom_textfile else {
+        return Ok(());
+    };
+    let info = RunInfo {
+        label: args.record.save.label.as_deref(),
+        run_id: None,
+        timestamp_s: unix_now_s(),
+    };
+    let text = prom_time::render_failure(tallies, &info, env!("CARGO_PKG_VERSION"));
+    write_prom_textfile(path, &text)
 }
