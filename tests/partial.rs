@@ -32,10 +32,8 @@ fn wait_for_reads(name: &str, from: u64, more: u64, child: &mut Child) {
 
 fn sigint(child: &Child) {
     // SAFETY: signalling the child this test started.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
-        0
-    );
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
 }
 
 /// The run id from `saved as run N in …` on stderr.
