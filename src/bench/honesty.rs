@@ -139,8 +139,8 @@ fn interrupted(test: &TestResult) -> Option<Warning> {
     test.interrupted.then(|| Warning {
         code: "interrupted",
         message: format!(
-            "{}: interrupted {:.1} s into repeat {} of the measured time: its figures cover less \
-             than was asked and may not be steady",
+            "{}: stopped by a signal {:.1} s into repeat {} of its measured time: the figures \
+             cover less time than was asked and may not be steady",
             test.name,
             last.runtime_s,
             test.repeats.len()
