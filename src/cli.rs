@@ -10,6 +10,8 @@ use std::time::Duration;
 
 mod results;
 pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand, SaveArgs};
+pub mod errors;
+mod help;
 mod kit;
 pub use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
@@ -61,8 +63,16 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) to stdout
-    Man,
+    /// Print the man page (roff) to stdout, or write every command's page to a directory
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write tacho.1 and one page per subcommand (tacho-bench.1, tacho-bench-disk.1, …) into
+    /// DIR, an existing directory, instead of printing the top page
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -100,9 +110,7 @@ pub struct DiskArgs {
     #[arg(long)]
     pub print_fio: bool,
 
-    /// Runs of every test; the report gives their median and spread [default: 3 for suites, 1
-    /// for a custom test]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, value_name = "N", help = help::repeat(), value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 
     /// etcd suite: the fdatasync p99 that passes, e.g. 10ms [default: 10ms]
@@ -163,12 +171,10 @@ pub struct DiskArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
     pub size: Option<u64>,
 
-    /// Measured time per test, e.g. 5s, 500ms, 2m [default: 10s custom, 5s per suite test]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DUR", help = help::runtime(), value_parser = parse_duration, allow_hyphen_values = true)]
     pub runtime: Option<Duration>,
 
-    /// Warm-up before measuring starts [default: 0 custom, 1s per suite test]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DUR", help = help::ramp(), value_parser = parse_duration, allow_hyphen_values = true)]
     pub ramp: Option<Duration>,
 
     /// Seed of the random offsets, for repeatable runs
@@ -282,8 +288,9 @@ pub struct TopArgs {
     #[arg(long)]
     pub batch: bool,
 
-    /// One JSON object per sample per line (schema tacho.top.v1) instead of the screen
-    #[arg(long, conflicts_with = "batch")]
+    /// One JSON object per sample per line (schema tacho.top.v1) instead of the screen; with
+    /// --batch too, since JSON lines are batch output
+    #[arg(long)]
     pub json: bool,
 
     /// Time between samples, e.g. 1s, 500ms, 5s [default: 1s]

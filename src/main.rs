@@ -11,7 +11,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("tacho: {}", clap_one_line(&e.render().to_string()));
+            eprintln!("tacho: {}", tacho::cli::errors::one_line(&e));
             return ExitCode::from(2);
         }
     };
@@ -23,19 +23,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Clap's usage errors span several lines (problem, tip, usage); admins' scripts and eyes want
-/// one: the problem and the tip, then where to look.
-fn clap_one_line(rendered: &str) -> String {
-    let problem: Vec<&str> = rendered
-        .lines()
-        .map(str::trim)
-        .take_while(|l| !l.starts_with("Usage:"))
-        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
-        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
-        .collect();
-    format!("{} (see --help)", problem.join("; "))
 }
 
 /// Library errors chain their causes with ": " under `{:#}`; keep them on one line.

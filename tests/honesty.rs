@@ -107,28 +107,6 @@ fn a_stalled_repeat_makes_the_spread_high() {
 }
 
 #[test]
-fn this_machine_is_a_vm_exactly_when_the_cpu_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let v = bench(
-        dir.path(),
-        &["--rw", "read", "--size", "1M", "--runtime", "100ms"],
-    );
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
-    let flagged = cpuinfo
-        .lines()
-        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"));
-    let warned = warning_codes(&v).contains(&"vm-detected".to_owned());
-    if flagged {
-        assert!(
-            warned,
-            "the hypervisor flag is set but no vm-detected warning"
-        );
-    } else if !warned {
-        skip("vm-detected: not a VM by the CPU flag (DMI may still say so)");
-    }
-}
-
-#[test]
 fn btrfs_with_compression_is_cow_and_compressing() {
     if !have_tool("mkfs.btrfs") {
         skip("btrfs_with_compression_is_cow_and_compressing: mkfs.btrfs not installed");

@@ -119,7 +119,6 @@ fn bad_input_is_one_line_naming_the_fix() {
         (vec!["top", "--batch", "--interval", "-1s"], "negative"),
         (vec!["top", "--batch", "--count", "0"], "count"),
         (vec!["top", "--batch", "--top", "0"], "top"),
-        (vec!["top", "--batch", "--json"], "cannot be used with"),
         (vec!["top", "--listen", "localhost"], "listen"),
         (vec!["top", "--sort", "size"], "sort"),
         // No terminal (stdout is a pipe here) and no --batch/--json.

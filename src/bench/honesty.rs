@@ -6,9 +6,7 @@
 use super::result::{TargetInfo, TestResult, Warning};
 use crate::kernel::host::Host;
 use crate::kernel::link::Link;
-use crate::units::{
-    format_bandwidth, format_bytes_approx, format_count, format_latency_ns, format_size,
-};
+use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_latency_ns};
 
 /// Above this spread between repeats, something (usually a cache) is not steady.
 pub const SPREAD_LIMIT_PCT: f64 = 10.0;
@@ -21,19 +19,67 @@ pub struct Context<'a> {
     pub host: &'a Host,
     /// The link of the single physical disk under the target, when sysfs describes one.
     pub link: Option<&'a Link>,
+    /// The virtual disk under the target and how it was recognised (`vda: driver virtio_blk`).
+    pub virtual_disk: Option<&'a str>,
+    /// Bytes of the tested region of an existing file that are holes.
+    pub hole_bytes: u64,
+}
+
+/// Codes in the order a reader should see them: what makes a figure wrong first, then what
+/// makes it doubtful, then where it ran. Codes not listed sit between the two groups.
+const BY_WEIGHT: [&str; 9] = [
+    "memory-backed",
+    "sparse-file",
+    "cache-suspected",
+    "faster-than-device",
+    "fits-in-ram",
+    "direct-unsupported",
+    "interrupted",
+    "spread-high",
+    "not-steady-state",
+];
+const CONTEXT_LAST: [&str; 6] = [
+    "cow-fs",
+    "compressing-fs",
+    "io-uring-unavailable",
+    "no-device",
+    "removed-stale-file",
+    "vm-detected",
+];
+
+/// Where a warning code goes when warnings are listed: lower first.
+pub fn weight(code: &str) -> usize {
+    if let Some(i) = BY_WEIGHT.iter().position(|c| *c == code) {
+        i
+    } else if let Some(i) = CONTEXT_LAST.iter().position(|c| *c == code) {
+        BY_WEIGHT.len() + 1 + i
+    } else {
+        BY_WEIGHT.len()
+    }
+}
+
+/// Orders warnings by [`weight`], keeping the order of equal ones.
+pub fn sort_by_weight(warnings: &mut [Warning]) {
+    warnings.sort_by_key(|w| weight(w.code));
 }
 
 /// Warnings about the whole run: where it ran.
 pub fn run_warnings(ctx: &Context) -> Vec<Warning> {
     let mut out = Vec::new();
-    if let Some(virt) = &ctx.host.virtualization {
-        let evidence = ctx.host.virtualization_evidence.join(", ");
+    // Only a disk the hypervisor provides can be cached by the host; tmpfs, zram or a
+    // passed-through device in a VM cannot.
+    if let Some(disk) = ctx.virtual_disk {
+        let hypervisor = ctx
+            .host
+            .virtualization
+            .as_deref()
+            .map_or(String::new(), |v| format!("; hypervisor: {v}"));
         out.push(Warning {
             code: "vm-detected",
             message: format!(
-                "running under a hypervisor ({virt}; seen: {evidence}): the host may cache this \
-                 disk (writeback or unsafe cache mode), which cannot be verified from inside; \
-                 check the VM's disk cache mode on the host"
+                "the target is on a virtual disk ({disk}{hypervisor}): the host may cache it \
+                 (writeback or unsafe cache mode), which cannot be verified from inside; check \
+                 the VM's disk cache mode on the host"
             ),
         });
     }
@@ -73,13 +119,52 @@ pub fn run_warnings(ctx: &Context) -> Vec<Warning> {
 /// Warnings about one test's figures.
 pub fn test_warnings(ctx: &Context, test: &TestResult) -> Vec<Warning> {
     let mut out = Vec::new();
-    out.extend(device_saw_less(test));
+    out.extend(interrupted(test));
+    let sparse = sparse_file(ctx, test);
+    // Reads of holes are answered with zeros by the filesystem: that, not a cache, is why the
+    // device saw less.
+    let holes_explain_reads = sparse.is_some();
+    out.extend(sparse);
+    out.extend(device_saw_less(test, holes_explain_reads));
     out.extend(faster_than_seek(ctx, test));
     out.extend(fits_in_ram(ctx, test));
     out.extend(spread_high(test));
     out.extend(faster_than_link(ctx, test));
     out.extend(not_steady(test));
     out
+}
+
+fn interrupted(test: &TestResult) -> Option<Warning> {
+    let last = test.repeats.last()?;
+    test.interrupted.then(|| Warning {
+        code: "interrupted",
+        message: format!(
+            "{}: stopped by a signal {:.1} s into repeat {} of its measured time: the figures \
+             cover less time than was asked and may not be steady",
+            test.name,
+            last.runtime_s,
+            test.repeats.len()
+        ),
+    })
+}
+
+fn sparse_file(ctx: &Context, test: &TestResult) -> Option<Warning> {
+    let region = ctx.target.region_bytes;
+    if ctx.hole_bytes == 0 || region == 0 || !test.rw.reads() {
+        return None;
+    }
+    let pct = (ctx.hole_bytes as f64 * 100.0 / region as f64).round();
+    Some(Warning {
+        code: "sparse-file",
+        message: format!(
+            "{}: {pct:.0}% of {} is holes: reads of holes return zeros without touching the \
+             disk; fill it first (e.g. dd if=/dev/urandom of=FILE bs=1M count={} \
+             conv=notrunc) or give tacho a directory",
+            test.name,
+            ctx.target.path,
+            region.div_ceil(1 << 20)
+        ),
+    })
 }
 
 /// Bytes the busiest device under the target completed in a direction.
@@ -90,7 +175,7 @@ fn device_bytes(
     test.device.iter().filter_map(pick).max()
 }
 
-fn device_saw_less(test: &TestResult) -> Option<Warning> {
+fn device_saw_less(test: &TestResult, reads_explained: bool) -> Option<Warning> {
     let checks = [
         (
             "read",
@@ -104,7 +189,7 @@ fn device_saw_less(test: &TestResult) -> Option<Warning> {
         ),
     ];
     checks.into_iter().find_map(|(verb, issued, seen)| {
-        let seen = seen?;
+        let seen = seen.filter(|_| !(reads_explained && verb == "read"))?;
         // Half is far below any filesystem's overhead; a real device shows at least what it
         // was given (plus metadata and journal).
         (issued >= MIN_CHECKED_BYTES && seen * 2 < issued).then(|| Warning {
@@ -149,11 +234,12 @@ fn fits_in_ram(ctx: &Context, test: &TestResult) -> Option<Warning> {
         message: format!(
             "{}: buffered I/O on {} of data, less than twice this machine's {} of RAM: the page \
              cache can hold it, so this measures memory as much as the disk; use direct I/O or a \
-             --size above {}",
+             --size above {} (e.g. --size {}G)",
             test.name,
-            format_size(region),
-            format_size(mem),
-            format_size(2 * mem)
+            format_bytes_approx(region),
+            format_bytes_approx(mem),
+            format_bytes_approx(2 * mem),
+            (2 * mem).div_ceil(1 << 30)
         ),
     })
 }
@@ -325,6 +411,8 @@ mod tests {
             target: &t,
             host: &h,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         let m = measured(Dir::Read, &[5000; 5], 200_000);
         let r = result(
@@ -343,6 +431,8 @@ mod tests {
             target: &t,
             host: &h,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         let m = measured(Dir::Read, &[10_000; 2], 10_000);
         let r = result(&spec(Rw::Read, 1, true), &[m], Some(4 << 20));
@@ -360,6 +450,8 @@ mod tests {
             target: &t,
             host: &h,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         let fast = measured(Dir::Read, &[10_000; 1], 80_000);
         let seen = Some(10_000 * 4096);
@@ -388,6 +480,8 @@ mod tests {
             target: &t,
             host: &vm,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         assert!(check(&ctx, &result(&spec(Rw::RandRead, 1, true), &[fast], seen)).is_empty());
     }
@@ -399,6 +493,8 @@ mod tests {
             target: &t,
             host: &h,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         let m = measured(Dir::Read, &[100; 1], 1000);
         assert_eq!(
@@ -424,6 +520,8 @@ mod tests {
             target: &big,
             host: &h,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         assert!(check(&ctx, &result(&spec(Rw::Read, 1, false), &[m], None)).is_empty());
     }
@@ -435,6 +533,8 @@ mod tests {
             target: &t,
             host: &h,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         let runs = [
             measured(Dir::Read, &[1000], 1000),
@@ -454,6 +554,8 @@ mod tests {
             target: &t,
             host: &h,
             link: Some(&sata),
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         // 50k × 4 KiB per second = 205 MB/s, above SATA 1.5 Gbps' 150 MB/s.
         let m = measured(Dir::Read, &[50_000; 2], 10_000);
@@ -472,6 +574,8 @@ mod tests {
             target: &t,
             host: &h,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         let slc = measured(Dir::Write, &[9000, 3000, 3000, 3000, 3000, 3000], 1000);
         assert_eq!(
@@ -490,18 +594,103 @@ mod tests {
             target: &t,
             host: &h,
             link: None,
+            virtual_disk: Some("vda: driver virtio_blk"),
+            hole_bytes: 0,
         };
-        assert_eq!(
-            codes(&run_warnings(&ctx)),
-            vec!["vm-detected", "cow-fs", "compressing-fs"]
+        let mut ws = run_warnings(&ctx);
+        assert_eq!(codes(&ws), vec!["vm-detected", "cow-fs", "compressing-fs"]);
+        assert!(
+            ws[0].message.contains("vda: driver virtio_blk"),
+            "{}",
+            ws[0].message
         );
+        sort_by_weight(&mut ws);
+        assert_eq!(codes(&ws), vec!["cow-fs", "compressing-fs", "vm-detected"]);
+        // In a VM, storage that is not a virtual disk (tmpfs, zram) is not the host's to cache.
+        let ctx = Context {
+            virtual_disk: None,
+            ..ctx
+        };
+        assert_eq!(codes(&run_warnings(&ctx)), vec!["cow-fs", "compressing-fs"]);
         let t = target("btrfs", "rw,nodatacow", None);
         let plain = host(None);
         let ctx = Context {
             target: &t,
             host: &plain,
             link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
         };
         assert!(run_warnings(&ctx).is_empty());
+    }
+
+    #[test]
+    fn what_makes_a_figure_wrong_comes_first() {
+        let mut ws: Vec<Warning> = ["vm-detected", "spread-high", "odd", "cache-suspected"]
+            .into_iter()
+            .map(|code| Warning {
+                code,
+                message: String::new(),
+            })
+            .collect();
+        sort_by_weight(&mut ws);
+        assert_eq!(
+            codes(&ws),
+            vec!["cache-suspected", "spread-high", "odd", "vm-detected"]
+        );
+    }
+
+    #[test]
+    fn holes_read_as_zeros_are_named_not_blamed_on_a_cache() {
+        let t = TargetInfo {
+            kind: "file",
+            ..target("ext4", "", Some(false))
+        };
+        let h = host(None);
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+            virtual_disk: None,
+            hole_bytes: 3 << 28,
+        };
+        let m = measured(Dir::Read, &[10_000; 2], 10_000);
+        let r = result(&spec(Rw::RandRead, 1, true), &[m], Some(1 << 20));
+        let ws = test_warnings(&ctx, &r);
+        assert_eq!(codes(&ws), vec!["sparse-file"]);
+        assert!(
+            ws[0].message.contains("75% of /data is holes"),
+            "{}",
+            ws[0].message
+        );
+        // Writes fill holes as they go: nothing to say.
+        let w = measured(Dir::Write, &[100; 1], 1000);
+        assert!(check(&ctx, &result(&spec(Rw::Write, 1, true), &[w], None)).is_empty());
+    }
+
+    #[test]
+    fn an_interrupted_test_says_so() {
+        let (t, h) = (target("ext4", "", None), host(None));
+        let ctx = Context {
+            target: &t,
+            host: &h,
+            link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
+        };
+        let mut r = result(
+            &spec(Rw::Read, 1, true),
+            &[measured(Dir::Read, &[100; 2], 1000)],
+            None,
+        );
+        assert!(check(&ctx, &r).is_empty());
+        r.interrupted = true;
+        let ws = test_warnings(&ctx, &r);
+        assert_eq!(codes(&ws), vec!["interrupted"]);
+        assert!(
+            ws[0].message.contains("2.0 s into repeat 1"),
+            "{}",
+            ws[0].message
+        );
     }
 }

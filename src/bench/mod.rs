@@ -1,5 +1,6 @@
 //! The storage benchmark: suites, plans, targets, the run loop, results and verdicts.
 
+pub mod backing;
 pub mod fio_cmd;
 pub mod honesty;
 pub mod plan;

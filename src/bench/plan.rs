@@ -8,8 +8,8 @@ use crate::units::format_size;
 use anyhow::{Context, Result, bail};
 use std::time::Duration;
 
-const CUSTOM_RUNTIME: Duration = Duration::from_secs(10);
-const SUITE_REPEATS: u32 = 3;
+pub const CUSTOM_RUNTIME: Duration = Duration::from_secs(10);
+pub const SUITE_REPEATS: u32 = 3;
 
 /// What the user asked of `bench disk`: a suite (by name, default `quick`) or one custom test
 /// in fio's terms, plus options that change the method. `None` means "not given", so the plan

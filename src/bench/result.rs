@@ -124,6 +124,9 @@ pub struct TestResult {
     /// /proc/diskstats deltas over all repeats, ramps and the closing flush included.
     pub device: Vec<DiskDelta>,
     pub warnings: Vec<Warning>,
+    /// True when a signal cut this test short: `repeats` holds those that finished and the
+    /// one that was running, with the time it really ran.
+    pub interrupted: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -253,6 +256,7 @@ impl TestResult {
             },
             device,
             warnings: Vec::new(),
+            interrupted: false,
         }
     }
 

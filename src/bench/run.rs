@@ -25,7 +25,8 @@ pub enum Work {
     Time(Duration),
 }
 
-/// Tests that finished, in plan order, and whether a signal stopped the run early.
+/// Tests that ran, in plan order (the last one cut short when `interrupted`), and whether a
+/// signal stopped the run early.
 pub struct Outcome {
     pub tests: Vec<TestResult>,
     pub interrupted: bool,
@@ -60,14 +61,20 @@ pub fn run(
             });
         }
     }
-    'tests: for test in &plan.tests {
+    let mut interrupted = false;
+    for test in &plan.tests {
+        if ctl.stopped() {
+            interrupted = true;
+            break;
+        }
         let spec = &test.spec;
         let open = || target.open(spec.direct);
         let before = device_counters(root, stats_devnos);
         let mut repeats = Vec::new();
         for n in 1..=plan.repeat {
             if ctl.stopped() {
-                break 'tests;
+                interrupted = true;
+                break;
             }
             // A buffered read must start cold (fio's invalidate=1). A buffered write-only test
             // is left alone: evicting pages would make partial-page writes read them back,
@@ -85,10 +92,19 @@ pub fn run(
             progress.finish();
             let measured = measured.map_err(|e| engine_error(e, target, spec.direct))?;
             if ctl.stopped() {
-                // Cut short by a signal: its figures cover less than the asked-for time.
-                break 'tests;
+                // Cut short by a signal: what it measured is kept, as fio prints the job it was
+                // running, and marked so nobody takes it for a whole test. Stopped in the ramp,
+                // it measured nothing.
+                interrupted = true;
+                if measured.read.ios + measured.write.ios > 0 {
+                    repeats.push(measured);
+                }
+                break;
             }
             repeats.push(measured);
+        }
+        if repeats.is_empty() {
+            break;
         }
         if spec.rw.writes() {
             // What is still in the page cache (or a volatile device cache) has not reached the
@@ -102,12 +118,15 @@ pub fn run(
             _ => Vec::<DiskDelta>::new(),
         };
         let mut result = TestResult::new(test.name.clone(), spec, &repeats, device);
+        result.interrupted = interrupted;
         // Handed out as soon as it exists (to add warnings, to save it), so a crash or Ctrl-C in
         // a later test keeps it.
         on_test(&mut result);
         tests.push(result);
+        if interrupted {
+            break;
+        }
     }
-    let interrupted = tests.len() < plan.tests.len();
     Ok(Outcome { tests, interrupted })
 }
 

@@ -176,7 +176,8 @@ fn scheduler(dev: &str, media: Media, active: &str, kind: Evidence) -> Finding {
         } else {
             why.to_string()
         },
-        reference: "kernel docs, block/blk-mq.rst and block/bfq-iosched.rst; SEEDS.md section 3"
+        reference: "kernel Documentation/block/blk-mq.rst, deadline-iosched.rst, \
+                    kyber-iosched.rst and bfq-iosched.rst; switching-sched.rst"
             .to_string(),
         remedy: if ok {
             Remedy::default()

@@ -84,8 +84,7 @@ fn atime(m: &Mount) -> Finding {
               relatime, the kernel default, limits that, noatime removes it. Few programs \
               need atime (mutt, tmpwatch-style cleaners)."
             .to_string(),
-        reference: "mount(8), FILESYSTEM-INDEPENDENT MOUNT OPTIONS (atime, relatime, noatime); \
-                    SEEDS.md section 3"
+        reference: "mount(8), FILESYSTEM-INDEPENDENT MOUNT OPTIONS (atime, relatime, noatime)"
             .to_string(),
         remedy: if severity == Severity::Ok {
             Remedy::default()
@@ -171,7 +170,8 @@ fn discard(facts: &Facts, m: &Mount) -> Option<Finding> {
               it fills. Synchronous online discard adds latency to deletes on many drives; a \
               weekly fstrim does the same work in one batch."
             .to_string(),
-        reference: "fstrim(8); ext4(5) and xfs(5) on discard; SEEDS.md section 3 (periodic TRIM)"
+        reference: "fstrim(8) and its weekly fstrim.timer; ext4(5) and xfs(5) on discard; kernel \
+                    Documentation/admin-guide/ext4.rst (discard)"
             .to_string(),
         remedy,
     })
@@ -338,8 +338,7 @@ fn copy_on_write(d: &super::facts::DbDir) -> Option<Finding> {
               allocates new blocks, fragmenting the files and multiplying writes (a few bytes \
               cost megabytes on btrfs in one measured case)."
             .to_string(),
-        reference: "btrfs(5) (nodatacow, chattr +C); SEEDS.md section 2 (write amplification)"
-            .to_string(),
+        reference: "btrfs(5) (nodatacow); chattr(1) (+C, no copy on write)".to_string(),
         remedy,
     })
 }

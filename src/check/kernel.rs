@@ -130,8 +130,8 @@ fn iommu(facts: &Facts) -> Finding {
               milliseconds a device can still reach memory just unmapped, which matters only \
               against malicious or buggy DMA-capable devices (Thunderbolt, untrusted PCIe)."
             .to_string(),
-        reference: "kernel docs, kernel-parameters.txt (iommu.strict); drivers/iommu/Kconfig \
-                    (IOMMU_DEFAULT_DMA_LAZY); SEEDS.md section 3"
+        reference: "kernel Documentation/admin-guide/kernel-parameters.txt (iommu.strict); \
+                    drivers/iommu/Kconfig (IOMMU_DEFAULT_DMA_LAZY)"
             .to_string(),
         remedy,
     }
@@ -449,8 +449,9 @@ pub fn virtualization(facts: &Facts, out: &mut Vec<Finding>) {
               (cache=), libvirt `virsh dumpxml DOMAIN | grep \"driver name='qemu'\"`, a \
               cloud volume's IOPS and throughput limits; and CPU steal in tacho top."
             .to_string(),
-        reference: "QEMU docs, block drive cache modes; Proxmox VE admin guide (disk cache); \
-                    SEEDS.md section 3"
+        reference: "QEMU documentation, qemu(1) -drive cache= (writeback, none, writethrough, \
+                    directsync, unsafe); Proxmox VE Administration Guide, QEMU/KVM Virtual \
+                    Machines, Hard Disk (Cache)"
             .to_string(),
         remedy: Remedy::default(),
     });

@@ -131,7 +131,8 @@ fn judge_enabled(
                  khugepaged, which shows as system CPU and latency spikes."
             };
             let reference = if profile == Profile::Web {
-                "SEEDS.md section 2 (a web stack's THP case); kernel docs, transhuge.rst"
+                "kernel Documentation/admin-guide/mm/transhuge.rst; Oracle Database \
+                 Installation Guide for Linux, \"Disabling Transparent HugePages\""
             } else {
                 KERNEL_DOC
             };

@@ -16,7 +16,7 @@ pub struct SaveArgs {
     pub no_save: bool,
 
     /// Name this run in the results, e.g. "before THP off"
-    #[arg(long, value_name = "TEXT", value_parser = parse_label)]
+    #[arg(long, value_name = "TEXT", value_parser = parse_label, conflicts_with = "no_save")]
     pub label: Option<String>,
 }
 
@@ -62,14 +62,14 @@ pub enum RunsCommand {
     },
     /// Remove runs from the store
     Rm {
-        #[arg(required = true, value_parser = parse_id)]
+        #[arg(required = true, value_name = "ID", value_parser = parse_id)]
         ids: Vec<i64>,
         #[command(flatten)]
         db: DbArg,
     },
     /// Write runs as tacho.bench.v1 JSON, one document per run, to move them to another machine
     Export {
-        #[arg(required = true, value_parser = parse_id)]
+        #[arg(required = true, value_name = "ID", value_parser = parse_id)]
         ids: Vec<i64>,
         /// Write to FILE instead of stdout
         #[arg(short, long, value_name = "FILE")]

@@ -8,7 +8,7 @@ use crate::bench::result::{
     BenchReport, Judgement, SCHEMA, SuiteRef, TargetInfo, TestResult, Warning,
 };
 use crate::bench::target::{self, Inspected, Target};
-use crate::bench::{fio_cmd, run, suite};
+use crate::bench::{backing, fio_cmd, run, suite};
 use crate::cli::DiskArgs;
 use crate::io::{self, Control, EngineKind};
 use crate::kernel::host::Host;
@@ -82,10 +82,16 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         interrupted: false,
     };
     let link = single_disk_link(&root, &inspected);
+    let virtual_disk = inspected
+        .device
+        .as_ref()
+        .and_then(|d| backing::virtual_disk(&root, d));
     let ctx = Context {
         target: &report.target,
         host: &report.host,
         link: link.as_ref(),
+        virtual_disk: virtual_disk.as_deref(),
+        hole_bytes: hole_bytes(&inspected, &target, plan.region_bytes),
     };
     let run_warnings = honesty::run_warnings(&ctx);
     // Saved as each test finishes, warnings included, so Ctrl-C keeps what finished.
@@ -100,12 +106,14 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         &Bar::new(),
         &mut |test: &mut TestResult| {
             test.warnings = honesty::test_warnings(&ctx, test);
+            honesty::sort_by_weight(&mut test.warnings);
             recorder.test(test);
         },
     )?;
     drop(target);
     report.warnings.extend(run_warnings);
-    report.judgement = judge(&plan, &outcome.tests);
+    honesty::sort_by_weight(&mut report.warnings);
+    report.judgement = judge(plan.threshold, &outcome.tests);
     report.tests = outcome.tests;
     report.interrupted = outcome.interrupted;
 
@@ -145,10 +153,16 @@ fn list_suites(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The etcd suite's verdict: fdatasync p99 against the threshold.
-fn judge(plan: &Plan, tests: &[TestResult]) -> Option<Judgement> {
-    let threshold = plan.threshold?;
-    let p99 = tests.iter().find_map(|t| t.sync)?.lat_ns.p99;
+/// The etcd suite's verdict: fdatasync p99 against the threshold. A test cut short by a signal
+/// is not judged: its p99 rests on fewer samples than the method asks for.
+fn judge(threshold: Option<std::time::Duration>, tests: &[TestResult]) -> Option<Judgement> {
+    let threshold = threshold?;
+    let p99 = tests
+        .iter()
+        .filter(|t| !t.interrupted)
+        .find_map(|t| t.sync)?
+        .lat_ns
+        .p99;
     let limit = threshold.as_nanos() as u64;
     let status = if p99 >= limit {
         "fail"
@@ -163,6 +177,18 @@ fn judge(plan: &Plan, tests: &[TestResult]) -> Option<Judgement> {
         value_ns: p99,
         threshold_ns: limit,
     })
+}
+
+/// Holes in the region of an existing file the tests read; a test file tacho lays out has none.
+fn hole_bytes(inspected: &Inspected, target: &Target, region: u64) -> u64 {
+    if inspected.kind != target::Kind::File {
+        return 0;
+    }
+    target
+        .open(false)
+        .ok()
+        .and_then(|f| backing::hole_bytes(&f, region))
+        .unwrap_or(0)
 }
 
 /// The link of the one physical disk under the target; with several (RAID, LVM over many
@@ -218,4 +244,50 @@ fn choose_engine(asked: Option<EngineKind>, warnings: &mut Vec<Warning>) -> Engi
         return EngineKind::Psync;
     }
     wanted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{JobSpec, Measured, Rw, SyncEvery, SyncKind};
+    use std::time::Duration;
+
+    fn wal_test(p99_ms: u64) -> TestResult {
+        let spec = JobSpec {
+            rw: Rw::Write,
+            bs: 2300,
+            bssplit: vec![],
+            iodepth: 1,
+            numjobs: 1,
+            region_bytes: 22 << 20,
+            runtime: Duration::from_secs(300),
+            ramp: Duration::ZERO,
+            io_limit: None,
+            rwmixread: 50,
+            sync: Some(SyncEvery {
+                kind: SyncKind::Fdatasync,
+                every: 1,
+            }),
+            direct: false,
+            engine: EngineKind::Sync,
+            seed: 1,
+        };
+        let mut m = Measured::default();
+        for _ in 0..100 {
+            m.sync.record(0, p99_ms * 1_000_000);
+        }
+        m.elapsed = Duration::from_secs(1);
+        TestResult::new("etcd WAL".into(), &spec, &[m], Vec::new())
+    }
+
+    #[test]
+    fn an_interrupted_test_is_not_judged() {
+        let limit = Some(Duration::from_millis(10));
+        let judged = judge(limit, &[wal_test(2)]).expect("a whole test is judged");
+        assert_eq!(judged.status, "pass");
+        assert_eq!(judge(limit, &[wal_test(20)]).unwrap().status, "fail");
+        let mut cut = wal_test(2);
+        cut.interrupted = true;
+        assert!(judge(limit, &[cut]).is_none());
+    }
 }

@@ -7,6 +7,7 @@ mod diff;
 pub mod disk;
 pub mod files;
 mod interrupt;
+mod man;
 pub mod mem;
 mod output;
 mod progress;
@@ -68,9 +69,6 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
-            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Man(args) => man::run(&args),
     }
 }

@@ -42,9 +42,19 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
             adopted_orphans: !args.keep_children,
         },
         runs: HashMap::new(),
+        ends: HashMap::new(),
         shown: None,
     };
     let outcome = schedule::run(&plan, &mut spawner);
+    if let Err(e) = &outcome
+        && e.downcast_ref::<Interrupted>().is_none()
+    {
+        // A failing command is what an alert on the textfile is for: record it.
+        record_failure(args, &spawner.tallies(&plan, &names)).map_err(|write_error| {
+            interrupt::clear_status();
+            anyhow::anyhow!("{e:#}; {write_error:#}")
+        })?;
+    }
     interrupt::clear_status();
     let outcome = match outcome {
         Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
@@ -106,7 +116,32 @@ fn forwarded_signal() -> Result<Arc<AtomicUsize>> {
 struct Progress {
     inner: Spawner,
     runs: HashMap<String, u64>,
+    /// Per command line: runs that ended, failed ones, and the last one's exit.
+    ends: HashMap<String, (u64, u64, crate::timing::exec::Exit)>,
     shown: Option<Instant>,
+}
+
+impl Progress {
+    /// How each timed command fared so far, under its display name.
+    fn tallies(&self, plan: &Plan, names: &[String]) -> Vec<prom_time::CommandTally> {
+        plan.commands
+            .iter()
+            .zip(names)
+            .map(|(inv, name)| {
+                let (runs, failed, last) = self.ends.get(&inv.line).copied().unwrap_or((
+                    0,
+                    0,
+                    crate::timing::exec::Exit::Code(0),
+                ));
+                prom_time::CommandTally {
+                    command: name.clone(),
+                    runs,
+                    failed,
+                    last_exit_code: last.code(),
+                }
+            })
+            .collect()
+    }
 }
 
 impl Executor for Progress {
@@ -125,7 +160,12 @@ impl Executor for Progress {
             interrupt::status_line(&text);
             self.shown = Some(Instant::now());
         }
-        self.inner.measure(inv)
+        let m = self.inner.measure(inv)?;
+        let end = self.ends.entry(inv.line.clone()).or_insert((0, 0, m.exit));
+        end.0 += 1;
+        end.1 += u64::from(!m.exit.success());
+        end.2 = m.exit;
+        Ok(m)
     }
 }
 
@@ -359,4 +399,18 @@ fn format_secs(s: f64) -> String {
     } else {
         format!("{s:.3} s")
     }
+}
+
+/// The Prometheus textfile of a run a failing command stopped, when one was asked for.
+fn record_failure(args: &TimeArgs, tallies: &[prom_time::CommandTally]) -> Result<()> {
+    let Some(path) = &args.record.prom_textfile else {
+        return Ok(());
+    };
+    let info = RunInfo {
+        label: args.record.save.label.as_deref(),
+        run_id: None,
+        timestamp_s: unix_now_s(),
+    };
+    let text = prom_time::render_failure(tallies, &info, env!("CARGO_PKG_VERSION"));
+    write_prom_textfile(path, &text)
 }

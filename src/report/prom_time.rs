@@ -30,6 +30,49 @@ pub fn render(report: &TimeReport, info: &RunInfo) -> String {
         failed.sample(&labels, None, fails as f64);
         memory.sample(&labels, None, r.peak_memory_bytes() as f64);
     }
+    let [stopped, run, ts] = run_families(info, report.tool_version, false);
+    exposition(&[time, failed, memory, stopped, run, ts])
+}
+
+/// How one command fared in a run that a failure stopped.
+pub struct CommandTally {
+    pub command: String,
+    /// Runs that ended, warm-ups included.
+    pub runs: u64,
+    pub failed: u64,
+    /// The exit code of its last run; None when a signal or --max-time ended it.
+    pub last_exit_code: Option<i32>,
+}
+
+/// The textfile of a run that stopped because a command failed (without --ignore-failure):
+/// no timings, but the failed runs and exit codes an alert needs.
+pub fn render_failure(tallies: &[CommandTally], info: &RunInfo, tool_version: &str) -> String {
+    let mut failed = Family::new(
+        "tacho_time_failed_runs",
+        "Runs of the command that exited non-zero, were killed by a signal or hit --max-time.",
+    );
+    let mut code = Family::new(
+        "tacho_time_last_exit_code",
+        "Exit code of the command's last run before the failure stopped tacho time; -1 when a \
+         signal or --max-time ended it.",
+    );
+    for t in tallies.iter().filter(|t| t.runs > 0) {
+        let labels = [("command", t.command.as_str())];
+        failed.sample(&labels, None, t.failed as f64);
+        code.sample(&labels, None, f64::from(t.last_exit_code.unwrap_or(-1)));
+    }
+    let [stopped, run, ts] = run_families(info, tool_version, true);
+    exposition(&[failed, code, stopped, run, ts])
+}
+
+/// Whether the run stopped on a failure, what it was, and when it ended.
+fn run_families(info: &RunInfo, tool_version: &str, stopped_by_failure: bool) -> [Family; 3] {
+    let mut stopped = Family::new(
+        "tacho_time_run_failed",
+        "1 when the last tacho time run stopped because a command failed (no timings then), \
+         else 0.",
+    );
+    stopped.sample(&[], None, f64::from(u8::from(stopped_by_failure)));
     let mut run = Family::new(
         "tacho_time_run_info",
         "Always 1; the labels describe the last tacho time run.",
@@ -39,7 +82,7 @@ pub fn render(report: &TimeReport, info: &RunInfo) -> String {
         &[
             ("label", info.label.unwrap_or("")),
             ("run_id", &id),
-            ("tool_version", report.tool_version),
+            ("tool_version", tool_version),
         ],
         None,
         1.0,
@@ -49,5 +92,5 @@ pub fn render(report: &TimeReport, info: &RunInfo) -> String {
         "When the last tacho time run ended, in seconds since the epoch.",
     );
     ts.sample(&[], None, info.timestamp_s as f64);
-    exposition(&[time, failed, memory, run, ts])
+    [stopped, run, ts]
 }

@@ -20,10 +20,17 @@ const HEADER: [&str; 8] = [
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "{}", verdict(report))?;
     // Reasons to doubt the figures come right under the verdict, before anyone reads the table.
-    for w in &report.warnings {
-        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
+    // The run's and the tests' together, what makes a figure wrong first.
+    let mut lines: Vec<(&str, String)> = report
+        .warnings
+        .iter()
+        .map(|w| (w.code, w.message.clone()))
+        .chain(test_warnings(report))
+        .collect();
+    lines.sort_by_key(|(code, _)| crate::bench::honesty::weight(code));
+    for (code, message) in lines {
+        writeln!(out, "warning [{code}]: {message}")?;
     }
-    write_test_warnings(report, out)?;
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
@@ -122,28 +129,30 @@ fn saturation(points: &[(u32, f64)]) -> Option<(u32, f64)> {
 
 /// One line per warning code: the first test's sentence, then the other tests it applies to,
 /// so seven noisy tests do not bury the table.
-fn write_test_warnings(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
-    let mut codes: Vec<&str> = Vec::new();
+fn test_warnings(report: &BenchReport) -> Vec<(&'static str, String)> {
+    let mut codes: Vec<&'static str> = Vec::new();
     for w in report.tests.iter().flat_map(|t| &t.warnings) {
         if !codes.contains(&w.code) {
             codes.push(w.code);
         }
     }
-    for code in codes {
-        let hits: Vec<(&TestResult, &Warning)> = report
-            .tests
-            .iter()
-            .flat_map(|t| t.warnings.iter().map(move |w| (t, w)))
-            .filter(|(_, w)| w.code == code)
-            .collect();
-        write!(out, "warning [{code}]: {}", hits[0].1.message)?;
-        if hits.len() > 1 {
-            let others: Vec<&str> = hits[1..].iter().map(|(t, _)| t.name.as_str()).collect();
-            write!(out, " (also: {})", others.join(", "))?;
-        }
-        writeln!(out)?;
-    }
-    Ok(())
+    codes
+        .into_iter()
+        .map(|code| {
+            let hits: Vec<(&TestResult, &Warning)> = report
+                .tests
+                .iter()
+                .flat_map(|t| t.warnings.iter().map(move |w| (t, w)))
+                .filter(|(_, w)| w.code == code)
+                .collect();
+            let mut line = hits[0].1.message.clone();
+            if hits.len() > 1 {
+                let others: Vec<&str> = hits[1..].iter().map(|(t, _)| t.name.as_str()).collect();
+                line.push_str(&format!(" (also: {})", others.join(", ")));
+            }
+            (code, line)
+        })
+        .collect()
 }
 
 struct Row {
