@@ -82,15 +82,16 @@ fn a_stalled_repeat_makes_the_spread_high() {
     cmd.args(["bench", "disk", dir.path().to_str().unwrap(), "--json"])
         .args(["--rw", "randread", "--size", "16M", "--runtime", "1s"])
         .args(["--repeat", "3", "--randseed", "1"]);
-    let child = cmd
+    let mut screen = ProgressScreen::new();
+    let mut child = cmd
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(screen.stderr())
         .spawn()
         .unwrap();
     let pid = child.id() as i32;
     // Freeze tacho for 600 ms inside its second repeat: a competitor taking the machine away,
     // as a noisy neighbour or a backup job does.
-    std::thread::sleep(Duration::from_millis(1300));
+    screen.wait_for("(2/3)", &mut child);
     // SAFETY: signals to our own child process.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(600));

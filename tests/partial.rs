@@ -5,7 +5,6 @@ mod common;
 
 use common::*;
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -127,45 +126,12 @@ fn sigint_in_a_table_run_says_the_test_was_interrupted() {
 }
 
 /// A pseudo-terminal: tacho draws its progress bar only on a terminal.
-struct Pty {
-    master: std::fs::File,
-    slave: OwnedFd,
-}
-
-fn pty() -> Pty {
-    let (mut master, mut slave) = (0, 0);
-    let size = libc::winsize {
-        ws_row: 40,
-        ws_col: 160,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty writes two descriptors into the given integers; the name is not asked.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    assert_eq!(rc, 0, "openpty failed");
-    // SAFETY: both descriptors were just opened and are owned here alone.
-    unsafe {
-        Pty {
-            master: std::fs::File::from_raw_fd(master),
-            slave: OwnedFd::from_raw_fd(slave),
-        }
-    }
-}
-
 #[test]
 fn sigint_in_a_later_repeat_keeps_the_finished_ones() {
     let Some(dev) = LoopDev::new("sigint_in_a_later_repeat", 256 << 20) else {
         return;
     };
-    let term = pty();
+    let mut screen = ProgressScreen::new();
     let mut child = tacho()
         .args([
             "bench",
@@ -181,30 +147,11 @@ fn sigint_in_a_later_repeat_keeps_the_finished_ones() {
             "--no-save",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::from(term.slave))
+        .stderr(screen.stderr())
         .spawn()
         .unwrap();
     // The progress bar names the repeat: wait until the second one is under way.
-    let mut master = term.master;
-    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut screen = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = master.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            screen.extend_from_slice(&buf[..n]);
-            if String::from_utf8_lossy(&screen).contains("(2/3)") {
-                let _ = seen_tx.send(());
-                screen.clear();
-            }
-        }
-    });
-    if seen_rx.recv_timeout(Duration::from_secs(30)).is_err() {
-        let _ = child.kill();
-        panic!("the progress bar never showed repeat 2/3");
-    }
+    screen.wait_for("(2/3)", &mut child);
     // Repeat 2 has measured something before the signal.
     wait_for_reads(&dev.name(), reads_done(&dev.name()), 2000, &mut child);
     sigint(&child);

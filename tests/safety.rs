@@ -191,8 +191,11 @@ fn test_files(dir: &Path) -> Vec<String> {
 
 /// Starts a 30 s test, waits for its test file, sends `signal`, and expects exit 130 within a
 /// few seconds with the directory empty.
-fn interrupted_run_cleans_up(signal: libc::c_int, name: &str, delay: Duration) {
+/// With `during` set, the signal waits until the progress bar shows that phase (a test's name);
+/// without, it lands at once, while the file is laid out.
+fn interrupted_run_cleans_up(signal: libc::c_int, name: &str, during: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
+    let mut screen = ProgressScreen::new();
     let child = tacho()
         .args([
             "bench",
@@ -207,7 +210,10 @@ fn interrupted_run_cleans_up(signal: libc::c_int, name: &str, delay: Duration) {
             "--runtime",
             "30s",
         ])
-        .spawn_piped();
+        .stdout(std::process::Stdio::piped())
+        .stderr(screen.stderr())
+        .spawn()
+        .unwrap();
     let pid = child.id() as libc::pid_t;
     let mut child = child;
     wait_for_test_file(dir.path(), &mut child);
@@ -215,8 +221,9 @@ fn interrupted_run_cleans_up(signal: libc::c_int, name: &str, delay: Duration) {
     let expected = format!(".tacho-bench.{pid}.");
     assert!(file.starts_with(&expected), "{file} names pid {pid}");
     assert!(file.ends_with(".tmp") && file.len() == expected.len() + 8 + 4);
-    // No delay: the signal lands while the file is laid out; a delay: during the test.
-    std::thread::sleep(delay);
+    if let Some(phase) = during {
+        screen.wait_for(phase, &mut child);
+    }
     self::signal(&child, signal);
     let sent = Instant::now();
     let o = wait_output(child, Duration::from_secs(10));
@@ -238,17 +245,17 @@ fn interrupted_run_cleans_up(signal: libc::c_int, name: &str, delay: Duration) {
 
 #[test]
 fn sigint_stops_the_run_and_removes_the_test_file() {
-    interrupted_run_cleans_up(libc::SIGINT, "SIGINT", Duration::from_millis(500));
+    interrupted_run_cleans_up(libc::SIGINT, "SIGINT", Some("randwrite 4KiB"));
 }
 
 #[test]
 fn sigterm_stops_the_run_and_removes_the_test_file() {
-    interrupted_run_cleans_up(libc::SIGTERM, "SIGTERM", Duration::from_millis(500));
+    interrupted_run_cleans_up(libc::SIGTERM, "SIGTERM", Some("randwrite 4KiB"));
 }
 
 #[test]
 fn sigint_during_layout_removes_the_test_file() {
-    interrupted_run_cleans_up(libc::SIGINT, "SIGINT at once", Duration::ZERO);
+    interrupted_run_cleans_up(libc::SIGINT, "SIGINT at once", None);
 }
 
 #[test]
@@ -308,6 +315,7 @@ fn signal(child: &std::process::Child, sig: libc::c_int) {
 #[test]
 fn an_interrupted_suite_reports_the_tests_that_finished() {
     let dir = tempfile::tempdir().unwrap();
+    let mut screen = ProgressScreen::new();
     let mut child = tacho()
         .args([
             "bench",
@@ -324,10 +332,12 @@ fn an_interrupted_suite_reports_the_tests_that_finished() {
             "--repeat",
             "1",
         ])
-        .spawn_piped();
-    wait_for_test_file(dir.path(), &mut child);
-    // Lay-out of 8 MiB takes milliseconds; 1.8 s covers three 0.5 s tests, not all seven.
-    std::thread::sleep(Duration::from_millis(1800));
+        .stdout(std::process::Stdio::piped())
+        .stderr(screen.stderr())
+        .spawn()
+        .unwrap();
+    // The fourth of the seven quick tests is under way: three finished, three not begun.
+    screen.wait_for("RND4K Q32T1 write", &mut child);
     signal(&child, libc::SIGINT);
     let o = wait_output(child, Duration::from_secs(10));
     assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));

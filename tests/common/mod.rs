@@ -101,10 +101,11 @@ pub fn run_cmd(mut cmd: Command) -> Output {
     wait_output(child, RUN_LIMIT)
 }
 
-/// Waits for `child` (stdout and stderr piped) at most `limit`, reading both pipes meanwhile.
+/// Waits for `child` (stdout piped; stderr piped, or on a [`ProgressScreen`], where it reads
+/// as empty here) at most `limit`, reading the pipes meanwhile.
 pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     let mut out = child.stdout.take().expect("stdout piped");
-    let mut err = child.stderr.take().expect("stderr piped");
+    let err = child.stderr.take();
     let out_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = out.read_to_end(&mut buf);
@@ -112,7 +113,9 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     });
     let err_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
-        let _ = err.read_to_end(&mut buf);
+        if let Some(mut err) = err {
+            let _ = err.read_to_end(&mut buf);
+        }
         buf
     });
     let status = wait_limited(&mut child, limit);
@@ -414,4 +417,83 @@ pub fn warning_codes(v: &serde_json::Value) -> Vec<String> {
         .flat_map(|w| w.as_array().expect("warnings is an array"))
         .map(|w| w["code"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// tacho's stderr on a pseudo-terminal, so it draws its progress bar, with a reader that keeps
+/// everything drawn: a test waits for a phase by its label ("(2/3)", a test's name) instead of
+/// sleeping and hoping the phase has begun.
+pub struct ProgressScreen {
+    slave: Option<std::os::fd::OwnedFd>,
+    drawn: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl ProgressScreen {
+    pub fn new() -> ProgressScreen {
+        use std::os::fd::FromRawFd;
+        let (mut master, mut slave) = (0, 0);
+        let size = libc::winsize {
+            ws_row: 40,
+            ws_col: 160,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: openpty writes two descriptors into the given integers; no name is asked.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                &size,
+            )
+        };
+        assert_eq!(rc, 0, "openpty failed");
+        // SAFETY: both descriptors were just opened and are owned here alone.
+        let (mut master, slave) = unsafe {
+            (
+                std::fs::File::from_raw_fd(master),
+                std::os::fd::OwnedFd::from_raw_fd(slave),
+            )
+        };
+        let drawn = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let keep = drawn.clone();
+        // Ends with EIO once every holder of the terminal's other side has closed it.
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                keep.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        ProgressScreen {
+            slave: Some(slave),
+            drawn,
+        }
+    }
+
+    /// The terminal side, for the child's stderr (once).
+    pub fn stderr(&mut self) -> Stdio {
+        Stdio::from(self.slave.take().expect("the terminal is given once"))
+    }
+
+    /// Waits until `text` has been drawn; kills `child` and fails the test after 60 s.
+    pub fn wait_for(&self, text: &str, child: &mut Child) {
+        let start = Instant::now();
+        while !self.drawn.lock().unwrap().contains(text) {
+            if start.elapsed() > Duration::from_secs(60) || matches!(child.try_wait(), Ok(Some(_)))
+            {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "tacho never drew {text:?}; it drew: {}",
+                    self.drawn.lock().unwrap()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
