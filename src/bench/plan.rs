@@ -253,7 +253,6 @@ mod tests {
         Inspected {
             kind,
             path: "/t".into(),
-            handle: std::fs::File::open("/").unwrap().into(),
             info: TargetInfo {
                 path: "/t".into(),
                 kind: "directory",

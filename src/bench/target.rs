@@ -1,6 +1,6 @@
 //! What the benchmark runs against, and whether it may write there.
 //!
-//! The target's path is resolved exactly once: [`inspect`] opens it (symlinks the admin named
+//! The target's path is resolved exactly once: [`open`] opens it (symlinks the admin named
 //! are followed at that moment) and from then on only that descriptor, and descriptors derived
 //! from it, are used: for the checks, the test file, the device claim and every worker. A path
 //! another user swaps after that (a symlink flipped between devices, a test file renamed aside)
@@ -37,10 +37,7 @@ pub enum Kind {
 #[derive(Debug)]
 pub struct Inspected {
     pub kind: Kind,
-    /// As the admin gave it, for messages.
     pub path: PathBuf,
-    /// The target opened once with `O_PATH`: everything later derives from this descriptor.
-    pub handle: OwnedFd,
     pub info: TargetInfo,
     /// The device under the target, when it has one (tmpfs and btrfs have none in sysfs).
     pub device: Option<BlockDevice>,
@@ -51,7 +48,15 @@ pub struct Inspected {
     pub notes: Vec<Warning>,
 }
 
-pub fn inspect(root: &SysRoot, path: &Path) -> Result<Inspected> {
+/// The target as the admin named it, opened once: everything later derives from `handle`.
+pub struct Opened {
+    /// As the admin gave it, for messages.
+    pub path: PathBuf,
+    handle: OwnedFd,
+}
+
+/// Resolves and opens the target, once.
+pub fn open(path: &Path) -> Result<Opened> {
     // O_PATH: no open of a device or FIFO happens, so looking has no side effect.
     let handle = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(
         |e| match e {
@@ -70,7 +75,16 @@ pub fn inspect(root: &SysRoot, path: &Path) -> Result<Inspected> {
             ),
         },
     )?;
-    let st = rustix::fs::fstat(&handle)
+    Ok(Opened {
+        path: path.to_path_buf(),
+        handle,
+    })
+}
+
+/// Looks at the opened target without touching it.
+pub fn inspect(root: &SysRoot, target: &Opened) -> Result<Inspected> {
+    let (path, handle) = (target.path.as_path(), &target.handle);
+    let st = rustix::fs::fstat(handle)
         .map_err(|e| anyhow::anyhow!("cannot read target {}: {e}", path.display()))?;
     let kind = match FileType::from_raw_mode(st.st_mode) {
         FileType::Directory => Kind::Directory,
@@ -164,7 +178,6 @@ pub fn inspect(root: &SysRoot, path: &Path) -> Result<Inspected> {
     Ok(Inspected {
         kind,
         path: path.to_path_buf(),
-        handle,
         info,
         stats_devnos: stats.iter().map(|d| (d.major, d.minor)).collect(),
         device,
@@ -183,6 +196,7 @@ pub struct WriteConsent {
 /// is in use or holds data.
 pub fn check_write_allowed(
     root: &SysRoot,
+    opened: &Opened,
     t: &Inspected,
     destroy_data: bool,
 ) -> Result<WriteConsent> {
@@ -200,12 +214,12 @@ pub fn check_write_allowed(
                 .as_ref()
                 .context("cannot find the block device in /sys; is sysfs mounted?")?;
             // Claimed first, so nothing can mount it between the check and the writes.
-            let claim = match reopen(t.handle.as_fd(), true, libc::O_EXCL) {
+            let claim = match reopen(opened.handle.as_fd(), true, libc::O_EXCL) {
                 Ok(claim) => claim,
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                     // Held by something: name it when the facts tell what.
-                    let reader =
-                        reopen(t.handle.as_fd(), false, 0).map_err(|e| open_error(&t.path, e))?;
+                    let reader = reopen(opened.handle.as_fd(), false, 0)
+                        .map_err(|e| open_error(&t.path, e))?;
                     let state = device_state(root, &t.path, dev, &reader)?;
                     return Err(match safety::write_refusal(&state, destroy_data) {
                         Some(refusal) => refusal.into(),
@@ -223,7 +237,7 @@ pub fn check_write_allowed(
     }
 }
 
-/// Judges the device behind `reader`, a descriptor of the inspected handle.
+/// Judges the device behind `reader`, a descriptor of the opened target.
 fn device_state(
     root: &SysRoot,
     path: &Path,
@@ -277,13 +291,14 @@ pub struct Target {
     /// Created by tacho: removed on drop, and laid out before the first test.
     pub test_file: Option<TestFile>,
     /// The test file's creating descriptor, the device's exclusive claim (held through the
-    /// run, so nothing can mount the device while tacho writes to it), or the inspected handle.
+    /// run, so nothing can mount the device while tacho writes to it), or the opened target.
     base: OwnedFd,
 }
 
 impl Target {
     /// Creates the test file (directories); `consent` is given when the run writes.
     pub fn prepare(
+        opened: &Opened,
         t: &Inspected,
         consent: Option<WriteConsent>,
         region: u64,
@@ -296,7 +311,7 @@ impl Target {
                 // Relative to the handle: "." is the directory inspected, whatever its path
                 // names now. Readable, to list it for stale files.
                 let dir = rustix::fs::openat(
-                    &t.handle,
+                    &opened.handle,
                     ".",
                     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
                     Mode::empty(),
@@ -313,7 +328,7 @@ impl Target {
             Kind::File | Kind::BlockDevice => {
                 let base = match consent.and_then(|c| c.claim) {
                     Some(claim) => claim.into(),
-                    None => t
+                    None => opened
                         .handle
                         .try_clone()
                         .context("cannot duplicate the target's descriptor")?,

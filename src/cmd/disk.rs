@@ -32,7 +32,8 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     let mut warnings = Vec::new();
     let engine = choose_engine(args.engine, &mut warnings);
-    let inspected = target::inspect(&root, &args.target)?;
+    let opened = target::open(&args.target)?;
+    let inspected = target::inspect(&root, &opened)?;
     let mut plan = plan::plan(args, &inspected, engine)?;
     if args.print_fio {
         std::io::stdout().write_all(fio_cmd::commands(&plan, &inspected).as_bytes())?;
@@ -41,6 +42,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let consent = if plan.writes {
         Some(target::check_write_allowed(
             &root,
+            &opened,
             &inspected,
             args.destroy_data,
         )?)
@@ -52,7 +54,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     // The target (and its test file) lives until the report is written, then is removed.
-    let (target, notes) = Target::prepare(&inspected, consent, plan.region_bytes)?;
+    let (target, notes) = Target::prepare(&opened, &inspected, consent, plan.region_bytes)?;
     warnings.extend(notes);
     if plan.any_direct() && !target.direct_supported()? {
         if !args.allow_buffered {
