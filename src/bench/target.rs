@@ -213,8 +213,10 @@ pub fn check_write_allowed(
                 .device
                 .as_ref()
                 .context("cannot find the block device in /sys; is sysfs mounted?")?;
-            // Claimed first, so nothing can mount it between the check and the writes.
-            let claim = match reopen(opened.handle.as_fd(), true, libc::O_EXCL) {
+            // Claimed first, so nothing can mount it between the check and the writes. Read
+            // only: a refused device is never opened for writing (udev rescans a device whenever
+            // a writer closes it); the workers' writable descriptors derive from this claim.
+            let claim = match reopen(opened.handle.as_fd(), false, libc::O_EXCL) {
                 Ok(claim) => claim,
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                     // Held by something: name it when the facts tell what.
