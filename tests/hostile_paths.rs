@@ -503,3 +503,48 @@ fn a_filesystem_filling_up_during_the_run_is_named_and_the_file_removed() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_sparse_file_target_filling_its_filesystem_is_named() {
+    let test = "a_sparse_file_target_filling_its_filesystem";
+    if !is_root() {
+        skip(&format!("{test}: needs root to mount tmpfs"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _tmpfs = MountGuard::mount(&["-t", "tmpfs", "-o", "size=6M", "tmpfs"], dir.path())
+        .unwrap_or_else(|e| panic!("cannot mount tmpfs: {e}"));
+    let file = dir.path().join("sparse.img");
+    for engine in ["psync", "io_uring"] {
+        // 32 MiB that take no space yet: the second 4 MiB write finds only 2 MiB, and is cut
+        // short there.
+        std::fs::File::create(&file)
+            .unwrap()
+            .set_len(32 << 20)
+            .unwrap();
+        let path = file.to_str().unwrap();
+        let o = run(&[
+            "bench",
+            "disk",
+            path,
+            "--destroy-data",
+            "--buffered",
+            "--rw",
+            "write",
+            "--bs",
+            "4M",
+            "--size",
+            "16M",
+            "--runtime",
+            "2s",
+            "--engine",
+            engine,
+        ]);
+        let line = assert_error(&o);
+        assert!(
+            line.contains(&format!("the filesystem holding {path} filled up")),
+            "{engine}: {line}"
+        );
+        std::fs::remove_file(&file).unwrap();
+    }
+}
