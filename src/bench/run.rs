@@ -42,10 +42,9 @@ pub fn run(
     on_test: &mut dyn FnMut(&mut TestResult),
 ) -> Result<Outcome> {
     let mut tests = Vec::new();
-    if let Some(file) = target.test_file.as_ref().filter(|_| plan.prefill) {
-        let writer = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&file.path)
+    if target.test_file.is_some() && plan.prefill {
+        let writer = target
+            .open(false)
             .context("cannot open the test file to lay it out")?;
         progress.start(
             "laying out the test file",
@@ -164,9 +163,22 @@ fn engine_error(e: EngineError, target: &Target, direct: bool) -> anyhow::Error 
              size the device accepts",
             target.path.display()
         )
+    } else if target.is_file() && filled_up(&e, target) {
+        anyhow::anyhow!(
+            "the filesystem holding {} filled up during the test (ENOSPC); free space or use a \
+             smaller --size",
+            target.location().display()
+        )
     } else if e.raw_os_error() == Some(libc::ENOSPC) {
-        anyhow::anyhow!("{e}: the filesystem is full; use a smaller --size")
+        anyhow::anyhow!("{e}: the device is full; use a smaller --size")
     } else {
         anyhow::anyhow!("{e} (target {})", target.path.display())
     }
+}
+
+/// ENOSPC, or a write cut short on a filesystem with no space left (the error a retry of the
+/// rest would have given).
+fn filled_up(e: &EngineError, target: &Target) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC)
+        || matches!(e, EngineError::Short { op: "write", .. }) && target.filesystem_full()
 }

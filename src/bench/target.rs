@@ -1,7 +1,14 @@
 //! What the benchmark runs against, and whether it may write there.
 //!
-//! [`inspect`] only reads (metadata, /proc, /sys, the device's first blocks), so every refusal
-//! happens before anything is created. [`Target::prepare`] then makes the test file, if any.
+//! The target's path is resolved exactly once: [`open`] opens it (symlinks the admin named
+//! are followed at that moment) and from then on only that descriptor, and descriptors derived
+//! from it, are used: for the checks, the test file, the device claim and every worker. A path
+//! another user swaps after that (a symlink flipped between devices, a test file renamed aside)
+//! changes nothing tacho touches.
+//!
+//! [`inspect`] only reads (metadata, /proc, /sys), so every refusal happens before anything is
+//! created. [`check_write_allowed`] claims a block device and judges what that claimed
+//! descriptor holds; [`Target::prepare`] then makes the test file, if any.
 
 use super::result::{TargetInfo, Warning};
 use super::testfile::{TestFile, remove_stale_files};
@@ -9,9 +16,11 @@ use crate::kernel::blockdev::{self, BlockDevice};
 use crate::kernel::{SysRoot, mounts};
 use crate::safety::{self, DeviceState};
 use anyhow::{Context, Result, bail};
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
 use std::fs::{File, OpenOptions};
-use std::io::ErrorKind;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Test file size when the target is a directory and `--size` is not given.
@@ -39,41 +48,71 @@ pub struct Inspected {
     pub notes: Vec<Warning>,
 }
 
-pub fn inspect(root: &SysRoot, path: &Path) -> Result<Inspected> {
-    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        ErrorKind::NotFound => anyhow::anyhow!(
-            "target {} does not exist; give an existing directory, file or block device",
+/// The target as the admin named it, opened once: everything later derives from `handle`.
+pub struct Opened {
+    /// As the admin gave it, for messages.
+    pub path: PathBuf,
+    handle: OwnedFd,
+}
+
+/// Resolves and opens the target, once.
+pub fn open(path: &Path) -> Result<Opened> {
+    // O_PATH: no open of a device or FIFO happens, so looking has no side effect.
+    let handle = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(
+        |e| match e {
+            Errno::NOENT => anyhow::anyhow!(
+                "target {} does not exist; give an existing directory, file or block device",
+                path.display()
+            ),
+            Errno::ACCESS | Errno::PERM => anyhow::anyhow!(
+                "no permission to look at {}; run as a user who can read it",
+                path.display()
+            ),
+            _ => anyhow::anyhow!(
+                "cannot read target {}: {}",
+                path.display(),
+                std::io::Error::from(e)
+            ),
+        },
+    )?;
+    Ok(Opened {
+        path: path.to_path_buf(),
+        handle,
+    })
+}
+
+/// Looks at the opened target without touching it.
+pub fn inspect(root: &SysRoot, target: &Opened) -> Result<Inspected> {
+    let (path, handle) = (target.path.as_path(), &target.handle);
+    let st = rustix::fs::fstat(handle)
+        .map_err(|e| anyhow::anyhow!("cannot read target {}: {e}", path.display()))?;
+    let kind = match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => Kind::Directory,
+        FileType::RegularFile => Kind::File,
+        FileType::BlockDevice => Kind::BlockDevice,
+        _ => bail!(
+            "target {} is neither a directory, a regular file nor a block device; give one of \
+             those",
             path.display()
         ),
-        ErrorKind::PermissionDenied => anyhow::anyhow!(
-            "no permission to look at {}; run as a user who can read it",
-            path.display()
-        ),
-        _ => anyhow::anyhow!("cannot read target {}: {e}", path.display()),
-    })?;
-    let kind = if meta.is_dir() {
-        Kind::Directory
-    } else if meta.is_file() {
-        Kind::File
-    } else if meta.file_type().is_block_device() {
-        Kind::BlockDevice
-    } else {
-        bail!(
-            "target {} is neither a directory, a regular file nor a block device; give one of those",
-            path.display()
-        );
     };
-    let device = blockdev::from_path(root, path).ok();
+    // The device number comes from the descriptor, never from the path again.
+    let devno = if kind == Kind::BlockDevice {
+        st.st_rdev
+    } else {
+        st.st_dev
+    };
+    let device = blockdev::resolve(root, rustix::fs::major(devno), rustix::fs::minor(devno)).ok();
+    // Where the descriptor really points, for the report and the mount table (informational).
+    let resolved = std::fs::read_link(fd_path(handle.as_fd())).unwrap_or_else(|_| path.into());
     let mount = match kind {
         Kind::BlockDevice => None,
-        _ => std::fs::canonicalize(path)
-            .ok()
-            .and_then(|p| mounts::mount_of_path(root, &p).ok()),
+        _ => mounts::mount_of_path(root, &resolved).ok(),
     };
     let mut notes = Vec::new();
     let capacity = match kind {
         Kind::Directory => DEFAULT_FILE_SIZE,
-        Kind::File => meta.len(),
+        Kind::File => st.st_size as u64,
         Kind::BlockDevice => device
             .as_ref()
             .map(|d| d.size_bytes)
@@ -120,10 +159,7 @@ pub fn inspect(root: &SysRoot, path: &Path) -> Result<Inspected> {
         .find(|d| d.rotational.is_some() || d.model.is_some());
     let info = TargetInfo {
         // Absolute, so results from different working directories compare.
-        path: std::fs::canonicalize(path)
-            .unwrap_or_else(|_| path.to_path_buf())
-            .display()
-            .to_string(),
+        path: resolved.display().to_string(),
         kind: match kind {
             Kind::Directory => "directory",
             Kind::File => "file",
@@ -150,12 +186,23 @@ pub fn inspect(root: &SysRoot, path: &Path) -> Result<Inspected> {
     })
 }
 
+/// Consent to write to the target. For a block device it carries the exclusive claim whose
+/// content was judged, so the checked descriptor is the one written through.
+pub struct WriteConsent {
+    claim: Option<File>,
+}
+
 /// Refuses writes tacho has no consent for: into an existing file, or onto a block device that
 /// is in use or holds data.
-pub fn check_write_allowed(root: &SysRoot, t: &Inspected, destroy_data: bool) -> Result<()> {
+pub fn check_write_allowed(
+    root: &SysRoot,
+    opened: &Opened,
+    t: &Inspected,
+    destroy_data: bool,
+) -> Result<WriteConsent> {
     match t.kind {
-        Kind::Directory => Ok(()),
-        Kind::File if destroy_data => Ok(()),
+        Kind::Directory => Ok(WriteConsent { claim: None }),
+        Kind::File if destroy_data => Ok(WriteConsent { claim: None }),
         Kind::File => bail!(
             "refusing to write into the existing file {}: its data would be overwritten; pass \
              --destroy-data to allow it, or give a directory for a temporary test file",
@@ -166,16 +213,39 @@ pub fn check_write_allowed(root: &SysRoot, t: &Inspected, destroy_data: bool) ->
                 .device
                 .as_ref()
                 .context("cannot find the block device in /sys; is sysfs mounted?")?;
-            let state = device_state(root, &t.path, dev)?;
+            // Claimed first, so nothing can mount it between the check and the writes. Read
+            // only: a refused device is never opened for writing (udev rescans a device whenever
+            // a writer closes it); the workers' writable descriptors derive from this claim.
+            let claim = match reopen(opened.handle.as_fd(), false, libc::O_EXCL) {
+                Ok(claim) => claim,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    // Held by something: name it when the facts tell what.
+                    let reader = reopen(opened.handle.as_fd(), false, 0)
+                        .map_err(|e| open_error(&t.path, e))?;
+                    let state = device_state(root, &t.path, dev, &reader)?;
+                    return Err(match safety::write_refusal(&state, destroy_data) {
+                        Some(refusal) => refusal.into(),
+                        None => open_error(&t.path, e),
+                    });
+                }
+                Err(e) => return Err(open_error(&t.path, e)),
+            };
+            let state = device_state(root, &t.path, dev, &claim)?;
             match safety::write_refusal(&state, destroy_data) {
                 Some(refusal) => Err(refusal.into()),
-                None => Ok(()),
+                None => Ok(WriteConsent { claim: Some(claim) }),
             }
         }
     }
 }
 
-fn device_state(root: &SysRoot, path: &Path, dev: &BlockDevice) -> Result<DeviceState> {
+/// Judges the device behind `reader`, a descriptor of the opened target.
+fn device_state(
+    root: &SysRoot,
+    path: &Path,
+    dev: &BlockDevice,
+    reader: &File,
+) -> Result<DeviceState> {
     let mut family = vec![dev.clone()];
     family.extend(blockdev::partitions(root, dev).unwrap_or_default());
     let mounted = mounts::mounted_devnos(root).context("cannot read the mount table")?;
@@ -203,8 +273,7 @@ fn device_state(root: &SysRoot, path: &Path, dev: &BlockDevice) -> Result<Device
         })
         .collect();
     let holders = blockdev::holders(root, dev).unwrap_or_default();
-    let reader = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let signatures = safety::detect(&reader, dev.size_bytes)
+    let signatures = safety::detect(reader, dev.size_bytes)
         .with_context(|| format!("cannot read the first blocks of {}", path.display()))?;
     Ok(DeviceState {
         device: path.to_path_buf(),
@@ -215,45 +284,65 @@ fn device_state(root: &SysRoot, path: &Path, dev: &BlockDevice) -> Result<Device
     })
 }
 
-/// A prepared target: the path every worker opens, and the test file removed on drop.
+/// A prepared target: the descriptor every worker's is derived from, and the test file removed
+/// on drop.
 pub struct Target {
+    /// For messages: the test file, or the file or device as the admin named it.
     pub path: PathBuf,
     pub writes: bool,
     /// Created by tacho: removed on drop, and laid out before the first test.
     pub test_file: Option<TestFile>,
-    /// For block devices: an exclusive open held through the run, so nothing can mount the
-    /// device while tacho writes to it (and tacho cannot start while something holds it).
-    _claim: Option<File>,
+    /// The test file's creating descriptor, the device's exclusive claim (held through the
+    /// run, so nothing can mount the device while tacho writes to it), or the opened target.
+    base: OwnedFd,
 }
 
 impl Target {
-    /// Creates the test file (directories) or claims the device (block devices written to).
-    pub fn prepare(t: &Inspected, region: u64, writes: bool) -> Result<(Target, Vec<Warning>)> {
+    /// Creates the test file (directories); `consent` is given when the run writes.
+    pub fn prepare(
+        opened: &Opened,
+        t: &Inspected,
+        consent: Option<WriteConsent>,
+        region: u64,
+    ) -> Result<(Target, Vec<Warning>)> {
         let mut notes = Vec::new();
-        let (path, test_file, claim) = match t.kind {
+        // A test file is always writable: tacho lays it out.
+        let writes = consent.is_some() || t.kind == Kind::Directory;
+        let (path, test_file, base) = match t.kind {
             Kind::Directory => {
-                notes.extend(remove_stale_files(&t.path));
-                let file = TestFile::create(&t.path, region)?;
-                (file.path.clone(), Some(file), None)
+                // Relative to the handle: "." is the directory inspected, whatever its path
+                // names now. Readable, to list it for stale files.
+                let dir = rustix::fs::openat(
+                    &opened.handle,
+                    ".",
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| open_error(&t.path, e.into()))?;
+                notes.extend(remove_stale_files(dir.as_fd(), &t.path));
+                let file = TestFile::create(dir, &t.path, region)?;
+                let base = file
+                    .descriptor()
+                    .try_clone_to_owned()
+                    .context("cannot duplicate the test file's descriptor")?;
+                (file.path.clone(), Some(file), base)
             }
-            Kind::File => (t.path.clone(), None, None),
-            Kind::BlockDevice if writes => {
-                let claim = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .custom_flags(libc::O_EXCL)
-                    .open(&t.path)
-                    .map_err(|e| open_error(&t.path, e))?;
-                (t.path.clone(), None, Some(claim))
+            Kind::File | Kind::BlockDevice => {
+                let base = match consent.and_then(|c| c.claim) {
+                    Some(claim) => claim.into(),
+                    None => opened
+                        .handle
+                        .try_clone()
+                        .context("cannot duplicate the target's descriptor")?,
+                };
+                (t.path.clone(), None, base)
             }
-            Kind::BlockDevice => (t.path.clone(), None, None),
         };
         let target = Target {
             path,
-            // A test file is always writable: tacho lays it out.
-            writes: writes || t.kind == Kind::Directory,
+            writes,
             test_file,
-            _claim: claim,
+            base,
         };
         target.open(false).map_err(|e| open_error(&t.path, e))?;
         Ok((target, notes))
@@ -269,14 +358,53 @@ impl Target {
         }
     }
 
-    /// Opens the target as a worker does: read-only unless the run writes.
+    /// A worker's own descriptor of the target (own file position, own O_DIRECT flag):
+    /// read-only unless the run writes.
     pub fn open(&self, direct: bool) -> std::io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .write(self.writes)
-            .custom_flags(if direct { libc::O_DIRECT } else { 0 })
-            .open(&self.path)
+        reopen(
+            self.base.as_fd(),
+            self.writes,
+            if direct { libc::O_DIRECT } else { 0 },
+        )
     }
+
+    /// The directory holding a test file, or the file or device itself.
+    pub fn location(&self) -> &Path {
+        self.test_file.as_ref().map_or(&self.path, |f| f.dir_path())
+    }
+
+    /// Whether the target is a regular file (tacho's test file or the admin's).
+    pub fn is_file(&self) -> bool {
+        rustix::fs::fstat(&self.base)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+    }
+
+    /// Whether the target is a file on a filesystem with no space left: a short write there
+    /// means the filesystem filled up.
+    pub fn filesystem_full(&self) -> bool {
+        self.is_file() && rustix::fs::fstatvfs(&self.base).is_ok_and(|vfs| vfs.f_bavail == 0)
+    }
+}
+
+/// Opens the object behind `fd` again: `/proc/self/fd/N` leads to the very inode the descriptor
+/// holds (it is not a path walk), with new flags and a file position of its own.
+fn reopen(fd: BorrowedFd<'_>, write: bool, flags: i32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(flags)
+        .open(fd_path(fd))
+        .map_err(|e| match e.raw_os_error() {
+            // The descriptor is open, so only a missing /proc can hide it.
+            Some(libc::ENOENT) => std::io::Error::other(
+                "cannot reopen the target through /proc/self/fd; is /proc mounted?",
+            ),
+            _ => e,
+        })
+}
+
+fn fd_path(fd: BorrowedFd<'_>) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 fn open_error(path: &Path, e: std::io::Error) -> anyhow::Error {

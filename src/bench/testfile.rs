@@ -1,11 +1,23 @@
 //! The temporary test file tacho creates in a directory target: sized only when it fits with
 //! 5% of the filesystem left free, removed on drop (success, error, signal), and found and
 //! removed by the next run when a killed run left it behind.
+//!
+//! The directory may be writable by other users, who can rename the file aside and plant a
+//! symlink (to a root-owned file, to a block device) at its name. So the name is used only
+//! relative to the directory's descriptor, never followed: the file is created with
+//! `O_EXCL|O_NOFOLLOW`, its creating descriptor is kept for the whole run (every user of the
+//! file gets one derived from it), and the name is unlinked only while it still names that
+//! very inode. A run holds an exclusive `flock` on its file throughout, which is how another
+//! run tells a live file from one a killed run left (whatever the binary is called, whatever
+//! PID namespace it runs in).
 
 use super::result::Warning;
 use crate::units::format_size;
 use anyhow::{Context, Result, bail};
-use std::fs::OpenOptions;
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
+use rustix::io::Errno;
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// A test file never leaves its filesystem with less than this share free.
@@ -14,90 +26,167 @@ const TEST_FILE_PREFIX: &str = ".tacho-bench.";
 
 /// A test file tacho created; removed when dropped (success, error, or signal).
 pub struct TestFile {
+    /// For messages: the directory as the admin named it, joined with the file's name.
     pub path: PathBuf,
+    dir_path: PathBuf,
+    /// The directory, opened once; the name is only ever looked up relative to it.
+    dir: OwnedFd,
+    name: String,
+    /// The creating descriptor, locked for the whole run.
+    file: File,
 }
 
 impl TestFile {
-    pub(super) fn create(dir: &Path, size: u64) -> Result<TestFile> {
-        free_space_for_test(dir, size)?;
+    /// Creates the file in `dir` (a descriptor of the directory named `dir_path`).
+    pub(super) fn create(dir: OwnedFd, dir_path: &Path, size: u64) -> Result<TestFile> {
+        free_space_for_test(dir.as_fd(), dir_path, size)?;
         let name = format!(
             "{TEST_FILE_PREFIX}{}.{:08x}.tmp",
             std::process::id(),
             fastrand::u32(..)
         );
-        let path = dir.join(name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::EROFS) => anyhow::anyhow!(
-                    "{} is on a read-only filesystem; choose a writable directory",
-                    dir.display()
-                ),
-                Some(libc::EACCES | libc::EPERM) => anyhow::anyhow!(
-                    "no permission to create a test file in {}; choose a directory you can \
-                     write to",
-                    dir.display()
-                ),
-                _ => anyhow::anyhow!("cannot create a test file in {}: {e}", dir.display()),
-            })?;
-        let guard = TestFile { path };
-        // Reserve the space up front so a full disk fails now, not halfway through a test.
-        // SAFETY: fallocate on a descriptor we own.
-        let rc = unsafe {
-            use std::os::fd::AsRawFd;
-            libc::fallocate(file.as_raw_fd(), 0, 0, size as libc::off_t)
+        let fd = rustix::fs::openat(
+            &dir,
+            name.as_str(),
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::RUSR | Mode::WUSR,
+        )
+        .map_err(|e| match e {
+            Errno::ROFS => anyhow::anyhow!(
+                "{} is on a read-only filesystem; choose a writable directory",
+                dir_path.display()
+            ),
+            Errno::ACCESS | Errno::PERM => anyhow::anyhow!(
+                "no permission to create a test file in {}; choose a directory you can write to",
+                dir_path.display()
+            ),
+            _ => anyhow::anyhow!(
+                "cannot create a test file in {}: {}",
+                dir_path.display(),
+                std::io::Error::from(e)
+            ),
+        })?;
+        // Marks the file live at once. Blocking: another run's stale check may hold the lock
+        // for an instant. Where the filesystem has no locks, stale checks cannot lock it either
+        // and so leave it alone.
+        let _ = rustix::fs::flock(&fd, FlockOperation::LockExclusive);
+        let guard = TestFile {
+            path: dir_path.join(&name),
+            dir_path: dir_path.to_path_buf(),
+            dir,
+            name,
+            file: fd.into(),
         };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            // Filesystems without fallocate (some network ones) get the space as it is written.
-            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                bail!(
-                    "cannot reserve {} in {}: {e}",
-                    format_size(size),
-                    dir.display()
-                );
-            }
+        // Reserve the space up front so a full disk fails now, not halfway through a test.
+        match rustix::fs::fallocate(&guard.file, rustix::fs::FallocateFlags::empty(), 0, size) {
+            // Filesystems without fallocate (ext2, FAT, some network ones) get the space as it
+            // is written, and can fill up during the run.
+            Ok(()) | Err(Errno::OPNOTSUPP) => {}
+            Err(e) => bail!(
+                "cannot reserve {} in {}: {}",
+                format_size(size),
+                dir_path.display(),
+                std::io::Error::from(e)
+            ),
         }
-        file.set_len(size)
-            .with_context(|| format!("cannot size the test file in {}", dir.display()))?;
+        guard
+            .file
+            .set_len(size)
+            .with_context(|| format!("cannot size the test file in {}", dir_path.display()))?;
         Ok(guard)
+    }
+
+    /// The creating descriptor, for deriving the workers' own.
+    pub(super) fn descriptor(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// The directory as the admin named it.
+    pub fn dir_path(&self) -> &Path {
+        &self.dir_path
     }
 }
 
 impl Drop for TestFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // Frees the space even when the name no longer leads to the file.
+        let _ = self.file.set_len(0);
+        let ours = rustix::fs::fstat(&self.file);
+        let named = rustix::fs::statat(&self.dir, self.name.as_str(), AtFlags::SYMLINK_NOFOLLOW);
+        match (ours, named) {
+            (Ok(ours), Ok(named)) if same_inode(&ours, &named) => {
+                let _ = rustix::fs::unlinkat(&self.dir, self.name.as_str(), AtFlags::empty());
+            }
+            _ => eprintln!(
+                "tacho: warning: {} was renamed or replaced by another program during the run; \
+                 left that name alone (the test file was emptied)",
+                self.path.display()
+            ),
+        }
     }
 }
 
-/// Removes test files left by tacho runs that were killed (their pid is gone).
-pub(super) fn remove_stale_files(dir: &Path) -> Vec<Warning> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+fn same_inode(a: &Stat, b: &Stat) -> bool {
+    a.st_dev == b.st_dev && a.st_ino == b.st_ino
+}
+
+/// Removes test files left by tacho runs that were killed: files of this user that no process
+/// holds locked.
+pub(super) fn remove_stale_files(dir: BorrowedFd<'_>, dir_path: &Path) -> Vec<Warning> {
+    let Ok(entries) = rustix::fs::Dir::read_from(dir) else {
         return Vec::new();
     };
     let mut notes = Vec::new();
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(stale_pid) else {
+        let Ok(name) = entry.file_name().to_str() else {
             continue;
         };
-        if pid_alive(pid) {
+        let Some(pid) = stale_pid(name) else {
             continue;
-        }
-        if std::fs::remove_file(entry.path()).is_ok() {
+        };
+        if remove_if_stale(dir, name) {
             notes.push(Warning {
                 code: "removed-stale-file",
                 message: format!(
                     "removed {}, left behind by a tacho run (pid {pid}) that was killed",
-                    entry.path().display()
+                    dir_path.join(name).display()
                 ),
             });
         }
     }
     notes
+}
+
+/// Removes `name` from `dir` if it is a regular file of this user that no process holds
+/// locked, and the name still leads to the file that was judged.
+fn remove_if_stale(dir: BorrowedFd<'_>, name: &str) -> bool {
+    let me = rustix::process::geteuid().as_raw();
+    let acceptable =
+        |st: &Stat| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_uid == me;
+    // Looked at before opening, so no device or FIFO of that name is ever opened.
+    let Ok(before) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return false;
+    };
+    if !acceptable(&before) {
+        return false;
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let Ok(fd) = rustix::fs::openat(dir, name, flags | OFlags::CLOEXEC, Mode::empty()) else {
+        return false;
+    };
+    let Ok(st) = rustix::fs::fstat(&fd) else {
+        return false;
+    };
+    if !acceptable(&st) || !same_inode(&st, &before) {
+        return false;
+    }
+    // Held by a live run (or locks unsupported here): not stale.
+    if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
+        return false;
+    }
+    let still_named = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|named| same_inode(&named, &st));
+    still_named && rustix::fs::unlinkat(dir, name, AtFlags::empty()).is_ok()
 }
 
 /// The pid in a test file name `.tacho-bench.<pid>.<hex>.tmp`, if it is one.
@@ -108,20 +197,22 @@ fn stale_pid(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
-fn pid_alive(pid: u32) -> bool {
-    // A pid reused by another program does not keep a stale file alive.
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "tacho")
-}
-
 /// Checks that a test file of `size` bytes fits and leaves 5% of the filesystem free.
-fn free_space_for_test(dir: &Path, size: u64) -> Result<u64> {
-    let (avail, total) = statvfs(dir)?;
+fn free_space_for_test(dir: BorrowedFd<'_>, dir_path: &Path, size: u64) -> Result<u64> {
+    let vfs = rustix::fs::fstatvfs(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read free space of {}: {}",
+            dir_path.display(),
+            std::io::Error::from(e)
+        )
+    })?;
+    let (avail, total) = (vfs.f_bavail * vfs.f_frsize, vfs.f_blocks * vfs.f_frsize);
     let reserve = (total as f64 * MIN_FREE_FRACTION) as u64;
     if avail.saturating_sub(size) < reserve {
         bail!(
             "not enough free space in {} for a {} test file: {} free of {}, and tacho leaves at \
              least 5% free; use a smaller --size or another directory",
-            dir.display(),
+            dir_path.display(),
             format_size(size),
             human(avail),
             human(total)
@@ -134,26 +225,13 @@ fn human(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-fn statvfs(dir: &Path) -> Result<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .context("target path contains a NUL byte")?;
-    // SAFETY: c is a valid C string; statvfs fills the zeroed struct we own.
-    let st = unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("cannot read free space of {}", dir.display()));
-        }
-        st
-    };
-    let frsize = st.f_frsize;
-    Ok((st.f_bavail * frsize, st.f_blocks * frsize))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn open_dir(path: &Path) -> OwnedFd {
+        rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap()
+    }
 
     #[test]
     fn stale_names() {
@@ -165,17 +243,59 @@ mod tests {
     }
 
     #[test]
-    fn stale_files_of_dead_runs_are_removed_and_live_ones_kept() {
+    fn unlocked_files_are_removed_and_locked_ones_kept() {
         let dir = tempfile::tempdir().unwrap();
-        // pid 0x7fffffff cannot exist (above pid_max's ceiling of 2^22).
         let dead = dir.path().join(".tacho-bench.2147483647.0000abcd.tmp");
+        // Our own pid: only the lock tells it is alive.
+        let live = dir
+            .path()
+            .join(format!(".tacho-bench.{}.0000dcba.tmp", std::process::id()));
         let foreign = dir.path().join("mine.tmp");
-        std::fs::write(&dead, b"x").unwrap();
-        std::fs::write(&foreign, b"x").unwrap();
-        let notes = remove_stale_files(dir.path());
-        assert_eq!(notes.len(), 1);
+        for f in [&dead, &live, &foreign] {
+            std::fs::write(f, b"x").unwrap();
+        }
+        let holder = File::open(&live).unwrap();
+        rustix::fs::flock(&holder, FlockOperation::LockExclusive).unwrap();
+        let notes = remove_stale_files(open_dir(dir.path()).as_fd(), dir.path());
+        assert_eq!(notes.len(), 1, "{notes:?}");
         assert_eq!(notes[0].code, "removed-stale-file");
         assert!(!dead.exists());
+        assert!(live.exists());
         assert!(foreign.exists());
+    }
+
+    #[test]
+    fn symlinks_and_directories_named_like_test_files_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let link = dir.path().join(".tacho-bench.2147483647.0000abcd.tmp");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let subdir = dir.path().join(".tacho-bench.2147483646.0000abcd.tmp");
+        std::fs::create_dir(&subdir).unwrap();
+        let notes = remove_stale_files(open_dir(dir.path()).as_fd(), dir.path());
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(link.symlink_metadata().is_ok());
+        assert!(subdir.is_dir());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn the_file_is_removed_only_while_its_name_is_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = TestFile::create(open_dir(dir.path()), dir.path(), 4096).unwrap();
+        let aside = dir.path().join("aside");
+        std::fs::rename(&file.path, &aside).unwrap();
+        let planted = file.path.clone();
+        std::fs::write(&planted, b"someone else's").unwrap();
+        drop(file);
+        assert_eq!(std::fs::read(&planted).unwrap(), b"someone else's");
+        assert_eq!(std::fs::metadata(&aside).unwrap().len(), 0, "emptied");
+
+        let file = TestFile::create(open_dir(dir.path()), dir.path(), 4096).unwrap();
+        let path = file.path.clone();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 4096);
+        drop(file);
+        assert!(!path.exists());
     }
 }

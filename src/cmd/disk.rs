@@ -32,21 +32,29 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     let mut warnings = Vec::new();
     let engine = choose_engine(args.engine, &mut warnings);
-    let inspected = target::inspect(&root, &args.target)?;
+    let opened = target::open(&args.target)?;
+    let inspected = target::inspect(&root, &opened)?;
     let mut plan = plan::plan(&args.options(), &inspected, engine)?;
     if args.print_fio {
         std::io::stdout().write_all(fio_cmd::commands(&plan, &inspected).as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
-    if plan.writes {
-        target::check_write_allowed(&root, &inspected, args.destroy_data)?;
-    }
+    let consent = if plan.writes {
+        Some(target::check_write_allowed(
+            &root,
+            &opened,
+            &inspected,
+            args.destroy_data,
+        )?)
+    } else {
+        None
+    };
     warnings.extend(inspected.notes.iter().cloned());
 
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     // The target (and its test file) lives until the report is written, then is removed.
-    let (target, notes) = Target::prepare(&inspected, plan.region_bytes, plan.writes)?;
+    let (target, notes) = Target::prepare(&opened, &inspected, consent, plan.region_bytes)?;
     warnings.extend(notes);
     if plan.any_direct() && !target.direct_supported()? {
         if !args.allow_buffered {

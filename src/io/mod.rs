@@ -116,18 +116,30 @@ pub fn fill(file: &File, len: u64, ctl: &Control) -> Result<bool, EngineError> {
         }
         let n = CHUNK.min(len - offset) as usize;
         buf.scramble(offset);
-        // SAFETY: the buffer holds at least n bytes and lives across the call.
-        let written = retry_eintr(|| unsafe {
-            libc::pwrite(fd, buf.as_ptr().cast(), n, offset as libc::off_t)
-        })
-        .map_err(|e| EngineError::io("write", offset, e))?;
-        if written != n {
-            return Err(EngineError::Short {
-                op: "write",
-                offset,
-                got: written as u64,
-                want: n as u64,
-            });
+        // A short write is retried for the rest, so a full filesystem shows as ENOSPC.
+        let mut done = 0;
+        while done < n {
+            let at = offset + done as u64;
+            // SAFETY: the buffer holds n bytes, of which done..n are passed; it lives across
+            // the call.
+            let written = retry_eintr(|| unsafe {
+                libc::pwrite(
+                    fd,
+                    buf.as_ptr().add(done).cast(),
+                    n - done,
+                    at as libc::off_t,
+                )
+            })
+            .map_err(|e| EngineError::io("write", at, e))?;
+            if written == 0 {
+                return Err(EngineError::Short {
+                    op: "write",
+                    offset: at,
+                    got: 0,
+                    want: (n - done) as u64,
+                });
+            }
+            done += written;
         }
         offset += n as u64;
         ctl.progress(0, n as u64);
