@@ -150,7 +150,10 @@ mod tests {
             Escaped("\u{1b}]0;pwned\u{7}\u{1b}[2J").to_string(),
             r"\e]0;pwned\a\e[2J"
         );
-        assert_eq!(Escaped("a\nb\rc\td\u{0}\u{7f}").to_string(), r"a\nb\rc\td\x00\x7f");
+        assert_eq!(
+            Escaped("a\nb\rc\td\u{0}\u{7f}").to_string(),
+            r"a\nb\rc\td\x00\x7f"
+        );
         assert_eq!(Escaped("csi\u{9b}2J").to_string(), r"csi\u{009b}2J");
         assert_eq!(Escaped("rtl\u{202e}txt").to_string(), r"rtl\u{202e}txt");
         assert_eq!(Escaped(r"back\slash é ✓").to_string(), r"back\slash é ✓");
