@@ -252,14 +252,19 @@ fn ext4_journal(facts: &Facts, m: &Mount) -> Option<Finding> {
     ];
     let remedy = if severity >= Severity::Warn {
         // ext4 refuses to change the data mode on remount: edit fstab, then remount offline.
-        let persist = cmds::mount_option(&mp, "data=ordered", Some("data=journal")).persist;
+        let edit = cmds::mount_option(&mp, "data=ordered", Some("data=journal"));
+        let persist = edit.persist.clone();
         let revert = cmds::mount_option(&mp, "data=journal", Some("data=ordered")).persist;
-        Remedy {
-            fix: None,
-            persist: persist
-                .map(|p| format!("{p}  # then unmount and mount {mp} again (or reboot)")),
-            revert: revert.map(|r| format!("{r}  # then unmount and mount {mp} again")),
-            manual: true,
+        if persist.is_none() {
+            edit // a mount point that cannot be written into a command: the by-hand note
+        } else {
+            Remedy {
+                fix: None,
+                persist: persist
+                    .map(|p| format!("{p}  # then unmount and mount {mp} again (or reboot)")),
+                revert: revert.map(|r| format!("{r}  # then unmount and mount {mp} again")),
+                manual: true,
+            }
         }
     } else {
         Remedy::default()

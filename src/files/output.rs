@@ -5,6 +5,7 @@
 //! trailer with the totals (and the summary when asked).
 
 use super::ops::Ops;
+use crate::text::{self, Escaped};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::Path;
@@ -46,13 +47,14 @@ pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::R
             if timestamps {
                 write!(out, "{} ", local_time_of_day(e.time))?;
             }
+            // Names and paths are chosen by any user: escaped, so none forges a line.
             writeln!(
                 out,
                 "{}({}): {:<3} {}",
-                e.comm,
+                Escaped(e.comm),
                 e.pid,
                 e.ops,
-                e.path.display()
+                text::path(e.path)
             )
         }
         Format::Json => {

@@ -4,6 +4,7 @@
 use super::grid::{Grid, markdown_escape};
 use crate::compare::{Comparison, Metric, Row, Significance, format_p};
 use crate::store::{RunSummary, StoredRun};
+use crate::text::Escaped;
 use serde_json::{Value, json};
 use std::io::{self, Write};
 
@@ -32,7 +33,7 @@ pub enum Text {
 impl Text {
     fn esc(self, s: &str) -> String {
         match self {
-            Text::Terminal => s.to_string(),
+            Text::Terminal => Escaped(s).to_string(),
             Text::Markdown => markdown_escape(s),
         }
     }
@@ -47,14 +48,14 @@ impl Text {
     /// A list item: indented under a heading in terminals, a bullet in Markdown.
     fn item(self, s: &str) -> String {
         match self {
-            Text::Terminal => format!("  {s}"),
+            Text::Terminal => format!("  {}", Escaped(s)),
             Text::Markdown => format!("- {}", markdown_escape(s)),
         }
     }
 
     fn heading(self, s: &str) -> String {
         match self {
-            Text::Terminal => format!("{s}:"),
+            Text::Terminal => format!("{}:", Escaped(s)),
             Text::Markdown => format!("### {}", markdown_escape(s)),
         }
     }
@@ -330,12 +331,13 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
 /// others the change, p-value and significance.
 /// Text that a spreadsheet will show as text: names can come from imported files or be timed
 /// commands, and a cell starting with `=`, `+`, `-` or `@` would run as a formula when the
-/// CSV is opened (OWASP's CSV injection advice: prefix a quote).
+/// CSV is opened (OWASP's CSV injection advice: prefix a quote). Control characters are
+/// escaped too: `cat`ting the file must not drive the terminal.
 fn spreadsheet_text(text: &str) -> String {
     if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{text}")
+        format!("'{}", Escaped(text))
     } else {
-        text.to_string()
+        Escaped(text).to_string()
     }
 }
 
@@ -499,5 +501,6 @@ mod tests {
         assert_eq!(spreadsheet_text("-2+3"), "'-2+3");
         assert_eq!(spreadsheet_text("RND4K Q32T1"), "RND4K Q32T1");
         assert_eq!(spreadsheet_text(""), "");
+        assert_eq!(spreadsheet_text("a\u{1b}[2J\n"), r"a\e[2J\n");
     }
 }

@@ -3,6 +3,7 @@
 use crate::bench::result::{BenchReport, DirResult, TestResult, Warning};
 use crate::bench::verdict::verdict;
 use crate::io::LatencySummary;
+use crate::text::Escaped;
 use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_latency_ns};
 use std::io::{self, Write};
 
@@ -18,17 +19,17 @@ const HEADER: [&str; 8] = [
 ];
 
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
-    writeln!(out, "{}", verdict(report))?;
+    writeln!(out, "{}", Escaped(&verdict(report)))?;
     // Reasons to doubt the figures come right under the verdict, before anyone reads the table.
     for w in &report.warnings {
-        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
+        writeln!(out, "warning [{}]: {}", w.code, Escaped(&w.message))?;
     }
     write_test_warnings(report, out)?;
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
         .iter()
-        .map(|r| r.label.chars().count())
+        .map(|r| Escaped(&r.label).to_string().chars().count())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -38,7 +39,7 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     }
     writeln!(out)?;
     for row in &rows {
-        write!(out, "{:<name_width$}", row.label)?;
+        write!(out, "{:<name_width$}", Escaped(&row.label))?;
         for cell in &row.cells {
             write!(out, "  {cell:>10}")?;
         }
@@ -136,10 +137,10 @@ fn write_test_warnings(report: &BenchReport, out: &mut impl Write) -> io::Result
             .flat_map(|t| t.warnings.iter().map(move |w| (t, w)))
             .filter(|(_, w)| w.code == code)
             .collect();
-        write!(out, "warning [{code}]: {}", hits[0].1.message)?;
+        write!(out, "warning [{code}]: {}", Escaped(&hits[0].1.message))?;
         if hits.len() > 1 {
             let others: Vec<&str> = hits[1..].iter().map(|(t, _)| t.name.as_str()).collect();
-            write!(out, " (also: {})", others.join(", "))?;
+            write!(out, " (also: {})", Escaped(&others.join(", ")))?;
         }
         writeln!(out)?;
     }
@@ -223,7 +224,8 @@ fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
             first.engine
         ));
     }
-    writeln!(out, "{line}")
+    // The target is a path: escaped like every path printed.
+    writeln!(out, "{}", Escaped(&line))
 }
 
 #[cfg(test)]
