@@ -8,6 +8,7 @@ use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::report::prom::RunInfo;
 use crate::report::prom_time;
+use crate::text::Escaped;
 use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
@@ -249,20 +250,23 @@ impl Drop for Exports {
 
 /// Verdict, warnings, then one block per command as hyperfine prints it, plus peak memory.
 fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(out, "{}", verdict(report))?;
+    // Commands are shown as typed; escaped so a control character in one stays visible.
+    writeln!(out, "{}", Escaped(&verdict(report)))?;
     for r in &report.results {
         for w in &r.warnings {
             writeln!(
                 out,
                 "warning [{}] '{}': {}",
-                w.code, r.result.command, w.message
+                w.code,
+                Escaped(&r.result.command),
+                Escaped(&w.message)
             )?;
         }
     }
     for (i, t) in report.results.iter().enumerate() {
         let r = &t.result;
         writeln!(out)?;
-        writeln!(out, "Command {}: {}", i + 1, r.command)?;
+        writeln!(out, "Command {}: {}", i + 1, Escaped(&r.command))?;
         let sd = r.stddev.map_or("-".into(), format_secs);
         writeln!(
             out,
@@ -293,7 +297,10 @@ fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()>
             writeln!(
                 out,
                 "  {:>6.2}× ({:.2}–{:.2})  {}",
-                q.ratio, q.ci95_low, q.ci95_high, q.command
+                q.ratio,
+                q.ci95_low,
+                q.ci95_high,
+                Escaped(&q.command)
             )?;
         }
     }

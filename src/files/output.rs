@@ -2,12 +2,14 @@
 //!
 //! `--json` output is JSON Lines: a header object naming the schema (`tacho.files.v1`), one
 //! object per event (`ts`, `pid`, `comm`, `ops`, `path`), an object per queue overflow, and a
-//! trailer with the totals (and the summary when asked).
+//! trailer with the totals (and the summary when asked). A path that is not UTF-8 also gets
+//! `path_hex`, its exact bytes (see [`crate::text`]); text lines escape control characters.
 
 use super::ops::Ops;
 use crate::text::{self, Escaped};
 use serde::Serialize;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -39,6 +41,10 @@ struct JsonEvent<'a> {
     comm: &'a str,
     ops: String,
     path: std::borrow::Cow<'a, str>,
+    /// The path's exact bytes in hex, only when they are not UTF-8: `path` then shows U+FFFD
+    /// where they were, and two such names would otherwise look the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path_hex: Option<String>,
 }
 
 pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::Result<()> {
@@ -64,6 +70,7 @@ pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::R
                 comm: e.comm,
                 ops: e.ops.to_string(),
                 path: e.path.to_string_lossy(),
+                path_hex: text::hex_if_not_utf8(e.path.as_os_str().as_bytes()),
             };
             serde_json::to_writer(&mut *out, &event)?;
             out.write_all(b"\n")
