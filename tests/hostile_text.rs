@@ -109,16 +109,6 @@ fn emit_script_never_runs_a_hostile_mount_point() {
         let o = run(&["check", &format!("--emit-script={kind}")]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let script = stdout(&o);
-        assert!(
-            script.contains(&format!("x\\ntouch /tmp/{marker} #")),
-            "the {kind} script does not name the mount point escaped:\n{script}"
-        );
-        for line in script.lines() {
-            assert!(
-                !line.trim_start().starts_with("touch"),
-                "the {kind} script runs touch: {line:?}\n{script}"
-            );
-        }
         let file = stub.path().join(format!("{kind}.sh"));
         std::fs::write(&file, &script).unwrap();
         let syntax = Command::new("bash").arg("-n").arg(&file).output().unwrap();
@@ -130,13 +120,14 @@ fn emit_script_never_runs_a_hostile_mount_point() {
         // Run every line (set -e dropped) in a private mount namespace where /etc and /sys
         // are empty tmpfs and PATH holds only the stub touch: nothing real can change, and a
         // touch that runs is logged.
-        let relaxed = script.replace("\nset -e\n", "\n:\n");
+        // The last line proves the script ran to its end with the stub.
+        let relaxed = script.replace("\nset -e\n", "\n:\n") + "\ntouch ran-to-the-end\n";
         std::fs::write(&file, relaxed).unwrap();
         let o = Command::new("unshare")
             .args(["-m", "--propagation", "private", "sh", "-c"])
             .arg(
                 "mount -t tmpfs tacho-etc /etc && mount -t tmpfs tacho-sys /sys && \
-                 PATH=\"$1\" /bin/sh \"$2\" >/dev/null 2>&1; exit 0",
+                 { PATH=\"$1\" /bin/sh \"$2\" >/dev/null 2>&1; exit 0; }",
             )
             .arg("sh")
             .arg(stub.path())
@@ -145,11 +136,22 @@ fn emit_script_never_runs_a_hostile_mount_point() {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let touched = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(touched.contains("ran-to-the-end"), "the {kind} script did not run");
         assert!(
             !touched.contains(&marker),
             "running the {kind} script ran touch {touched}"
         );
         assert!(!Path::new("/tmp").join(&marker).exists());
+        assert!(
+            script.contains(&format!("x\\ntouch /tmp/{marker} #")),
+            "the {kind} script does not name the mount point escaped:\n{script}"
+        );
+        for line in script.lines() {
+            assert!(
+                !line.trim_start().starts_with("touch"),
+                "the {kind} script runs touch: {line:?}\n{script}"
+            );
+        }
     }
 }
 
