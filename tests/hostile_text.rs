@@ -34,6 +34,17 @@ fn assert_no_escape_byte(what: &str, bytes: &[u8]) {
     );
 }
 
+/// The bytes of a `*_hex` field, the documented lossless form of a name that is not UTF-8.
+fn unhex(field: &Value) -> Vec<u8> {
+    let hex = field
+        .as_str()
+        .unwrap_or_else(|| panic!("no *_hex field for a name that is not UTF-8: {field}"));
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex digits"))
+        .collect()
+}
+
 /// A child killed and reaped on drop, whatever the test's outcome.
 struct Killed(Child);
 
@@ -136,7 +147,10 @@ fn emit_script_never_runs_a_hostile_mount_point() {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let touched = std::fs::read_to_string(&log).unwrap_or_default();
-        assert!(touched.contains("ran-to-the-end"), "the {kind} script did not run");
+        assert!(
+            touched.contains("ran-to-the-end"),
+            "the {kind} script did not run"
+        );
         assert!(
             !touched.contains(&marker),
             "running the {kind} script ran touch {touched}"
@@ -420,13 +434,7 @@ fn files_json_keeps_names_that_are_not_utf8_apart() {
             continue;
         }
         // The documented lossless form: `path_hex` when the bytes are not UTF-8.
-        let hex = v["path_hex"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no path_hex: {v}"));
-        let bytes: Vec<u8> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-            .collect();
+        let bytes = unhex(&v["path_hex"]);
         if !names.contains(&bytes) {
             names.push(bytes);
         }
@@ -490,4 +498,37 @@ fn runs_and_compare_escape_labels_and_test_names_from_imported_files() {
     // JSON keeps the label exactly.
     let v = json_ok(&run(&["runs", "list", "--db", db_s, "--json"]));
     assert_eq!(v["runs"][0]["label"], format!("fio {ESC_NAME}.json"));
+}
+
+// ---------------------------------------------------------------- snapshot
+
+#[test]
+fn snapshot_keeps_mount_points_that_are_not_utf8_apart() {
+    if !needs("snapshot_keeps_mount_points_that_are_not_utf8_apart", &[]) {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let names: [&[u8]; 2] = [b"m\xff", b"m\xfe"];
+    let mut guards = Vec::new();
+    let mut want = Vec::new();
+    for name in names {
+        let dir = base.path().join(OsStr::from_bytes(name));
+        std::fs::create_dir(&dir).unwrap();
+        guards.push(
+            MountGuard::mount(&["-t", "tmpfs", "-o", "size=1m", "tacho-itest"], &dir).unwrap(),
+        );
+        want.push(dir.as_os_str().as_bytes().to_vec());
+    }
+    let v = json_ok(&run(&["snapshot"]));
+    let prefix = base.path().to_str().unwrap();
+    let mut got: Vec<Vec<u8>> = v["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["mount_point"].as_str().unwrap().starts_with(prefix))
+        .map(|m| unhex(&m["mount_point_hex"]))
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
 }

@@ -34,7 +34,8 @@ fn inert(s: &str) -> bool {
 pub fn by_hand(what: &str, value: &str) -> Remedy {
     Remedy {
         fix: Some(format!(
-            "# not written: {what} {} contains control characters; act on it by hand",
+            "# not written: {what} {} holds control characters or bytes that are not UTF-8; \
+             act on it by hand",
             text::Escaped(value)
         )),
         persist: None,

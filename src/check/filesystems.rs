@@ -39,6 +39,15 @@ fn mount_point(m: &Mount) -> String {
     m.mount_point.to_string_lossy().into_owned()
 }
 
+/// The remedy `make` builds for the mount point, or a by-hand note when its bytes are not
+/// UTF-8: a command naming the U+FFFD form would name another path.
+fn for_mount_point(m: &Mount, make: impl FnOnce(&str) -> Remedy) -> Remedy {
+    match m.mount_point.to_str() {
+        Some(mp) => make(mp),
+        None => cmds::by_hand("the mount point", &crate::text::path(&m.mount_point)),
+    }
+}
+
 fn has_option(m: &Mount, name: &str) -> bool {
     m.options.split(',').any(|o| o == name)
 }
@@ -93,7 +102,9 @@ fn atime(m: &Mount) -> Finding {
         remedy: if severity == Severity::Ok {
             Remedy::default()
         } else {
-            cmds::mount_option(&mp, "noatime", Some("strictatime"))
+            for_mount_point(m, |mp| {
+                cmds::mount_option(mp, "noatime", Some("strictatime"))
+            })
         },
     }
 }
@@ -252,7 +263,9 @@ fn ext4_journal(facts: &Facts, m: &Mount) -> Option<Finding> {
     ];
     let remedy = if severity >= Severity::Warn {
         // ext4 refuses to change the data mode on remount: edit fstab, then remount offline.
-        let edit = cmds::mount_option(&mp, "data=ordered", Some("data=journal"));
+        let edit = for_mount_point(m, |mp| {
+            cmds::mount_option(mp, "data=ordered", Some("data=journal"))
+        });
         let persist = edit.persist.clone();
         let revert = cmds::mount_option(&mp, "data=journal", Some("data=ordered")).persist;
         if persist.is_none() {
