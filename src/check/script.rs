@@ -1,10 +1,10 @@
 //! `--emit-script`: shell scripts that apply the recommended fixes (now and persistently)
 //! and revert them. tacho prints them for the admin to read and run; it never runs them.
 
+use crate::text::Escaped;
 use std::io::Write;
 
 use super::{Finding, Severity};
-use crate::text::Escaped;
 
 /// Which script to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
