@@ -160,6 +160,35 @@ mod tests {
     }
 
     #[test]
+    fn text_lines_escape_names_and_json_keeps_the_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let path = Path::new(std::ffi::OsStr::from_bytes(b"/t/x\nsshd(1): W /etc/\xff"));
+        let mut e = shown(path);
+        e.comm = "\u{1b}]0;x\u{7}";
+        let mut out = Vec::new();
+        write_event(&mut out, Format::Text { timestamps: false }, &e).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\\e]0;x\\a(42): CW  /t/x\\nsshd(1): W /etc/\\xff\n"
+        );
+        let mut out = Vec::new();
+        write_event(&mut out, Format::Json, &e).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["path"], "/t/x\nsshd(1): W /etc/\u{fffd}");
+        assert_eq!(
+            v["path_hex"],
+            "2f742f780a737368642831293a2057202f6574632fff"
+        );
+        let mut out = Vec::new();
+        write_event(&mut out, Format::Json, &shown(Path::new("/ok"))).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(
+            v.get("path_hex").is_none(),
+            "only for names that are not UTF-8"
+        );
+    }
+
+    #[test]
     fn json_events_carry_the_five_fields() {
         let mut out = Vec::new();
         write_event(&mut out, Format::Json, &shown(Path::new("/tmp/\"q\""))).unwrap();
