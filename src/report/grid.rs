@@ -117,6 +117,22 @@ mod tests {
     }
 
     #[test]
+    fn control_characters_are_escaped_in_both_forms() {
+        let g = Grid {
+            header: vec!["label".into()],
+            rows: vec![vec!["a\u{1b}[2J\nb".into()]],
+            right: vec![false],
+        };
+        let mut out = Vec::new();
+        g.write_text(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "label\na\\e[2J\\nb\n");
+        let mut out = Vec::new();
+        g.write_markdown(&mut out).unwrap();
+        let md = String::from_utf8(out).unwrap();
+        assert!(md.ends_with("| a\\e\\[2J\\nb |\n"), "{md}");
+    }
+
+    #[test]
     fn text_is_aligned() {
         let g = Grid {
             header: vec!["test".into(), "IOPS".into()],
