@@ -8,7 +8,6 @@ use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::report::prom::RunInfo;
 use crate::report::prom_time;
-use crate::text::Escaped;
 use crate::timing::exec::{Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::export;
 use crate::timing::result::{self, Context, TimeReport};
@@ -251,22 +250,27 @@ impl Drop for Exports {
 /// Verdict, warnings, then one block per command as hyperfine prints it, plus peak memory.
 fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()> {
     // Commands are shown as typed; escaped so a control character in one stays visible.
-    writeln!(out, "{}", Escaped(&verdict(report)))?;
+    writeln!(out, "{}", crate::text::Escaped(&verdict(report)))?;
     for r in &report.results {
         for w in &r.warnings {
             writeln!(
                 out,
                 "warning [{}] '{}': {}",
                 w.code,
-                Escaped(&r.result.command),
-                Escaped(&w.message)
+                crate::text::Escaped(&r.result.command),
+                crate::text::Escaped(&w.message)
             )?;
         }
     }
     for (i, t) in report.results.iter().enumerate() {
         let r = &t.result;
         writeln!(out)?;
-        writeln!(out, "Command {}: {}", i + 1, Escaped(&r.command))?;
+        writeln!(
+            out,
+            "Command {}: {}",
+            i + 1,
+            crate::text::Escaped(&r.command)
+        )?;
         let sd = r.stddev.map_or("-".into(), format_secs);
         writeln!(
             out,
@@ -300,7 +304,7 @@ fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()>
                 q.ratio,
                 q.ci95_low,
                 q.ci95_high,
-                Escaped(&q.command)
+                crate::text::Escaped(&q.command)
             )?;
         }
     }
