@@ -25,6 +25,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod store;
 pub mod stress;
+pub mod text;
 pub mod timing;
 pub mod tui;
 pub mod units;

@@ -19,7 +19,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tacho: {}", one_line(&format!("{e:#}")));
+            // Errors can quote paths and names read from the system: escaped for the terminal.
+            eprintln!(
+                "tacho: {}",
+                tacho::text::Escaped(&one_line(&format!("{e:#}")))
+            );
             ExitCode::from(2)
         }
     }

@@ -1,10 +1,19 @@
 //! The exact shell commands of a [`Remedy`]: a fix for now, a way to persist it, and a revert
 //! that restores the value read at check time and removes what was persisted. Files tacho
 //! tells the admin to create carry `tacho` in their names so they are easy to find and remove.
+//!
+//! Values read from the system (mount points, device names, current settings) are quoted for
+//! the context they land in: a shell word, an fstab field, a udev rule value, a sed program.
+//! A value with a control character (other than a tab) is never written into a command: the
+//! remedy becomes a by-hand note naming the value escaped, since a newline or a carriage return
+//! would end a comment, split a line of the script or hide part of it when the admin reads it.
 
 use super::Remedy;
+use crate::text;
 
-/// Quotes `s` for a POSIX shell when it is not a plain word.
+/// Quotes `s` as one POSIX shell word (single quotes, which keep every character literal,
+/// newlines included). Plain words stay as they are, `=` included: shell_words quotes it
+/// because of assignments, which cannot happen in an argument, and `--args=x` reads better.
 pub fn sq(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
@@ -12,7 +21,26 @@ pub fn sq(s: &str) -> String {
     if plain {
         s.to_string()
     } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
+        shell_words::quote(s).into_owned()
+    }
+}
+
+/// True when `s` can be put into a script line: no control character but the tab.
+fn inert(s: &str) -> bool {
+    !s.chars().any(|c| c.is_control() && c != '\t')
+}
+
+/// The remedy when `value` (what it is: `what`) cannot be written into a command safely.
+pub fn by_hand(what: &str, value: &str) -> Remedy {
+    Remedy {
+        fix: Some(format!(
+            "# not written: {what} {} holds control characters or bytes that are not UTF-8; \
+             act on it by hand",
+            text::Escaped(value)
+        )),
+        persist: None,
+        revert: None,
+        manual: true,
     }
 }
 
@@ -32,6 +60,9 @@ fn slug(s: &str) -> String {
 /// A sysctl: `sysctl -w` now, a file in /etc/sysctl.d (named `99-` so it is applied after
 /// the distribution's own files), and back.
 pub fn sysctl(name: &str, new: &str, current: &str) -> Remedy {
+    if let Some(bad) = [name, new, current].into_iter().find(|v| !inert(v)) {
+        return by_hand("the sysctl value", bad);
+    }
     let file = format!("/etc/sysctl.d/99-tacho-{}.conf", slug(name));
     Remedy {
         fix: Some(format!("sysctl -w {name}={}", sq(new))),
@@ -43,6 +74,12 @@ pub fn sysctl(name: &str, new: &str, current: &str) -> Remedy {
 
 /// Several sysctls changed together (the dirty limits), in one sysctl.d file.
 pub fn sysctls(file_part: &str, changes: &[(&str, String, String)]) -> Remedy {
+    let values = changes
+        .iter()
+        .flat_map(|(n, a, b)| [*n, a.as_str(), b.as_str()]);
+    if let Some(bad) = values.into_iter().find(|v| !inert(v)) {
+        return by_hand("the sysctl value", bad);
+    }
     let file = format!("/etc/sysctl.d/99-tacho-{file_part}.conf");
     let fix = changes
         .iter()
@@ -51,9 +88,9 @@ pub fn sysctls(file_part: &str, changes: &[(&str, String, String)]) -> Remedy {
         .join(" && ");
     let lines = changes
         .iter()
-        .map(|(name, new, _)| format!("{name} = {new}"))
+        .map(|(name, new, _)| sq(&format!("{name} = {new}")))
         .collect::<Vec<_>>()
-        .join("\\n");
+        .join(" ");
     let revert = changes
         .iter()
         .map(|(name, _, old)| format!("sysctl -w {name}={}", sq(old)))
@@ -61,7 +98,7 @@ pub fn sysctls(file_part: &str, changes: &[(&str, String, String)]) -> Remedy {
         .join(" && ");
     Remedy {
         fix: Some(fix),
-        persist: Some(format!("printf {} > {file}", sq(&format!("{lines}\\n")))),
+        persist: Some(format!("printf '%s\\n' {lines} > {file}")),
         revert: Some(format!("{revert} && rm -f {file}")),
         manual: false,
     }
@@ -70,14 +107,21 @@ pub fn sysctls(file_part: &str, changes: &[(&str, String, String)]) -> Remedy {
 /// A sysfs file outside block devices (THP): `echo` now, a systemd-tmpfiles `w` line to write
 /// it at every boot, and back.
 pub fn sysfs(path: &str, name: &str, new: &str, current: &str) -> Remedy {
+    if let Some(bad) = [path, new, current].into_iter().find(|v| !inert(v)) {
+        return by_hand("the value", bad);
+    }
     let file = format!("/etc/tmpfiles.d/tacho-{}.conf", slug(name));
     Remedy {
-        fix: Some(format!("echo {} > {path}", sq(new))),
+        fix: Some(format!("echo {} > {}", sq(new), sq(path))),
         persist: Some(format!(
             "echo {} > {file}",
             sq(&format!("w {path} - - - - {new}"))
         )),
-        revert: Some(format!("echo {} > {path} && rm -f {file}", sq(current))),
+        revert: Some(format!(
+            "echo {} > {} && rm -f {file}",
+            sq(current),
+            sq(path)
+        )),
         manual: false,
     }
 }
@@ -86,6 +130,21 @@ pub fn sysfs(path: &str, name: &str, new: &str, current: &str) -> Remedy {
 /// appears, and back. udev matches the kernel name, which is stable for virtio and NVMe
 /// disks but not always for sdX: the rule says so.
 pub fn queue_attr(dev: &str, attr: &str, new: &str, current: &str) -> Remedy {
+    if let Some(bad) = [dev, attr, new, current].into_iter().find(|v| !inert(v)) {
+        return by_hand("the device setting", bad);
+    }
+    // A udev rule value is a double-quoted string: a `"` or `\` in it would end it or change
+    // the rule, and a `/` in a device name would leave /sys/block. Kernel names hold none.
+    if dev.contains('/') || [dev, attr, new].iter().any(|v| v.contains(['"', '\\'])) {
+        return Remedy {
+            fix: Some(format!(
+                "# not written: {} cannot go into a udev rule; set it by hand",
+                sq(&format!("{dev} {attr}={new}"))
+            )),
+            manual: true,
+            ..Remedy::default()
+        };
+    }
     let path = format!("/sys/block/{dev}/queue/{attr}");
     let rule_file = format!(
         "/etc/udev/rules.d/60-tacho-{}-{}.rules",
@@ -110,14 +169,15 @@ pub fn queue_attr(dev: &str, attr: &str, new: &str, current: &str) -> Remedy {
         None => Default::default(),
     };
     Remedy {
-        fix: Some(format!("{load}echo {} > {path}", sq(new))),
+        fix: Some(format!("{load}echo {} > {}", sq(new), sq(&path))),
         persist: Some(format!(
             "echo {} > {rule_file}{persist_module} && udevadm control --reload",
             sq(&rule)
         )),
         revert: Some(format!(
-            "echo {} > {path} && rm -f {rule_file}{unload} && udevadm control --reload",
-            sq(current)
+            "echo {} > {} && rm -f {rule_file}{unload} && udevadm control --reload",
+            sq(current),
+            sq(&path)
         )),
         manual: false,
     }
@@ -126,6 +186,13 @@ pub fn queue_attr(dev: &str, attr: &str, new: &str, current: &str) -> Remedy {
 /// Appends `add` to GRUB_CMDLINE_LINUX (and removes `remove`, an option the current command
 /// line has that would contradict it). Takes effect at the next boot; there is no fix for now.
 pub fn kernel_cmdline(add: &str, remove: Option<&str>) -> Remedy {
+    if let Some(bad) = [Some(add), remove]
+        .into_iter()
+        .flatten()
+        .find(|o| !cmdline_word(o))
+    {
+        return by_hand_option(bad);
+    }
     let persist = cmdline_edit(Some(add), remove);
     let revert = cmdline_edit(remove, Some(add));
     Remedy {
@@ -138,6 +205,9 @@ pub fn kernel_cmdline(add: &str, remove: Option<&str>) -> Remedy {
 
 /// Removes `option` from the kernel command line (next boot); the revert puts it back.
 pub fn kernel_cmdline_remove(option: &str) -> Remedy {
+    if !cmdline_word(option) {
+        return by_hand_option(option);
+    }
     Remedy {
         fix: None,
         persist: Some(format!(
@@ -149,20 +219,52 @@ pub fn kernel_cmdline_remove(option: &str) -> Remedy {
     }
 }
 
+/// An option that fits in GRUB_CMDLINE_LINUX="…" as one word (quoted values never do here).
+fn cmdline_word(option: &str) -> bool {
+    inert(option) && !option.is_empty() && !option.contains([' ', '\t', '"', '\'', '\\'])
+}
+
+fn by_hand_option(option: &str) -> Remedy {
+    Remedy {
+        fix: Some(format!(
+            "# not written: the kernel option {} cannot be edited safely; edit the boot loader \
+             configuration by hand",
+            text::Escaped(option)
+        )),
+        manual: true,
+        ..Remedy::default()
+    }
+}
+
+/// `text` as a literal in a sed basic regular expression (or, with `/` and `&` escaped too,
+/// in a replacement).
+fn sed_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.*[]^$/&".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// One command that edits the kernel command line on Debian/Ubuntu (/etc/default/grub and
 /// update-grub) or RHEL/Fedora (grubby).
 fn cmdline_edit(add: Option<&str>, remove: Option<&str>) -> String {
     let mut sed = Vec::new();
     let mut grubby = Vec::new();
     if let Some(r) = remove {
-        let re = r.replace('.', r"\.");
-        sed.push(format!("-e 's/ {re}\\([ \"]\\)/\\1/'"));
+        let program = format!("s/ {}\\([ \"]\\)/\\1/", sed_literal(r));
+        sed.push(format!("-e {}", sq(&program)));
         grubby.push(format!("--remove-args={}", sq(r)));
     }
     if let Some(a) = add {
-        sed.push(format!(
-            "-e 's/^\\(GRUB_CMDLINE_LINUX=\"[^\"]*\\)\"/\\1 {a}\"/'"
-        ));
+        let program = format!(
+            "s/^\\(GRUB_CMDLINE_LINUX=\"[^\"]*\\)\"/\\1 {}\"/",
+            sed_literal(a)
+        );
+        sed.push(format!("-e {}", sq(&program)));
         grubby.push(format!("--args={}", sq(a)));
     }
     format!(
@@ -176,6 +278,9 @@ fn cmdline_edit(add: Option<&str>, remove: Option<&str>) -> String {
 /// Adds `add` (and drops `remove`) in the options of the /etc/fstab line of `mount_point`,
 /// keeping a backup; `mount -o remount` applies it now.
 pub fn mount_option(mount_point: &str, add: &str, remove: Option<&str>) -> Remedy {
+    if !inert(mount_point) {
+        return by_hand("the mount point", mount_point);
+    }
     let remount = format!("mount -o remount,{add} {}", sq(mount_point));
     Remedy {
         fix: Some(remount),
@@ -195,16 +300,33 @@ pub fn mount_option(mount_point: &str, add: &str, remove: Option<&str>) -> Remed
     }
 }
 
+/// A mount point as fstab(5) writes it: space, tab, newline and backslash as octal escapes.
+fn fstab_field(mount_point: &str) -> String {
+    let mut out = String::with_capacity(mount_point.len());
+    for c in mount_point.chars() {
+        match c {
+            ' ' => out.push_str("\\040"),
+            '\t' => out.push_str("\\011"),
+            '\n' => out.push_str("\\012"),
+            '\\' => out.push_str("\\134"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// An awk program that rewrites the options field (4th) of the fstab line whose mount point
-/// (2nd) is `mount_point`, leaving every other line byte for byte.
+/// (2nd) is `mount_point`, leaving every other line byte for byte. The values reach awk
+/// through its environment: `-v` would interpret their backslashes (`\040` in a mount point).
 fn fstab_edit(mount_point: &str, add: &str, remove: Option<&str>) -> String {
     format!(
-        "cp /etc/fstab /etc/fstab.tacho-bak && awk -v mp={} -v add={} -v del={} \
-         '$1 !~ /^#/ && $2 == mp {{ n = split($4, o, \",\"); s = \"\"; \
+        "cp /etc/fstab /etc/fstab.tacho-bak && MP={} ADD={} DEL={} awk \
+         '$1 !~ /^#/ && $2 == ENVIRON[\"MP\"] {{ add = ENVIRON[\"ADD\"]; del = ENVIRON[\"DEL\"]; \
+         n = split($4, o, \",\"); s = \"\"; \
          for (i = 1; i <= n; i++) if (o[i] != del && o[i] != add) s = s (s == \"\" ? \"\" : \",\") o[i]; \
          if (add != \"\") s = s (s == \"\" ? \"\" : \",\") add; $4 = s }} {{ print }}' \
          /etc/fstab.tacho-bak > /etc/fstab",
-        sq(mount_point),
+        sq(&fstab_field(mount_point)),
         sq(add),
         sq(remove.unwrap_or(""))
     )
@@ -288,6 +410,59 @@ mod tests {
         run_in(dir.path(), file_part);
         let back = std::fs::read_to_string(dir.path().join("fstab")).unwrap();
         assert_eq!(back, fstab);
+    }
+
+    #[test]
+    fn fstab_edit_finds_a_mount_point_with_fstab_escapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let fstab =
+            "UUID=1 /mnt/my\\040disk\\134x ext4 defaults 0 2\nUUID=2 /mnt/my ext4 defaults 0 2\n";
+        std::fs::write(dir.path().join("fstab"), fstab).unwrap();
+        let r = mount_option("/mnt/my disk\\x", "noatime", None);
+        run_in(dir.path(), &r.persist.unwrap());
+        let after = std::fs::read_to_string(dir.path().join("fstab")).unwrap();
+        assert_eq!(
+            after,
+            "UUID=1 /mnt/my\\040disk\\134x ext4 defaults,noatime 0 2\n\
+             UUID=2 /mnt/my ext4 defaults 0 2\n"
+        );
+    }
+
+    #[test]
+    fn values_with_control_characters_are_never_written_as_commands() {
+        let hostile = "/mnt/x\ntouch /tmp/PWNED #";
+        let r = mount_option(hostile, "noatime", Some("strictatime"));
+        assert!(r.manual && r.persist.is_none() && r.revert.is_none());
+        let note = r.fix.unwrap();
+        assert_eq!(note.lines().count(), 1, "{note}");
+        assert!(
+            note.starts_with("# ") && note.contains(r"x\ntouch"),
+            "{note}"
+        );
+        for r in [
+            sysctl("vm.swappiness", "10", "60\rx"),
+            sysfs("/sys/x", "x", "1", "\u{1b}[2J"),
+            queue_attr("vda\n", "scheduler", "none", "mq-deadline"),
+            queue_attr("vda\"", "scheduler", "none", "mq-deadline"),
+            kernel_cmdline("iommu.strict=0", Some("x'y")),
+        ] {
+            assert!(r.manual, "{r:?}");
+            assert!(r.fix.unwrap().starts_with("# not written"));
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the mount point, the remount command is one shell word after the options
+        /// and no line of any command can run something else.
+        #[test]
+        fn mount_points_stay_one_word(mp in "\\PC{0,12}") {
+            let r = mount_option(&mp, "noatime", None);
+            if let Some(fix) = r.fix.filter(|_| !r.manual) {
+                let words = shell_words::split(&fix).unwrap();
+                proptest::prop_assert_eq!(&words[3], &mp);
+                proptest::prop_assert_eq!(words.len(), 4);
+            }
+        }
     }
 
     #[test]

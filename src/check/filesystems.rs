@@ -39,6 +39,15 @@ fn mount_point(m: &Mount) -> String {
     m.mount_point.to_string_lossy().into_owned()
 }
 
+/// The remedy `make` builds for the mount point, or a by-hand note when its bytes are not
+/// UTF-8: a command naming the U+FFFD form would name another path.
+fn for_mount_point(m: &Mount, make: impl FnOnce(&str) -> Remedy) -> Remedy {
+    match m.mount_point.to_str() {
+        Some(mp) => make(mp),
+        None => cmds::by_hand("the mount point", &crate::text::path(&m.mount_point)),
+    }
+}
+
 fn has_option(m: &Mount, name: &str) -> bool {
     m.options.split(',').any(|o| o == name)
 }
@@ -58,9 +67,12 @@ fn options_evidence(m: &Mount) -> Evidence {
 
 fn atime(m: &Mount) -> Finding {
     let mp = mount_point(m);
+    // The kernel prints the mount's atime mode as `noatime` or `relatime` in mountinfo and
+    // prints nothing for strictatime (show_mnt_opts in fs/proc_namespace.c): neither of the
+    // two means every read updates the access time.
     let (severity, title) = if has_option(m, "noatime") {
         (Severity::Ok, "noatime: reads never write".to_string())
-    } else if has_option(m, "strictatime") {
+    } else if !has_option(m, "relatime") {
         (
             Severity::Warn,
             "strictatime: every read of a file writes its access time".to_string(),
@@ -89,7 +101,9 @@ fn atime(m: &Mount) -> Finding {
         remedy: if severity == Severity::Ok {
             Remedy::default()
         } else {
-            cmds::mount_option(&mp, "noatime", Some("strictatime"))
+            for_mount_point(m, |mp| {
+                cmds::mount_option(mp, "noatime", Some("strictatime"))
+            })
         },
     }
 }
@@ -249,14 +263,21 @@ fn ext4_journal(facts: &Facts, m: &Mount) -> Option<Finding> {
     ];
     let remedy = if severity >= Severity::Warn {
         // ext4 refuses to change the data mode on remount: edit fstab, then remount offline.
-        let persist = cmds::mount_option(&mp, "data=ordered", Some("data=journal")).persist;
+        let edit = for_mount_point(m, |mp| {
+            cmds::mount_option(mp, "data=ordered", Some("data=journal"))
+        });
+        let persist = edit.persist.clone();
         let revert = cmds::mount_option(&mp, "data=journal", Some("data=ordered")).persist;
-        Remedy {
-            fix: None,
-            persist: persist
-                .map(|p| format!("{p}  # then unmount and mount {mp} again (or reboot)")),
-            revert: revert.map(|r| format!("{r}  # then unmount and mount {mp} again")),
-            manual: true,
+        if persist.is_none() {
+            edit // a mount point that cannot be written into a command: the by-hand note
+        } else {
+            Remedy {
+                fix: None,
+                persist: persist
+                    .map(|p| format!("{p}  # then unmount and mount {mp} again (or reboot)")),
+                revert: revert.map(|r| format!("{r}  # then unmount and mount {mp} again")),
+                manual: true,
+            }
         }
     } else {
         Remedy::default()

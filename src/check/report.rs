@@ -6,6 +6,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::{Finding, Group, Profile, Severity, verdict};
+use crate::text::Escaped;
 
 #[derive(Serialize)]
 struct Counts {
@@ -72,7 +73,7 @@ pub fn write_text(
     only: Option<Severity>,
     unreadable: &[String],
 ) -> std::io::Result<()> {
-    writeln!(out, "{}", verdict(findings))?;
+    writeln!(out, "{}", Escaped(&verdict(findings)))?;
     let c = counts(findings);
     writeln!(
         out,
@@ -89,7 +90,7 @@ pub fn write_text(
         .collect();
     let width = shown
         .iter()
-        .map(|f| label(f).len())
+        .map(|f| label(f).chars().count())
         .max()
         .unwrap_or(0)
         .min(40);
@@ -104,16 +105,26 @@ pub fn write_text(
             "  {:<4}  {:<width$}  {}",
             f.severity.label(),
             label(f),
-            f.title
+            Escaped(&f.title)
         )?;
         if f.severity == Severity::Ok {
             continue;
         }
         let pad = " ".repeat(8);
         for e in &f.evidence {
-            writeln!(out, "{pad}evidence: {} = {}", e.source, e.value)?;
+            writeln!(
+                out,
+                "{pad}evidence: {} = {}",
+                Escaped(&e.source),
+                Escaped(&e.value)
+            )?;
         }
-        writeln!(out, "{pad}why: {} [{}]", f.why, f.reference)?;
+        writeln!(
+            out,
+            "{pad}why: {} [{}]",
+            Escaped(&f.why),
+            Escaped(&f.reference)
+        )?;
         for (name, cmd) in [
             ("fix", &f.remedy.fix),
             ("persist", &f.remedy.persist),
@@ -125,10 +136,12 @@ pub fn write_text(
                 } else {
                     ""
                 };
+                // A command's own lines stay lines; what is inside each is escaped.
+                let lines: Vec<String> = cmd.split('\n').map(|l| Escaped(l).to_string()).collect();
                 writeln!(
                     out,
                     "{pad}{name}{manual}: {}",
-                    cmd.replace('\n', &format!("\n{pad}  "))
+                    lines.join(&format!("\n{pad}  "))
                 )?;
             }
         }
@@ -143,15 +156,16 @@ pub fn write_text(
     if !unreadable.is_empty() {
         writeln!(out, "\nnot judged, could not read:")?;
         for u in unreadable {
-            writeln!(out, "  {u}")?;
+            writeln!(out, "  {}", Escaped(u))?;
         }
     }
     Ok(())
 }
 
+/// The finding's id and subject (a mount point, a device), escaped.
 fn label(f: &Finding) -> String {
     match &f.subject {
-        Some(s) => format!("{} {s}", f.id),
+        Some(s) => format!("{} {}", f.id, Escaped(s)),
         None => f.id.to_string(),
     }
 }

@@ -1,6 +1,7 @@
 //! `--emit-script`: shell scripts that apply the recommended fixes (now and persistently)
 //! and revert them. tacho prints them for the admin to read and run; it never runs them.
 
+use crate::text::Escaped;
 use std::io::Write;
 
 use super::{Finding, Severity};
@@ -66,7 +67,8 @@ fn header(out: &mut impl Write, what: &str, host: &str, n: usize) -> std::io::Re
     writeln!(out, "#!/bin/sh")?;
     writeln!(
         out,
-        "# tacho check: {what} for {n} finding(s) on {host}. Generated, never run by tacho."
+        "# tacho check: {what} for {n} finding(s) on {}. Generated, never run by tacho.",
+        Escaped(host)
     )?;
     writeln!(
         out,
@@ -75,9 +77,20 @@ fn header(out: &mut impl Write, what: &str, host: &str, n: usize) -> std::io::Re
     writeln!(out, "set -e")
 }
 
-/// Writes `cmd` as script lines, commented out when `manual`.
+/// Writes `cmd` as script lines, commented out when `manual`. The commands quote every value
+/// read from the system (see `cmds`); a line that still holds a control character other than
+/// a tab (a carriage return would hide what precedes it from the admin reading the script)
+/// is written commented out and escaped, never run.
 fn lines(out: &mut impl Write, cmd: &str, manual: bool) -> std::io::Result<()> {
-    for line in cmd.lines() {
+    for line in cmd.split('\n') {
+        if line.chars().any(|c| c.is_control() && c != '\t') {
+            writeln!(
+                out,
+                "# not run, holds control characters: {}",
+                Escaped(line)
+            )?;
+            continue;
+        }
         if manual && !line.starts_with('#') {
             writeln!(out, "# {line}")?;
         } else {
@@ -87,13 +100,20 @@ fn lines(out: &mut impl Write, cmd: &str, manual: bool) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The comment line above a finding's commands: the subject (a mount point, a device) is
+/// escaped, so a newline in it cannot end the comment and start a command.
 fn title(f: &Finding) -> String {
     let subject = f
         .subject
         .as_deref()
-        .map(|s| format!(" {s}"))
+        .map(|s| format!(" {}", Escaped(s)))
         .unwrap_or_default();
-    format!("# [{}] {}{subject}: {}", f.severity.label(), f.id, f.title)
+    format!(
+        "# [{}] {}{subject}: {}",
+        f.severity.label(),
+        f.id,
+        Escaped(&f.title)
+    )
 }
 
 fn apply(out: &mut impl Write, list: &[&Finding], host: &str) -> std::io::Result<()> {

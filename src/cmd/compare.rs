@@ -5,6 +5,7 @@ use super::runs::load;
 use crate::cli::CompareArgs;
 use crate::compare;
 use crate::report::results::{self, Text};
+use crate::text::Escaped;
 use anyhow::{Result, bail};
 use std::process::ExitCode;
 
@@ -64,7 +65,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     for (row, i, cell) in &regressions {
         eprintln!(
             "regression: {} {} {:+.1}% in run {} ({})",
-            c.row_title(row),
+            Escaped(&c.row_title(row)),
             row.metric_label(),
             cell.change_pct.unwrap_or(0.0),
             c.runs[*i].id,

@@ -7,6 +7,7 @@ use crate::cpubench::KernelName;
 use crate::cpubench::{self, Config, CpuReport};
 use crate::kernel::SysRoot;
 use crate::parallel::usable_cpus;
+use crate::text::Escaped;
 use crate::units::format_count;
 use anyhow::Result;
 use std::io::Write;
@@ -41,9 +42,9 @@ pub fn run(args: &CpuArgs) -> Result<ExitCode> {
 }
 
 fn write_human(r: &CpuReport, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(out, "{}", verdict(r))?;
+    writeln!(out, "{}", Escaped(&verdict(r)))?;
     for w in &r.warnings {
-        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
+        writeln!(out, "warning [{}]: {}", w.code, Escaped(&w.message))?;
     }
     writeln!(out)?;
     let t = r.all_threads.threads;

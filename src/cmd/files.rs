@@ -7,6 +7,7 @@ use crate::files::procs::{self, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN};
 use crate::files::summary::Summary;
 use crate::files::watch::{self, Outcome, Sink, WatchConfig, WatchError, Watcher};
 use crate::kernel::SysRoot;
+use crate::text::Escaped;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::io::{BufWriter, Write};
@@ -50,7 +51,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     };
     eprintln!(
         "tacho: watching {}{}",
-        watcher.watching.join(", "),
+        Escaped(&watcher.watching.join(", ")),
         if args.duration.is_some() {
             ""
         } else {
@@ -58,7 +59,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
         }
     );
     for note in &watcher.notes {
-        eprintln!("tacho: note: {note}");
+        eprintln!("tacho: note: {}", Escaped(note));
     }
     if format == Format::Json
         && let Some(out) = sink.events.as_mut()

@@ -10,6 +10,7 @@ use crate::kernel::tunables::SystemTunables;
 use crate::kernel::{SysRoot, cache};
 use crate::membench::{self, Config, MemReport};
 use crate::parallel::usable_cpus;
+use crate::text::Escaped;
 use crate::units::{format_bandwidth, format_bytes_approx, format_size};
 use anyhow::{Result, bail};
 use std::io::Write;
@@ -69,9 +70,9 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
 }
 
 fn write_human(r: &MemReport, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(out, "{}", verdict(r))?;
+    writeln!(out, "{}", Escaped(&verdict(r)))?;
     for w in &r.warnings {
-        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
+        writeln!(out, "warning [{}]: {}", w.code, Escaped(&w.message))?;
     }
     writeln!(out)?;
     writeln!(

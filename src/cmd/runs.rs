@@ -5,6 +5,7 @@ use crate::cli::{DbArg, RunsCommand};
 use crate::compare;
 use crate::report::results::{self, Text};
 use crate::store::{self, Store, StoredRun};
+use crate::text::Escaped;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::json;
 use std::io::Write;
@@ -167,7 +168,7 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
                 out,
                 "imported run {} from {} ({} tests, {})",
                 r["id"],
-                r["file"].as_str().unwrap_or(""),
+                Escaped(r["file"].as_str().unwrap_or("")),
                 r["tests"],
                 r["source"].as_str().unwrap_or("")
             )?;

@@ -2,6 +2,7 @@
 
 use crate::files::sector::{self, Located};
 use crate::kernel::SysRoot;
+use crate::text::Escaped;
 use anyhow::{Result, bail};
 use std::io::Write;
 use std::path::Path;
@@ -43,15 +44,15 @@ fn write_text(out: &mut impl Write, located: &Located) -> std::io::Result<()> {
         out,
         "{owned} of {} sector(s) on {} ({}, mounted on {}) belong to files; {} files examined",
         located.sectors.len(),
-        located.device,
+        Escaped(&located.device),
         located.fs_type,
-        located.mount_points.join(", "),
+        Escaped(&located.mount_points.join(", ")),
         located.files_examined
     )?;
     for s in &located.sectors {
         if s.owners.is_empty() {
             let note = s.note.as_deref().unwrap_or("no file");
-            writeln!(out, "{}: {note}", s.sector)?;
+            writeln!(out, "{}: {}", s.sector, Escaped(note))?;
         }
         for o in &s.owners {
             let mut flags = String::new();
@@ -64,7 +65,9 @@ fn write_text(out: &mut impl Write, located: &Located) -> std::io::Result<()> {
             writeln!(
                 out,
                 "{}: {} (offset {}{flags})",
-                s.sector, o.path, o.offset_bytes
+                s.sector,
+                Escaped(&o.path),
+                o.offset_bytes
             )?;
         }
     }

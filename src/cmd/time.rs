@@ -285,20 +285,28 @@ impl Exports {
 
 /// Verdict, warnings, then one block per command as hyperfine prints it, plus peak memory.
 fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(out, "{}", verdict(report))?;
+    // Commands are shown as typed; escaped so a control character in one stays visible.
+    writeln!(out, "{}", crate::text::Escaped(&verdict(report)))?;
     for r in &report.results {
         for w in &r.warnings {
             writeln!(
                 out,
                 "warning [{}] '{}': {}",
-                w.code, r.result.command, w.message
+                w.code,
+                crate::text::Escaped(&r.result.command),
+                crate::text::Escaped(&w.message)
             )?;
         }
     }
     for (i, t) in report.results.iter().enumerate() {
         let r = &t.result;
         writeln!(out)?;
-        writeln!(out, "Command {}: {}", i + 1, r.command)?;
+        writeln!(
+            out,
+            "Command {}: {}",
+            i + 1,
+            crate::text::Escaped(&r.command)
+        )?;
         let sd = r.stddev.map_or("-".into(), format_secs);
         writeln!(
             out,
@@ -329,7 +337,10 @@ fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()>
             writeln!(
                 out,
                 "  {:>6.2}× ({:.2}–{:.2})  {}",
-                q.ratio, q.ci95_low, q.ci95_high, q.command
+                q.ratio,
+                q.ci95_low,
+                q.ci95_high,
+                crate::text::Escaped(&q.command)
             )?;
         }
     }

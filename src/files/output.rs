@@ -2,11 +2,14 @@
 //!
 //! `--json` output is JSON Lines: a header object naming the schema (`tacho.files.v1`), one
 //! object per event (`ts`, `pid`, `comm`, `ops`, `path`), an object per queue overflow, and a
-//! trailer with the totals (and the summary when asked).
+//! trailer with the totals (and the summary when asked). A path that is not UTF-8 also gets
+//! `path_hex`, its exact bytes (see [`crate::text`]); text lines escape control characters.
 
 use super::ops::Ops;
+use crate::text::{self, Escaped};
 use serde::Serialize;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -38,6 +41,10 @@ struct JsonEvent<'a> {
     comm: &'a str,
     ops: String,
     path: std::borrow::Cow<'a, str>,
+    /// The path's exact bytes in hex, only when they are not UTF-8: `path` then shows U+FFFD
+    /// where they were, and two such names would otherwise look the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path_hex: Option<String>,
 }
 
 pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::Result<()> {
@@ -46,13 +53,14 @@ pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::R
             if timestamps {
                 write!(out, "{} ", local_time_of_day(e.time))?;
             }
+            // Names and paths are chosen by any user: escaped, so none forges a line.
             writeln!(
                 out,
                 "{}({}): {:<3} {}",
-                e.comm,
+                Escaped(e.comm),
                 e.pid,
                 e.ops,
-                e.path.display()
+                text::path(e.path)
             )
         }
         Format::Json => {
@@ -62,6 +70,7 @@ pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::R
                 comm: e.comm,
                 ops: e.ops.to_string(),
                 path: e.path.to_string_lossy(),
+                path_hex: text::hex_if_not_utf8(e.path.as_os_str().as_bytes()),
             };
             serde_json::to_writer(&mut *out, &event)?;
             out.write_all(b"\n")
@@ -148,6 +157,35 @@ mod tests {
         let line = String::from_utf8(out).unwrap();
         assert!(line.ends_with(".123456 sh(42): CW  /x\n"), "{line}");
         assert_eq!(line.find(' '), Some(15), "HH:MM:SS.micros first: {line}");
+    }
+
+    #[test]
+    fn text_lines_escape_names_and_json_keeps_the_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let path = Path::new(std::ffi::OsStr::from_bytes(b"/t/x\nsshd(1): W /etc/\xff"));
+        let mut e = shown(path);
+        e.comm = "\u{1b}]0;x\u{7}";
+        let mut out = Vec::new();
+        write_event(&mut out, Format::Text { timestamps: false }, &e).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\\e]0;x\\a(42): CW  /t/x\\nsshd(1): W /etc/\\xff\n"
+        );
+        let mut out = Vec::new();
+        write_event(&mut out, Format::Json, &e).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["path"], "/t/x\nsshd(1): W /etc/\u{fffd}");
+        assert_eq!(
+            v["path_hex"],
+            "2f742f780a737368642831293a2057202f6574632fff"
+        );
+        let mut out = Vec::new();
+        write_event(&mut out, Format::Json, &shown(Path::new("/ok"))).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(
+            v.get("path_hex").is_none(),
+            "only for names that are not UTF-8"
+        );
     }
 
     #[test]

@@ -6,9 +6,11 @@
 
 use super::ops::{Op, Ops};
 use super::output::Shown;
+use crate::text::{self, Escaped};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// Rows printed per table.
@@ -52,6 +54,9 @@ pub struct Row {
     pub by_op: HashMap<char, u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The path's bytes in hex, only when they are not UTF-8 (see [`crate::text`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -105,19 +110,23 @@ impl Summary {
             .iter()
             .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
             .map(|((pid, comm), n)| {
-                format!("{n} of its {} events from {comm}({pid})", counts.events)
+                format!(
+                    "{n} of its {} events from {}({pid})",
+                    counts.events,
+                    Escaped(comm)
+                )
             })
             .unwrap_or_default();
         if counts.writes() > 0 {
             format!(
                 "most written: {} ({} write events in {seconds:.1} s; {top})",
-                path.display(),
+                text::path(path),
                 counts.writes()
             )
         } else {
             format!(
                 "nothing written; busiest: {} ({} events in {seconds:.1} s; {top})",
-                path.display(),
+                text::path(path),
                 counts.events
             )
         }
@@ -142,6 +151,7 @@ impl Summary {
                     events: c.events,
                     by_op: row(c),
                     path: Some(p.to_string_lossy().into_owned()),
+                    path_hex: text::hex_if_not_utf8(p.as_os_str().as_bytes()),
                     pid: None,
                     comm: None,
                 })
@@ -154,6 +164,7 @@ impl Summary {
                     events: c.events,
                     by_op: row(c),
                     path: None,
+                    path_hex: None,
                     pid: Some(*pid),
                     comm: Some(comm.clone()),
                 })
@@ -174,7 +185,7 @@ impl Summary {
         writeln!(out)?;
         writeln!(out, "{:>8}{header}  file", "events")?;
         for (path, c) in self.ranked_files().into_iter().take(TOP_FILES) {
-            writeln!(out, "{:>8}{}  {}", c.events, cells(c), path.display())?;
+            writeln!(out, "{:>8}{}  {}", c.events, cells(c), text::path(path))?;
         }
         if self.files.len() > TOP_FILES {
             writeln!(
@@ -187,7 +198,7 @@ impl Summary {
         writeln!(out)?;
         writeln!(out, "{:>8}{header}  process", "events")?;
         for ((pid, comm), c) in self.ranked_processes().into_iter().take(TOP_PROCESSES) {
-            writeln!(out, "{:>8}{}  {comm}({pid})", c.events, cells(c))?;
+            writeln!(out, "{:>8}{}  {}({pid})", c.events, cells(c), Escaped(comm))?;
         }
         Ok(())
     }

@@ -192,7 +192,11 @@ pub(crate) fn canonical(path: &Path) -> Result<PathBuf> {
 /// in /proc/self/mountinfo and /proc/swaps. Sequences that are not three octal digits are kept
 /// verbatim, so arbitrary input never fails.
 pub(crate) fn unescape_octal(text: &str) -> String {
-    let bytes = text.as_bytes();
+    String::from_utf8_lossy(&unescape_octal_bytes(text.as_bytes())).into_owned()
+}
+
+/// [`unescape_octal`] on raw bytes, which keeps a name that is not UTF-8 exact.
+pub(crate) fn unescape_octal_bytes(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -206,7 +210,7 @@ pub(crate) fn unescape_octal(text: &str) -> String {
         out.push(bytes[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 /// Value of three leading octal digits if they fit in a byte.

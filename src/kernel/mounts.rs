@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use procfs_core::process::MountInfo;
 use serde::Serialize;
 
-use super::{KernelError, Result, SysRoot, unescape_octal};
+use super::{KernelError, Result, SysRoot, unescape_octal, unescape_octal_bytes};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 
 /// One entry of /proc/self/mountinfo.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,21 +32,33 @@ pub struct Mount {
 /// All mounts visible to this process, in mount order.
 pub fn read_mounts(root: &SysRoot) -> Result<Vec<Mount>> {
     let path = root.proc.join("self/mountinfo");
-    parse_mountinfo(&super::read_text(&path)?, &path)
+    let bytes = std::fs::read(&path).map_err(|source| KernelError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    parse_mountinfo_bytes(&bytes, &path)
 }
 
 /// Parses the text of a mountinfo file; `path` only names the file in errors.
 pub fn parse_mountinfo(text: &str, path: &Path) -> Result<Vec<Mount>> {
-    text.lines()
+    parse_mountinfo_bytes(text.as_bytes(), path)
+}
+
+/// Parses mountinfo as the kernel writes it: bytes, since a mount point need not be UTF-8
+/// (the kernel escapes only space, tab, newline and backslash).
+fn parse_mountinfo_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Mount>> {
+    bytes
+        .split(|&b| b == b'\n')
         .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(i, line)| {
-            parse_line(line).map_err(|reason| KernelError::parse(path, Some(i + 1), reason))
+        .filter(|(_, raw)| !raw.trim_ascii().is_empty())
+        .map(|(i, raw)| {
+            parse_line(&String::from_utf8_lossy(raw), raw)
+                .map_err(|reason| KernelError::parse(path, Some(i + 1), reason))
         })
         .collect()
 }
 
-fn parse_line(line: &str) -> std::result::Result<Mount, String> {
+fn parse_line(line: &str, raw: &[u8]) -> std::result::Result<Mount, String> {
     let info = MountInfo::from_line(line).map_err(|e| format!("{e}: {line:?}"))?;
     let (major, minor) = parse_devno(&info.majmin)
         .ok_or_else(|| format!("bad device number {:?}: {line:?}", info.majmin))?;
@@ -53,7 +67,12 @@ fn parse_line(line: &str) -> std::result::Result<Mount, String> {
     let mount_opts = line.split(' ').nth(5).unwrap_or_default();
     let super_opts = line.rsplit(' ').next().unwrap_or_default();
     Ok(Mount {
-        mount_point: PathBuf::from(unescape_octal(&info.mount_point.to_string_lossy())),
+        // The 5th field, from the raw bytes: the parsed one went through lossy UTF-8.
+        mount_point: raw
+            .split(|&b| b == b' ')
+            .nth(4)
+            .map(|f| PathBuf::from(OsString::from_vec(unescape_octal_bytes(f))))
+            .unwrap_or_else(|| PathBuf::from(unescape_octal(&info.mount_point.to_string_lossy()))),
         fs_type: info.fs_type,
         source: info.mount_source.as_deref().map(unescape_octal),
         options: join_options(mount_opts, super_opts),

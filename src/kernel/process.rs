@@ -15,8 +15,10 @@ use super::{KernelError, Result, SysRoot, read_optional};
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProcessCounters {
     pub pid: u32,
-    /// Command name (`comm`, at most 15 bytes, set by the process).
+    /// Command name (`comm`, at most 15 bytes, set by the process), invalid UTF-8 as U+FFFD.
     pub comm: String,
+    /// The name's exact bytes in hex when they are not UTF-8 (see [`crate::text`]).
+    pub comm_hex: Option<String>,
     /// State letter (`R` running, `S` sleeping, `D` uninterruptible, usually I/O, …).
     pub state: char,
     /// Start time in clock ticks after boot: with the pid, it identifies a process even when
@@ -82,6 +84,7 @@ pub fn read_processes(root: &SysRoot) -> Result<ProcessScan> {
         }
         let mut process = parse_pid_stat(&String::from_utf8_lossy(&buf), &path)?;
         process.pid = pid;
+        process.comm_hex = comm_bytes(&buf).and_then(crate::text::hex_if_not_utf8);
         path.set_file_name("io");
         match read_into(&path, &mut buf) {
             Ok(()) => process.io = Some(parse_pid_io(&String::from_utf8_lossy(&buf), &path)?),
@@ -122,6 +125,13 @@ fn gone(e: &std::io::Error) -> bool {
     e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
 }
 
+/// The raw bytes of the command name in a /proc/PID/stat line (first '(' to last ')').
+fn comm_bytes(stat: &[u8]) -> Option<&[u8]> {
+    let open = stat.iter().position(|&b| b == b'(')?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    stat.get(open + 1..close)
+}
+
 /// Parses /proc/PID/stat (the pid is taken from the directory, not from here). `comm` may
 /// hold spaces and parentheses, so it runs from the first '(' to the last ')'.
 pub fn parse_pid_stat(text: &str, path: &Path) -> Result<ProcessCounters> {
@@ -155,6 +165,7 @@ pub fn parse_pid_stat(text: &str, path: &Path) -> Result<ProcessCounters> {
     Ok(ProcessCounters {
         pid: 0,
         comm,
+        comm_hex: None,
         state,
         utime: number(14)?,
         stime: number(15)?,

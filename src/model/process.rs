@@ -45,7 +45,11 @@ impl Choice for SortKey {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Process {
     pub pid: u32,
+    /// The command name, invalid UTF-8 shown as U+FFFD.
     pub comm: String,
+    /// The name's exact bytes in hex, only when they are not UTF-8 (see [`crate::text`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm_hex: Option<String>,
     pub state: String,
     /// CPU time as a share of one CPU (pidstat's %CPU: 200 is two CPUs busy).
     pub cpu_pct: f64,
@@ -100,6 +104,7 @@ pub fn processes_between(
         all.push(Process {
             pid: p.pid,
             comm: p.comm.clone(),
+            comm_hex: p.comm_hex.clone(),
             state: p.state.to_string(),
             cpu_pct: per_cpu_pct(utime + stime),
             user_pct: per_cpu_pct(utime),

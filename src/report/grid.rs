@@ -3,6 +3,8 @@
 use std::io::{self, Write};
 use unicode_width::UnicodeWidthStr;
 
+use crate::text::escape;
+
 pub struct Grid {
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
@@ -11,10 +13,12 @@ pub struct Grid {
 }
 
 impl Grid {
-    /// Columns padded to their widest cell, two spaces apart.
+    /// Columns padded to their widest cell, two spaces apart; control characters in cells
+    /// (labels, test names, hosts and paths come from runs, imported ones included) escaped.
     pub fn write_text(&self, out: &mut impl Write) -> io::Result<()> {
-        let widths = self.widths();
-        for row in std::iter::once(&self.header).chain(&self.rows) {
+        let escaped = self.escaped();
+        let widths = escaped.widths();
+        for row in std::iter::once(&escaped.header).chain(&escaped.rows) {
             let mut line = String::new();
             for (i, cell) in row.iter().enumerate() {
                 if i > 0 {
@@ -57,6 +61,15 @@ impl Grid {
         Ok(())
     }
 
+    fn escaped(&self) -> Grid {
+        let cells = |row: &Vec<String>| row.iter().map(|c| escape(c).into_owned()).collect();
+        Grid {
+            header: cells(&self.header),
+            rows: self.rows.iter().map(cells).collect(),
+            right: self.right.clone(),
+        }
+    }
+
     fn widths(&self) -> Vec<usize> {
         let mut widths = vec![0; self.header.len()];
         for row in std::iter::once(&self.header).chain(&self.rows) {
@@ -72,7 +85,8 @@ impl Grid {
 }
 
 /// Text from runs (labels, paths) made inert in Markdown: renderers pass raw HTML through and
-/// treat `|`, `*`, `_`, `` ` ``, `[` and friends as markup. Newlines would end the table row.
+/// treat `|`, `*`, `_`, `` ` ``, `[` and friends as markup. Newlines would end the table row,
+/// and other control characters reach the terminal of whoever reads the file: all escaped.
 pub fn markdown_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -80,7 +94,7 @@ pub fn markdown_escape(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            '\n' | '\r' => out.push(' '),
+            c if c.is_control() => out.push_str(&escape(&c.to_string())),
             // Enough to neutralise emphasis, code, links (no `[`, no link), tables, strikeout.
             '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' => {
                 out.push('\\');
@@ -102,6 +116,22 @@ mod tests {
             markdown_escape("<script>a|b</script> *x* [l](u)"),
             "&lt;script&gt;a\\|b&lt;/script&gt; \\*x\\* \\[l\\](u)"
         );
+    }
+
+    #[test]
+    fn control_characters_are_escaped_in_both_forms() {
+        let g = Grid {
+            header: vec!["label".into()],
+            rows: vec![vec!["a\u{1b}[2J\nb".into()]],
+            right: vec![false],
+        };
+        let mut out = Vec::new();
+        g.write_text(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "label\na\\e[2J\\nb\n");
+        let mut out = Vec::new();
+        g.write_markdown(&mut out).unwrap();
+        let md = String::from_utf8(out).unwrap();
+        assert!(md.ends_with("| a\\e\\[2J\\nb |\n"), "{md}");
     }
 
     #[test]

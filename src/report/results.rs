@@ -5,6 +5,7 @@ use super::grid::{Grid, markdown_escape};
 use super::sheet::spreadsheet_text;
 use crate::compare::{Comparison, Metric, Row, RunHead, Significance, format_p};
 use crate::store::{RunSummary, StoredRun};
+use crate::text::Escaped;
 use serde_json::{Value, json};
 use std::io::{self, Write};
 
@@ -33,7 +34,7 @@ pub enum Text {
 impl Text {
     fn esc(self, s: &str) -> String {
         match self {
-            Text::Terminal => s.to_string(),
+            Text::Terminal => Escaped(s).to_string(),
             Text::Markdown => markdown_escape(s),
         }
     }
@@ -48,14 +49,14 @@ impl Text {
     /// A list item: indented under a heading in terminals, a bullet in Markdown.
     fn item(self, s: &str) -> String {
         match self {
-            Text::Terminal => format!("  {s}"),
+            Text::Terminal => format!("  {}", Escaped(s)),
             Text::Markdown => format!("- {}", markdown_escape(s)),
         }
     }
 
     fn heading(self, s: &str) -> String {
         match self {
-            Text::Terminal => format!("{s}:"),
+            Text::Terminal => format!("{}:", Escaped(s)),
             Text::Markdown => format!("### {}", markdown_escape(s)),
         }
     }

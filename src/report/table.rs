@@ -3,6 +3,7 @@
 use crate::bench::result::{BenchReport, DirResult, TestResult, Warning};
 use crate::bench::verdict::verdict;
 use crate::io::LatencySummary;
+use crate::text::Escaped;
 use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_latency_ns};
 use std::io::{self, Write};
 
@@ -18,7 +19,7 @@ const HEADER: [&str; 8] = [
 ];
 
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
-    writeln!(out, "{}", verdict(report))?;
+    writeln!(out, "{}", Escaped(&verdict(report)))?;
     // Reasons to doubt the figures come right under the verdict, before anyone reads the table.
     // The run's and the tests' together, what makes a figure wrong first.
     let mut lines: Vec<(&str, String)> = report
@@ -29,13 +30,13 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         .collect();
     lines.sort_by_key(|(code, _)| crate::bench::honesty::weight(code));
     for (code, message) in lines {
-        writeln!(out, "warning [{code}]: {message}")?;
+        writeln!(out, "warning [{code}]: {}", Escaped(&message))?;
     }
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
         .iter()
-        .map(|r| r.label.chars().count())
+        .map(|r| Escaped(&r.label).to_string().chars().count())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -45,7 +46,7 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     }
     writeln!(out)?;
     for row in &rows {
-        write!(out, "{:<name_width$}", row.label)?;
+        write!(out, "{:<name_width$}", Escaped(&row.label))?;
         for cell in &row.cells {
             write!(out, "  {cell:>10}")?;
         }
@@ -232,7 +233,8 @@ fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
             first.engine
         ));
     }
-    writeln!(out, "{line}")
+    // The target is a path: escaped like every path printed.
+    writeln!(out, "{}", Escaped(&line))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod noise;
 mod report;
 
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use serde::Serialize;
@@ -99,7 +100,11 @@ pub struct SnapDevice {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapMount {
+    /// Invalid UTF-8 shown as U+FFFD; the exact bytes are then in `mount_point_hex`.
     pub mount_point: String,
+    /// The mount point's bytes in hex, only when they are not UTF-8 (see [`crate::text`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_point_hex: Option<String>,
     pub fs_type: String,
     pub source: Option<String>,
     pub options: String,
@@ -175,6 +180,7 @@ impl Snapshot {
             .filter(|m| !SKIP_FS.contains(&m.fs_type.as_str()))
             .map(|m| SnapMount {
                 mount_point: m.mount_point.to_string_lossy().into_owned(),
+                mount_point_hex: crate::text::hex_if_not_utf8(m.mount_point.as_os_str().as_bytes()),
                 fs_type: m.fs_type,
                 source: m.source,
                 options: m.options,

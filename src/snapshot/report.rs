@@ -6,6 +6,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::diff::{Difference, Side};
+use crate::text::Escaped;
 
 /// Unexplained differences listed without `--all` (kernel configs differ in thousands).
 const OTHERS_SHOWN: usize = 50;
@@ -17,7 +18,7 @@ pub fn verdict(diffs: &[Difference]) -> String {
         Some(first) if first.relevant => format!(
             "{} differences, {relevant} performance-relevant; first: {} {} vs {}",
             diffs.len(),
-            first.key,
+            Escaped(&first.key),
             value(&first.key, &first.a),
             value(&first.key, &first.b)
         ),
@@ -33,16 +34,17 @@ fn value(key: &str, v: &Option<String>) -> String {
         None if key.starts_with("config.") => "not set".to_string(),
         None => "(absent)".to_string(),
         Some(s) if s.is_empty() => "(empty)".to_string(),
-        Some(s) => s.clone(),
+        // Values come from snapshot files, possibly another machine's: escaped for terminals.
+        Some(s) => Escaped(s).to_string(),
     }
 }
 
 fn describe(side: &Side) -> String {
     format!(
         "{} (host {}, kernel {})",
-        side.label,
-        side.hostname.as_deref().unwrap_or("?"),
-        side.kernel.as_deref().unwrap_or("?")
+        Escaped(&side.label),
+        Escaped(side.hostname.as_deref().unwrap_or("?")),
+        Escaped(side.kernel.as_deref().unwrap_or("?"))
     )
 }
 
@@ -64,12 +66,12 @@ pub fn write_text(
             writeln!(
                 out,
                 "  {}: {} -> {}",
-                d.key,
+                Escaped(&d.key),
                 value(&d.key, &d.a),
                 value(&d.key, &d.b)
             )?;
             if let Some(why) = &d.explanation {
-                writeln!(out, "      {why}")?;
+                writeln!(out, "      {}", Escaped(why))?;
             }
         }
     }
@@ -92,7 +94,7 @@ pub fn write_text(
             writeln!(
                 out,
                 "  {}: {} -> {}",
-                d.key,
+                Escaped(&d.key),
                 value(&d.key, &d.a),
                 value(&d.key, &d.b)
             )?;

@@ -1,5 +1,8 @@
 //! The panels of the screen.
 
+// Control characters in cell text would drive the terminal under ratatui too: names that
+// users or devices choose go through `escape`.
+use crate::text::escape;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -77,7 +80,7 @@ fn verdict_lines(s: &TopSample) -> Paragraph<'static> {
     };
     let lines: Vec<Line> = if s.findings.is_empty() {
         vec![Line::styled(
-            s.verdict.clone(),
+            escape(&s.verdict).into_owned(),
             Style::default().fg(Color::Green),
         )]
     } else {
@@ -86,7 +89,7 @@ fn verdict_lines(s: &TopSample) -> Paragraph<'static> {
             .take(4)
             .map(|f| {
                 Line::styled(
-                    f.message.clone(),
+                    escape(&f.message).into_owned(),
                     Style::default()
                         .fg(color(f.severity))
                         .add_modifier(Modifier::BOLD),
@@ -218,9 +221,9 @@ fn disk_table<'a>(disks: &[&'a crate::model::Disk]) -> Table<'a> {
     .style(Style::default().add_modifier(Modifier::BOLD));
     let rows = disks.iter().map(|d| {
         let name = if d.display_name != d.name {
-            format!("{} {}", d.name, d.display_name)
+            format!("{} {}", escape(&d.name), escape(&d.display_name))
         } else {
-            d.name.clone()
+            escape(&d.name).into_owned()
         };
         Row::new([
             name,
@@ -275,7 +278,7 @@ fn render_processes(frame: &mut Frame, area: Rect, s: &TopSample, ui: &UiState) 
     let rows = procs.iter().skip(ui.scroll).map(|p| {
         Row::new([
             p.pid.to_string(),
-            p.comm.clone(),
+            escape(&p.comm).into_owned(),
             format!("{:.1}", p.cpu_pct),
             kb(p.read_bytes_per_s),
             kb(p.write_bytes_per_s),
@@ -315,7 +318,7 @@ fn net_panel(s: &TopSample) -> Table<'static> {
     });
     let rows = nets.into_iter().take(4).map(|n| {
         Row::new([
-            n.name.clone(),
+            escape(&n.name).into_owned(),
             format!("{:.1}", n.rx_bytes_per_s / 1024.0),
             format!("{:.1}", n.tx_bytes_per_s / 1024.0),
             format!("{:.0}", n.rx_packets_per_s),

@@ -83,3 +83,20 @@ fn before_the_first_interval_and_on_a_tiny_terminal() {
     let s = fixture_top_sample();
     let _ = screen(Some(&s), &ui, 20, 5);
 }
+
+#[test]
+fn control_characters_in_names_are_drawn_escaped() {
+    let mut s = fixture_top_sample();
+    let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
+    s.processes[0].comm = hostile.to_string();
+    s.findings.clear();
+    s.verdict = format!("busy: {hostile}");
+    let ui = UiState::new(SortKey::Io);
+    let text = screen(Some(&s), &ui, 150, 45);
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(text.contains(r"\e]0;pwned\a\e[2J"), "{text}");
+    assert!(text.starts_with(r"busy: \e]0;pwned"), "{text}");
+}

@@ -51,6 +51,22 @@ fn escaped_mount_points_are_unescaped_and_longest_prefix_wins() {
 }
 
 #[test]
+fn mount_points_that_are_not_utf8_keep_their_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let text = b"60 27 8:17 / /mnt/a\xff\\012b rw - ext4 /dev/sdb1 rw\n\
+                 61 27 8:18 / /mnt/a\xfe\\012b rw - ext4 /dev/sdb2 rw\n";
+    let mounts = parse_mountinfo_bytes(text, path()).unwrap();
+    assert_eq!(
+        mounts[0].mount_point.as_os_str().as_bytes(),
+        b"/mnt/a\xff\nb"
+    );
+    assert_eq!(
+        mounts[1].mount_point.as_os_str().as_bytes(),
+        b"/mnt/a\xfe\nb"
+    );
+}
+
+#[test]
 fn mount_of_path_reads_fixture_and_canonicalizes() {
     let dir = tempfile::tempdir().unwrap();
     fixture::write(dir.path(), "proc/self/mountinfo", ESCAPED);

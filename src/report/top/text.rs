@@ -4,16 +4,18 @@
 use std::io::{self, Write};
 
 use crate::model::{Disk, TopSample};
+use crate::text::Escaped;
 use crate::units::format_bytes_approx;
 
 /// Writes one sample's block.
 pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    writeln!(out, "{}", s.verdict)?;
+    // Verdicts and notes quote process names and paths: any user chooses those.
+    writeln!(out, "{}", Escaped(&s.verdict))?;
     for f in s.findings.iter().skip(1) {
-        writeln!(out, "  also: {}", f.message)?;
+        writeln!(out, "  also: {}", Escaped(&f.message))?;
     }
     for n in &s.notes {
-        writeln!(out, "  note: {n}")?;
+        writeln!(out, "  note: {}", Escaped(n))?;
     }
     let secs = s.time_unix_s as u64;
     writeln!(
@@ -140,7 +142,7 @@ fn memory(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         .vm_events
         .iter()
         .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| format!("{k} +{v}"))
+        .map(|(k, v)| format!("{} +{v}", Escaped(k)))
         .collect();
     writeln!(
         out,
@@ -196,9 +198,9 @@ fn disks(out: &mut impl Write, disks: &[Disk]) -> io::Result<()> {
             Some(x) => format!("{x:>w$.2}"),
             None => format!("{:>w$}", "-"),
         };
-        let mut name = d.name.clone();
+        let mut name = Escaped(&d.name).to_string();
         if d.display_name != d.name {
-            name = format!("{} {}", d.name, d.display_name);
+            name = format!("{name} {}", Escaped(&d.display_name));
         }
         writeln!(
             out,
@@ -241,7 +243,7 @@ fn processes(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
             out,
             "{:>7} {:<16} {:>7.2} {:>6.2} {:>6.2} {} {} {} {:>6}",
             p.pid,
-            p.comm,
+            Escaped(&p.comm),
             p.cpu_pct,
             p.user_pct,
             p.system_pct,
@@ -267,8 +269,8 @@ fn cgroups(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
             writeln!(
                 out,
                 "{:<40} {:<10} {:>10.2} {:>10.2} {:>7.1} {:>7.1}",
-                c.path,
-                d.device,
+                Escaped(&c.path),
+                Escaped(&d.device),
                 d.rbytes_per_s / 1024.0,
                 d.wbytes_per_s / 1024.0,
                 d.rios_per_s,
@@ -288,7 +290,7 @@ fn net(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         writeln!(
             out,
             "{:<10} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
-            n.name,
+            Escaped(&n.name),
             n.rx_bytes_per_s / 1024.0,
             n.tx_bytes_per_s / 1024.0,
             n.rx_packets_per_s,
