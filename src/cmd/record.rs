@@ -84,7 +84,7 @@ impl Recorder {
             run_id = Some(id);
         }
         if let Some(path) = &self.args.prom_textfile {
-            let text = prom::render(
+            let text = prom::bench::render(
                 report,
                 &prom::RunInfo {
                     label: self.args.save.label.as_deref(),

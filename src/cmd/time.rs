@@ -9,7 +9,7 @@ use crate::kernel::tunables::SystemTunables;
 use crate::report::hyperfine as export;
 use crate::report::outfile::{Existing, OutFile};
 use crate::report::prom::RunInfo;
-use crate::report::prom_time;
+use crate::report::prom::time as prom_time;
 use crate::timing::exec::{self, Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};

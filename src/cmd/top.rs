@@ -13,7 +13,8 @@ use crate::cli::TopArgs;
 use crate::findings::{Judge, any_warning};
 use crate::kernel::SysRoot;
 use crate::model::{self, ModelOptions, TopSample};
-use crate::report::top::{prometheus, server, text, write_json_line};
+use crate::report::prom::top as prometheus;
+use crate::report::top::{server, text, write_json_line};
 use crate::sample::Sampler;
 
 /// How samples are shown.

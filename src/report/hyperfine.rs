@@ -2,6 +2,7 @@
 //! same columns) and a Markdown table. Each writes to any `impl Write`.
 
 use super::sheet::spreadsheet_text;
+use crate::text::Escaped;
 use crate::timing::result::{CommandResult, HyperfineExport, Relative};
 use std::io::{self, Write};
 
@@ -69,7 +70,9 @@ pub fn markdown(
         writeln!(
             out,
             "| `{}` | {mean} | {:.1} | {:.1} | {rel} |",
-            r.command.replace('|', "\\|"),
+            // As hyperfine writes it, with control characters escaped for the terminal that
+            // will `cat` the file.
+            Escaped(&r.command).to_string().replace('|', "\\|"),
             r.min * scale,
             r.max * scale
         )?;

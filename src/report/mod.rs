@@ -7,7 +7,6 @@ pub mod hyperfine;
 pub mod json;
 pub mod outfile;
 pub mod prom;
-pub mod prom_time;
 pub mod results;
 mod sheet;
 pub mod suites;

@@ -14,7 +14,8 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 
 use crate::findings::Judge;
 use crate::model::{self, ModelOptions, SortKey, TopSample};
-use crate::report::top::{prometheus, server::Latest};
+use crate::report::prom::top as prometheus;
+use crate::report::top::server::Latest;
 use crate::sample::Sampler;
 
 /// What the user chose on screen.

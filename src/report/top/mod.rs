@@ -1,8 +1,7 @@
-//! Reporters of `tacho top` samples: plain text (`--batch`), JSON lines (`--json`) and
-//! Prometheus text (`--listen`). Each writes one [`TopSample`](crate::model::TopSample) to any
+//! Reporters of `tacho top` samples: plain text (`--batch`), JSON lines (`--json`) and the
+//! `/metrics` server (`--listen`, whose text is `report::prom::top`). Each writes one [`TopSample`](crate::model::TopSample) to any
 //! `impl Write` (or returns a string), so tests capture them in memory.
 
-pub mod prometheus;
 pub mod server;
 pub mod text;
 

@@ -3,7 +3,7 @@
 //! peak memory, so node_exporter's textfile collector can alert on drift or failures of a
 //! command timed from cron (a status page's response time every minute, say).
 
-use super::prom::{Family, RunInfo, exposition};
+use super::{Family, RunInfo, exposition};
 use crate::timing::result::TimeReport;
 
 pub fn render(report: &TimeReport, info: &RunInfo) -> String {

@@ -6,17 +6,15 @@
 //! shares over the last interval, not counters.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use super::{Family, exposition};
 use crate::model::TopSample;
-
-type Series = BTreeMap<String, Vec<(String, f64)>>;
 
 /// Renders one sample.
 pub fn render(s: &TopSample) -> String {
-    let mut series = Series::new();
+    let mut families: BTreeMap<String, Family> = BTreeMap::new();
     let json = serde_json::to_value(s).unwrap_or(Value::Null);
     let mut add = |name: String, labels: &[(&str, &str)], v: &Value| {
         let value = match v {
@@ -25,10 +23,10 @@ pub fn render(s: &TopSample) -> String {
             _ => None,
         };
         if let Some(value) = value {
-            series
-                .entry(name)
-                .or_default()
-                .push((label_text(labels), value));
+            families
+                .entry(name.clone())
+                .or_insert_with(|| Family::new(name.as_str(), help(&name)))
+                .sample(labels, None, value);
         }
     };
     let fields = |v: &Value| v.as_object().cloned().unwrap_or_default();
@@ -121,14 +119,13 @@ pub fn render(s: &TopSample) -> String {
     }
     add("tacho_interval_s".into(), &[], &Value::from(s.interval_s));
 
-    let mut out = String::new();
-    for (name, points) in series {
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        for (labels, value) in points {
-            let _ = writeln!(out, "{name}{labels} {value}");
-        }
-    }
-    out
+    let families: Vec<Family> = families.into_values().collect();
+    exposition(&families)
+}
+
+/// HELP for a metric named after a `tacho.top.v1` field: where to read what it means.
+fn help(name: &str) -> String {
+    format!("tacho top figure {name}; see the field of the same name in tacho top --json.")
 }
 
 fn text(v: &Value) -> String {
@@ -137,34 +134,25 @@ fn text(v: &Value) -> String {
         .unwrap_or_else(|| v.to_string())
 }
 
-/// `{a="x",b="y"}` with the exposition format's escapes; empty for no labels.
-fn label_text(labels: &[(&str, &str)]) -> String {
-    if labels.is_empty() {
-        return String::new();
-    }
-    let parts: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| {
-            let v = v
-                .replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n");
-            format!("{k}=\"{v}\"")
-        })
-        .collect();
-    format!("{{{}}}", parts.join(","))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::findings::tests::fixture_top_sample;
 
     #[test]
-    fn labels_are_escaped() {
-        assert_eq!(label_text(&[]), "");
-        assert_eq!(
-            label_text(&[("comm", "a\"b\\c\nd"), ("pid", "1")]),
-            r#"{comm="a\"b\\c\nd",pid="1"}"#
+    fn every_figure_is_a_gauge_labelled_by_what_it_is_about() {
+        let text = render(&fixture_top_sample());
+        assert!(
+            text.contains("# TYPE tacho_disk_util_pct gauge\n"),
+            "{text}"
         );
+        assert!(text.contains("tacho_disk_util_pct{device=\"vda\",name=\"vda\"} "));
+        assert!(text.contains("# HELP tacho_interval_s tacho top figure tacho_interval_s;"));
+        assert!(text.contains("tacho_interval_s 1\n"), "{text}");
+        // Each family once, its samples together.
+        let types = text
+            .lines()
+            .filter(|l| l.starts_with("# TYPE tacho_disk_util_pct "));
+        assert_eq!(types.count(), 1);
     }
 }

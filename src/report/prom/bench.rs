@@ -4,9 +4,9 @@
 //! Written to a temporary file in the target directory and renamed over the target, because
 //! the collector may read the directory at any moment and must never see half a file.
 
+use super::{Family, exposition};
 use crate::bench::result::BenchReport;
 use crate::io::LatencySummary;
-use std::fmt::Write as _;
 
 /// Quantile label and field of [`LatencySummary`] (max is quantile 1, as Prometheus summaries do).
 /// Reads one figure out of a latency summary.
@@ -61,7 +61,7 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
             ];
             families[0].sample(&labels, None, d.iops);
             families[1].sample(&labels, None, d.bw_bytes_per_s);
-            families[2].latency(&labels, &d.lat_ns, d.ios);
+            latency(&mut families[2], &labels, &d.lat_ns, d.ios);
         }
         if let Some(sync) = t.sync {
             let labels = [
@@ -69,7 +69,7 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
                 ("direction", "sync"),
                 ("device", device),
             ];
-            families[3].latency(&labels, &sync.lat_ns, sync.count);
+            latency(&mut families[3], &labels, &sync.lat_ns, sync.count);
         }
     }
     let mut info_family = Family::new(
@@ -114,120 +114,13 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
     exposition(&families)
 }
 
-/// The families that have samples, as one exposition text.
-pub(super) fn exposition(families: &[Family]) -> String {
-    families
-        .iter()
-        .filter(|f| !f.lines.is_empty())
-        .map(Family::text)
-        .collect()
-}
-
-fn seconds(ns: u64) -> f64 {
-    ns as f64 / 1e9
-}
-
-/// One metric: its HELP and TYPE lines and its samples.
-pub(super) struct Family {
-    name: &'static str,
-    help: &'static str,
-    kind: &'static str,
-    lines: Vec<String>,
-}
-
-impl Family {
-    pub(super) fn new(name: &'static str, help: &'static str) -> Family {
-        Family {
-            name,
-            help,
-            kind: "gauge",
-            lines: Vec::new(),
-        }
+/// A latency summary's quantiles, sum and count, in seconds.
+fn latency(f: &mut Family, labels: &[(&str, &str)], lat: &LatencySummary, count: u64) {
+    for (q, get) in QUANTILES {
+        f.sample(labels, Some(q), get(lat) as f64 / 1e9);
     }
-
-    /// A summary: quantiles plus `_sum` and `_count`, the shape Prometheus expects for
-    /// precomputed latency quantiles.
-    pub(super) fn summary(name: &'static str, help: &'static str) -> Family {
-        Family {
-            kind: "summary",
-            ..Family::new(name, help)
-        }
-    }
-
-    fn latency(&mut self, labels: &[(&str, &str)], lat: &LatencySummary, count: u64) {
-        for (q, get) in QUANTILES {
-            self.sample(labels, Some(q), seconds(get(lat)));
-        }
-        // The sum of all latencies, recovered from the mean.
-        let sum = lat.mean as f64 * count as f64 / 1e9;
-        self.sample_named("_sum", labels, None, sum);
-        self.sample_named("_count", labels, None, count as f64);
-    }
-
-    pub(super) fn sample(&mut self, labels: &[(&str, &str)], quantile: Option<&str>, value: f64) {
-        self.sample_named("", labels, quantile, value);
-    }
-
-    pub(super) fn sample_named(
-        &mut self,
-        suffix: &str,
-        labels: &[(&str, &str)],
-        quantile: Option<&str>,
-        value: f64,
-    ) {
-        let mut text = String::new();
-        for (k, v) in labels
-            .iter()
-            .chain(quantile.map(|q| ("quantile", q)).iter())
-        {
-            if !text.is_empty() {
-                text.push(',');
-            }
-            let _ = write!(text, "{k}=\"{}\"", escape_label(v));
-        }
-        self.lines
-            .push(format!("{}{suffix}{{{text}}} {}", self.name, number(value)));
-    }
-
-    pub(super) fn text(&self) -> String {
-        format!(
-            "# HELP {} {}\n# TYPE {} {}\n{}\n",
-            self.name,
-            self.help,
-            self.name,
-            self.kind,
-            self.lines.join("\n")
-        )
-    }
-}
-
-/// Label values escape backslash, double quote and newline, as the format requires.
-pub fn escape_label(value: &str) -> String {
-    value
-        .replace('\\', r"\\")
-        .replace('"', "\\\"")
-        .replace('\n', r"\n")
-}
-
-/// Prometheus spells non-finite values `NaN`, `+Inf`, `-Inf`.
-fn number(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else {
-        format!("{v}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        assert_eq!(number(f64::INFINITY), "+Inf");
-        assert_eq!(number(0.5), "0.5");
-    }
+    // The sum of all latencies, recovered from the mean.
+    let sum = lat.mean as f64 * count as f64 / 1e9;
+    f.sample_named("_sum", labels, None, sum);
+    f.sample_named("_count", labels, None, count as f64);
 }
