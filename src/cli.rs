@@ -306,8 +306,8 @@ pub struct TopArgs {
     pub top: u16,
 
     /// What the process list is sorted by
-    #[arg(long, value_parser = choice::<crate::model::SortKey>(), default_value = "io")]
-    pub sort: crate::model::SortKey,
+    #[arg(long, value_parser = choice::<crate::diagnose::model::SortKey>(), default_value = "io")]
+    pub sort: crate::diagnose::model::SortKey,
 
     /// Serve the figures as Prometheus text on http://ADDR/metrics (e.g. 127.0.0.1:9101);
     /// without --batch or --json, tacho only serves

@@ -187,7 +187,7 @@ fn header() -> String {
 }
 
 fn line(s: &Second) -> String {
-    let pct = |f: fn(&crate::model::cpu::CpuSplit) -> f64| {
+    let pct = |f: fn(&crate::diagnose::model::cpu::CpuSplit) -> f64| {
         s.cpu
             .as_ref()
             .map_or("-".into(), |c| format!("{:.1}", f(c)))

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::cli::TopArgs;
-use crate::findings::{Judge, any_warning};
+use crate::diagnose::findings::{Judge, any_warning};
+use crate::diagnose::model::{self, ModelOptions, TopSample};
+use crate::diagnose::sample::Sampler;
 use crate::kernel::SysRoot;
-use crate::model::{self, ModelOptions, TopSample};
 use crate::report::prom::top as prometheus;
 use crate::report::top::{server, text, write_json_line};
-use crate::sample::Sampler;
 
 /// How samples are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,11 +7,11 @@
 pub mod kernels;
 
 use crate::bench::result::Warning;
+use crate::diagnose::model::cpu::CpuSplit;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::stat::{CpuTicks, read_stat};
 use crate::kernel::tunables::SystemTunables;
-use crate::model::cpu::CpuSplit;
 use crate::parallel::run_together;
 use crate::stats;
 use kernels::Kernel;

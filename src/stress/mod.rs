@@ -6,11 +6,11 @@
 pub mod testdir;
 pub mod workers;
 
+use crate::diagnose::model::cpu::CpuSplit;
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::kernel::meminfo::{VmStat, read_vmstat};
 use crate::kernel::stat::{CpuTicks, read_stat};
-use crate::model::cpu::CpuSplit;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

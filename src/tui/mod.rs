@@ -12,11 +12,11 @@ use anyhow::Result;
 use ratatui::Frame;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
-use crate::findings::Judge;
-use crate::model::{self, ModelOptions, SortKey, TopSample};
+use crate::diagnose::findings::Judge;
+use crate::diagnose::model::{self, ModelOptions, SortKey, TopSample};
+use crate::diagnose::sample::Sampler;
 use crate::report::prom::top as prometheus;
 use crate::report::top::server::Latest;
-use crate::sample::Sampler;
 
 /// What the user chose on screen.
 #[derive(Debug, Clone, PartialEq, Eq)]

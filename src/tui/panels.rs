@@ -11,9 +11,9 @@ use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 
 use super::UiState;
 use crate::choice::Choice;
-use crate::findings::Severity;
+use crate::diagnose::findings::Severity;
+use crate::diagnose::model::{Process, SortKey, TopSample};
 use crate::kernel::blockdev::DeviceKind;
-use crate::model::{Process, SortKey, TopSample};
 use crate::units::format_bytes_approx as bytes;
 
 const KEYS: &str =
@@ -105,7 +105,7 @@ fn block(title: &str) -> Block<'_> {
 }
 
 fn cpu_panel(s: &TopSample, ui: &UiState) -> Paragraph<'static> {
-    let row = |name: String, c: &crate::model::cpu::CpuSplit| {
+    let row = |name: String, c: &crate::diagnose::model::cpu::CpuSplit| {
         format!(
             "{name:<4}{:>6.1}{:>6.1}{:>6.1}{:>6.1}{:>6.1}{:>6.1}{:>6.1}{:>6.1}",
             c.user_pct,
@@ -143,7 +143,7 @@ fn cpu_panel(s: &TopSample, ui: &UiState) -> Paragraph<'static> {
         or_dash(l.context_switches_per_s, 0),
         or_dash(l.interrupts_per_s, 0)
     )));
-    let psi = |name: &str, r: &Option<crate::model::PsiResource>| match r {
+    let psi = |name: &str, r: &Option<crate::diagnose::model::PsiResource>| match r {
         Some(r) => format!(
             "{name} {:.1}/{}",
             r.some.avg10_pct,
@@ -212,7 +212,7 @@ fn memory_panel(s: &TopSample) -> Paragraph<'static> {
     Paragraph::new(lines).block(block(" Memory (as free computes it) "))
 }
 
-fn disk_table<'a>(disks: &[&'a crate::model::Disk]) -> Table<'a> {
+fn disk_table<'a>(disks: &[&'a crate::diagnose::model::Disk]) -> Table<'a> {
     let v = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}"));
     let header = Row::new([
         "Device", "r/s", "rkB/s", "r_await", "rareq-sz", "w/s", "wkB/s", "w_await", "wareq-sz",

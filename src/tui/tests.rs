@@ -1,5 +1,5 @@
 use super::*;
-use crate::findings::tests::fixture_top_sample;
+use crate::diagnose::findings::tests::fixture_top_sample;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{Family, exposition};
-use crate::model::TopSample;
+use crate::diagnose::model::TopSample;
 
 /// Renders one sample.
 pub fn render(s: &TopSample) -> String {
@@ -137,7 +137,7 @@ fn text(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::findings::tests::fixture_top_sample;
+    use crate::diagnose::findings::tests::fixture_top_sample;
 
     #[test]
     fn every_figure_is_a_gauge_labelled_by_what_it_is_about() {

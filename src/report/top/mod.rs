@@ -1,5 +1,5 @@
 //! Reporters of `tacho top` samples: plain text (`--batch`), JSON lines (`--json`) and the
-//! `/metrics` server (`--listen`, whose text is `report::prom::top`). Each writes one [`TopSample`](crate::model::TopSample) to any
+//! `/metrics` server (`--listen`, whose text is `report::prom::top`). Each writes one [`TopSample`](crate::diagnose::model::TopSample) to any
 //! `impl Write` (or returns a string), so tests capture them in memory.
 
 pub mod server;
@@ -7,7 +7,7 @@ pub mod text;
 
 use std::io::Write;
 
-use crate::model::TopSample;
+use crate::diagnose::model::TopSample;
 
 /// One sample as one line of JSON (schema `tacho.top.v1`).
 pub fn write_json_line(out: &mut impl Write, sample: &TopSample) -> std::io::Result<()> {

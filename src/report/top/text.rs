@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::model::{Disk, TopSample};
+use crate::diagnose::model::{Disk, TopSample};
 use crate::text::Escaped;
 use crate::units::format_bytes_approx;
 
@@ -49,7 +49,7 @@ fn cpu(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         out,
         "\nCPU     %usr  %nice   %sys   %irq  %soft %iowait %steal %guest  %idle"
     )?;
-    let row = |out: &mut dyn Write, name: &str, c: &crate::model::cpu::CpuSplit| {
+    let row = |out: &mut dyn Write, name: &str, c: &crate::diagnose::model::cpu::CpuSplit| {
         writeln!(
             out,
             "{name:<5} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>7.2} {:>6.2} {:>6.2} {:>6.2}",
@@ -156,7 +156,7 @@ fn memory(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
 }
 
 fn psi(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    let line = |p: Option<&crate::model::PsiLine>| {
+    let line = |p: Option<&crate::diagnose::model::PsiLine>| {
         p.map_or("      -       -       -".to_string(), |p| {
             format!(
                 "{:>7.2} {:>7.2} {:>7}",

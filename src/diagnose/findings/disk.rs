@@ -3,9 +3,9 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{Finding, Severity};
+use crate::diagnose::model::TopSample;
+use crate::diagnose::model::disk::{Disk, worst_await};
 use crate::kernel::blockdev::DeviceKind;
-use crate::model::TopSample;
-use crate::model::disk::{Disk, worst_await};
 use crate::stats::{mad, median};
 
 /// %util at which a single-queue rotational disk is saturated: it serves one request at a

@@ -1,7 +1,7 @@
 //! CPU and memory verdicts.
 
 use super::{Finding, Severity};
-use crate::model::TopSample;
+use crate::diagnose::model::TopSample;
 use crate::units::format_bytes_approx as format_bytes;
 
 /// System time worth a look: above user time and at least this share of all CPU time.

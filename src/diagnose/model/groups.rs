@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::diagnose::sample::devices::Devices;
 use crate::kernel::blockdev::DeviceKind;
 use crate::kernel::btrfs::BtrfsFs;
-use crate::sample::devices::Devices;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Group {
@@ -118,7 +118,7 @@ pub fn membership(groups: &[Group]) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::devices::DeviceInfo;
+    use crate::diagnose::sample::devices::DeviceInfo;
 
     fn dev(
         name: &str,

@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn free_figures_from_the_real_capture() {
-        let text = include_str!("../../tests/fixtures/top/firecracker/a/proc/meminfo");
+        let text = include_str!("../../../tests/fixtures/top/firecracker/a/proc/meminfo");
         let m = meminfo(text);
         let mem = memory_of(&m);
         let kb = |k: &str| m.get(k).unwrap();

@@ -1,7 +1,7 @@
 use super::*;
+use crate::diagnose::model::groups::Group;
+use crate::diagnose::model::tests::fixture_sample;
 use crate::kernel::blockdev::DeviceKind;
-use crate::model::groups::Group;
-use crate::model::tests::fixture_sample;
 
 /// The judged sample of the captured interval, for reporters' and the screen's tests.
 pub(crate) fn fixture_top_sample() -> TopSample {
@@ -14,7 +14,7 @@ pub(crate) fn fixture_top_sample() -> TopSample {
 fn the_captured_interval_gets_a_verdict() {
     assert!(!fixture_top_sample().verdict.is_empty());
 }
-use crate::model::{Disk, PsiLine, PsiResource};
+use crate::diagnose::model::{Disk, PsiLine, PsiResource};
 
 /// The captured sample with its disks, findings and events replaced by the test's own.
 fn quiet() -> TopSample {
@@ -23,7 +23,7 @@ fn quiet() -> TopSample {
     s.disks.clear();
     s.groups.clear();
     s.vm_events.clear();
-    s.cpu.all = crate::model::cpu::CpuSplit {
+    s.cpu.all = crate::diagnose::model::cpu::CpuSplit {
         idle_pct: 100.0,
         ..Default::default()
     };
@@ -234,10 +234,10 @@ fn memory_findings() {
 /// links to the verdict, as `tacho top` runs it.
 #[test]
 fn a_slow_md_member_found_from_sysfs_and_diskstats() {
+    use crate::diagnose::model::{ModelOptions, SortKey, between};
+    use crate::diagnose::sample::Sampler;
     use crate::kernel::SysRoot;
     use crate::kernel::fixture::{mkdir, symlink, write};
-    use crate::model::{ModelOptions, SortKey, between};
-    use crate::sample::Sampler;
 
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path();

@@ -1,8 +1,8 @@
 //! The model over two real captures taken one second apart while dd wrote with O_DIRECT.
 
 use super::*;
+use crate::diagnose::sample::Sampler;
 use crate::kernel::SysRoot;
-use crate::sample::Sampler;
 use std::time::Duration;
 
 const FIX: &str = "tests/fixtures/top/firecracker";

@@ -9,9 +9,9 @@ mod system;
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::model::TopSample;
+use crate::diagnose::model::TopSample;
 
-pub use crate::model::finding::{Finding, Severity};
+pub use crate::diagnose::model::finding::{Finding, Severity};
 
 /// Samples of a device's await kept as its baseline (about a minute at 1 s intervals).
 const BASELINE_SAMPLES: usize = 60;
@@ -46,7 +46,7 @@ impl Judge {
 
     fn remember(&mut self, sample: &TopSample) {
         for d in &sample.disks {
-            if let Some((_, a)) = crate::model::disk::worst_await(d) {
+            if let Some((_, a)) = crate::diagnose::model::disk::worst_await(d) {
                 let h = self.await_history.entry(d.name.clone()).or_default();
                 if h.len() == BASELINE_SAMPLES {
                     h.pop_front();

@@ -11,9 +11,9 @@
 
 use serde::Serialize;
 
+use crate::diagnose::sample::devices::DeviceInfo;
 use crate::kernel::blockdev::DeviceKind;
 use crate::kernel::diskstats::{DiskCounters, SECTOR_BYTES, count, millis};
-use crate::sample::devices::DeviceInfo;
 
 /// One device's `iostat -x` line, plus what tacho knows about the device.
 #[derive(Debug, Clone, PartialEq, Serialize)]

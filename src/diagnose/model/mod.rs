@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::diagnose::sample::Sample;
+use crate::diagnose::sample::devices::Devices;
 use crate::kernel::diskstats;
 use crate::kernel::pressure::{Pressure, PressureLine};
-use crate::sample::Sample;
-use crate::sample::devices::Devices;
 pub use cpu::Cpu;
 pub use disk::Disk;
 use finding::Finding;
