@@ -12,7 +12,6 @@ mod facts;
 mod filesystems;
 mod kernel;
 mod memory;
-mod report;
 mod script;
 mod vm;
 
@@ -22,7 +21,6 @@ mod tests;
 use serde::Serialize;
 
 pub use facts::Facts;
-pub use report::{write_json, write_text};
 pub use script::{ScriptKind, write_script};
 
 use crate::choice::Choice;

@@ -27,7 +27,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             .collect();
         check::write_script(&mut stdout, &listed, kind, host)?;
     } else if args.json {
-        check::write_json(
+        crate::report::check::write_json(
             &mut stdout,
             &findings,
             args.profile,
@@ -35,7 +35,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             &facts.unreadable,
         )?;
     } else {
-        check::write_text(
+        crate::report::check::write_text(
             &mut stdout,
             &findings,
             args.profile,

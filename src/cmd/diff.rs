@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 
 use crate::cli::DiffArgs;
+use crate::report::diff::{write_json as write_diff_json, write_text as write_diff_text};
 use crate::snapshot::diff::{Side, compare};
-use crate::snapshot::{write_diff_json, write_diff_text};
 
 pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     if args.a == "live" && args.b == "live" {

@@ -1,14 +1,19 @@
 //! Reporters: each writes a finished [`BenchReport`](crate::bench::result::BenchReport), or
 //! stored runs and their comparison, to any `impl Write`, so tests capture them in memory.
 
+pub mod check;
+pub mod cpu;
+pub mod diff;
 mod grid;
 pub mod html;
 pub mod hyperfine;
 pub mod json;
+pub mod mem;
 pub mod outfile;
 pub mod prom;
 pub mod results;
 mod sheet;
+pub mod stress;
 pub mod suites;
 pub mod table;
 pub mod top;

@@ -8,15 +8,12 @@
 pub mod diff;
 mod explain;
 pub mod noise;
-mod report;
 
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use serde::Serialize;
-
-pub use report::{write_json as write_diff_json, write_text as write_diff_text};
 
 use crate::kernel::blockdev::{self, DeviceKind};
 use crate::kernel::cpupower::CpuPower;

@@ -3,6 +3,7 @@ use std::os::unix::fs::PermissionsExt;
 use super::diff::{Side, compare, flatten};
 use super::*;
 use crate::kernel::fixture::{symlink, write};
+use crate::report::diff::{write_json as write_diff_json, write_text as write_diff_text};
 
 /// A small machine: a few sysctls (one write-only, some per-boot), THP with khugepaged,
 /// a kernel config in /boot, one virtio disk, two mounts.

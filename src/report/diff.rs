@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::diff::{Difference, Side};
+use crate::snapshot::diff::{Difference, Side};
 use crate::text::Escaped;
 
 /// Unexplained differences listed without `--all` (kernel configs differ in thousands).

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::{Finding, Group, Profile, Severity, verdict};
+use crate::check::{Finding, Group, Profile, Severity, verdict};
 use crate::text::Escaped;
 
 #[derive(Serialize)]

@@ -1,0 +1,99 @@
+//! `tacho stress` for people: what runs, a line per second, and the summary.
+
+use crate::stress::{Plan, Second, StressReport};
+use crate::text::Escaped;
+use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_size};
+
+pub fn describe(p: &Plan) -> String {
+    let mut parts = Vec::new();
+    if p.cpu > 0 {
+        parts.push(format!("{} cpu at {}%", p.cpu, p.cpu_load_pct));
+    }
+    if p.vm > 0 {
+        parts.push(format!(
+            "{} vm × {}{}",
+            p.vm,
+            format_bytes_approx(p.vm_bytes),
+            if p.vm_keep { " (kept)" } else { "" }
+        ));
+    }
+    if p.io > 0 {
+        parts.push(format!("{} io (sync)", p.io));
+    }
+    if p.hdd > 0 {
+        parts.push(format!(
+            "{} hdd × {} in {}",
+            p.hdd,
+            format_size(p.hdd_bytes),
+            Escaped(&p.hdd_dir.to_string_lossy())
+        ));
+    }
+    format!(
+        "stress: {} for {:?} (Ctrl-C stops early and cleans up)",
+        parts.join(", "),
+        p.timeout
+    )
+}
+
+pub fn header() -> String {
+    format!(
+        "{:>6} {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
+        "time",
+        "cpu ops/s",
+        "vm touched/s",
+        "syncs/s",
+        "hdd write/s",
+        "user%",
+        "sys%",
+        "iowait%",
+        "thp_alloc",
+        "thp_fall",
+        "compact"
+    )
+}
+
+pub fn line(s: &Second) -> String {
+    let pct = |f: fn(&crate::diagnose::model::cpu::CpuSplit) -> f64| {
+        s.cpu
+            .as_ref()
+            .map_or("-".into(), |c| format!("{:.1}", f(c)))
+    };
+    let vm = |k: &str| s.vmstat.get(k).map_or("-".into(), |v| v.to_string());
+    format!(
+        "{:>5.1}s {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
+        s.t_s,
+        format_count(s.cpu_ops_per_s),
+        format_bandwidth(s.vm_touched_bytes_per_s),
+        format_count(s.io_syncs_per_s),
+        format_bandwidth(s.hdd_written_bytes_per_s),
+        pct(|c| c.user_pct),
+        pct(|c| c.system_pct),
+        pct(|c| c.iowait_pct),
+        vm("thp_fault_alloc"),
+        vm("thp_fault_fallback"),
+        vm("compact_stall")
+    )
+}
+
+pub fn summary(r: &StressReport) -> String {
+    let cpu = r.cpu.as_ref().map_or("CPU split unknown".into(), |c| {
+        format!(
+            "machine CPU {:.0}% user, {:.0}% system, {:.0}% iowait",
+            c.user_pct, c.system_pct, c.iowait_pct
+        )
+    });
+    let vm: Vec<String> = r.vmstat.iter().map(|(k, v)| format!("{k} +{v}")).collect();
+    let rss = r.peak_rss_bytes.map_or(String::new(), |b| {
+        format!("; tacho peak RSS {}", format_bytes_approx(b))
+    });
+    format!(
+        "{} after {:.1} s: {cpu}; {}{rss}",
+        if r.interrupted { "stopped" } else { "done" },
+        r.duration_s,
+        if vm.is_empty() {
+            "vmstat unreadable".into()
+        } else {
+            vm.join(", ")
+        }
+    )
+}
