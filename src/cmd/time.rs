@@ -13,7 +13,6 @@ use crate::report::prom::time as prom_time;
 use crate::timing::exec::{self, Executor, Interrupted, Invocation, Measurement, Spawner};
 use crate::timing::result::{self, Context, TimeReport};
 use crate::timing::schedule::{self, Plan, RunCount};
-use crate::units::format_bytes_approx;
 use anyhow::{Context as _, Result, bail};
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
@@ -85,7 +84,9 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         ctx,
     );
     exports.write(&report)?;
-    let run_id = saver.print_and_save(&report, args.json, |r, mut out| write_human(r, &mut out))?;
+    let run_id = saver.print_and_save(&report, args.json, |r, mut out| {
+        crate::report::time::write_human(r, &mut out)
+    })?;
     if let Some(path) = &args.record.prom_textfile {
         let info = RunInfo {
             label: args.record.save.label.as_deref(),
@@ -280,135 +281,6 @@ impl Exports {
                 .with_context(context)?;
         }
         Ok(())
-    }
-}
-
-/// Verdict, warnings, then one block per command as hyperfine prints it, plus peak memory.
-fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result<()> {
-    // Commands are shown as typed; escaped so a control character in one stays visible.
-    writeln!(out, "{}", crate::text::Escaped(&verdict(report)))?;
-    for r in &report.results {
-        for w in &r.warnings {
-            writeln!(
-                out,
-                "warning [{}] '{}': {}",
-                w.code,
-                crate::text::Escaped(&r.result.command),
-                crate::text::Escaped(&w.message)
-            )?;
-        }
-    }
-    for (i, t) in report.results.iter().enumerate() {
-        let r = &t.result;
-        writeln!(out)?;
-        writeln!(
-            out,
-            "Command {}: {}",
-            i + 1,
-            crate::text::Escaped(&r.command)
-        )?;
-        let sd = r.stddev.map_or("-".into(), format_secs);
-        writeln!(
-            out,
-            "  Time (mean ± σ):    {} ± {}    [User: {}, System: {}]",
-            format_secs(r.mean),
-            sd,
-            format_secs(r.user),
-            format_secs(r.system)
-        )?;
-        writeln!(
-            out,
-            "  Range (min … max):  {} … {}    median {}, {} runs",
-            format_secs(r.min),
-            format_secs(r.max),
-            format_secs(r.median),
-            r.times.len()
-        )?;
-        writeln!(
-            out,
-            "  Peak memory:        {}",
-            format_bytes_approx(r.peak_memory_bytes())
-        )?;
-    }
-    if report.relative.len() > 1 {
-        writeln!(out)?;
-        writeln!(out, "Relative to the fastest (95% confidence interval):")?;
-        for q in &report.relative {
-            writeln!(
-                out,
-                "  {:>6.2}× ({:.2}–{:.2})  {}",
-                q.ratio,
-                q.ci95_low,
-                q.ci95_high,
-                crate::text::Escaped(&q.command)
-            )?;
-        }
-    }
-    if let Some(s) = report.shell_spawn_s {
-        writeln!(out)?;
-        writeln!(
-            out,
-            "shell: {} ({} per start, subtracted); runs {}",
-            report.shell.as_deref().unwrap_or("-"),
-            format_secs(s),
-            if report.interleaved {
-                "interleaved"
-            } else {
-                "in blocks"
-            }
-        )?;
-    }
-    Ok(())
-}
-
-/// One line a tired admin can act on.
-fn verdict(report: &TimeReport) -> String {
-    let results = &report.results;
-    if results.len() == 1 {
-        let r = &results[0].result;
-        return format!(
-            "'{}': {} (mean of {} runs, σ {}), peak memory {}",
-            r.command,
-            format_secs(r.mean),
-            r.times.len(),
-            r.stddev.map_or("-".into(), format_secs),
-            format_bytes_approx(r.peak_memory_bytes())
-        );
-    }
-    let Some(fastest) = report.relative.iter().position(|q| q.ratio == 1.0) else {
-        return "no results".into();
-    };
-    let fastest_name = &report.relative[fastest].command;
-    // The closest competitor decides whether "fastest" means anything.
-    let runner_up = report
-        .relative
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != fastest)
-        .min_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio))
-        .map(|(_, q)| q);
-    match runner_up {
-        Some(q) if q.significant => format!(
-            "'{fastest_name}' is fastest: {:.2}× faster than '{}' (95% CI {:.2}–{:.2})",
-            q.ratio, q.command, q.ci95_low, q.ci95_high
-        ),
-        Some(q) => format!(
-            "no significant difference between '{fastest_name}' and '{}' (ratio {:.2}, 95% CI \
-             {:.2}–{:.2}); run more (--runs) to separate them",
-            q.command, q.ratio, q.ci95_low, q.ci95_high
-        ),
-        None => "no results".into(),
-    }
-}
-
-/// Seconds in the unit that keeps three significant digits: `612 µs`, `12.3 ms`, `1.25 s`.
-fn format_secs(s: f64) -> String {
-    if s < 1e-3 {
-        format!("{:.1} µs", s * 1e6)
-    } else if s < 1.0 {
-        format!("{:.2} ms", s * 1e3)
-    } else {
-        format!("{s:.3} s")
     }
 }
 

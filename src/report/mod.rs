@@ -16,6 +16,7 @@ mod sheet;
 pub mod stress;
 pub mod suites;
 pub mod table;
+pub mod time;
 pub mod top;
 
 use std::path::Path;
