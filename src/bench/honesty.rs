@@ -309,6 +309,17 @@ fn not_steady(test: &TestResult) -> Option<Warning> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A context with no link, no virtual disk and no holes.
+    fn plain<'a>(target: &'a TargetInfo, host: &'a Host) -> Context<'a> {
+        Context {
+            target,
+            host,
+            link: None,
+            virtual_disk: None,
+            hole_bytes: 0,
+        }
+    }
     use crate::io::{EngineKind, JobSpec, Measured, Rw, SyncEvery, SyncKind, worker::Dir};
     use crate::kernel::diskstats::DiskDelta;
     use std::time::Duration;
@@ -407,13 +418,7 @@ mod tests {
     #[test]
     fn a_plain_direct_test_raises_nothing() {
         let (t, h) = (target("ext4", "rw,relatime", Some(false)), host(None));
-        let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = plain(&t, &h);
         let m = measured(Dir::Read, &[5000; 5], 200_000);
         let r = result(
             &spec(Rw::RandRead, 32, true),
@@ -427,13 +432,7 @@ mod tests {
     #[test]
     fn device_that_saw_less_than_issued_means_a_cache() {
         let (t, h) = (target("ext4", "", None), host(None));
-        let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = plain(&t, &h);
         let m = measured(Dir::Read, &[10_000; 2], 10_000);
         let r = result(&spec(Rw::Read, 1, true), &[m], Some(4 << 20));
         assert_eq!(check(&ctx, &r), vec!["cache-suspected"]);
@@ -446,13 +445,7 @@ mod tests {
     fn a_spinning_disk_cannot_seek_in_microseconds() {
         let h = host(None);
         let t = target("ext4", "", Some(true));
-        let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = plain(&t, &h);
         let fast = measured(Dir::Read, &[10_000; 1], 80_000);
         let seen = Some(10_000 * 4096);
         assert_eq!(
@@ -476,26 +469,14 @@ mod tests {
         );
         // In a VM the rotational flag means nothing (virtio says 1 for everything).
         let vm = host(Some("kvm"));
-        let ctx = Context {
-            target: &t,
-            host: &vm,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = Context { ..plain(&t, &vm) };
         assert!(check(&ctx, &result(&spec(Rw::RandRead, 1, true), &[fast], seen)).is_empty());
     }
 
     #[test]
     fn buffered_data_that_fits_in_ram() {
         let (t, h) = (target("ext4", "", None), host(None));
-        let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = plain(&t, &h);
         let m = measured(Dir::Read, &[100; 1], 1000);
         assert_eq!(
             check(
@@ -516,26 +497,14 @@ mod tests {
             region_bytes: 17 << 30,
             ..t.clone()
         };
-        let ctx = Context {
-            target: &big,
-            host: &h,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = Context { ..plain(&big, &h) };
         assert!(check(&ctx, &result(&spec(Rw::Read, 1, false), &[m], None)).is_empty());
     }
 
     #[test]
     fn repeats_that_disagree() {
         let (t, h) = (target("ext4", "", None), host(None));
-        let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = plain(&t, &h);
         let runs = [
             measured(Dir::Read, &[1000], 1000),
             measured(Dir::Read, &[1000], 1000),
@@ -551,11 +520,8 @@ mod tests {
         let (t, h) = (target("ext4", "", None), host(None));
         let sata = crate::kernel::link::parse_sata("1.5 Gbps").unwrap();
         let ctx = Context {
-            target: &t,
-            host: &h,
             link: Some(&sata),
-            virtual_disk: None,
-            hole_bytes: 0,
+            ..plain(&t, &h)
         };
         // 50k × 4 KiB per second = 205 MB/s, above SATA 1.5 Gbps' 150 MB/s.
         let m = measured(Dir::Read, &[50_000; 2], 10_000);
@@ -570,13 +536,7 @@ mod tests {
     #[test]
     fn a_start_unlike_the_rest() {
         let (t, h) = (target("ext4", "", None), host(None));
-        let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = plain(&t, &h);
         let slc = measured(Dir::Write, &[9000, 3000, 3000, 3000, 3000, 3000], 1000);
         assert_eq!(
             check(&ctx, &result(&spec(Rw::Write, 1, true), &[slc], None)),
@@ -591,11 +551,8 @@ mod tests {
         let h = host(Some("kvm"));
         let t = target("btrfs", "rw,compress=zstd:3,space_cache=v2", None);
         let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
             virtual_disk: Some("vda: driver virtio_blk"),
-            hole_bytes: 0,
+            ..plain(&t, &h)
         };
         let mut ws = run_warnings(&ctx);
         assert_eq!(codes(&ws), vec!["vm-detected", "cow-fs", "compressing-fs"]);
@@ -613,14 +570,8 @@ mod tests {
         };
         assert_eq!(codes(&run_warnings(&ctx)), vec!["cow-fs", "compressing-fs"]);
         let t = target("btrfs", "rw,nodatacow", None);
-        let plain = host(None);
-        let ctx = Context {
-            target: &t,
-            host: &plain,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let bare = host(None);
+        let ctx = plain(&t, &bare);
         assert!(run_warnings(&ctx).is_empty());
     }
 
@@ -648,11 +599,8 @@ mod tests {
         };
         let h = host(None);
         let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
-            virtual_disk: None,
             hole_bytes: 3 << 28,
+            ..plain(&t, &h)
         };
         let m = measured(Dir::Read, &[10_000; 2], 10_000);
         let r = result(&spec(Rw::RandRead, 1, true), &[m], Some(1 << 20));
@@ -671,13 +619,7 @@ mod tests {
     #[test]
     fn an_interrupted_test_says_so() {
         let (t, h) = (target("ext4", "", None), host(None));
-        let ctx = Context {
-            target: &t,
-            host: &h,
-            link: None,
-            virtual_disk: None,
-            hole_bytes: 0,
-        };
+        let ctx = plain(&t, &h);
         let mut r = result(
             &spec(Rw::Read, 1, true),
             &[measured(Dir::Read, &[100; 2], 1000)],
