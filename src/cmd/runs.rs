@@ -120,17 +120,7 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
     // Every file is read and understood before anything is stored: bad input stores nothing.
     let mut parsed = Vec::new();
     for file in files {
-        let text = std::fs::read(file)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let runs = store::parse_documents(&text).map_err(|e| {
-            anyhow!(
-                "{} cannot be imported: {e}; give tacho.bench.v1 JSON (tacho runs export, \
-                 tacho bench --json), the --json output of bench cpu, bench mem or time, or \
-                 fio --output-format=json output",
-                file.display()
-            )
-        })?;
+        let runs = store::read_documents(file)?;
         for mut run in runs {
             if let Some(l) = label {
                 run.label = Some(l.to_string());

@@ -5,7 +5,7 @@
 //! are merged into one test here (rates summed, latencies weighted by I/O count, which is exact
 //! for means and an approximation for percentiles, said in the test's warnings).
 
-use super::document::NewRun;
+use super::document::{NewRun, NewTest};
 use crate::units::parse_size;
 use serde_json::{Map, Value, json};
 
@@ -85,7 +85,7 @@ pub fn to_run(doc: &Value) -> Result<NewRun, String> {
             "devices": devices,
         }),
         extra,
-        tests,
+        tests: tests.iter().map(NewTest::from).collect(),
     })
 }
 
@@ -271,18 +271,15 @@ mod tests {
     fn real_fio_output_becomes_three_tests() {
         let doc: Value = serde_json::from_str(FIXTURE).unwrap();
         let run = to_run(&doc).unwrap();
+        let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!(run.source, "fio");
         assert_eq!(run.tool_version.as_deref(), Some("fio-3.33"));
         assert_eq!(run.created_unix, doc["timestamp"].as_i64());
         assert_eq!(run.target["devices"][0], "vda");
-        let names: Vec<&str> = run
-            .tests
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> = tests.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["randread-4k-q16", "seqwrite-1m", "randrw-4k-2jobs"]);
 
-        let rr = &run.tests[0];
+        let rr = &tests[0];
         let job = &doc["jobs"][0];
         assert_eq!(
             (rr["rw"].as_str(), rr["bs_bytes"].as_u64()),
@@ -306,7 +303,7 @@ mod tests {
         assert!(rr.get("write").is_none(), "no writes in a randread job");
         assert_eq!(rr["warnings"][0]["code"], "fio-clat");
 
-        let mixed = &run.tests[2];
+        let mixed = &tests[2];
         let (a, b) = (&doc["jobs"][2], &doc["jobs"][3]);
         assert_eq!(mixed["numjobs"], 2);
         assert_eq!(mixed["rwmixread"], 70);
@@ -332,9 +329,10 @@ mod tests {
             ]
         });
         let run = to_run(&doc).unwrap();
+        let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!(run.tests.len(), 1);
-        assert_eq!(run.tests[0]["rw"], "read");
-        assert_eq!(run.tests[0]["bs_bytes"], 4096);
+        assert_eq!(tests[0]["rw"], "read");
+        assert_eq!(tests[0]["bs_bytes"], 4096);
         assert_eq!(run.extra["warnings"][0]["code"], "fio-job-skipped");
         assert!(to_run(&json!({"fio version": "x", "jobs": []})).is_err());
         assert!(to_run(&json!({"fio version": "x"})).is_err());

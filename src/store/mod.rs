@@ -13,7 +13,9 @@ pub mod kinds;
 mod runs;
 pub mod schema;
 
-pub use document::{NewRun, StoredRun, StoredTest, parse_documents};
+pub use document::{
+    IMPORT_LIMIT, NewRun, NewTest, StoredRun, StoredTest, parse_documents, read_documents,
+};
 pub use runs::RunSummary;
 
 use anyhow::{Context, Result, anyhow, bail};

@@ -37,7 +37,7 @@ impl Store {
             .map_err(fail)?;
         let id = insert_run_row(&tx, run).map_err(fail)?;
         for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&tx, id, seq as i64, test).map_err(fail)?;
+            insert_test(&tx, id, seq as i64, &test.value()).map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
         Ok(id)

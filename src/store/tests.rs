@@ -70,7 +70,7 @@ fn a_run_saved_test_by_test() {
     let mut run = new_run("live", 1.0);
     let id = store.begin_run(&run).unwrap();
     assert_eq!(store.load(id).unwrap().status, "running");
-    store.add_test(id, 0, &run.tests[0]).unwrap();
+    store.add_test(id, 0, &run.tests[0].value()).unwrap();
     run.extra.insert("warnings".into(), json!([{"code": "x"}]));
     run.status = "interrupted".into();
     store.finish_run(id, &run).unwrap();
