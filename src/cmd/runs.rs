@@ -35,6 +35,19 @@ pub fn open_existing(db: &DbArg) -> Result<(Option<Store>, PathBuf)> {
 
 /// Loads runs by id; a missing database or id is an error naming it.
 pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
+    load_with(db, ids, Store::load)
+}
+
+/// As [`load`], for comparing: tests without their per-repeat detail.
+pub fn load_summaries(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
+    load_with(db, ids, Store::load_summary)
+}
+
+fn load_with(
+    db: &DbArg,
+    ids: &[i64],
+    each: impl Fn(&Store, i64) -> Result<StoredRun>,
+) -> Result<Vec<StoredRun>> {
     let (store, path) = open_existing(db)?;
     let store = store.ok_or_else(|| {
         anyhow!(
@@ -44,7 +57,7 @@ pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
             path.display()
         )
     })?;
-    ids.iter().map(|&id| store.load(id)).collect()
+    ids.iter().map(|&id| each(&store, id)).collect()
 }
 
 fn list(db: &DbArg, json: bool) -> Result<()> {

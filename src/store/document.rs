@@ -286,10 +286,10 @@ fn json_line(bytes: &[u8], from: usize) -> Option<usize> {
             .position(|b| *b == b'\n')
             .map_or(bytes.len(), |n| start + n);
         let line = &bytes[start..end];
-        if let Some(first) = line.iter().position(|b| !b.is_ascii_whitespace()) {
-            if matches!(line[first], b'{' | b'[') {
-                return Some(start + first);
-            }
+        if let Some(first) = line.iter().position(|b| !b.is_ascii_whitespace())
+            && matches!(line[first], b'{' | b'[')
+        {
+            return Some(start + first);
         }
         start = end + 1;
     }
@@ -462,10 +462,11 @@ pub fn check_test(index: usize, test: &Value) -> Result<(), String> {
             }
         }
     }
-    if let Some(rw) = obj.get("rw").filter(|v| !v.is_null()) {
-        if !rw.is_string() {
-            return Err(at(format!("\"rw\" is {rw}; it must be a string")));
-        }
+    if let Some(rw) = obj.get("rw").filter(|v| !v.is_null() && !v.is_string()) {
+        return Err(at(format!(
+            "\"rw\" is {}; it must be a string",
+            kind_of(rw)
+        )));
     }
     check_sample(obj, "").map_err(&at)?;
     match obj.get("repeats") {

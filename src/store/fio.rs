@@ -192,10 +192,61 @@ fn test_of(
     Ok(Value::Object(test))
 }
 
+/// One direction of one job in fio 3's units: fio 2.x (and 3.0) wrote bandwidth in KiB/s
+/// (`bw`, no `bw_bytes`), `io_bytes` in KiB (no `io_kbytes`), latencies in microseconds
+/// (`clat`, `lat`, with `clat.percentile` in µs too) rather than `clat_ns`/`lat_ns`, and the
+/// oldest had no `total_ios`.
+fn in_fio3_units(d: &Value) -> Value {
+    let mut out = d.as_object().cloned().unwrap_or_default();
+    let num = |k: &str| d.get(k).and_then(Value::as_f64);
+    if out.get("bw_bytes").is_none() {
+        if let Some(kib) = num("bw") {
+            out.insert("bw_bytes".into(), json!(kib * 1024.0));
+        }
+        if let (None, Some(kib)) = (out.get("io_kbytes"), num("io_bytes")) {
+            out.insert("io_bytes".into(), json!(kib * 1024.0));
+        }
+    }
+    if let (None, Some(iops), Some(ms)) = (out.get("total_ios"), num("iops"), num("runtime")) {
+        out.insert("total_ios".into(), json!((iops * ms / 1000.0).round()));
+    }
+    for key in ["clat", "lat"] {
+        let ns_key = format!("{key}_ns");
+        if out.contains_key(&ns_key) {
+            continue;
+        }
+        if let Some(us) = d.get(key).and_then(Value::as_object) {
+            out.insert(ns_key, micros_to_nanos(us));
+        }
+    }
+    Value::Object(out)
+}
+
+/// A latency object of fio 2 (µs) in nanoseconds, percentiles included.
+fn micros_to_nanos(us: &Map<String, Value>) -> Value {
+    let scale = |v: &Value| v.as_f64().map_or(Value::Null, |x| json!(x * 1000.0));
+    let mut ns = Map::new();
+    for (k, v) in us {
+        let v = match (k.as_str(), v) {
+            ("percentile", Value::Object(p)) => {
+                Value::Object(p.iter().map(|(q, x)| (q.clone(), scale(x))).collect())
+            }
+            ("min" | "max" | "mean" | "stddev", _) => scale(v),
+            _ => v.clone(),
+        };
+        ns.insert(k.clone(), v);
+    }
+    Value::Object(ns)
+}
+
 /// One direction over all clones; `None` when no clone did I/O that way. The flag says whether
 /// percentiles came from clat (fio reports total-latency percentiles only with lat_percentiles).
 fn direction(clones: &[&Value], dir: &str) -> Option<(Value, bool)> {
-    let parts: Vec<&Value> = clones.iter().filter_map(|c| c.get(dir)).collect();
+    let parts: Vec<Value> = clones
+        .iter()
+        .filter_map(|c| c.get(dir))
+        .map(in_fio3_units)
+        .collect();
     let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
     let ios: f64 = parts.iter().map(|d| f(d, "total_ios")).sum();
     if ios <= 0.0 {
