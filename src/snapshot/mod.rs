@@ -9,6 +9,7 @@ pub mod diff;
 mod explain;
 pub mod noise;
 mod report;
+mod shape;
 
 use std::collections::BTreeMap;
 use std::path::Path;
