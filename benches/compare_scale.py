@@ -48,13 +48,15 @@ def figures(rng, iops):
 
 
 def test(rng, i, scale):
-    # Each test does different work (its queue depth), so compare matches test i with test i.
+    # Each test does different work (its queue depth and job count), so compare matches test i
+    # with test i.
+    qd, jobs = 1 + i % 256, 1 + i // 256
     iops = rng.uniform(9000, 11000) * scale
     repeats = [{"runtime_s": 5.0, "read": figures(rng, iops * rng.uniform(0.97, 1.03))}
                for _ in range(3)]
     return {
-        "name": f"RND4K Q{i + 1}T1 read",
-        "rw": "randread", "bs_bytes": 4096, "iodepth": i + 1, "numjobs": 1,
+        "name": f"RND4K Q{qd}T{jobs} read",
+        "rw": "randread", "bs_bytes": 4096, "iodepth": qd, "numjobs": jobs,
         "direct": True, "engine": "io_uring", "runtime_s": 5.0, "ramp_s": 1.0,
         "read": figures(rng, iops),
         "cpu": {"user_s": 0.1, "sys_s": 0.8},
@@ -93,8 +95,10 @@ def measured(cmd):
         "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
         "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe, *cmd], check=True,
-                         capture_output=True, text=True).stdout.split()
+    done = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed: {done.stderr}")
+    out = done.stdout.split()
     return float(out[0]), int(out[1]) / 1024
 
 
