@@ -339,6 +339,8 @@ fn assert_read_only_store(db: &Path) {
     for args in [
         vec!["runs", "import", doc_file.path().to_str().unwrap()],
         vec!["runs", "rm", "1"],
+        // Refused before the command is run, not after.
+        vec!["time", "--runs", "1", "true"],
     ] {
         let line = assert_error(&tacho_on(db, &args));
         assert!(
