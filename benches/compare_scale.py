@@ -88,26 +88,29 @@ def document(n, seed, scale, path):
 
 
 def measured(cmd):
-    """Wall time and peak RSS of `cmd`, run under a fresh Python so RUSAGE_CHILDREN is its."""
+    """Wall time, CPU time (user + system) and peak RSS in MiB of `cmd`, run under a fresh
+    Python so RUSAGE_CHILDREN is its alone. CPU time is the steadier figure on a shared
+    machine, where wall time includes waiting for a core."""
     probe = (
         "import resource, subprocess, sys, time\n"
         "t = time.perf_counter()\n"
         "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
-        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(time.perf_counter() - t, u.ru_utime + u.ru_stime, u.ru_maxrss)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed: {done.stderr}")
     out = done.stdout.split()
-    return float(out[0]), int(out[1]) / 1024
+    return float(out[0]), float(out[1]), int(out[2]) / 1024
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tests", type=int, nargs="+", default=[10_000, 200_000])
     args = ap.parse_args()
-    print(f"{'tests':>8} {'file MB':>8} {'import s':>9} {'import MiB':>11} "
-          f"{'compare s':>10} {'compare MiB':>12}")
+    print(f"{'tests':>8} {'file MB':>8} {'import s':>9} {'cpu s':>6} {'MiB':>6} "
+          f"{'compare s':>10} {'cpu s':>6} {'MiB':>6}")
     for n in args.tests:
         with tempfile.TemporaryDirectory() as tmp:
             db = os.path.join(tmp, "t.db")
@@ -118,8 +121,8 @@ def main():
             imp = measured([TACHO, "runs", "import", a, "--db", db])
             measured([TACHO, "runs", "import", b, "--db", db])
             cmp_ = measured([TACHO, "compare", "1", "2", "--db", db])
-            print(f"{n:>8} {size:>8.1f} {imp[0]:>9.2f} {imp[1]:>11.0f} "
-                  f"{cmp_[0]:>10.2f} {cmp_[1]:>12.0f}", flush=True)
+            print(f"{n:>8} {size:>8.1f} {imp[0]:>9.2f} {imp[1]:>6.2f} {imp[2]:>6.0f} "
+                  f"{cmp_[0]:>10.2f} {cmp_[1]:>6.2f} {cmp_[2]:>6.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -140,8 +140,8 @@ impl Store {
     }
 
     /// The run with `id` for comparing: as [`Store::load`], but each test's JSON leaves out
-    /// the per-repeat detail (`repeats`, `timeline`, `device`), whose figures compare takes
-    /// from the figures table. Parsing those into `Value`s was most of the time and memory of
+    /// its figures and per-repeat detail ([`SUMMARY_SKIPS`]), which compare takes from the
+    /// figures table. Parsing those into `Value`s was most of the time and memory of
     /// comparing runs of many tests.
     pub fn load_summary(&self, id: i64) -> Result<StoredRun> {
         self.load_with(id, true)
@@ -262,8 +262,12 @@ impl Store {
 /// A test's JSON object without [`SUMMARY_SKIPS`], skipped unparsed.
 struct Summary(Value);
 
-/// The fields of a stored test that [`Store::load_summary`] leaves out.
-const SUMMARY_SKIPS: [&str; 3] = ["repeats", "timeline", "device"];
+/// The fields of a stored test that [`Store::load_summary`] leaves out: the figures of each
+/// direction and repeat (kept in the figures table, where compare reads them) and the
+/// per-interval and per-device detail.
+const SUMMARY_SKIPS: [&str; 8] = [
+    "repeats", "timeline", "device", "read", "write", "copy", "run", "wall",
+];
 
 impl<'de> serde::Deserialize<'de> for Summary {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
