@@ -253,8 +253,16 @@ pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, String> {
         let value = match stream.next() {
             Some(Ok(value)) => value,
             Some(Err(e)) => {
+                // serde counts lines from `at`; say where in the file.
                 let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + e.line();
-                return Err(format!("not valid JSON at line {line}: {e}"));
+                let text = e.to_string();
+                let what = text
+                    .strip_suffix(&format!(" at line {} column {}", e.line(), e.column()))
+                    .unwrap_or(&text);
+                return Err(match e.classify() {
+                    serde_json::error::Category::Data => format!("line {line}: {what}"),
+                    _ => format!("not valid JSON at line {line}: {what}"),
+                });
             }
             None => break,
         };
