@@ -1,7 +1,7 @@
 //! `tacho compare ID ID… [--baseline ID]`: stored runs side by side.
 
 use super::output::{self, Format};
-use super::runs::load;
+use super::runs::load_summaries;
 use crate::cli::CompareArgs;
 use crate::compare;
 use crate::report::results::{self, Text};
@@ -17,7 +17,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
             ids.len()
         );
     }
-    let runs = load(&args.db, &ids)?;
+    let runs = load_summaries(&args.db, &ids)?;
     if let Some(other) = runs.iter().find(|r| r.kind != runs[0].kind) {
         bail!(
             "no tests in common: run {} is a {} run and run {} a {} run; compare runs of one \

@@ -186,8 +186,8 @@ impl RunSaver {
 /// must be tacho's (it is opened and checked); for a new one, an existing directory must take
 /// a new file (a missing directory is created when the run is saved).
 fn check_database(path: &std::path::Path) -> Result<()> {
-    if Store::open_existing(path)?.is_some() {
-        return Ok(());
+    if let Some(store) = Store::open_existing(path)? {
+        return store.writable();
     }
     match path.parent().filter(|d| !d.as_os_str().is_empty()) {
         Some(dir) if !dir.exists() => Ok(()),

@@ -36,6 +36,19 @@ pub fn open_existing(db: &DbArg) -> Result<(Option<Store>, PathBuf)> {
 
 /// Loads runs by id; a missing database or id is an error naming it.
 pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
+    load_with(db, ids, Store::load)
+}
+
+/// As [`load`], for comparing: tests without their per-repeat detail.
+pub fn load_summaries(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
+    load_with(db, ids, Store::load_summary)
+}
+
+fn load_with(
+    db: &DbArg,
+    ids: &[i64],
+    each: impl Fn(&Store, i64) -> Result<StoredRun>,
+) -> Result<Vec<StoredRun>> {
     let (store, path) = open_existing(db)?;
     let store = store.ok_or_else(|| {
         anyhow!(
@@ -45,7 +58,7 @@ pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
             path.display()
         )
     })?;
-    ids.iter().map(|&id| store.load(id)).collect()
+    ids.iter().map(|&id| each(&store, id)).collect()
 }
 
 fn list(db: &DbArg, json: bool) -> Result<()> {
@@ -121,17 +134,7 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
     // Every file is read and understood before anything is stored: bad input stores nothing.
     let mut parsed = Vec::new();
     for file in files {
-        let text = std::fs::read(file)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let runs = store::parse_documents(&text).map_err(|e| {
-            anyhow!(
-                "{} cannot be imported: {e}; give tacho.bench.v1 JSON (tacho runs export, \
-                 tacho bench --json), the --json output of bench cpu, bench mem or time, or \
-                 fio --output-format=json output",
-                file.display()
-            )
-        })?;
+        let runs = store::read_documents(file)?;
         for mut run in runs {
             if let Some(l) = label {
                 run.label = Some(l.to_string());

@@ -165,14 +165,20 @@ fn method(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
         .and_then(Value::as_u64)
         .map(|n| n.to_string())
         .or_else(|| {
-            distinct(&|t| {
-                let key = if run.kind == "time" {
-                    "times"
-                } else {
-                    "repeats"
-                };
-                t.get(key)?.as_array().map(|r| r.len().max(1).to_string())
-            })
+            if run.kind == "time" {
+                return distinct(&|t| t.get("times")?.as_array().map(|r| r.len().to_string()));
+            }
+            // Sample 0 is a test's summary, 1..=N its repeats; compare loads tests without
+            // their per-repeat JSON, so the figures table is where the repeats are counted.
+            let mut seen: Vec<String> = Vec::new();
+            for t in &run.tests {
+                let n = t.figures.iter().map(|f| f.sample).max().unwrap_or(0).max(1);
+                let n = n.to_string();
+                if !seen.contains(&n) {
+                    seen.push(n);
+                }
+            }
+            (!seen.is_empty()).then(|| seen.join(", "))
         });
     match run.kind.as_str() {
         "disk" => vec![

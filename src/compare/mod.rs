@@ -16,6 +16,7 @@ use crate::store::figures::Figures;
 use crate::units::{format_bandwidth, format_count, format_latency_ns};
 use fingerprint::FingerprintRow;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// A figure that can be compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,7 +231,7 @@ impl Row {
 /// One metric of one direction of one test, across runs.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// Index into [`Comparison::tests`].
+    /// Index into [`Comparison::tests`]; [`Comparison::rows`] are in this order.
     pub test: usize,
     pub direction: &'static str,
     pub metric: Metric,
@@ -431,10 +432,13 @@ impl Comparison {
     /// `RND4K Q1T1 (read)`: a row's test and direction, the direction only for mixed tests.
     pub fn row_title(&self, row: &Row) -> String {
         let test = &self.tests[row.test];
-        let mixed = self
-            .rows
+        // Rows are in test order: the test's own rows are found by bisection, not by a scan
+        // of every row (which made a table of n tests take n² steps).
+        let first = self.rows.partition_point(|r| r.test < row.test);
+        let mixed = self.rows[first..]
             .iter()
-            .any(|r| r.test == row.test && r.direction != row.direction);
+            .take_while(|r| r.test == row.test)
+            .any(|r| r.direction != row.direction);
         if mixed {
             let direction = match (row.direction, &test.sync_kind) {
                 ("sync", Some(kind)) => kind.as_str(),
@@ -574,21 +578,24 @@ fn throughput_metric(per_run: &[Option<&crate::store::StoredTest>]) -> Metric {
 type Matched<'a> = Vec<(String, Vec<Option<&'a crate::store::StoredTest>>)>;
 
 /// Tests lined up across runs: the baseline's order first, then tests only later runs have.
+/// Looked up by key in hash maps, so the time grows with the number of tests, not its square.
 fn match_tests(runs: &[StoredRun]) -> Matched<'_> {
     let mut matched: Matched = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     for (r, run) in runs.iter().enumerate() {
-        let mut seen: Vec<String> = Vec::new();
+        let mut seen: HashMap<String, usize> = HashMap::new();
         for test in &run.tests {
             let base = match_key(&test.json, &test.name);
             // The same work twice in one run pairs with the same occurrence in the others.
-            let n = seen.iter().filter(|k| **k == base).count();
-            seen.push(base.clone());
+            let n = seen.entry(base.clone()).or_insert(0);
             let key = format!("{base}#{n}");
-            match matched.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, per_run)) => per_run[r] = Some(test),
+            *n += 1;
+            match index.get(&key) {
+                Some(&i) => matched[i].1[r] = Some(test),
                 None => {
                     let mut per_run = vec![None; runs.len()];
                     per_run[r] = Some(test);
+                    index.insert(key.clone(), matched.len());
                     matched.push((key, per_run));
                 }
             }

@@ -46,13 +46,31 @@ impl Side {
     }
 }
 
+/// The largest snapshot `diff` reads: a real one (every sysctl and kernel option of a large
+/// machine) is under 2 MiB.
+const SNAPSHOT_LIMIT: u64 = 64 << 20;
+
 fn read_file(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "cannot read snapshot {}; give a file written by `tacho snapshot -o FILE`, or live",
-            path.display()
-        )
-    })?;
+    use std::io::Read;
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if size > SNAPSHOT_LIMIT {
+        bail!(
+            "{} is {}; a tacho snapshot is at most {}: give a file written by `tacho snapshot -o \
+             FILE`",
+            path.display(),
+            crate::units::format_bytes_approx(size),
+            crate::units::format_bytes_approx(SNAPSHOT_LIMIT)
+        );
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(SNAPSHOT_LIMIT + 1).read_to_string(&mut text))
+        .with_context(|| {
+            format!(
+                "cannot read snapshot {}; give a file written by `tacho snapshot -o FILE`, or live",
+                path.display()
+            )
+        })?;
     let doc: Value = serde_json::from_str(&text).with_context(|| {
         format!(
             "{} is not JSON; give a file written by `tacho snapshot -o FILE`",
@@ -60,7 +78,14 @@ fn read_file(path: &Path) -> Result<Value> {
         )
     })?;
     match doc.get("schema").and_then(Value::as_str) {
-        Some(SCHEMA) => Ok(doc),
+        Some(SCHEMA) => match super::shape::check(&doc) {
+            Ok(()) => Ok(doc),
+            Err(why) => bail!(
+                "{} is not a valid tacho snapshot: {why}; give a file written by `tacho snapshot \
+                 -o FILE`",
+                path.display()
+            ),
+        },
         other => bail!(
             "{} is not a tacho snapshot (schema {}); make one with `tacho snapshot -o FILE`",
             path.display(),

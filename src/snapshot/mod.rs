@@ -8,6 +8,7 @@
 pub mod diff;
 mod explain;
 pub mod noise;
+mod shape;
 
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;

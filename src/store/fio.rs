@@ -5,7 +5,7 @@
 //! are merged into one test here (rates summed, latencies weighted by I/O count, which is exact
 //! for means and an approximation for percentiles, said in the test's warnings).
 
-use super::document::NewRun;
+use super::document::{NewRun, NewTest};
 use crate::units::parse_size;
 use serde_json::{Map, Value, json};
 
@@ -85,7 +85,7 @@ pub fn to_run(doc: &Value) -> Result<NewRun, String> {
             "devices": devices,
         }),
         extra,
-        tests,
+        tests: tests.iter().map(NewTest::from).collect(),
     })
 }
 
@@ -192,10 +192,61 @@ fn test_of(
     Ok(Value::Object(test))
 }
 
+/// One direction of one job in fio 3's units: fio 2.x (and 3.0) wrote bandwidth in KiB/s
+/// (`bw`, no `bw_bytes`), `io_bytes` in KiB (no `io_kbytes`), latencies in microseconds
+/// (`clat`, `lat`, with `clat.percentile` in µs too) rather than `clat_ns`/`lat_ns`, and the
+/// oldest had no `total_ios`.
+fn in_fio3_units(d: &Value) -> Value {
+    let mut out = d.as_object().cloned().unwrap_or_default();
+    let num = |k: &str| d.get(k).and_then(Value::as_f64);
+    if out.get("bw_bytes").is_none() {
+        if let Some(kib) = num("bw") {
+            out.insert("bw_bytes".into(), json!(kib * 1024.0));
+        }
+        if let (None, Some(kib)) = (out.get("io_kbytes"), num("io_bytes")) {
+            out.insert("io_bytes".into(), json!(kib * 1024.0));
+        }
+    }
+    if let (None, Some(iops), Some(ms)) = (out.get("total_ios"), num("iops"), num("runtime")) {
+        out.insert("total_ios".into(), json!((iops * ms / 1000.0).round()));
+    }
+    for key in ["clat", "lat"] {
+        let ns_key = format!("{key}_ns");
+        if out.contains_key(&ns_key) {
+            continue;
+        }
+        if let Some(us) = d.get(key).and_then(Value::as_object) {
+            out.insert(ns_key, micros_to_nanos(us));
+        }
+    }
+    Value::Object(out)
+}
+
+/// A latency object of fio 2 (µs) in nanoseconds, percentiles included.
+fn micros_to_nanos(us: &Map<String, Value>) -> Value {
+    let scale = |v: &Value| v.as_f64().map_or(Value::Null, |x| json!(x * 1000.0));
+    let mut ns = Map::new();
+    for (k, v) in us {
+        let v = match (k.as_str(), v) {
+            ("percentile", Value::Object(p)) => {
+                Value::Object(p.iter().map(|(q, x)| (q.clone(), scale(x))).collect())
+            }
+            ("min" | "max" | "mean" | "stddev", _) => scale(v),
+            _ => v.clone(),
+        };
+        ns.insert(k.clone(), v);
+    }
+    Value::Object(ns)
+}
+
 /// One direction over all clones; `None` when no clone did I/O that way. The flag says whether
 /// percentiles came from clat (fio reports total-latency percentiles only with lat_percentiles).
 fn direction(clones: &[&Value], dir: &str) -> Option<(Value, bool)> {
-    let parts: Vec<&Value> = clones.iter().filter_map(|c| c.get(dir)).collect();
+    let parts: Vec<Value> = clones
+        .iter()
+        .filter_map(|c| c.get(dir))
+        .map(in_fio3_units)
+        .collect();
     let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
     let ios: f64 = parts.iter().map(|d| f(d, "total_ios")).sum();
     if ios <= 0.0 {
@@ -271,18 +322,15 @@ mod tests {
     fn real_fio_output_becomes_three_tests() {
         let doc: Value = serde_json::from_str(FIXTURE).unwrap();
         let run = to_run(&doc).unwrap();
+        let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!(run.source, "fio");
         assert_eq!(run.tool_version.as_deref(), Some("fio-3.33"));
         assert_eq!(run.created_unix, doc["timestamp"].as_i64());
         assert_eq!(run.target["devices"][0], "vda");
-        let names: Vec<&str> = run
-            .tests
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> = tests.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["randread-4k-q16", "seqwrite-1m", "randrw-4k-2jobs"]);
 
-        let rr = &run.tests[0];
+        let rr = &tests[0];
         let job = &doc["jobs"][0];
         assert_eq!(
             (rr["rw"].as_str(), rr["bs_bytes"].as_u64()),
@@ -306,7 +354,7 @@ mod tests {
         assert!(rr.get("write").is_none(), "no writes in a randread job");
         assert_eq!(rr["warnings"][0]["code"], "fio-clat");
 
-        let mixed = &run.tests[2];
+        let mixed = &tests[2];
         let (a, b) = (&doc["jobs"][2], &doc["jobs"][3]);
         assert_eq!(mixed["numjobs"], 2);
         assert_eq!(mixed["rwmixread"], 70);
@@ -332,9 +380,10 @@ mod tests {
             ]
         });
         let run = to_run(&doc).unwrap();
+        let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!(run.tests.len(), 1);
-        assert_eq!(run.tests[0]["rw"], "read");
-        assert_eq!(run.tests[0]["bs_bytes"], 4096);
+        assert_eq!(tests[0]["rw"], "read");
+        assert_eq!(tests[0]["bs_bytes"], 4096);
         assert_eq!(run.extra["warnings"][0]["code"], "fio-job-skipped");
         assert!(to_run(&json!({"fio version": "x", "jobs": []})).is_err());
         assert!(to_run(&json!({"fio version": "x"})).is_err());

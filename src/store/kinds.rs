@@ -6,7 +6,7 @@
 //! Read from `serde_json::Value`, like fio's JSON, so a document saved by `--json` imports the
 //! same way the running command saves it.
 
-use super::document::NewRun;
+use super::document::{NewRun, NewTest};
 use serde_json::{Map, Value, json};
 
 /// The kind a document's schema stands for, when it is one of these three.
@@ -60,7 +60,7 @@ pub fn to_run(doc: &Value, source: &str) -> Result<NewRun, String> {
             .filter(|(k, _)| !own.contains(&k.as_str()) && !consumed.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        tests,
+        tests: tests.iter().map(NewTest::from).collect(),
     })
 }
 
@@ -240,15 +240,12 @@ mod tests {
                 {"name": "hash", "op": "h", "ops_per_s": 76.0, "repeats_ops_per_s": [76.0]}]}
         });
         let run = to_run(&doc, "bench").unwrap();
+        let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!(run.kind, "cpu");
         assert_eq!(run.suite, Some(("cpu".into(), 1)));
         assert_eq!(run.extra["scaling"], 1.9);
         assert!(!run.extra.contains_key("single_thread"));
-        let names: Vec<&str> = run
-            .tests
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> = tests.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(
             names,
             [
@@ -260,11 +257,11 @@ mod tests {
                 "score all threads"
             ]
         );
-        let f = of_test(&run.tests[0]);
+        let f = of_test(&tests[0]);
         assert_eq!((f[0].direction, f[0].ops_per_s), ("run", Some(10.0)));
         assert_eq!(f[2].ops_per_s, Some(9.0));
         // Repeat 2's score: geometric mean of 9 and 36.
-        let score = of_test(&run.tests[2]);
+        let score = of_test(&tests[2]);
         assert!((score[2].ops_per_s.unwrap() - 18.0).abs() < 1e-9);
     }
 
@@ -281,9 +278,10 @@ mod tests {
                     "write_bytes_per_s": 8.0, "copy_bytes_per_s": 4.0, "latency_ns": 95.0}}]
         });
         let run = to_run(&doc, "import").unwrap();
+        let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!(run.tests.len(), 2);
-        assert_eq!(run.tests[1]["name"], "DRAM all threads");
-        let figs = of_test(&run.tests[0]);
+        assert_eq!(tests[1]["name"], "DRAM all threads");
+        let figs = of_test(&tests[0]);
         // Sample 0 and two repeats, each with read, write and copy.
         assert_eq!(figs.len(), 9);
         let copy = figs.iter().find(|f| f.direction == "copy").unwrap();
@@ -299,8 +297,9 @@ mod tests {
                          "min": 0.1, "times": [0.1, 0.3], "exit_codes": [0, 0]}]
         });
         let run = to_run(&doc, "bench").unwrap();
+        let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!((run.kind.as_str(), run.suite.clone()), ("time", None));
-        let t = &run.tests[0];
+        let t = &tests[0];
         assert_eq!(
             (t["name"].as_str(), t["min"].as_f64()),
             (Some("sleep 0.1"), Some(0.1))

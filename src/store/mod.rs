@@ -13,7 +13,10 @@ pub mod kinds;
 mod runs;
 pub mod schema;
 
-pub use document::{NewRun, StoredRun, StoredTest, parse_documents, suite_changes};
+pub use document::{
+    IMPORT_LIMIT, NewRun, NewTest, StoredRun, StoredTest, parse_documents, read_documents,
+    suite_changes,
+};
 pub use runs::RunSummary;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -29,6 +32,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Opened for reading only (a read-only filesystem, or a file this user cannot write):
+    /// every write is refused before it is tried.
+    read_only: bool,
 }
 
 impl Store {
@@ -42,23 +48,105 @@ impl Store {
                 )
             })?;
         }
-        Self::open_with(path, OpenFlags::default())
+        let store = Self::open_with(path, OpenFlags::default())?;
+        store.writable()?;
+        Ok(store)
     }
 
     /// Opens an existing database; `Ok(None)` when there is no file yet (nothing was saved).
+    /// A database this process cannot write (read-only filesystem, file or directory without
+    /// write permission) is opened for reading: listing, showing, exporting and comparing
+    /// work, and writes are refused with [`Store::writable`]'s message.
     pub fn open_existing(path: &Path) -> Result<Option<Store>> {
         if !path.exists() {
             return Ok(None);
         }
+        if !writable(path) {
+            return Self::open_read_only(path).map(Some);
+        }
         Self::open_with(path, OpenFlags::default() - OpenFlags::SQLITE_OPEN_CREATE).map(Some)
     }
 
+    /// Refuses a write to a database opened for reading only, in one line saying how to pick
+    /// another.
+    pub fn writable(&self) -> Result<()> {
+        if self.read_only {
+            bail!(
+                "the results database {} is read-only (read-only filesystem or no write \
+                 permission); pass --db PATH (or set TACHO_DB) to keep results elsewhere",
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// Opens without writing anything, not even SQLite's `-shm` file when it cannot be
+    /// created: in WAL mode SQLite needs it to read, so when the directory is read-only and
+    /// no `-shm` exists the file is opened as immutable, which is exact only when no `-wal`
+    /// holds changes; a `-wal` with changes is refused rather than silently left out.
+    fn open_read_only(path: &Path) -> Result<Store> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let attempt = |uri: String| -> Result<Store> {
+            let conn = Connection::open_with_flags(uri, flags).map_err(|e| describe(path, e))?;
+            Self::ready(path, conn, true)
+        };
+        let plain = attempt(format!("file:{}?mode=ro", uri_path(path)));
+        let Err(first) = plain else { return plain };
+        let sidecar = |ext: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(ext);
+            std::fs::metadata(PathBuf::from(p)).ok()
+        };
+        if sidecar("-shm").is_some() {
+            return Err(first);
+        }
+        if sidecar("-wal").is_some_and(|m| m.len() > 0) {
+            bail!(
+                "the results database {} is read-only and its last changes are in {}-wal, which \
+                 SQLite cannot read without creating {}-shm; copy the three files to a writable \
+                 directory and pass --db PATH",
+                path.display(),
+                path.display(),
+                path.display()
+            );
+        }
+        attempt(format!("file:{}?immutable=1", uri_path(path)))
+    }
+
     fn open_with(path: &Path, flags: OpenFlags) -> Result<Store> {
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| describe(path, e))?;
+        // SQLite falls back to reading when the file cannot be opened for writing.
+        let read_only = conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false);
+        if read_only {
+            drop(conn);
+            return Self::open_read_only(path);
+        }
+        Self::ready(path, conn, false)
+    }
+
+    /// Checks the file is tacho's, then (when writable) sets WAL mode and migrates.
+    fn ready(path: &Path, mut conn: Connection, read_only: bool) -> Result<Store> {
         let fail = |e: rusqlite::Error| describe(path, e);
-        let mut conn = Connection::open_with_flags(path, flags).map_err(fail)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
         let (app_id, version, tables) = retry_busy(|| ownership(&conn)).map_err(fail)?;
         check_ownership(path, app_id, version, tables)?;
+        if read_only {
+            if version < schema::LATEST {
+                bail!(
+                    "the results database {} is read-only and was written by an older tacho \
+                     (schema {version}); tacho must upgrade it before reading: copy it to a \
+                     writable place and pass --db PATH",
+                    path.display()
+                );
+            }
+            return Ok(Store {
+                conn,
+                path: path.to_path_buf(),
+                read_only,
+            });
+        }
         retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(fail)?;
         // NORMAL is durable in WAL mode except for the last transactions before a power cut.
         conn.pragma_update(None, "synchronous", "NORMAL")
@@ -69,6 +157,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            read_only,
         })
     }
 
@@ -80,6 +169,37 @@ impl Store {
     fn err(&self, e: rusqlite::Error) -> anyhow::Error {
         describe(&self.path, e)
     }
+}
+
+/// Whether this process may write `path` and create files beside it (SQLite's `-wal` and
+/// `-shm`), asked of the kernel (`access(2)` honours read-only mounts and permissions).
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let may_write = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            // SAFETY: a valid NUL-terminated string that outlives the call.
+            .is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    may_write(path) && may_write(dir)
+}
+
+/// `path` for an SQLite `file:` URI: every byte but unreserved ones and `/` percent-encoded,
+/// so `?`, `#` and `%` in a name (and bytes that are not UTF-8) stay part of the path.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// The file's owner mark, schema version and table count, read in one transaction so the
@@ -154,9 +274,12 @@ fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
             path.display(),
             BUSY_TIMEOUT.as_secs()
         ),
-        Some(ErrorCode::ReadOnly)
-        | Some(ErrorCode::CannotOpen)
-        | Some(ErrorCode::PermissionDenied) => {
+        Some(ErrorCode::ReadOnly) => anyhow!(
+            "the results database {} is read-only ({e}); pass --db PATH (or set TACHO_DB) to \
+             keep results elsewhere",
+            path.display()
+        ),
+        Some(ErrorCode::CannotOpen) | Some(ErrorCode::PermissionDenied) => {
             anyhow!(
                 "cannot write the results database {} ({e}); pass a writable --db PATH or \
                  --no-save",

@@ -36,6 +36,7 @@ const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
 impl Store {
     /// Saves a whole run (import) in one transaction; returns its id.
     pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+        self.writable()?;
         let fail = |e: rusqlite::Error| super::describe(&self.path, e);
         let tx = self
             .conn
@@ -43,7 +44,7 @@ impl Store {
             .map_err(fail)?;
         let id = insert_run_row(&tx, run).map_err(fail)?;
         for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&tx, id, seq as i64, test).map_err(fail)?;
+            insert_test(&tx, id, seq as i64, &test.value()).map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
         Ok(id)
@@ -149,8 +150,22 @@ impl Store {
 
     /// The run with `id`, its tests and their figures.
     pub fn load(&self, id: i64) -> Result<StoredRun> {
-        let run = self
-            .conn
+        self.load_with(id, false)
+    }
+
+    /// The run with `id` for comparing: as [`Store::load`], but each test's JSON leaves out
+    /// its figures and per-repeat detail ([`SUMMARY_SKIPS`]), which compare takes from the
+    /// figures table. Parsing those into `Value`s was most of the time and memory of
+    /// comparing runs of many tests.
+    pub fn load_summary(&self, id: i64) -> Result<StoredRun> {
+        self.load_with(id, true)
+    }
+
+    fn load_with(&self, id: i64, summary: bool) -> Result<StoredRun> {
+        // One read transaction: one snapshot of the run, and one lock taken instead of one
+        // per statement.
+        let snapshot = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let run = snapshot
             .query_row(
                 "SELECT id, created_at, label, kind, status, source, tool_version, suite_name,
                         suite_version, host_json, target_json, extra_json, owner
@@ -166,20 +181,29 @@ impl Store {
                 self.path.display()
             );
         };
-        let mut stmt = self
-            .conn
+        let mut figures = self.figures(&snapshot, id)?.into_iter().peekable();
+        let mut stmt = snapshot
             .prepare("SELECT seq, name, json FROM tests WHERE run_id = ?1 ORDER BY seq")
             .map_err(|e| self.err(e))?;
-        let tests: Vec<(i64, String, String)> = stmt
-            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .and_then(|rows| rows.collect())
-            .map_err(|e| self.err(e))?;
-        for (seq, name, json) in tests {
-            let json = serde_json::from_str(&json).unwrap_or(Value::Null);
-            let mut figures = self.figures(id, seq)?;
+        let mut rows = stmt.query([id]).map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let (seq, name, json): (i64, String, String) =
+                (|| Ok::<_, rusqlite::Error>((row.get(0)?, row.get(1)?, row.get(2)?)))()
+                    .map_err(|e| self.err(e))?;
+            // Both queries go in seq order: this test's figures are the next ones.
+            while figures.next_if(|(s, _)| *s < seq).is_some() {}
+            let mut mine = Vec::new();
+            while let Some((_, f)) = figures.next_if(|(s, _)| *s == seq) {
+                mine.push(f);
+            }
+            let json = if summary {
+                serde_json::from_str::<Summary>(&json).map_or(Value::Null, |s| s.0)
+            } else {
+                serde_json::from_str(&json).unwrap_or(Value::Null)
+            };
             // Runs saved before flushes were indexed have their flush figures only in the JSON.
-            if !figures.iter().any(|f| f.direction == "sync") {
-                figures.extend(
+            if !mine.iter().any(|f| f.direction == "sync") {
+                mine.extend(
                     figures::of_test(&json)
                         .into_iter()
                         .filter(|f| f.direction == "sync"),
@@ -188,24 +212,25 @@ impl Store {
             run.tests.push(StoredTest {
                 name,
                 json,
-                figures,
+                figures: mine,
             });
         }
         Ok(run)
     }
 
-    fn figures(&self, run_id: i64, seq: i64) -> Result<Vec<Figures>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
+    /// Every figure of run `run_id` with its test's seq, in (seq, sample, direction) order:
+    /// one query for the run, not one per test.
+    fn figures(&self, conn: &rusqlite::Connection, run_id: i64) -> Result<Vec<(i64, Figures)>> {
+        let mut stmt = conn
+            .prepare(
                 "SELECT sample, direction, iops, bw_bytes_per_s, lat_mean_ns, lat_p50_ns,
                         lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns, lat_max_ns,
-                        ops_per_s
-                 FROM figures WHERE run_id = ?1 AND seq = ?2 ORDER BY sample, direction",
+                        ops_per_s, seq
+                 FROM figures WHERE run_id = ?1 ORDER BY seq, sample, direction",
             )
             .map_err(|e| self.err(e))?;
-        let rows: Vec<Option<Figures>> = stmt
-            .query_map([run_id, seq], |r| {
+        let rows: Vec<Option<(i64, Figures)>> = stmt
+            .query_map([run_id], |r| {
                 let direction: String = r.get(1)?;
                 // Tacho writes only DIRECTIONS; a row from a newer tacho with another
                 // direction is left out rather than shown under a wrong name.
@@ -216,14 +241,17 @@ impl Store {
                 for (i, slot) in lat_ns.iter_mut().enumerate() {
                     *slot = r.get(4 + i)?;
                 }
-                Ok(Some(Figures {
-                    sample: r.get(0)?,
-                    direction,
-                    iops: r.get(2)?,
-                    bw_bytes_per_s: r.get(3)?,
-                    ops_per_s: r.get(11)?,
-                    lat_ns,
-                }))
+                Ok(Some((
+                    r.get(12)?,
+                    Figures {
+                        sample: r.get(0)?,
+                        direction,
+                        iops: r.get(2)?,
+                        bw_bytes_per_s: r.get(3)?,
+                        ops_per_s: r.get(11)?,
+                        lat_ns,
+                    },
+                )))
             })
             .and_then(|rows| rows.collect())
             .map_err(|e| self.err(e))?;
@@ -233,6 +261,7 @@ impl Store {
 
     /// Removes runs with all their tests; fails without removing anything if one is missing.
     pub fn remove(&mut self, ids: &[i64]) -> Result<()> {
+        self.writable()?;
         let fail = |e: rusqlite::Error| super::describe(&self.path, e);
         let tx = self
             .conn
@@ -250,6 +279,43 @@ impl Store {
             }
         }
         tx.commit().map_err(fail)
+    }
+}
+
+/// A test's JSON object without [`SUMMARY_SKIPS`], skipped unparsed.
+struct Summary(Value);
+
+/// The fields of a stored test that [`Store::load_summary`] leaves out: the figures of each
+/// direction and repeat (kept in the figures table, where compare reads them) and the
+/// per-interval and per-device detail.
+const SUMMARY_SKIPS: [&str; 8] = [
+    "repeats", "timeline", "device", "read", "write", "copy", "run", "wall",
+];
+
+impl<'de> serde::Deserialize<'de> for Summary {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Summary;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a test object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Summary, A::Error> {
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if SUMMARY_SKIPS.contains(&key.as_str()) {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        out.insert(key, map.next_value()?);
+                    }
+                }
+                Ok(Summary(Value::Object(out)))
+            }
+        }
+        d.deserialize_map(Visit)
     }
 }
 

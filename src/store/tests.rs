@@ -70,7 +70,7 @@ fn a_run_saved_test_by_test() {
     let mut run = new_run("live", 1.0);
     let id = store.begin_run(&run).unwrap();
     assert_eq!(store.load(id).unwrap().status, "running");
-    store.add_test(id, 0, &run.tests[0]).unwrap();
+    store.add_test(id, 0, &run.tests[0].value()).unwrap();
     run.extra.insert("warnings".into(), json!([{"code": "x"}]));
     run.status = "interrupted".into();
     store.finish_run(id, &run).unwrap();
@@ -216,4 +216,83 @@ fn flushes_and_the_suite_method_survive_the_store() {
         .execute("DELETE FROM figures WHERE direction = 'sync'", [])
         .unwrap();
     assert_eq!(sync_p99(&store.load(id).unwrap()).len(), 3);
+}
+
+/// The parsers take files from anywhere: whatever the bytes, they answer `Ok` or `Err`, and
+/// every run they accept holds only figures the store can keep.
+mod parsers_never_panic {
+    use super::*;
+    use proptest::prelude::*;
+
+    const FIO: &str = include_str!("../../tests/fixtures/fio/three-jobs.json");
+
+    fn bench_doc() -> String {
+        let mut d = doc("p", 100.0);
+        d["tests"][0]["repeats"] = json!([{"read": {"iops": 99.0}}, {"read": {"iops": 101.0}}]);
+        format!("note\r\n{}\n", serde_json::to_string_pretty(&d).unwrap())
+    }
+
+    /// Every accepted run passes the same checks an import makes.
+    fn accepted_is_sound(bytes: &[u8]) {
+        if let Ok(runs) = parse_documents(bytes) {
+            for run in runs {
+                assert!(document::KINDS.contains(&run.kind.as_str()));
+                for (i, t) in run.tests.iter().enumerate() {
+                    document::check_test(i, &t.value()).unwrap();
+                    for f in figures::of_test(&t.value()) {
+                        for v in [f.iops, f.bw_bytes_per_s, f.ops_per_s]
+                            .into_iter()
+                            .chain(f.lat_ns)
+                            .flatten()
+                        {
+                            assert!(v.is_finite() && v >= 0.0, "{v}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A valid document with some bytes replaced, removed or inserted.
+    fn mutated(base: String) -> impl Strategy<Value = Vec<u8>> {
+        let len = base.len();
+        proptest::collection::vec((0..len, any::<u8>(), 0..3u8), 1..8).prop_map(move |edits| {
+            let mut bytes = base.clone().into_bytes();
+            for (at, byte, how) in edits {
+                let at = at.min(bytes.len().saturating_sub(1));
+                match how {
+                    0 => bytes[at] = byte,
+                    1 => {
+                        bytes.remove(at);
+                    }
+                    _ => bytes.insert(at, byte),
+                }
+            }
+            bytes
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            accepted_is_sound(&bytes);
+        }
+
+        #[test]
+        fn on_arbitrary_text_around_json(pre in "[ -~\r\n\u{feff}µ…]{0,40}", post in "[ -~\r\n{}\\[\\]]{0,40}") {
+            accepted_is_sound(format!("{pre}\n{}\n{post}", bench_doc()).as_bytes());
+        }
+
+        #[test]
+        fn on_mutated_bench_documents(bytes in mutated(bench_doc())) {
+            accepted_is_sound(&bytes);
+        }
+
+        #[test]
+        fn on_mutated_fio_output(bytes in mutated(FIO.to_string())) {
+            accepted_is_sound(&bytes);
+        }
+    }
 }
