@@ -5,7 +5,7 @@
 //! are merged into one test here (rates summed, latencies weighted by I/O count, which is exact
 //! for means and an approximation for percentiles, said in the test's warnings).
 
-use super::document::{NewRun, NewTest};
+use super::run::{NewRun, NewTest};
 use crate::units::parse_size;
 use serde_json::{Map, Value, json};
 

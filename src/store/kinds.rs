@@ -6,7 +6,7 @@
 //! Read from `serde_json::Value`, like fio's JSON, so a document saved by `--json` imports the
 //! same way the running command saves it.
 
-use super::document::{NewRun, NewTest};
+use super::run::{NewRun, NewTest};
 use serde_json::{Map, Value, json};
 
 /// The kind a document's schema stands for, when it is one of these three.

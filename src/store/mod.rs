@@ -10,13 +10,12 @@ mod document;
 pub mod figures;
 pub mod fio;
 pub mod kinds;
+mod run;
 mod runs;
 pub mod schema;
 
-pub use document::{
-    IMPORT_LIMIT, NewRun, NewTest, StoredRun, StoredTest, parse_documents, read_documents,
-    suite_changes,
-};
+pub use document::{IMPORT_LIMIT, parse_documents, read_documents};
+pub use run::{NewRun, NewTest, StoredRun, StoredTest, suite_changes};
 pub use runs::RunSummary;
 
 use anyhow::{Context, Result, anyhow, bail};

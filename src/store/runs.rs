@@ -1,8 +1,8 @@
 //! Saving, listing, loading and removing runs. Every write is one immediate transaction.
 
 use super::Store;
-use super::document::{NewRun, StoredRun, StoredTest, suite_changes, suite_standard};
 use super::figures::{self, Figures};
+use super::run::{NewRun, StoredRun, StoredTest, suite_changes, suite_standard};
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};

@@ -236,9 +236,9 @@ mod parsers_never_panic {
     fn accepted_is_sound(bytes: &[u8]) {
         if let Ok(runs) = parse_documents(bytes) {
             for run in runs {
-                assert!(document::KINDS.contains(&run.kind.as_str()));
+                assert!(run::KINDS.contains(&run.kind.as_str()));
                 for (i, t) in run.tests.iter().enumerate() {
-                    document::check_test(i, &t.value()).unwrap();
+                    run::check_test(i, &t.value()).unwrap();
                     for f in figures::of_test(&t.value()) {
                         for v in [f.iops, f.bw_bytes_per_s, f.ops_per_s]
                             .into_iter()

@@ -1,0 +1,335 @@
+//! A run as the store holds it: what goes in (`NewRun`, from a `tacho.bench.v1` document, a
+//! cpu/mem/time document or fio's JSON) and what comes out (`StoredRun`, which turns back into
+//! the same document), and the checks every run passes before it is stored.
+
+use super::figures::Figures;
+use crate::bench::result::SCHEMA;
+use serde_json::{Map, Value, json};
+
+/// Top-level fields of a `tacho.bench.v1` document that the store keeps in their own columns;
+/// every other field is kept verbatim in `extra`. The suite has columns for its name and
+/// version and is kept whole in `extra` too: whether the method was standard, the repeats
+/// and what options changed are part of what a run measured.
+const OWN_COLUMNS: [&str; 6] = ["schema", "tool_version", "run", "host", "target", "tests"];
+
+/// A run about to be saved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    /// What was benchmarked: `disk`, `cpu`, `mem` or `time`.
+    pub kind: String,
+    /// Where the run came from: `bench` (this machine), `import` (a tacho export), `fio`.
+    pub source: String,
+    pub label: Option<String>,
+    /// When the run happened, as RFC 3339 UTC; `None` means now.
+    pub created_at: Option<String>,
+    /// When the run happened, in seconds since the epoch (fio's `timestamp`).
+    pub created_unix: Option<i64>,
+    /// `finished` or `interrupted` (`running` while a benchmark saves test by test).
+    pub status: String,
+    pub tool_version: Option<String>,
+    pub suite: Option<(String, i64)>,
+    pub host: Value,
+    pub target: Value,
+    /// Every other top-level field of the document (tunables, warnings, ...).
+    pub extra: Map<String, Value>,
+    pub tests: Vec<NewTest>,
+}
+
+/// A test about to be saved: its JSON object as compact text. Held as text rather than as a
+/// `Value`, which takes several times the memory, so a run of many tests imports in little
+/// more memory than its file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTest(String);
+
+impl NewTest {
+    /// The test's JSON object.
+    pub fn value(&self) -> Value {
+        // Always our own serialisation of a `Value`, so it parses.
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+}
+
+impl From<&Value> for NewTest {
+    fn from(test: &Value) -> NewTest {
+        NewTest(test.to_string())
+    }
+}
+
+/// A run read back from the store.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    pub id: i64,
+    pub created_at: String,
+    pub label: Option<String>,
+    pub kind: String,
+    pub status: String,
+    pub source: String,
+    pub tool_version: Option<String>,
+    pub suite: Option<(String, i64)>,
+    pub host: Value,
+    pub target: Value,
+    pub extra: Map<String, Value>,
+    pub tests: Vec<StoredTest>,
+}
+
+/// A test read back from the store: its full JSON object and its indexed figures.
+#[derive(Debug, Clone)]
+pub struct StoredTest {
+    pub name: String,
+    pub json: Value,
+    pub figures: Vec<Figures>,
+}
+
+impl NewRun {
+    /// Splits a `tacho.bench.v1` document into the store's columns.
+    pub fn from_bench_doc(doc: &Value, source: &str) -> Result<NewRun, String> {
+        let mut obj = doc
+            .as_object()
+            .ok_or("a tacho.bench.v1 document must be a JSON object")?
+            .clone();
+        let tests = match obj.remove("tests") {
+            Some(Value::Array(tests)) => tests,
+            Some(_) => return Err("\"tests\" must be an array".into()),
+            None => Vec::new(),
+        };
+        for (i, test) in tests.iter().enumerate() {
+            check_test(i, test)?;
+        }
+        Self::from_parts(obj, tests.iter().map(NewTest::from).collect(), source)
+    }
+
+    /// A run from a document's fields other than `tests`, and its checked tests.
+    pub(super) fn from_parts(
+        obj: Map<String, Value>,
+        tests: Vec<NewTest>,
+        source: &str,
+    ) -> Result<NewRun, String> {
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let run = obj.get("run");
+        let kind = text(run.and_then(|r| r.get("kind"))).unwrap_or_else(|| "disk".into());
+        if !KINDS.contains(&kind.as_str()) {
+            return Err(format!(
+                "run.kind is {kind:?}; it must be one of {}",
+                KINDS.join(", ")
+            ));
+        }
+        let suite = obj.get("suite").and_then(|s| {
+            Some((
+                s.get("name")?.as_str()?.to_string(),
+                s.get("version")?.as_i64()?,
+            ))
+        });
+        for key in ["host", "target"] {
+            if let Some(v) = obj.get(key).filter(|v| !v.is_object()) {
+                return Err(format!("\"{key}\" is {}; it must be an object", kind_of(v)));
+            }
+        }
+        let interrupted = obj.get("interrupted").and_then(Value::as_bool) == Some(true);
+        Ok(NewRun {
+            kind,
+            source: source.to_string(),
+            label: text(run.and_then(|r| r.get("label"))),
+            created_at: text(run.and_then(|r| r.get("created_at"))),
+            created_unix: None,
+            status: if interrupted {
+                "interrupted"
+            } else {
+                "finished"
+            }
+            .into(),
+            tool_version: text(obj.get("tool_version")),
+            suite,
+            host: obj.get("host").cloned().unwrap_or_else(|| json!({})),
+            target: obj.get("target").cloned().unwrap_or_else(|| json!({})),
+            extra: obj
+                .iter()
+                .filter(|(k, _)| !OWN_COLUMNS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            tests,
+        })
+    }
+}
+
+impl StoredRun {
+    /// The run as a `tacho.bench.v1` document, with a `run` object saying where it came from.
+    pub fn to_document(&self) -> Value {
+        let mut doc = Map::new();
+        doc.insert("schema".into(), json!(SCHEMA));
+        if let Some(v) = &self.tool_version {
+            doc.insert("tool_version".into(), json!(v));
+        }
+        doc.insert(
+            "run".into(),
+            json!({
+                "id": self.id,
+                "label": self.label,
+                "created_at": self.created_at,
+                "kind": self.kind,
+                "status": self.status,
+                "source": self.source,
+            }),
+        );
+        doc.insert("host".into(), self.host.clone());
+        doc.insert("target".into(), self.target.clone());
+        if let Some((name, version)) = &self.suite {
+            doc.insert("suite".into(), json!({"name": name, "version": version}));
+        }
+        // A whole suite object kept in `extra` replaces the two columns' summary.
+        doc.extend(self.extra.clone());
+        doc.insert(
+            "tests".into(),
+            Value::Array(self.tests.iter().map(|t| t.json.clone()).collect()),
+        );
+        Value::Object(doc)
+    }
+
+    /// The suite's `standard` flag: `Some(false)` when options changed its method; `None`
+    /// for runs without a suite or saved before the flag was kept.
+    pub fn standard(&self) -> Option<bool> {
+        suite_standard(&self.extra)
+    }
+
+    /// The label if there is one, else `run N`.
+    pub fn title(&self) -> String {
+        self.label
+            .clone()
+            .unwrap_or_else(|| format!("run {}", self.id))
+    }
+}
+
+/// `suite.standard` of a run's extra fields.
+pub fn suite_standard(extra: &Map<String, Value>) -> Option<bool> {
+    extra.get("suite")?.get("standard")?.as_bool()
+}
+
+/// What made a run's suite non-standard, as saved (`runtime 1s`); empty when not recorded.
+pub fn suite_changes(extra: &Map<String, Value>) -> Vec<String> {
+    extra
+        .get("suite")
+        .and_then(|s| s.get("changed"))
+        .and_then(Value::as_array)
+        .map(|c| {
+            c.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The kinds of run the store holds.
+pub const KINDS: [&str; 4] = ["disk", "cpu", "mem", "time"];
+
+/// Longest test name accepted (a timed command's name is the whole command line).
+const NAME_LIMIT: usize = 4096;
+
+/// Refuses, by name, a test whose figures cannot be real: a figure that is not a number,
+/// negative, or not finite; a block size, queue depth or job count out of any device's range.
+pub fn check_test(index: usize, test: &Value) -> Result<(), String> {
+    let at = |what: String| format!("test {}: {what}", index + 1);
+    let obj = test
+        .as_object()
+        .ok_or_else(|| at("must be a JSON object".into()))?;
+    let name = obj
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| at("has no \"name\"".into()))?;
+    if name.len() > NAME_LIMIT {
+        return Err(at(format!(
+            "its name is {} bytes long (at most {NAME_LIMIT})",
+            name.len()
+        )));
+    }
+    let at = |what: String| format!("test {} ({name:?}): {what}", index + 1);
+    for (key, max) in [
+        ("bs_bytes", 1u64 << 32),
+        ("iodepth", 1 << 16),
+        ("numjobs", 1 << 16),
+    ] {
+        match obj.get(key) {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_u64().is_some_and(|n| n <= max) => {}
+            Some(v) => {
+                return Err(at(format!(
+                    "\"{key}\" is {v}; it must be a whole number from 0 to {max}"
+                )));
+            }
+        }
+    }
+    if let Some(rw) = obj.get("rw").filter(|v| !v.is_null() && !v.is_string()) {
+        return Err(at(format!(
+            "\"rw\" is {}; it must be a string",
+            kind_of(rw)
+        )));
+    }
+    check_sample(obj, "").map_err(&at)?;
+    match obj.get("repeats") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(repeats)) => repeats.iter().enumerate().try_for_each(|(i, r)| {
+            let r = r
+                .as_object()
+                .ok_or_else(|| at(format!("repeat {} must be a JSON object", i + 1)))?;
+            check_sample(r, &format!("repeat {}: ", i + 1)).map_err(&at)
+        }),
+        Some(other) => Err(at(format!(
+            "\"repeats\" is {}; it must be an array",
+            kind_of(other)
+        ))),
+    }
+}
+
+/// The figures of one sample (the reported one or a repeat): every direction the store
+/// indexes, with its rates and latencies.
+fn check_sample(obj: &Map<String, Value>, prefix: &str) -> Result<(), String> {
+    for dir in super::figures::DIRECTIONS {
+        let Some(d) = obj.get(dir).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let d = d
+            .as_object()
+            .ok_or_else(|| format!("{prefix}\"{dir}\" is {}; it must be an object", kind_of(d)))?;
+        for key in ["iops", "bw_bytes_per_s", "ops_per_s"] {
+            figure(d.get(key), &format!("{prefix}{dir}.{key}"))?;
+        }
+        match d.get("lat_ns") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(lat)) => {
+                for (key, _) in super::figures::LATENCY_KEYS {
+                    figure(lat.get(key), &format!("{prefix}{dir}.lat_ns.{key}"))?;
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "{prefix}{dir}.lat_ns is {}; it must be an object",
+                    kind_of(other)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A figure is absent, null, or a finite number of at least zero.
+fn figure(value: Option<&Value>, name: &str) -> Result<(), String> {
+    match value {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(x) if x.is_finite() && x >= 0.0 => Ok(()),
+            _ => Err(format!("{name} is {n}; figures cannot be negative")),
+        },
+        Some(other) => Err(format!("{name} is {}; it must be a number", kind_of(other))),
+    }
+}
+
+/// What a JSON value is, for messages (the value itself may be long or hostile).
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
