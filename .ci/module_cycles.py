@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Fails when two source files of src/ import each other, directly or around a circle.
+
+Reads `crate::…` and `super::…` paths (in `use` lines and inline), resolves each to the file
+that defines the module it names, and looks for cycles in that file graph. Test code is left
+out: files named tests.rs or under a tests/ folder, and everything after `#[cfg(test)]` in a
+file (tacho keeps unit tests at the end). Run from the repository root:
+
+    python3 .ci/module_cycles.py
+"""
+
+import os
+import re
+import sys
+
+SRC = "src"
+PATH = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
+GROUP = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^}]*)\}")
+
+
+def module_of(path):
+    """src/a/b.rs and src/a/b/mod.rs are module a::b; src/lib.rs is the crate root."""
+    rel = os.path.relpath(path, SRC)[:-3].split(os.sep)
+    if rel[-1] == "mod" or rel == ["lib"] or rel == ["main"]:
+        rel = rel[:-1]
+    return rel
+
+
+def file_of(parts, files):
+    """The file defining the longest prefix of module path `parts`."""
+    for n in range(len(parts), 0, -1):
+        key = tuple(parts[:n])
+        if key in files:
+            return files[key]
+    return None
+
+
+def main():
+    files = {}
+    for root, _, names in os.walk(SRC):
+        for name in names:
+            path = os.path.join(root, name)
+            if name.endswith(".rs") and name != "tests.rs" and "tests" not in root.split(os.sep):
+                files[tuple(module_of(path))] = path
+    graph = {path: set() for path in files.values()}
+    for mod, path in files.items():
+        text = open(path, encoding="utf-8").read().split("#[cfg(test)]")[0]
+        # Comments name modules without importing them (doc links); strings rarely hold `//`.
+        text = re.sub(r"//[^\n]*", "", text)
+        # A file's own `super` is its parent module; mod.rs files are their folder's module.
+        here = list(mod)
+        refs = []
+        for m in GROUP.finditer(text):
+            for item in m.group(3).split(","):
+                item = item.strip().split(" as ")[0]
+                if item and item != "self":
+                    refs.append((m.group(1), m.group(2) + "::" + item.split("::")[0]))
+        refs += [(m.group(1), m.group(2)) for m in PATH.finditer(text)]
+        for base, tail in refs:
+            parts = [p for p in tail.split("::") if p]
+            if base == "crate":
+                target = parts
+            else:
+                ups = 1
+                while parts and parts[0] == "super":
+                    ups += 1
+                    parts = parts[1:]
+                target = here[: len(here) - ups] + parts if ups <= len(here) else None
+            if target is None:
+                continue
+            dest = file_of(target, files)
+            # A module's own file declares and re-exports its children: not an import.
+            if dest and dest != path and tuple(module_of(dest)[: len(mod)]) != mod:
+                graph[path].add(dest)
+    cycles = []
+    state = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    real = cycles
+    for c in real:
+        print("cycle: " + " -> ".join(c))
+    print(f"{len(files)} files, {sum(len(v) for v in graph.values())} imports, {len(real)} cycles")
+    return 1 if real else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
