@@ -150,7 +150,10 @@ fn head_and_length(answer: &[u8]) -> Result<Option<usize>, String> {
         .lines()
         .find_map(|l| l.strip_prefix("content-length:"))
         .ok_or_else(|| format!("no Content-Length: {head}"))?;
-    let length: usize = length.trim().parse().map_err(|_| format!("bad length: {head}"))?;
+    let length: usize = length
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad length: {head}"))?;
     Ok(Some(end + 4 + length))
 }
 
@@ -196,7 +199,11 @@ fn under_attack(server: &mut Server, attack: impl FnOnce(u16, Arc<AtomicBool>) +
         server.child.try_wait().unwrap().is_none(),
         "tacho died under the attack"
     );
-    assert!(failures.is_empty(), "{} of {polls} polls failed: {failures:?}", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {polls} polls failed: {failures:?}",
+        failures.len()
+    );
     assert!(polls >= 3, "only {polls} polls");
     assert!(peak > 0, "cannot read tacho's memory");
     assert!(peak < RSS_LIMIT_KIB, "tacho's memory reached {peak} KiB");
@@ -213,7 +220,8 @@ fn pipelined_requests_never_read_do_not_block_other_clients() {
             // 500 requests at once, answers never read; new connections keep coming and the
             // old ones are held open.
             if let Ok(mut s) = connect(port) {
-                s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+                s.set_write_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
                 let _ = s.write_all(&request);
                 held.push(s);
             }
@@ -239,7 +247,8 @@ fn endless_header_lines_keep_memory_bounded() {
                         let Ok(mut s) = connect(port) else {
                             continue;
                         };
-                        s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+                        s.set_write_timeout(Some(Duration::from_millis(200)))
+                            .unwrap();
                         if s.write_all(b"GET /metrics HTTP/1.1\r\n").is_err() {
                             continue;
                         }
