@@ -289,3 +289,33 @@ fn hundreds_of_idle_sockets_neither_kill_nor_block() {
         assert!(held.len() >= 128, "only {} idle sockets opened", held.len());
     });
 }
+
+#[test]
+fn serving_beyond_loopback_warns_that_the_figures_are_visible() {
+    let args = |addr: String| {
+        let args = [
+            "top",
+            "--json",
+            "--count",
+            "1",
+            "--interval",
+            "100ms",
+            "--listen",
+        ];
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.push(addr);
+        all
+    };
+    let wide = common::run(&args(format!("0.0.0.0:{}", free_port())));
+    let err = common::stderr(&wide);
+    assert!(
+        err.contains("warning") && err.contains("process names"),
+        "{err}"
+    );
+    let local = common::run(&args(format!("127.0.0.1:{}", free_port())));
+    assert!(
+        !common::stderr(&local).contains("warning"),
+        "{}",
+        common::stderr(&local)
+    );
+}

@@ -188,15 +188,8 @@ fn serve_one(stream: &TcpStream, latest: &Latest, slots: &Mutex<Slots>, id: u64)
         if !fresh.windows(4).any(|w| w == b"\r\n\r\n") && !fresh.windows(2).any(|w| w == b"\n\n") {
             continue;
         }
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut request = httparse::Request::new(&mut headers);
-        match request.parse(&head[..len]) {
-            Ok(httparse::Status::Complete(_)) => break route(&request, latest),
-            Ok(httparse::Status::Partial) => {}
-            Err(httparse::Error::TooManyHeaders) => {
-                break Answer::plain(431, "more than 32 request headers\n");
-            }
-            Err(_) => break Answer::plain(400, "not an HTTP request\n"),
+        if let Some(answer) = answer_head(&head[..len], latest) {
+            break answer;
         }
     };
     if let Some(slot) = lock(slots).live.iter_mut().find(|s| s.id == id) {
@@ -210,6 +203,20 @@ fn serve_one(stream: &TcpStream, latest: &Latest, slots: &Mutex<Slots>, id: u64)
     }
     out.flush()?;
     stream.shutdown(Shutdown::Write)
+}
+
+/// The answer to a request head, or None while it is incomplete.
+fn answer_head(head: &[u8], latest: &Latest) -> Option<Answer> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(head) {
+        Ok(httparse::Status::Complete(_)) => Some(route(&request, latest)),
+        Ok(httparse::Status::Partial) => None,
+        Err(httparse::Error::TooManyHeaders) => {
+            Some(Answer::plain(431, "more than 32 request headers\n"))
+        }
+        Err(_) => Some(Answer::plain(400, "not an HTTP request\n")),
+    }
 }
 
 /// A response: its head, and its body unless the request was HEAD.
@@ -275,12 +282,10 @@ fn route(request: &httparse::Request, latest: &Latest) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn answer(raw: &[u8], latest: &Latest) -> Answer {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut request = httparse::Request::new(&mut headers);
-        assert!(request.parse(raw).unwrap().is_complete());
-        route(&request, latest)
+        answer_head(raw, latest).expect("a complete head")
     }
 
     #[test]
@@ -302,5 +307,35 @@ mod tests {
         );
         let post = answer(b"POST /metrics HTTP/1.1\r\n\r\n", &latest);
         assert!(post.head.contains(" 405 ") && post.head.contains("Allow: GET, HEAD"));
+        let many = format!("GET /metrics HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(40));
+        assert!(answer(many.as_bytes(), &latest).head.contains(" 431 "));
+        assert!(
+            answer(b"\x01\x02 junk\r\n\r\n", &latest)
+                .head
+                .contains(" 400 ")
+        );
+    }
+
+    proptest! {
+        /// Whatever a client sends, the answer is absent (incomplete) or a well-formed
+        /// response whose Content-Length matches its body.
+        #[test]
+        fn any_head_gets_a_well_formed_answer(
+            raw in proptest::collection::vec(any::<u8>(), 0..600),
+            prefix in "(GET|HEAD|POST) /[a-z?=]{0,12} HTTP/1\\.[01]\r\n",
+        ) {
+            let latest = Latest::default();
+            latest.set("m 1\n".into());
+            for input in [raw.clone(), [prefix.as_bytes(), &raw[..], b"\r\n\r\n"].concat()] {
+                if let Some(a) = answer_head(&input, &latest) {
+                    prop_assert!(a.head.starts_with("HTTP/1.1 "));
+                    prop_assert!(a.head.ends_with("Connection: close\r\n\r\n"));
+                    if let Some(body) = &a.body {
+                        let length = format!("Content-Length: {}\r\n", body.len());
+                        prop_assert!(a.head.contains(&length));
+                    }
+                }
+            }
+        }
     }
 }
