@@ -57,12 +57,26 @@ pub fn serve(addr: SocketAddr) -> anyhow::Result<Latest> {
     let listener = TcpListener::bind(addr).map_err(|e| {
         anyhow::anyhow!("cannot listen on {addr}: {e}; pick a free port with --listen")
     })?;
+    deepen_queue(&listener);
     let latest = Latest::default();
     let shared = latest.clone();
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || accept_loop(&listener, &shared))?;
     Ok(latest)
+}
+
+/// Connections waiting to be accepted; std's 128 overflows in a burst of connections, and
+/// the kernel then drops a scraper's SYN, which costs it a 1 s retransmission. Emptying the
+/// queue is cheap (each connection is accepted, then served or closed at once).
+const LISTEN_QUEUE: libc::c_int = 1024;
+
+/// Listens again with [`LISTEN_QUEUE`] (Linux takes a second listen() as a new backlog);
+/// on failure the first backlog simply stays.
+fn deepen_queue(listener: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: listen() on a descriptor this listener owns; it touches no memory.
+    let _ = unsafe { libc::listen(listener.as_raw_fd(), LISTEN_QUEUE) };
 }
 
 /// A connection being served.
