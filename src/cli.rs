@@ -261,12 +261,17 @@ pub struct FilesArgs {
     #[arg(long)]
     pub unbounded_queue: bool,
 
-    /// Which file owns each SECTOR (512-byte units from the start of DEV) of the mounted
-    /// block device DEV, via FIEMAP; ext4, XFS and btrfs
+    /// Which file owns each SECTOR of DEV, a disk or one of its partitions, via FIEMAP (ext4,
+    /// XFS and btrfs, mounted). Sectors are 512-byte units from the start of the whole disk,
+    /// as blktrace and blkparse print them
     #[arg(long, num_args = 2.., value_names = ["DEV", "SECTOR"],
           conflicts_with_all = ["mount", "pid", "comm", "path", "ops", "exclude_pid", "exclude_comm",
           "duration", "output", "timestamps", "summary", "unbounded_queue"])]
     pub sector: Vec<String>,
+
+    /// With --sector: the numbers count from the start of the partition DEV instead
+    #[arg(long, requires = "sector")]
+    pub relative: bool,
 }
 
 fn parse_pid(text: &str) -> Result<i32, String> {

@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicBool;
 pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     if !args.sector.is_empty() {
-        return super::sector::run(&root, &args.sector, args.json);
+        return super::sector::run(&root, &args.sector, args.relative, args.json);
     }
     let config = resolve(&root, args)?;
     // Checked before fanotify is touched, so the message names both capabilities even where

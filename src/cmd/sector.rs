@@ -1,6 +1,6 @@
 //! `tacho files --sector DEV SECTOR...`: parse, locate, report.
 
-use crate::files::sector::{self, Located};
+use crate::files::sector::{self, Located, Numbering};
 use crate::kernel::SysRoot;
 use crate::text::Escaped;
 use anyhow::{Result, bail};
@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(root: &SysRoot, words: &[String], json: bool) -> Result<ExitCode> {
+pub fn run(root: &SysRoot, words: &[String], relative: bool, json: bool) -> Result<ExitCode> {
     let Some((dev, sectors)) = words.split_first() else {
         bail!("--sector needs a device and at least one sector, e.g. --sector /dev/sda1 2048");
     };
@@ -17,13 +17,18 @@ pub fn run(root: &SysRoot, words: &[String], json: bool) -> Result<ExitCode> {
         .map(|s| {
             s.parse::<u64>().map_err(|_| {
                 anyhow::anyhow!(
-                    "--sector: {s:?} is not a sector number; give 512-byte sectors from the \
-                     start of {dev} as whole numbers, e.g. 2048"
+                    "--sector: {s:?} is not a sector number; give 512-byte sectors as whole \
+                     numbers, e.g. 2048"
                 )
             })
         })
         .collect::<Result<Vec<u64>>>()?;
-    let located = sector::locate(root, Path::new(dev), &sectors)?;
+    let numbering = if relative {
+        Numbering::PartitionRelative
+    } else {
+        Numbering::WholeDisk
+    };
+    let located = sector::locate(root, Path::new(dev), &sectors, numbering)?;
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &located)?;
@@ -42,13 +47,35 @@ fn write_text(out: &mut impl Write, located: &Located) -> std::io::Result<()> {
         .count();
     writeln!(
         out,
-        "{owned} of {} sector(s) on {} ({}, mounted on {}) belong to files; {} files examined",
+        "{owned} of {} sector(s) on {} belong to files; {} files examined",
         located.sectors.len(),
         Escaped(&located.device),
-        located.fs_type,
-        Escaped(&located.mount_points.join(", ")),
         located.files_examined
     )?;
+    match located.numbering {
+        Numbering::WholeDisk => writeln!(
+            out,
+            "sectors count from the start of disk {}, as blkparse prints them \
+             (--relative: from the start of the partition)",
+            Escaped(&located.disk)
+        )?,
+        Numbering::PartitionRelative => writeln!(
+            out,
+            "sectors count from the start of {} (--relative)",
+            Escaped(&located.device)
+        )?,
+    }
+    for fs in &located.filesystems {
+        writeln!(
+            out,
+            "{}: {}, mounted on {}, starts at sector {} of {}",
+            Escaped(&fs.device),
+            Escaped(&fs.fs_type),
+            Escaped(&fs.mount_points.join(", ")),
+            fs.start_sector,
+            Escaped(&located.disk)
+        )?;
+    }
     for s in &located.sectors {
         if s.owners.is_empty() {
             let note = s.note.as_deref().unwrap_or("no file");

@@ -39,6 +39,13 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     }
     let interval = args.interval.unwrap_or(Duration::from_secs(1));
     let metrics = args.listen.map(server::serve).transpose()?;
+    if let Some(addr) = args.listen.filter(|a| !a.ip().is_loopback()) {
+        eprintln!(
+            "warning: serving on {addr}, beyond this machine: anyone who can reach it sees the \
+             figures, including process names and paths; use 127.0.0.1:{} to keep them local",
+            addr.port()
+        );
+    }
     let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
     let opts = ModelOptions::for_this_host(usize::from(args.top), args.sort, sampler.delayacct);
     if mode == Mode::Screen {

@@ -11,6 +11,7 @@
 use super::btrfs;
 use super::fiemap::{self, EXTENT_ENCODED, EXTENT_SHARED};
 use crate::kernel::SysRoot;
+use crate::kernel::blockdev::{self, BlockDevice, DeviceKind};
 use crate::kernel::mounts::{self, Mount};
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
@@ -37,6 +38,23 @@ pub enum SectorError {
         sector: u64,
         sectors: u64,
     },
+    #[error(
+        "sector {sector} is not in {}, which holds sectors {start} to {last} of disk {disk} \
+         (numbers count from the start of the disk, as blkparse prints them); add --relative \
+         if {sector} counts from the start of the partition", dev.display()
+    )]
+    OutsidePartition {
+        dev: PathBuf,
+        sector: u64,
+        start: u64,
+        last: u64,
+        disk: String,
+    },
+    #[error(
+        "--relative counts from the start of a partition, but {} is a whole disk; give the \
+         partition (e.g. /dev/{example}) or drop --relative", dev.display()
+    )]
+    RelativeOnDisk { dev: PathBuf, example: String },
     #[error("cannot read the btrfs chunk tree of {}: {source}", mount.display())]
     Btrfs {
         mount: PathBuf,
@@ -58,10 +76,26 @@ pub struct Owner {
     pub encoded: bool,
 }
 
+/// How the sector numbers given count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Numbering {
+    /// From the start of the whole disk, as blktrace and blkparse print them (the default).
+    WholeDisk,
+    /// From the start of the partition given (`--relative`).
+    PartitionRelative,
+}
+
 /// The answer for one sector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SectorOwners {
+    /// The number as given.
     pub sector: u64,
+    /// The partition (or whole device) holding it; None when it lies in no partition.
+    pub device: Option<String>,
+    /// The sector counted from the start of `device`.
+    pub device_sector: u64,
+    /// Byte offset from the start of `device`.
     pub byte: u64,
     pub owners: Vec<Owner>,
     /// Why no owner can be named, when none is (free space, metadata, unmapped btrfs space).
@@ -69,13 +103,32 @@ pub struct SectorOwners {
     pub note: Option<String>,
 }
 
+/// A filesystem that holds one of the sectors asked about.
+#[derive(Debug, Clone, Serialize)]
+pub struct Filesystem {
+    pub device: String,
+    /// Where the device starts on its disk, in 512-byte sectors (0 for a whole disk).
+    pub start_sector: u64,
+    pub fs_type: String,
+    pub mount_points: Vec<String>,
+}
+
 /// The whole answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Located {
     pub schema: &'static str,
+    /// The device as given.
     pub device: String,
-    pub fs_type: String,
-    pub mount_points: Vec<String>,
+    /// The whole disk it belongs to (kernel name).
+    pub disk: String,
+    pub numbering: Numbering,
+    /// The filesystem's type and mount points when every sector lies on one (kept from the
+    /// first form of this answer, which knew only one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_points: Option<Vec<String>>,
+    pub filesystems: Vec<Filesystem>,
     pub files_examined: u64,
     pub sectors: Vec<SectorOwners>,
 }
@@ -87,7 +140,45 @@ struct Target {
     done: bool,
 }
 
-pub fn locate(root: &SysRoot, dev: &Path, sectors: &[u64]) -> Result<Located, SectorError> {
+/// A partition (or an unpartitioned device) and its place on the disk, in sectors.
+struct Region {
+    path: PathBuf,
+    major: u32,
+    minor: u32,
+    start: u64,
+    sectors: u64,
+}
+
+impl Region {
+    fn of(path: PathBuf, dev: &BlockDevice) -> Result<Region, SectorError> {
+        let start = if dev.kind == DeviceKind::Partition {
+            crate::kernel::read_u64(&dev.sys_path.join("start"))?
+        } else {
+            0
+        };
+        Ok(Region {
+            path,
+            major: dev.major,
+            minor: dev.minor,
+            start,
+            sectors: dev.size_bytes / SECTOR_BYTES,
+        })
+    }
+
+    fn holds(&self, disk_sector: u64) -> bool {
+        disk_sector >= self.start && disk_sector - self.start < self.sectors
+    }
+}
+
+/// Which files own `sectors` of `dev`. `dev` may be a whole disk (each sector is looked up in
+/// the partition holding it) or a partition (sectors count from the start of its disk unless
+/// `numbering` says they count from the partition's own start).
+pub fn locate(
+    root: &SysRoot,
+    dev: &Path,
+    sectors: &[u64],
+    numbering: Numbering,
+) -> Result<Located, SectorError> {
     let meta = std::fs::metadata(dev).map_err(|source| SectorError::Open {
         dev: dev.to_path_buf(),
         source,
@@ -96,23 +187,139 @@ pub fn locate(root: &SysRoot, dev: &Path, sectors: &[u64]) -> Result<Located, Se
         return Err(SectorError::NotBlock(dev.to_path_buf()));
     }
     let rdev = meta.rdev();
-    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
-    let size = crate::kernel::blockdev::resolve(root, major, minor)?.size_bytes;
+    let given = blockdev::resolve(root, libc::major(rdev), libc::minor(rdev))?;
+    let this = Region::of(dev.to_path_buf(), &given)?;
+    let partitions = if given.kind == DeviceKind::Partition {
+        Vec::new()
+    } else {
+        blockdev::partitions(root, &given)?
+    };
+    if numbering == Numbering::PartitionRelative
+        && let Some(first) = partitions.first()
+    {
+        return Err(SectorError::RelativeOnDisk {
+            dev: dev.to_path_buf(),
+            example: first.name.clone(),
+        });
+    }
+    let regions: Vec<Region> = if partitions.is_empty() {
+        vec![this]
+    } else {
+        partitions
+            .iter()
+            .map(|p| Region::of(Path::new("/dev").join(&p.name), p))
+            .collect::<Result<_, _>>()?
+    };
+    let disk_sectors = if given.kind == DeviceKind::Partition {
+        None
+    } else {
+        Some(given.size_bytes / SECTOR_BYTES)
+    };
+    // Each sector: the region holding it and its number within that region.
+    let mut placed: Vec<Option<(usize, u64)>> = Vec::with_capacity(sectors.len());
     for &sector in sectors {
-        if sector.checked_mul(SECTOR_BYTES).is_none_or(|b| b >= size) {
+        if let Some(total) = disk_sectors
+            && sector >= total
+        {
             return Err(SectorError::PastEnd {
                 dev: dev.to_path_buf(),
                 sector,
-                sectors: size / SECTOR_BYTES,
+                sectors: total,
             });
         }
+        let region = &regions[0];
+        placed.push(match (numbering, given.kind) {
+            (Numbering::WholeDisk, DeviceKind::Partition) if !region.holds(sector) => {
+                return Err(SectorError::OutsidePartition {
+                    dev: dev.to_path_buf(),
+                    sector,
+                    start: region.start,
+                    last: region.start + region.sectors.saturating_sub(1),
+                    disk: given.disk.clone(),
+                });
+            }
+            (Numbering::WholeDisk, _) => regions
+                .iter()
+                .position(|r| r.holds(sector))
+                .map(|i| (i, sector - regions[i].start)),
+            (Numbering::PartitionRelative, _) if sector >= region.sectors => {
+                return Err(SectorError::PastEnd {
+                    dev: dev.to_path_buf(),
+                    sector,
+                    sectors: region.sectors,
+                });
+            }
+            (Numbering::PartitionRelative, _) => Some((0, sector)),
+        });
     }
+    let mut answers: Vec<SectorOwners> = sectors
+        .iter()
+        .zip(&placed)
+        .map(|(&sector, place)| SectorOwners {
+            sector,
+            device: place.map(|(i, _)| regions[i].path.display().to_string()),
+            device_sector: place.map_or(sector, |(_, s)| s),
+            byte: place.map_or(sector, |(_, s)| s) * SECTOR_BYTES,
+            owners: Vec::new(),
+            note: place.is_none().then(|| {
+                format!(
+                    "in no partition of {}: partition table or unallocated space",
+                    given.disk
+                )
+            }),
+        })
+        .collect();
     let all = mounts::read_mounts(root)?;
+    let mut filesystems = Vec::new();
+    let mut files_examined = 0;
+    for (i, region) in regions.iter().enumerate() {
+        let wanted: Vec<usize> = (0..placed.len())
+            .filter(|&k| placed[k].is_some_and(|(r, _)| r == i))
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        let (fs, files) = locate_in(&all, region, &wanted, &mut answers)?;
+        filesystems.push(fs);
+        files_examined += files;
+    }
+    for answer in &mut answers {
+        if answer.owners.is_empty() && answer.note.is_none() {
+            answer.note = Some("no file: free space or filesystem metadata".into());
+        }
+        answer.owners.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+    let only = match filesystems.as_slice() {
+        [fs] => Some(fs),
+        _ => None,
+    };
+    Ok(Located {
+        schema: SCHEMA,
+        device: dev.display().to_string(),
+        disk: given.disk.clone(),
+        numbering,
+        fs_type: only.map(|fs| fs.fs_type.clone()),
+        mount_points: only.map(|fs| fs.mount_points.clone()),
+        filesystems,
+        files_examined,
+        sectors: answers,
+    })
+}
+
+/// Finds the owners of the sectors `wanted` (indexes into `answers`, whose `byte` is already
+/// relative to `region`) on the filesystem mounted from `region`.
+fn locate_in(
+    all: &[Mount],
+    region: &Region,
+    wanted: &[usize],
+    answers: &mut [SectorOwners],
+) -> Result<(Filesystem, u64), SectorError> {
+    let dev = region.path.as_path();
     let canonical = std::fs::canonicalize(dev).unwrap_or_else(|_| dev.to_path_buf());
     let ours: Vec<&Mount> = all
         .iter()
         .filter(|m| {
-            (m.major, m.minor) == (major, minor)
+            (m.major, m.minor) == (region.major, region.minor)
                 || m.source
                     .as_deref()
                     .is_some_and(|s| std::fs::canonicalize(s).is_ok_and(|c| c == canonical))
@@ -122,15 +329,6 @@ pub fn locate(root: &SysRoot, dev: &Path, sectors: &[u64]) -> Result<Located, Se
         return Err(SectorError::NotMounted(dev.to_path_buf()));
     };
     let fs_type = first.fs_type.clone();
-    let mut answers: Vec<SectorOwners> = sectors
-        .iter()
-        .map(|&sector| SectorOwners {
-            sector,
-            byte: sector * SECTOR_BYTES,
-            owners: Vec::new(),
-            note: None,
-        })
-        .collect();
     let mut targets = Vec::new();
     if fs_type == "btrfs" {
         let dir = File::open(&first.mount_point).map_err(|source| SectorError::Btrfs {
@@ -143,7 +341,8 @@ pub fn locate(root: &SysRoot, dev: &Path, sectors: &[u64]) -> Result<Located, Se
         };
         let chunks = btrfs::read_chunks(&dir).map_err(btrfs_err)?;
         let devid = btrfs::devid_of(&dir, dev).map_err(btrfs_err)?.unwrap_or(1);
-        for (index, answer) in answers.iter_mut().enumerate() {
+        for &index in wanted {
+            let answer = &mut answers[index];
             match btrfs::physical_to_logical(&chunks, devid, answer.byte) {
                 Ok(address) => targets.push(Target {
                     index,
@@ -154,8 +353,9 @@ pub fn locate(root: &SysRoot, dev: &Path, sectors: &[u64]) -> Result<Located, Se
             }
         }
     } else {
-        targets = (0..answers.len())
-            .map(|index| Target {
+        targets = wanted
+            .iter()
+            .map(|&index| Target {
                 index,
                 address: answers[index].byte,
                 done: false,
@@ -177,25 +377,18 @@ pub fn locate(root: &SysRoot, dev: &Path, sectors: &[u64]) -> Result<Located, Se
             continue; // a mount of the same filesystem inside one already walked
         }
         seen_roots.push(m.mount_point.clone());
-        walk.dir(&m.mount_point, &mut targets, &mut answers);
+        walk.dir(&m.mount_point, &mut targets, answers);
     }
-    for answer in &mut answers {
-        if answer.owners.is_empty() && answer.note.is_none() {
-            answer.note = Some("no file: free space or filesystem metadata".into());
-        }
-        answer.owners.sort_by(|a, b| a.path.cmp(&b.path));
-    }
-    Ok(Located {
-        schema: SCHEMA,
+    let fs = Filesystem {
         device: dev.display().to_string(),
+        start_sector: region.start,
         fs_type,
         mount_points: ours
             .iter()
             .map(|m| m.mount_point.display().to_string())
             .collect(),
-        files_examined: walk.files,
-        sectors: answers,
-    })
+    };
+    Ok((fs, walk.files))
 }
 
 struct Walk {

@@ -1,54 +1,355 @@
-//! A minimal HTTP endpoint for `--listen`: `GET /metrics` answers the latest sample's
-//! Prometheus text; anything else is 404. It runs on its own thread and never blocks sampling.
+//! The HTTP endpoint for `--listen`: `GET /metrics` answers the latest sample's Prometheus
+//! text; other paths get 404, other methods 405. It runs on its own threads and never blocks
+//! sampling.
+//!
+//! Whoever reaches the port is a client, so everything a client can make tacho spend is
+//! bounded: the request head (8 KiB, 32 headers), the time a connection may live (5 s to send
+//! its request and take the answer), the connections served at once (64, fewer under a low
+//! open-file limit), and one request per connection. Each connection has its own small thread,
+//! so a client that never reads blocks only itself. When every slot is taken, the connection
+//! that has waited longest without completing its request is closed to make room: idle
+//! sockets cannot lock out a client that asks at once. The body is rendered once per sample
+//! and shared by every answer.
+//!
+//! Plain threads and `httparse` rather than an async stack: at most 64 short connections and
+//! one tiny answer need no runtime, and blocking sockets with timeouts keep every bound
+//! visible in a few lines.
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Request line plus headers; a scrape sends a few hundred bytes.
+const MAX_HEAD: usize = 8 * 1024;
+const MAX_HEADERS: usize = 32;
+/// From accept to the last byte of the answer.
+const CONNECTION_TIME: Duration = Duration::from_secs(5);
+const MAX_CONNECTIONS: usize = 64;
+/// A connection's thread holds the 8 KiB head buffer and little else.
+const THREAD_STACK: usize = 64 * 1024;
+/// After an accept error (out of file descriptors or memory), before trying again.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
 /// The text served; replaced after every sample.
 #[derive(Clone, Default)]
-pub struct Latest(Arc<Mutex<String>>);
+pub struct Latest(Arc<Mutex<Option<Arc<[u8]>>>>);
 
 impl Latest {
     pub fn set(&self, text: String) {
-        if let Ok(mut guard) = self.0.lock() {
-            *guard = text;
-        }
+        let body: Arc<[u8]> = Arc::from(text.into_bytes());
+        *lock(&self.0) = Some(body);
     }
 
-    fn get(&self) -> String {
-        self.0.lock().map(|g| g.clone()).unwrap_or_default()
+    fn get(&self) -> Option<Arc<[u8]>> {
+        lock(&self.0).clone()
     }
+}
+
+/// A poisoned lock only means another connection's thread panicked; the data is still whole.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Binds `addr` (an error names it, e.g. when the port is taken) and serves from a thread.
 /// Until the first interval completes, /metrics answers 503 with a reason.
 pub fn serve(addr: SocketAddr) -> anyhow::Result<Latest> {
-    let server = tiny_http::Server::http(addr).map_err(|e| {
+    let listener = TcpListener::bind(addr).map_err(|e| {
         anyhow::anyhow!("cannot listen on {addr}: {e}; pick a free port with --listen")
     })?;
+    deepen_queue(&listener);
     let latest = Latest::default();
     let shared = latest.clone();
-    std::thread::spawn(move || {
-        for request in server.incoming_requests() {
-            let body = shared.get();
-            let response = if request.url() != "/metrics" {
-                tiny_http::Response::from_string("tacho serves /metrics\n").with_status_code(404)
-            } else if body.is_empty() {
-                tiny_http::Response::from_string(
-                    "no sample yet: the first interval is still running\n",
-                )
-                .with_status_code(503)
-            } else {
-                let header = tiny_http::Header::from_bytes(
-                    &b"Content-Type"[..],
-                    &b"text/plain; version=0.0.4; charset=utf-8"[..],
-                )
-                .expect("static header is valid");
-                tiny_http::Response::from_string(body).with_header(header)
-            };
-            // A client that hung up is its own problem, not the sampler's.
-            let _ = request.respond(response);
-        }
-    });
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || accept_loop(&listener, &shared))?;
     Ok(latest)
+}
+
+/// Connections waiting to be accepted; std's 128 overflows in a burst of connections, and
+/// the kernel then drops a scraper's SYN, which costs it a 1 s retransmission. Emptying the
+/// queue is cheap (each connection is accepted, then served or closed at once).
+const LISTEN_QUEUE: libc::c_int = 1024;
+
+/// Listens again with [`LISTEN_QUEUE`] (Linux takes a second listen() as a new backlog);
+/// on failure the first backlog simply stays.
+fn deepen_queue(listener: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: listen() on a descriptor this listener owns; it touches no memory.
+    let _ = unsafe { libc::listen(listener.as_raw_fd(), LISTEN_QUEUE) };
+}
+
+/// A connection being served.
+struct Slot {
+    id: u64,
+    accepted: Instant,
+    stream: Arc<TcpStream>,
+    /// Its request is not complete yet: it may be closed to make room.
+    waiting: bool,
+}
+
+#[derive(Default)]
+struct Slots {
+    next_id: u64,
+    live: Vec<Slot>,
+}
+
+fn accept_loop(listener: &TcpListener, latest: &Latest) {
+    let cap = connection_cap();
+    let slots = Arc::new(Mutex::new(Slots::default()));
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            // Out of descriptors or memory: the connection stays queued until one frees.
+            Err(_) => {
+                std::thread::sleep(ACCEPT_PAUSE);
+                continue;
+            }
+        };
+        let stream = Arc::new(stream);
+        let Some(id) = admit(&slots, &stream, cap) else {
+            continue; // dropped: closed at once
+        };
+        let (slots_t, latest_t, stream_t) = (Arc::clone(&slots), latest.clone(), stream);
+        let spawned = std::thread::Builder::new()
+            .stack_size(THREAD_STACK)
+            .spawn(move || {
+                // A client that hung up or timed out is its own problem.
+                let _ = serve_one(&stream_t, &latest_t, &slots_t, id);
+                lock(&slots_t).live.retain(|s| s.id != id);
+            });
+        if spawned.is_err() {
+            lock(&slots).live.retain(|s| s.id != id);
+        }
+    }
+}
+
+/// Takes a slot for `stream`, closing the longest-waiting incomplete request when all are
+/// taken; None when every slot is answering (the new connection is then refused).
+fn admit(slots: &Mutex<Slots>, stream: &Arc<TcpStream>, cap: usize) -> Option<u64> {
+    let mut s = lock(slots);
+    if s.live.len() >= cap {
+        let oldest = s
+            .live
+            .iter_mut()
+            .filter(|c| c.waiting)
+            .min_by_key(|c| c.accepted)?;
+        // Wakes its thread, which then frees the slot; the stream's descriptor stays open
+        // until then because this list holds it, so the shutdown cannot hit another socket.
+        let _ = oldest.stream.shutdown(Shutdown::Both);
+        oldest.waiting = false;
+        // Threads woken this way leave within microseconds; a flood faster than that is
+        // refused rather than allowed to grow the list.
+        if s.live.len() >= 2 * cap {
+            return None;
+        }
+    }
+    s.next_id += 1;
+    let id = s.next_id;
+    s.live.push(Slot {
+        id,
+        accepted: Instant::now(),
+        stream: Arc::clone(stream),
+        waiting: true,
+    });
+    Some(id)
+}
+
+/// At most [`MAX_CONNECTIONS`], and at most half the open-file limit, so that running out of
+/// descriptors is met by closing idle connections rather than by failing to accept.
+fn connection_cap() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0;
+    let half = if ok {
+        usize::try_from(lim.rlim_cur / 2).unwrap_or(usize::MAX)
+    } else {
+        MAX_CONNECTIONS
+    };
+    half.clamp(1, MAX_CONNECTIONS)
+}
+
+/// Time left before `deadline`, or a timeout error once it has passed.
+fn left(deadline: Instant) -> io::Result<Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))
+}
+
+/// Reads one request head and answers it; anything after the head is ignored.
+fn serve_one(stream: &TcpStream, latest: &Latest, slots: &Mutex<Slots>, id: u64) -> io::Result<()> {
+    let deadline = Instant::now() + CONNECTION_TIME;
+    let mut head = [0u8; MAX_HEAD];
+    let mut len = 0;
+    let answer = loop {
+        if len == head.len() {
+            break Answer::plain(431, "request head over 8 KiB\n");
+        }
+        stream.set_read_timeout(Some(left(deadline)?))?;
+        let n = (&*stream).read(&mut head[len..])?;
+        if n == 0 {
+            return Ok(());
+        }
+        // Parse only once the blank line has arrived, so a client sending a byte at a time
+        // costs one scan of what it sent, not one parse per byte.
+        let from = len.saturating_sub(3);
+        len += n;
+        let fresh = &head[from..len];
+        if !fresh.windows(4).any(|w| w == b"\r\n\r\n") && !fresh.windows(2).any(|w| w == b"\n\n") {
+            continue;
+        }
+        if let Some(answer) = answer_head(&head[..len], latest) {
+            break answer;
+        }
+    };
+    if let Some(slot) = lock(slots).live.iter_mut().find(|s| s.id == id) {
+        slot.waiting = false;
+    }
+    stream.set_write_timeout(Some(left(deadline)?))?;
+    let mut out = stream;
+    out.write_all(answer.head.as_bytes())?;
+    if let Some(body) = &answer.body {
+        out.write_all(body)?;
+    }
+    out.flush()?;
+    stream.shutdown(Shutdown::Write)
+}
+
+/// The answer to a request head, or None while it is incomplete.
+fn answer_head(head: &[u8], latest: &Latest) -> Option<Answer> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(head) {
+        Ok(httparse::Status::Complete(_)) => Some(route(&request, latest)),
+        Ok(httparse::Status::Partial) => None,
+        Err(httparse::Error::TooManyHeaders) => {
+            Some(Answer::plain(431, "more than 32 request headers\n"))
+        }
+        Err(_) => Some(Answer::plain(400, "not an HTTP request\n")),
+    }
+}
+
+/// A response: its head, and its body unless the request was HEAD.
+struct Answer {
+    head: String,
+    body: Option<Arc<[u8]>>,
+}
+
+impl Answer {
+    fn new(status: u16, extra: &str, body: Arc<[u8]>) -> Answer {
+        let reason = match status {
+            200 => "OK",
+            400 => "Bad Request",
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            431 => "Request Header Fields Too Large",
+            _ => "Service Unavailable",
+        };
+        let kind = if status == 200 {
+            "text/plain; version=0.0.4; charset=utf-8"
+        } else {
+            "text/plain; charset=utf-8"
+        };
+        Answer {
+            head: format!(
+                "HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+                 {extra}Connection: close\r\n\r\n",
+                body.len()
+            ),
+            body: Some(body),
+        }
+    }
+
+    fn plain(status: u16, text: &str) -> Answer {
+        Answer::new(status, "", Arc::from(text.as_bytes()))
+    }
+}
+
+fn route(request: &httparse::Request, latest: &Latest) -> Answer {
+    let method = request.method.unwrap_or("");
+    if method != "GET" && method != "HEAD" {
+        return Answer::new(
+            405,
+            "Allow: GET, HEAD\r\n",
+            Arc::from(&b"only GET and HEAD\n"[..]),
+        );
+    }
+    let path = request.path.unwrap_or("");
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    let mut answer = if path != "/metrics" {
+        Answer::plain(404, "tacho serves /metrics\n")
+    } else if let Some(body) = latest.get() {
+        Answer::new(200, "", body)
+    } else {
+        Answer::plain(503, "no sample yet: the first interval is still running\n")
+    };
+    if method == "HEAD" {
+        answer.body = None;
+    }
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn answer(raw: &[u8], latest: &Latest) -> Answer {
+        answer_head(raw, latest).expect("a complete head")
+    }
+
+    #[test]
+    fn routes_by_method_and_path() {
+        let latest = Latest::default();
+        let get = b"GET /metrics HTTP/1.1\r\n\r\n";
+        assert!(answer(get, &latest).head.starts_with("HTTP/1.1 503 "));
+        latest.set("a 1\n".into());
+        let ok = answer(get, &latest);
+        assert!(ok.head.starts_with("HTTP/1.1 200 "), "{}", ok.head);
+        assert!(ok.head.contains("Content-Length: 4\r\n"));
+        assert_eq!(ok.body.as_deref(), Some(&b"a 1\n"[..]));
+        let head = answer(b"HEAD /metrics?x=1 HTTP/1.1\r\n\r\n", &latest);
+        assert!(head.head.contains("Content-Length: 4\r\n") && head.body.is_none());
+        assert!(
+            answer(b"GET / HTTP/1.1\r\n\r\n", &latest)
+                .head
+                .contains(" 404 ")
+        );
+        let post = answer(b"POST /metrics HTTP/1.1\r\n\r\n", &latest);
+        assert!(post.head.contains(" 405 ") && post.head.contains("Allow: GET, HEAD"));
+        let many = format!("GET /metrics HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(40));
+        assert!(answer(many.as_bytes(), &latest).head.contains(" 431 "));
+        assert!(
+            answer(b"\x01\x02 junk\r\n\r\n", &latest)
+                .head
+                .contains(" 400 ")
+        );
+    }
+
+    proptest! {
+        /// Whatever a client sends, the answer is absent (incomplete) or a well-formed
+        /// response whose Content-Length matches its body.
+        #[test]
+        fn any_head_gets_a_well_formed_answer(
+            raw in proptest::collection::vec(any::<u8>(), 0..600),
+            prefix in "(GET|HEAD|POST) /[a-z?=]{0,12} HTTP/1\\.[01]\r\n",
+        ) {
+            let latest = Latest::default();
+            latest.set("m 1\n".into());
+            for input in [raw.clone(), [prefix.as_bytes(), &raw[..], b"\r\n\r\n"].concat()] {
+                if let Some(a) = answer_head(&input, &latest) {
+                    prop_assert!(a.head.starts_with("HTTP/1.1 "));
+                    prop_assert!(a.head.ends_with("Connection: close\r\n\r\n"));
+                    if let Some(body) = &a.body {
+                        let length = format!("Content-Length: {}\r\n", body.len());
+                        prop_assert!(a.head.contains(&length));
+                    }
+                }
+            }
+        }
+    }
 }
