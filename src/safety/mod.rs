@@ -6,9 +6,10 @@
 //! device or active swap is refused always; a held device or one carrying any partition table,
 //! filesystem, RAID, LVM, LUKS or swap signature is refused unless `--destroy-data` is given.
 
+mod blkid;
 mod probe;
 mod refusal;
 mod signatures;
 
 pub use refusal::{DeviceState, Mount, Refusal, write_refusal};
-pub use signatures::{Signature, SignatureKind, detect};
+pub use signatures::{Signature, Usage, detect};

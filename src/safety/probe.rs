@@ -17,17 +17,20 @@ pub(super) const BLOCK: u64 = 4096;
 #[repr(C, align(4096))]
 struct Block([u8; BLOCK as usize]);
 
-/// Cached, bounds-checked access to the first `size` bytes of a device.
+/// Cached, bounds-checked access to `size` bytes of a device from `base`, as if the device
+/// began there (offsets passed in are relative to `base`).
 pub(super) struct Probe<'a> {
     dev: &'a File,
+    base: u64,
     size: u64,
     blocks: BTreeMap<u64, Box<Block>>,
 }
 
 impl<'a> Probe<'a> {
-    pub(super) fn new(dev: &'a File, size: u64) -> Self {
+    pub(super) fn new(dev: &'a File, base: u64, size: u64) -> Self {
         Probe {
             dev,
+            base,
             size,
             blocks: BTreeMap::new(),
         }
@@ -37,8 +40,8 @@ impl<'a> Probe<'a> {
         self.size
     }
 
-    /// The `len` bytes at `offset`, or `None` when they do not all lie inside the device:
-    /// a device too small for a signature simply does not carry it.
+    /// The `len` bytes at `offset`, or `None` when they do not all lie inside the device (or
+    /// the window): a device too small for a signature simply does not carry it.
     pub(super) fn bytes(&mut self, offset: u64, len: usize) -> io::Result<Option<Vec<u8>>> {
         let Some(end) = offset.checked_add(len as u64).filter(|&e| e <= self.size) else {
             return Ok(None);
@@ -69,9 +72,15 @@ impl<'a> Probe<'a> {
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])))
     }
 
+    /// Block `index` of the window. Windows start at 4096-aligned offsets (MiB boundaries), so
+    /// reads stay aligned for O_DIRECT.
     fn block(&mut self, index: u64) -> io::Result<&Block> {
         if !self.blocks.contains_key(&index) {
-            let block = read_block(self.dev, index * BLOCK)?;
+            let at = self
+                .base
+                .checked_add(index * BLOCK)
+                .ok_or_else(|| io::Error::other("offset beyond 2^64"))?;
+            let block = read_block(self.dev, at)?;
             self.blocks.insert(index, block);
         }
         Ok(&self.blocks[&index])

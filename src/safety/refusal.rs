@@ -126,10 +126,7 @@ impl fmt::Display for Refusal {
                     ));
                 }
                 if !signatures.is_empty() {
-                    let held: Vec<String> = signatures
-                        .iter()
-                        .map(|s| format!("{} (at byte {})", s.kind.noun_phrase(), s.offset))
-                        .collect();
+                    let held: Vec<String> = signatures.iter().map(Signature::to_string).collect();
                     let verb = if holders.is_empty() {
                         "it holds"
                     } else {

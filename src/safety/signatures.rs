@@ -1,11 +1,17 @@
 //! What a block device (or image file) holds, found before tacho writes to it.
 //!
-//! Each format announces itself with a few magic bytes at a fixed offset, so detection is a
-//! handful of small reads and comparisons. It is written here on purpose rather than linking
-//! libblkid: that C library would break tacho's single static binary, and the dozen formats an
-//! admin could lose data on are enough. Offsets follow the formats' own specifications (and
-//! libblkid's documentation); the offset reported is that of the magic bytes, as `wipefs`
-//! reports it, so an admin can check the finding with `wipefs --no-act`.
+//! Two sources, and every find of either counts. util-linux's libblkid (see `super::blkid`),
+//! loaded at run time, knows every format the system's `mount`, `mkfs` and `wipefs` know.
+//! tacho's own table below is the fallback where libblkid is missing, and runs always, so a
+//! format stays recognised even if a library in the way is old or broken: each format announces
+//! itself with a few magic bytes at a fixed offset, so a check is a handful of small reads and
+//! comparisons. Offsets follow the formats' own specifications (and libblkid's documentation);
+//! the offset reported is that of the magic bytes, as `wipefs` reports it, so an admin can
+//! check a finding with `wipefs --no-act`.
+//!
+//! A filesystem written straight to a disk at a partition boundary, without a partition table
+//! in front of it, is found too: after the whole device, each MiB boundary of the first 16 MiB
+//! is probed as if the device started there.
 //!
 //! This module only reads. It never decides whether a write is allowed; see
 //! [`super::write_refusal`].
@@ -14,144 +20,274 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 
+use super::blkid;
 use super::probe::Probe;
 
-/// A kind of content that writing would destroy.
+const MIB: u64 = 1 << 20;
+
+/// Filesystems found at these boundaries without a partition table are found too: 1 MiB is
+/// where partitioning tools have put the first partition since 2010, and the others cover
+/// older alignments and hand-made layouts.
+const WINDOWS: std::ops::Range<u64> = 1..16;
+
+/// What a signature says the content is used for; it words the refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SignatureKind {
-    Mbr,
-    Gpt,
-    Ext,
-    Xfs,
-    Btrfs,
-    Swap,
-    Lvm2,
-    MdRaid,
-    Luks,
-    Fat,
-    ExFat,
-    Ntfs,
-    Iso9660,
-    Zfs,
-    Bcache,
+pub enum Usage {
+    PartitionTable,
+    Filesystem,
+    Raid,
+    Crypto,
+    Other,
 }
 
-impl SignatureKind {
-    /// The kind with its article, to complete "it holds …".
-    pub fn noun_phrase(self) -> &'static str {
+impl Usage {
+    fn from_blkid(usage: &str) -> Usage {
+        match usage {
+            "partition table" => Usage::PartitionTable,
+            "filesystem" => Usage::Filesystem,
+            "raid" => Usage::Raid,
+            "crypto" => Usage::Crypto,
+            _ => Usage::Other,
+        }
+    }
+
+    fn noun(self) -> &'static str {
         match self {
-            Self::Mbr => "an MBR partition table",
-            Self::Gpt => "a GPT partition table",
-            Self::Ext => "an ext2/3/4 filesystem",
-            Self::Xfs => "an XFS filesystem",
-            Self::Btrfs => "a btrfs filesystem",
-            Self::Swap => "a Linux swap area",
-            Self::Lvm2 => "an LVM2 physical volume",
-            Self::MdRaid => "a Linux md RAID member",
-            Self::Luks => "a LUKS encrypted volume",
-            Self::Fat => "a FAT filesystem",
-            Self::ExFat => "an exFAT filesystem",
-            Self::Ntfs => "an NTFS filesystem",
-            Self::Iso9660 => "an ISO9660 filesystem",
-            Self::Zfs => "a ZFS member",
-            Self::Bcache => "a bcache device",
+            Usage::PartitionTable => "partition table",
+            Usage::Filesystem => "filesystem",
+            Usage::Raid => "RAID member",
+            Usage::Crypto => "encrypted volume",
+            Usage::Other => "signature",
         }
     }
 }
 
-impl fmt::Display for SignatureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Mbr => "MBR partition table",
-            Self::Gpt => "GPT partition table",
-            Self::Ext => "ext2/3/4 filesystem",
-            Self::Xfs => "XFS filesystem",
-            Self::Btrfs => "btrfs filesystem",
-            Self::Swap => "Linux swap",
-            Self::Lvm2 => "LVM2 physical volume",
-            Self::MdRaid => "Linux md RAID member",
-            Self::Luks => "LUKS encrypted volume",
-            Self::Fat => "FAT filesystem",
-            Self::ExFat => "exFAT filesystem",
-            Self::Ntfs => "NTFS filesystem",
-            Self::Iso9660 => "ISO9660 filesystem",
-            Self::Zfs => "ZFS member",
-            Self::Bcache => "bcache",
-        })
+/// One finding: what, where it begins, and the byte offset of the magic that gave it away.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Signature {
+    /// Where the content begins: 0, or the MiB boundary where a filesystem without a partition
+    /// table in front of it was found.
+    pub start: u64,
+    /// Byte offset of the magic from the start of the device, as `wipefs` reports it.
+    pub offset: u64,
+    /// The format in libblkid's words ("ext4", "f2fs", "dos", "gpt", "LVM2_member"); tacho's
+    /// table uses the same names, except "ext2/3/4", which it cannot tell apart.
+    pub name: String,
+    pub usage: Usage,
+}
+
+impl Signature {
+    /// The content with its article, to complete "it holds …".
+    pub fn noun_phrase(&self) -> String {
+        let known = match self.name.as_str() {
+            "dos" => "an MBR partition table",
+            "gpt" => "a GPT partition table",
+            "PMBR" => "a protective MBR",
+            "LVM2_member" => "an LVM2 physical volume",
+            "linux_raid_member" => "a Linux md RAID member",
+            "crypto_LUKS" => "a LUKS encrypted volume",
+            "swap" => "a Linux swap area",
+            "zfs_member" => "a ZFS member",
+            "bcache" => "a bcache device",
+            name => return format!("{} {name} {}", article(name), self.usage.noun()),
+        };
+        known.to_owned()
     }
 }
 
-/// One finding: what, and the byte offset of the magic that gave it away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Signature {
-    pub kind: SignatureKind,
-    pub offset: u64,
+/// "an" before names read as a vowel sound: ext4, iso9660, and initialisms whose first letter
+/// is spoken with one (f2fs, hfsplus, xfs, ntfs).
+fn article(name: &str) -> &'static str {
+    let first = name.chars().next().unwrap_or('x').to_ascii_lowercase();
+    if "aeiofhx".contains(first) || name.starts_with("ntfs") {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 impl fmt::Display for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (at byte {})", self.kind, self.offset)
+        if self.start == 0 {
+            write!(f, "{} (at byte {})", self.noun_phrase(), self.offset)
+        } else {
+            write!(
+                f,
+                "{} at offset {} MiB (magic at byte {})",
+                self.noun_phrase(),
+                self.start / MIB,
+                self.offset
+            )
+        }
     }
 }
 
-/// Every signature found in the first `size_bytes` of `dev`, ordered by offset; at most one per
-/// kind. Regions beyond `size_bytes` are not read, so a small device just skips those checks.
+/// Every signature found in the first `size_bytes` of `dev`, one per format (the first copy),
+/// ordered by where it begins, then by offset. Regions beyond `size_bytes` are not read, so a
+/// small device just skips those checks.
 ///
-/// `dev` should be opened read-only without O_DIRECT. Reads are 4096-aligned in offset, length
-/// and memory, so an O_DIRECT descriptor works too on devices with logical blocks of at most
-/// 4096 bytes. An error means the device could not be read: the caller must then refuse to
-/// write, since nothing was verified.
+/// `dev` should be opened read-only without O_DIRECT. tacho's own checks read 4096-aligned
+/// blocks, so they work on an O_DIRECT descriptor too (logical blocks up to 4096 bytes); for
+/// libblkid, which reads unaligned, such a descriptor is reopened through /proc/self/fd. An
+/// error means the device could not be read: the caller must then refuse to write, since
+/// nothing was verified.
 pub fn detect(dev: &File, size_bytes: u64) -> io::Result<Vec<Signature>> {
-    let mut probe = Probe::new(dev, size_bytes);
+    detect_with(dev, size_bytes, true)
+}
+
+/// [`detect`], with libblkid or (for tests of the fallback) with tacho's table alone.
+fn detect_with(dev: &File, size_bytes: u64, use_blkid: bool) -> io::Result<Vec<Signature>> {
+    let buffered = if use_blkid {
+        without_o_direct(dev)?
+    } else {
+        None
+    };
+    let blkid_dev = buffered.as_ref().unwrap_or(dev);
+    let mut found = Vec::new();
+    // Window 0 is the whole device, with its partition tables.
+    for window in std::iter::once(0).chain(WINDOWS) {
+        let start = window * MIB;
+        if start >= size_bytes || (start > 0 && size_bytes - start < MIB) {
+            break;
+        }
+        let len = size_bytes - start;
+        let finds = use_blkid
+            .then(|| blkid::probe(blkid_dev, start, len, start == 0))
+            .flatten();
+        if let Some(finds) = finds {
+            found.extend(finds?.into_iter().map(|f| Signature {
+                start,
+                offset: f.offset,
+                usage: Usage::from_blkid(&f.usage),
+                name: f.name,
+            }));
+        }
+        found.extend(table(dev, start, len, start == 0)?);
+    }
+    Ok(one_per_format(found))
+}
+
+/// A descriptor for `dev` without O_DIRECT, when `dev` has it: the same open file, reached
+/// through /proc/self/fd (no path another user could swap).
+fn without_o_direct(dev: &File) -> io::Result<Option<File>> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETFL on a descriptor we borrow; no memory is passed.
+    let flags = unsafe { libc::fcntl(dev.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if flags & libc::O_DIRECT == 0 || !blkid::available() {
+        return Ok(None);
+    }
+    File::open(format!("/proc/self/fd/{}", dev.as_raw_fd())).map(Some)
+}
+
+/// Keeps the first find of each format: the same format again is a backup copy (a GPT's
+/// backup header, a small ext4's backup superblock at 8 MiB), or found by both sources. The
+/// table's "ext2/3/4" is the same format as libblkid's ext2, ext3, ext4 and jbd, and GPT's
+/// protective MBR (an MBR by the table, "PMBR" by libblkid) is part of the GPT.
+fn one_per_format(mut found: Vec<Signature>) -> Vec<Signature> {
+    found.sort();
+    // Where libblkid named the ext version, the table's guess at the same place adds nothing.
+    let named_ext: Vec<u64> = found
+        .iter()
+        .filter(|s| family(&s.name) == "ext" && s.name != "ext2/3/4")
+        .map(|s| s.start)
+        .collect();
+    found.retain(|s| !(s.name == "ext2/3/4" && named_ext.contains(&s.start)));
+    let mut seen: Vec<String> = Vec::new();
+    found.retain(|s| {
+        let f = family(&s.name).to_owned();
+        let first = !seen.contains(&f);
+        seen.push(f);
+        first
+    });
+    drop_mbr_lookalikes(&mut found);
+    found
+}
+
+/// The format's family: libblkid's ext2, ext3, ext4 and jbd are the table's "ext2/3/4".
+fn family(name: &str) -> &str {
+    match name {
+        "ext2" | "ext3" | "ext4" | "ext4dev" | "jbd" | "ext2/3/4" => "ext",
+        other => other,
+    }
+}
+
+/// What tacho's own table finds in `len` bytes of `dev` from `start`; partition tables only
+/// when `partitions` (at the start of the device: elsewhere they are a filesystem's boot code).
+fn table(dev: &File, start: u64, len: u64, partitions: bool) -> io::Result<Vec<Signature>> {
+    let mut probe = Probe::new(dev, start, len);
     let mut found = Vec::new();
     for (kind, check) in CHECKS {
+        if !partitions && kind.usage == Usage::PartitionTable {
+            continue;
+        }
         if let Some(offset) = check(&mut probe)? {
             found.push(Signature {
-                kind: *kind,
-                offset,
+                start,
+                offset: start + offset,
+                name: kind.name.to_owned(),
+                usage: kind.usage,
             });
         }
     }
-    drop_mbr_lookalikes(&mut found);
-    found.sort_by_key(|s| (s.offset, s.kind));
     Ok(found)
 }
 
 /// Removes an MBR finding that is really part of something else: FAT, exFAT and NTFS boot
-/// sectors end in the same 0x55AA, and a GPT disk carries a protective MBR. Naming the real
-/// format is what the admin needs; the write is refused either way.
+/// sectors end in the same 0x55AA (libblkid lists it as "dos" too), and a GPT disk carries a
+/// protective MBR ("PMBR"). Naming the real format is what the admin needs; the write is
+/// refused either way.
 fn drop_mbr_lookalikes(found: &mut Vec<Signature>) {
     let explained = found.iter().any(|s| {
-        matches!(s.kind, SignatureKind::Gpt)
-            || (matches!(
-                s.kind,
-                SignatureKind::Fat | SignatureKind::ExFat | SignatureKind::Ntfs
-            ) && s.offset < 512)
+        s.name == "gpt"
+            || (s.start == 0
+                && matches!(s.name.as_str(), "vfat" | "exfat" | "ntfs")
+                && s.offset < 512)
     });
     if explained {
-        found.retain(|s| s.kind != SignatureKind::Mbr);
+        found.retain(|s| s.name != "dos" && s.name != "PMBR");
     }
+}
+
+/// A format of the table, named as libblkid names it.
+struct Kind {
+    name: &'static str,
+    usage: Usage,
+}
+
+const fn kind(name: &'static str, usage: Usage) -> Kind {
+    Kind { name, usage }
 }
 
 /// A check returns the offset of the magic it found, if any.
 type Check = fn(&mut Probe) -> io::Result<Option<u64>>;
 
-const CHECKS: &[(SignatureKind, Check)] = &[
-    (SignatureKind::Mbr, mbr),
-    (SignatureKind::Gpt, gpt),
-    (SignatureKind::Ext, ext),
-    (SignatureKind::Xfs, |p| first_at(p, &[0], b"XFSB")),
-    (SignatureKind::Btrfs, btrfs),
-    (SignatureKind::Swap, swap),
-    (SignatureKind::Lvm2, lvm2),
-    (SignatureKind::MdRaid, md_raid),
-    (SignatureKind::Luks, luks),
-    (SignatureKind::Fat, fat),
-    (SignatureKind::ExFat, |p| first_at(p, &[3], b"EXFAT   ")),
-    (SignatureKind::Ntfs, |p| first_at(p, &[3], b"NTFS    ")),
-    (SignatureKind::Iso9660, |p| first_at(p, &[32769], b"CD001")),
-    (SignatureKind::Zfs, zfs),
-    (SignatureKind::Bcache, |p| {
+const CHECKS: &[(Kind, Check)] = &[
+    (kind("dos", Usage::PartitionTable), mbr),
+    (kind("gpt", Usage::PartitionTable), gpt),
+    (kind("ext2/3/4", Usage::Filesystem), ext),
+    (kind("xfs", Usage::Filesystem), |p| {
+        first_at(p, &[0], b"XFSB")
+    }),
+    (kind("btrfs", Usage::Filesystem), btrfs),
+    (kind("swap", Usage::Other), swap),
+    (kind("LVM2_member", Usage::Raid), lvm2),
+    (kind("linux_raid_member", Usage::Raid), md_raid),
+    (kind("crypto_LUKS", Usage::Crypto), luks),
+    (kind("vfat", Usage::Filesystem), fat),
+    (kind("exfat", Usage::Filesystem), |p| {
+        first_at(p, &[3], b"EXFAT   ")
+    }),
+    (kind("ntfs", Usage::Filesystem), |p| {
+        first_at(p, &[3], b"NTFS    ")
+    }),
+    (kind("iso9660", Usage::Filesystem), |p| {
+        first_at(p, &[32769], b"CD001")
+    }),
+    (kind("zfs_member", Usage::Raid), zfs),
+    (kind("bcache", Usage::Other), |p| {
         first_at(p, &[4096 + 24], BCACHE_MAGIC)
     }),
 ];

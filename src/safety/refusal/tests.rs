@@ -1,5 +1,5 @@
 use super::{DeviceState, Mount, Refusal, write_refusal};
-use crate::safety::{Signature, SignatureKind};
+use crate::safety::{Signature, Usage};
 
 fn device(path: &str) -> DeviceState {
     DeviceState {
@@ -15,11 +15,17 @@ fn mount(source: &str, mount_point: &str) -> Mount {
     }
 }
 
-fn ext4() -> Signature {
+fn signature(name: &str, usage: Usage, start: u64, offset: u64) -> Signature {
     Signature {
-        kind: SignatureKind::Ext,
-        offset: 1080,
+        start,
+        offset,
+        name: name.to_owned(),
+        usage,
     }
+}
+
+fn ext4() -> Signature {
+    signature("ext4", Usage::Filesystem, 0, 1080)
 }
 
 fn message(state: &DeviceState, destroy_data: bool) -> String {
@@ -42,7 +48,7 @@ fn signature_is_refused_unless_destroy_data() {
     };
     assert_eq!(
         message(&state, false),
-        "refusing to write to /dev/loop3: it holds an ext2/3/4 filesystem (at byte 1080); \
+        "refusing to write to /dev/loop3: it holds an ext4 filesystem (at byte 1080); \
          pass --destroy-data to overwrite it"
     );
     assert!(write_refusal(&state, false).is_some_and(|r| r.overridable()));
@@ -51,10 +57,7 @@ fn signature_is_refused_unless_destroy_data() {
 
 #[test]
 fn several_signatures_are_all_named() {
-    let gpt = Signature {
-        kind: SignatureKind::Gpt,
-        offset: 512,
-    };
+    let gpt = signature("gpt", Usage::PartitionTable, 0, 512);
     let state = DeviceState {
         signatures: vec![gpt, ext4()],
         ..device("/dev/sdc")
@@ -62,7 +65,25 @@ fn several_signatures_are_all_named() {
     assert_eq!(
         message(&state, false),
         "refusing to write to /dev/sdc: it holds a GPT partition table (at byte 512) and \
-         an ext2/3/4 filesystem (at byte 1080); pass --destroy-data to overwrite it"
+         an ext4 filesystem (at byte 1080); pass --destroy-data to overwrite it"
+    );
+}
+
+#[test]
+fn a_filesystem_without_a_partition_table_is_named_with_where_it_begins() {
+    let state = DeviceState {
+        signatures: vec![signature(
+            "ext4",
+            Usage::Filesystem,
+            1 << 20,
+            (1 << 20) + 1080,
+        )],
+        ..device("/dev/sdc")
+    };
+    assert_eq!(
+        message(&state, false),
+        "refusing to write to /dev/sdc: it holds an ext4 filesystem at offset 1 MiB (magic at \
+         byte 1049656); pass --destroy-data to overwrite it"
     );
 }
 
@@ -115,10 +136,7 @@ fn mounted_device_itself_and_swap() {
 
 #[test]
 fn held_device_is_refused_unless_destroy_data() {
-    let lvm = Signature {
-        kind: SignatureKind::Lvm2,
-        offset: 536,
-    };
+    let lvm = signature("LVM2_member", Usage::Raid, 0, 536);
     let state = DeviceState {
         holders: vec!["dm-0".to_owned(), "dm-1".to_owned()],
         signatures: vec![lvm],

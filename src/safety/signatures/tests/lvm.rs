@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::MIB;
-use super::mkfs::{detect_path, find_tool, require, run, sparse_image};
-use crate::safety::{Signature, SignatureKind as K};
+use super::mkfs::{detect_path, expect, find_tool, require, run, sparse_image};
 
 /// Detaches the loop device even when an assertion fails, so no test leaves one behind.
 struct LoopDevice {
@@ -67,11 +66,6 @@ fn pvcreate_on_loop_device() {
         "",
     );
     drop(device);
-    assert_eq!(
-        detect_path(&image),
-        vec![Signature {
-            kind: K::Lvm2,
-            offset: 512 + 24
-        }]
-    );
+    let lvm = ("LVM2_member", 512 + 24);
+    expect("pvcreate", &detect_path(&image), lvm, Some(lvm));
 }
