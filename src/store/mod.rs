@@ -18,6 +18,7 @@ pub use document::{IMPORT_LIMIT, parse_documents, read_documents};
 pub use run::{NewRun, NewTest, StoredRun, StoredTest, suite_changes};
 pub use runs::RunSummary;
 
+use crate::kernel::SysRoot;
 use anyhow::{Context, Result, anyhow, bail};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
@@ -34,6 +35,9 @@ pub struct Store {
     /// Opened for reading only (a read-only filesystem, or a file this user cannot write):
     /// every write is refused before it is tried.
     read_only: bool,
+    /// Where /proc is: a run's saving process is looked up there to tell a run still being
+    /// saved from an abandoned one.
+    root: SysRoot,
 }
 
 impl Store {
@@ -144,6 +148,7 @@ impl Store {
                 conn,
                 path: path.to_path_buf(),
                 read_only,
+                root: SysRoot::real(),
             });
         }
         retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(fail)?;
@@ -157,7 +162,15 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             read_only,
+            root: SysRoot::real(),
         })
+    }
+
+    /// The same store, judging which saving processes are alive under `root` (tests point it
+    /// at a fixture tree).
+    pub fn with_sys_root(mut self, root: SysRoot) -> Store {
+        self.root = root;
+        self
     }
 
     pub fn path(&self) -> &Path {

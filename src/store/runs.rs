@@ -56,7 +56,7 @@ impl Store {
         run.tests.clear();
         run.status = "running".into();
         let id = self.insert_run(&run)?;
-        let owner = process::identity(&SysRoot::real(), std::process::id());
+        let owner = process::identity(&self.root, std::process::id());
         self.conn
             .execute(
                 "UPDATE runs SET owner = ?2 WHERE id = ?1",
@@ -132,7 +132,7 @@ impl Store {
                     created_at: r.get(1)?,
                     label: r.get(2)?,
                     kind: r.get(3)?,
-                    status: current_status(r.get(4)?, r.get(11)?),
+                    status: current_status(&self.root, r.get(4)?, r.get(11)?),
                     source: r.get(5)?,
                     suite: r.get(6)?,
                     suite_version: r.get(7)?,
@@ -171,7 +171,7 @@ impl Store {
                         suite_version, host_json, target_json, extra_json, owner
                  FROM runs WHERE id = ?1",
                 [id],
-                read_run,
+                |r| read_run(r, &self.root),
             )
             .optional()
             .map_err(|e| self.err(e))?;
@@ -319,7 +319,7 @@ impl<'de> serde::Deserialize<'de> for Summary {
     }
 }
 
-fn read_run(r: &Row) -> rusqlite::Result<StoredRun> {
+fn read_run(r: &Row, root: &SysRoot) -> rusqlite::Result<StoredRun> {
     let json = |i: usize| -> rusqlite::Result<Value> {
         let text: String = r.get(i)?;
         Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
@@ -335,7 +335,7 @@ fn read_run(r: &Row) -> rusqlite::Result<StoredRun> {
         created_at: r.get(1)?,
         label: r.get(2)?,
         kind: r.get(3)?,
-        status: current_status(r.get(4)?, r.get(12)?),
+        status: current_status(root, r.get(4)?, r.get(12)?),
         source: r.get(5)?,
         tool_version: r.get(6)?,
         suite: suite_name.zip(suite_version),
@@ -348,7 +348,7 @@ fn read_run(r: &Row) -> rusqlite::Result<StoredRun> {
 
 /// A run still marked `running` whose saving process is gone (killed, or the machine
 /// rebooted) is `abandoned`: the tests saved so far are all it will ever have.
-fn current_status(status: String, owner: Option<String>) -> String {
+fn current_status(root: &SysRoot, status: String, owner: Option<String>) -> String {
     let Some(owner) = owner.filter(|_| status == "running") else {
         return status;
     };
@@ -356,7 +356,7 @@ fn current_status(status: String, owner: Option<String>) -> String {
         .split(' ')
         .nth(1)
         .and_then(|pid| pid.parse().ok())
-        .and_then(|pid| process::identity(&SysRoot::real(), pid))
+        .and_then(|pid| process::identity(root, pid))
         .is_some_and(|now| now == owner);
     if alive { status } else { "abandoned".into() }
 }

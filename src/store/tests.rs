@@ -296,3 +296,21 @@ mod parsers_never_panic {
         }
     }
 }
+
+#[test]
+fn a_run_whose_saver_is_gone_from_procfs_is_abandoned() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let mut store = Store::open(&path).unwrap();
+    let id = store.begin_run(&new_run("live", 1.0)).unwrap();
+    // This process saves it, and this /proc shows this process: still running.
+    assert_eq!(store.load(id).unwrap().status, "running");
+    // Under a /proc where no process lives (a fixture tree), its saver is gone.
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::create_dir(empty.path().join("proc")).unwrap();
+    let store = Store::open(&path)
+        .unwrap()
+        .with_sys_root(crate::kernel::SysRoot::under(empty.path()));
+    assert_eq!(store.load(id).unwrap().status, "abandoned");
+    assert_eq!(store.list().unwrap()[0].status, "abandoned");
+}
