@@ -4,9 +4,10 @@
 
 use super::EngineError;
 use super::buffer::AlignedBuf;
+use super::meter::Meter;
 use super::spec::{EngineKind, JobSpec, SyncKind};
-use super::stats::{CpuTime, Measured};
-use super::worker::{Control, Dir, Picker, Window, retry_eintr};
+use super::stats::Measured;
+use super::worker::{Control, Dir, Picker, retry_eintr};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
@@ -20,27 +21,16 @@ pub fn run(
     let fd = file.as_raw_fd();
     let mut picker = Picker::new(spec, stream);
     let mut buf = AlignedBuf::random(spec.bs as usize, picker.rng());
-    let window = Window::starting_now(spec.ramp, spec.runtime);
-    let mut measured = Measured::default();
-    let mut cpu_start: Option<CpuTime> = None;
-    let mut last_completion = window.measure_from;
+    let mut meter = Meter::start(spec, stream, ctl);
     let mut position: Option<u64> = None;
-    let mut stamp = stream << 48;
-    let (mut pending_ios, mut pending_bytes) = (0u64, 0u64);
 
     loop {
         let started = Instant::now();
-        if started >= window.end || ctl.stopped() || measured.reached(spec.io_limit, spec.bs) {
+        if meter.over(started) {
             break;
         }
-        if cpu_start.is_none() && started >= window.measure_from {
-            cpu_start = Some(CpuTime::of_this_thread());
-        }
         let (dir, offset, len) = picker.next_op();
-        if dir == Dir::Write {
-            stamp += 1;
-            buf.scramble(stamp);
-        }
+        meter.issue(dir, len, &mut buf);
         transfer(
             spec.engine,
             fd,
@@ -50,40 +40,15 @@ pub fn run(
             offset,
             &mut position,
         )?;
-        let done = Instant::now();
-        measured.issued(dir, len);
-        if started >= window.measure_from {
-            let second = (done - window.measure_from).as_secs() as usize;
-            measured.completed(dir, len, (done - started).as_nanos() as u64, second);
-            last_completion = done;
-        }
+        meter.completed(dir, len, started, Instant::now());
         if picker.sync_due() {
             let kind = spec.sync.map_or(SyncKind::Fsync, |s| s.kind);
             let sync_start = Instant::now();
             flush(fd, kind)?;
-            let sync_done = Instant::now();
-            if sync_start >= window.measure_from {
-                measured
-                    .sync
-                    .record(0, (sync_done - sync_start).as_nanos() as u64);
-                last_completion = sync_done;
-            }
-        }
-        // Progress is published in small batches: an atomic add per I/O would cost more than
-        // the I/O bookkeeping itself at hundreds of thousands of IOPS.
-        pending_ios += 1;
-        pending_bytes += len;
-        if pending_ios == 64 {
-            ctl.progress(pending_ios, pending_bytes);
-            (pending_ios, pending_bytes) = (0, 0);
+            meter.flushed(sync_start, Instant::now());
         }
     }
-    ctl.progress(pending_ios, pending_bytes);
-    if let Some(start) = cpu_start {
-        measured.cpu = CpuTime::of_this_thread().since(start);
-    }
-    measured.elapsed = last_completion.saturating_duration_since(window.measure_from);
-    Ok(measured)
+    Ok(meter.finish())
 }
 
 fn transfer(

@@ -6,6 +6,7 @@
 
 mod blocking;
 pub mod buffer;
+mod meter;
 pub mod offsets;
 pub mod spec;
 pub mod stats;
