@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PYTHON: &str = "/usr/bin/python3";
 const NOBODY: u32 = 65534;
 
 /// A private temporary directory (searchable by others) with a `shared` directory in it that
@@ -375,67 +374,6 @@ fn stale_looking_files_of_another_user_are_not_removed() {
     assert_eq!(std::fs::read(&victim).unwrap(), b"root's");
 }
 
-/// A pass-through FUSE filesystem (tests/helpers/gatefs.py) whose writes wait for a gate file;
-/// unmounted and its server stopped on drop.
-struct GateFs {
-    mount_point: tempfile::TempDir,
-    server: Child,
-}
-
-impl GateFs {
-    fn start(backing: &Path, gate: &Path) -> GateFs {
-        let mount_point = tempfile::tempdir().unwrap();
-        let mut server = Command::new(PYTHON)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/helpers/gatefs.py"
-            ))
-            .args([backing, mount_point.path(), gate])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mounted = || {
-            std::fs::read_to_string("/proc/self/mounts")
-                .unwrap()
-                .lines()
-                .any(|l| l.split(' ').nth(1) == mount_point.path().to_str())
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !mounted() {
-            if let Ok(Some(status)) = server.try_wait() {
-                let mut err = String::new();
-                std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).ok();
-                panic!("gatefs.py exited ({status}) before mounting: {err}");
-            }
-            assert!(Instant::now() < deadline, "gatefs.py did not mount in 10 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        GateFs {
-            mount_point,
-            server,
-        }
-    }
-}
-
-impl Drop for GateFs {
-    fn drop(&mut self) {
-        // Unmounting ends the server's loop; kill it anyway if it does not go.
-        let _ = Command::new("umount")
-            .arg(self.mount_point.path())
-            .stderr(Stdio::null())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.server.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-    }
-}
-
 /// Writes `path` until the filesystem holding it has no space left, then gives `leave` bytes
 /// back.
 fn fill_up(path: &Path, leave: u64) {
@@ -476,8 +414,8 @@ fn a_filesystem_filling_up_during_the_run_is_named_and_the_file_removed() {
         .unwrap_or_else(|e| panic!("cannot mount tmpfs: {e}"));
     let gate_dir = tempfile::tempdir().unwrap();
     let gate = gate_dir.path().join("open");
-    let fs = GateFs::start(backing.path(), &gate);
-    let target = fs.mount_point.path().to_str().unwrap().to_owned();
+    let fs = FuseMount::start(backing.path(), &["--gate", gate.to_str().unwrap()]);
+    let target = fs.path().to_str().unwrap().to_owned();
     let mut child = tacho()
         .args(["bench", "disk", &target, "--buffered", "--rw", "write"])
         .args(["--size", "16M", "--runtime", "2s"])

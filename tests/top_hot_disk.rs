@@ -162,76 +162,6 @@ fn the_verdict_names_the_slow_member_of_a_dm_group() {
     );
 }
 
-/// A pass-through FUSE filesystem (tests/helpers/slowfs.py) that sleeps before every read
-/// and write; unmounted and its server stopped on drop.
-struct SlowFs {
-    mount_point: tempfile::TempDir,
-    server: std::process::Child,
-    _backing: tempfile::TempDir,
-}
-
-const PYTHON: &str = "/usr/bin/python3";
-
-impl SlowFs {
-    fn start(delay: Duration) -> SlowFs {
-        let backing = tempfile::tempdir_in("/dev/shm").unwrap();
-        let mount_point = tempfile::tempdir().unwrap();
-        let mut server = Command::new(PYTHON)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/helpers/slowfs.py"
-            ))
-            .arg(backing.path())
-            .arg(mount_point.path())
-            .arg(delay.as_secs_f64().to_string())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mounted = || {
-            std::fs::read_to_string("/proc/self/mounts")
-                .unwrap()
-                .lines()
-                .any(|l| l.split(' ').nth(1) == mount_point.path().to_str())
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !mounted() {
-            if let Ok(Some(status)) = server.try_wait() {
-                let mut err = String::new();
-                std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).ok();
-                panic!("slowfs.py exited ({status}) before mounting: {err}");
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "slowfs.py did not mount within 10 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        SlowFs {
-            mount_point,
-            server,
-            _backing: backing,
-        }
-    }
-}
-
-impl Drop for SlowFs {
-    fn drop(&mut self) {
-        // Unmounting ends the server's loop; kill it anyway if it does not go.
-        let _ = Command::new("umount")
-            .arg(self.mount_point.path())
-            .stderr(Stdio::null())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.server.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-    }
-}
-
 /// Why a btrfs RAID with a FUSE-delayed member cannot be built here, if it cannot.
 fn btrfs_fuse_missing() -> Option<String> {
     if !is_root() {
@@ -267,10 +197,10 @@ fn the_verdict_names_the_slow_member_of_a_btrfs_raid() {
     }
     // Declared in this order so they drop in reverse: unmount btrfs, detach the loops,
     // then stop the FUSE server under the slow member's image.
-    let slow_fs = SlowFs::start(Duration::from_millis(20));
+    let slow_backing = tempfile::tempdir_in("/dev/shm").unwrap();
+    let slow_fs = FuseMount::start(slow_backing.path(), &["--delay", "0.02"]);
     const MEMBER: u64 = 256 << 20;
-    let Some(slow) = LoopDev::new_in("btrfs hot-disk test", MEMBER, slow_fs.mount_point.path())
-    else {
+    let Some(slow) = LoopDev::new_in("btrfs hot-disk test", MEMBER, slow_fs.path()) else {
         return;
     };
     let peers: Vec<LoopDev> = (0..3)

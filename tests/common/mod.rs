@@ -497,3 +497,78 @@ impl ProgressScreen {
         }
     }
 }
+
+/// Debian's python3, which has python3-fusepy (a python3 elsewhere on PATH may not).
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// A pass-through FUSE filesystem (tests/helpers/passfs.py, options as it documents) over
+/// `backing`, mounted on a fresh directory; unmounted and its server stopped on drop.
+pub struct FuseMount {
+    mount_point: tempfile::TempDir,
+    server: Child,
+}
+
+impl FuseMount {
+    pub fn start(backing: &Path, options: &[&str]) -> FuseMount {
+        let mount_point = tempfile::tempdir().unwrap();
+        let mut server = Command::new(PYTHON)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/helpers/passfs.py"
+            ))
+            .arg(backing)
+            .arg(mount_point.path())
+            .args(options)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mounted = || {
+            std::fs::read_to_string("/proc/self/mounts")
+                .unwrap()
+                .lines()
+                .any(|l| l.split(' ').nth(1) == mount_point.path().to_str())
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !mounted() {
+            if let Ok(Some(status)) = server.try_wait() {
+                let mut err = String::new();
+                server
+                    .stderr
+                    .as_mut()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .ok();
+                panic!("passfs.py exited ({status}) before mounting: {err}");
+            }
+            assert!(Instant::now() < deadline, "passfs.py did not mount in 10 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        FuseMount {
+            mount_point,
+            server,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.mount_point.path()
+    }
+}
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        // Unmounting ends the server's loop; kill it anyway if it does not go.
+        let _ = Command::new("umount")
+            .arg(self.mount_point.path())
+            .stderr(Stdio::null())
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.server.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
