@@ -500,18 +500,8 @@ fn html_report_renders_in_headless_chromium() {
     ]);
     assert!(shot.exists(), "no screenshot: {}", stderr(&o));
     // The charts drew pixels in each run's colour (#0072B2 for run 1, #E69F00 for run 2).
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let channels = info.color_type.samples();
-    let count = |rgb: [u8; 3]| {
-        buf[..info.buffer_size()]
-            .chunks(channels)
-            .filter(|p| p[..3] == rgb)
-            .count()
-    };
-    let (blue, orange) = (count([0x00, 0x72, 0xB2]), count([0xE6, 0x9F, 0x00]));
+    let n = count_pixels(&shot, &[[0x00, 0x72, 0xB2], [0xE6, 0x9F, 0x00]]);
+    let (blue, orange) = (n[0], n[1]);
     assert!(
         blue > 1000 && orange > 1000,
         "chart colours: blue {blue}, orange {orange} pixels"

@@ -655,18 +655,8 @@ fn colours(chromium: &str, page: &Path, width: u32) -> (usize, usize) {
         .arg(format!("file://{}", page.display()));
     let o = run_cmd(cmd);
     assert!(shot.exists(), "no screenshot: {}", stderr(&o));
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let channels = info.color_type.samples();
-    let count = |rgb: [u8; 3]| {
-        buf[..info.buffer_size()]
-            .chunks(channels)
-            .filter(|p| p[..3] == rgb)
-            .count()
-    };
-    (count([0x00, 0x72, 0xB2]), count([0xE6, 0x9F, 0x00]))
+    let n = count_pixels(&shot, &[[0x00, 0x72, 0xB2], [0xE6, 0x9F, 0x00]]);
+    (n[0], n[1])
 }
 
 #[test]

@@ -572,3 +572,24 @@ impl Drop for FuseMount {
         let _ = self.server.wait();
     }
 }
+
+/// How many pixels of a PNG screenshot have each of `colours` (RGB), to tell a drawn chart
+/// from an empty one.
+pub fn count_pixels(png_file: &Path, colours: &[[u8; 3]]) -> Vec<usize> {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_file).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    colours
+        .iter()
+        .map(|rgb| {
+            buf[..info.buffer_size()]
+                .chunks(channels)
+                .filter(|p| p[..3] == rgb[..])
+                .count()
+        })
+        .collect()
+}
