@@ -10,7 +10,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -44,26 +44,8 @@ impl Watch {
     }
 
     fn start_text(args: &[&str]) -> Watch {
-        let mut child = tacho()
-            .arg("files")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start tacho");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            if err.read_line(&mut line).unwrap() == 0 {
-                let _ = child.wait();
-                panic!("tacho exited before watching: {head}");
-            }
-            head.push_str(&line);
-            if line.starts_with("tacho: watching") {
-                break;
-            }
-        }
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        let (mut child, err, mut head) = start_files_watch(&args);
         // Keep what the reader already buffered past that line (notes follow it).
         head.push_str(&String::from_utf8_lossy(err.buffer()));
         child.stderr = Some(err.into_inner());

@@ -299,26 +299,7 @@ struct Files {
 
 impl Files {
     fn start(args: &[&OsStr]) -> Files {
-        let mut child = tacho()
-            .arg("files")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start tacho");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            if err.read_line(&mut line).unwrap() == 0 {
-                let _ = child.wait();
-                panic!("tacho files exited before watching: {head}");
-            }
-            head.push_str(&line);
-            if line.starts_with("tacho: watching") {
-                break;
-            }
-        }
+        let (mut child, mut err, _) = start_files_watch(args);
         std::thread::spawn(move || {
             let _ = err.read_to_end(&mut Vec::new());
         });

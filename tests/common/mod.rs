@@ -593,3 +593,34 @@ pub fn count_pixels(png_file: &Path, colours: &[[u8; 3]]) -> Vec<usize> {
         })
         .collect()
 }
+
+/// Starts `tacho files ARGS` with piped output and returns once its marks are set (it printed
+/// "tacho: watching"), with what it printed on stderr so far; the rest of stderr stays on the
+/// child, behind the returned reader's buffer.
+// The child is handed to the caller, who waits for it; clippy sees only this function.
+#[allow(clippy::zombie_processes)]
+pub fn start_files_watch(
+    args: &[&std::ffi::OsStr],
+) -> (Child, std::io::BufReader<std::process::ChildStderr>, String) {
+    use std::io::BufRead;
+    let mut child = tacho()
+        .arg("files")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start tacho");
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.wait();
+            panic!("tacho files exited before watching: {head}");
+        }
+        head.push_str(&line);
+        if line.starts_with("tacho: watching") {
+            return (child, err, head);
+        }
+    }
+}
