@@ -3,6 +3,11 @@
 //! The file and the buffers are registered with the ring when the kernel allows it (fewer
 //! reference counts and page pins per I/O), completions are reaped in batches, and each new
 //! I/O is submitted as soon as its slot is free, the last one together with the next wait.
+//!
+//! The kernel writes into a read's buffer whenever the read completes, which can be after an
+//! error made `run` return. [`Engine`] owns the ring and the buffers together, and its Drop
+//! waits for every I/O still in flight before either is released, on every exit path (errors,
+//! `?`, panics).
 
 use super::EngineError;
 use super::buffer::AlignedBuf;
@@ -16,6 +21,8 @@ use std::time::Instant;
 
 /// `user_data` of the flush, which has no slot.
 const SYNC_TAG: u64 = u64::MAX;
+/// `user_data` of the cancellation sent when a run ends with I/Os in flight.
+const CANCEL_TAG: u64 = u64::MAX - 1;
 
 /// True when this process may create an io_uring (not blocked by seccomp, sysctl or kernel age).
 pub fn available() -> bool {
@@ -30,6 +37,158 @@ struct Slot {
     submitted: Instant,
 }
 
+/// The ring and the buffers its I/Os point into, torn down in the only safe order.
+///
+/// Drop waits until the kernel has completed (or cancelled) every I/O it was given: until then
+/// it may still write into a buffer (a late O_DIRECT read), and freeing the buffer first would
+/// let that write land in memory reused for something else. Fields are dropped in declaration
+/// order, so `ring` is closed before `slots` is freed: the buffers outlive every use the
+/// kernel can make of them, including their registration. If the wait itself fails, the
+/// buffers are leaked rather than freed.
+struct Engine {
+    ring: IoUring,
+    slots: Slots,
+    /// I/Os and flushes pushed to the ring and not yet reaped.
+    in_flight: usize,
+    fixed_buffers: bool,
+}
+
+impl Engine {
+    /// A ring for `slots.len()` I/Os at a time, with `file` and (when allowed) the buffers
+    /// registered.
+    fn new(file: &File, slots: Vec<Slot>) -> Result<Engine, EngineError> {
+        let ring = new_ring(slots.len() as u32).map_err(EngineError::Setup)?;
+        let mut engine = Engine {
+            ring,
+            slots: Slots::new(slots),
+            in_flight: 0,
+            fixed_buffers: false,
+        };
+        engine
+            .ring
+            .submitter()
+            .register_files(&[file.as_raw_fd()])
+            .map_err(EngineError::Setup)?;
+        let iovecs: Vec<libc::iovec> = engine
+            .slots
+            .all
+            .iter_mut()
+            .map(|s| libc::iovec {
+                iov_base: s.buf.as_mut_ptr().cast(),
+                iov_len: s.buf.len(),
+            })
+            .collect();
+        // SAFETY: each iovec points into a slot buffer owned by `engine.slots`, which is
+        // never reallocated and is freed only after the ring is closed (see [`Engine`]).
+        // Registration can fail under RLIMIT_MEMLOCK for large buffers as non-root: then plain
+        // Read/Write opcodes are used, which is what fio does by default.
+        engine.fixed_buffers = unsafe { engine.ring.submitter().register_buffers(&iovecs) }.is_ok();
+        Ok(engine)
+    }
+
+    /// Cancels what can be cancelled and reaps every completion still due. False when the
+    /// ring cannot be waited on: the kernel may then still write into the buffers.
+    fn drain(&mut self) -> bool {
+        if self.in_flight == 0 {
+            return true;
+        }
+        // Reads queued in the kernel's workers (a FUSE or network file) end sooner; I/O
+        // already at the device cannot be cancelled and is waited for. Kernels before 5.19
+        // reject the "any" flag, which only costs the wait.
+        let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+            .build()
+            .user_data(CANCEL_TAG);
+        // SAFETY: the cancellation references no memory.
+        let cancel_sent = unsafe { self.ring.submission().push(&cancel) }.is_ok();
+        let mut cancel_due = usize::from(cancel_sent);
+        while self.in_flight > 0 || cancel_due > 0 {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                // A signal (Ctrl-C) interrupts the wait, not the I/O: wait again.
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(_) => return false,
+            }
+            for cqe in self.ring.completion() {
+                if cqe.user_data() == CANCEL_TAG {
+                    cancel_due -= 1;
+                } else {
+                    self.in_flight = self.in_flight.saturating_sub(1);
+                }
+            }
+        }
+        true
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let cut_short = self.in_flight > 0;
+        let drained = self.drain();
+        // Closing a ring tears it down asynchronously, and until then it keeps the registered
+        // file open: an admin's `umount` right after tacho exits would fail with EBUSY.
+        // Unregistering drops those references now.
+        let _ = self.ring.submitter().unregister_files();
+        let _ = self.ring.submitter().unregister_buffers();
+        if !drained {
+            // Never free memory the kernel may still write to.
+            std::mem::forget(std::mem::take(&mut self.slots.all));
+        } else if cut_short && cfg!(debug_assertions) {
+            self.slots.paint_canary();
+        }
+    }
+}
+
+/// The slots, with their buffers.
+///
+/// In debug builds, when a run ended with I/Os in flight (the case the drain exists for), a
+/// canary is painted over every buffer once the drain is done, and checked just before the
+/// buffers are freed, after the ring is closed and a moment longer than a slow I/O takes: a
+/// read that lands after the drain (a bug in it) is then caught, instead of corrupting freed
+/// memory silently. A memory checker would not see this: the kernel's writes bypass it.
+struct Slots {
+    all: Vec<Slot>,
+    painted: bool,
+}
+
+/// The canary byte: neither zero nor a likely byte of random data written to a test file.
+const CANARY: u8 = 0xA5;
+
+/// How long painted buffers are kept before the check: longer than the slow reads of the
+/// tests that fail a run mid-way (tests/engine_errors.rs).
+const LATE_WRITE_WINDOW: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl Slots {
+    fn new(all: Vec<Slot>) -> Slots {
+        Slots {
+            all,
+            painted: false,
+        }
+    }
+
+    fn paint_canary(&mut self) {
+        for slot in &mut self.all {
+            slot.buf.as_mut_slice().fill(CANARY);
+        }
+        self.painted = true;
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        if !self.painted {
+            return;
+        }
+        std::thread::sleep(LATE_WRITE_WINDOW);
+        for (index, slot) in self.all.iter().enumerate() {
+            let intact = slot.buf.as_slice().iter().all(|&b| b == CANARY);
+            assert!(
+                intact,
+                "io_uring buffer {index} was written after the ring was drained"
+            );
+        }
+    }
+}
+
 pub fn run(
     file: &File,
     spec: &JobSpec,
@@ -39,7 +198,7 @@ pub fn run(
     let depth = spec.iodepth as usize;
     let mut picker = Picker::new(spec, stream);
     let bs = spec.bs as usize;
-    let mut slots: Vec<Slot> = (0..depth)
+    let slots: Vec<Slot> = (0..depth)
         .map(|_| Slot {
             buf: AlignedBuf::random(bs, picker.rng()),
             dir: Dir::Read,
@@ -48,31 +207,15 @@ pub fn run(
             submitted: Instant::now(),
         })
         .collect();
-    // Declared after the buffers so it is dropped (and the registration released) first.
-    let mut ring = new_ring(depth as u32).map_err(EngineError::Setup)?;
+    let mut engine = Engine::new(file, slots)?;
     let fd = types::Fixed(0);
-    ring.submitter()
-        .register_files(&[file.as_raw_fd()])
-        .map_err(EngineError::Setup)?;
-    let iovecs: Vec<libc::iovec> = slots
-        .iter_mut()
-        .map(|s| libc::iovec {
-            iov_base: s.buf.as_mut_ptr().cast(),
-            iov_len: s.buf.len(),
-        })
-        .collect();
-    // SAFETY: each iovec points into a slot buffer that lives in `slots`, which outlives `ring`
-    // (declared earlier, dropped later) and is never reallocated.
-    // Registration can fail under RLIMIT_MEMLOCK for large buffers as non-root: then plain
-    // Read/Write opcodes are used, which is what fio does by default.
-    let fixed_buffers = unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+    let fixed_buffers = engine.fixed_buffers;
 
     let window = Window::starting_now(spec.ramp, spec.runtime);
     let mut measured = Measured::default();
     let mut cpu_start: Option<CpuTime> = None;
     let mut last_completion = window.measure_from;
     let mut free: Vec<usize> = (0..depth).rev().collect();
-    let mut in_flight = 0usize;
     let mut sync_pending = false;
     let mut sync_started: Option<Instant> = None;
     let mut stamp = stream << 48;
@@ -88,8 +231,14 @@ pub fn run(
             || ctl.stopped()
             || measured.reached(spec.io_limit, spec.bs);
         {
+            let Engine {
+                ring,
+                slots,
+                in_flight,
+                ..
+            } = &mut engine;
             let (submitter, mut sq, _) = ring.split();
-            if !stopping && sync_pending && in_flight == 0 {
+            if !stopping && sync_pending && *in_flight == 0 {
                 // A flush goes out alone, once every write before it has completed, so its
                 // latency is the device's flush time and not the queue's.
                 let flags = match spec.sync.map(|s| s.kind) {
@@ -104,7 +253,7 @@ pub fn run(
                 unsafe { sq.push(&entry) }.expect("ring has room: nothing is in flight");
                 sync_pending = false;
                 sync_started = Some(now);
-                in_flight += 1;
+                *in_flight += 1;
             }
             while !stopping
                 && !sync_pending
@@ -124,7 +273,7 @@ pub fn run(
                         .map_err(|e| EngineError::io("io_uring_enter", 0, e))?;
                 }
                 let (dir, offset, len) = picker.next_op();
-                let slot = &mut slots[index];
+                let slot = &mut slots.all[index];
                 if dir == Dir::Write {
                     stamp += 1;
                     slot.buf.scramble(stamp);
@@ -134,27 +283,36 @@ pub fn run(
                 slot.len = len;
                 slot.submitted = now;
                 let entry = prepare(fd, slot, index, fixed_buffers).user_data(index as u64);
-                // SAFETY: the slot's buffer stays untouched until its completion is reaped.
+                // SAFETY: the slot's buffer stays untouched until its completion is reaped,
+                // and is not freed before then (see [`Engine`]).
                 unsafe { sq.push(&entry) }.expect("ring has a place for every slot");
-                in_flight += 1;
+                *in_flight += 1;
                 measured.issued(dir, len);
                 if picker.sync_due() {
                     sync_pending = true;
                 }
             }
         }
-        if in_flight == 0 {
+        if engine.in_flight == 0 {
             break;
         }
-        ring.submit_and_wait(1)
+        engine
+            .ring
+            .submit_and_wait(1)
             .map_err(|e| EngineError::io("io_uring_enter", 0, e))?;
         let done = Instant::now();
         let second = done
             .saturating_duration_since(window.measure_from)
             .as_secs() as usize;
         let (mut batch_ios, mut batch_bytes) = (0u64, 0u64);
+        let Engine {
+            ring,
+            slots,
+            in_flight,
+            ..
+        } = &mut engine;
         for cqe in ring.completion() {
-            in_flight -= 1;
+            *in_flight -= 1;
             let tag = cqe.user_data();
             if tag == SYNC_TAG {
                 let started = sync_started.take().expect("a flush was in flight");
@@ -171,7 +329,7 @@ pub fn run(
                 continue;
             }
             let index = tag as usize;
-            let slot = &slots[index];
+            let slot = &slots.all[index];
             free.push(index);
             check_result(cqe.result(), slot)?;
             batch_ios += 1;
@@ -188,11 +346,6 @@ pub fn run(
         measured.cpu = CpuTime::of_this_thread().since(start);
     }
     measured.elapsed = last_completion.saturating_duration_since(window.measure_from);
-    // Closing a ring tears it down asynchronously, and until then it keeps the registered file
-    // open: an admin's `umount` right after tacho exits would fail with EBUSY. Unregistering
-    // drops those references now, while every I/O has completed.
-    let _ = ring.submitter().unregister_files();
-    let _ = ring.submitter().unregister_buffers();
     Ok(measured)
 }
 
