@@ -4,7 +4,7 @@
 //! over each buffer after that wait and checks it just before freeing, so a read that landed
 //! late would end the run with a panic instead of the error.
 //!
-//! The target is a file on a FUSE filesystem (tests/helpers/eiofs.py) whose reads fail once a
+//! The target is a file on a FUSE filesystem (tests/helpers/passfs.py) whose reads fail once a
 //! number of them succeeded; it needs root (for allow_other) and python3-fusepy.
 
 mod common;
@@ -14,12 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const PYTHON: &str = "/usr/bin/python3";
-
 /// The FUSE filesystem with one 16 MiB file; unmounted and its server stopped on drop.
 struct EioFs {
-    mount_point: tempfile::TempDir,
-    server: std::process::Child,
+    fs: FuseMount,
     _backing: tempfile::TempDir,
 }
 
@@ -42,66 +39,27 @@ impl EioFs {
         let mut data = vec![0u8; 16 << 20];
         fastrand::Rng::with_seed(12).fill(&mut data);
         std::fs::write(backing.path().join("target"), &data).unwrap();
-        let mount_point = tempfile::tempdir().unwrap();
-        let mut server = Command::new(PYTHON)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/helpers/eiofs.py"
-            ))
-            .arg(backing.path())
-            .arg(mount_point.path())
-            .arg(good_reads.to_string())
-            .arg(delay.as_secs_f64().to_string())
-            .arg(mode)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mounted = || {
-            std::fs::read_to_string("/proc/self/mounts")
-                .unwrap()
-                .lines()
-                .any(|l| l.split(' ').nth(1) == mount_point.path().to_str())
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !mounted() {
-            if let Ok(Some(status)) = server.try_wait() {
-                let mut err = String::new();
-                std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).ok();
-                panic!("eiofs.py exited ({status}) before mounting: {err}");
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "eiofs.py did not mount within 10 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (good, delay) = (good_reads.to_string(), delay.as_secs_f64().to_string());
+        let fs = FuseMount::start(
+            backing.path(),
+            &[
+                "--fail-after",
+                &good,
+                "--fail-mode",
+                mode,
+                "--delay",
+                &delay,
+                "--direct-io",
+            ],
+        );
         Some(EioFs {
-            mount_point,
-            server,
+            fs,
             _backing: backing,
         })
     }
 
     fn target(&self) -> PathBuf {
-        self.mount_point.path().join("target")
-    }
-}
-
-impl Drop for EioFs {
-    fn drop(&mut self) {
-        // Unmounting ends the server's loop; kill it anyway if it does not go.
-        let _ = Command::new("umount")
-            .arg(self.mount_point.path())
-            .stderr(Stdio::null())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.server.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.server.kill();
-        let _ = self.server.wait();
+        self.fs.path().join("target")
     }
 }
 
