@@ -11,9 +11,10 @@
 
 use super::EngineError;
 use super::buffer::AlignedBuf;
+use super::meter::Meter;
 use super::spec::{JobSpec, SyncKind};
-use super::stats::{CpuTime, Measured};
-use super::worker::{Control, Dir, Picker, Window};
+use super::stats::Measured;
+use super::worker::{Control, Dir, Picker};
 use io_uring::{IoUring, opcode, squeue, types};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -211,25 +212,15 @@ pub fn run(
     let fd = types::Fixed(0);
     let fixed_buffers = engine.fixed_buffers;
 
-    let window = Window::starting_now(spec.ramp, spec.runtime);
-    let mut measured = Measured::default();
-    let mut cpu_start: Option<CpuTime> = None;
-    let mut last_completion = window.measure_from;
+    let mut meter = Meter::start(spec, stream, ctl);
     let mut free: Vec<usize> = (0..depth).rev().collect();
     let mut sync_pending = false;
     let mut sync_started: Option<Instant> = None;
-    let mut stamp = stream << 48;
     let mut stopping = false;
 
     loop {
         let now = Instant::now();
-        if cpu_start.is_none() && now >= window.measure_from {
-            cpu_start = Some(CpuTime::of_this_thread());
-        }
-        stopping = stopping
-            || now >= window.end
-            || ctl.stopped()
-            || measured.reached(spec.io_limit, spec.bs);
+        stopping = meter.over(now) || stopping;
         {
             let Engine {
                 ring,
@@ -255,11 +246,7 @@ pub fn run(
                 sync_started = Some(now);
                 *in_flight += 1;
             }
-            while !stopping
-                && !sync_pending
-                && sync_started.is_none()
-                && !measured.reached(spec.io_limit, spec.bs)
-            {
+            while !stopping && !sync_pending && sync_started.is_none() && !meter.limit_reached() {
                 let Some(index) = free.pop() else { break };
                 if !sq.is_empty() {
                     // Each I/O goes to the kernel as soon as its slot is free, as fio does by
@@ -274,10 +261,7 @@ pub fn run(
                 }
                 let (dir, offset, len) = picker.next_op();
                 let slot = &mut slots.all[index];
-                if dir == Dir::Write {
-                    stamp += 1;
-                    slot.buf.scramble(stamp);
-                }
+                meter.issue(dir, len, &mut slot.buf);
                 slot.dir = dir;
                 slot.offset = offset;
                 slot.len = len;
@@ -287,7 +271,6 @@ pub fn run(
                 // and is not freed before then (see [`Engine`]).
                 unsafe { sq.push(&entry) }.expect("ring has a place for every slot");
                 *in_flight += 1;
-                measured.issued(dir, len);
                 if picker.sync_due() {
                     sync_pending = true;
                 }
@@ -301,10 +284,6 @@ pub fn run(
             .submit_and_wait(1)
             .map_err(|e| EngineError::io("io_uring_enter", 0, e))?;
         let done = Instant::now();
-        let second = done
-            .saturating_duration_since(window.measure_from)
-            .as_secs() as usize;
-        let (mut batch_ios, mut batch_bytes) = (0u64, 0u64);
         let Engine {
             ring,
             slots,
@@ -323,30 +302,17 @@ pub fn run(
                         std::io::Error::from_raw_os_error(-cqe.result()),
                     ));
                 }
-                if started >= window.measure_from {
-                    measured.sync.record(0, (done - started).as_nanos() as u64);
-                }
+                meter.flushed(started, done);
                 continue;
             }
             let index = tag as usize;
             let slot = &slots.all[index];
             free.push(index);
             check_result(cqe.result(), slot)?;
-            batch_ios += 1;
-            batch_bytes += slot.len;
-            if slot.submitted >= window.measure_from {
-                let ns = (done - slot.submitted).as_nanos() as u64;
-                measured.completed(slot.dir, slot.len, ns, second);
-                last_completion = done;
-            }
+            meter.completed(slot.dir, slot.len, slot.submitted, done);
         }
-        ctl.progress(batch_ios, batch_bytes);
     }
-    if let Some(start) = cpu_start {
-        measured.cpu = CpuTime::of_this_thread().since(start);
-    }
-    measured.elapsed = last_completion.saturating_duration_since(window.measure_from);
-    Ok(measured)
+    Ok(meter.finish())
 }
 
 fn new_ring(entries: u32) -> std::io::Result<IoUring> {
