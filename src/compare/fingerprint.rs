@@ -2,6 +2,7 @@
 //! from older tacho versions, other machines and fio imports all work: what a run lacks is
 //! `None`, shown as unknown, never a difference).
 
+use crate::store::RunKind;
 use crate::store::StoredRun;
 use crate::units::{format_latency_ns, format_size};
 use serde_json::Value;
@@ -165,7 +166,7 @@ fn method(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
         .and_then(Value::as_u64)
         .map(|n| n.to_string())
         .or_else(|| {
-            if run.kind == "time" {
+            if run.kind == RunKind::Time {
                 return distinct(&|t| t.get("times")?.as_array().map(|r| r.len().to_string()));
             }
             // Sample 0 is a test's summary, 1..=N its repeats; compare loads tests without
@@ -180,8 +181,8 @@ fn method(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
             }
             (!seen.is_empty()).then(|| seen.join(", "))
         });
-    match run.kind.as_str() {
-        "disk" => vec![
+    match run.kind {
+        RunKind::Disk => vec![
             (
                 "threshold",
                 extra
@@ -218,12 +219,12 @@ fn method(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
             ("ramp", distinct(&|t| t.get("ramp_s").and_then(secs))),
             ("repeats", repeats),
         ],
-        "cpu" | "mem" => vec![
+        RunKind::Cpu | RunKind::Mem => vec![
             ("runtime", extra.get("runtime_s").and_then(secs)),
             ("repeats", repeats),
             ("threads", distinct(&|t| text(t, "threads"))),
         ],
-        "time" => vec![
+        RunKind::Time => vec![
             ("runs", repeats),
             (
                 "order",
@@ -237,7 +238,6 @@ fn method(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
                 or_if_recorded(&Value::Object(extra.clone()), "shell", "none (-N)"),
             ),
         ],
-        _ => Vec::new(),
     }
 }
 
@@ -299,7 +299,7 @@ mod tests {
             id,
             created_at: String::new(),
             label: None,
-            kind: "disk".into(),
+            kind: RunKind::Disk,
             status: "finished".into(),
             source: "bench".into(),
             tool_version: Some("0.1.0".into()),

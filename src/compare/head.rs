@@ -1,6 +1,7 @@
 //! The runs of a comparison as their columns: names, suite and method, the etcd judgement
 //! and the warnings each run recorded, read from the stored document.
 
+use crate::store::RunKind;
 use crate::store::StoredRun;
 use crate::units::format_latency_ns;
 use serde_json::Value;
@@ -15,8 +16,7 @@ pub struct RunHead {
     pub created_at: String,
     pub source: String,
     pub status: String,
-    /// `disk`, `cpu`, `mem` or `time`.
-    pub kind: String,
+    pub kind: RunKind,
     pub suite: Option<(String, i64)>,
     /// False when options changed the suite's method (`None`: no suite, or not recorded).
     pub standard: Option<bool>,
@@ -42,7 +42,7 @@ impl RunHead {
 
     /// Where the run came from, by command: `bench disk`, `time`, `fio`, `import`.
     pub fn source_text(&self) -> String {
-        source_text(&self.source, &self.kind)
+        source_text(&self.source, self.kind)
     }
 
     /// A column header: `#3 label`, or `run 3` when unlabelled.
@@ -62,9 +62,9 @@ impl RunHead {
 }
 
 /// Where a run came from, by command: `bench disk`, `time`, `fio`, `import`.
-pub fn source_text(source: &str, kind: &str) -> String {
+pub fn source_text(source: &str, kind: RunKind) -> String {
     match (source, kind) {
-        ("bench", "time") => "time".into(),
+        ("bench", RunKind::Time) => "time".into(),
         ("bench", kind) => format!("bench {kind}"),
         (source, _) => source.into(),
     }
@@ -121,7 +121,7 @@ pub(super) fn head(run: &StoredRun) -> RunHead {
         created_at: run.created_at.clone(),
         source: run.source.clone(),
         status: run.status.clone(),
-        kind: run.kind.clone(),
+        kind: run.kind,
         suite: run.suite.clone(),
         standard: run.standard(),
         changed: crate::store::suite_changes(&run.extra),

@@ -4,6 +4,7 @@
 use super::grid::{Grid, markdown_escape};
 use super::sheet::spreadsheet_text;
 use crate::compare::{Comparison, Metric, Row, RunHead, Significance, format_p};
+use crate::store::RunKind;
 use crate::store::{RunSummary, StoredRun};
 use crate::text::Escaped;
 use serde_json::{Value, json};
@@ -83,10 +84,10 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
                 vec![
                     r.id.to_string(),
                     r.created_at.clone(),
-                    r.kind.clone(),
+                    r.kind.to_string(),
                     r.label.clone().unwrap_or_default(),
                     r.status.clone(),
-                    crate::compare::source_text(&r.source, &r.kind),
+                    crate::compare::source_text(&r.source, r.kind),
                     r.suite
                         .as_ref()
                         .map(|s| {
@@ -485,11 +486,11 @@ fn tool(run: &StoredRun) -> String {
 /// What a run measured: its suite and version (marked when non-standard), else a disk run's
 /// own test, else its kind.
 fn method(r: &RunHead) -> String {
-    match (r.suite_text(), r.kind.as_str()) {
+    match (r.suite_text(), r.kind) {
         (Some(suite), _) => format!("suite {suite}"),
-        (None, "disk") => "custom test".into(),
-        (None, "time") => "timed commands".into(),
-        (None, kind) => kind.into(),
+        (None, RunKind::Disk) => "custom test".into(),
+        (None, RunKind::Time) => "timed commands".into(),
+        (None, kind) => kind.to_string(),
     }
 }
 

@@ -5,7 +5,7 @@
 //! are merged into one test here (rates summed, latencies weighted by I/O count, which is exact
 //! for means and an approximation for percentiles, said in the test's warnings).
 
-use super::run::{NewRun, NewTest};
+use super::run::{NewRun, NewTest, RunKind};
 use crate::units::parse_size;
 use serde_json::{Map, Value, json};
 
@@ -67,7 +67,7 @@ pub fn to_run(doc: &Value) -> Result<NewRun, String> {
     );
     extra.insert("warnings".into(), Value::Array(warnings));
     Ok(NewRun {
-        kind: "disk".into(),
+        kind: RunKind::Disk,
         source: "fio".into(),
         label: None,
         created_at: None,

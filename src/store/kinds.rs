@@ -6,15 +6,16 @@
 //! Read from `serde_json::Value`, like fio's JSON, so a document saved by `--json` imports the
 //! same way the running command saves it.
 
+use super::run::RunKind;
 use super::run::{NewRun, NewTest};
 use serde_json::{Map, Value, json};
 
 /// The kind a document's schema stands for, when it is one of these three.
-pub fn kind_of_schema(schema: &str) -> Option<&'static str> {
+pub fn kind_of_schema(schema: &str) -> Option<RunKind> {
     match schema {
-        "tacho.cpu.v1" => Some("cpu"),
-        "tacho.mem.v1" => Some("mem"),
-        "tacho.time.v1" => Some("time"),
+        "tacho.cpu.v1" => Some(RunKind::Cpu),
+        "tacho.mem.v1" => Some(RunKind::Mem),
+        "tacho.time.v1" => Some(RunKind::Time),
         _ => None,
     }
 }
@@ -27,8 +28,8 @@ pub fn to_run(doc: &Value, source: &str) -> Result<NewRun, String> {
     let schema = obj.get("schema").and_then(Value::as_str).unwrap_or("");
     let kind = kind_of_schema(schema).ok_or_else(|| format!("unknown schema {schema:?}"))?;
     let (tests, consumed): (Vec<Value>, &[&str]) = match kind {
-        "cpu" => (cpu_tests(obj)?, &["single_thread", "all_threads"]),
-        "mem" => (mem_tests(obj)?, &["levels"]),
+        RunKind::Cpu => (cpu_tests(obj)?, &["single_thread", "all_threads"]),
+        RunKind::Mem => (mem_tests(obj)?, &["levels"]),
         _ => (time_tests(obj)?, &["results"]),
     };
     let own = ["schema", "tool_version", "host", "suite_version"];
@@ -37,7 +38,7 @@ pub fn to_run(doc: &Value, source: &str) -> Result<NewRun, String> {
         .and_then(Value::as_i64)
         .map(|v| (kind.to_string(), v));
     Ok(NewRun {
-        kind: kind.into(),
+        kind,
         source: source.into(),
         label: None,
         created_at: None,
@@ -241,7 +242,7 @@ mod tests {
         });
         let run = to_run(&doc, "bench").unwrap();
         let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
-        assert_eq!(run.kind, "cpu");
+        assert_eq!(run.kind, RunKind::Cpu);
         assert_eq!(run.suite, Some(("cpu".into(), 1)));
         assert_eq!(run.extra["scaling"], 1.9);
         assert!(!run.extra.contains_key("single_thread"));
@@ -298,7 +299,7 @@ mod tests {
         });
         let run = to_run(&doc, "bench").unwrap();
         let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
-        assert_eq!((run.kind.as_str(), run.suite.clone()), ("time", None));
+        assert_eq!((run.kind, run.suite.clone()), (RunKind::Time, None));
         let t = &tests[0];
         assert_eq!(
             (t["name"].as_str(), t["min"].as_f64()),

@@ -15,8 +15,8 @@ const OWN_COLUMNS: [&str; 6] = ["schema", "tool_version", "run", "host", "target
 /// A run about to be saved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRun {
-    /// What was benchmarked: `disk`, `cpu`, `mem` or `time`.
-    pub kind: String,
+    /// What was benchmarked.
+    pub kind: RunKind,
     /// Where the run came from: `bench` (this machine), `import` (a tacho export), `fio`.
     pub source: String,
     pub label: Option<String>,
@@ -61,7 +61,7 @@ pub struct StoredRun {
     pub id: i64,
     pub created_at: String,
     pub label: Option<String>,
-    pub kind: String,
+    pub kind: RunKind,
     pub status: String,
     pub source: String,
     pub tool_version: Option<String>,
@@ -106,13 +106,14 @@ impl NewRun {
     ) -> Result<NewRun, String> {
         let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
         let run = obj.get("run");
-        let kind = text(run.and_then(|r| r.get("kind"))).unwrap_or_else(|| "disk".into());
-        if !KINDS.contains(&kind.as_str()) {
+        let word = text(run.and_then(|r| r.get("kind"))).unwrap_or_else(|| "disk".into());
+        let Some(kind) = RunKind::parse(&word) else {
+            let words: Vec<&str> = RunKind::ALL.iter().map(|k| k.as_str()).collect();
             return Err(format!(
-                "run.kind is {kind:?}; it must be one of {}",
-                KINDS.join(", ")
+                "run.kind is {word:?}; it must be one of {}",
+                words.join(", ")
             ));
-        }
+        };
         let suite = obj.get("suite").and_then(|s| {
             Some((
                 s.get("name")?.as_str()?.to_string(),
@@ -218,8 +219,59 @@ pub fn suite_changes(extra: &Map<String, Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The kinds of run the store holds.
-pub const KINDS: [&str; 4] = ["disk", "cpu", "mem", "time"];
+/// What a run measured: the command that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    Disk,
+    Cpu,
+    Mem,
+    Time,
+}
+
+impl RunKind {
+    pub const ALL: [RunKind; 4] = [RunKind::Disk, RunKind::Cpu, RunKind::Mem, RunKind::Time];
+
+    /// The word stored in the database and written in documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Disk => "disk",
+            RunKind::Cpu => "cpu",
+            RunKind::Mem => "mem",
+            RunKind::Time => "time",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<RunKind> {
+        RunKind::ALL.into_iter().find(|k| k.as_str() == word)
+    }
+}
+
+impl rusqlite::types::ToSql for RunKind {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for RunKind {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let word = value.as_str()?;
+        RunKind::parse(word).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(
+                format!(
+                    "a run of kind {word:?}, which this tacho does not know (a newer one saved it)"
+                )
+                .into(),
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for RunKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Longest test name accepted (a timed command's name is the whole command line).
 const NAME_LIMIT: usize = 4096;

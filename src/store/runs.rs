@@ -2,7 +2,7 @@
 
 use super::Store;
 use super::figures::{self, Figures};
-use super::run::{NewRun, StoredRun, StoredTest, suite_changes, suite_standard};
+use super::run::{NewRun, RunKind, StoredRun, StoredTest, suite_changes, suite_standard};
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
@@ -15,7 +15,7 @@ pub struct RunSummary {
     pub id: i64,
     pub created_at: String,
     pub label: Option<String>,
-    pub kind: String,
+    pub kind: RunKind,
     pub status: String,
     pub source: String,
     pub suite: Option<String>,

@@ -236,7 +236,7 @@ mod parsers_never_panic {
     fn accepted_is_sound(bytes: &[u8]) {
         if let Ok(runs) = parse_documents(bytes) {
             for run in runs {
-                assert!(run::KINDS.contains(&run.kind.as_str()));
+                assert!(run::RunKind::ALL.contains(&run.kind));
                 for (i, t) in run.tests.iter().enumerate() {
                     run::check_test(i, &t.value()).unwrap();
                     for f in figures::of_test(&t.value()) {
@@ -313,4 +313,21 @@ fn a_run_whose_saver_is_gone_from_procfs_is_abandoned() {
         .with_sys_root(crate::kernel::SysRoot::under(empty.path()));
     assert_eq!(store.load(id).unwrap().status, "abandoned");
     assert_eq!(store.list().unwrap()[0].status, "abandoned");
+}
+
+#[test]
+fn a_kind_this_tacho_does_not_know_is_an_error_that_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+    let id = store.insert_run(&new_run("a", 1.0)).unwrap();
+    store
+        .conn
+        .execute("UPDATE runs SET kind = 'gpu' WHERE id = ?1", [id])
+        .unwrap();
+    let err = format!("{:#}", store.load(id).unwrap_err());
+    assert!(
+        err.contains("\"gpu\"") && err.contains("does not know"),
+        "{err}"
+    );
+    assert!(store.list().is_err());
 }
