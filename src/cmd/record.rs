@@ -6,6 +6,7 @@
 use crate::bench::result::{BenchReport, TestResult};
 use crate::cli::{RecordArgs, SaveArgs};
 use crate::report::prom;
+use crate::store::RunStatus;
 use crate::store::{NewRun, Store};
 use anyhow::{Context, Result, anyhow};
 use std::io::Write;
@@ -66,16 +67,15 @@ impl Recorder {
         let mut run_id = None;
         if let Some((mut store, id)) = db {
             if let Some(e) = self.error.take() {
-                let _ = store.set_status(id, "failed");
+                let _ = store.set_status(id, RunStatus::Failed);
                 return Err(e.context("the results above were printed but not all saved"));
             }
             let mut run = new_run(report, &self.args)?;
             run.status = if report.interrupted {
-                "interrupted"
+                RunStatus::Interrupted
             } else {
-                "finished"
-            }
-            .into();
+                RunStatus::Finished
+            };
             store.finish_run(id, &run)?;
             eprintln!(
                 "saved as run {id} in {} (tacho runs show {id})",
@@ -101,7 +101,7 @@ impl Recorder {
 impl Drop for Recorder {
     fn drop(&mut self) {
         if let Some((store, id)) = &mut self.db {
-            let _ = store.set_status(*id, "failed");
+            let _ = store.set_status(*id, RunStatus::Failed);
         }
     }
 }

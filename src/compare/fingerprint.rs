@@ -300,7 +300,7 @@ mod tests {
             created_at: String::new(),
             label: None,
             kind: RunKind::Disk,
-            status: "finished".into(),
+            status: crate::store::RunStatus::Finished,
             source: "bench".into(),
             tool_version: Some("0.1.0".into()),
             suite: None,

@@ -1,8 +1,8 @@
 //! The runs of a comparison as their columns: names, suite and method, the etcd judgement
 //! and the warnings each run recorded, read from the stored document.
 
-use crate::store::RunKind;
 use crate::store::StoredRun;
+use crate::store::{RunKind, RunStatus};
 use crate::units::format_latency_ns;
 use serde_json::Value;
 
@@ -15,7 +15,7 @@ pub struct RunHead {
     pub label: Option<String>,
     pub created_at: String,
     pub source: String,
-    pub status: String,
+    pub status: RunStatus,
     pub kind: RunKind,
     pub suite: Option<(String, i64)>,
     /// False when options changed the suite's method (`None`: no suite, or not recorded).
@@ -120,7 +120,7 @@ pub(super) fn head(run: &StoredRun) -> RunHead {
         label: run.label.clone(),
         created_at: run.created_at.clone(),
         source: run.source.clone(),
-        status: run.status.clone(),
+        status: run.status,
         kind: run.kind,
         suite: run.suite.clone(),
         standard: run.standard(),

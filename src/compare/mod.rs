@@ -326,7 +326,7 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
         ));
     }
     for r in runs {
-        if r.status != "finished" {
+        if r.status != crate::store::RunStatus::Finished {
             warnings.push(format!(
                 "run {} is {}: it holds only the tests that finished",
                 r.id, r.status

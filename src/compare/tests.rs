@@ -27,7 +27,7 @@ fn run(id: i64, suite_version: i64, tests: Vec<StoredTest>) -> StoredRun {
         created_at: "2026-01-01T00:00:00Z".into(),
         label: Some(format!("label {id}")),
         kind: crate::store::RunKind::Disk,
-        status: "finished".into(),
+        status: crate::store::RunStatus::Finished,
         source: "bench".into(),
         tool_version: Some("0.1.0".into()),
         suite: Some(("quick".into(), suite_version)),

@@ -125,7 +125,7 @@ fn runs_table(h: &mut String, c: &Comparison) {
             ),
             r.suite_text().unwrap_or_default(),
             r.target.clone().unwrap_or_default(),
-            r.status.clone(),
+            r.status.to_string(),
         ];
         if judged {
             values.push(r.judgement.as_ref().map_or(String::new(), |j| j.describe()));

@@ -86,7 +86,7 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
                     r.created_at.clone(),
                     r.kind.to_string(),
                     r.label.clone().unwrap_or_default(),
-                    r.status.clone(),
+                    r.status.to_string(),
                     crate::compare::source_text(&r.source, r.kind),
                     r.suite
                         .as_ref()

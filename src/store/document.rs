@@ -258,7 +258,7 @@ mod tests {
             "warnings": [], "interrupted": true,
         });
         let run = NewRun::from_bench_doc(&doc, "import").unwrap();
-        assert_eq!(run.status, "interrupted");
+        assert_eq!(run.status, crate::store::RunStatus::Interrupted);
         assert_eq!(run.suite, Some(("quick".into(), 1)));
         assert!(run.extra.contains_key("future_field"));
         assert!(!run.extra.contains_key("host"));

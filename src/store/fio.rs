@@ -5,7 +5,7 @@
 //! are merged into one test here (rates summed, latencies weighted by I/O count, which is exact
 //! for means and an approximation for percentiles, said in the test's warnings).
 
-use super::run::{NewRun, NewTest, RunKind};
+use super::run::{NewRun, NewTest, RunKind, RunStatus};
 use crate::units::parse_size;
 use serde_json::{Map, Value, json};
 
@@ -72,7 +72,7 @@ pub fn to_run(doc: &Value) -> Result<NewRun, String> {
         label: None,
         created_at: None,
         created_unix: doc.get("timestamp").and_then(Value::as_i64),
-        status: "finished".into(),
+        status: RunStatus::Finished,
         tool_version: doc
             .get("fio version")
             .and_then(Value::as_str)

@@ -6,8 +6,8 @@
 //! Read from `serde_json::Value`, like fio's JSON, so a document saved by `--json` imports the
 //! same way the running command saves it.
 
-use super::run::RunKind;
 use super::run::{NewRun, NewTest};
+use super::run::{RunKind, RunStatus};
 use serde_json::{Map, Value, json};
 
 /// The kind a document's schema stands for, when it is one of these three.
@@ -44,11 +44,10 @@ pub fn to_run(doc: &Value, source: &str) -> Result<NewRun, String> {
         created_at: None,
         created_unix: None,
         status: if obj.get("interrupted").and_then(Value::as_bool) == Some(true) {
-            "interrupted"
+            RunStatus::Interrupted
         } else {
-            "finished"
-        }
-        .into(),
+            RunStatus::Finished
+        },
         tool_version: obj
             .get("tool_version")
             .and_then(Value::as_str)

@@ -24,8 +24,8 @@ pub struct NewRun {
     pub created_at: Option<String>,
     /// When the run happened, in seconds since the epoch (fio's `timestamp`).
     pub created_unix: Option<i64>,
-    /// `finished` or `interrupted` (`running` while a benchmark saves test by test).
-    pub status: String,
+    /// `Finished` or `Interrupted` (`Running` while a benchmark saves test by test).
+    pub status: RunStatus,
     pub tool_version: Option<String>,
     pub suite: Option<(String, i64)>,
     pub host: Value,
@@ -62,7 +62,7 @@ pub struct StoredRun {
     pub created_at: String,
     pub label: Option<String>,
     pub kind: RunKind,
-    pub status: String,
+    pub status: RunStatus,
     pub source: String,
     pub tool_version: Option<String>,
     pub suite: Option<(String, i64)>,
@@ -133,11 +133,10 @@ impl NewRun {
             created_at: text(run.and_then(|r| r.get("created_at"))),
             created_unix: None,
             status: if interrupted {
-                "interrupted"
+                RunStatus::Interrupted
             } else {
-                "finished"
-            }
-            .into(),
+                RunStatus::Finished
+            },
             tool_version: text(obj.get("tool_version")),
             suite,
             host: obj.get("host").cloned().unwrap_or_else(|| json!({})),
@@ -219,57 +218,85 @@ pub fn suite_changes(extra: &Map<String, Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What a run measured: the command that made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunKind {
-    Disk,
-    Cpu,
-    Mem,
-    Time,
-}
-
-impl RunKind {
-    pub const ALL: [RunKind; 4] = [RunKind::Disk, RunKind::Cpu, RunKind::Mem, RunKind::Time];
-
-    /// The word stored in the database and written in documents.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunKind::Disk => "disk",
-            RunKind::Cpu => "cpu",
-            RunKind::Mem => "mem",
-            RunKind::Time => "time",
+/// A closed set of words stored in a column and written in documents, as a type: the
+/// compiler then sees every place that must handle a new one.
+macro_rules! stored_word {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $word:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+        pub enum $name {
+            $($(#[$vdoc])* #[serde(rename = $word)] $variant,)+
         }
-    }
 
-    pub fn parse(word: &str) -> Option<RunKind> {
-        RunKind::ALL.into_iter().find(|k| k.as_str() == word)
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The word stored in the database and written in documents.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+
+            pub fn parse(word: &str) -> Option<$name> {
+                $name::ALL.iter().copied().find(|k| k.as_str() == word)
+            }
+        }
+
+        impl rusqlite::types::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(self.as_str().into())
+            }
+        }
+
+        impl rusqlite::types::FromSql for $name {
+            fn column_result(
+                value: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<Self> {
+                let word = value.as_str()?;
+                $name::parse(word).ok_or_else(|| {
+                    rusqlite::types::FromSqlError::Other(
+                        format!(
+                            "a run with {} {word:?}, which this tacho does not know (a newer \
+                             one saved it)",
+                            stringify!($name)
+                        )
+                        .into(),
+                    )
+                })
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+stored_word! {
+    /// What a run measured: the command that made it.
+    RunKind {
+        Disk = "disk",
+        Cpu = "cpu",
+        Mem = "mem",
+        Time = "time",
     }
 }
 
-impl rusqlite::types::ToSql for RunKind {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(self.as_str().into())
-    }
-}
-
-impl rusqlite::types::FromSql for RunKind {
-    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        let word = value.as_str()?;
-        RunKind::parse(word).ok_or_else(|| {
-            rusqlite::types::FromSqlError::Other(
-                format!(
-                    "a run of kind {word:?}, which this tacho does not know (a newer one saved it)"
-                )
-                .into(),
-            )
-        })
-    }
-}
-
-impl std::fmt::Display for RunKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+stored_word! {
+    /// Where a run stands.
+    RunStatus {
+        /// Saved test by test and still being saved.
+        Running = "running",
+        Finished = "finished",
+        /// Stopped by a signal: it holds the tests that finished.
+        Interrupted = "interrupted",
+        /// Stopped by an error.
+        Failed = "failed",
+        /// Still marked running, but the process saving it is gone (killed, or a reboot).
+        Abandoned = "abandoned",
     }
 }
 

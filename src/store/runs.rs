@@ -2,7 +2,9 @@
 
 use super::Store;
 use super::figures::{self, Figures};
-use super::run::{NewRun, RunKind, StoredRun, StoredTest, suite_changes, suite_standard};
+use super::run::{
+    NewRun, RunKind, RunStatus, StoredRun, StoredTest, suite_changes, suite_standard,
+};
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
@@ -16,7 +18,7 @@ pub struct RunSummary {
     pub created_at: String,
     pub label: Option<String>,
     pub kind: RunKind,
-    pub status: String,
+    pub status: RunStatus,
     pub source: String,
     pub suite: Option<String>,
     pub suite_version: Option<i64>,
@@ -54,7 +56,7 @@ impl Store {
     pub fn begin_run(&mut self, run: &NewRun) -> Result<i64> {
         let mut run = run.clone();
         run.tests.clear();
-        run.status = "running".into();
+        run.status = RunStatus::Running;
         let id = self.insert_run(&run)?;
         let owner = process::identity(&self.root, std::process::id());
         self.conn
@@ -98,7 +100,7 @@ impl Store {
     }
 
     /// Sets the status of a run (to `failed` when a benchmark stops on an error).
-    pub fn set_status(&mut self, run_id: i64, status: &str) -> Result<()> {
+    pub fn set_status(&mut self, run_id: i64, status: RunStatus) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE runs SET status = ?2 WHERE id = ?1",
@@ -348,8 +350,8 @@ fn read_run(r: &Row, root: &SysRoot) -> rusqlite::Result<StoredRun> {
 
 /// A run still marked `running` whose saving process is gone (killed, or the machine
 /// rebooted) is `abandoned`: the tests saved so far are all it will ever have.
-fn current_status(root: &SysRoot, status: String, owner: Option<String>) -> String {
-    let Some(owner) = owner.filter(|_| status == "running") else {
+fn current_status(root: &SysRoot, status: RunStatus, owner: Option<String>) -> RunStatus {
+    let Some(owner) = owner.filter(|_| status == RunStatus::Running) else {
         return status;
     };
     let alive = owner
@@ -358,7 +360,7 @@ fn current_status(root: &SysRoot, status: String, owner: Option<String>) -> Stri
         .and_then(|pid| pid.parse().ok())
         .and_then(|pid| process::identity(root, pid))
         .is_some_and(|now| now == owner);
-    if alive { status } else { "abandoned".into() }
+    if alive { status } else { RunStatus::Abandoned }
 }
 
 fn hostname(run: &NewRun) -> Option<&str> {

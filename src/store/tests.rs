@@ -19,6 +19,7 @@ fn doc(label: &str, iops: f64) -> Value {
     })
 }
 
+use crate::store::RunStatus;
 use serde_json::Value;
 
 fn new_run(label: &str, iops: f64) -> NewRun {
@@ -69,13 +70,13 @@ fn a_run_saved_test_by_test() {
     let mut store = Store::open(&dir.path().join("t.db")).unwrap();
     let mut run = new_run("live", 1.0);
     let id = store.begin_run(&run).unwrap();
-    assert_eq!(store.load(id).unwrap().status, "running");
+    assert_eq!(store.load(id).unwrap().status, RunStatus::Running);
     store.add_test(id, 0, &run.tests[0].value()).unwrap();
     run.extra.insert("warnings".into(), json!([{"code": "x"}]));
-    run.status = "interrupted".into();
+    run.status = RunStatus::Interrupted;
     store.finish_run(id, &run).unwrap();
     let back = store.load(id).unwrap();
-    assert_eq!(back.status, "interrupted");
+    assert_eq!(back.status, RunStatus::Interrupted);
     assert_eq!(back.tests.len(), 1);
     assert_eq!(back.extra["warnings"][0]["code"], "x");
 }
@@ -304,15 +305,15 @@ fn a_run_whose_saver_is_gone_from_procfs_is_abandoned() {
     let mut store = Store::open(&path).unwrap();
     let id = store.begin_run(&new_run("live", 1.0)).unwrap();
     // This process saves it, and this /proc shows this process: still running.
-    assert_eq!(store.load(id).unwrap().status, "running");
+    assert_eq!(store.load(id).unwrap().status, RunStatus::Running);
     // Under a /proc where no process lives (a fixture tree), its saver is gone.
     let empty = tempfile::tempdir().unwrap();
     std::fs::create_dir(empty.path().join("proc")).unwrap();
     let store = Store::open(&path)
         .unwrap()
         .with_sys_root(crate::kernel::SysRoot::under(empty.path()));
-    assert_eq!(store.load(id).unwrap().status, "abandoned");
-    assert_eq!(store.list().unwrap()[0].status, "abandoned");
+    assert_eq!(store.load(id).unwrap().status, RunStatus::Abandoned);
+    assert_eq!(store.list().unwrap()[0].status, RunStatus::Abandoned);
 }
 
 #[test]
