@@ -6,8 +6,8 @@
 use crate::bench::result::{BenchReport, TestResult};
 use crate::cli::{RecordArgs, SaveArgs};
 use crate::report::prom;
-use crate::store::RunStatus;
 use crate::store::{NewRun, Store};
+use crate::store::{RunSource, RunStatus};
 use anyhow::{Context, Result, anyhow};
 use std::io::Write;
 
@@ -112,7 +112,7 @@ fn new_run(report: &BenchReport, args: &RecordArgs) -> Result<NewRun> {
     if let Some(tests) = doc.get_mut("tests") {
         *tests = serde_json::Value::Array(Vec::new());
     }
-    let mut run = NewRun::from_bench_doc(&doc, "bench").map_err(|e| anyhow!(e))?;
+    let mut run = NewRun::from_bench_doc(&doc, RunSource::Bench).map_err(|e| anyhow!(e))?;
     run.label = args.save.label.clone();
     Ok(run)
 }
@@ -170,7 +170,8 @@ impl RunSaver {
             return Ok(None);
         };
         let doc = serde_json::to_value(doc)?;
-        let mut run = crate::store::kinds::to_run(&doc, "bench").map_err(|e| anyhow!(e))?;
+        let mut run =
+            crate::store::kinds::to_run(&doc, RunSource::Bench).map_err(|e| anyhow!(e))?;
         run.label = self.label;
         let mut store = Store::open(&path)?;
         let id = store.insert_run(&run)?;

@@ -138,7 +138,7 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
         for mut run in runs {
             if let Some(l) = label {
                 run.label = Some(l.to_string());
-            } else if run.label.is_none() && run.source == "fio" {
+            } else if run.label.is_none() && run.source == store::RunSource::Fio {
                 let name = file.file_name().unwrap_or(file.as_os_str());
                 run.label = Some(format!("fio {}", name.to_string_lossy()));
             }

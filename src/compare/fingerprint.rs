@@ -2,8 +2,8 @@
 //! from older tacho versions, other machines and fio imports all work: what a run lacks is
 //! `None`, shown as unknown, never a difference).
 
-use crate::store::RunKind;
 use crate::store::StoredRun;
+use crate::store::{RunKind, RunSource};
 use crate::units::{format_latency_ns, format_size};
 use serde_json::Value;
 
@@ -120,8 +120,8 @@ pub fn of_run(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
         ("write cache", queue("write_cache")),
         (
             "tool",
-            Some(match (&run.source[..], &run.tool_version) {
-                ("fio", Some(v)) => v.clone(),
+            Some(match (run.source, &run.tool_version) {
+                (RunSource::Fio, Some(v)) => v.clone(),
                 (_, Some(v)) => format!("tacho {v}"),
                 (source, None) => source.to_string(),
             }),
@@ -301,7 +301,7 @@ mod tests {
             label: None,
             kind: RunKind::Disk,
             status: crate::store::RunStatus::Finished,
-            source: "bench".into(),
+            source: RunSource::Bench,
             tool_version: Some("0.1.0".into()),
             suite: None,
             host,

@@ -2,7 +2,7 @@
 //! and the warnings each run recorded, read from the stored document.
 
 use crate::store::StoredRun;
-use crate::store::{RunKind, RunStatus};
+use crate::store::{RunKind, RunSource, RunStatus};
 use crate::units::format_latency_ns;
 use serde_json::Value;
 
@@ -14,7 +14,7 @@ pub struct RunHead {
     pub title: String,
     pub label: Option<String>,
     pub created_at: String,
-    pub source: String,
+    pub source: RunSource,
     pub status: RunStatus,
     pub kind: RunKind,
     pub suite: Option<(String, i64)>,
@@ -42,7 +42,7 @@ impl RunHead {
 
     /// Where the run came from, by command: `bench disk`, `time`, `fio`, `import`.
     pub fn source_text(&self) -> String {
-        source_text(&self.source, self.kind)
+        source_text(self.source, self.kind)
     }
 
     /// A column header: `#3 label`, or `run 3` when unlabelled.
@@ -62,11 +62,11 @@ impl RunHead {
 }
 
 /// Where a run came from, by command: `bench disk`, `time`, `fio`, `import`.
-pub fn source_text(source: &str, kind: RunKind) -> String {
+pub fn source_text(source: RunSource, kind: RunKind) -> String {
     match (source, kind) {
-        ("bench", RunKind::Time) => "time".into(),
-        ("bench", kind) => format!("bench {kind}"),
-        (source, _) => source.into(),
+        (RunSource::Bench, RunKind::Time) => "time".into(),
+        (RunSource::Bench, kind) => format!("bench {kind}"),
+        (source, _) => source.to_string(),
     }
 }
 
@@ -119,7 +119,7 @@ pub(super) fn head(run: &StoredRun) -> RunHead {
         title: run.title(),
         label: run.label.clone(),
         created_at: run.created_at.clone(),
-        source: run.source.clone(),
+        source: run.source,
         status: run.status,
         kind: run.kind,
         suite: run.suite.clone(),

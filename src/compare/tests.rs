@@ -28,7 +28,7 @@ fn run(id: i64, suite_version: i64, tests: Vec<StoredTest>) -> StoredRun {
         label: Some(format!("label {id}")),
         kind: crate::store::RunKind::Disk,
         status: crate::store::RunStatus::Finished,
-        source: "bench".into(),
+        source: crate::store::RunSource::Bench,
         tool_version: Some("0.1.0".into()),
         suite: Some(("quick".into(), suite_version)),
         host: json!({"hostname": "h"}),

@@ -4,7 +4,7 @@
 use super::grid::{Grid, markdown_escape};
 use super::sheet::spreadsheet_text;
 use crate::compare::{Comparison, Metric, Row, RunHead, Significance, format_p};
-use crate::store::RunKind;
+use crate::store::{RunKind, RunSource};
 use crate::store::{RunSummary, StoredRun};
 use crate::text::Escaped;
 use serde_json::{Value, json};
@@ -87,7 +87,7 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
                     r.kind.to_string(),
                     r.label.clone().unwrap_or_default(),
                     r.status.to_string(),
-                    crate::compare::source_text(&r.source, r.kind),
+                    crate::compare::source_text(r.source, r.kind),
                     r.suite
                         .as_ref()
                         .map(|s| {
@@ -475,9 +475,9 @@ pub fn run_warnings(run: &StoredRun) -> Vec<String> {
 }
 
 fn tool(run: &StoredRun) -> String {
-    match (&run.source[..], &run.tool_version) {
-        ("fio", Some(v)) => format!("imported from {v}"),
-        ("import", Some(v)) => format!("imported, tacho {v}"),
+    match (run.source, &run.tool_version) {
+        (RunSource::Fio, Some(v)) => format!("imported from {v}"),
+        (RunSource::Import, Some(v)) => format!("imported, tacho {v}"),
         (_, Some(v)) => format!("tacho {v}"),
         (source, None) => source.to_string(),
     }

@@ -2,7 +2,7 @@
 //! surrounds them) into [`NewRun`]s, each checked before it is returned.
 
 use super::fio;
-use super::run::{NewRun, NewTest, check_test};
+use super::run::{NewRun, NewTest, RunSource, check_test};
 use crate::bench::result::SCHEMA;
 use serde_json::{Map, Value};
 
@@ -213,13 +213,13 @@ fn parse_one(doc: Document) -> Result<NewRun, String> {
     let Document { mut fields, tests } = doc;
     let run = match fields.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => {
-            return NewRun::from_parts(fields, tests.unwrap_or_default(), "import");
+            return NewRun::from_parts(fields, tests.unwrap_or_default(), RunSource::Import);
         }
         Some(other) if super::kinds::kind_of_schema(other).is_some() => {
             if let Some(tests) = tests {
                 fields.insert("tests".into(), tests.iter().map(NewTest::value).collect());
             }
-            super::kinds::to_run(&Value::Object(fields), "import")?
+            super::kinds::to_run(&Value::Object(fields), RunSource::Import)?
         }
         Some(other) => {
             return Err(format!(
@@ -257,7 +257,7 @@ mod tests {
             "tests": [{"name": "t", "repeats": [{"read": {"iops": 1.0}}]}],
             "warnings": [], "interrupted": true,
         });
-        let run = NewRun::from_bench_doc(&doc, "import").unwrap();
+        let run = NewRun::from_bench_doc(&doc, RunSource::Import).unwrap();
         assert_eq!(run.status, crate::store::RunStatus::Interrupted);
         assert_eq!(run.suite, Some(("quick".into(), 1)));
         assert!(run.extra.contains_key("future_field"));
@@ -296,7 +296,7 @@ mod tests {
             assert_eq!(back[key], doc[key], "{key}");
         }
         assert_eq!(back["run"]["label"], "x");
-        let again = NewRun::from_bench_doc(&back, "import").unwrap();
+        let again = NewRun::from_bench_doc(&back, RunSource::Import).unwrap();
         assert_eq!(again.label.as_deref(), Some("x"));
         assert_eq!(again.created_at.as_deref(), Some("2026-01-01T00:00:00Z"));
     }

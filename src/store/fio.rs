@@ -5,7 +5,7 @@
 //! are merged into one test here (rates summed, latencies weighted by I/O count, which is exact
 //! for means and an approximation for percentiles, said in the test's warnings).
 
-use super::run::{NewRun, NewTest, RunKind, RunStatus};
+use super::run::{NewRun, NewTest, RunKind, RunSource, RunStatus};
 use crate::units::parse_size;
 use serde_json::{Map, Value, json};
 
@@ -68,7 +68,7 @@ pub fn to_run(doc: &Value) -> Result<NewRun, String> {
     extra.insert("warnings".into(), Value::Array(warnings));
     Ok(NewRun {
         kind: RunKind::Disk,
-        source: "fio".into(),
+        source: RunSource::Fio,
         label: None,
         created_at: None,
         created_unix: doc.get("timestamp").and_then(Value::as_i64),
@@ -323,7 +323,7 @@ mod tests {
         let doc: Value = serde_json::from_str(FIXTURE).unwrap();
         let run = to_run(&doc).unwrap();
         let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
-        assert_eq!(run.source, "fio");
+        assert_eq!(run.source, RunSource::Fio);
         assert_eq!(run.tool_version.as_deref(), Some("fio-3.33"));
         assert_eq!(run.created_unix, doc["timestamp"].as_i64());
         assert_eq!(run.target["devices"][0], "vda");

@@ -7,7 +7,7 @@
 //! same way the running command saves it.
 
 use super::run::{NewRun, NewTest};
-use super::run::{RunKind, RunStatus};
+use super::run::{RunKind, RunSource, RunStatus};
 use serde_json::{Map, Value, json};
 
 /// The kind a document's schema stands for, when it is one of these three.
@@ -21,7 +21,7 @@ pub fn kind_of_schema(schema: &str) -> Option<RunKind> {
 }
 
 /// Splits a `tacho.cpu.v1`, `tacho.mem.v1` or `tacho.time.v1` document into a run.
-pub fn to_run(doc: &Value, source: &str) -> Result<NewRun, String> {
+pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, String> {
     let obj = doc
         .as_object()
         .ok_or("the document must be a JSON object")?;
@@ -39,7 +39,7 @@ pub fn to_run(doc: &Value, source: &str) -> Result<NewRun, String> {
         .map(|v| (kind.to_string(), v));
     Ok(NewRun {
         kind,
-        source: source.into(),
+        source,
         label: None,
         created_at: None,
         created_unix: None,
@@ -239,7 +239,7 @@ mod tests {
                 {"name": "primes", "op": "p", "ops_per_s": 19.0, "repeats_ops_per_s": [19.0]},
                 {"name": "hash", "op": "h", "ops_per_s": 76.0, "repeats_ops_per_s": [76.0]}]}
         });
-        let run = to_run(&doc, "bench").unwrap();
+        let run = to_run(&doc, RunSource::Bench).unwrap();
         let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!(run.kind, RunKind::Cpu);
         assert_eq!(run.suite, Some(("cpu".into(), 1)));
@@ -277,7 +277,7 @@ mod tests {
                 "all_threads": {"threads": 2, "size_bytes": 1, "read_bytes_per_s": 16.0,
                     "write_bytes_per_s": 8.0, "copy_bytes_per_s": 4.0, "latency_ns": 95.0}}]
         });
-        let run = to_run(&doc, "import").unwrap();
+        let run = to_run(&doc, RunSource::Import).unwrap();
         let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!(run.tests.len(), 2);
         assert_eq!(tests[1]["name"], "DRAM all threads");
@@ -296,7 +296,7 @@ mod tests {
             "results": [{"command": "sleep 0.1", "mean": 0.2, "median": 0.15, "max": 0.3,
                          "min": 0.1, "times": [0.1, 0.3], "exit_codes": [0, 0]}]
         });
-        let run = to_run(&doc, "bench").unwrap();
+        let run = to_run(&doc, RunSource::Bench).unwrap();
         let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
         assert_eq!((run.kind, run.suite.clone()), (RunKind::Time, None));
         let t = &tests[0];
@@ -311,7 +311,7 @@ mod tests {
 
     #[test]
     fn malformed_documents_say_what_is_wrong() {
-        let bad = |doc: Value| to_run(&doc, "import").unwrap_err();
+        let bad = |doc: Value| to_run(&doc, RunSource::Import).unwrap_err();
         assert!(bad(json!({"schema": "tacho.mem.v1"})).contains("levels"));
         assert!(
             bad(json!({"schema": "tacho.cpu.v1", "single_thread": 3})).contains("single_thread")

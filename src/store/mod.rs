@@ -15,7 +15,9 @@ mod runs;
 pub mod schema;
 
 pub use document::{IMPORT_LIMIT, parse_documents, read_documents};
-pub use run::{NewRun, NewTest, RunKind, RunStatus, StoredRun, StoredTest, suite_changes};
+pub use run::{
+    NewRun, NewTest, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes,
+};
 pub use runs::RunSummary;
 
 use crate::kernel::SysRoot;

@@ -17,8 +17,8 @@ const OWN_COLUMNS: [&str; 6] = ["schema", "tool_version", "run", "host", "target
 pub struct NewRun {
     /// What was benchmarked.
     pub kind: RunKind,
-    /// Where the run came from: `bench` (this machine), `import` (a tacho export), `fio`.
-    pub source: String,
+    /// Where the run came from.
+    pub source: RunSource,
     pub label: Option<String>,
     /// When the run happened, as RFC 3339 UTC; `None` means now.
     pub created_at: Option<String>,
@@ -63,7 +63,7 @@ pub struct StoredRun {
     pub label: Option<String>,
     pub kind: RunKind,
     pub status: RunStatus,
-    pub source: String,
+    pub source: RunSource,
     pub tool_version: Option<String>,
     pub suite: Option<(String, i64)>,
     pub host: Value,
@@ -82,7 +82,7 @@ pub struct StoredTest {
 
 impl NewRun {
     /// Splits a `tacho.bench.v1` document into the store's columns.
-    pub fn from_bench_doc(doc: &Value, source: &str) -> Result<NewRun, String> {
+    pub fn from_bench_doc(doc: &Value, source: RunSource) -> Result<NewRun, String> {
         let mut obj = doc
             .as_object()
             .ok_or("a tacho.bench.v1 document must be a JSON object")?
@@ -102,7 +102,7 @@ impl NewRun {
     pub(super) fn from_parts(
         obj: Map<String, Value>,
         tests: Vec<NewTest>,
-        source: &str,
+        source: RunSource,
     ) -> Result<NewRun, String> {
         let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
         let run = obj.get("run");
@@ -128,7 +128,7 @@ impl NewRun {
         let interrupted = obj.get("interrupted").and_then(Value::as_bool) == Some(true);
         Ok(NewRun {
             kind,
-            source: source.to_string(),
+            source,
             label: text(run.and_then(|r| r.get("label"))),
             created_at: text(run.and_then(|r| r.get("created_at"))),
             created_unix: None,
@@ -282,6 +282,18 @@ stored_word! {
         Cpu = "cpu",
         Mem = "mem",
         Time = "time",
+    }
+}
+
+stored_word! {
+    /// Where a run came from.
+    RunSource {
+        /// Measured by tacho on this machine.
+        Bench = "bench",
+        /// A tacho document imported (`runs import`), from here or another machine.
+        Import = "import",
+        /// fio's JSON output, imported.
+        Fio = "fio",
     }
 }
 

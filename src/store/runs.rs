@@ -3,7 +3,7 @@
 use super::Store;
 use super::figures::{self, Figures};
 use super::run::{
-    NewRun, RunKind, RunStatus, StoredRun, StoredTest, suite_changes, suite_standard,
+    NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes, suite_standard,
 };
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
@@ -19,7 +19,7 @@ pub struct RunSummary {
     pub label: Option<String>,
     pub kind: RunKind,
     pub status: RunStatus,
-    pub source: String,
+    pub source: RunSource,
     pub suite: Option<String>,
     pub suite_version: Option<i64>,
     pub hostname: Option<String>,

@@ -23,7 +23,7 @@ use crate::store::RunStatus;
 use serde_json::Value;
 
 fn new_run(label: &str, iops: f64) -> NewRun {
-    NewRun::from_bench_doc(&doc(label, iops), "import").unwrap()
+    NewRun::from_bench_doc(&doc(label, iops), crate::store::RunSource::Import).unwrap()
 }
 
 #[test]
@@ -189,7 +189,7 @@ fn flushes_and_the_suite_method_survive_the_store() {
                                       {"sync": {"count": 5, "lat_ns": {"p99": 95}}}]);
     let mut store = Store::open(&path).unwrap();
     let id = store
-        .insert_run(&NewRun::from_bench_doc(&d, "import").unwrap())
+        .insert_run(&NewRun::from_bench_doc(&d, crate::store::RunSource::Import).unwrap())
         .unwrap();
     let sync_p99 = |run: &StoredRun| -> Vec<(u32, Option<f64>)> {
         run.tests[0]
