@@ -78,8 +78,8 @@ impl Watch {
 
     /// Ctrl-C, then stdout and stderr.
     fn stop_text(mut self) -> (String, String) {
-        // Let tacho read what the workload left in the queue.
-        std::thread::sleep(Duration::from_millis(500));
+        // No pause: the workload's events are queued by now, and tacho reads what is queued
+        // before it stops.
         // SAFETY: kill with a pid we spawned and a valid signal.
         unsafe { libc::kill(self.pid(), libc::SIGINT) };
         let mut err = self.child.stderr.take().unwrap();

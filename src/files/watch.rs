@@ -23,6 +23,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Longest wait in poll, so signals and the deadline are noticed promptly.
 const POLL_MS: u64 = 200;
+/// How long the events queued before a stop may take to read and print.
+const FINAL_DRAIN: Duration = Duration::from_secs(2);
 
 /// Why watching could not start.
 #[derive(Debug, thiserror::Error)]
@@ -254,6 +256,8 @@ impl Watcher {
         loop {
             if stop.load(Ordering::Relaxed) {
                 outcome.interrupted = true;
+                // What was queued before Ctrl-C happened before it: show it too.
+                self.drain_queued(&mut buf, sink, &mut outcome)?;
                 break;
             }
             let now = Instant::now();
@@ -280,19 +284,8 @@ impl Watcher {
                 if pollfd.revents & libc::POLLIN != 0 {
                     // Drain this group fully before polling again.
                     loop {
-                        let len = match self.groups[i].read(&mut buf) {
-                            Ok(len) => len,
-                            Err(e) if is_fatal(&e) => return Err(WatchError::Read(e)),
-                            Err(e) => {
-                                outcome.undeliverable += 1;
-                                if outcome.undeliverable == 1 {
-                                    eprintln!(
-                                        "tacho: note: the kernel could not open a file to \
-                                         report an event ({e}); such events are skipped"
-                                    );
-                                }
-                                continue;
-                            }
+                        let Some(len) = self.read_group(i, &mut buf, &mut outcome)? else {
+                            continue;
                         };
                         if len == 0 {
                             break;
@@ -315,6 +308,51 @@ impl Watcher {
             out.flush()?;
         }
         Ok(outcome)
+    }
+
+    /// One read of group `i`: `Some(bytes)` (0 when its queue is empty), or `None` for an
+    /// event the kernel could not deliver (counted, and said once).
+    fn read_group(
+        &self,
+        i: usize,
+        buf: &mut EventBuf,
+        outcome: &mut Outcome,
+    ) -> Result<Option<usize>, WatchError> {
+        match self.groups[i].read(buf) {
+            Ok(len) => Ok(Some(len)),
+            Err(e) if is_fatal(&e) => Err(WatchError::Read(e)),
+            Err(e) => {
+                outcome.undeliverable += 1;
+                if outcome.undeliverable == 1 {
+                    eprintln!(
+                        "tacho: note: the kernel could not open a file to report an event \
+                         ({e}); such events are skipped"
+                    );
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Reads what every group has queued, once tacho was asked to stop: bounded in time, so
+    /// a system that keeps producing events cannot keep tacho from exiting.
+    fn drain_queued(
+        &mut self,
+        buf: &mut EventBuf,
+        sink: &mut Sink,
+        outcome: &mut Outcome,
+    ) -> Result<(), WatchError> {
+        let until = Instant::now() + FINAL_DRAIN;
+        for i in 0..self.groups.len() {
+            while Instant::now() < until {
+                match self.read_group(i, buf, outcome)? {
+                    None => continue,
+                    Some(0) => break,
+                    Some(len) => self.batch(buf.bytes(len), sink, outcome)?,
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Handles one read's worth of events.
