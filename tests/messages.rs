@@ -201,6 +201,18 @@ fn man_writes_every_commands_page_and_names_only_those() {
     assert!(!missing.exists());
 }
 
+#[test]
+fn man_refuses_a_link_at_a_page_name_before_writing_any_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.path().join("tacho-time.1")).unwrap();
+    let line = assert_error(&run(&["man", "--dir", dir.path().to_str().unwrap()]));
+    assert!(line.contains("symbolic link"), "{line}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert_eq!(entries(dir.path()), vec!["tacho-time.1", "victim"]);
+}
+
 // --- agreeing options -----------------------------------------------------------------------
 
 #[test]

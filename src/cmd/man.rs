@@ -2,11 +2,10 @@
 //! is a page that exists.
 
 use crate::cli::{Cli, ManArgs};
-use anyhow::{Context, Result, bail};
+use crate::report::outfile::{self, Existing};
+use crate::text::Escaped;
+use anyhow::{Result, bail};
 use clap::CommandFactory;
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(args: &ManArgs) -> Result<ExitCode> {
@@ -18,39 +17,37 @@ pub fn run(args: &ManArgs) -> Result<ExitCode> {
         bail!(
             "{} is not a directory; create it first (mkdir -p), or omit --dir to print the top \
              page",
-            dir.display()
+            Escaped(&dir.to_string_lossy())
         );
     }
     // The help subcommand has no page; built, every command knows its full name
     // (tacho-bench-disk), which is what the pages are named after and refer to.
     let mut cmd = Cli::command().disable_help_subcommand(true);
     cmd.build();
-    let mut written = Vec::new();
-    write_pages(&cmd, dir, &mut written)?;
-    for name in &written {
-        println!("{}", dir.join(name).display());
+    let mut pages = Vec::new();
+    render_pages(&cmd, &mut pages)?;
+    // Every name is checked before the first page is written, so a refused name (a link
+    // planted in a shared directory) leaves the directory as it was.
+    for (name, _) in &pages {
+        outfile::check(&dir.join(name), Existing::Replace)?;
+    }
+    for (name, page) in &pages {
+        // As every file tacho writes by name: a new file renamed over the page, never
+        // written through (or over) a link.
+        outfile::write_atomically(&dir.join(name), page, Existing::Replace)?;
+        println!("{}", Escaped(&dir.join(name).to_string_lossy()));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_pages(cmd: &clap::Command, dir: &Path, written: &mut Vec<String>) -> Result<()> {
+/// Every command's page, as (file name, roff), subcommands first.
+fn render_pages(cmd: &clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        write_pages(sub, dir, written)?;
+        render_pages(sub, pages)?;
     }
     let man = clap_mangen::Man::new(cmd.clone());
-    let name = man.get_filename();
     let mut page = Vec::new();
     man.render(&mut page)?;
-    // A new file renamed over the old one: an existing name (or a symlink planted in a shared
-    // directory) is replaced, never written through.
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    file.write_all(&page)?;
-    // Pages are for everyone to read (tempfile creates its files 0600).
-    file.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    file.persist(dir.join(&name))
-        .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
-    written.push(name);
+    pages.push((man.get_filename(), page));
     Ok(())
 }
