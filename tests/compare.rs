@@ -445,11 +445,7 @@ fn different_suite_versions_are_flagged_in_every_format() {
 
 #[test]
 fn html_report_renders_in_headless_chromium() {
-    let Some(chromium) = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|c| have_tool(c))
-    else {
-        skip("chromium is not installed: the HTML report was not rendered");
+    let Some(chromium) = chromium() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -469,16 +465,8 @@ fn html_report_renders_in_headless_chromium() {
 
     let profile = tempfile::tempdir().unwrap();
     let browser = |extra: &[&str]| {
-        let mut cmd = std::process::Command::new(chromium);
-        cmd.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(extra)
-        .arg(format!("file://{}", html.display()));
+        let mut cmd = chromium_command(chromium, profile.path());
+        cmd.args(extra).arg(format!("file://{}", html.display()));
         run_cmd(cmd)
     };
     // The DOM after parsing: the label is a text node, not a script element.

@@ -608,14 +608,13 @@ fn measure(chromium: &str, page: &Path, width: u32) -> (u64, u64, u64, u64, u64)
     )
     .unwrap();
     let profile = tempfile::tempdir().unwrap();
-    let mut cmd = std::process::Command::new(chromium);
-    cmd.args(chromium_args(profile.path()))
-        .args([
-            "--allow-file-access-from-files",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", frame.display()));
+    let mut cmd = chromium_command(chromium, profile.path());
+    cmd.args([
+        "--allow-file-access-from-files",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+    ])
+    .arg(format!("file://{}", frame.display()));
     let dom = stdout(&run_cmd(cmd));
     let m = dom
         .split("data-m=\"")
@@ -626,31 +625,13 @@ fn measure(chromium: &str, page: &Path, width: u32) -> (u64, u64, u64, u64, u64)
     (n[0], n[1], n[2], n[3], n[4])
 }
 
-fn chromium_args(profile: &Path) -> Vec<String> {
-    [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--hide-scrollbars",
-    ]
-    .map(String::from)
-    .into_iter()
-    .chain([format!("--user-data-dir={}", profile.display())])
-    .collect()
-}
-
 /// Pixels of each run's colour (#0072B2 for the first, #E69F00 for the second) in a
 /// screenshot of the page at `width`.
 fn colours(chromium: &str, page: &Path, width: u32) -> (usize, usize) {
     let profile = tempfile::tempdir().unwrap();
     let shot = page.with_extension(format!("{width}.png"));
-    let mut cmd = std::process::Command::new(chromium);
-    cmd.args(chromium_args(profile.path()))
-        .arg(format!("--window-size={width},3000"))
+    let mut cmd = chromium_command(chromium, profile.path());
+    cmd.arg(format!("--window-size={width},3000"))
         .arg(format!("--screenshot={}", shot.display()))
         .arg(format!("file://{}", page.display()));
     let o = run_cmd(cmd);
@@ -661,11 +642,7 @@ fn colours(chromium: &str, page: &Path, width: u32) -> (usize, usize) {
 
 #[test]
 fn the_html_report_fits_phone_and_desktop_with_legends_and_drawn_charts() {
-    let Some(chromium) = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|c| have_tool(c))
-    else {
-        skip("chromium is not installed: the HTML report was not rendered");
+    let Some(chromium) = chromium() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

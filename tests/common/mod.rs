@@ -624,3 +624,32 @@ pub fn start_files_watch(
         }
     }
 }
+
+/// The headless Chromium the HTML tests render with; `None` (after `skip`) where it is not
+/// installed (CI installs it).
+pub fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| have_tool(c));
+    if found.is_none() {
+        skip("chromium is not installed: the HTML report was not rendered");
+    }
+    found
+}
+
+/// Headless Chromium with a private profile and nothing that reaches the network.
+pub fn chromium_command(chromium: &str, profile: &Path) -> Command {
+    let mut cmd = Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    cmd
+}
