@@ -221,7 +221,7 @@ pub fn suite_changes(extra: &Map<String, Value>) -> Vec<String> {
 /// A closed set of words stored in a column and written in documents, as a type: the
 /// compiler then sees every place that must handle a new one.
 macro_rules! stored_word {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $word:literal,)+ }) => {
+    ($(#[$doc:meta])* $name:ident ($noun:literal) { $($(#[$vdoc:meta])* $variant:ident = $word:literal,)+ }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
         pub enum $name {
@@ -259,7 +259,7 @@ macro_rules! stored_word {
                         format!(
                             "a run with {} {word:?}, which this tacho does not know (a newer \
                              one saved it)",
-                            stringify!($name)
+                            $noun
                         )
                         .into(),
                     )
@@ -277,7 +277,7 @@ macro_rules! stored_word {
 
 stored_word! {
     /// What a run measured: the command that made it.
-    RunKind {
+    RunKind ("kind") {
         Disk = "disk",
         Cpu = "cpu",
         Mem = "mem",
@@ -287,7 +287,7 @@ stored_word! {
 
 stored_word! {
     /// Where a run came from.
-    RunSource {
+    RunSource ("source") {
         /// Measured by tacho on this machine.
         Bench = "bench",
         /// A tacho document imported (`runs import`), from here or another machine.
@@ -299,7 +299,7 @@ stored_word! {
 
 stored_word! {
     /// Where a run stands.
-    RunStatus {
+    RunStatus ("status") {
         /// Saved test by test and still being saved.
         Running = "running",
         Finished = "finished",
