@@ -1,9 +1,9 @@
-//! `tacho top`'s interactive screen in a real terminal (tmux), at 80×24 and 200×50, on a
-//! machine with ten idle loop devices and a dd writing to an eleventh: the busiest disks come
-//! first and the written one is visible, the idle ones are hidden until `d`, every column
-//! header is a whole column name, and the first verdict is shown whole (wrapped, not cut).
-//!
-//! Every check polls `tmux capture-pane` until the screen shows the condition (60 s limit).
+//! `tacho top`'s interactive screen in a real terminal (tmux), at 80×24, 120×30 and 200×50,
+//! on a machine with ten idle loop devices and a dd writing to an eleventh: the busiest disks
+//! come first and the written one is visible, the idle ones are hidden until `d`, every
+//! column header is a whole column name, and the first verdict is shown whole (wrapped, not
+//! cut). Every check polls `tmux capture-pane` until the screen shows the condition (60 s
+//! limit).
 
 mod common;
 
@@ -402,6 +402,11 @@ fn busiest_disk_visible_and_headers_whole(width: u16, height: u16) {
 #[test]
 fn at_80x24() {
     busiest_disk_visible_and_headers_whole(80, 24);
+}
+
+#[test]
+fn at_120x30() {
+    busiest_disk_visible_and_headers_whole(120, 30);
 }
 
 #[test]

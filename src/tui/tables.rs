@@ -90,9 +90,12 @@ const DISK_COLUMNS: [Column; 24] = [
     Column::text("group", 4, 5),
 ];
 
-/// A panel border: bold and coloured when the arrow keys scroll it.
-fn block(title: String, focused: bool) -> Block<'static> {
-    let block = Block::bordered().title(title);
+/// A panel with the title parts that fit on its border, most important first; the panel
+/// the arrow keys scroll is marked (▸, and a bold coloured border where colours show).
+fn block(parts: &[String], width: u16, focused: bool) -> Block<'static> {
+    let mark = if focused { "▸ " } else { "" };
+    let line = flow(parts, usize::from(width.saturating_sub(4 + 2)), 1);
+    let block = Block::bordered().title(format!(" {mark}{} ", line.concat()));
     if focused {
         block.border_style(
             Style::default()
@@ -102,12 +105,6 @@ fn block(title: String, focused: bool) -> Block<'static> {
     } else {
         block
     }
-}
-
-/// The title parts that fit on the border, most important first.
-fn title(parts: &[String], width: u16) -> String {
-    let line = flow(parts, usize::from(width.saturating_sub(4)), 1);
-    format!(" {} ", line.concat())
 }
 
 /// "rows 3-8 of 12" when the rows do not all fit.
@@ -208,11 +205,10 @@ pub(crate) fn render_disks(frame: &mut Frame, area: Rect, list: &DiskList, ui: &
     } else if ui.idle_devices {
         parts.push("d hides idle loop/ram/zram".into());
     }
-    let title = title(&parts, area.width);
     frame.render_widget(
         Table::new(rows, fit.widths())
             .header(fit.header())
-            .block(block(title, ui.focus == Focus::Disks)),
+            .block(block(&parts, area.width, ui.focus == Focus::Disks)),
         area,
     );
     Rows { total, visible }
@@ -288,11 +284,10 @@ pub(crate) fn render_processes(frame: &mut Frame, area: Rect, s: &TopSample, ui:
         "write amplification {}",
         wa.ratio.map_or("-".into(), |r| format!("{r:.2}x"))
     ));
-    let title = title(&parts, area.width);
     frame.render_widget(
         Table::new(rows, fit.widths())
             .header(fit.header())
-            .block(block(title, ui.focus == Focus::Processes)),
+            .block(block(&parts, area.width, ui.focus == Focus::Processes)),
         area,
     );
     Rows { total, visible }

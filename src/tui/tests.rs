@@ -191,8 +191,19 @@ fn idle_virtual_devices_are_hidden_and_the_busiest_disk_comes_first() {
         "{text}"
     );
     ui.drawn(shown);
+    assert!(text.contains("▸ Processes"), "{text}");
     ui.key(KeyCode::Tab);
     assert_eq!(ui.focus, Focus::Disks);
+    let text = screen(Some(&s), &ui, 80, 24);
+    assert!(
+        text.contains("▸ Disks") && !text.contains("▸ Processes"),
+        "{text}"
+    );
+    ui.key(KeyCode::PageDown);
+    assert_eq!(
+        ui.disk_scroll, shown.disks.visible,
+        "a page is what was shown"
+    );
     ui.key(KeyCode::End);
     for _ in 0..100 {
         ui.key(KeyCode::Down);
