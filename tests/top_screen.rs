@@ -101,7 +101,10 @@ impl Tmux {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
+        // UTF-8 whatever the caller's locale: the screen draws its borders with it.
         let o = Command::new("tmux")
+            .env("LC_ALL", "C.UTF-8")
+            .arg("-u")
             .arg("-f")
             .arg("/dev/null")
             .arg("-S")

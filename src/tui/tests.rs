@@ -270,6 +270,18 @@ fn a_long_verdict_wraps_whole_at_80_columns() {
         }
         assert_eq!(shown, message, "{w}x{h}:\n{text}");
     }
+    // Many findings on a short screen: the first whole, the rest counted, the disks still shown.
+    for i in 0..6 {
+        s.findings.push(Finding {
+            code: "hot_disk",
+            severity: Severity::Warning,
+            subject: format!("sd{i}"),
+            message: format!("sd{i} is hot: {message}"),
+        });
+    }
+    let text = screen(Some(&s), &ui, 80, 24);
+    assert!(text.contains("more findings (tacho top --batch)"), "{text}");
+    assert!(text.contains("│vda "), "{text}");
 }
 
 #[test]
