@@ -27,6 +27,12 @@ fn ram_backed(name: &str) -> bool {
     name.strip_prefix("zram").is_some_and(digits) || name.strip_prefix("ram").is_some_and(digits)
 }
 
+/// A loop, ram or zram device, or a partition of one.
+fn virtual_device(d: &Disk) -> bool {
+    let named = |n: &str| n.starts_with("loop") || ram_backed(n);
+    d.kind == DeviceKind::Loop || ram_backed(&d.name) || d.parent.as_deref().is_some_and(named)
+}
+
 /// No request completed or in flight in the interval.
 fn idle(d: &Disk) -> bool {
     [d.r_per_s, d.w_per_s, d.d_per_s, d.f_per_s, d.util_pct]
@@ -44,8 +50,7 @@ pub(crate) fn disk_list<'a>(s: &'a TopSample, ui: &UiState) -> DiskList<'a> {
         .iter()
         .filter(|d| ui.partitions || d.kind != DeviceKind::Partition)
         .filter(|d| {
-            let hide =
-                !ui.idle_devices && (d.kind == DeviceKind::Loop || ram_backed(&d.name)) && idle(d);
+            let hide = !ui.idle_devices && virtual_device(d) && idle(d);
             hidden += usize::from(hide);
             !hide
         })

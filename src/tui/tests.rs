@@ -219,6 +219,42 @@ fn idle_virtual_devices_are_hidden_and_the_busiest_disk_comes_first() {
 }
 
 #[test]
+fn only_idle_loop_ram_and_zram_devices_and_their_partitions_are_hidden() {
+    let mut s = with_idle_loops();
+    let template = s.disks.iter().find(|d| d.name == "loop0").unwrap().clone();
+    let mut part = template.clone();
+    part.name = "loop0p1".into();
+    part.kind = DeviceKind::Partition;
+    part.parent = Some("loop0".into());
+    let mut disk = template.clone();
+    disk.name = "ramdisk".into();
+    disk.kind = DeviceKind::Disk;
+    let mut busy_loop = template.clone();
+    busy_loop.name = "loop42".into();
+    busy_loop.w_per_s = Some(1.0);
+    s.disks.extend([part, disk, busy_loop]);
+    let mut ui = UiState::new(SortKey::Io);
+    ui.partitions = true;
+    let names = |ui: &UiState| -> Vec<String> {
+        tables::disk_list(&s, ui)
+            .rows
+            .iter()
+            .map(|d| d.name.clone())
+            .collect()
+    };
+    let shown = names(&ui);
+    for gone in ["loop0p1", "loop3", "ram0", "zram0"] {
+        assert!(!shown.iter().any(|n| n == gone), "{gone} in {shown:?}");
+    }
+    // A disk merely named like ram, and a loop device at work, stay.
+    for kept in ["ramdisk", "loop42", "vda"] {
+        assert!(shown.iter().any(|n| n == kept), "{kept} not in {shown:?}");
+    }
+    ui.key(KeyCode::Char('d'));
+    assert!(names(&ui).iter().any(|n| n == "loop0p1"));
+}
+
+#[test]
 fn column_names_are_whole_and_a_wide_screen_shows_more() {
     let s = with_idle_loops();
     let mut ui = UiState::new(SortKey::Io);
