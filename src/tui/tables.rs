@@ -17,7 +17,9 @@ use crate::text::Escaped;
 
 /// The disks to list, busiest first, and how many idle virtual devices were left out.
 pub(crate) struct DiskList<'a> {
+    /// The disks listed, busiest first.
     pub rows: Vec<&'a Disk>,
+    /// Idle loop, ram and zram devices left out (the title counts them).
     pub hidden: usize,
 }
 
