@@ -399,3 +399,33 @@ fn control_characters_in_names_are_drawn_escaped() {
     assert!(text.contains(r"vg-\e]0;pw"), "{text}");
     assert!(text.starts_with(r"busy: \e]0;pwned"), "{text}");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    #[test]
+    fn any_size_and_any_keys_draw_without_panic(
+        w in 1u16..260,
+        h in 1u16..80,
+        keys in proptest::collection::vec(
+            proptest::sample::select(vec!['?', 's', 'a', 'c', 'p', 'd', '\t', 'j', 'k', 'n', 'u']),
+            0..12,
+        ),
+    ) {
+        let s = with_idle_loops();
+        let mut ui = UiState::new(SortKey::Io);
+        for k in keys {
+            let code = match k {
+                '\t' => KeyCode::Tab,
+                'j' => KeyCode::Down,
+                'k' => KeyCode::Up,
+                'n' => KeyCode::PageDown,
+                'u' => KeyCode::End,
+                c => KeyCode::Char(c),
+            };
+            ui.key(code);
+            let (text, shown) = draw_at(Some(&s), &ui, w, h);
+            ui.drawn(shown);
+            proptest::prop_assert_eq!(text.lines().count(), usize::from(h));
+        }
+    }
+}
