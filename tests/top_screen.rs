@@ -416,3 +416,55 @@ fn at_120x30() {
 fn at_200x50() {
     busiest_disk_visible_and_headers_whole(200, 50);
 }
+
+/// A process naming itself with terminal controls (it could be any local user's) writes to a
+/// loop device: the screen draws its name escaped, and the terminal's title is unchanged.
+#[test]
+fn a_hostile_process_name_reaches_the_terminal_escaped() {
+    let test = "top_screen_hostile_name";
+    if !have_tool("tmux") || !have_tool("python3") {
+        skip(&format!("{test}: tmux or python3 is not installed"));
+        return;
+    }
+    let Some(dev) = LoopDev::new(test, 16 << 20) else {
+        return;
+    };
+    // Buffered 64 KiB writes every 2 ms, so it ranks high in the I/O-sorted table; the name
+    // is set by the process itself (prctl PR_SET_NAME), as any user can.
+    let name = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    let script = format!(
+        "import ctypes, os, sys, time\n\
+         ctypes.CDLL(None).prctl(15, bytes.fromhex('{hex}'), 0, 0, 0)\n\
+         fd = os.open(sys.argv[1], os.O_WRONLY)\n\
+         block = bytes(65536)\n\
+         while True:\n\
+         \x20   for off in range(0, 16 << 20, 65536):\n\
+         \x20       os.pwrite(fd, block, off)\n\
+         \x20       time.sleep(0.002)\n\
+         \x20   os.fsync(fd)\n"
+    );
+    let mut writer = Command::new("python3");
+    writer
+        .args(["-c", &script, dev.path()])
+        .stdin(Stdio::null());
+    let _writer = Group::spawn(writer);
+    let tmux = Tmux::start(
+        200,
+        50,
+        "\"$0\" top --interval 500ms; echo \"tacho exited $?\"; sleep 600",
+        env!("CARGO_BIN_EXE_tacho"),
+    );
+    let title_before = tmux.tmux(&["display-message", "-p", "-t", "top", "#{pane_title}"]);
+    tmux.wait("the writer's name escaped", |s| {
+        s.contains(r"\e]0;pwned\a\e[2J")
+            .then_some(())
+            .ok_or_else(|| "name not drawn".into())
+    });
+    let title = tmux.tmux(&["display-message", "-p", "-t", "top", "#{pane_title}"]);
+    assert_eq!(
+        title, title_before,
+        "the process name set the terminal title"
+    );
+    assert!(!title.contains("pwned"), "{title}");
+}
