@@ -4,9 +4,13 @@
 //! [`draw`] is a pure function of the sample and the screen state, so tests render it into
 //! ratatui's `TestBackend` and read the buffer; [`run`] owns the terminal and the clock.
 
+mod columns;
+mod keys;
 mod panels;
+mod tables;
+mod wrap;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use ratatui::Frame;
@@ -18,30 +22,90 @@ use crate::diagnose::sample::Sampler;
 use crate::report::prom::top as prometheus;
 use crate::report::top::server::Latest;
 
+/// The panel that the arrow keys scroll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    /// The disk table.
+    Disks,
+    /// The process table.
+    Processes,
+}
+
 /// What the user chose on screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UiState {
+    /// What the process table is sorted by.
     pub sort: SortKey,
+    /// One CPU row per CPU under the total.
     pub per_cpu: bool,
+    /// Partitions listed with the disks.
     pub partitions: bool,
+    /// Show idle loop, ram and zram devices (hidden by default: they crowd out real disks).
+    pub idle_devices: bool,
+    /// The panel the arrow keys scroll.
+    pub focus: Focus,
     /// First process row shown.
     pub scroll: usize,
+    /// First disk row shown.
+    pub disk_scroll: usize,
+    /// The help overlay is open.
+    pub help: bool,
+    /// Accumulated mode (`a`): process totals since this time instead of rates.
+    pub accumulated_since: Option<SystemTime>,
+    /// Rows of the disk and process panels at the last draw, for paging and clamping.
+    shown: Shown,
+}
+
+/// How many rows a scrolling panel has and how many it showed at the last draw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rows {
+    /// Rows there are.
+    pub total: usize,
+    /// Rows that fit on screen.
+    pub visible: usize,
+}
+
+/// The rows of both scrolling panels at one draw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shown {
+    /// The disk panel.
+    pub disks: Rows,
+    /// The process panel.
+    pub processes: Rows,
 }
 
 impl UiState {
+    /// The screen as it opens: processes sorted by `sort`, focus on them, rates not totals.
     pub fn new(sort: SortKey) -> UiState {
         UiState {
             sort,
             per_cpu: false,
             partitions: false,
+            idle_devices: false,
+            focus: Focus::Processes,
             scroll: 0,
+            disk_scroll: 0,
+            help: false,
+            accumulated_since: None,
+            shown: Shown::default(),
         }
     }
 
-    /// Applies a key; returns false when the key asks to quit.
+    /// Applies a key; returns false when the key asks to quit. With the help open, any key
+    /// only closes it.
     pub fn key(&mut self, code: KeyCode) -> bool {
+        if self.help {
+            self.help = false;
+            return true;
+        }
+        let (scroll, rows) = match self.focus {
+            Focus::Disks => (&mut self.disk_scroll, self.shown.disks),
+            Focus::Processes => (&mut self.scroll, self.shown.processes),
+        };
+        let page = rows.visible.max(1);
         match code {
             KeyCode::Char('q') | KeyCode::Esc => return false,
+            KeyCode::Char('?') => self.help = true,
             KeyCode::Char('s') => {
                 self.sort = match self.sort {
                     SortKey::Io => SortKey::Cpu,
@@ -50,19 +114,46 @@ impl UiState {
                 };
                 self.scroll = 0;
             }
+            KeyCode::Char('a') => {
+                self.accumulated_since = match self.accumulated_since {
+                    Some(_) => None,
+                    None => Some(SystemTime::now()),
+                };
+            }
             KeyCode::Char('c') => self.per_cpu = !self.per_cpu,
             KeyCode::Char('p') => self.partitions = !self.partitions,
-            KeyCode::Down => self.scroll = self.scroll.saturating_add(1),
-            KeyCode::Up => self.scroll = self.scroll.saturating_sub(1),
+            KeyCode::Char('d') => self.idle_devices = !self.idle_devices,
+            KeyCode::Tab | KeyCode::BackTab => {
+                self.focus = match self.focus {
+                    Focus::Disks => Focus::Processes,
+                    Focus::Processes => Focus::Disks,
+                };
+            }
+            KeyCode::Down => *scroll = scroll.saturating_add(1),
+            KeyCode::Up => *scroll = scroll.saturating_sub(1),
+            KeyCode::PageDown => *scroll = scroll.saturating_add(page),
+            KeyCode::PageUp => *scroll = scroll.saturating_sub(page),
+            KeyCode::Home => *scroll = 0,
+            // Clamped to the last page at the next draw.
+            KeyCode::End => *scroll = usize::MAX,
             _ => {}
         }
         true
     }
+
+    /// Remembers what the last draw showed and keeps each scroll within its rows.
+    fn drawn(&mut self, shown: Shown) {
+        self.shown = shown;
+        let last = |r: Rows| r.total.saturating_sub(r.visible);
+        self.scroll = self.scroll.min(last(shown.processes));
+        self.disk_scroll = self.disk_scroll.min(last(shown.disks));
+    }
 }
 
-/// Draws one screen; `sample` is `None` until the first interval has passed.
-pub fn draw(frame: &mut Frame, sample: Option<&TopSample>, ui: &UiState) {
-    panels::draw(frame, sample, ui);
+/// Draws one screen; `sample` is `None` until the first interval has passed. Returns the
+/// rows the scrolling panels had and showed.
+pub fn draw(frame: &mut Frame, sample: Option<&TopSample>, ui: &UiState) -> Shown {
+    panels::draw(frame, sample, ui)
 }
 
 /// Runs the screen until q, Esc, Ctrl-C or `count` samples.
@@ -84,7 +175,9 @@ pub fn run(
         let start = Instant::now();
         let mut n: u64 = 0;
         loop {
-            terminal.draw(|f| draw(f, shown.as_ref(), &ui))?;
+            let mut drawn = Shown::default();
+            terminal.draw(|f| drawn = draw(f, shown.as_ref(), &ui))?;
+            ui.drawn(drawn);
             let due = start + interval.saturating_mul(u32::try_from(n + 1).unwrap_or(u32::MAX));
             let wait = due.saturating_duration_since(Instant::now());
             if event::poll(wait)? {
@@ -110,7 +203,9 @@ pub fn run(
             prev = cur;
             n += 1;
             if count.is_some_and(|c| n >= c) {
-                terminal.draw(|f| draw(f, shown.as_ref(), &ui))?;
+                terminal.draw(|f| {
+                    draw(f, shown.as_ref(), &ui);
+                })?;
                 return Ok(());
             }
         }

@@ -1,347 +1,263 @@
-//! The panels of the screen.
+//! The layout of the screen and its text panels: the verdict (wrapped, never cut), CPU and
+//! memory. The tables (disks, processes, network) are in `super::tables`.
+//!
+//! Heights are given in order of need: the keys line, the verdict, a CPU and memory summary
+//! of a few lines, then the disks (at most what leaves the processes six rows), the processes,
+//! and the network only when room is left.
 
-// Control characters in cell text would drive the terminal under ratatui too: names that
-// users or devices choose go through `escape`.
-use crate::text::escape;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
+use ratatui::widgets::{Block, Paragraph, Table};
 
-use super::UiState;
-use crate::choice::Choice;
+use super::columns::{Column, Fitted, figure};
+use super::wrap::{flow, wrap};
+use super::{Shown, UiState, keys, tables};
 use crate::diagnose::findings::Severity;
-use crate::diagnose::model::{Process, SortKey, TopSample};
-use crate::kernel::blockdev::DeviceKind;
+use crate::diagnose::model::TopSample;
+use crate::diagnose::model::cpu::CpuSplit;
+use crate::text::Escaped;
 use crate::units::format_bytes_approx as bytes;
 
-const KEYS: &str =
-    " q quit  s sort (io/cpu/delay)  c per-CPU  p partitions  \u{2191}\u{2193} scroll processes";
+/// The process panel's least height: borders, header and three rows.
+const PROCESS_MIN: u16 = 6;
 
-pub fn draw(frame: &mut Frame, sample: Option<&TopSample>, ui: &UiState) {
+/// Draws the screen; returns the rows of the scrolling panels.
+pub(crate) fn draw(frame: &mut Frame, sample: Option<&TopSample>, ui: &UiState) -> Shown {
     let area = frame.area();
-    let Some(s) = sample else {
-        let [top, _, keys] = Layout::vertical([
-            Constraint::Length(1),
-            Constraint::Min(0),
-            Constraint::Length(1),
-        ])
-        .areas(area);
-        frame.render_widget(
-            Paragraph::new("tacho top: measuring the first interval…"),
-            top,
-        );
-        frame.render_widget(keys_line(ui), keys);
-        return;
+    let [body, keys_area] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(area);
+    frame.render_widget(keys::line(ui, area.width), keys_area);
+    let shown = match sample {
+        Some(s) => draw_sample(frame, body, s, ui),
+        None => {
+            frame.render_widget(
+                Paragraph::new("tacho top: measuring the first interval…"),
+                body,
+            );
+            Shown::default()
+        }
     };
-    let findings = s.findings.len().clamp(1, 4) as u16;
-    let cpu_rows = if ui.per_cpu {
-        s.cpu.per_cpu.len() as u16 + 1
+    if ui.help {
+        keys::help(frame, area);
+    }
+    shown
+}
+
+fn draw_sample(frame: &mut Frame, area: Rect, s: &TopSample, ui: &UiState) -> Shown {
+    let verdict = verdict_lines(s, area.width, area.height);
+    let verdict_h = verdict.len() as u16;
+    // Lines inside the CPU and memory boxes: fewer on a short screen.
+    let budget = if area.height < 30 { 4 } else { 6 };
+    let half = area.width / 2;
+    let cpu = cpu_panel(s, ui, half.saturating_sub(2), budget, area.height / 3);
+    let mem = memory_lines(s, (area.width - half).saturating_sub(2), budget);
+    let summary_h = cpu.height().max(mem.len() as u16) + 2;
+
+    let disks = tables::disk_list(s, ui);
+    let mut rest = area.height.saturating_sub(verdict_h + summary_h);
+    let disk_h = (disks.rows.len() as u16 + 3)
+        .min(rest.saturating_sub(PROCESS_MIN))
+        .max(4.min(rest));
+    rest = rest.saturating_sub(disk_h);
+    let net_rows = s.net.len().min(4) as u16;
+    let net_h = if net_rows > 0 && rest >= PROCESS_MIN + 4 + net_rows + 3 {
+        net_rows + 3
     } else {
-        1
+        0
     };
-    let disks: Vec<_> = s
-        .disks
-        .iter()
-        .filter(|d| ui.partitions || d.kind != DeviceKind::Partition)
-        .collect();
-    let [verdict, upper, disk_area, proc_area, net_area, keys] = Layout::vertical([
-        Constraint::Length(findings),
-        Constraint::Length((cpu_rows + 3).max(7) + 2),
-        Constraint::Length(disks.len() as u16 + 3),
-        Constraint::Min(5),
-        Constraint::Length(s.net.len().min(4) as u16 + 3),
-        Constraint::Length(1),
+    let [verdict_area, upper, disk_area, proc_area, net_area] = Layout::vertical([
+        Constraint::Length(verdict_h),
+        Constraint::Length(summary_h),
+        Constraint::Length(disk_h),
+        Constraint::Min(0),
+        Constraint::Length(net_h),
     ])
     .areas(area);
-    frame.render_widget(verdict_lines(s), verdict);
+    frame.render_widget(Paragraph::new(verdict), verdict_area);
     let [cpu_area, mem_area] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(upper);
-    frame.render_widget(cpu_panel(s, ui), cpu_area);
-    frame.render_widget(memory_panel(s), mem_area);
-    frame.render_widget(disk_table(&disks), disk_area);
-    render_processes(frame, proc_area, s, ui);
-    frame.render_widget(net_panel(s), net_area);
-    frame.render_widget(keys_line(ui), keys);
-}
-
-fn keys_line(ui: &UiState) -> Paragraph<'static> {
-    let sort = ui.sort.word();
-    Paragraph::new(format!("{KEYS}   [sorted by {sort}]"))
-        .style(Style::default().add_modifier(Modifier::REVERSED))
-}
-
-fn verdict_lines(s: &TopSample) -> Paragraph<'static> {
-    let color = |sev: Severity| match sev {
-        Severity::Critical => Color::Red,
-        Severity::Warning => Color::Yellow,
-        Severity::Info => Color::Cyan,
+        Layout::horizontal([Constraint::Length(half), Constraint::Min(0)]).areas(upper);
+    cpu.render(frame, cpu_area);
+    frame.render_widget(
+        Paragraph::new(mem.into_iter().map(Line::raw).collect::<Vec<_>>())
+            .block(Block::bordered().title(" Memory (as free computes it) ")),
+        mem_area,
+    );
+    let shown = Shown {
+        disks: tables::render_disks(frame, disk_area, &disks, ui),
+        processes: tables::render_processes(frame, proc_area, s, ui),
     };
-    let lines: Vec<Line> = if s.findings.is_empty() {
-        vec![Line::styled(
-            escape(&s.verdict).into_owned(),
-            Style::default().fg(Color::Green),
-        )]
-    } else {
-        s.findings
-            .iter()
-            .take(4)
-            .map(|f| {
-                Line::styled(
-                    escape(&f.message).into_owned(),
-                    Style::default()
-                        .fg(color(f.severity))
-                        .add_modifier(Modifier::BOLD),
-                )
+    if net_h > 0 {
+        tables::render_net(frame, net_area, s);
+    }
+    shown
+}
+
+/// The findings, most severe first, each wrapped whole (continuation lines indented). Up to
+/// a quarter of the screen is used, always enough for the first finding; findings that do not
+/// fit are counted on a last line.
+fn verdict_lines(s: &TopSample, width: u16, height: u16) -> Vec<Line<'static>> {
+    let width = usize::from(width.max(1));
+    if s.findings.is_empty() {
+        return wrap(&Escaped(&s.verdict).to_string(), width, 2)
+            .into_iter()
+            .map(|l| Line::styled(l, Style::default().fg(Color::Green)))
+            .collect();
+    }
+    let cap = usize::from(height / 4).max(1);
+    let mut lines = Vec::new();
+    for (i, f) in s.findings.iter().enumerate() {
+        let wrapped = wrap(&Escaped(&f.message).to_string(), width, 2);
+        let after = s.findings.len() - i - 1;
+        if i > 0 && lines.len() + wrapped.len() + usize::from(after > 0) > cap {
+            let more = s.findings.len() - i;
+            lines.push(Line::raw(format!(
+                "  +{more} more findings (tacho top --batch)"
+            )));
+            break;
+        }
+        let style = Style::default()
+            .fg(match f.severity {
+                Severity::Critical => Color::Red,
+                Severity::Warning => Color::Yellow,
+                Severity::Info => Color::Cyan,
             })
-            .collect()
-    };
-    Paragraph::new(lines)
+            .add_modifier(Modifier::BOLD);
+        lines.extend(wrapped.into_iter().map(|l| Line::styled(l, style)));
+    }
+    lines
 }
 
-fn block(title: &str) -> Block<'_> {
-    Block::default().borders(Borders::ALL).title(title)
+/// The CPU box: mpstat's columns (as many as fit) for all CPUs, and each CPU when asked,
+/// then load, run queue and pressure figures flowed below.
+struct CpuPanel {
+    table: Table<'static>,
+    table_rows: u16,
+    text: Vec<String>,
 }
 
-fn cpu_panel(s: &TopSample, ui: &UiState) -> Paragraph<'static> {
-    let row = |name: String, c: &crate::diagnose::model::cpu::CpuSplit| {
-        format!(
-            "{name:<4}{:>6.1}{:>6.1}{:>6.1}{:>6.1}{:>6.1}{:>6.1}{:>6.1}{:>6.1}",
-            c.user_pct,
-            c.nice_pct,
-            c.system_pct,
-            c.irq_pct,
-            c.softirq_pct,
-            c.iowait_pct,
-            c.steal_pct,
-            c.idle_pct
-        )
+impl CpuPanel {
+    fn height(&self) -> u16 {
+        self.table_rows + self.text.len() as u16
+    }
+
+    fn render(self, frame: &mut Frame, area: Rect) {
+        let block = Block::bordered().title(" CPU ");
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        let [table_area, text_area] =
+            Layout::vertical([Constraint::Length(self.table_rows), Constraint::Min(0)])
+                .areas(inner);
+        frame.render_widget(self.table, table_area);
+        let text: Vec<Line> = self.text.into_iter().map(Line::raw).collect();
+        frame.render_widget(Paragraph::new(text), text_area);
+    }
+}
+
+const CPU_COLUMNS: [Column; 9] = [
+    Column::text("CPU", 0, 3),
+    Column::num("%usr", 0, 6),
+    Column::num("%nice", 3, 6),
+    Column::num("%sys", 0, 6),
+    Column::num("%iowait", 1, 6),
+    Column::num("%irq", 3, 6),
+    Column::num("%soft", 3, 6),
+    Column::num("%steal", 2, 6),
+    Column::num("%idle", 1, 6),
+];
+
+fn cpu_panel(s: &TopSample, ui: &UiState, width: u16, budget: u16, most: u16) -> CpuPanel {
+    let fit = Fitted::new(&CPU_COLUMNS, width);
+    let row = |name: String, c: &CpuSplit| {
+        let mut cells = vec![name];
+        cells.extend(
+            [
+                c.user_pct,
+                c.nice_pct,
+                c.system_pct,
+                c.iowait_pct,
+                c.irq_pct,
+                c.softirq_pct,
+                c.steal_pct,
+                c.idle_pct,
+            ]
+            .map(|v| figure(Some(v), 6)),
+        );
+        fit.row(cells)
     };
-    let mut lines = vec![
-        Line::styled(
-            "     %usr %nice  %sys  %irq %soft %iowt %steal %idle",
-            Style::default().add_modifier(Modifier::BOLD),
-        ),
-        Line::raw(row("all".into(), &s.cpu.all)),
-    ];
+    let mut rows = vec![row("all".into(), &s.cpu.all)];
     if ui.per_cpu {
-        lines.extend(
+        let room = usize::from(most.saturating_sub(2).max(1));
+        rows.extend(
             s.cpu
                 .per_cpu
                 .iter()
-                .map(|p| Line::raw(row(p.cpu.to_string(), &p.split))),
+                .take(room)
+                .map(|p| row(p.cpu.to_string(), &p.split)),
         );
     }
+    let table_rows = rows.len() as u16 + 1;
     let l = &s.load;
-    lines.push(Line::raw(format!(
-        "load {:.2} {:.2} {:.2}  runq {}  blocked {}",
-        l.load1, l.load5, l.load15, l.runnable, l.blocked
-    )));
-    lines.push(Line::raw(format!(
-        "cswch/s {}  intr/s {}",
-        or_dash(l.context_switches_per_s, 0),
-        or_dash(l.interrupts_per_s, 0)
-    )));
     let psi = |name: &str, r: &Option<crate::diagnose::model::PsiResource>| match r {
         Some(r) => format!(
-            "{name} {:.1}/{}",
+            "PSI {name} {:.1}/{}",
             r.some.avg10_pct,
             r.full
                 .as_ref()
                 .map_or("-".into(), |f| format!("{:.1}", f.avg10_pct))
         ),
-        None => format!("{name} -"),
+        None => format!("PSI {name} -"),
     };
-    lines.push(Line::raw(format!(
-        "PSI some/full avg10: {}  {}  {}",
-        psi("cpu", &s.psi.cpu),
+    let items = [
+        format!("load {:.2} {:.2} {:.2}", l.load1, l.load5, l.load15),
+        format!("runq {}", l.runnable),
+        format!("blocked {}", l.blocked),
         psi("io", &s.psi.io),
-        psi("mem", &s.psi.memory)
-    )));
-    Paragraph::new(lines).block(block(" CPU "))
+        psi("cpu", &s.psi.cpu),
+        psi("mem", &s.psi.memory),
+        format!("cswch/s {}", figure(l.context_switches_per_s, 0)),
+        format!("intr/s {}", figure(l.interrupts_per_s, 0)),
+    ];
+    let room = budget.saturating_sub(2).max(1);
+    CpuPanel {
+        table: Table::new(rows, fit.widths()).header(fit.header()),
+        table_rows,
+        text: flow(&items, usize::from(width), usize::from(room)),
+    }
 }
 
-fn memory_panel(s: &TopSample) -> Paragraph<'static> {
+/// free's figures and the VM events of the interval, most telling first, flowed into
+/// `budget` lines of `width`.
+fn memory_lines(s: &TopSample, width: u16, budget: u16) -> Vec<String> {
     let m = &s.memory;
     let p = &m.used_parts;
-    let events: Vec<String> = s
-        .vm_events
-        .iter()
-        .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| format!("{k} +{v}"))
-        .collect();
-    let lines = vec![
-        Line::raw(format!(
-            "total {}  used {}  free {}  avail {}",
-            bytes(m.total_bytes),
-            bytes(m.used_bytes),
-            bytes(m.free_bytes),
-            bytes(m.available_bytes)
-        )),
-        Line::raw(format!(
-            "shared {}  buffers {}  cache {}  swap {}/{}",
-            bytes(m.shared_bytes),
-            bytes(m.buffers_bytes),
-            bytes(m.cache_bytes),
+    let mut items = vec![
+        format!("avail {}", bytes(m.available_bytes)),
+        format!("used {}", bytes(m.used_bytes)),
+        format!("total {}", bytes(m.total_bytes)),
+        format!("free {}", bytes(m.free_bytes)),
+        format!(
+            "swap {}/{}",
             bytes(m.swap_used_bytes),
             bytes(m.swap_total_bytes)
-        )),
-        Line::raw(format!(
-            "used: anon {} shmem {} slab {} ptables {}",
-            bytes(p.anon_bytes),
-            bytes(p.shmem_bytes),
-            bytes(p.slab_unreclaimable_bytes),
-            bytes(p.page_tables_bytes)
-        )),
-        Line::raw(format!(
-            "dirty {}  writeback {}  THP {}",
-            bytes(m.dirty_bytes),
-            bytes(m.writeback_bytes),
-            bytes(m.anon_huge_bytes)
-        )),
-        Line::raw(format!(
-            "vm: {}",
-            if events.is_empty() {
-                "no THP/compaction/swap events".into()
-            } else {
-                events.join(" ")
-            }
-        )),
+        ),
+        format!("dirty {}", bytes(m.dirty_bytes)),
+        format!("writeback {}", bytes(m.writeback_bytes)),
+        format!("cache {}", bytes(m.cache_bytes)),
+        format!("buffers {}", bytes(m.buffers_bytes)),
+        format!("shared {}", bytes(m.shared_bytes)),
+        format!("anon {}", bytes(p.anon_bytes)),
+        format!("shmem {}", bytes(p.shmem_bytes)),
+        format!("slab {}", bytes(p.slab_unreclaimable_bytes)),
+        format!("ptables {}", bytes(p.page_tables_bytes)),
+        format!("THP {}", bytes(m.anon_huge_bytes)),
     ];
-    Paragraph::new(lines).block(block(" Memory (as free computes it) "))
-}
-
-fn disk_table<'a>(disks: &[&'a crate::diagnose::model::Disk]) -> Table<'a> {
-    let v = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}"));
-    let header = Row::new([
-        "Device", "r/s", "rkB/s", "r_await", "rareq-sz", "w/s", "wkB/s", "w_await", "wareq-sz",
-        "f/s", "aqu-sz", "%util", "group",
-    ])
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    let rows = disks.iter().map(|d| {
-        let name = if d.display_name != d.name {
-            format!("{} {}", escape(&d.name), escape(&d.display_name))
-        } else {
-            escape(&d.name).into_owned()
-        };
-        Row::new([
-            name,
-            v(d.r_per_s),
-            v(d.rkb_per_s),
-            v(d.r_await_ms),
-            v(d.rareq_sz_kb),
-            v(d.w_per_s),
-            v(d.wkb_per_s),
-            v(d.w_await_ms),
-            v(d.wareq_sz_kb),
-            v(d.f_per_s),
-            v(d.aqu_sz),
-            v(d.util_pct),
-            d.group.clone().unwrap_or_default(),
-        ])
-    });
-    let widths = [
-        Constraint::Length(18),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Min(6),
-    ];
-    Table::new(rows, widths)
-        .header(header)
-        .block(block(" Disks (iostat -x) "))
-}
-
-fn render_processes(frame: &mut Frame, area: Rect, s: &TopSample, ui: &UiState) {
-    let mut procs: Vec<&Process> = s.processes.iter().collect();
-    let io = |p: &Process| p.read_bytes_per_s.unwrap_or(0.0) + p.write_bytes_per_s.unwrap_or(0.0);
-    let key = |p: &Process| match ui.sort {
-        SortKey::Io => io(p),
-        SortKey::Cpu => p.cpu_pct,
-        SortKey::Delay => p.io_delay_pct.unwrap_or(0.0),
-    };
-    procs.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.pid.cmp(&b.pid)));
-    let kb = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1}", v / 1024.0));
-    let header = Row::new([
-        "PID", "COMMAND", "%CPU", "kB_rd/s", "kB_wr/s", "IO%", "state",
-    ])
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    let rows = procs.iter().skip(ui.scroll).map(|p| {
-        Row::new([
-            p.pid.to_string(),
-            escape(&p.comm).into_owned(),
-            format!("{:.1}", p.cpu_pct),
-            kb(p.read_bytes_per_s),
-            kb(p.write_bytes_per_s),
-            p.io_delay_pct.map_or("-".into(), |v| format!("{v:.1}")),
-            p.state.clone(),
-        ])
-    });
-    let widths = [
-        Constraint::Length(8),
-        Constraint::Length(17),
-        Constraint::Length(7),
-        Constraint::Length(10),
-        Constraint::Length(10),
-        Constraint::Length(6),
-        Constraint::Length(5),
-    ];
-    let wa = &s.write_amplification;
-    let title = format!(
-        " Processes ({} active)  write amplification {} ",
-        s.processes.len(),
-        wa.ratio.map_or("-".into(), |r| format!("{r:.2}x"))
+    items.extend(
+        s.vm_events
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{} +{v}", Escaped(k))),
     );
-    frame.render_widget(
-        Table::new(rows, widths).header(header).block(block(&title)),
-        area,
-    );
-}
-
-fn net_panel(s: &TopSample) -> Table<'static> {
-    let header = Row::new([
-        "IFACE", "rxkB/s", "txkB/s", "rxpck/s", "txpck/s", "err/s", "drop/s",
-    ])
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    let mut nets: Vec<_> = s.net.iter().collect();
-    nets.sort_by(|a, b| {
-        (b.rx_bytes_per_s + b.tx_bytes_per_s).total_cmp(&(a.rx_bytes_per_s + a.tx_bytes_per_s))
-    });
-    let rows = nets.into_iter().take(4).map(|n| {
-        Row::new([
-            escape(&n.name).into_owned(),
-            format!("{:.1}", n.rx_bytes_per_s / 1024.0),
-            format!("{:.1}", n.tx_bytes_per_s / 1024.0),
-            format!("{:.0}", n.rx_packets_per_s),
-            format!("{:.0}", n.tx_packets_per_s),
-            format!("{:.0}", n.rx_errors_per_s + n.tx_errors_per_s),
-            format!("{:.0}", n.rx_drops_per_s + n.tx_drops_per_s),
-        ])
-    });
-    let widths = [
-        Constraint::Length(12),
-        Constraint::Length(10),
-        Constraint::Length(10),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(7),
-        Constraint::Length(7),
-    ];
-    Table::new(rows, widths)
-        .header(header)
-        .block(block(" Network "))
-}
-
-/// A figure with `prec` decimals, or "-" where it could not be computed.
-fn or_dash(x: Option<f64>, prec: usize) -> String {
-    x.map_or_else(|| "-".into(), |x| format!("{x:.prec$}"))
+    flow(&items, usize::from(width), usize::from(budget))
 }
