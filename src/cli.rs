@@ -344,8 +344,8 @@ pub struct CheckArgs {
 
     /// Print (never run) a shell script applying the fixes of warn/crit findings, and one
     /// reverting them [default when given alone: both]
-    #[arg(long, value_parser = choice::<crate::check::ScriptKind>(), value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
-    pub emit_script: Option<crate::check::ScriptKind>,
+    #[arg(long, value_parser = choice::<crate::report::fix_script::ScriptKind>(), value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
+    pub emit_script: Option<crate::report::fix_script::ScriptKind>,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ pub mod check;
 pub mod cpu;
 pub mod diff;
 pub mod files;
+pub mod fix_script;
 mod grid;
 pub mod html;
 pub mod hyperfine;

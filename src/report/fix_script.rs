@@ -1,11 +1,10 @@
 //! `--emit-script`: shell scripts that apply the recommended fixes (now and persistently)
 //! and revert them. tacho prints them for the admin to read and run; it never runs them.
 
+use crate::check::{Finding, Severity};
+use crate::choice::Choice;
 use crate::text::Escaped;
 use std::io::Write;
-
-use super::{Finding, Severity};
-use crate::choice::Choice;
 
 /// Which script to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +40,7 @@ fn actionable(findings: &[Finding]) -> Vec<&Finding> {
         .collect()
 }
 
+/// Writes the scripts `kind` names for the actionable findings (see [`ScriptKind`]).
 pub fn write_script(
     out: &mut impl Write,
     findings: &[Finding],
