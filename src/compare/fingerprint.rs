@@ -487,6 +487,9 @@ mod tests {
             .filter(|(key, v)| v.is_none() && *key != "suite")
             .map(|(key, _)| key)
             .collect();
-        assert!(unknown.is_empty(), "not read from the document: {unknown:?}");
+        assert!(
+            unknown.is_empty(),
+            "not read from the document: {unknown:?}"
+        );
     }
 }

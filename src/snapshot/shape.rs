@@ -3,6 +3,7 @@
 //! name instead of being compared as something it is not. Fields tacho does not know (a newer
 //! version's) and missing ones (an older version's) are allowed, as `diff` promises.
 
+use crate::text::json_kind;
 use serde_json::Value;
 
 /// What a field must hold.
@@ -76,7 +77,7 @@ fn fields(
 }
 
 fn is(v: &Value, shape: Shape, name: &str) -> Result<(), String> {
-    let wrong = |what: &str| Err(format!("\"{name}\" is {}; it must be {what}", kind_of(v)));
+    let wrong = |what: &str| Err(format!("\"{name}\" is {}; it must be {what}", json_kind(v)));
     match shape {
         Shape::Text if !v.is_string() => wrong("a string"),
         Shape::Number if !v.is_number() => wrong("a number"),
@@ -99,7 +100,7 @@ fn is(v: &Value, shape: Shape, name: &str) -> Result<(), String> {
                 if !item.is_object() {
                     return Err(format!(
                         "\"{here}\" is {}; it must be an object",
-                        kind_of(item)
+                        json_kind(item)
                     ));
                 }
                 is(&item[id], Shape::Text, &format!("{here}.{id}"))?;
@@ -114,17 +115,6 @@ fn is(v: &Value, shape: Shape, name: &str) -> Result<(), String> {
             None => wrong("an array of strings"),
         },
         _ => Ok(()),
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::figures::Figures;
 use crate::bench::result::SCHEMA;
+use crate::text::json_kind;
 use serde_json::{Map, Value, json};
 
 /// Top-level fields of a `tacho.bench.v1` document that the store keeps in their own columns;
@@ -122,7 +123,10 @@ impl NewRun {
         });
         for key in ["host", "target"] {
             if let Some(v) = obj.get(key).filter(|v| !v.is_object()) {
-                return Err(format!("\"{key}\" is {}; it must be an object", kind_of(v)));
+                return Err(format!(
+                    "\"{key}\" is {}; it must be an object",
+                    json_kind(v)
+                ));
             }
         }
         let interrupted = obj.get("interrupted").and_then(Value::as_bool) == Some(true);
@@ -351,7 +355,7 @@ pub fn check_test(index: usize, test: &Value) -> Result<(), String> {
     if let Some(rw) = obj.get("rw").filter(|v| !v.is_null() && !v.is_string()) {
         return Err(at(format!(
             "\"rw\" is {}; it must be a string",
-            kind_of(rw)
+            json_kind(rw)
         )));
     }
     check_sample(obj, "").map_err(&at)?;
@@ -365,7 +369,7 @@ pub fn check_test(index: usize, test: &Value) -> Result<(), String> {
         }),
         Some(other) => Err(at(format!(
             "\"repeats\" is {}; it must be an array",
-            kind_of(other)
+            json_kind(other)
         ))),
     }
 }
@@ -377,9 +381,12 @@ fn check_sample(obj: &Map<String, Value>, prefix: &str) -> Result<(), String> {
         let Some(d) = obj.get(dir).filter(|v| !v.is_null()) else {
             continue;
         };
-        let d = d
-            .as_object()
-            .ok_or_else(|| format!("{prefix}\"{dir}\" is {}; it must be an object", kind_of(d)))?;
+        let d = d.as_object().ok_or_else(|| {
+            format!(
+                "{prefix}\"{dir}\" is {}; it must be an object",
+                json_kind(d)
+            )
+        })?;
         for key in ["iops", "bw_bytes_per_s", "ops_per_s"] {
             figure(d.get(key), &format!("{prefix}{dir}.{key}"))?;
         }
@@ -393,7 +400,7 @@ fn check_sample(obj: &Map<String, Value>, prefix: &str) -> Result<(), String> {
             Some(other) => {
                 return Err(format!(
                     "{prefix}{dir}.lat_ns is {}; it must be an object",
-                    kind_of(other)
+                    json_kind(other)
                 ));
             }
         }
@@ -409,18 +416,9 @@ fn figure(value: Option<&Value>, name: &str) -> Result<(), String> {
             Some(x) if x.is_finite() && x >= 0.0 => Ok(()),
             _ => Err(format!("{name} is {n}; figures cannot be negative")),
         },
-        Some(other) => Err(format!("{name} is {}; it must be a number", kind_of(other))),
-    }
-}
-
-/// What a JSON value is, for messages (the value itself may be long or hostile).
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        Some(other) => Err(format!(
+            "{name} is {}; it must be a number",
+            json_kind(other)
+        )),
     }
 }
