@@ -284,7 +284,7 @@ fn parse_pid(text: &str) -> Result<i32, String> {
 }
 
 fn parse_ops(text: &str) -> Result<Ops, String> {
-    Ops::parse(text)
+    Ops::parse(text).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -379,7 +379,7 @@ pub struct DiffArgs {
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
-    let d = parse_duration(text)?;
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
     if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
         return Err(format!(
             "the interval must be from 100ms to 1h, e.g. 1s or 500ms (got {text})"
@@ -443,7 +443,7 @@ fn parse_bssplit(text: &str) -> Result<BsSplit, String> {
 }
 
 fn parse_block_size(text: &str) -> Result<u64, String> {
-    match parse_size(text)? {
+    match parse_size(text).map_err(|e| e.to_string())? {
         0 => Err("the block size must be at least 1 byte, e.g. 4k".into()),
         n if n > 256 << 20 => Err("the block size must be at most 256M".into()),
         n => Ok(n),
