@@ -329,6 +329,7 @@ pub struct UnknownSuite {
     pub known: Vec<&'static str>,
 }
 
+/// The suite named `name`.
 pub fn find(name: &str) -> Result<Suite, UnknownSuite> {
     all()
         .into_iter()

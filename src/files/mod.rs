@@ -31,8 +31,12 @@ use std::time::SystemTime;
 pub struct Shown<'a> {
     /// When tacho read it (the kernel does not timestamp fanotify events).
     pub time: SystemTime,
+    /// The process (thread group) that acted.
     pub pid: i32,
+    /// Its command name, as the kernel keeps it (15 bytes at most).
     pub comm: &'a str,
+    /// What it did (merged letters when the kernel merged events).
     pub ops: Ops,
+    /// The file it acted on.
     pub path: &'a Path,
 }

@@ -46,7 +46,12 @@ impl Events for EventWriter {
 /// Output format of the event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    Text { timestamps: bool },
+    /// fatrace's lines, optionally led by the local time of day.
+    Text {
+        /// Lead each line with `HH:MM:SS.micros`.
+        timestamps: bool,
+    },
+    /// JSON Lines (see the module docs).
     Json,
 }
 
@@ -65,7 +70,7 @@ struct JsonEvent<'a> {
 }
 
 /// One event as a text line or a JSON line.
-pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::Result<()> {
+fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::Result<()> {
     match format {
         Format::Text { timestamps } => {
             if timestamps {
@@ -116,18 +121,19 @@ pub fn write_json_header(out: &mut impl Write, watching: &[String]) -> io::Resul
 }
 
 /// Marks in the JSON stream where the kernel dropped events.
-pub fn write_json_overflow(out: &mut impl Write, time: SystemTime) -> io::Result<()> {
+fn write_json_overflow(out: &mut impl Write, time: SystemTime) -> io::Result<()> {
     writeln!(out, "{{\"ts\":{},\"overflow\":true}}", epoch_seconds(time))
 }
 
-pub fn epoch_seconds(t: SystemTime) -> f64 {
+/// Seconds since the Unix epoch, to the microsecond.
+fn epoch_seconds(t: SystemTime) -> f64 {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     // Rounded to microseconds, as fatrace prints them.
     (d.as_micros() as f64) / 1e6
 }
 
 /// `HH:MM:SS.micros` in the local time zone.
-pub fn local_time_of_day(t: SystemTime) -> String {
+fn local_time_of_day(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as libc::time_t;
     let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();

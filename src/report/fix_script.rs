@@ -11,7 +11,9 @@ use std::io::Write;
 pub enum ScriptKind {
     /// The apply script, then the revert script.
     Both,
+    /// Only the script that applies the fixes.
     Apply,
+    /// Only the script that undoes them.
     Revert,
 }
 
