@@ -392,10 +392,11 @@ mod tests {
     }
 
     /// Feeds the types that write a `bench disk` document through the views: a field renamed
-    /// on either side leaves its entry unknown and fails here.
+    /// on either side leaves its entry (or the run's judgement, warnings, target) unknown and
+    /// fails here.
     #[test]
     fn every_entry_reads_from_the_types_that_write_the_document() {
-        use crate::bench::result::{Judgement, SuiteRef, TargetInfo, TestResult};
+        use crate::bench::result::{Judgement, SuiteRef, TargetInfo, TestResult, Warning};
         use crate::io::{EngineKind, JobSpec, Measured, Rw};
         use crate::kernel::host::Host;
         use crate::kernel::tunables::{QueueTunables, SystemTunables, Tunables};
@@ -473,7 +474,12 @@ mod tests {
             repeat: 3,
             changed: Vec::new(),
         };
-        let extra = json!({"tunables": tunables, "judgement": judgement, "suite": suite});
+        let warning = Warning {
+            code: "cache",
+            message: "served from cache".into(),
+        };
+        let extra = json!({"tunables": tunables, "judgement": judgement, "suite": suite,
+                           "warnings": [warning]});
         let mut r = run(1, serde_json::to_value(&host).unwrap(), extra);
         r.target = serde_json::to_value(&target).unwrap();
         r.tests.push(crate::store::StoredTest {
@@ -491,5 +497,12 @@ mod tests {
             unknown.is_empty(),
             "not read from the document: {unknown:?}"
         );
+        let head = super::super::head::head(&r);
+        assert_eq!(
+            head.judgement.map(|j| j.describe()).as_deref(),
+            Some("PASS: fdatasync p99 1ns, limit 10.0ms")
+        );
+        assert_eq!(head.warnings, ["[cache]: served from cache"]);
+        assert_eq!(head.target.as_deref(), Some("/data"));
     }
 }

@@ -118,13 +118,25 @@ pub(super) struct ExtraView {
     pub(super) runtime_s: Field<f64>,
     pub(super) interleaved: Field<bool>,
     pub(super) shell: Field<Text>,
+    pub(super) warnings: Field<Vec<Field<WarningView>>>,
 }
 
 /// `judgement` (written from `bench::result::Judgement`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct JudgementView {
+    pub(super) status: Field<String>,
+    pub(super) metric: Field<String>,
+    pub(super) value_ns: Field<f64>,
     pub(super) threshold_ns: Field<f64>,
+}
+
+/// One of `warnings`, the run's or a test's (written from `bench::result::Warning`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct WarningView {
+    pub(super) code: Field<String>,
+    pub(super) message: Field<String>,
 }
 
 /// `suite` (written from `bench::result::SuiteRef`).
