@@ -284,7 +284,7 @@ fn parse_pid(text: &str) -> Result<i32, String> {
 }
 
 fn parse_ops(text: &str) -> Result<Ops, String> {
-    Ops::parse(text)
+    Ops::parse(text).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -344,8 +344,8 @@ pub struct CheckArgs {
 
     /// Print (never run) a shell script applying the fixes of warn/crit findings, and one
     /// reverting them [default when given alone: both]
-    #[arg(long, value_parser = choice::<crate::check::ScriptKind>(), value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
-    pub emit_script: Option<crate::check::ScriptKind>,
+    #[arg(long, value_parser = choice::<crate::report::fix_script::ScriptKind>(), value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
+    pub emit_script: Option<crate::report::fix_script::ScriptKind>,
 }
 
 #[derive(Debug, Args)]
@@ -379,7 +379,7 @@ pub struct DiffArgs {
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
-    let d = parse_duration(text)?;
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
     if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
         return Err(format!(
             "the interval must be from 100ms to 1h, e.g. 1s or 500ms (got {text})"
@@ -443,7 +443,7 @@ fn parse_bssplit(text: &str) -> Result<BsSplit, String> {
 }
 
 fn parse_block_size(text: &str) -> Result<u64, String> {
-    match parse_size(text)? {
+    match parse_size(text).map_err(|e| e.to_string())? {
         0 => Err("the block size must be at least 1 byte, e.g. 4k".into()),
         n if n > 256 << 20 => Err("the block size must be at most 256M".into()),
         n => Ok(n),

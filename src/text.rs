@@ -139,6 +139,20 @@ fn write_escaped(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
     out.write_str(rest)
 }
 
+/// What a JSON value is, for messages that name a wrong type without echoing the value
+/// (which may be long or hostile): `a string`, `an array`.
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,15 +5,54 @@
 
 use std::time::Duration;
 
+/// Why a size did not parse; the message follows "invalid value …: ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// No leading number.
+    #[error("'{0}' is not a size; write a number with an optional suffix, e.g. 4k, 1M, 2300")]
+    NotASize(String),
+    /// A suffix other than the binary multiples.
+    #[error("unknown size suffix '{suffix}' in '{text}'; use k, M, G or T (binary), e.g. 4k")]
+    UnknownSuffix {
+        /// The suffix as typed.
+        suffix: String,
+        /// The whole size as typed.
+        text: String,
+    },
+    /// More bytes than a u64 holds.
+    #[error("size '{0}' is too large")]
+    TooLarge(String),
+}
+
+/// Why a duration did not parse; the message follows "invalid value …: ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// A minus sign.
+    #[error("duration '{0}' is negative; give a positive time such as 500ms, 5s or 2m")]
+    Negative(String),
+    /// No number.
+    #[error("'{0}' is not a duration; write e.g. 500ms, 5s, 2m or plain seconds")]
+    NotADuration(String),
+    /// A unit other than us, ms, s, m and h.
+    #[error("unknown time unit '{unit}' in '{text}'; use ms, s, m or h")]
+    UnknownUnit {
+        /// The unit as typed.
+        unit: String,
+        /// The whole duration as typed.
+        text: String,
+    },
+    /// More seconds than a `Duration` holds.
+    #[error("duration '{0}' is out of range")]
+    OutOfRange(String),
+}
+
 /// Parses `4k`, `1M`, `1G`, `2300`, `64KiB`, `1m` (all binary multiples; case does not matter).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let s = text.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, suffix) = s.split_at(digits_end);
     if number.is_empty() {
-        return Err(format!(
-            "'{text}' is not a size; write a number with an optional suffix, e.g. 4k, 1M, 2300"
-        ));
+        return Err(SizeError::NotASize(text.into()));
     }
     let shift = match suffix.to_ascii_lowercase().as_str() {
         "" | "b" => 0,
@@ -22,33 +61,32 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "g" | "gb" | "gi" | "gib" => 30,
         "t" | "tb" | "ti" | "tib" => 40,
         _ => {
-            return Err(format!(
-                "unknown size suffix '{suffix}' in '{text}'; use k, M, G or T (binary), e.g. 4k"
-            ));
+            return Err(SizeError::UnknownSuffix {
+                suffix: suffix.into(),
+                text: text.into(),
+            });
         }
     };
     number
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(1u64 << shift))
-        .ok_or_else(|| format!("size '{text}' is too large"))
+        .ok_or_else(|| SizeError::TooLarge(text.into()))
 }
 
 /// Parses `500ms`, `5s`, `2m`, `1h`, `1.5s` or plain seconds (`30`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let s = text.trim();
     if s.starts_with('-') {
-        return Err(format!(
-            "duration '{text}' is negative; give a positive time such as 500ms, 5s or 2m"
-        ));
+        return Err(DurationError::Negative(text.into()));
     }
     let number_end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (number, unit) = s.split_at(number_end);
-    let value: f64 = number.parse().map_err(|_| {
-        format!("'{text}' is not a duration; write e.g. 500ms, 5s, 2m or plain seconds")
-    })?;
+    let value: f64 = number
+        .parse()
+        .map_err(|_| DurationError::NotADuration(text.into()))?;
     let seconds_per_unit = match unit.to_ascii_lowercase().as_str() {
         "us" => 1e-6,
         "ms" => 1e-3,
@@ -56,13 +94,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "m" | "min" => 60.0,
         "h" => 3600.0,
         _ => {
-            return Err(format!(
-                "unknown time unit '{unit}' in '{text}'; use ms, s, m or h"
-            ));
+            return Err(DurationError::UnknownUnit {
+                unit: unit.into(),
+                text: text.into(),
+            });
         }
     };
     Duration::try_from_secs_f64(value * seconds_per_unit)
-        .map_err(|_| format!("duration '{text}' is out of range"))
+        .map_err(|_| DurationError::OutOfRange(text.into()))
 }
 
 /// `4KiB`, `1MiB`, `2300B`: exact when the value is a whole multiple, for test names.
@@ -154,16 +193,28 @@ mod tests {
 
     #[test]
     fn bad_sizes_say_why() {
-        assert!(parse_size("").unwrap_err().contains("not a size"));
-        assert!(parse_size("-4k").unwrap_err().contains("not a size"));
+        assert!(
+            parse_size("")
+                .unwrap_err()
+                .to_string()
+                .contains("not a size")
+        );
+        assert!(
+            parse_size("-4k")
+                .unwrap_err()
+                .to_string()
+                .contains("not a size")
+        );
         assert!(
             parse_size("4x")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown size suffix")
         );
         assert!(
             parse_size("99999999999T")
                 .unwrap_err()
+                .to_string()
                 .contains("too large")
         );
     }
@@ -179,20 +230,28 @@ mod tests {
 
     #[test]
     fn bad_durations_say_why() {
-        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+        assert!(
+            parse_duration("-5s")
+                .unwrap_err()
+                .to_string()
+                .contains("negative")
+        );
         assert!(
             parse_duration("abc")
                 .unwrap_err()
+                .to_string()
                 .contains("not a duration")
         );
         assert!(
             parse_duration("5 days")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown time unit")
         );
         assert!(
             parse_duration("1.2.3s")
                 .unwrap_err()
+                .to_string()
                 .contains("not a duration")
         );
         assert!(parse_duration("1e300h").is_err());

@@ -13,7 +13,8 @@ use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Skips (visibly) unless root and python3 are available.
 fn can_watch(test: &str) -> bool {
@@ -33,7 +34,9 @@ struct Watch {
     child: Child,
     stderr_head: String,
     /// Drains stdout all along, so a full pipe never blocks tacho.
-    stdout: std::thread::JoinHandle<String>,
+    stdout: std::thread::JoinHandle<()>,
+    /// What tacho has printed so far.
+    printed: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Watch {
@@ -50,15 +53,47 @@ impl Watch {
         head.push_str(&String::from_utf8_lossy(err.buffer()));
         child.stderr = Some(err.into_inner());
         let mut out = child.stdout.take().unwrap();
+        let printed = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&printed);
         let stdout = std::thread::spawn(move || {
-            let mut text = String::new();
-            out.read_to_string(&mut text).unwrap();
-            text
+            let mut chunk = [0u8; 65536];
+            loop {
+                let n = out.read(&mut chunk).unwrap();
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
         });
         Watch {
             child,
             stderr_head: head,
             stdout,
+            printed,
+        }
+    }
+
+    /// Waits (at most 60 s) until the JSON lines printed so far satisfy `done`.
+    fn wait_for(&self, what: &str, done: impl Fn(&[Value]) -> bool) {
+        let start = Instant::now();
+        loop {
+            let lines: Vec<Value> = {
+                let bytes = self.printed.lock().unwrap();
+                // Only whole lines: the last one may still be on its way.
+                let whole = &bytes[..bytes.iter().rposition(|b| *b == b'\n').unwrap_or(0)];
+                whole
+                    .split(|b| *b == b'\n')
+                    .filter_map(|l| serde_json::from_slice(l).ok())
+                    .collect()
+            };
+            if done(&lines) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "never saw {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -84,7 +119,9 @@ impl Watch {
         unsafe { libc::kill(self.pid(), libc::SIGINT) };
         let mut err = self.child.stderr.take().unwrap();
         let status = wait_limited(&mut self.child, Duration::from_secs(30));
-        let stdout = self.stdout.join().unwrap();
+        self.stdout.join().unwrap();
+        let stdout = String::from_utf8(std::mem::take(&mut *self.printed.lock().unwrap()))
+            .expect("tacho prints UTF-8");
         let mut stderr = self.stderr_head;
         err.read_to_string(&mut stderr).unwrap();
         assert_eq!(status.code(), Some(0), "stderr: {stderr}");
@@ -447,7 +484,17 @@ fn queue_overflow_is_reported_and_unbounded_queue_prevents_it() {
         // SAFETY: as above.
         unsafe { libc::kill(w.pid(), libc::SIGCONT) };
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // Each prints what it read as it goes: wait for the overflow, and for every create.
+    bounded.wait_for("the overflow", |lines| {
+        lines.iter().any(|l| l["overflow"] == true)
+    });
+    unbounded.wait_for("20000 creates", |lines| {
+        events(lines)
+            .iter()
+            .filter(|e| e["path"].as_str().is_some_and(|p| p.contains("/many/")))
+            .count()
+            == 20000
+    });
     let (lines, stderr) = bounded.stop();
     let t = trailer(&lines);
     assert!(t["overflows"].as_u64().unwrap() >= 1, "{t}");

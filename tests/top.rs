@@ -7,7 +7,7 @@ use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn json_lines(o: &std::process::Output) -> Vec<Value> {
     stdout(o)
@@ -208,6 +208,56 @@ fn iostat_field(dev: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("iostat has no {key}: {dev}"))
 }
 
+/// Waits until `/proc/diskstats` shows no I/O on `name` over three polls in a row (another
+/// reader of a new device, such as udev's blkid, has finished).
+fn wait_until_idle(name: &str) {
+    let counters = || {
+        let text = std::fs::read_to_string("/proc/diskstats").unwrap();
+        text.lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(name))
+            .map(str::to_string)
+    };
+    let start = Instant::now();
+    let (mut last, mut same) = (counters(), 0);
+    while same < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{name} never went idle: {last:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let now = counters();
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
+}
+
+/// Waits until process `pid`'s main thread sleeps out its interval, which both tools do
+/// right after reading their first counters (tacho in nanosleep, iostat in pause for its
+/// alarm).
+fn wait_asleep(pid: u32, what: &str) {
+    let mut sleeping = vec![
+        libc::SYS_nanosleep,
+        libc::SYS_clock_nanosleep,
+        libc::SYS_rt_sigsuspend,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    sleeping.push(libc::SYS_pause);
+    let sleeping: Vec<String> = sleeping.iter().map(|n| n.to_string()).collect();
+    let start = Instant::now();
+    loop {
+        let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        let number = syscall.split_whitespace().next().unwrap_or_default();
+        if sleeping.iter().any(|n| n == number) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what} never started its interval: {syscall}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn disk_columns_agree_with_iostat_on_the_same_interval() {
     if !have_tool("iostat") {
@@ -220,7 +270,7 @@ fn disk_columns_agree_with_iostat_on_the_same_interval() {
     let name = lo.name();
     // Let udev finish probing the new device, so only our load lands in the window.
     let _ = Command::new("udevadm").arg("settle").status();
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until_idle(&name);
     // Both tools open a 3 s window; the load runs entirely inside both.
     let iostat = Command::new("iostat")
         .args(["-x", "-d", "-y", "-o", "JSON", &name, "3", "1"])
@@ -228,7 +278,9 @@ fn disk_columns_agree_with_iostat_on_the_same_interval() {
     let top = tacho()
         .args(["top", "--json", "--interval", "3s", "--count", "1"])
         .spawn_piped();
-    std::thread::sleep(Duration::from_millis(500));
+    // Both have read their first counters once they sleep out their interval.
+    wait_asleep(iostat.id(), "iostat");
+    wait_asleep(top.id(), "tacho top");
     let dev = lo.path();
     sh(
         "dd",

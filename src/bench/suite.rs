@@ -319,14 +319,25 @@ pub fn all() -> Vec<Suite> {
     ]
 }
 
-pub fn find(name: &str) -> Result<Suite, String> {
-    all().into_iter().find(|s| s.name == name).ok_or_else(|| {
-        let names: Vec<_> = all().iter().map(|s| s.name).collect();
-        format!(
-            "unknown suite '{name}'; choose one of: {} (see --list-suites)",
-            names.join(", ")
-        )
-    })
+/// A suite name tacho does not know, with the names it does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown suite '{name}'; choose one of: {} (see --list-suites)", known.join(", "))]
+pub struct UnknownSuite {
+    /// The name asked for.
+    pub name: String,
+    /// Every suite's name.
+    pub known: Vec<&'static str>,
+}
+
+/// The suite named `name`.
+pub fn find(name: &str) -> Result<Suite, UnknownSuite> {
+    all()
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| UnknownSuite {
+            name: name.to_string(),
+            known: all().iter().map(|s| s.name).collect(),
+        })
 }
 
 #[cfg(test)]
@@ -382,7 +393,7 @@ mod tests {
 
     #[test]
     fn unknown_suite_lists_the_known_ones() {
-        let err = find("nope").unwrap_err();
+        let err = find("nope").unwrap_err().to_string();
         assert!(err.contains("quick") && err.contains("etcd"), "{err}");
     }
 }

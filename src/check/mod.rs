@@ -12,7 +12,6 @@ mod facts;
 mod filesystems;
 mod kernel;
 mod memory;
-mod script;
 mod vm;
 
 #[cfg(test)]
@@ -21,7 +20,6 @@ mod tests;
 use serde::Serialize;
 
 pub use facts::Facts;
-pub use script::{ScriptKind, write_script};
 
 use crate::choice::Choice;
 use crate::kernel::SysRoot;

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::*;
 use crate::kernel::fixture::{mkdir, symlink, write};
 use crate::report::check::{write_json, write_text};
+use crate::report::fix_script::{ScriptKind, write_script};
 use tempfile::TempDir;
 
 const NVME: &str = "devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0";

@@ -218,7 +218,7 @@ pub struct StressArgs {
 }
 
 fn parse_positive_duration(text: &str) -> Result<Duration, String> {
-    match parse_duration(text)? {
+    match parse_duration(text).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err(format!("'{text}' is zero; give a positive time, e.g. 5s")),
         d => Ok(d),
     }
@@ -233,14 +233,14 @@ fn parse_vm_bytes(text: &str) -> Result<VmBytes, String> {
             )),
         };
     }
-    match parse_size(text)? {
+    match parse_size(text).map_err(|e| e.to_string())? {
         0 => Err("the memory per worker must be at least one page, e.g. 256M".into()),
         n => Ok(VmBytes::Bytes(n)),
     }
 }
 
 fn parse_hdd_bytes(text: &str) -> Result<u64, String> {
-    match parse_size(text)? {
+    match parse_size(text).map_err(|e| e.to_string())? {
         0 => Err("the file size per hdd worker must be at least 1 byte, e.g. 1G".into()),
         n => Ok(n),
     }

@@ -25,7 +25,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             .filter(|f| args.only.is_none_or(|o| f.severity >= o))
             .cloned()
             .collect();
-        check::write_script(&mut stdout, &listed, kind, host)?;
+        crate::report::fix_script::write_script(&mut stdout, &listed, kind, host)?;
     } else if args.json {
         crate::report::check::write_json(
             &mut stdout,

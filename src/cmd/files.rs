@@ -2,11 +2,11 @@
 
 use crate::cli::FilesArgs;
 use crate::files::filter::FilterSpec;
-use crate::files::output::{self, Format};
 use crate::files::procs::{self, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN};
 use crate::files::summary::Summary;
 use crate::files::watch::{self, Outcome, Sink, WatchConfig, WatchError, Watcher};
 use crate::kernel::SysRoot;
+use crate::report::files::{self as output, EventWriter, Format};
 use crate::text::Escaped;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
@@ -32,7 +32,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     let mut watcher = Watcher::new(&root, config)?;
     // The output file is created only once watching is set up, so a refused start leaves
     // nothing behind.
-    let events: Option<Box<dyn Write>> = match &args.output {
+    let out: Option<Box<dyn Write>> = match &args.output {
         Some(path) => Some(Box::new(BufWriter::new(create_output(path)?))),
         None if args.summary => None,
         None => Some(Box::new(BufWriter::new(std::io::stdout()))),
@@ -45,8 +45,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
         }
     };
     let mut sink = Sink {
-        events,
-        format,
+        events: out.map(|out| EventWriter { out, format }),
         summary: args.summary.then(Summary::default),
     };
     eprintln!(
@@ -64,7 +63,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     if format == Format::Json
         && let Some(out) = sink.events.as_mut()
     {
-        output::write_json_header(out, &watcher.watching)?;
+        output::write_json_header(&mut out.out, &watcher.watching)?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
@@ -153,7 +152,7 @@ fn create_output(path: &Path) -> Result<std::fs::File> {
 }
 
 /// Totals, the lost-event warning and the summary, after the watch ends.
-fn finish(args: &FilesArgs, mut sink: Sink, outcome: &Outcome) -> Result<()> {
+fn finish(args: &FilesArgs, mut sink: Sink<EventWriter>, outcome: &Outcome) -> Result<()> {
     let seconds = outcome.elapsed.as_secs_f64();
     if outcome.overflows > 0 {
         eprintln!(
@@ -193,14 +192,14 @@ fn finish(args: &FilesArgs, mut sink: Sink, outcome: &Outcome) -> Result<()> {
         // The trailer follows the events in the same stream, or goes to stdout when the events
         // went to a file (or were not listed).
         let out: &mut dyn Write = match (&mut sink.events, &args.output) {
-            (Some(events), None) => events,
+            (Some(events), None) => &mut events.out,
             _ => &mut stdout,
         };
         serde_json::to_writer(&mut *out, &trailer)?;
         out.write_all(b"\n")?;
         out.flush()?;
     } else if let Some(summary) = &sink.summary {
-        summary.write_table(&mut stdout, seconds)?;
+        output::write_summary(&mut stdout, summary, seconds)?;
     }
     eprintln!(
         "tacho: {} event(s) shown of {} read in {seconds:.1} s",

@@ -2,6 +2,9 @@
 //! from older tacho versions, other machines and fio imports all work: what a run lacks is
 //! `None`, shown as unknown, never a difference).
 
+use super::stored::{
+    ExtraView, Field, HostView, QueueView, TargetView, TestView, Text, TunablesView, view,
+};
 use crate::store::StoredRun;
 use crate::store::{RunKind, RunSource};
 use crate::units::{format_latency_ns, format_size};
@@ -54,70 +57,72 @@ pub fn table(runs: &[StoredRun]) -> Vec<FingerprintRow> {
 
 /// The entries of one run, always the same keys in the same order.
 pub fn of_run(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
-    let host = &run.host;
-    let target = &run.target;
-    let tunables = run.extra.get("tunables").unwrap_or(&Value::Null);
-    let devices = tunables
-        .get("devices")
-        .and_then(Value::as_array)
-        .cloned()
+    let host: HostView = view(&run.host);
+    let target: TargetView = view(&run.target);
+    let extra: ExtraView = view(&Value::Object(run.extra.clone()));
+    let tunables = extra.tunables.get();
+    let queues: Vec<&QueueView> = tunables
+        .and_then(|t| t.devices.get())
+        .map(|d| d.iter().filter_map(Field::get).collect())
         .unwrap_or_default();
-    let queue = |key: &str| per_device(&devices, key);
+    let system = |f: fn(&TunablesView) -> &Field<Text>| tunables.map_or(&Field::Absent, f);
+    let queue = |f: fn(&QueueView) -> &Field<Text>| per_device(&queues, f);
     let mut entries = vec![
-        ("host", text(host, "hostname")),
-        ("kernel", text(host, "kernel")),
-        ("OS", text(host, "os")),
-        ("CPU", text(host, "cpu_model")),
-        ("CPUs", text(host, "cpus")),
+        ("host", text(&host.hostname)),
+        ("kernel", text(&host.kernel)),
+        ("OS", text(&host.os)),
+        ("CPU", text(&host.cpu_model)),
+        ("CPUs", text(&host.cpus)),
         (
             "memory",
-            host.get("mem_total_bytes")
-                .and_then(Value::as_f64)
+            host.mem_total_bytes
+                .get()
                 .map(|b| format!("{:.1} GiB", b / f64::from(1u32 << 30))),
         ),
         (
             "virtualization",
-            or_if_recorded(host, "virtualization", "none detected"),
+            or_if_recorded(&host.virtualization, "none detected"),
         ),
-        ("THP", text(tunables, "thp_enabled")),
-        ("THP defrag", text(tunables, "thp_defrag")),
+        ("THP", text(system(|t| &t.thp_enabled))),
+        ("THP defrag", text(system(|t| &t.thp_defrag))),
         (
             "CPU governor",
-            or_if_recorded(tunables, "cpu_governor", "none (no cpufreq)"),
+            or_if_recorded(system(|t| &t.cpu_governor), "none (no cpufreq)"),
         ),
-        ("mitigations", text(tunables, "mitigations")),
+        ("mitigations", text(system(|t| &t.mitigations))),
         (
             "mitigations=",
-            or_if_recorded(tunables, "mitigations_cmdline", "not set"),
+            or_if_recorded(system(|t| &t.mitigations_cmdline), "not set"),
         ),
-        ("target", text(target, "path")),
-        ("filesystem", text(target, "filesystem")),
-        ("mount options", text(target, "mount_options")),
+        ("target", text(&target.path)),
+        ("filesystem", text(&target.filesystem)),
+        ("mount options", text(&target.mount_options)),
         (
             "devices",
-            target
-                .get("devices")
-                .and_then(Value::as_array)
-                .and_then(|d| {
-                    let names: Vec<&str> = d.iter().filter_map(Value::as_str).collect();
-                    (!names.is_empty()).then(|| names.join(" → "))
-                }),
+            target.devices.get().and_then(|d| {
+                let names: Vec<&str> = d
+                    .iter()
+                    .filter_map(Field::get)
+                    .map(String::as_str)
+                    .collect();
+                (!names.is_empty()).then(|| names.join(" → "))
+            }),
         ),
-        ("device model", text(target, "device_model")),
+        ("device model", text(&target.device_model)),
         (
             "rotational",
             target
-                .get("rotational")
-                .and_then(Value::as_bool)
-                .map(|r| if r { "yes" } else { "no" }.to_string()),
+                .rotational
+                .get()
+                .map(|r| if *r { "yes" } else { "no" }.to_string()),
         ),
         (
             "scheduler",
-            queue("scheduler").or_else(|| text(target, "scheduler")),
+            queue(|q| &q.scheduler).or_else(|| text(&target.scheduler)),
         ),
-        ("nr_requests", queue("nr_requests")),
-        ("read_ahead_kb", queue("read_ahead_kb")),
-        ("write cache", queue("write_cache")),
+        ("nr_requests", queue(|q| &q.nr_requests)),
+        ("read_ahead_kb", queue(|q| &q.read_ahead_kb)),
+        ("write cache", queue(|q| &q.write_cache)),
         (
             "tool",
             Some(match (run.source, &run.tool_version) {
@@ -138,36 +143,39 @@ pub fn of_run(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
             }),
         ),
     ];
-    entries.extend(method(run));
+    entries.extend(method(run, &extra, &target));
     entries
 }
 
 /// How the run measured: the options a person chooses, which change the figures as much as
 /// the machine does (threshold, engine, size, runtime, repeats, and the options of `bench
 /// cpu`, `bench mem` and `time`).
-fn method(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
-    let extra = &run.extra;
-    let tests: Vec<&Value> = run.tests.iter().map(|t| &t.json).collect();
+fn method(
+    run: &StoredRun,
+    extra: &ExtraView,
+    target: &TargetView,
+) -> Vec<(&'static str, Option<String>)> {
+    let tests: Vec<TestView> = run.tests.iter().map(|t| view(&t.json)).collect();
     // The distinct values of a test field, in order: `io_uring, sync`.
-    let distinct = |f: &dyn Fn(&Value) -> Option<String>| {
+    let distinct = |f: &dyn Fn(&TestView) -> Option<String>| {
         let mut seen: Vec<String> = Vec::new();
-        for v in tests.iter().filter_map(|t| f(t)) {
+        for v in tests.iter().filter_map(f) {
             if !seen.contains(&v) {
                 seen.push(v);
             }
         }
         (!seen.is_empty()).then(|| seen.join(", "))
     };
-    let secs = |v: &Value| v.as_f64().map(|s| format!("{}s", round_secs(s)));
+    let secs = |v: &Field<f64>| v.get().map(|s| format!("{}s", round_secs(*s)));
     let repeats = extra
-        .get("suite")
-        .and_then(|s| s.get("repeat"))
-        .or_else(|| extra.get("repeat"))
-        .and_then(Value::as_u64)
+        .suite
+        .get()
+        .and_then(|s| s.repeat.get())
+        .or_else(|| extra.repeat.get())
         .map(|n| n.to_string())
         .or_else(|| {
             if run.kind == RunKind::Time {
-                return distinct(&|t| t.get("times")?.as_array().map(|r| r.len().to_string()));
+                return distinct(&|t| t.times.get().map(|r| r.len().to_string()));
             }
             // Sample 0 is a test's summary, 1..=N its repeats; compare loads tests without
             // their per-repeat JSON, so the figures table is where the repeats are counted.
@@ -186,57 +194,48 @@ fn method(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
             (
                 "threshold",
                 extra
-                    .get("judgement")
-                    .and_then(|j| j.get("threshold_ns"))
-                    .and_then(Value::as_f64)
-                    .map(format_latency_ns),
+                    .judgement
+                    .get()
+                    .and_then(|j| j.threshold_ns.get())
+                    .map(|ns| format_latency_ns(*ns)),
             ),
-            ("engine", distinct(&|t| text(t, "engine"))),
+            ("engine", distinct(&|t| text(&t.engine))),
             (
                 "I/O",
                 distinct(&|t| {
-                    t.get("direct")?
-                        .as_bool()
-                        .map(|d| if d { "direct" } else { "buffered" }.to_string())
+                    t.direct
+                        .get()
+                        .map(|d| if *d { "direct" } else { "buffered" }.to_string())
                 }),
             ),
-            (
-                "size",
-                run.target
-                    .get("region_bytes")
-                    .and_then(Value::as_u64)
-                    .map(format_size),
-            ),
+            ("size", target.region_bytes.get().map(|b| format_size(*b))),
             // Measured seconds vary a little; the rounding keeps noise from reading as a
             // changed setting. A suite's runtime changes show in its `suite` entry.
             (
                 "runtime",
                 run.suite
                     .is_none()
-                    .then(|| distinct(&|t| t.get("runtime_s").and_then(secs)))
+                    .then(|| distinct(&|t| secs(&t.runtime_s)))
                     .flatten(),
             ),
-            ("ramp", distinct(&|t| t.get("ramp_s").and_then(secs))),
+            ("ramp", distinct(&|t| secs(&t.ramp_s))),
             ("repeats", repeats),
         ],
         RunKind::Cpu | RunKind::Mem => vec![
-            ("runtime", extra.get("runtime_s").and_then(secs)),
+            ("runtime", secs(&extra.runtime_s)),
             ("repeats", repeats),
-            ("threads", distinct(&|t| text(t, "threads"))),
+            ("threads", distinct(&|t| text(&t.threads))),
         ],
         RunKind::Time => vec![
             ("runs", repeats),
             (
                 "order",
                 extra
-                    .get("interleaved")
-                    .and_then(Value::as_bool)
-                    .map(|i| if i { "interleaved" } else { "blocks" }.to_string()),
+                    .interleaved
+                    .get()
+                    .map(|i| if *i { "interleaved" } else { "blocks" }.to_string()),
             ),
-            (
-                "shell",
-                or_if_recorded(&Value::Object(extra.clone()), "shell", "none (-N)"),
-            ),
+            ("shell", or_if_recorded(&extra.shell, "none (-N)")),
         ],
     }
 }
@@ -253,29 +252,24 @@ fn round_secs(s: f64) -> String {
 }
 
 /// A scalar field as text; `None` when absent or null.
-fn text(obj: &Value, key: &str) -> Option<String> {
-    match obj.get(key)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
+fn text(field: &Field<Text>) -> Option<String> {
+    field.get().map(|t| t.0.clone())
 }
 
 /// Like [`text`], but a field recorded as null means `absent` (e.g. no cpufreq), which is
 /// different from a run that did not record the field at all.
-fn or_if_recorded(obj: &Value, key: &str, absent: &str) -> Option<String> {
-    match obj.get(key) {
-        Some(Value::Null) => Some(absent.to_string()),
-        _ => text(obj, key),
+fn or_if_recorded(field: &Field<Text>, absent: &str) -> Option<String> {
+    match field {
+        Field::Null => Some(absent.to_string()),
+        _ => text(field),
     }
 }
 
 /// A queue setting: the value for one device, `dm-0 128, sda 256` for several.
-fn per_device(devices: &[Value], key: &str) -> Option<String> {
+fn per_device(devices: &[&QueueView], key: fn(&QueueView) -> &Field<Text>) -> Option<String> {
     let values: Vec<(String, String)> = devices
         .iter()
-        .filter_map(|d| Some((text(d, "device")?, text(d, key)?)))
+        .filter_map(|d| Some((text(&d.device)?, text(key(d))?)))
         .collect();
     match values.as_slice() {
         [] => None,
@@ -385,14 +379,130 @@ mod tests {
 
     #[test]
     fn several_devices_are_named() {
-        let devices = [
-            json!({"device": "dm-0", "nr_requests": 128}),
-            json!({"device": "sda", "nr_requests": 256}),
+        let devices: [QueueView; 2] = [
+            view(&json!({"device": "dm-0", "nr_requests": 128})),
+            view(&json!({"device": "sda", "nr_requests": 256})),
         ];
+        let devices: Vec<&QueueView> = devices.iter().collect();
         assert_eq!(
-            per_device(&devices, "nr_requests").as_deref(),
+            per_device(&devices, |q| &q.nr_requests).as_deref(),
             Some("dm-0 128, sda 256")
         );
-        assert_eq!(per_device(&devices, "write_cache"), None);
+        assert_eq!(per_device(&devices, |q| &q.write_cache), None);
+    }
+
+    /// Feeds the types that write a `bench disk` document through the views: a field renamed
+    /// on either side leaves its entry (or the run's judgement, warnings, target) unknown and
+    /// fails here.
+    #[test]
+    fn every_entry_reads_from_the_types_that_write_the_document() {
+        use crate::bench::result::{Judgement, SuiteRef, TargetInfo, TestResult, Warning};
+        use crate::io::{EngineKind, JobSpec, Measured, Rw};
+        use crate::kernel::host::Host;
+        use crate::kernel::tunables::{QueueTunables, SystemTunables, Tunables};
+        use std::time::Duration;
+        let some = |s: &str| Some(s.to_string());
+        let host = Host {
+            hostname: some("db1"),
+            kernel: some("6.18"),
+            os: some("Debian"),
+            cpu_model: some("EPYC"),
+            cpus: Some(2),
+            mem_total_bytes: Some(1 << 30),
+            virtualization: some("kvm"),
+            virtualization_evidence: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        let tunables = Tunables {
+            system: SystemTunables {
+                thp_enabled: some("never"),
+                thp_defrag: some("madvise"),
+                cpu_governor: some("performance"),
+                mitigations: some("mitigated: spectre_v1"),
+                mitigations_cmdline: some("auto"),
+                vulnerabilities: Default::default(),
+                unreadable: Vec::new(),
+            },
+            devices: vec![QueueTunables {
+                device: "vda".into(),
+                scheduler: some("none"),
+                nr_requests: Some(256),
+                read_ahead_kb: Some(128),
+                write_cache: some("write back"),
+            }],
+        };
+        let target = TargetInfo {
+            path: "/data".into(),
+            kind: "directory",
+            region_bytes: 1 << 30,
+            filesystem: some("ext4"),
+            mount_point: some("/data"),
+            mount_options: some("rw,relatime"),
+            devices: vec!["vda".into()],
+            device_model: some("virtio"),
+            rotational: Some(false),
+            scheduler: some("none"),
+            logical_block_size: 512,
+        };
+        let spec = JobSpec {
+            rw: Rw::RandRead,
+            bs: 4096,
+            bssplit: Vec::new(),
+            iodepth: 1,
+            numjobs: 1,
+            region_bytes: 1 << 30,
+            runtime: Duration::from_secs(1),
+            ramp: Duration::ZERO,
+            io_limit: None,
+            rwmixread: 50,
+            sync: None,
+            direct: true,
+            engine: EngineKind::IoUring,
+            seed: 1,
+        };
+        let test = TestResult::new("t".into(), &spec, &[Measured::default()], Vec::new());
+        let judgement = Judgement {
+            status: "pass",
+            metric: "fdatasync p99",
+            value_ns: 1,
+            threshold_ns: 10_000_000,
+        };
+        let suite = SuiteRef {
+            name: "etcd",
+            version: 1,
+            standard: true,
+            repeat: 3,
+            changed: Vec::new(),
+        };
+        let warning = Warning {
+            code: "cache",
+            message: "served from cache".into(),
+        };
+        let extra = json!({"tunables": tunables, "judgement": judgement, "suite": suite,
+                           "warnings": [warning]});
+        let mut r = run(1, serde_json::to_value(&host).unwrap(), extra);
+        r.target = serde_json::to_value(&target).unwrap();
+        r.tests.push(crate::store::StoredTest {
+            name: "t".into(),
+            json: serde_json::to_value(&test).unwrap(),
+            figures: Vec::new(),
+        });
+        // `suite` comes from its own columns, not from the document.
+        let unknown: Vec<&str> = of_run(&r)
+            .into_iter()
+            .filter(|(key, v)| v.is_none() && *key != "suite")
+            .map(|(key, _)| key)
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "not read from the document: {unknown:?}"
+        );
+        let head = super::super::head::head(&r);
+        assert_eq!(
+            head.judgement.map(|j| j.describe()).as_deref(),
+            Some("PASS: fdatasync p99 1ns, limit 10.0ms")
+        );
+        assert_eq!(head.warnings, ["[cache]: served from cache"]);
+        assert_eq!(head.target.as_deref(), Some("/data"));
     }
 }

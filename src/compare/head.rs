@@ -1,6 +1,7 @@
 //! The runs of a comparison as their columns: names, suite and method, the etcd judgement
 //! and the warnings each run recorded, read from the stored document.
 
+use super::stored::{ExtraView, Field, TargetView, WarningView, view};
 use crate::store::StoredRun;
 use crate::store::{RunKind, RunSource, RunStatus};
 use crate::units::format_latency_ns;
@@ -91,13 +92,13 @@ pub struct Judgement {
 }
 
 impl Judgement {
-    fn of(run: &StoredRun) -> Option<Judgement> {
-        let j = run.extra.get("judgement")?;
+    fn of(extra: &ExtraView) -> Option<Judgement> {
+        let j = extra.judgement.get()?;
         Some(Judgement {
-            status: j.get("status")?.as_str()?.to_string(),
-            metric: j.get("metric")?.as_str()?.to_string(),
-            value_ns: j.get("value_ns")?.as_f64()?,
-            threshold_ns: j.get("threshold_ns")?.as_f64()?,
+            status: j.status.get()?.clone(),
+            metric: j.metric.get()?.clone(),
+            value_ns: *j.value_ns.get()?,
+            threshold_ns: *j.threshold_ns.get()?,
         })
     }
 
@@ -114,6 +115,8 @@ impl Judgement {
 }
 
 pub(super) fn head(run: &StoredRun) -> RunHead {
+    let extra: ExtraView = view(&Value::Object(run.extra.clone()));
+    let target: TargetView = view(&run.target);
     RunHead {
         id: run.id,
         title: run.title(),
@@ -126,37 +129,41 @@ pub(super) fn head(run: &StoredRun) -> RunHead {
         standard: run.standard(),
         changed: crate::store::suite_changes(&run.extra),
         tool_version: run.tool_version.clone(),
-        judgement: Judgement::of(run),
+        judgement: Judgement::of(&extra),
         warnings: run_warnings(run),
-        target: run
-            .target
-            .get("path")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .map(str::to_string),
+        target: target
+            .path
+            .get()
+            .map(|p| p.0.clone())
+            .filter(|p| !p.is_empty()),
     }
 }
 
 /// `[code]: message` of the run's warnings and its tests', each once.
 pub fn run_warnings(run: &StoredRun) -> Vec<String> {
-    let of = |v: Option<&Value>| -> Vec<String> {
-        v.and_then(Value::as_array)
+    let of = |ws: &Field<Vec<Field<WarningView>>>| -> Vec<String> {
+        let none = WarningView::default();
+        ws.get()
             .map(|ws| {
                 ws.iter()
                     .map(|w| {
+                        let w = w.get().unwrap_or(&none);
                         format!(
                             "[{}]: {}",
-                            w.get("code").and_then(Value::as_str).unwrap_or("?"),
-                            w.get("message").and_then(Value::as_str).unwrap_or("")
+                            w.code.get().map_or("?", String::as_str),
+                            w.message.get().map_or("", String::as_str)
                         )
                     })
                     .collect()
             })
             .unwrap_or_default()
     };
-    let mut out = of(run.extra.get("warnings"));
+    let extra: ExtraView = view(&Value::Object(run.extra.clone()));
+    let mut out = of(&extra.warnings);
     for t in &run.tests {
-        for w in of(t.json.get("warnings")) {
+        // Only the field read: a run may hold many tests.
+        let warnings = t.json.get("warnings").map_or(Field::Absent, view);
+        for w in of(&warnings) {
             if !out.contains(&w) {
                 out.push(w);
             }

@@ -7,6 +7,7 @@
 
 pub mod fingerprint;
 mod head;
+mod stored;
 
 use head::head;
 pub use head::{Judgement, RunHead, run_warnings, source_text, suite_text};

@@ -96,14 +96,14 @@ impl Ops {
     }
 
     /// Parses `--ops` text such as `RW+D` or `w`; every character must be a known letter.
-    pub fn parse(text: &str) -> Result<Ops, String> {
+    pub fn parse(text: &str) -> Result<Ops, OpsError> {
         if text.is_empty() {
-            return Err("no operation letters given; use some of R C W O + D < >, e.g. W".into());
+            return Err(OpsError::Empty);
         }
         text.chars().try_fold(Ops::NONE, |acc, c| {
-            Op::from_letter(c).map(|op| acc.with(op)).ok_or_else(|| {
-                format!("unknown operation letter {c:?}; use some of R C W O + D < >, e.g. RW")
-            })
+            Op::from_letter(c)
+                .map(|op| acc.with(op))
+                .ok_or(OpsError::UnknownLetter(c))
         })
     }
 
@@ -136,6 +136,17 @@ impl fmt::Display for Ops {
     }
 }
 
+/// Why `--ops` text did not parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OpsError {
+    /// No letters at all.
+    #[error("no operation letters given; use some of R C W O + D < >, e.g. W")]
+    Empty,
+    /// A character that names no operation.
+    #[error("unknown operation letter {0:?}; use some of R C W O + D < >, e.g. RW")]
+    UnknownLetter(char),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,8 +172,8 @@ mod tests {
             ops.mask() & libc::FAN_CLOSE_WRITE != 0,
             "W includes close-after-write"
         );
-        assert!(Ops::parse("RX").unwrap_err().contains("'X'"));
-        assert!(Ops::parse("").unwrap_err().contains("e.g."));
+        assert!(Ops::parse("RX").unwrap_err().to_string().contains("'X'"));
+        assert!(Ops::parse("").unwrap_err().to_string().contains("e.g."));
     }
 
     #[test]

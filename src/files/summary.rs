@@ -4,23 +4,22 @@
 //! once for W. Files are ranked by their writes first (the question is usually "what is being
 //! written all the time"), then by all events; processes by all events.
 
+use super::Shown;
 use super::ops::{Op, Ops};
-use super::output::Shown;
 use crate::text::{self, Escaped};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-/// Rows printed per table.
-const TOP_FILES: usize = 20;
-const TOP_PROCESSES: usize = 10;
+/// Rows listed per table.
+pub(crate) const TOP_FILES: usize = 20;
+pub(crate) const TOP_PROCESSES: usize = 10;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Counts {
-    events: u64,
-    by_op: [u64; 8],
+pub(crate) struct Counts {
+    pub(crate) events: u64,
+    pub(crate) by_op: [u64; 8],
     /// For files: the process with the most events on it, and how many.
     top: HashMap<(i32, String), u64>,
 }
@@ -84,7 +83,7 @@ impl Summary {
             .add(e.ops);
     }
 
-    fn ranked_files(&self) -> Vec<(&PathBuf, &Counts)> {
+    pub(crate) fn ranked_files(&self) -> Vec<(&PathBuf, &Counts)> {
         let mut files: Vec<_> = self.files.iter().collect();
         files.sort_by(|a, b| {
             (b.1.writes(), b.1.events)
@@ -94,10 +93,20 @@ impl Summary {
         files
     }
 
-    fn ranked_processes(&self) -> Vec<(&(i32, String), &Counts)> {
+    pub(crate) fn ranked_processes(&self) -> Vec<(&(i32, String), &Counts)> {
         let mut procs: Vec<_> = self.processes.iter().collect();
         procs.sort_by(|a, b| b.1.events.cmp(&a.1.events).then_with(|| a.0.cmp(b.0)));
         procs
+    }
+
+    /// Events counted so far.
+    pub(crate) fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Distinct files counted so far.
+    pub(crate) fn file_count(&self) -> usize {
+        self.files.len()
     }
 
     /// One line an admin can act on.
@@ -171,41 +180,6 @@ impl Summary {
                 .collect(),
         }
     }
-
-    /// The verdict line, then the files table, then the processes table.
-    pub fn write_table(&self, out: &mut impl Write, seconds: f64) -> io::Result<()> {
-        writeln!(out, "{}", self.verdict(seconds))?;
-        if self.events == 0 {
-            return Ok(());
-        }
-        let header: String = Op::ALL
-            .iter()
-            .map(|op| format!("{:>7}", op.letter()))
-            .collect();
-        writeln!(out)?;
-        writeln!(out, "{:>8}{header}  file", "events")?;
-        for (path, c) in self.ranked_files().into_iter().take(TOP_FILES) {
-            writeln!(out, "{:>8}{}  {}", c.events, cells(c), text::path(path))?;
-        }
-        if self.files.len() > TOP_FILES {
-            writeln!(
-                out,
-                "{:>8}  ({} more files)",
-                "",
-                self.files.len() - TOP_FILES
-            )?;
-        }
-        writeln!(out)?;
-        writeln!(out, "{:>8}{header}  process", "events")?;
-        for ((pid, comm), c) in self.ranked_processes().into_iter().take(TOP_PROCESSES) {
-            writeln!(out, "{:>8}{}  {}({pid})", c.events, cells(c), Escaped(comm))?;
-        }
-        Ok(())
-    }
-}
-
-fn cells(c: &Counts) -> String {
-    c.by_op.iter().map(|n| format!("{n:>7}")).collect()
 }
 
 #[cfg(test)]
@@ -246,16 +220,6 @@ mod tests {
         assert_eq!(report.files[0].by_op[&'W'], 4);
         assert_eq!(report.files[0].by_op[&'C'], 1);
         assert_eq!(report.processes[0].comm.as_deref(), Some("reader"));
-        let mut out = Vec::new();
-        s.write_table(&mut out, 2.0).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.starts_with("most written: /var/lib/pg/wal"));
-        let wal = text
-            .lines()
-            .find(|l| l.ends_with("  /var/lib/pg/wal"))
-            .unwrap();
-        let nums: Vec<&str> = wal.split_whitespace().collect();
-        assert_eq!(&nums[..9], ["4", "0", "1", "4", "0", "0", "0", "0", "0"]);
     }
 
     #[test]

@@ -5,16 +5,16 @@
 //! including create, delete and move), and, for filesystems that cannot encode file handles,
 //! one that gets an open descriptor per event (read, write, open and close only).
 
+use super::Shown;
 use super::fanotify::{self, EventBuf, Group, Mode};
 use super::filter::{Filter, FilterSpec};
 use super::ops::{Op, Ops};
-use super::output::{self, Format, Shown};
 use super::proc_events::{ProcEvent, ProcEvents};
 use super::procs::Comms;
 use super::resolve::{self, Resolver};
 use super::summary::Summary;
 use crate::kernel::SysRoot;
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,11 +56,20 @@ pub struct WatchConfig {
 }
 
 /// Where events go.
-pub struct Sink {
+pub struct Sink<E> {
     /// The event stream; `None` when only the summary is wanted.
-    pub events: Option<Box<dyn Write>>,
-    pub format: Format,
+    pub events: Option<E>,
     pub summary: Option<Summary>,
+}
+
+/// Receives the events a watch shows, as it reads them (a renderer in `report::files`).
+pub trait Events {
+    /// One event that passed the filters.
+    fn event(&mut self, e: &Shown<'_>) -> io::Result<()>;
+    /// The kernel's queue overflowed at `time`: events were lost there.
+    fn overflow(&mut self, time: SystemTime) -> io::Result<()>;
+    /// Pushes out what is buffered, after each batch.
+    fn flush(&mut self) -> io::Result<()>;
 }
 
 /// The watch after it ended.
@@ -239,7 +248,11 @@ impl Watcher {
     }
 
     /// Reads events until the deadline or `stop`; writes them to `sink`.
-    pub fn run(&mut self, sink: &mut Sink, stop: &Arc<AtomicBool>) -> Result<Outcome, WatchError> {
+    pub fn run<E: Events>(
+        &mut self,
+        sink: &mut Sink<E>,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Outcome, WatchError> {
         let start = Instant::now();
         let deadline = self.duration.map(|d| start + d);
         let mut buf = EventBuf::new();
@@ -336,10 +349,10 @@ impl Watcher {
 
     /// Reads what every group has queued, once tacho was asked to stop: bounded in time, so
     /// a system that keeps producing events cannot keep tacho from exiting.
-    fn drain_queued(
+    fn drain_queued<E: Events>(
         &mut self,
         buf: &mut EventBuf,
-        sink: &mut Sink,
+        sink: &mut Sink<E>,
         outcome: &mut Outcome,
     ) -> Result<(), WatchError> {
         let until = Instant::now() + FINAL_DRAIN;
@@ -356,10 +369,10 @@ impl Watcher {
     }
 
     /// Handles one read's worth of events.
-    fn batch(
+    fn batch<E: Events>(
         &mut self,
         bytes: &[u8],
-        sink: &mut Sink,
+        sink: &mut Sink<E>,
         outcome: &mut Outcome,
     ) -> Result<(), WatchError> {
         let time = SystemTime::now();
@@ -390,10 +403,8 @@ impl Watcher {
                          try --unbounded-queue, --mount for fewer filesystems, or --ops"
                     );
                 }
-                if sink.format == Format::Json
-                    && let Some(out) = sink.events.as_mut()
-                {
-                    output::write_json_overflow(out, time)?;
+                if let Some(out) = sink.events.as_mut() {
+                    out.overflow(time)?;
                 }
                 continue;
             }
@@ -428,7 +439,7 @@ impl Watcher {
             };
             outcome.events_shown += 1;
             if let Some(out) = sink.events.as_mut() {
-                output::write_event(out, sink.format, &shown)?;
+                out.event(&shown)?;
             }
             if let Some(summary) = sink.summary.as_mut() {
                 summary.add(&shown);

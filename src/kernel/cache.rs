@@ -1,6 +1,7 @@
 //! CPU cache levels from `/sys/devices/system/cpu/cpu0/cache/index*/` (level, type, size,
 //! shared_cpu_list), to choose memory-benchmark working sets that fit each level.
 
+use super::Malformed;
 use super::host::count_cpu_list;
 use super::{KernelError, Result, SysRoot, read_optional, read_text};
 use serde::Serialize;
@@ -73,7 +74,7 @@ fn read_index(dir: &Path) -> Result<Option<CacheLevel>> {
 }
 
 /// sysfs cache sizes: `32K`, `1024K`, `32768K`, occasionally `8M` or plain bytes.
-pub fn parse_cache_size(text: &str) -> std::result::Result<u64, String> {
+pub fn parse_cache_size(text: &str) -> std::result::Result<u64, Malformed> {
     let (digits, shift) = match text.as_bytes().last() {
         Some(b'K') => (&text[..text.len() - 1], 10),
         Some(b'M') => (&text[..text.len() - 1], 20),
@@ -85,7 +86,7 @@ pub fn parse_cache_size(text: &str) -> std::result::Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(1 << shift))
         .filter(|&n| n > 0)
-        .ok_or_else(|| format!("expected a cache size like 32K, found {text:?}"))
+        .ok_or_else(|| Malformed(format!("expected a cache size like 32K, found {text:?}")))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! what the device saw. Raw counters are stored as read; [`DiskDelta`] computes differences
 //! so that a counter going backwards gives "no value" (`None`), never an underflow.
 
+use super::Malformed;
 use std::path::Path;
 
 use procfs_core::DiskStat;
@@ -84,18 +85,20 @@ pub fn find(stats: &[DiskCounters], major: u32, minor: u32) -> Option<&DiskCount
     stats.iter().find(|s| s.major == major && s.minor == minor)
 }
 
-fn parse_line(line: &str) -> std::result::Result<DiskCounters, String> {
+fn parse_line(line: &str) -> std::result::Result<DiskCounters, Malformed> {
     let tokens: Vec<&str> = line.split_whitespace().collect();
     // procfs-core reads the optional trailing fields leniently (garbage becomes None); we
     // insist every counter is a number so a corrupted line is an error, not a missing value.
     if tokens.len() < 14 {
-        return Err(format!(
+        return Err(Malformed(format!(
             "expected at least 14 fields, found {}: {line:?}",
             tokens.len()
-        ));
+        )));
     }
     if let Some(bad) = tokens[3..].iter().find(|t| t.parse::<u64>().is_err()) {
-        return Err(format!("counter {bad:?} is not a number: {line:?}"));
+        return Err(Malformed(format!(
+            "counter {bad:?} is not a number: {line:?}"
+        )));
     }
     let stat = DiskStat::from_line(line).map_err(|e| format!("{e}: {line:?}"))?;
     let device_number =

@@ -5,6 +5,7 @@
 //! exists but cannot be read or parsed also leaves it `None` and is listed in `unreadable`, so
 //! the gap is visible rather than silent.
 
+use super::Malformed;
 use std::path::Path;
 
 use serde::Serialize;
@@ -89,7 +90,7 @@ impl Host {
 fn keep_parsed<T>(
     unreadable: &mut Vec<String>,
     path: &Path,
-    parse: impl Fn(&str) -> std::result::Result<T, String>,
+    parse: impl Fn(&str) -> std::result::Result<T, Malformed>,
 ) -> Option<T> {
     let result = read_optional(path).and_then(|text| match text {
         None => Ok(None),
@@ -177,7 +178,7 @@ pub fn numa_nodes(root: &SysRoot) -> Result<Option<u64>> {
 }
 
 /// Number of CPUs in a kernel CPU list (`0-3,8-11` is 8).
-pub fn count_cpu_list(text: &str) -> std::result::Result<u64, String> {
+pub fn count_cpu_list(text: &str) -> std::result::Result<u64, Malformed> {
     let bad = || format!("expected a CPU list like 0-3,8, found {:?}", text.trim());
     let mut total: u64 = 0;
     for part in text.trim().split(',') {
@@ -193,7 +194,7 @@ pub fn count_cpu_list(text: &str) -> std::result::Result<u64, String> {
 }
 
 /// `MemTotal` from /proc/meminfo, in bytes (the kernel prints kB meaning KiB).
-pub fn mem_total_bytes(text: &str) -> std::result::Result<u64, String> {
+pub fn mem_total_bytes(text: &str) -> std::result::Result<u64, Malformed> {
     let line = text
         .lines()
         .find_map(|l| l.strip_prefix("MemTotal:"))
@@ -204,10 +205,10 @@ pub fn mem_total_bytes(text: &str) -> std::result::Result<u64, String> {
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| format!("bad MemTotal {line:?}"))?;
     if words.next() != Some("kB") {
-        return Err(format!("MemTotal not in kB: {line:?}"));
+        return Err(Malformed(format!("MemTotal not in kB: {line:?}")));
     }
     kib.checked_mul(1024)
-        .ok_or_else(|| format!("MemTotal too large: {line:?}"))
+        .ok_or_else(|| Malformed(format!("MemTotal too large: {line:?}")))
 }
 
 /// What the machine shows about a hypervisor.

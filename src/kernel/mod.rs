@@ -96,6 +96,30 @@ pub enum KernelError {
     },
 }
 
+/// What is wrong with a piece of a kernel file (a line, a value), quoting the offending
+/// text; [`KernelError::parse`] adds the file it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+impl From<Malformed> for String {
+    fn from(m: Malformed) -> String {
+        m.0
+    }
+}
+
+impl From<String> for Malformed {
+    fn from(reason: String) -> Malformed {
+        Malformed(reason)
+    }
+}
+
+impl From<&str> for Malformed {
+    fn from(reason: &str) -> Malformed {
+        Malformed(reason.into())
+    }
+}
+
 fn line_suffix(line: Option<usize>) -> String {
     line.map(|l| format!(" line {l}")).unwrap_or_default()
 }

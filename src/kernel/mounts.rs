@@ -3,6 +3,7 @@
 //! The benchmark needs the mount of its target directory (filesystem type, options, the
 //! device whose diskstats to watch); `safety` needs every mounted device and active swap.
 
+use super::Malformed;
 use std::path::{Path, PathBuf};
 
 use procfs_core::process::MountInfo;
@@ -58,7 +59,7 @@ fn parse_mountinfo_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Mount>> {
         .collect()
 }
 
-fn parse_line(line: &str, raw: &[u8]) -> std::result::Result<Mount, String> {
+fn parse_line(line: &str, raw: &[u8]) -> std::result::Result<Mount, Malformed> {
     let info = MountInfo::from_line(line).map_err(|e| format!("{e}: {line:?}"))?;
     let (major, minor) = parse_devno(&info.majmin)
         .ok_or_else(|| format!("bad device number {:?}: {line:?}", info.majmin))?;

@@ -4,6 +4,7 @@
 //! Hand-parsed: procfs-core's `parse_pressure_record` slices the line at a fixed byte offset
 //! and panics on a short or non-ASCII line, which a reader here must never do.
 
+use super::Malformed;
 use std::path::Path;
 
 use super::{KernelError, Result, SysRoot, read_text};
@@ -86,7 +87,7 @@ pub fn parse_pressure(text: &str, path: &Path) -> Result<Pressure> {
 
 fn parse_line<'a>(
     words: impl Iterator<Item = &'a str>,
-) -> std::result::Result<PressureLine, String> {
+) -> std::result::Result<PressureLine, Malformed> {
     let (mut avg10, mut avg60, mut avg300, mut total) = (None, None, None, None);
     for word in words {
         let (key, value) = word
@@ -121,7 +122,7 @@ fn parse_line<'a>(
             avg300,
             total_us,
         }),
-        _ => Err("expected avg10, avg60, avg300 and total".into()),
+        _ => Err(Malformed("expected avg10, avg60, avg300 and total".into())),
     }
 }
 

@@ -5,6 +5,7 @@
 //! error naming its line number, and so that fixtures need only the lines tacho reads.
 //! `tacho stress` and `tacho top` both read the CPU split from here.
 
+use super::Malformed;
 use std::path::Path;
 
 use super::{KernelError, Result, SysRoot, read_text};
@@ -79,7 +80,7 @@ pub fn parse_stat(text: &str, path: &Path) -> Result<KernelStat> {
         };
         match key {
             "cpu" => {
-                stat.total = parse_ticks(words).map_err(err)?;
+                stat.total = parse_ticks(words).map_err(|m| err(m.0))?;
                 saw_total = true;
             }
             "ctxt" => stat.context_switches = number(words.next())?,
@@ -92,7 +93,8 @@ pub fn parse_stat(text: &str, path: &Path) -> Result<KernelStat> {
                     let n: u32 = n
                         .parse()
                         .map_err(|_| err(format!("unknown CPU line {key:?}")))?;
-                    stat.cpus.push((n, parse_ticks(words).map_err(err)?));
+                    stat.cpus
+                        .push((n, parse_ticks(words).map_err(|m| err(m.0))?));
                 }
             }
         }
@@ -105,12 +107,14 @@ pub fn parse_stat(text: &str, path: &Path) -> Result<KernelStat> {
 
 /// The numbers after `cpu`/`cpuN`: at least user, nice, system and idle (every kernel since
 /// 2.4 prints those); later fields default to 0 where a kernel lacks them.
-fn parse_ticks<'a>(words: impl Iterator<Item = &'a str>) -> std::result::Result<CpuTicks, String> {
+fn parse_ticks<'a>(
+    words: impl Iterator<Item = &'a str>,
+) -> std::result::Result<CpuTicks, Malformed> {
     let mut v = [0u64; 10];
     let mut n = 0;
     for word in words {
         if n == v.len() {
-            return Err(format!("more than {} CPU time fields", v.len()));
+            return Err(Malformed(format!("more than {} CPU time fields", v.len())));
         }
         v[n] = word
             .parse()
@@ -118,7 +122,9 @@ fn parse_ticks<'a>(words: impl Iterator<Item = &'a str>) -> std::result::Result<
         n += 1;
     }
     if n < 4 {
-        return Err(format!("expected at least 4 CPU time fields, found {n}"));
+        return Err(Malformed(format!(
+            "expected at least 4 CPU time fields, found {n}"
+        )));
     }
     Ok(CpuTicks {
         user: v[0],

@@ -4,6 +4,8 @@
 pub mod check;
 pub mod cpu;
 pub mod diff;
+pub mod files;
+pub mod fix_script;
 mod grid;
 pub mod html;
 pub mod hyperfine;

@@ -3,6 +3,7 @@
 //! name instead of being compared as something it is not. Fields tacho does not know (a newer
 //! version's) and missing ones (an older version's) are allowed, as `diff` promises.
 
+use crate::text::json_kind;
 use serde_json::Value;
 
 /// What a field must hold.
@@ -45,11 +46,27 @@ const KERNEL: [(&str, Shape); 5] = [
     ("config", Shape::MapOf(&TEXT)),
 ];
 
+/// Why a snapshot document is not one tacho wrote.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeError {
+    /// The document is not an object.
+    #[error("the snapshot must be a JSON object")]
+    NotAnObject,
+    /// A field holds another type than tacho writes there.
+    #[error("\"{name}\" is {found}; it must be {expected}")]
+    WrongType {
+        /// The field's path, `kernel.config.X` or `devices[0]`.
+        name: String,
+        /// What it holds (`a string`).
+        found: &'static str,
+        /// What tacho writes there (`an object`).
+        expected: &'static str,
+    },
+}
+
 /// `Err` names the first field whose type is wrong.
-pub fn check(doc: &Value) -> Result<(), String> {
-    let obj = doc
-        .as_object()
-        .ok_or("the snapshot must be a JSON object")?;
+pub fn check(doc: &Value) -> Result<(), ShapeError> {
+    let obj = doc.as_object().ok_or(ShapeError::NotAnObject)?;
     fields(obj, &TOP, "")?;
     if let Some(Value::Object(kernel)) = obj.get("kernel") {
         fields(kernel, &KERNEL, "kernel.")?;
@@ -64,7 +81,7 @@ fn fields(
     obj: &serde_json::Map<String, Value>,
     expected: &[(&str, Shape)],
     prefix: &str,
-) -> Result<(), String> {
+) -> Result<(), ShapeError> {
     for (key, shape) in expected {
         match obj.get(*key) {
             // Optional fields are written as null when unknown.
@@ -75,8 +92,14 @@ fn fields(
     Ok(())
 }
 
-fn is(v: &Value, shape: Shape, name: &str) -> Result<(), String> {
-    let wrong = |what: &str| Err(format!("\"{name}\" is {}; it must be {what}", kind_of(v)));
+fn is(v: &Value, shape: Shape, name: &str) -> Result<(), ShapeError> {
+    let wrong = |expected: &'static str| {
+        Err(ShapeError::WrongType {
+            name: name.to_string(),
+            found: json_kind(v),
+            expected,
+        })
+    };
     match shape {
         Shape::Text if !v.is_string() => wrong("a string"),
         Shape::Number if !v.is_number() => wrong("a number"),
@@ -97,10 +120,11 @@ fn is(v: &Value, shape: Shape, name: &str) -> Result<(), String> {
             for (i, item) in items.iter().enumerate() {
                 let here = format!("{name}[{i}]");
                 if !item.is_object() {
-                    return Err(format!(
-                        "\"{here}\" is {}; it must be an object",
-                        kind_of(item)
-                    ));
+                    return Err(ShapeError::WrongType {
+                        name: here,
+                        found: json_kind(item),
+                        expected: "an object",
+                    });
                 }
                 is(&item[id], Shape::Text, &format!("{here}.{id}"))?;
             }
@@ -117,17 +141,6 @@ fn is(v: &Value, shape: Shape, name: &str) -> Result<(), String> {
     }
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,7 +152,7 @@ mod tests {
                         "devices": [{"name": "vda"}], "kernel": {"release": "6.1", "config": {}},
                         "future": [1, {"x": 2}]});
         assert_eq!(check(&ok), Ok(()));
-        let bad = |doc: Value| check(&doc).unwrap_err();
+        let bad = |doc: Value| check(&doc).unwrap_err().to_string();
         assert!(bad(json!({"sysctl": 5})).contains("\"sysctl\" is a number"));
         assert!(bad(json!({"sysctl": {"vm.x": {"y": 1}}})).contains("\"sysctl.vm.x\""));
         assert!(bad(json!({"devices": [{"name": 3}]})).contains("devices[0].name"));

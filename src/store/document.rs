@@ -2,6 +2,7 @@
 //! surrounds them) into [`NewRun`]s, each checked before it is returned.
 
 use super::fio;
+use super::run::Invalid;
 use super::run::{NewRun, NewTest, RunSource, check_test};
 use crate::bench::result::SCHEMA;
 use serde_json::{Map, Value};
@@ -51,7 +52,7 @@ pub fn read_documents(path: &std::path::Path) -> anyhow::Result<Vec<NewRun>> {
 /// one after another) or fio's `--output-format=json` output. A UTF-8 byte-order mark, CRLF
 /// line ends and text around the JSON (fio's notes before it, `--output-format=json,normal`
 /// after it) are skipped; every run is checked (see [`check_test`]) before it is returned.
-pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, String> {
+pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, Invalid> {
     let bytes = bytes.as_ref();
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let mut runs = Vec::new();
@@ -69,8 +70,8 @@ pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, String> {
                     .strip_suffix(&format!(" at line {} column {}", e.line(), e.column()))
                     .unwrap_or(&text);
                 return Err(match e.classify() {
-                    serde_json::error::Category::Data => format!("line {line}: {what}"),
-                    _ => format!("not valid JSON at line {line}: {what}"),
+                    serde_json::error::Category::Data => Invalid(format!("line {line}: {what}")),
+                    _ => Invalid(format!("not valid JSON at line {line}: {what}")),
                 });
             }
             None => break,
@@ -81,14 +82,14 @@ pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, String> {
         };
         for doc in docs {
             documents += 1;
-            runs.push(parse_one(doc).map_err(|e| format!("document {documents}: {e}"))?);
+            runs.push(parse_one(doc).map_err(|e| Invalid(format!("document {documents}: {e}")))?);
         }
         // Whatever follows on the value's own line and any lines of text after it are skipped
         // up to the next line that opens a JSON value.
         at = json_line(bytes, at + stream.byte_offset()).unwrap_or(bytes.len());
     }
     if runs.is_empty() {
-        return Err("no runs in it".into());
+        return Err(Invalid("no runs in it".into()));
     }
     Ok(runs)
 }
@@ -209,7 +210,7 @@ impl<'de> serde::Deserialize<'de> for TestList {
     }
 }
 
-fn parse_one(doc: Document) -> Result<NewRun, String> {
+fn parse_one(doc: Document) -> Result<NewRun, Invalid> {
     let Document { mut fields, tests } = doc;
     let run = match fields.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => {
@@ -222,16 +223,16 @@ fn parse_one(doc: Document) -> Result<NewRun, String> {
             super::kinds::to_run(&Value::Object(fields), RunSource::Import)?
         }
         Some(other) => {
-            return Err(format!(
+            return Err(Invalid(format!(
                 "schema {other:?} cannot be imported (expected {SCHEMA}, tacho.cpu.v1, \
                  tacho.mem.v1, tacho.time.v1 or fio JSON)"
-            ));
+            )));
         }
         None if fields.contains_key("fio version") => fio::to_run(&Value::Object(fields))?,
         None => {
-            return Err(format!(
+            return Err(Invalid(format!(
                 "neither a {SCHEMA} document nor fio JSON output (fio --output-format=json)"
-            ));
+            )));
         }
     };
     for (i, test) in run.tests.iter().enumerate() {
@@ -303,27 +304,41 @@ mod tests {
 
     #[test]
     fn parse_documents_errors_say_what_is_wrong() {
-        assert!(parse_documents("").unwrap_err().contains("no JSON"));
-        assert!(parse_documents("{").unwrap_err().contains("not valid JSON"));
+        assert!(
+            parse_documents("")
+                .unwrap_err()
+                .to_string()
+                .contains("no JSON")
+        );
+        assert!(
+            parse_documents("{")
+                .unwrap_err()
+                .to_string()
+                .contains("not valid JSON")
+        );
         assert!(
             parse_documents(r#"{"schema": "tacho.top.v1"}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("cannot be imported")
         );
         assert!(
             parse_documents(r#"{"schema": "tacho.time.v1"}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("\"results\" must be an array")
         );
         assert!(
             parse_documents(r#"{"a": 1}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("neither")
         );
         let bad_test = format!(r#"{{"schema": "{SCHEMA}", "tests": [{{}}]}}"#);
         assert!(
             parse_documents(bad_test)
                 .unwrap_err()
+                .to_string()
                 .contains("no \"name\"")
         );
         let two = format!(

@@ -5,6 +5,7 @@
 //! are merged into one test here (rates summed, latencies weighted by I/O count, which is exact
 //! for means and an approximation for percentiles, said in the test's warnings).
 
+use super::run::Invalid;
 use super::run::{NewRun, NewTest, RunKind, RunSource, RunStatus};
 use crate::units::parse_size;
 use serde_json::{Map, Value, json};
@@ -19,7 +20,7 @@ const PERCENTILES: [(&str, &str); 5] = [
 ];
 
 /// Converts one fio JSON document.
-pub fn to_run(doc: &Value) -> Result<NewRun, String> {
+pub fn to_run(doc: &Value) -> Result<NewRun, Invalid> {
     let jobs = doc
         .get("jobs")
         .and_then(Value::as_array)
@@ -49,7 +50,9 @@ pub fn to_run(doc: &Value) -> Result<NewRun, String> {
         }
     }
     if tests.is_empty() {
-        return Err("no fio job could be imported (tacho compares read/write jobs only)".into());
+        return Err(Invalid(
+            "no fio job could be imported (tacho compares read/write jobs only)".into(),
+        ));
     }
     let option = |key: &str| global.and_then(|g| g.get(key)).and_then(Value::as_str);
     let devices: Vec<Value> = doc
@@ -94,7 +97,7 @@ fn test_of(
     name: &str,
     clones: &[&Value],
     global: Option<&Map<String, Value>>,
-) -> Result<Value, String> {
+) -> Result<Value, Invalid> {
     let first = clones[0];
     let opt = |key: &str| {
         first
@@ -112,15 +115,16 @@ fn test_of(
         "randwrite" => "randwrite",
         "rw" | "readwrite" => "rw",
         "randrw" => "randrw",
-        other => return Err(format!("rw={other} has no tacho equivalent")),
+        other => return Err(Invalid(format!("rw={other} has no tacho equivalent"))),
     };
     // `bs=4k,8k` sets reads and writes apart; the first is the read size.
     let bs_text = opt("bs").or(opt("blocksize")).unwrap_or("4k");
     let bs = parse_size(bs_text.split(',').next().unwrap_or(""))
-        .map_err(|e| format!("bs={bs_text}: {e}"))?;
-    let number = |key: &str, default: u64| -> Result<u64, String> {
+        .map_err(|e| Invalid(format!("bs={bs_text}: {e}")))?;
+    let number = |key: &str, default: u64| -> Result<u64, Invalid> {
         opt(key).map_or(Ok(default), |v| {
-            v.parse().map_err(|_| format!("{key}={v} is not a number"))
+            v.parse()
+                .map_err(|_| Invalid(format!("{key}={v} is not a number")))
         })
     };
     let runtime_s = clones

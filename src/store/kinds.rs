@@ -6,6 +6,7 @@
 //! Read from `serde_json::Value`, like fio's JSON, so a document saved by `--json` imports the
 //! same way the running command saves it.
 
+use super::run::Invalid;
 use super::run::{NewRun, NewTest};
 use super::run::{RunKind, RunSource, RunStatus};
 use serde_json::{Map, Value, json};
@@ -21,12 +22,13 @@ pub fn kind_of_schema(schema: &str) -> Option<RunKind> {
 }
 
 /// Splits a `tacho.cpu.v1`, `tacho.mem.v1` or `tacho.time.v1` document into a run.
-pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, String> {
+pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
     let obj = doc
         .as_object()
         .ok_or("the document must be a JSON object")?;
     let schema = obj.get("schema").and_then(Value::as_str).unwrap_or("");
-    let kind = kind_of_schema(schema).ok_or_else(|| format!("unknown schema {schema:?}"))?;
+    let kind =
+        kind_of_schema(schema).ok_or_else(|| Invalid(format!("unknown schema {schema:?}")))?;
     let (tests, consumed): (Vec<Value>, &[&str]) = match kind {
         RunKind::Cpu => (cpu_tests(obj)?, &["single_thread", "all_threads"]),
         RunKind::Mem => (mem_tests(obj)?, &["levels"]),
@@ -64,27 +66,27 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, String> {
     })
 }
 
-fn array<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a Vec<Value>, String> {
+fn array<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a Vec<Value>, Invalid> {
     obj.get(key)
         .and_then(Value::as_array)
-        .ok_or_else(|| format!("\"{key}\" must be an array"))
+        .ok_or_else(|| Invalid(format!("\"{key}\" must be an array")))
 }
 
-fn number(obj: &Value, key: &str) -> Result<f64, String> {
+fn number(obj: &Value, key: &str) -> Result<f64, Invalid> {
     obj.get(key)
         .and_then(Value::as_f64)
-        .ok_or_else(|| format!("\"{key}\" must be a number"))
+        .ok_or_else(|| Invalid(format!("\"{key}\" must be a number")))
 }
 
-fn text<'a>(obj: &'a Value, key: &str) -> Result<&'a str, String> {
+fn text<'a>(obj: &'a Value, key: &str) -> Result<&'a str, Invalid> {
     obj.get(key)
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("\"{key}\" must be a string"))
+        .ok_or_else(|| Invalid(format!("\"{key}\" must be a string")))
 }
 
 /// The two passes' kernels, one test each (`primes 1 thread`, `primes all threads`), and
 /// each pass's score (the geometric mean of its kernels, per repeat too).
-fn cpu_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
+fn cpu_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, Invalid> {
     let mut tests = Vec::new();
     for (key, title) in [
         ("single_thread", "1 thread"),
@@ -93,12 +95,12 @@ fn cpu_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
         let pass = obj
             .get(key)
             .filter(|p| p.is_object())
-            .ok_or_else(|| format!("\"{key}\" must be an object"))?;
+            .ok_or_else(|| Invalid(format!("\"{key}\" must be an object")))?;
         let threads = pass.get("threads").cloned().unwrap_or(Value::Null);
         let kernels = pass
             .get("kernels")
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("\"{key}.kernels\" must be an array"))?;
+            .ok_or_else(|| Invalid(format!("\"{key}.kernels\" must be an array")))?;
         let mut per_kernel: Vec<Vec<f64>> = Vec::new();
         for k in kernels {
             let name = text(k, "name")?;
@@ -139,8 +141,8 @@ fn cpu_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
 
 /// Each level on one thread and on all threads: bandwidths as read, write and copy, the
 /// random-access latency as the read latency.
-fn mem_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
-    let figures = |f: &Value| -> Result<Value, String> {
+fn mem_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, Invalid> {
+    let figures = |f: &Value| -> Result<Value, Invalid> {
         Ok(json!({
             "read": {
                 "bw_bytes_per_s": number(f, "read_bytes_per_s")?,
@@ -150,7 +152,7 @@ fn mem_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
             "copy": {"bw_bytes_per_s": number(f, "copy_bytes_per_s")?},
         }))
     };
-    let test = |name: String, level: &str, threads: &Value, f: &Value| -> Result<Value, String> {
+    let test = |name: String, level: &str, threads: &Value, f: &Value| -> Result<Value, Invalid> {
         let mut t = figures(f)?;
         let repeats = f
             .get("repeats")
@@ -185,7 +187,7 @@ fn mem_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
 
 /// One test per command, named by it: hyperfine's keys as they are, plus every run's wall
 /// time as a repeat, so a later run of the same command is tested against all of them.
-fn time_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, String> {
+fn time_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, Invalid> {
     let ns = |s: f64| s * 1e9;
     let mut tests = Vec::new();
     for r in array(obj, "results")? {
@@ -311,7 +313,7 @@ mod tests {
 
     #[test]
     fn malformed_documents_say_what_is_wrong() {
-        let bad = |doc: Value| to_run(&doc, RunSource::Import).unwrap_err();
+        let bad = |doc: Value| to_run(&doc, RunSource::Import).unwrap_err().0;
         assert!(bad(json!({"schema": "tacho.mem.v1"})).contains("levels"));
         assert!(
             bad(json!({"schema": "tacho.cpu.v1", "single_thread": 3})).contains("single_thread")

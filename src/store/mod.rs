@@ -16,7 +16,7 @@ pub mod schema;
 
 pub use document::{IMPORT_LIMIT, parse_documents, read_documents};
 pub use run::{
-    NewRun, NewTest, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes,
+    Invalid, NewRun, NewTest, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes,
 };
 pub use runs::RunSummary;
 

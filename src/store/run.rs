@@ -4,6 +4,7 @@
 
 use super::figures::Figures;
 use crate::bench::result::SCHEMA;
+use crate::text::json_kind;
 use serde_json::{Map, Value, json};
 
 /// Top-level fields of a `tacho.bench.v1` document that the store keeps in their own columns;
@@ -11,6 +12,24 @@ use serde_json::{Map, Value, json};
 /// version and is kept whole in `extra` too: whether the method was standard, the repeats
 /// and what options changed are part of what a run measured.
 const OWN_COLUMNS: [&str; 6] = ["schema", "tool_version", "run", "host", "target", "tests"];
+
+/// Why a document cannot be stored: what is wrong with it, naming the field or the test
+/// (`"tests" must be an array`, `test 3: has no "name"`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl From<String> for Invalid {
+    fn from(why: String) -> Invalid {
+        Invalid(why)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(why: &str) -> Invalid {
+        Invalid(why.into())
+    }
+}
 
 /// A run about to be saved.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,14 +101,14 @@ pub struct StoredTest {
 
 impl NewRun {
     /// Splits a `tacho.bench.v1` document into the store's columns.
-    pub fn from_bench_doc(doc: &Value, source: RunSource) -> Result<NewRun, String> {
+    pub fn from_bench_doc(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
         let mut obj = doc
             .as_object()
             .ok_or("a tacho.bench.v1 document must be a JSON object")?
             .clone();
         let tests = match obj.remove("tests") {
             Some(Value::Array(tests)) => tests,
-            Some(_) => return Err("\"tests\" must be an array".into()),
+            Some(_) => return Err(Invalid("\"tests\" must be an array".into())),
             None => Vec::new(),
         };
         for (i, test) in tests.iter().enumerate() {
@@ -103,16 +122,16 @@ impl NewRun {
         obj: Map<String, Value>,
         tests: Vec<NewTest>,
         source: RunSource,
-    ) -> Result<NewRun, String> {
+    ) -> Result<NewRun, Invalid> {
         let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
         let run = obj.get("run");
         let word = text(run.and_then(|r| r.get("kind"))).unwrap_or_else(|| "disk".into());
         let Some(kind) = RunKind::parse(&word) else {
             let words: Vec<&str> = RunKind::ALL.iter().map(|k| k.as_str()).collect();
-            return Err(format!(
+            return Err(Invalid(format!(
                 "run.kind is {word:?}; it must be one of {}",
                 words.join(", ")
-            ));
+            )));
         };
         let suite = obj.get("suite").and_then(|s| {
             Some((
@@ -122,7 +141,10 @@ impl NewRun {
         });
         for key in ["host", "target"] {
             if let Some(v) = obj.get(key).filter(|v| !v.is_object()) {
-                return Err(format!("\"{key}\" is {}; it must be an object", kind_of(v)));
+                return Err(Invalid(format!(
+                    "\"{key}\" is {}; it must be an object",
+                    json_kind(v)
+                )));
             }
         }
         let interrupted = obj.get("interrupted").and_then(Value::as_bool) == Some(true);
@@ -317,8 +339,8 @@ const NAME_LIMIT: usize = 4096;
 
 /// Refuses, by name, a test whose figures cannot be real: a figure that is not a number,
 /// negative, or not finite; a block size, queue depth or job count out of any device's range.
-pub fn check_test(index: usize, test: &Value) -> Result<(), String> {
-    let at = |what: String| format!("test {}: {what}", index + 1);
+pub fn check_test(index: usize, test: &Value) -> Result<(), Invalid> {
+    let at = |what: String| Invalid(format!("test {}: {what}", index + 1));
     let obj = test
         .as_object()
         .ok_or_else(|| at("must be a JSON object".into()))?;
@@ -332,7 +354,7 @@ pub fn check_test(index: usize, test: &Value) -> Result<(), String> {
             name.len()
         )));
     }
-    let at = |what: String| format!("test {} ({name:?}): {what}", index + 1);
+    let at = |what: String| Invalid(format!("test {} ({name:?}): {what}", index + 1));
     for (key, max) in [
         ("bs_bytes", 1u64 << 32),
         ("iodepth", 1 << 16),
@@ -351,35 +373,38 @@ pub fn check_test(index: usize, test: &Value) -> Result<(), String> {
     if let Some(rw) = obj.get("rw").filter(|v| !v.is_null() && !v.is_string()) {
         return Err(at(format!(
             "\"rw\" is {}; it must be a string",
-            kind_of(rw)
+            json_kind(rw)
         )));
     }
-    check_sample(obj, "").map_err(&at)?;
+    check_sample(obj, "").map_err(|e| at(e.0))?;
     match obj.get("repeats") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Array(repeats)) => repeats.iter().enumerate().try_for_each(|(i, r)| {
             let r = r
                 .as_object()
                 .ok_or_else(|| at(format!("repeat {} must be a JSON object", i + 1)))?;
-            check_sample(r, &format!("repeat {}: ", i + 1)).map_err(&at)
+            check_sample(r, &format!("repeat {}: ", i + 1)).map_err(|e| at(e.0))
         }),
         Some(other) => Err(at(format!(
             "\"repeats\" is {}; it must be an array",
-            kind_of(other)
+            json_kind(other)
         ))),
     }
 }
 
 /// The figures of one sample (the reported one or a repeat): every direction the store
 /// indexes, with its rates and latencies.
-fn check_sample(obj: &Map<String, Value>, prefix: &str) -> Result<(), String> {
+fn check_sample(obj: &Map<String, Value>, prefix: &str) -> Result<(), Invalid> {
     for dir in super::figures::DIRECTIONS {
         let Some(d) = obj.get(dir).filter(|v| !v.is_null()) else {
             continue;
         };
-        let d = d
-            .as_object()
-            .ok_or_else(|| format!("{prefix}\"{dir}\" is {}; it must be an object", kind_of(d)))?;
+        let d = d.as_object().ok_or_else(|| {
+            format!(
+                "{prefix}\"{dir}\" is {}; it must be an object",
+                json_kind(d)
+            )
+        })?;
         for key in ["iops", "bw_bytes_per_s", "ops_per_s"] {
             figure(d.get(key), &format!("{prefix}{dir}.{key}"))?;
         }
@@ -391,10 +416,10 @@ fn check_sample(obj: &Map<String, Value>, prefix: &str) -> Result<(), String> {
                 }
             }
             Some(other) => {
-                return Err(format!(
+                return Err(Invalid(format!(
                     "{prefix}{dir}.lat_ns is {}; it must be an object",
-                    kind_of(other)
-                ));
+                    json_kind(other)
+                )));
             }
         }
     }
@@ -402,25 +427,18 @@ fn check_sample(obj: &Map<String, Value>, prefix: &str) -> Result<(), String> {
 }
 
 /// A figure is absent, null, or a finite number of at least zero.
-fn figure(value: Option<&Value>, name: &str) -> Result<(), String> {
+fn figure(value: Option<&Value>, name: &str) -> Result<(), Invalid> {
     match value {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Number(n)) => match n.as_f64() {
             Some(x) if x.is_finite() && x >= 0.0 => Ok(()),
-            _ => Err(format!("{name} is {n}; figures cannot be negative")),
+            _ => Err(Invalid(format!(
+                "{name} is {n}; figures cannot be negative"
+            ))),
         },
-        Some(other) => Err(format!("{name} is {}; it must be a number", kind_of(other))),
-    }
-}
-
-/// What a JSON value is, for messages (the value itself may be long or hostile).
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        Some(other) => Err(Invalid(format!(
+            "{name} is {}; it must be a number",
+            json_kind(other)
+        ))),
     }
 }

@@ -114,35 +114,30 @@ impl Store {
     pub fn list(&self) -> Result<Vec<RunSummary>> {
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT r.id, r.created_at, r.label, r.kind, r.status, r.source, r.suite_name,
-                        r.suite_version, r.hostname, r.target_path,
-                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id), r.owner,
-                        r.extra_json
-                 FROM runs r ORDER BY r.id",
-            )
+            .prepare(&format!(
+                "SELECT {RUN_COLUMNS}, r.hostname, r.target_path,
+                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id) AS tests
+                 FROM runs r ORDER BY r.id"
+            ))
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {
-                let extra_json: String = r.get(12)?;
-                let extra = match serde_json::from_str(&extra_json) {
-                    Ok(Value::Object(map)) => map,
-                    _ => Map::new(),
-                };
+                let run = read_run(r, &self.root)?;
+                let (suite, suite_version) = run.suite.clone().unzip();
                 Ok(RunSummary {
-                    id: r.get(0)?,
-                    created_at: r.get(1)?,
-                    label: r.get(2)?,
-                    kind: r.get(3)?,
-                    status: current_status(&self.root, r.get(4)?, r.get(11)?),
-                    source: r.get(5)?,
-                    suite: r.get(6)?,
-                    suite_version: r.get(7)?,
-                    hostname: r.get(8)?,
-                    target: r.get(9)?,
-                    tests: r.get(10)?,
-                    standard: suite_standard(&extra),
-                    changed: suite_changes(&extra),
+                    standard: suite_standard(&run.extra),
+                    changed: suite_changes(&run.extra),
+                    id: run.id,
+                    created_at: run.created_at,
+                    label: run.label,
+                    kind: run.kind,
+                    status: run.status,
+                    source: run.source,
+                    suite,
+                    suite_version,
+                    hostname: r.get("hostname")?,
+                    target: r.get("target_path")?,
+                    tests: r.get("tests")?,
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -169,9 +164,7 @@ impl Store {
         let snapshot = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
         let run = snapshot
             .query_row(
-                "SELECT id, created_at, label, kind, status, source, tool_version, suite_name,
-                        suite_version, host_json, target_json, extra_json, owner
-                 FROM runs WHERE id = ?1",
+                &format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?1"),
                 [id],
                 |r| read_run(r, &self.root),
             )
@@ -321,6 +314,13 @@ impl<'de> serde::Deserialize<'de> for Summary {
     }
 }
 
+/// The columns [`read_run`] reads by position, first in every query of runs (table alias
+/// `r`); a query's own columns follow and are read by name.
+const RUN_COLUMNS: &str = "r.id, r.created_at, r.label, r.kind, r.status, r.source, \
+    r.tool_version, r.suite_name, r.suite_version, r.host_json, r.target_json, r.extra_json, \
+    r.owner";
+
+/// A run (without its tests) from a row that starts with [`RUN_COLUMNS`].
 fn read_run(r: &Row, root: &SysRoot) -> rusqlite::Result<StoredRun> {
     let json = |i: usize| -> rusqlite::Result<Value> {
         let text: String = r.get(i)?;

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use testdir::TestDir;
+use workers::WorkerError;
 
 pub const SCHEMA: &str = "tacho.stress.v1";
 
@@ -191,9 +192,9 @@ pub fn run(
     root: &SysRoot,
     interrupt: &AtomicBool,
     on_second: &mut dyn FnMut(&Second),
-) -> Result<StressReport, String> {
+) -> Result<StressReport, StressError> {
     let dir = if plan.hdd > 0 {
-        Some(TestDir::create(&plan.hdd_dir).map_err(|e| e.to_string())?)
+        Some(TestDir::create(&plan.hdd_dir).map_err(StressError::TestDir)?)
     } else {
         None
     };
@@ -252,7 +253,7 @@ pub fn run(
                 first_error.get_or_insert(e);
             }
             Err(_) => {
-                first_error.get_or_insert("a worker thread panicked".to_string());
+                first_error.get_or_insert(WorkerError::Panicked);
             }
         }
     }
@@ -261,7 +262,7 @@ pub fn run(
     let dir_name = dir.as_ref().map(|d| d.path().display().to_string());
     drop(dir);
     if let Some(e) = first_error {
-        return Err(e);
+        return Err(e.into());
     }
     let work = counters.read();
     let report = StressReport {
@@ -305,7 +306,18 @@ pub fn run(
     Ok(report)
 }
 
-type Handle = std::thread::JoinHandle<Result<(), String>>;
+/// Why a stress run stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum StressError {
+    /// The hdd workers' directory could not be made.
+    #[error("{0}")]
+    TestDir(std::io::Error),
+    /// A worker failed (the others were stopped).
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+}
+
+type Handle = std::thread::JoinHandle<Result<(), WorkerError>>;
 
 fn spawn_workers(
     plan: &Plan,
@@ -314,7 +326,8 @@ fn spawn_workers(
     stop: &Arc<AtomicBool>,
 ) -> Vec<Handle> {
     let mut handles: Vec<Handle> = Vec::new();
-    let spawn = |handles: &mut Vec<Handle>, f: Box<dyn FnOnce() -> Result<(), String> + Send>| {
+    let spawn = |handles: &mut Vec<Handle>,
+                 f: Box<dyn FnOnce() -> Result<(), WorkerError> + Send>| {
         handles.push(std::thread::spawn(f));
     };
     for _ in 0..plan.cpu {

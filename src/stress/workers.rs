@@ -14,6 +14,35 @@ use std::time::{Duration, Instant};
 
 const PAGE: usize = 4096;
 
+/// Why a worker stopped before it was told to.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// `--vm-bytes` does not fit this machine's address space.
+    #[error("--vm-bytes is too large")]
+    VmTooLarge,
+    /// The kernel refused the memory of a vm worker.
+    #[error("cannot allocate {len} bytes for a vm worker: {source}")]
+    Allocate {
+        /// Bytes asked for.
+        len: usize,
+        /// mmap's error.
+        source: std::io::Error,
+    },
+    /// The hdd worker's file could not be created, written or removed.
+    #[error("cannot {action} {name} in the test directory: {source}")]
+    HddFile {
+        /// `create`, `write` or `remove`.
+        action: &'static str,
+        /// The file's name in the test directory.
+        name: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// A worker thread panicked.
+    #[error("a worker thread panicked")]
+    Panicked,
+}
+
 /// Busy share of `load_pct` in each period of this length, sleeping the rest (as the usual
 /// duty-cycle load generators do); short enough that `top` shows a steady percentage.
 const LOAD_PERIOD: Duration = Duration::from_millis(100);
@@ -45,7 +74,7 @@ struct Mapping {
 }
 
 impl Mapping {
-    fn new(len: usize) -> Result<Mapping, String> {
+    fn new(len: usize) -> Result<Mapping, WorkerError> {
         // SAFETY: a fresh anonymous mapping; no existing memory is affected.
         let ptr = unsafe {
             libc::mmap(
@@ -58,10 +87,10 @@ impl Mapping {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(format!(
-                "cannot allocate {len} bytes for a vm worker: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(WorkerError::Allocate {
+                len,
+                source: std::io::Error::last_os_error(),
+            });
         }
         Ok(Mapping {
             ptr: ptr.cast(),
@@ -94,8 +123,13 @@ const PAGES_PER_STEP: usize = 1024;
 
 /// Allocate `bytes`, write every page, free, repeat; with `keep`, allocate once and keep
 /// re-writing. Counts bytes touched (pages × 4 KiB).
-pub fn vm(bytes: u64, keep: bool, stop: &AtomicBool, touched: &AtomicU64) -> Result<(), String> {
-    let len = usize::try_from(bytes).map_err(|_| "--vm-bytes is too large".to_string())?;
+pub fn vm(
+    bytes: u64,
+    keep: bool,
+    stop: &AtomicBool,
+    touched: &AtomicU64,
+) -> Result<(), WorkerError> {
+    let len = usize::try_from(bytes).map_err(|_| WorkerError::VmTooLarge)?;
     let pages = len.div_ceil(PAGE);
     let mut kept: Option<Mapping> = None;
     let mut round = 0u8;
@@ -139,8 +173,13 @@ pub fn hdd(
     bytes: u64,
     stop: &AtomicBool,
     written: &AtomicU64,
-) -> Result<(), String> {
+) -> Result<(), WorkerError> {
     let name = format!("hdd.{worker}");
+    let fail = |action: &'static str, source: std::io::Error| WorkerError::HddFile {
+        action,
+        name: name.clone(),
+        source,
+    };
     // Random contents: a compressing filesystem must not shrink the load.
     let mut rng = fastrand::Rng::with_seed(worker as u64);
     let chunk: Vec<u8> = (0..HDD_CHUNK.min(bytes as usize).max(1))
@@ -150,18 +189,16 @@ pub fn hdd(
     while !stop.load(Ordering::Relaxed) {
         let mut file = rustix::fs::openat(dir, &name, flags, Mode::from_raw_mode(0o600))
             .map(File::from)
-            .map_err(|e| format!("cannot create {name} in the test directory: {e}"))?;
+            .map_err(|e| fail("create", e.into()))?;
         let mut left = bytes;
         while left > 0 && !stop.load(Ordering::Relaxed) {
             let n = (left as usize).min(chunk.len());
-            file.write_all(&chunk[..n])
-                .map_err(|e| format!("cannot write {name} in the test directory: {e}"))?;
+            file.write_all(&chunk[..n]).map_err(|e| fail("write", e))?;
             left -= n as u64;
             written.fetch_add(n as u64, Ordering::Relaxed);
         }
         drop(file);
-        rustix::fs::unlinkat(dir, &name, AtFlags::empty())
-            .map_err(|e| format!("cannot remove {name} in the test directory: {e}"))?;
+        rustix::fs::unlinkat(dir, &name, AtFlags::empty()).map_err(|e| fail("remove", e.into()))?;
     }
     Ok(())
 }
@@ -208,7 +245,9 @@ mod tests {
     #[test]
     fn mapping_failure_is_an_error_not_an_abort() {
         let stop = AtomicBool::new(false);
-        let err = vm(1 << 62, false, &stop, &AtomicU64::new(0)).unwrap_err();
+        let err = vm(1 << 62, false, &stop, &AtomicU64::new(0))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("cannot allocate"), "{err}");
     }
 }

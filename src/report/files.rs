@@ -1,35 +1,57 @@
-//! How events are written: fatrace's `comm(pid): OPS path` lines, or one JSON object per line.
+//! `tacho files` output: events as fatrace's `comm(pid): OPS path` lines, or one JSON object per line, and the `--summary` tables.
 //!
 //! `--json` output is JSON Lines: a header object naming the schema (`tacho.files.v1`), one
 //! object per event (`ts`, `pid`, `comm`, `ops`, `path`), an object per queue overflow, and a
 //! trailer with the totals (and the summary when asked). A path that is not UTF-8 also gets
 //! `path_hex`, its exact bytes (see [`crate::text`]); text lines escape control characters.
 
-use super::ops::Ops;
+use crate::files::Shown;
+use crate::files::ops::Op;
+use crate::files::summary::Summary;
+use crate::files::watch::Events;
 use crate::text::{self, Escaped};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The schema name of the `--json` stream.
 pub const SCHEMA: &str = "tacho.files.v1";
 
-/// One event that passed the filters.
-#[derive(Debug, Clone, Copy)]
-pub struct Shown<'a> {
-    /// When tacho read it (the kernel does not timestamp fanotify events).
-    pub time: SystemTime,
-    pub pid: i32,
-    pub comm: &'a str,
-    pub ops: Ops,
-    pub path: &'a Path,
+/// The event stream in one format: what a watch hands its events to.
+pub struct EventWriter {
+    /// Where the lines go.
+    pub out: Box<dyn Write>,
+    /// How each event is written.
+    pub format: Format,
+}
+
+impl Events for EventWriter {
+    fn event(&mut self, e: &Shown<'_>) -> io::Result<()> {
+        write_event(&mut self.out, self.format, e)
+    }
+
+    fn overflow(&mut self, time: SystemTime) -> io::Result<()> {
+        match self.format {
+            Format::Json => write_json_overflow(&mut self.out, time),
+            Format::Text { .. } => Ok(()),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// Output format of the event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    Text { timestamps: bool },
+    /// fatrace's lines, optionally led by the local time of day.
+    Text {
+        /// Lead each line with `HH:MM:SS.micros`.
+        timestamps: bool,
+    },
+    /// JSON Lines (see the module docs).
     Json,
 }
 
@@ -47,7 +69,8 @@ struct JsonEvent<'a> {
     path_hex: Option<String>,
 }
 
-pub fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::Result<()> {
+/// One event as a text line or a JSON line.
+fn write_event(out: &mut impl Write, format: Format, e: &Shown<'_>) -> io::Result<()> {
     match format {
         Format::Text { timestamps } => {
             if timestamps {
@@ -98,18 +121,19 @@ pub fn write_json_header(out: &mut impl Write, watching: &[String]) -> io::Resul
 }
 
 /// Marks in the JSON stream where the kernel dropped events.
-pub fn write_json_overflow(out: &mut impl Write, time: SystemTime) -> io::Result<()> {
+fn write_json_overflow(out: &mut impl Write, time: SystemTime) -> io::Result<()> {
     writeln!(out, "{{\"ts\":{},\"overflow\":true}}", epoch_seconds(time))
 }
 
-pub fn epoch_seconds(t: SystemTime) -> f64 {
+/// Seconds since the Unix epoch, to the microsecond.
+fn epoch_seconds(t: SystemTime) -> f64 {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     // Rounded to microseconds, as fatrace prints them.
     (d.as_micros() as f64) / 1e6
 }
 
 /// `HH:MM:SS.micros` in the local time zone.
-pub fn local_time_of_day(t: SystemTime) -> String {
+fn local_time_of_day(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as libc::time_t;
     let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
@@ -130,9 +154,44 @@ pub fn local_time_of_day(t: SystemTime) -> String {
     format!("{h:02}:{m:02}:{s:02}.{:06}", d.subsec_micros())
 }
 
+/// `--summary` as text: the verdict line, then the files table, then the processes table.
+pub fn write_summary(out: &mut impl Write, summary: &Summary, seconds: f64) -> io::Result<()> {
+    use crate::files::summary::{Counts, TOP_FILES, TOP_PROCESSES};
+    let cells = |c: &Counts| -> String { c.by_op.iter().map(|n| format!("{n:>7}")).collect() };
+    writeln!(out, "{}", summary.verdict(seconds))?;
+    if summary.events() == 0 {
+        return Ok(());
+    }
+    let header: String = Op::ALL
+        .iter()
+        .map(|op| format!("{:>7}", op.letter()))
+        .collect();
+    writeln!(out)?;
+    writeln!(out, "{:>8}{header}  file", "events")?;
+    for (path, c) in summary.ranked_files().into_iter().take(TOP_FILES) {
+        writeln!(out, "{:>8}{}  {}", c.events, cells(c), text::path(path))?;
+    }
+    if summary.file_count() > TOP_FILES {
+        writeln!(
+            out,
+            "{:>8}  ({} more files)",
+            "",
+            summary.file_count() - TOP_FILES
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "{:>8}{header}  process", "events")?;
+    for ((pid, comm), c) in summary.ranked_processes().into_iter().take(TOP_PROCESSES) {
+        writeln!(out, "{:>8}{}  {}({pid})", c.events, cells(c), Escaped(comm))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::ops::Ops;
+    use std::path::Path;
     use std::time::Duration;
 
     fn shown(path: &Path) -> Shown<'_> {
@@ -208,5 +267,34 @@ mod tests {
             .collect();
         assert_eq!(lines[0]["schema"], SCHEMA);
         assert_eq!(lines[1]["overflow"], true);
+    }
+
+    #[test]
+    fn summary_table_lists_each_letter_per_file() {
+        let mut s = Summary::default();
+        for _ in 0..5 {
+            s.add(&Shown {
+                path: Path::new("/etc/hosts"),
+                ops: Ops::parse("R").unwrap(),
+                ..shown(Path::new("/"))
+            });
+        }
+        for ops in ["W", "W", "W", "CW"] {
+            s.add(&Shown {
+                ops: Ops::parse(ops).unwrap(),
+                ..shown(Path::new("/var/lib/pg/wal"))
+            });
+        }
+        let mut out = Vec::new();
+        write_summary(&mut out, &s, 2.0).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("most written: /var/lib/pg/wal"));
+        let wal = text
+            .lines()
+            .find(|l| l.ends_with("  /var/lib/pg/wal"))
+            .unwrap();
+        let nums: Vec<&str> = wal.split_whitespace().collect();
+        assert_eq!(&nums[..9], ["4", "0", "1", "4", "0", "0", "0", "0", "0"]);
+        assert!(text.lines().any(|l| l.ends_with("  sh(42)")), "{text}");
     }
 }

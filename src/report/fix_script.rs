@@ -1,18 +1,19 @@
 //! `--emit-script`: shell scripts that apply the recommended fixes (now and persistently)
 //! and revert them. tacho prints them for the admin to read and run; it never runs them.
 
+use crate::check::{Finding, Severity};
+use crate::choice::Choice;
 use crate::text::Escaped;
 use std::io::Write;
-
-use super::{Finding, Severity};
-use crate::choice::Choice;
 
 /// Which script to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScriptKind {
     /// The apply script, then the revert script.
     Both,
+    /// Only the script that applies the fixes.
     Apply,
+    /// Only the script that undoes them.
     Revert,
 }
 
@@ -41,6 +42,7 @@ fn actionable(findings: &[Finding]) -> Vec<&Finding> {
         .collect()
 }
 
+/// Writes the scripts `kind` names for the actionable findings (see [`ScriptKind`]).
 pub fn write_script(
     out: &mut impl Write,
     findings: &[Finding],
