@@ -11,6 +11,7 @@ pub mod cgroup;
 pub mod cpupower;
 pub mod diskstats;
 pub mod fsinfo;
+pub mod health;
 pub mod host;
 pub mod kconfig;
 pub mod link;
