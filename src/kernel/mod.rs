@@ -25,6 +25,7 @@ pub mod process;
 pub mod stat;
 pub mod sysctl;
 pub mod tunables;
+pub mod uptime;
 
 #[cfg(test)]
 pub(crate) mod fixture;

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod cpu;
 pub mod diff;
+pub mod disk_totals;
 mod grid;
 pub mod html;
 pub mod hyperfine;
