@@ -49,14 +49,18 @@ fn disk_block(disk: &DiskTotals, out: &mut impl Write) -> io::Result<()> {
         (None, None) => writeln!(out, "{}", Escaped(&disk.name))?,
     }
     if let Some(sb) = &disk.since_boot {
-        writeln!(
+        write!(
             out,
-            "  {:<12}{} written, {} read ({:.1} days)",
+            "  {:<12}{} written, {} read in {:.1} days",
             "since boot",
             si(sb.bytes_written as f64),
             si(sb.bytes_read as f64),
             sb.days
         )?;
+        match crate::totals::rate_since_boot(Some(sb)) {
+            Some(rate) => writeln!(out, " ({}/day written)", si(rate.bytes_written_per_day))?,
+            None => writeln!(out)?,
+        }
     }
     if let (Some(rate), Some(p)) = (&disk.rate, &disk.projection) {
         writeln!(out, "  {:<12}{}", "projection", projection(p, rate))?;
@@ -143,6 +147,7 @@ fn projection(p: &Projection, rate: &DailyRate) -> String {
         }
     };
     let end = match p.years_left {
+        Some(years) if years < 1.0 => format!("{:.0} days to go", years * 365.25),
         Some(years) => format!("{years:.1} years to go"),
         None if p.rated_bytes <= p.bytes_written => "past its rated endurance".to_string(),
         None => "no writes at this rate".to_string(),

@@ -49,6 +49,8 @@ pub struct Options {
     pub rated_bytes: Option<u64>,
     /// Per-day totals from the history store; `None` when there is no store.
     pub history: Option<Vec<DayTotals>>,
+    /// The smartctl to run (see [`health::find_smartctl`]); `None` when not installed.
+    pub smartctl: Option<PathBuf>,
 }
 
 /// Why the daily rate is what it is.
@@ -172,7 +174,7 @@ pub enum TotalsError {
 /// Builds the report for this machine (or the fixture tree `root`).
 pub fn collect(root: &SysRoot, options: &Options) -> Result<DiskReport, TotalsError> {
     let disks = chosen_disks(root, &options.disks)?;
-    if disks.len() != 1 {
+    if options.disks.len() != 1 {
         if options.smartctl_capture.is_some() {
             return Err(TotalsError::NeedsOneDisk("--smartctl-json"));
         }
@@ -186,9 +188,10 @@ pub fn collect(root: &SysRoot, options: &Options) -> Result<DiskReport, TotalsEr
     };
     let stats = diskstats::read_diskstats(root)?;
     let uptime = crate::kernel::uptime::read_uptime(root)?;
-    let smartctl = health::find_smartctl();
+    let smartctl = options.smartctl.as_ref();
     let mut notes = Vec::new();
-    if capture.is_none() && smartctl.is_none() {
+    let asks_smartctl = |d: &BlockDevice| virtual_bus(d).is_none() && !d.name.starts_with("nvme");
+    if capture.is_none() && smartctl.is_none() && disks.iter().any(asks_smartctl) {
         notes.push(
             "smartctl is not installed (apt install smartmontools): lifetime bytes written and \
              read, power-on hours, wear, reallocated and pending sectors come from it for \
@@ -208,7 +211,7 @@ pub fn collect(root: &SysRoot, options: &Options) -> Result<DiskReport, TotalsEr
                     source: Some(HealthSource::SmartctlFile),
                     ..h.clone()
                 }),
-                None => drive_health(dev, smartctl.as_ref()),
+                None => drive_health(dev, smartctl),
             };
             let counters = stats.iter().find(|c| c.name == dev.name);
             let since_boot = counters.map(|c| SinceBoot {
@@ -263,16 +266,7 @@ fn chosen_disks(root: &SysRoot, names: &[String]) -> Result<Vec<BlockDevice>, To
 /// Asks the drive: smartctl when installed, else the NVMe log natively. `Err` says in words
 /// why there is nothing.
 fn drive_health(dev: &BlockDevice, smartctl: Option<&PathBuf>) -> Result<DriveHealth, String> {
-    let hardware = blockdev::hardware(dev).unwrap_or_default();
-    let virtual_bus = [hardware.subsystem.as_deref(), hardware.driver.as_deref()]
-        .into_iter()
-        .flatten()
-        .find_map(|s| match s {
-            "virtio" | "virtio_blk" => Some("virtio"),
-            "xen" | "xen_blkfront" | "vbd" => Some("xen"),
-            _ => None,
-        });
-    if let Some(bus) = virtual_bus {
+    if let Some(bus) = virtual_bus(dev) {
         return Err(format!(
             "{}: {bus} disk, the drive reports no health data",
             dev.name
@@ -296,6 +290,20 @@ fn drive_health(dev: &BlockDevice, smartctl: Option<&PathBuf>) -> Result<DriveHe
         "{}: no health data without smartctl (apt install smartmontools)",
         dev.name
     ))
+}
+
+/// The paravirtual bus of a virtual machine's disk (`virtio`, `xen`), whose "drive" has no
+/// health data to give.
+fn virtual_bus(dev: &BlockDevice) -> Option<&'static str> {
+    let hardware = blockdev::hardware(dev).unwrap_or_default();
+    [hardware.subsystem, hardware.driver]
+        .into_iter()
+        .flatten()
+        .find_map(|s| match s.as_str() {
+            "virtio" | "virtio_blk" => Some("virtio"),
+            "xen" | "xen_blkfront" | "vbd" => Some("xen"),
+            _ => None,
+        })
 }
 
 /// One disk's entry from what was read.
