@@ -32,7 +32,7 @@ pub struct ReportDiskArgs {
 
     /// The drive's rated endurance in terabytes written (the warranty's TBW), for the
     /// projection; needs exactly one DISK
-    #[arg(long, value_name = "TB", value_parser = parse_tbw)]
+    #[arg(long, value_name = "TB", value_parser = parse_tbw, allow_hyphen_values = true)]
     pub rated_tbw: Option<f64>,
 
     /// Read the drive's health from a saved `smartctl -j -a DEV` output instead of asking the
