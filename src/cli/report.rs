@@ -3,12 +3,15 @@
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
+/// `tacho report`: which report.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
+    /// The report asked for.
     #[command(subcommand)]
     pub what: ReportWhat,
 }
 
+/// The reports `tacho report` makes.
 #[derive(Debug, Subcommand)]
 pub enum ReportWhat {
     /// Bytes each disk wrote and read, its lifetime figures from SMART/NVMe health (bytes
@@ -20,6 +23,7 @@ tacho report disk sda --smartctl-json sda.json --json"
     Disk(ReportDiskArgs),
 }
 
+/// `tacho report disk`'s options.
 #[derive(Debug, Args)]
 pub struct ReportDiskArgs {
     /// Whole disks to report (`sda`, `/dev/nvme0n1`) [default: every disk with a device]
