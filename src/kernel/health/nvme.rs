@@ -176,6 +176,17 @@ mod tests {
     }
 
     #[test]
+    fn only_a_block_device_is_asked_and_links_are_not_followed() {
+        let e = read_nvme_smart_log(Path::new("/dev/null")).unwrap_err();
+        assert!(e.to_string().ends_with("not a block device"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("nvme0n1");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        let e = read_nvme_smart_log(&link).unwrap_err().to_string();
+        assert!(e.contains("symbolic links"), "{e}");
+    }
+
+    #[test]
     fn ioctl_number_matches_the_kernel_header() {
         // NVME_IOCTL_ADMIN_CMD as the C preprocessor expands it on Linux.
         assert_eq!(NVME_IOCTL_ADMIN_CMD, 0xC048_4E41);

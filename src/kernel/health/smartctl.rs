@@ -266,19 +266,26 @@ pub fn run_smartctl(
     device: &Path,
     timeout: Duration,
 ) -> Result<String, HealthError> {
-    let fail = |why: String| HealthError::Smartctl(format!("{}: {why}", smartctl.display()));
-    let mut child = Command::new(smartctl)
+    let mut command = Command::new(smartctl);
+    command
         .args(["-j", "-a", "-l", "devstat"])
         .arg(device)
         .env_clear()
-        .env("LC_ALL", "C")
+        .env("LC_ALL", "C");
+    output_within(command, timeout)
+        .map_err(|why| HealthError::Smartctl(format!("{}: {why}", smartctl.display())))
+}
+
+/// Runs `command` and returns its standard output, or why not; kills it after `timeout`.
+fn output_within(mut command: Command, timeout: Duration) -> Result<String, String> {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| fail(format!("cannot run it: {e}")))?;
+        .map_err(|e| format!("cannot run it: {e}"))?;
     let Some(stdout) = child.stdout.take() else {
-        return Err(fail("no output pipe".into()));
+        return Err("no output pipe".into());
     };
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
@@ -294,21 +301,21 @@ pub fn run_smartctl(
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(fail(format!(
-                    "no answer within {} s; the drive may be hanging",
-                    timeout.as_secs()
-                )));
+                return Err(format!(
+                    "no answer within {:.1} s; the drive may be hanging",
+                    timeout.as_secs_f64()
+                ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(fail(format!("cannot wait for it: {e}"))),
+            Err(e) => return Err(format!("cannot wait for it: {e}")),
         }
     };
     let text = reader
         .join()
-        .map_err(|_| fail("output reader failed".into()))?
-        .map_err(|e| fail(format!("unreadable output: {e}")))?;
+        .map_err(|_| "its output reader failed".to_string())?
+        .map_err(|e| format!("unreadable output: {e}"))?;
     if text.trim().is_empty() {
-        return Err(fail(format!("printed nothing ({status})")));
+        return Err(format!("printed nothing ({status})"));
     }
     Ok(text)
 }

@@ -159,3 +159,35 @@ proptest! {
         let _ = parse_smartctl_json(&String::from_utf8_lossy(&bytes));
     }
 }
+
+#[test]
+fn runner_passes_the_json_options_and_device_and_returns_the_output() {
+    // echo stands in for smartctl: it prints the arguments it was given.
+    let out = run_smartctl(
+        Path::new("/bin/echo"),
+        Path::new("/dev/sdq"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.unwrap(), "-j -a -l devstat /dev/sdq\n");
+}
+
+#[test]
+fn runner_kills_a_smartctl_that_does_not_finish() {
+    // A drive that hangs keeps smartctl from exiting; sleep stands in for it.
+    let mut hung = Command::new("/bin/sleep");
+    hung.arg("600");
+    let e = output_within(hung, Duration::from_millis(300)).unwrap_err();
+    assert!(e.contains("no answer within"), "{e}");
+}
+
+#[test]
+fn runner_reports_a_program_that_cannot_start() {
+    let e = run_smartctl(
+        Path::new("/nonexistent/smartctl"),
+        Path::new("/dev/sdq"),
+        Duration::from_secs(5),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("/nonexistent/smartctl: cannot run it"), "{e}");
+}
