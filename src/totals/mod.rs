@@ -273,23 +273,29 @@ fn drive_health(dev: &BlockDevice, smartctl: Option<&PathBuf>) -> Result<DriveHe
         ));
     }
     let device = PathBuf::from("/dev").join(&dev.name);
-    if let Some(smartctl) = smartctl {
-        let text =
-            health::run_smartctl(smartctl, &device, SMARTCTL_TIMEOUT).map_err(|e| e.to_string())?;
-        let mut h = health::parse_smartctl_json(&text).map_err(|e| e.to_string())?;
+    let nvme = dev.name.starts_with("nvme");
+    let asked = smartctl.map(|smartctl| {
+        let text = health::run_smartctl(smartctl, &device, SMARTCTL_TIMEOUT)?;
+        let mut h = health::parse_smartctl_json(&text)?;
         h.source = Some(HealthSource::Smartctl);
-        return Ok(h);
+        Ok::<_, health::HealthError>(h)
+    });
+    match asked {
+        // An NVMe drive smartctl could not read is asked natively below.
+        Some(Ok(h)) if !nvme || !is_empty(&h) => Ok(h),
+        Some(Err(e)) if !nvme => Err(format!("{}: {e}", dev.name)),
+        _ if nvme => {
+            let page =
+                health::read_nvme_smart_log(&device).map_err(|e| format!("{}: {e}", dev.name))?;
+            let mut h = health::parse_smart_log(&page);
+            h.model = dev.model.clone();
+            Ok(h)
+        }
+        _ => Err(format!(
+            "{}: no health data without smartctl (apt install smartmontools)",
+            dev.name
+        )),
     }
-    if dev.name.starts_with("nvme") {
-        let page = health::read_nvme_smart_log(&device).map_err(|e| e.to_string())?;
-        let mut h = health::parse_smart_log(&page);
-        h.model = dev.model.clone();
-        return Ok(h);
-    }
-    Err(format!(
-        "{}: no health data without smartctl (apt install smartmontools)",
-        dev.name
-    ))
 }
 
 /// The paravirtual bus of a virtual machine's disk (`virtio`, `xen`), whose "drive" has no

@@ -191,3 +191,15 @@ fn runner_reports_a_program_that_cannot_start() {
     .to_string();
     assert!(e.starts_with("/nonexistent/smartctl: cannot run it"), "{e}");
 }
+
+#[test]
+fn a_virtio_disk_capture_has_no_figures_only_smartctls_reason() {
+    let h = parsed("virtio-vda.json");
+    assert_eq!(h.bytes_written, None);
+    assert_eq!(h.power_on_hours, None);
+    assert_eq!(h.kind, Some(DriveKind::Other));
+    assert_eq!(
+        h.notes,
+        ["smartctl: /dev/vda: Unable to detect device type"]
+    );
+}
