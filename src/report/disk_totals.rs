@@ -147,6 +147,7 @@ fn projection(p: &Projection, rate: &DailyRate) -> String {
         }
     };
     let end = match p.years_left {
+        Some(years) if years * 365.25 < 1.0 => "under a day to go".to_string(),
         Some(years) if years < 1.0 => format!("{:.0} days to go", years * 365.25),
         Some(years) => format!("{years:.1} years to go"),
         None if p.rated_bytes <= p.bytes_written => "past its rated endurance".to_string(),

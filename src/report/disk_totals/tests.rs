@@ -136,3 +136,29 @@ fn decimal_sizes_keep_three_digits() {
     assert_eq!(tbw(150_000 * GB), "150");
     assert_eq!(tbw(1_200 * GB), "1.2");
 }
+
+#[test]
+fn short_remaining_endurance_is_said_in_days() {
+    let disk = ssd();
+    let rate = disk.rate.clone().unwrap();
+    let health = disk.health.clone().unwrap();
+    let at = |rated_gb: u64| {
+        let p = project(&health, rate.bytes_written_per_day, Some(rated_gb * GB)).unwrap();
+        projection(&p, &rate)
+    };
+    assert!(
+        at(19_700 + 93 * 30).ends_with("; 30 days to go"),
+        "{}",
+        at(19_730)
+    );
+    assert!(
+        at(19_710).ends_with("; under a day to go"),
+        "{}",
+        at(19_710)
+    );
+    assert!(
+        at(19_000).ends_with("; past its rated endurance"),
+        "{}",
+        at(19_000)
+    );
+}
