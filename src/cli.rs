@@ -16,6 +16,8 @@ mod kit;
 pub use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
 use choice::choice;
+mod report;
+pub use report::{ReportArgs, ReportDiskArgs, ReportWhat};
 #[cfg(test)]
 mod plan_tests;
 
@@ -58,6 +60,9 @@ pub enum Command {
     Time(Box<TimeArgs>),
     /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
     Stress(StressArgs),
+    /// Reports over what the machine has accumulated: `report disk` (bytes per disk, drive
+    /// health, endurance projection)
+    Report(ReportArgs),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]

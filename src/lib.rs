@@ -25,5 +25,6 @@ pub mod store;
 pub mod stress;
 pub mod text;
 pub mod timing;
+pub mod totals;
 pub mod tui;
 pub mod units;

@@ -12,6 +12,7 @@ pub mod mem;
 mod output;
 mod progress;
 mod record;
+mod report;
 mod runs;
 mod sector;
 mod snapshot;
@@ -65,6 +66,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Diff(args) => diff::run(&args),
         Command::Time(args) => time::run(&args),
         Command::Stress(args) => stress::run(&args),
+        Command::Report(args) => report::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -11,6 +11,7 @@ pub mod cgroup;
 pub mod cpupower;
 pub mod diskstats;
 pub mod fsinfo;
+pub mod health;
 pub mod host;
 pub mod kconfig;
 pub mod link;
@@ -24,6 +25,7 @@ pub mod process;
 pub mod stat;
 pub mod sysctl;
 pub mod tunables;
+pub mod uptime;
 
 #[cfg(test)]
 pub(crate) mod fixture;

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod cpu;
 pub mod diff;
+pub mod disk_totals;
 pub mod files;
 pub mod fix_script;
 mod grid;
