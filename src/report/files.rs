@@ -133,7 +133,7 @@ fn epoch_seconds(t: SystemTime) -> f64 {
 }
 
 /// `HH:MM:SS.micros` in the local time zone.
-fn local_time_of_day(t: SystemTime) -> String {
+pub(crate) fn local_time_of_day(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as libc::time_t;
     let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();

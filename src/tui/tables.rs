@@ -278,7 +278,7 @@ pub(crate) fn render_processes(frame: &mut Frame, area: Rect, s: &TopSample, ui:
         });
     let mut parts = vec![format!("Processes by {}", ui.sort.word())];
     if let Some(since) = ui.accumulated_since {
-        let clock = crate::files::output::local_time_of_day(since);
+        let clock = crate::report::files::local_time_of_day(since);
         parts.push(format!(
             "accumulated since {}",
             clock.get(..8).unwrap_or(&clock)

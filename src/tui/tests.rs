@@ -357,7 +357,7 @@ fn a_toggles_accumulated_mode_and_the_header_says_since_when() {
     let mut ui = UiState::new(SortKey::Io);
     ui.key(KeyCode::Char('a'));
     let since = ui.accumulated_since.expect("a turns accumulated mode on");
-    let clock = crate::files::output::local_time_of_day(since);
+    let clock = crate::report::files::local_time_of_day(since);
     let text = screen(Some(&s), &ui, 80, 24);
     assert!(
         text.contains(&format!("accumulated since {}", &clock[..8])),
