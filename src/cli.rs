@@ -185,6 +185,15 @@ pub struct DiskArgs {
     #[arg(long)]
     pub destroy_data: bool,
 
+    /// Probe for a cache below the target (a VM host's): reads of just-written data against
+    /// cold reads, flushes against the medium [default: on for a virtual disk]
+    #[arg(long, overrides_with = "no_probe_cache")]
+    pub probe_cache: bool,
+
+    /// Do not run the host-cache probe, even on a virtual disk
+    #[arg(long, overrides_with = "probe_cache")]
+    pub no_probe_cache: bool,
+
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
     pub json: bool,
@@ -409,6 +418,11 @@ impl DiskArgs {
             runtime: self.runtime,
             ramp: self.ramp,
             randseed: self.randseed,
+            probe_cache: match (self.probe_cache, self.no_probe_cache) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
         }
     }
 }

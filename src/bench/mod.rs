@@ -3,6 +3,7 @@
 pub mod backing;
 pub mod fio_cmd;
 pub mod honesty;
+pub mod hostcache;
 pub mod plan;
 pub mod result;
 pub mod run;

@@ -33,6 +33,9 @@ pub struct DiskOptions {
     pub runtime: Option<Duration>,
     pub ramp: Option<Duration>,
     pub randseed: Option<u64>,
+    /// Run the host-cache probe: `Some(true)` anywhere, `Some(false)` never, `None` on a
+    /// virtual disk only (the caller decides, knowing the disk).
+    pub probe_cache: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -56,6 +59,10 @@ pub struct Plan {
     pub repeat: u32,
     /// The etcd suite's pass mark for fdatasync p99.
     pub threshold: Option<Duration>,
+    /// Run the host-cache probe after the layout, before the first test.
+    pub probe_cache: bool,
+    /// The target's logical block size: the smallest direct I/O it takes.
+    pub lbs: u64,
 }
 
 impl Plan {
@@ -176,6 +183,8 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         tests,
         region_bytes,
         writes,
+        probe_cache: a.probe_cache == Some(true),
+        lbs,
     })
 }
 

@@ -3,6 +3,7 @@
 use super::progress::Bar;
 use super::record::Recorder;
 use crate::bench::honesty::{self, Context};
+use crate::bench::hostcache::ProbeOutcome;
 use crate::bench::plan::{self, Plan};
 use crate::bench::result::{
     BenchReport, Judgement, SCHEMA, SuiteRef, TargetInfo, TestResult, Warning,
@@ -34,12 +35,20 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let engine = choose_engine(args.engine, &mut warnings);
     let opened = target::open(&args.target)?;
     let inspected = target::inspect(&root, &opened)?;
-    let mut plan = plan::plan(&args.options(), &inspected, engine)?;
+    let options = args.options();
+    let mut plan = plan::plan(&options, &inspected, engine)?;
     if args.print_fio {
         std::io::stdout().write_all(fio_cmd::commands(&plan, &inspected).as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let consent = if plan.writes {
+    let virtual_disk = inspected
+        .device
+        .as_ref()
+        .and_then(|d| backing::virtual_disk(&root, d));
+    // Only a disk the hypervisor provides can hide a host cache, so only there is it default.
+    plan.probe_cache = options.probe_cache.unwrap_or(virtual_disk.is_some());
+    // The probe overwrites a few blocks: on a file or device, only with the admin's consent.
+    let consent = if plan.writes || plan.probe_cache && args.destroy_data {
         Some(target::check_write_allowed(
             &root,
             &opened,
@@ -87,13 +96,10 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         tests: Vec::new(),
         judgement: None,
         warnings,
+        host_cache: None,
         interrupted: false,
     };
     let link = single_disk_link(&root, &inspected);
-    let virtual_disk = inspected
-        .device
-        .as_ref()
-        .and_then(|d| backing::virtual_disk(&root, d));
     let ctx = Context {
         target: &report.target,
         host: &report.host,
@@ -121,6 +127,25 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     drop(target);
     report.warnings.extend(run_warnings);
     honesty::sort_by_weight(&mut report.warnings);
+    match outcome.probe {
+        Some(ProbeOutcome::Ran(found)) => {
+            if found.seen() {
+                report.warnings.push(Warning {
+                    code: "host-cache",
+                    message: found.summary.clone(),
+                });
+            }
+            report.host_cache = Some(found);
+        }
+        // Skipped by default (in a VM), the vm-detected warning already says what is unknown.
+        Some(ProbeOutcome::Skipped(why)) if options.probe_cache == Some(true) => {
+            report.warnings.push(Warning {
+                code: "host-cache-unprobed",
+                message: why,
+            })
+        }
+        Some(ProbeOutcome::Skipped(_)) | None => {}
+    }
     report.judgement = judge(plan.threshold, &outcome.tests);
     report.tests = outcome.tests;
     report.interrupted = outcome.interrupted;

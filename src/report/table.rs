@@ -32,6 +32,9 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     for (code, message) in lines {
         writeln!(out, "warning [{code}]: {}", Escaped(&message))?;
     }
+    if let Some(probe) = report.host_cache.as_ref().filter(|p| !p.seen()) {
+        writeln!(out, "host-cache probe: {}", Escaped(&probe.summary))?;
+    }
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
