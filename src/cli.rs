@@ -15,7 +15,9 @@ mod help;
 mod kit;
 pub use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
+mod ping;
 use choice::choice;
+pub use ping::PingArgs;
 #[cfg(test)]
 mod plan_tests;
 
@@ -56,6 +58,9 @@ pub enum Command {
     Diff(DiffArgs),
     /// Time commands repeatedly (hyperfine's options and JSON export; runs interleaved)
     Time(Box<TimeArgs>),
+    /// Latency of single small I/Os at an interval, as ioping: a line per request, then
+    /// min/avg/max/mdev, IOPS and throughput
+    Ping(PingArgs),
     /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
     Stress(StressArgs),
     /// Print a shell completion script to stdout

@@ -4,6 +4,7 @@ pub mod backing;
 pub mod fio_cmd;
 pub mod honesty;
 pub mod hostcache;
+pub mod ping;
 pub mod plan;
 pub mod result;
 pub mod run;
