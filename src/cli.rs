@@ -2,7 +2,7 @@
 //! or the target, happens in `cmd`, before any side effect.
 
 use crate::files::ops::Ops;
-use crate::io::{BsShare, EngineKind, Rw};
+use crate::io::{BsShare, EngineKind, OpenSync, Rw};
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -153,6 +153,11 @@ pub struct DiskArgs {
     /// fdatasync after every N writes
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Custom test (fio's option names)")]
     pub fdatasync: Option<u32>,
+
+    /// Open the target with O_DSYNC or O_SYNC, as dd's oflag=dsync and oflag=sync: every
+    /// write waits until it is stable
+    #[arg(long, value_name = "KIND", value_parser = choice::<OpenSync>(), help_heading = "Custom test (fio's option names)")]
+    pub sync: Option<OpenSync>,
 
     /// I/O engine [default: io_uring, falling back to psync where io_uring is blocked]
     #[arg(long, value_parser = choice::<EngineKind>(), help_heading = "Custom test (fio's option names)")]
@@ -423,6 +428,7 @@ impl DiskArgs {
             runtime: self.runtime,
             ramp: self.ramp,
             randseed: self.randseed,
+            open_sync: self.sync,
             probe_cache: match (self.probe_cache, self.no_probe_cache) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),

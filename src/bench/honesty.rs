@@ -369,6 +369,7 @@ mod tests {
             io_limit: None,
             rwmixread: 50,
             sync: None,
+            open_sync: None,
             direct,
             engine: EngineKind::IoUring,
             seed: 1,

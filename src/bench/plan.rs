@@ -3,7 +3,8 @@
 
 use super::suite::{self, Suite, SuiteTest};
 use super::target::{Inspected, Kind};
-use crate::io::{BsShare, EngineKind, JobSpec, Rw, SyncEvery, SyncKind};
+use crate::choice::Choice;
+use crate::io::{BsShare, EngineKind, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
 use crate::units::format_size;
 use anyhow::{Context, Result, bail};
 use std::time::Duration;
@@ -33,6 +34,8 @@ pub struct DiskOptions {
     pub runtime: Option<Duration>,
     pub ramp: Option<Duration>,
     pub randseed: Option<u64>,
+    /// Open with O_DSYNC or O_SYNC (dd's oflag).
+    pub open_sync: Option<OpenSync>,
     /// Run the host-cache probe: `Some(true)` anywhere, `Some(false)` never, `None` on a
     /// virtual disk only (the caller decides, knowing the disk).
     pub probe_cache: Option<bool>,
@@ -42,6 +45,8 @@ pub struct DiskOptions {
 pub struct PlannedTest {
     pub name: String,
     pub spec: JobSpec,
+    /// Every repeat starts from an empty test file (see [`SuiteTest::fresh`]).
+    pub fresh: bool,
 }
 
 #[derive(Debug)]
@@ -82,6 +87,7 @@ fn custom_options(a: &DiskOptions) -> Vec<&'static str> {
         ("--rwmixread", a.rwmixread.is_some()),
         ("--fsync", a.fsync.is_some()),
         ("--fdatasync", a.fdatasync.is_some()),
+        ("--sync", a.open_sync.is_some()),
     ];
     given.iter().filter(|(_, g)| *g).map(|(n, _)| *n).collect()
 }
@@ -151,6 +157,7 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         let direct = s.direct.unwrap_or(!a.buffered);
         validate_sizes(&s, direct, lbs, region_bytes, region_wanted)?;
         tests.push(PlannedTest {
+            fresh: s.fresh,
             name: s.name,
             spec: JobSpec {
                 rw: s.rw,
@@ -164,6 +171,7 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
                 io_limit: suite.as_ref().and_then(|s| s.io_limit),
                 rwmixread: s.rwmixread.unwrap_or(50),
                 sync: s.sync,
+                open_sync: s.open_sync,
                 direct,
                 engine: test_engine,
                 seed,
@@ -235,6 +243,9 @@ fn custom_shape(a: &DiskOptions) -> Result<SuiteTest> {
         }),
         (None, None) => None,
     };
+    if a.open_sync.is_some() && !rw.writes() {
+        bail!("--sync makes writes synchronous, but --rw {rw} only reads; use a write pattern");
+    }
     if sync.is_some() && !rw.writes() {
         bail!("--fsync/--fdatasync follow writes, but --rw {rw} only reads; use a write pattern");
     }
@@ -259,6 +270,9 @@ fn custom_shape(a: &DiskOptions) -> Result<SuiteTest> {
     if let Some(s) = sync {
         name.push_str(&format!(" +{}/{}", s.kind, s.every));
     }
+    if let Some(o) = a.open_sync {
+        name.push_str(&format!(" O_{}", o.word().to_uppercase()));
+    }
     Ok(SuiteTest {
         name,
         rw,
@@ -268,7 +282,10 @@ fn custom_shape(a: &DiskOptions) -> Result<SuiteTest> {
         numjobs,
         rwmixread: rw.is_mixed().then(|| a.rwmixread.unwrap_or(50)),
         sync,
+        open_sync: a.open_sync,
         engine: None,
         direct: None,
+        fresh: false,
+        about: None,
     })
 }

@@ -79,7 +79,8 @@ pub fn run(
             break;
         }
         let spec = &test.spec;
-        let open = || target.open(spec.direct);
+        let flags = spec.open_sync.map_or(0, |s| s.flag());
+        let open = || target.open_with(spec.direct, flags);
         let before = device_counters(root, stats_devnos);
         let mut repeats = Vec::new();
         for n in 1..=plan.repeat {
@@ -90,6 +91,11 @@ pub fn run(
             // A buffered read must start cold (fio's invalidate=1). A buffered write-only test
             // is left alone: evicting pages would make partial-page writes read them back,
             // work the workload never asked for.
+            if test.fresh {
+                target
+                    .renew_test_file()
+                    .context("cannot empty the test file")?;
+            }
             if !spec.direct && spec.rw.reads() {
                 io::drop_cached_pages(&open().context("cannot open the target")?);
             }

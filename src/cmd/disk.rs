@@ -301,6 +301,7 @@ mod tests {
                 kind: SyncKind::Fdatasync,
                 every: 1,
             }),
+            open_sync: None,
             direct: false,
             engine: EngineKind::Sync,
             seed: 1,
