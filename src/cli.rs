@@ -115,6 +115,12 @@ pub struct DiskArgs {
     #[arg(long)]
     pub print_fio: bool,
 
+    /// Run the jobs of a fio job file (one after another, each after a stonewall); the target
+    /// is the file's filename/directory, else TARGET; an option tacho does not carry out is
+    /// refused by name
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "randseed", "buffered"])]
+    pub fio_job: Option<PathBuf>,
+
     #[arg(long, value_name = "N", help = help::repeat(), value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 
@@ -429,6 +435,7 @@ impl DiskArgs {
             ramp: self.ramp,
             randseed: self.randseed,
             open_sync: self.sync,
+            io_limit: None,
             probe_cache: match (self.probe_cache, self.no_probe_cache) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),

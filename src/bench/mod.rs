@@ -2,6 +2,7 @@
 
 pub mod backing;
 pub mod fio_cmd;
+pub mod fiojob;
 pub mod honesty;
 pub mod hostcache;
 pub mod ping;

@@ -15,7 +15,7 @@ pub const SUITE_REPEATS: u32 = 3;
 /// What the user asked of `bench disk`: a suite (by name, default `quick`) or one custom test
 /// in fio's terms, plus options that change the method. `None` means "not given", so the plan
 /// can tell a suite's own values from the user's.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct DiskOptions {
     pub suite: Option<String>,
     pub repeat: Option<u32>,
@@ -36,6 +36,8 @@ pub struct DiskOptions {
     pub randseed: Option<u64>,
     /// Open with O_DSYNC or O_SYNC (dd's oflag).
     pub open_sync: Option<OpenSync>,
+    /// A custom test's workers stop after this many bytes each (fio's size-based jobs).
+    pub io_limit: Option<u64>,
     /// Run the host-cache probe: `Some(true)` anywhere, `Some(false)` never, `None` on a
     /// virtual disk only (the caller decides, knowing the disk).
     pub probe_cache: Option<bool>,
@@ -168,7 +170,7 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
                 region_bytes,
                 runtime,
                 ramp,
-                io_limit: suite.as_ref().and_then(|s| s.io_limit),
+                io_limit: suite.as_ref().map_or(a.io_limit, |s| s.io_limit),
                 rwmixread: s.rwmixread.unwrap_or(50),
                 sync: s.sync,
                 open_sync: s.open_sync,

@@ -9,7 +9,7 @@ use crate::bench::result::{
     BenchReport, Judgement, SCHEMA, SuiteRef, TargetInfo, TestResult, Warning,
 };
 use crate::bench::target::{self, Inspected, Target};
-use crate::bench::{backing, fio_cmd, run, suite};
+use crate::bench::{backing, fio_cmd, fiojob, run, suite};
 use crate::cli::DiskArgs;
 use crate::io::{self, Control, EngineKind};
 use crate::kernel::host::Host;
@@ -19,6 +19,7 @@ use crate::kernel::{SysRoot, blockdev};
 use crate::report;
 use anyhow::{Result, bail};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -33,10 +34,18 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     let mut warnings = Vec::new();
     let engine = choose_engine(args.engine, &mut warnings);
-    let opened = target::open(&args.target)?;
+    let jobs = args.fio_job.as_deref().map(read_jobs).transpose()?;
+    let (path, job_note) = match &jobs {
+        Some(jobs) => job_target(jobs, &args.target)?,
+        None => (args.target.clone(), None),
+    };
+    let opened = target::open(&path)?;
     let inspected = target::inspect(&root, &opened)?;
     let options = args.options();
-    let mut plan = plan::plan(&options, &inspected, engine)?;
+    let mut plan = match &jobs {
+        Some(jobs) => fiojob::plan(jobs, &inspected, engine, args.repeat)?,
+        None => plan::plan(&options, &inspected, engine)?,
+    };
     if args.print_fio {
         std::io::stdout().write_all(fio_cmd::commands(&plan, &inspected).as_bytes())?;
         return Ok(ExitCode::SUCCESS);
@@ -59,6 +68,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         None
     };
     warnings.extend(inspected.notes.iter().cloned());
+    warnings.extend(job_note);
 
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
@@ -171,6 +181,68 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The jobs of a fio job file, each refused option named.
+fn read_jobs(file: &Path) -> Result<Vec<fiojob::Job>> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("cannot read the job file {}: {e}", file.display()))?;
+    let sections =
+        fiojob::parse(&text).map_err(|e| anyhow::anyhow!("job file {}: {e}", file.display()))?;
+    sections
+        .iter()
+        .map(fiojob::job)
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("job file {}: {e}", file.display()))
+}
+
+/// Where the jobs run: the one place their filename/directory names, else `given`. A file
+/// fio would create is not created by name: tacho makes its own test file in that directory.
+fn job_target(jobs: &[fiojob::Job], given: &Path) -> Result<(PathBuf, Option<Warning>)> {
+    let mut named = jobs.iter().filter_map(|j| j.target.as_ref());
+    let Some(first) = named.next() else {
+        return Ok((given.to_path_buf(), None));
+    };
+    if let Some(other) = named.find(|t| *t != first) {
+        bail!(
+            "the jobs name two targets ({} and {}); tacho runs against one: give every job the \
+             same filename and directory",
+            first.display(),
+            other.display()
+        );
+    }
+    if first.exists() {
+        return Ok((first.clone(), None));
+    }
+    match first
+        .parent()
+        .filter(|p| p.is_dir() || p.as_os_str().is_empty())
+    {
+        Some(dir) => {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            Ok((
+                dir.to_path_buf(),
+                Some(Warning {
+                    code: "fio-file-replaced",
+                    message: format!(
+                        "{} does not exist: fio would create it; tacho tests with its own \
+                         temporary file in {} instead",
+                        first.display(),
+                        dir.display()
+                    ),
+                }),
+            ))
+        }
+        None => bail!(
+            "the job file's target {} does not exist, nor does its directory; create the \
+             directory or fix filename/directory",
+            first.display()
+        ),
+    }
 }
 
 fn list_suites(json: bool) -> Result<ExitCode> {
