@@ -101,3 +101,32 @@ fn consented_writes_change_only_the_working_set() {
         "outside the working set"
     );
 }
+
+#[test]
+fn ctrl_c_ends_an_endless_ping_with_the_summary_and_no_file_left() {
+    use std::io::{BufRead, BufReader, Read};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = common::tacho()
+        .args(["ping", "-i", "20ms"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    // Waits for the third request's line: the warm-up and two counted ones.
+    while seen.matches("request=").count() < 3 {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "ended early: {seen}");
+        seen.push_str(&line);
+    }
+    // SAFETY: signals the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    out.read_to_string(&mut seen).unwrap();
+    let status = common::wait_limited(&mut child, std::time::Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{seen}");
+    assert!(seen.contains("ping statistics ---"), "{seen}");
+    assert!(seen.contains("min/avg/max/mdev = "), "{seen}");
+    assert_empty(dir.path());
+}

@@ -61,7 +61,13 @@ pub fn run(args: &PingArgs) -> Result<ExitCode> {
     super::stop_on_signals(&stop)?;
     let ctl = Control::new(stop);
     let region = work_size / args.size * args.size;
-    let (target, _notes) = Target::prepare(&opened, &inspected, consent, region)?;
+    let (target, notes) = Target::prepare(&opened, &inspected, consent, region)?;
+    // ping records no device counters, so their absence is no news.
+    let notes = inspected.notes.iter().chain(&notes);
+    for n in notes.filter(|n| n.code != "no-device") {
+        // Not on stdout: the lines and the JSON stay ioping's.
+        eprintln!("warning [{}]: {}", n.code, crate::text::Escaped(&n.message));
+    }
     if !args.buffered && !target.direct_supported()? {
         bail!(
             "{} does not support direct I/O (O_DIRECT); add --buffered",
