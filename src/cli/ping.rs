@@ -5,6 +5,7 @@ use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `tacho ping`'s options.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  tacho ping -c 10 /var/lib/postgresql\n  \
 tacho ping -c 20 -i 200ms -s 64k /dev/nvme0n1\n  tacho ping --write -c 10 .")]
