@@ -158,6 +158,16 @@ fn the_real_disk_through_its_own_test_file_is_silent() {
     let p = &doc["host_cache"];
     assert!(p.is_object(), "the probe ran: {doc}");
     assert!(!seen(p), "a plain direct test of the disk: {p:#}");
+    // In a VM the generic warning no longer claims nobody looked.
+    if let Some(vm) = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "vm-detected")
+    {
+        let words = vm["message"].as_str().unwrap();
+        assert!(words.contains("host-cache probe saw no sign"), "{words}");
+    }
     common::assert_empty(dir.path());
 }
 

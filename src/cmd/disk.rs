@@ -136,7 +136,6 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     )?;
     drop(target);
     report.warnings.extend(run_warnings);
-    honesty::sort_by_weight(&mut report.warnings);
     match outcome.probe {
         Some(ProbeOutcome::Ran(found)) => {
             if found.seen() {
@@ -144,6 +143,12 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
                     code: "host-cache",
                     message: found.summary.clone(),
                 });
+            } else if let Some(vm) = report.warnings.iter_mut().find(|w| w.code == "vm-detected") {
+                // The probe looked from inside: say so next to "cannot be verified".
+                vm.message.push_str(
+                    "; the host-cache probe saw no sign of a host cache (a cache larger than \
+                     the region would not show)",
+                );
             }
             report.host_cache = Some(found);
         }
@@ -156,6 +161,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         }
         Some(ProbeOutcome::Skipped(_)) | None => {}
     }
+    honesty::sort_by_weight(&mut report.warnings);
     report.judgement = judge(plan.threshold, &outcome.tests);
     report.tests = outcome.tests;
     report.interrupted = outcome.interrupted;
