@@ -238,7 +238,16 @@ pub fn job(section: &Section) -> Result<Job, String> {
             }
             "time_based" => time_based = flag()?,
             "stonewall" | "wait_for_previous" => stonewall = flag()?,
-            "filename" => filename = Some(PathBuf::from(value()?)),
+            "filename" => {
+                let v = value()?;
+                if v.contains(':') {
+                    return Err(at(format!(
+                        "filename={v} names several files (fio splits it at ':'); tacho runs \
+                         against one: give one"
+                    )));
+                }
+                filename = Some(PathBuf::from(v));
+            }
             "directory" => directory = Some(PathBuf::from(value()?)),
             other => {
                 return Err(at(format!(
@@ -439,6 +448,8 @@ mod tests {
                 .unwrap_err()
                 .contains("environment")
         );
+        let jobs = parse("[j]\nsize=1m\nfilename=/dev/sda:/dev/sdb\n").unwrap();
+        assert!(job(&jobs[0]).unwrap_err().contains("several files"));
     }
 
     #[test]
