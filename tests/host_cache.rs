@@ -229,3 +229,22 @@ fn the_probe_runs_by_default_on_a_virtual_disk_only() {
     let doc = run(&["--no-probe-cache"]);
     assert!(doc.get("host_cache").is_none(), "{doc}");
 }
+
+#[test]
+fn a_suite_without_layout_is_not_probed_over_unwritten_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = tacho()
+        .args(["bench", "disk"])
+        .arg(dir.path())
+        .args(["--suite", "etcd", "--size", "2M", "--runtime", "300ms"])
+        .args(["--probe-cache", "--json"])
+        .output()
+        .unwrap();
+    let doc = json_ok(&o);
+    assert!(doc.get("host_cache").is_none(), "{doc}");
+    let codes = common::warning_codes(&doc);
+    assert!(
+        codes.contains(&"host-cache-unprobed".to_string()),
+        "{codes:?}"
+    );
+}

@@ -68,7 +68,16 @@ pub fn run(
     // After the layout (its blocks are the cold ones) and before any test touches the region.
     let probe = plan.probe_cache.then(|| {
         progress.start("probing for a host cache", Work::Time(Duration::ZERO), ctl);
-        let outcome = probe_cache(target, plan.region_bytes, plan.lbs, ctl);
+        let outcome = if target.test_file.is_some() && !plan.prefill {
+            // Unwritten blocks read as zeros from metadata: no cold data to compare with.
+            ProbeOutcome::Skipped(
+                "the host-cache probe needs a laid-out test file, and this suite writes into an \
+                 empty one; give a file or device with --destroy-data"
+                    .into(),
+            )
+        } else {
+            probe_cache(target, plan.region_bytes, plan.lbs, ctl)
+        };
         progress.finish();
         outcome
     });
