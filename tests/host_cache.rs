@@ -240,7 +240,9 @@ fn a_suite_without_layout_is_not_probed_over_unwritten_blocks() {
         .args(["--probe-cache", "--json"])
         .output()
         .unwrap();
-    let doc = json_ok(&o);
+    // The etcd verdict may fail this disk (exit 1): the document is what matters here.
+    assert_ne!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    let doc = common::parse_json(&o);
     assert!(doc.get("host_cache").is_none(), "{doc}");
     let codes = common::warning_codes(&doc);
     assert!(
