@@ -2,7 +2,7 @@
 //! or the target, happens in `cmd`, before any side effect.
 
 use crate::files::ops::Ops;
-use crate::io::{BsShare, EngineKind, Rw};
+use crate::io::{BsShare, EngineKind, OpenSync, Rw};
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -15,7 +15,9 @@ mod help;
 mod kit;
 pub use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
+mod ping;
 use choice::choice;
+pub use ping::PingArgs;
 mod report;
 pub use report::{ReportArgs, ReportDiskArgs, ReportWhat};
 #[cfg(test)]
@@ -58,6 +60,9 @@ pub enum Command {
     Diff(DiffArgs),
     /// Time commands repeatedly (hyperfine's options and JSON export; runs interleaved)
     Time(Box<TimeArgs>),
+    /// Latency of single small I/Os at an interval, as ioping: a line per request, then
+    /// min/avg/max/mdev, IOPS and throughput
+    Ping(PingArgs),
     /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
     Stress(StressArgs),
     /// Reports over what the machine has accumulated: `report disk` (bytes per disk, drive
@@ -115,6 +120,12 @@ pub struct DiskArgs {
     #[arg(long)]
     pub print_fio: bool,
 
+    /// Run the jobs of a fio job file (one after another, each after a stonewall); the target
+    /// is the file's filename/directory, else TARGET; an option tacho does not carry out is
+    /// refused by name
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "randseed", "buffered"])]
+    pub fio_job: Option<PathBuf>,
+
     #[arg(long, value_name = "N", help = help::repeat(), value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 
@@ -154,6 +165,11 @@ pub struct DiskArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Custom test (fio's option names)")]
     pub fdatasync: Option<u32>,
 
+    /// Open the target with O_DSYNC or O_SYNC, as dd's oflag=dsync and oflag=sync: every
+    /// write waits until it is stable
+    #[arg(long, value_name = "KIND", value_parser = choice::<OpenSync>(), help_heading = "Custom test (fio's option names)")]
+    pub sync: Option<OpenSync>,
+
     /// I/O engine [default: io_uring, falling back to psync where io_uring is blocked]
     #[arg(long, value_parser = choice::<EngineKind>(), help_heading = "Custom test (fio's option names)")]
     pub engine: Option<EngineKind>,
@@ -189,6 +205,15 @@ pub struct DiskArgs {
     /// Allow writing over an existing file or a block device that holds data
     #[arg(long)]
     pub destroy_data: bool,
+
+    /// Probe for a cache below the target (a VM host's): reads of just-written data against
+    /// cold reads, flushes against the medium [default: on for a virtual disk]
+    #[arg(long, overrides_with = "no_probe_cache")]
+    pub probe_cache: bool,
+
+    /// Do not run the host-cache probe, even on a virtual disk
+    #[arg(long, overrides_with = "probe_cache")]
+    pub no_probe_cache: bool,
 
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
@@ -414,6 +439,13 @@ impl DiskArgs {
             runtime: self.runtime,
             ramp: self.ramp,
             randseed: self.randseed,
+            open_sync: self.sync,
+            io_limit: None,
+            probe_cache: match (self.probe_cache, self.no_probe_cache) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
         }
     }
 }

@@ -71,6 +71,13 @@ fn command(test: &PlannedTest, target: &Inspected) -> String {
         };
         args.push(format!("--{opt}={}", sync.every));
     }
+    if let Some(o) = s.open_sync {
+        args.push(format!("--sync={o}"));
+    }
+    if test.fresh {
+        // Removed after the run, so the next one writes into a new file again.
+        args.push("--unlink=1".into());
+    }
     args.push(format!("--randseed={}", s.seed));
     args.push("--group_reporting".into());
     args.iter()

@@ -27,8 +27,9 @@ pub struct Context<'a> {
 
 /// Codes in the order a reader should see them: what makes a figure wrong first, then what
 /// makes it doubtful, then where it ran. Codes not listed sit between the two groups.
-const BY_WEIGHT: [&str; 9] = [
+const BY_WEIGHT: [&str; 10] = [
     "memory-backed",
+    "host-cache",
     "sparse-file",
     "cache-suspected",
     "faster-than-device",
@@ -38,7 +39,8 @@ const BY_WEIGHT: [&str; 9] = [
     "spread-high",
     "not-steady-state",
 ];
-const CONTEXT_LAST: [&str; 6] = [
+const CONTEXT_LAST: [&str; 7] = [
+    "host-cache-unprobed",
     "cow-fs",
     "compressing-fs",
     "io-uring-unavailable",
@@ -367,6 +369,7 @@ mod tests {
             io_limit: None,
             rwmixread: 50,
             sync: None,
+            open_sync: None,
             direct,
             engine: EngineKind::IoUring,
             seed: 1,

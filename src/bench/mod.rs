@@ -2,7 +2,10 @@
 
 pub mod backing;
 pub mod fio_cmd;
+pub mod fiojob;
 pub mod honesty;
+pub mod hostcache;
+pub mod ping;
 pub mod plan;
 pub mod result;
 pub mod run;

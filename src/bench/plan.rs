@@ -3,7 +3,8 @@
 
 use super::suite::{self, Suite, SuiteTest};
 use super::target::{Inspected, Kind};
-use crate::io::{BsShare, EngineKind, JobSpec, Rw, SyncEvery, SyncKind};
+use crate::choice::Choice;
+use crate::io::{BsShare, EngineKind, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
 use crate::units::format_size;
 use anyhow::{Context, Result, bail};
 use std::time::Duration;
@@ -14,7 +15,7 @@ pub const SUITE_REPEATS: u32 = 3;
 /// What the user asked of `bench disk`: a suite (by name, default `quick`) or one custom test
 /// in fio's terms, plus options that change the method. `None` means "not given", so the plan
 /// can tell a suite's own values from the user's.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct DiskOptions {
     pub suite: Option<String>,
     pub repeat: Option<u32>,
@@ -33,12 +34,21 @@ pub struct DiskOptions {
     pub runtime: Option<Duration>,
     pub ramp: Option<Duration>,
     pub randseed: Option<u64>,
+    /// Open with O_DSYNC or O_SYNC (dd's oflag).
+    pub open_sync: Option<OpenSync>,
+    /// A custom test's workers stop after this many bytes each (fio's size-based jobs).
+    pub io_limit: Option<u64>,
+    /// Run the host-cache probe: `Some(true)` anywhere, `Some(false)` never, `None` on a
+    /// virtual disk only (the caller decides, knowing the disk).
+    pub probe_cache: Option<bool>,
 }
 
 #[derive(Debug)]
 pub struct PlannedTest {
     pub name: String,
     pub spec: JobSpec,
+    /// Every repeat starts from an empty test file (see [`SuiteTest::fresh`]).
+    pub fresh: bool,
 }
 
 #[derive(Debug)]
@@ -56,6 +66,10 @@ pub struct Plan {
     pub repeat: u32,
     /// The etcd suite's pass mark for fdatasync p99.
     pub threshold: Option<Duration>,
+    /// Run the host-cache probe after the layout, before the first test.
+    pub probe_cache: bool,
+    /// The target's logical block size: the smallest direct I/O it takes.
+    pub lbs: u64,
 }
 
 impl Plan {
@@ -75,6 +89,7 @@ fn custom_options(a: &DiskOptions) -> Vec<&'static str> {
         ("--rwmixread", a.rwmixread.is_some()),
         ("--fsync", a.fsync.is_some()),
         ("--fdatasync", a.fdatasync.is_some()),
+        ("--sync", a.open_sync.is_some()),
     ];
     given.iter().filter(|(_, g)| *g).map(|(n, _)| *n).collect()
 }
@@ -144,6 +159,7 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         let direct = s.direct.unwrap_or(!a.buffered);
         validate_sizes(&s, direct, lbs, region_bytes, region_wanted)?;
         tests.push(PlannedTest {
+            fresh: s.fresh,
             name: s.name,
             spec: JobSpec {
                 rw: s.rw,
@@ -154,9 +170,10 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
                 region_bytes,
                 runtime,
                 ramp,
-                io_limit: suite.as_ref().and_then(|s| s.io_limit),
+                io_limit: suite.as_ref().map_or(a.io_limit, |s| s.io_limit),
                 rwmixread: s.rwmixread.unwrap_or(50),
                 sync: s.sync,
+                open_sync: s.open_sync,
                 direct,
                 engine: test_engine,
                 seed,
@@ -176,6 +193,8 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         tests,
         region_bytes,
         writes,
+        probe_cache: a.probe_cache == Some(true),
+        lbs,
     })
 }
 
@@ -226,6 +245,9 @@ fn custom_shape(a: &DiskOptions) -> Result<SuiteTest> {
         }),
         (None, None) => None,
     };
+    if a.open_sync.is_some() && !rw.writes() {
+        bail!("--sync makes writes synchronous, but --rw {rw} only reads; use a write pattern");
+    }
     if sync.is_some() && !rw.writes() {
         bail!("--fsync/--fdatasync follow writes, but --rw {rw} only reads; use a write pattern");
     }
@@ -250,6 +272,9 @@ fn custom_shape(a: &DiskOptions) -> Result<SuiteTest> {
     if let Some(s) = sync {
         name.push_str(&format!(" +{}/{}", s.kind, s.every));
     }
+    if let Some(o) = a.open_sync {
+        name.push_str(&format!(" O_{}", o.word().to_uppercase()));
+    }
     Ok(SuiteTest {
         name,
         rw,
@@ -259,7 +284,10 @@ fn custom_shape(a: &DiskOptions) -> Result<SuiteTest> {
         numjobs,
         rwmixread: rw.is_mixed().then(|| a.rwmixread.unwrap_or(50)),
         sync,
+        open_sync: a.open_sync,
         engine: None,
         direct: None,
+        fresh: false,
+        about: None,
     })
 }

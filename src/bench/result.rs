@@ -1,6 +1,7 @@
 //! The result document (`tacho.bench.v1`): what was run, what was measured, what to doubt.
 //! Field names carry their units (`_bytes`, `_ns`, `_s`, `_per_s`).
 
+use super::hostcache::HostCacheProbe;
 use crate::io::{
     BsShare, CpuTime, EngineKind, JobSpec, LatencySummary, Measured, OpStats, Rw, SyncEvery,
 };
@@ -25,6 +26,9 @@ pub struct BenchReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judgement: Option<Judgement>,
     pub warnings: Vec<Warning>,
+    /// What the host-cache probe measured and concluded, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_cache: Option<HostCacheProbe>,
     /// True when Ctrl-C or SIGTERM cut the run short; `tests` holds what finished.
     pub interrupted: bool,
 }

@@ -1,12 +1,14 @@
 //! Runs a plan's tests one after another against a prepared target, recording each test's
 //! device counters around it.
 
+use super::hostcache::{self, ProbeOutcome};
 use super::plan::Plan;
 use super::result::TestResult;
 use super::target::Target;
 use crate::io::{self, Control, EngineError};
 use crate::kernel::SysRoot;
 use crate::kernel::diskstats::{self, DiskCounters, DiskDelta};
+use crate::units::format_size;
 use anyhow::{Context, Result};
 use std::time::Duration;
 
@@ -29,6 +31,8 @@ pub enum Work {
 /// signal stopped the run early.
 pub struct Outcome {
     pub tests: Vec<TestResult>,
+    /// The host-cache probe's outcome, when the plan asked for it.
+    pub probe: Option<ProbeOutcome>,
     pub interrupted: bool,
 }
 
@@ -56,10 +60,27 @@ pub fn run(
         if !done.map_err(|e| engine_error(e, target, false))? {
             return Ok(Outcome {
                 tests,
+                probe: None,
                 interrupted: true,
             });
         }
     }
+    // After the layout (its blocks are the cold ones) and before any test touches the region.
+    let probe = plan.probe_cache.then(|| {
+        progress.start("probing for a host cache", Work::Time(Duration::ZERO), ctl);
+        let outcome = if target.test_file.is_some() && !plan.prefill {
+            // Unwritten blocks read as zeros from metadata: no cold data to compare with.
+            ProbeOutcome::Skipped(
+                "the host-cache probe needs a laid-out test file, and this suite writes into an \
+                 empty one; give a file or device with --destroy-data"
+                    .into(),
+            )
+        } else {
+            probe_cache(target, plan.region_bytes, plan.lbs, ctl)
+        };
+        progress.finish();
+        outcome
+    });
     let mut interrupted = false;
     for test in &plan.tests {
         if ctl.stopped() {
@@ -67,7 +88,8 @@ pub fn run(
             break;
         }
         let spec = &test.spec;
-        let open = || target.open(spec.direct);
+        let flags = spec.open_sync.map_or(0, |s| s.flag());
+        let open = || target.open_with(spec.direct, flags);
         let before = device_counters(root, stats_devnos);
         let mut repeats = Vec::new();
         for n in 1..=plan.repeat {
@@ -78,6 +100,11 @@ pub fn run(
             // A buffered read must start cold (fio's invalidate=1). A buffered write-only test
             // is left alone: evicting pages would make partial-page writes read them back,
             // work the workload never asked for.
+            if test.fresh {
+                target
+                    .renew_test_file()
+                    .context("cannot empty the test file")?;
+            }
             if !spec.direct && spec.rw.reads() {
                 io::drop_cached_pages(&open().context("cannot open the target")?);
             }
@@ -126,7 +153,41 @@ pub fn run(
             break;
         }
     }
-    Ok(Outcome { tests, interrupted })
+    Ok(Outcome {
+        tests,
+        probe,
+        interrupted,
+    })
+}
+
+/// Runs the probe on a prepared target over its first `region` bytes, when the run may write
+/// there and the target takes O_DIRECT; otherwise says why not. `lbs` is the logical block size.
+fn probe_cache(target: &Target, region: u64, lbs: u64, ctl: &Control) -> ProbeOutcome {
+    let skip = |why: String| ProbeOutcome::Skipped(why);
+    if !target.writes {
+        return skip(
+            "the host-cache probe writes a few blocks, and this run only reads; add \
+             --destroy-data to let it (or give a directory)"
+                .into(),
+        );
+    }
+    let block = lbs.max(4096);
+    let file = match target.open(true) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            return skip("the host-cache probe needs direct I/O, which the target refuses".into());
+        }
+        Err(e) => return skip(format!("the host-cache probe cannot open the target: {e}")),
+    };
+    match hostcache::probe(&file, region, block, ctl) {
+        Ok(Some(found)) => ProbeOutcome::Ran(found),
+        Ok(None) if ctl.stopped() => skip("the host-cache probe was interrupted".into()),
+        Ok(None) => skip(format!(
+            "the host-cache probe needs a region of at least {}; use a larger --size",
+            format_size(hostcache::min_region())
+        )),
+        Err(e) => skip(format!("the host-cache probe failed: {e}")),
+    }
 }
 
 /// Runs `work` while a second thread feeds the progress display.

@@ -1,7 +1,7 @@
 //! Fixed, versioned suites. A suite's tests never change without a new version, so results
 //! of the same suite version compare fairly across machines and months.
 
-use crate::io::{BsShare, EngineKind, Rw, SyncEvery, SyncKind};
+use crate::io::{BsShare, EngineKind, OpenSync, Rw, SyncEvery, SyncKind};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -19,10 +19,20 @@ pub struct SuiteTest {
     pub rwmixread: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncEvery>,
+    /// Opened with O_DSYNC or O_SYNC (dd's oflag).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_sync: Option<OpenSync>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub direct: Option<bool>,
+    /// Every repeat writes into a new, empty test file (blocks allocated as they are written,
+    /// as `dd of=FILE` creates one), not over the laid-out one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fresh: bool,
+    /// What the test's figures measure, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub about: Option<&'static str>,
 }
 
 /// The etcd suite's pass mark: p99 of fdatasync below this (etcd's documented guidance).
@@ -66,8 +76,11 @@ fn test(name: impl Into<String>, rw: Rw, bs: u64, iodepth: u32, numjobs: u32) ->
         numjobs,
         rwmixread: None,
         sync: None,
+        open_sync: None,
         engine: None,
         direct: None,
+        fresh: false,
+        about: None,
     }
 }
 
@@ -280,6 +293,68 @@ pub fn oltp() -> Suite {
     )
 }
 
+/// The seed's dd comparison: the same 1 MiB sequential writes, one at a time, five ways. Each
+/// row measures something else, which is why dd's figures disagree by 10× on one disk.
+pub fn dd() -> Suite {
+    let dd = |name: &str, about: &'static str| SuiteTest {
+        engine: Some(EngineKind::Sync),
+        direct: Some(false),
+        about: Some(about),
+        ..test(name, Rw::Write, M, 1, 1)
+    };
+    let tests = vec![
+        SuiteTest {
+            fresh: true,
+            ..dd(
+                "buffered, new file",
+                "dd of=FILE: writes land in the page cache and blocks are allocated later; \
+                 measures RAM and the allocator until dirty pages reach their limit",
+            )
+        },
+        dd(
+            "buffered, overwrite",
+            "dd of=FILE conv=notrunc: the page cache again, over blocks already allocated",
+        ),
+        SuiteTest {
+            direct: Some(true),
+            ..dd(
+                "direct",
+                "dd oflag=direct: each write goes to the device (or to a cache below it) before \
+                 the next; no flush, so a volatile disk cache still counts",
+            )
+        },
+        SuiteTest {
+            open_sync: Some(OpenSync::Dsync),
+            ..dd(
+                "dsync",
+                "dd oflag=dsync: each write waits until its data is stable (a flush or FUA per \
+                 write); what a database's log sees",
+            )
+        },
+        SuiteTest {
+            open_sync: Some(OpenSync::Sync),
+            ..dd(
+                "sync",
+                "dd oflag=sync: as dsync, and the file's metadata (times) is made stable too",
+            )
+        },
+    ];
+    Suite {
+        runtime: Duration::from_secs(60),
+        ramp: Duration::ZERO,
+        size: Some(256 * M),
+        io_limit: Some(256 * M),
+        // The first test makes its own new file; the others write over what it wrote.
+        prefill: false,
+        ..suite(
+            "dd",
+            1,
+            "the seed's dd comparison: 256 MiB of 1M writes buffered into a new file, buffered over it, direct, dsync and sync",
+            tests,
+        )
+    }
+}
+
 /// Queue depths of the `full` suite's sweep.
 pub const SWEEP_DEPTHS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
@@ -316,6 +391,7 @@ pub fn all() -> Vec<Suite> {
         iometer(),
         oltp(),
         full(),
+        dd(),
     ]
 }
 
@@ -389,6 +465,23 @@ mod tests {
         assert_eq!(e.tests[0].bs, 2300);
         assert_eq!(e.io_limit, Some(22 << 20));
         assert_eq!(e.tests[0].engine, Some(EngineKind::Sync));
+        let dd = dd();
+        let ways: Vec<_> = dd
+            .tests
+            .iter()
+            .map(|t| (t.fresh, t.direct, t.open_sync))
+            .collect();
+        assert_eq!(
+            ways,
+            vec![
+                (true, Some(false), None),
+                (false, Some(false), None),
+                (false, Some(true), None),
+                (false, Some(false), Some(OpenSync::Dsync)),
+                (false, Some(false), Some(OpenSync::Sync)),
+            ]
+        );
+        assert!(dd.tests.iter().all(|t| t.about.is_some()));
     }
 
     #[test]

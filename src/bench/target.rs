@@ -361,11 +361,25 @@ impl Target {
     /// A worker's own descriptor of the target (own file position, own O_DIRECT flag):
     /// read-only unless the run writes.
     pub fn open(&self, direct: bool) -> std::io::Result<File> {
+        self.open_with(direct, 0)
+    }
+
+    /// Like [`Target::open`], with more open flags (O_DSYNC, O_SYNC).
+    pub fn open_with(&self, direct: bool, flags: i32) -> std::io::Result<File> {
         reopen(
             self.base.as_fd(),
             self.writes,
-            if direct { libc::O_DIRECT } else { 0 },
+            flags | if direct { libc::O_DIRECT } else { 0 },
         )
+    }
+
+    /// Empties the test file and gives it back its size with no blocks: the next writes
+    /// allocate them, as into a file just created. A no-op for a file or device.
+    pub fn renew_test_file(&self) -> std::io::Result<()> {
+        match &self.test_file {
+            Some(f) => f.renew(),
+            None => Ok(()),
+        }
     }
 
     /// The directory holding a test file, or the file or device itself.

@@ -101,6 +101,13 @@ impl TestFile {
         self.file.as_fd()
     }
 
+    /// Drops every block and gives the file back its size, as a hole.
+    pub(super) fn renew(&self) -> std::io::Result<()> {
+        let size = self.file.metadata()?.len();
+        self.file.set_len(0)?;
+        self.file.set_len(size)
+    }
+
     /// The directory as the admin named it.
     pub fn dir_path(&self) -> &Path {
         &self.dir_path
@@ -278,6 +285,18 @@ mod tests {
         assert!(link.symlink_metadata().is_ok());
         assert!(subdir.is_dir());
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn a_renewed_file_keeps_its_size_and_loses_its_blocks() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = TestFile::create(open_dir(dir.path()), dir.path(), 1 << 20).unwrap();
+        std::fs::write(&file.path, vec![1u8; 1 << 20]).unwrap();
+        assert!(std::fs::metadata(&file.path).unwrap().blocks() > 0);
+        file.renew().unwrap();
+        let meta = std::fs::metadata(&file.path).unwrap();
+        assert_eq!((meta.len(), meta.blocks()), (1 << 20, 0));
     }
 
     #[test]

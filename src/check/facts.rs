@@ -90,6 +90,8 @@ pub struct Facts {
     pub power: CpuPower,
     pub numa_nodes: Option<u64>,
     pub db_dirs: Vec<DbDir>,
+    /// The VM disks of a Proxmox VE host; `None` elsewhere.
+    pub pve: Option<super::proxmox::PveHost>,
     /// What exists but could not be read or parsed.
     pub unreadable: Vec<String>,
 }
@@ -145,6 +147,10 @@ impl Facts {
         let numa_nodes = optional(host::numa_nodes(root), keep).flatten();
         let db_dirs = database_dirs(root, &mounts);
         let trim = fsinfo::trim_schedule(root);
+        let pve = super::proxmox::read(root);
+        if let Some(p) = &pve {
+            unreadable.extend(p.unreadable.iter().cloned());
+        }
         unreadable.extend(host.unreadable.iter().cloned());
         unreadable.extend(tunables.unreadable.iter().cloned());
         Facts {
@@ -168,6 +174,7 @@ impl Facts {
             power,
             numa_nodes,
             db_dirs,
+            pve,
             unreadable,
         }
     }

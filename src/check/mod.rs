@@ -12,6 +12,7 @@ mod facts;
 mod filesystems;
 mod kernel;
 mod memory;
+mod proxmox;
 mod vm;
 
 #[cfg(test)]
@@ -229,6 +230,9 @@ pub fn judge(facts: &Facts, options: Options) -> Vec<Finding> {
     cpu::rules(facts, options, &mut out);
     kernel::rules(facts, options, &mut out);
     kernel::virtualization(facts, &mut out);
+    if let Some(pve) = &facts.pve {
+        proxmox::rules(pve, &mut out);
+    }
     out.sort_by_key(|f| f.group);
     out
 }

@@ -321,6 +321,43 @@ impl Tree {
 }
 
 #[test]
+fn a_proxmox_host_gets_each_vm_disk_judged_from_its_configuration() {
+    let tree = Tree::healthy();
+    assert!(
+        !tree
+            .judge(Profile::Default)
+            .iter()
+            .any(|f| f.id == "pve_vm_disk"),
+        "not a Proxmox host: no VM disk findings"
+    );
+    // As `qm config` writes them, and storage.cfg as the installer leaves it.
+    tree.write(
+        "etc/pve/qemu-server/100.conf",
+        "boot: order=scsi0\nname: web\nscsihw: virtio-scsi-single\n\
+         scsi0: local-lvm:vm-100-disk-0,cache=unsafe,iothread=1,discard=on,size=8G\n",
+    );
+    tree.write(
+        "etc/pve/qemu-server/200.conf",
+        "name: db\nvirtio0: local-lvm:vm-200-disk-0,iothread=1,discard=on,size=64G\n",
+    );
+    tree.write(
+        "etc/pve/storage.cfg",
+        "lvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n",
+    );
+    let web = tree.finding(Profile::Default, "pve_vm_disk", Some("VM 100 (web) scsi0"));
+    assert_eq!(web.severity, Severity::Crit);
+    assert_eq!(
+        web.remedy.fix.as_deref(),
+        Some("qm set 100 --scsi0 local-lvm:vm-100-disk-0,iothread=1,discard=on,size=8G,cache=none")
+    );
+    assert_eq!(web.group, Group::Virtualization);
+    let db = tree.finding(Profile::Default, "pve_vm_disk", Some("VM 200 (db) virtio0"));
+    assert_eq!(db.severity, Severity::Ok, "{}", db.title);
+    let facts = Facts::read(&SysRoot::under(tree.path()));
+    assert!(facts.unreadable.is_empty(), "{:?}", facts.unreadable);
+}
+
+#[test]
 fn the_healthy_server_is_all_ok() {
     let tree = Tree::healthy();
     let findings = tree.judge(Profile::Default);

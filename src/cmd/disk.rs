@@ -3,12 +3,13 @@
 use super::progress::Bar;
 use super::record::Recorder;
 use crate::bench::honesty::{self, Context};
+use crate::bench::hostcache::ProbeOutcome;
 use crate::bench::plan::{self, Plan};
 use crate::bench::result::{
     BenchReport, Judgement, SCHEMA, SuiteRef, TargetInfo, TestResult, Warning,
 };
 use crate::bench::target::{self, Inspected, Target};
-use crate::bench::{backing, fio_cmd, run, suite};
+use crate::bench::{backing, fio_cmd, fiojob, run, suite};
 use crate::cli::DiskArgs;
 use crate::io::{self, Control, EngineKind};
 use crate::kernel::host::Host;
@@ -18,6 +19,7 @@ use crate::kernel::{SysRoot, blockdev};
 use crate::report;
 use anyhow::{Result, bail};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -32,14 +34,30 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     let mut warnings = Vec::new();
     let engine = choose_engine(args.engine, &mut warnings);
-    let opened = target::open(&args.target)?;
+    let jobs = args.fio_job.as_deref().map(read_jobs).transpose()?;
+    let (path, job_note) = match &jobs {
+        Some(jobs) => job_target(jobs, &args.target)?,
+        None => (args.target.clone(), None),
+    };
+    let opened = target::open(&path)?;
     let inspected = target::inspect(&root, &opened)?;
-    let mut plan = plan::plan(&args.options(), &inspected, engine)?;
+    let options = args.options();
+    let mut plan = match &jobs {
+        Some(jobs) => fiojob::plan(jobs, &inspected, engine, args.repeat)?,
+        None => plan::plan(&options, &inspected, engine)?,
+    };
     if args.print_fio {
         std::io::stdout().write_all(fio_cmd::commands(&plan, &inspected).as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let consent = if plan.writes {
+    let virtual_disk = inspected
+        .device
+        .as_ref()
+        .and_then(|d| backing::virtual_disk(&root, d));
+    // Only a disk the hypervisor provides can hide a host cache, so only there is it default.
+    plan.probe_cache = options.probe_cache.unwrap_or(virtual_disk.is_some());
+    // The probe overwrites a few blocks: on a file or device, only with the admin's consent.
+    let consent = if plan.writes || plan.probe_cache && args.destroy_data {
         Some(target::check_write_allowed(
             &root,
             &opened,
@@ -50,6 +68,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         None
     };
     warnings.extend(inspected.notes.iter().cloned());
+    warnings.extend(job_note);
 
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
@@ -87,13 +106,10 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         tests: Vec::new(),
         judgement: None,
         warnings,
+        host_cache: None,
         interrupted: false,
     };
     let link = single_disk_link(&root, &inspected);
-    let virtual_disk = inspected
-        .device
-        .as_ref()
-        .and_then(|d| backing::virtual_disk(&root, d));
     let ctx = Context {
         target: &report.target,
         host: &report.host,
@@ -120,6 +136,31 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     )?;
     drop(target);
     report.warnings.extend(run_warnings);
+    match outcome.probe {
+        Some(ProbeOutcome::Ran(found)) => {
+            if found.seen() {
+                report.warnings.push(Warning {
+                    code: "host-cache",
+                    message: found.summary.clone(),
+                });
+            } else if let Some(vm) = report.warnings.iter_mut().find(|w| w.code == "vm-detected") {
+                // The probe looked from inside: say so next to "cannot be verified".
+                vm.message.push_str(
+                    "; the host-cache probe saw no sign of a host cache (a cache larger than \
+                     the region would not show)",
+                );
+            }
+            report.host_cache = Some(found);
+        }
+        // Skipped by default (in a VM), the vm-detected warning already says what is unknown.
+        Some(ProbeOutcome::Skipped(why)) if options.probe_cache == Some(true) => {
+            report.warnings.push(Warning {
+                code: "host-cache-unprobed",
+                message: why,
+            })
+        }
+        Some(ProbeOutcome::Skipped(_)) | None => {}
+    }
     honesty::sort_by_weight(&mut report.warnings);
     report.judgement = judge(plan.threshold, &outcome.tests);
     report.tests = outcome.tests;
@@ -146,6 +187,68 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The jobs of a fio job file, each refused option named.
+fn read_jobs(file: &Path) -> Result<Vec<fiojob::Job>> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("cannot read the job file {}: {e}", file.display()))?;
+    let sections =
+        fiojob::parse(&text).map_err(|e| anyhow::anyhow!("job file {}: {e}", file.display()))?;
+    sections
+        .iter()
+        .map(fiojob::job)
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("job file {}: {e}", file.display()))
+}
+
+/// Where the jobs run: the one place their filename/directory names, else `given`. A file
+/// fio would create is not created by name: tacho makes its own test file in that directory.
+fn job_target(jobs: &[fiojob::Job], given: &Path) -> Result<(PathBuf, Option<Warning>)> {
+    let mut named = jobs.iter().filter_map(|j| j.target.as_ref());
+    let Some(first) = named.next() else {
+        return Ok((given.to_path_buf(), None));
+    };
+    if let Some(other) = named.find(|t| *t != first) {
+        bail!(
+            "the jobs name two targets ({} and {}); tacho runs against one: give every job the \
+             same filename and directory",
+            first.display(),
+            other.display()
+        );
+    }
+    if first.exists() {
+        return Ok((first.clone(), None));
+    }
+    match first
+        .parent()
+        .filter(|p| p.is_dir() || p.as_os_str().is_empty())
+    {
+        Some(dir) => {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            Ok((
+                dir.to_path_buf(),
+                Some(Warning {
+                    code: "fio-file-replaced",
+                    message: format!(
+                        "{} does not exist: fio would create it; tacho tests with its own \
+                         temporary file in {} instead",
+                        first.display(),
+                        dir.display()
+                    ),
+                }),
+            ))
+        }
+        None => bail!(
+            "the job file's target {} does not exist, nor does its directory; create the \
+             directory or fix filename/directory",
+            first.display()
+        ),
+    }
 }
 
 fn list_suites(json: bool) -> Result<ExitCode> {
@@ -276,6 +379,7 @@ mod tests {
                 kind: SyncKind::Fdatasync,
                 every: 1,
             }),
+            open_sync: None,
             direct: false,
             engine: EngineKind::Sync,
             seed: 1,

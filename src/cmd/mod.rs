@@ -10,6 +10,7 @@ mod interrupt;
 mod man;
 pub mod mem;
 mod output;
+mod ping;
 mod progress;
 mod record;
 mod report;
@@ -65,6 +66,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Diff(args) => diff::run(&args),
         Command::Time(args) => time::run(&args),
+        Command::Ping(args) => ping::run(&args),
         Command::Stress(args) => stress::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Completions { shell } => {

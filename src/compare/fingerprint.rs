@@ -456,6 +456,7 @@ mod tests {
             io_limit: None,
             rwmixread: 50,
             sync: None,
+            open_sync: None,
             direct: true,
             engine: EngineKind::IoUring,
             seed: 1,

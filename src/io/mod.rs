@@ -13,7 +13,7 @@ pub mod stats;
 mod uring;
 pub mod worker;
 
-pub use spec::{BsShare, EngineKind, JobSpec, Rw, SyncEvery, SyncKind};
+pub use spec::{BsShare, EngineKind, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
 pub use stats::{CpuTime, LatencySummary, Measured, OpStats};
 pub use uring::available as io_uring_available;
 pub use worker::Control;

@@ -157,6 +157,53 @@ impl fmt::Display for SyncKind {
     }
 }
 
+/// Synchronous writes by open flag, as dd's `oflag=dsync` and `oflag=sync` (fio's `sync=`):
+/// every write returns only once its data (dsync) or data and metadata (sync) are stable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenSync {
+    /// O_DSYNC: the data, and the metadata needed to read it back.
+    Dsync,
+    /// O_SYNC: the data and all of the file's metadata.
+    Sync,
+}
+
+impl OpenSync {
+    /// The open(2) flag.
+    pub fn flag(self) -> i32 {
+        match self {
+            OpenSync::Dsync => libc::O_DSYNC,
+            OpenSync::Sync => libc::O_SYNC,
+        }
+    }
+}
+
+impl Choice for OpenSync {
+    const ALL: &'static [Self] = &[OpenSync::Dsync, OpenSync::Sync];
+
+    fn word(self) -> &'static str {
+        match self {
+            OpenSync::Dsync => "dsync",
+            OpenSync::Sync => "sync",
+        }
+    }
+
+    fn help(self) -> Option<&'static str> {
+        Some(match self {
+            OpenSync::Dsync => {
+                "O_DSYNC: each write waits for its data to be stable (dd oflag=dsync)"
+            }
+            OpenSync::Sync => "O_SYNC: each write waits for its data and metadata (dd oflag=sync)",
+        })
+    }
+}
+
+impl fmt::Display for OpenSync {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
 /// A flush after every `every` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct SyncEvery {
@@ -193,6 +240,8 @@ pub struct JobSpec {
     pub io_limit: Option<u64>,
     pub rwmixread: u8,
     pub sync: Option<SyncEvery>,
+    /// Opened with O_DSYNC or O_SYNC.
+    pub open_sync: Option<OpenSync>,
     pub direct: bool,
     pub engine: EngineKind,
     pub seed: u64,

@@ -203,6 +203,7 @@ mod tests {
                 kind: crate::io::spec::SyncKind::Fdatasync,
                 every: 3,
             }),
+            open_sync: None,
             direct: true,
             engine: EngineKind::IoUring,
             seed: 9,

@@ -13,6 +13,7 @@ pub mod hyperfine;
 pub mod json;
 pub mod mem;
 pub mod outfile;
+pub mod ping;
 pub mod prom;
 pub mod results;
 mod sheet;

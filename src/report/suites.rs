@@ -57,7 +57,16 @@ pub fn write(suites: &[Suite], out: &mut impl Write) -> io::Result<()> {
             if t.direct == Some(false) {
                 line.push_str(" buffered");
             }
+            if let Some(o) = t.open_sync {
+                line.push_str(&format!(" O_{}", o.to_string().to_uppercase()));
+            }
+            if t.fresh {
+                line.push_str(" into a new file");
+            }
             writeln!(out, "{line}")?;
+            if let Some(about) = t.about {
+                writeln!(out, "        {about}")?;
+            }
         }
         if let Some(size) = s.size {
             writeln!(out, "    region {}", format_size(size))?;

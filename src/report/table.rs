@@ -32,6 +32,9 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     for (code, message) in lines {
         writeln!(out, "warning [{code}]: {}", Escaped(&message))?;
     }
+    if let Some(probe) = report.host_cache.as_ref().filter(|p| !p.seen()) {
+        writeln!(out, "host-cache probe: {}", Escaped(&probe.summary))?;
+    }
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
@@ -53,8 +56,33 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         writeln!(out)?;
     }
     writeln!(out)?;
+    write_row_meanings(report, out)?;
     write_curve(report, out)?;
     write_target(report, out)
+}
+
+/// What each row measures, for suites that say (dd's rows differ by what they wait for).
+fn write_row_meanings(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    let Some(suite) = report
+        .suite
+        .as_ref()
+        .and_then(|s| crate::bench::suite::find(s.name).ok())
+    else {
+        return Ok(());
+    };
+    let meanings: Vec<_> = suite
+        .tests
+        .iter()
+        .filter_map(|t| t.about.map(|a| (&t.name, a)))
+        .collect();
+    if meanings.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "what each row measures:")?;
+    for (name, about) in meanings {
+        writeln!(out, "  {name}: {about}")?;
+    }
+    writeln!(out)
 }
 
 /// The `full` suite's queue-depth sweep as a latency-versus-IOPS curve: where IOPS stop

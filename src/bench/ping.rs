@@ -1,0 +1,219 @@
+//! `tacho ping`: ioping's latency probe. One small I/O at a time, one per interval, at a
+//! random offset of a working set, each timed on its own; then ioping's summary (requests,
+//! min/avg/max/mdev, IOPS and throughput over the time spent in requests).
+//!
+//! The first request is a warm-up (ioping's `-a 1`): shown, not counted.
+
+use super::target::Target;
+use crate::io::buffer::AlignedBuf;
+use crate::io::worker::retry_eintr;
+use crate::io::{Control, EngineError};
+use serde::Serialize;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// Requests shown but not counted, as ioping's default `-a 1`.
+pub const WARMUP: u64 = 1;
+/// ioping's working set in a directory: a 1 MiB test file.
+pub const DIRECTORY_WORK_SIZE: u64 = 1 << 20;
+
+/// What to ping with.
+#[derive(Debug, Clone)]
+pub struct PingOptions {
+    /// Requests to make, the warm-up included; `None` until interrupted.
+    pub count: Option<u64>,
+    /// From the start of one request to the start of the next.
+    pub interval: Duration,
+    /// Bytes per request.
+    pub size: u64,
+    /// Bytes of the target the offsets are drawn from, from offset 0.
+    pub work_size: u64,
+    /// Writes instead of reads.
+    pub write: bool,
+    /// O_DIRECT; without it, a read's range is dropped from the page cache first (ioping's
+    /// default), and a write stays in the page cache.
+    pub direct: bool,
+}
+
+/// One request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Request {
+    /// 1 for the first.
+    pub request: u64,
+    /// Byte offset in the target.
+    pub offset: u64,
+    /// Bytes transferred.
+    pub bytes: u64,
+    /// How long the request took.
+    pub time_ns: u64,
+    /// Shown but not counted in the summary.
+    pub warmup: bool,
+}
+
+/// ioping's statistics over the counted requests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Counted requests.
+    pub requests: u64,
+    /// Time spent in them.
+    pub total_ns: u64,
+    /// Bytes they moved.
+    pub bytes: u64,
+    /// Fastest request.
+    pub min_ns: u64,
+    /// Mean.
+    pub avg_ns: u64,
+    /// Slowest request.
+    pub max_ns: u64,
+    /// Standard deviation (of the population, as ioping's mdev).
+    pub mdev_ns: u64,
+    /// Requests per second of request time.
+    pub iops: f64,
+    /// Bytes per second of request time.
+    pub bytes_per_s: f64,
+}
+
+/// The summary of the counted requests; `None` when there are none.
+pub fn summarize(requests: &[Request]) -> Option<Summary> {
+    let counted: Vec<&Request> = requests.iter().filter(|r| !r.warmup).collect();
+    if counted.is_empty() {
+        return None;
+    }
+    let n = counted.len() as f64;
+    let total_ns: u64 = counted.iter().map(|r| r.time_ns).sum();
+    let bytes = counted.iter().map(|r| r.bytes).sum();
+    let avg = total_ns as f64 / n;
+    let var = counted
+        .iter()
+        .map(|r| (r.time_ns as f64 - avg).powi(2))
+        .sum::<f64>()
+        / n;
+    let secs = (total_ns as f64 / 1e9).max(1e-9);
+    Some(Summary {
+        requests: counted.len() as u64,
+        total_ns,
+        bytes,
+        min_ns: counted.iter().map(|r| r.time_ns).min().unwrap_or(0),
+        avg_ns: avg.round() as u64,
+        max_ns: counted.iter().map(|r| r.time_ns).max().unwrap_or(0),
+        mdev_ns: var.sqrt().round() as u64,
+        iops: n / secs,
+        bytes_per_s: bytes as f64 / secs,
+    })
+}
+
+/// Pings `target` until `count` requests are made or `ctl` stops it, handing each request to
+/// `on_request` as it completes. Returns every request made.
+pub fn run(
+    target: &Target,
+    opts: &PingOptions,
+    ctl: &Control,
+    on_request: &mut dyn FnMut(&Request),
+) -> Result<Vec<Request>, EngineError> {
+    let file = target.open(opts.direct).map_err(EngineError::Open)?;
+    let fd = file.as_raw_fd();
+    let mut rng = fastrand::Rng::new();
+    let mut buf = AlignedBuf::random(opts.size as usize, &mut rng);
+    let slots = (opts.work_size / opts.size).max(1);
+    let mut done = Vec::new();
+    let mut n = 0;
+    while opts.count.is_none_or(|c| n < c) && !ctl.stopped() {
+        n += 1;
+        let started = Instant::now();
+        let offset = rng.u64(..slots) * opts.size;
+        if !opts.direct && !opts.write {
+            // SAFETY: advisory call on a descriptor we own.
+            unsafe {
+                libc::posix_fadvise(
+                    fd,
+                    offset as libc::off_t,
+                    opts.size as libc::off_t,
+                    libc::POSIX_FADV_DONTNEED,
+                )
+            };
+        }
+        let len = buf.len();
+        let t0 = Instant::now();
+        // SAFETY: the buffer holds `len` bytes and outlives the call.
+        let got = retry_eintr(|| unsafe {
+            if opts.write {
+                libc::pwrite(fd, buf.as_ptr().cast(), len, offset as libc::off_t)
+            } else {
+                libc::pread(fd, buf.as_mut_ptr().cast(), len, offset as libc::off_t)
+            }
+        });
+        let time_ns = t0.elapsed().as_nanos() as u64;
+        let op = if opts.write { "write" } else { "read" };
+        let got = got.map_err(|e| EngineError::io(op, offset, e))?;
+        if got != len {
+            return Err(EngineError::Short {
+                op,
+                offset,
+                got: got as u64,
+                want: len as u64,
+            });
+        }
+        let request = Request {
+            request: n,
+            offset,
+            bytes: len as u64,
+            time_ns,
+            warmup: n <= WARMUP,
+        };
+        on_request(&request);
+        done.push(request);
+        if opts.count.is_some_and(|c| n >= c) {
+            break;
+        }
+        sleep_until(started + opts.interval, ctl);
+    }
+    Ok(done)
+}
+
+/// Sleeps until `deadline`, waking early when `ctl` is stopped.
+fn sleep_until(deadline: Instant, ctl: &Control) {
+    while !ctl.stopped() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(n: u64, time_ns: u64) -> Request {
+        Request {
+            request: n,
+            offset: 0,
+            bytes: 4096,
+            time_ns,
+            warmup: n <= WARMUP,
+        }
+    }
+
+    #[test]
+    fn the_summary_is_iopings() {
+        // The warm-up (1 ms) is left out; 100, 200, 300 µs remain.
+        let s = summarize(&[
+            req(1, 1_000_000),
+            req(2, 100_000),
+            req(3, 200_000),
+            req(4, 300_000),
+        ])
+        .unwrap();
+        assert_eq!(
+            (s.requests, s.min_ns, s.avg_ns, s.max_ns),
+            (3, 100_000, 200_000, 300_000)
+        );
+        // Population standard deviation: sqrt(((100)² + 0 + (100)²) / 3) µs.
+        assert_eq!(s.mdev_ns, 81_650);
+        assert_eq!(s.total_ns, 600_000);
+        assert!((s.iops - 5000.0).abs() < 1e-6);
+        assert!((s.bytes_per_s - 3.0 * 4096.0 / 600e-6).abs() < 1e-3);
+        assert!(summarize(&[req(1, 5)]).is_none());
+    }
+}

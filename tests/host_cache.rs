@@ -1,0 +1,252 @@
+//! The host-cache probe against stand-ins for a VM's host: a loop device plays the virtual
+//! disk, its backing file the host's image. Buffered (losetup's default) it has the host's page
+//! cache, as `cache=writeback` does: detected. With `--direct-io=on` it is `cache=none`, and
+//! over /dev/shm it is RAM all through: silent. A directory on this machine's real disk (the
+//! probe's own test file) must be silent too.
+//!
+//! The test plays the host whose cache is smaller than the disk: before each probe it evicts
+//! the backing file's pages, as a limited cache would have forgotten blocks written long ago.
+//! The probe itself only reads and writes the loop device.
+
+mod common;
+
+use common::{is_root, json_ok, skip, tacho};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const IMAGE_BYTES: usize = 256 << 20;
+
+/// A loop device over an image full of data (not sparse: a hole reads as zeros from metadata),
+/// detached and removed on drop.
+struct DataLoop {
+    dev: PathBuf,
+    image: tempfile::NamedTempFile,
+}
+
+impl DataLoop {
+    fn new(test: &str, dir: &Path, losetup_options: &[&str]) -> Option<DataLoop> {
+        if !is_root() {
+            skip(&format!("{test}: needs root for a loop device"));
+            return None;
+        }
+        let mut image = tempfile::Builder::new()
+            .prefix("tacho-hostcache-")
+            .suffix(".img")
+            .tempfile_in(dir)
+            .expect("cannot create a loop image");
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let chunk: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for _ in 0..IMAGE_BYTES / chunk.len() {
+            image.write_all(&chunk).unwrap();
+        }
+        image.as_file().sync_all().unwrap();
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .args(losetup_options)
+            .arg(image.path())
+            .output()
+            .expect("cannot run losetup");
+        if !o.status.success() {
+            skip(&format!(
+                "{test}: losetup failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return None;
+        }
+        let dev = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+        Some(DataLoop { dev, image })
+    }
+
+    /// The host forgets: the backing file's pages leave the page cache.
+    fn evict(&self) {
+        let f = File::open(self.image.path()).unwrap();
+        // SAFETY: advisory call on a descriptor we own.
+        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0, "posix_fadvise");
+    }
+
+    /// Runs the probe (and a one-second read test) on the device; returns the probe's figures.
+    fn probe(&self) -> serde_json::Value {
+        self.evict();
+        let o = tacho()
+            .args(["bench", "disk"])
+            .arg(&self.dev)
+            .args(["--probe-cache", "--destroy-data", "--rw", "read"])
+            .args(["--runtime", "300ms", "--json"])
+            .output()
+            .unwrap();
+        let doc = json_ok(&o);
+        doc.get("host_cache")
+            .cloned()
+            .unwrap_or_else(|| panic!("no host_cache in {doc}"))
+    }
+}
+
+impl Drop for DataLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+/// On the ext4 disk, where the image's pages can be evicted to the real device.
+fn disk_dir() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+fn seen(probe: &serde_json::Value) -> bool {
+    probe["recent_writes_cached"] == true || probe["flushes_not_carried_out"] == true
+}
+
+#[test]
+fn a_buffered_loop_device_is_a_host_cache_and_is_detected() {
+    let Some(lo) = DataLoop::new("buffered loop", disk_dir(), &[]) else {
+        return;
+    };
+    // This VM's timing swings: the cache must show in one of three probes.
+    let probes: Vec<_> = (0..3).map(|_| lo.probe()).collect();
+    let found = probes.iter().find(|p| p["recent_writes_cached"] == true);
+    let found = found.unwrap_or_else(|| panic!("no probe saw the cache: {probes:#?}"));
+    let words = found["summary"].as_str().unwrap();
+    assert!(words.contains("faster than cold reads"), "{words}");
+    assert!(words.contains("holds recent writes"), "{words}");
+}
+
+#[test]
+fn a_direct_io_loop_device_is_silent() {
+    let Some(lo) = DataLoop::new("direct-io loop", disk_dir(), &["--direct-io=on"]) else {
+        return;
+    };
+    for _ in 0..2 {
+        let p = lo.probe();
+        assert!(!seen(&p), "cache=none must stay silent: {p:#}");
+        assert!(p["summary"].as_str().unwrap().starts_with("nothing seen"));
+    }
+}
+
+#[test]
+fn a_loop_device_in_ram_is_silent() {
+    let Some(lo) = DataLoop::new("tmpfs loop", Path::new("/dev/shm"), &[]) else {
+        return;
+    };
+    for _ in 0..2 {
+        let p = lo.probe();
+        assert!(!seen(&p), "RAM all through must stay silent: {p:#}");
+    }
+}
+
+#[test]
+fn the_real_disk_through_its_own_test_file_is_silent() {
+    let dir = tempfile::tempdir_in(disk_dir()).unwrap();
+    let o = tacho()
+        .args(["bench", "disk"])
+        .arg(dir.path())
+        .args(["--probe-cache", "--rw", "read", "--size", "256M"])
+        .args(["--runtime", "300ms", "--json"])
+        .output()
+        .unwrap();
+    let doc = json_ok(&o);
+    let p = &doc["host_cache"];
+    assert!(p.is_object(), "the probe ran: {doc}");
+    assert!(!seen(p), "a plain direct test of the disk: {p:#}");
+    // In a VM the generic warning no longer claims nobody looked.
+    if let Some(vm) = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "vm-detected")
+    {
+        let words = vm["message"].as_str().unwrap();
+        assert!(words.contains("host-cache probe saw no sign"), "{words}");
+    }
+    common::assert_empty(dir.path());
+}
+
+#[test]
+fn a_read_only_run_says_why_it_could_not_probe() {
+    let Some(lo) = DataLoop::new("read-only probe", Path::new("/dev/shm"), &[]) else {
+        return;
+    };
+    let o = tacho()
+        .args(["bench", "disk"])
+        .arg(&lo.dev)
+        .args([
+            "--probe-cache",
+            "--rw",
+            "read",
+            "--runtime",
+            "300ms",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let doc = json_ok(&o);
+    assert!(doc.get("host_cache").is_none(), "{doc}");
+    let w = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "host-cache-unprobed")
+        .unwrap_or_else(|| panic!("no host-cache-unprobed warning: {doc}"));
+    assert!(w["message"].as_str().unwrap().contains("--destroy-data"));
+}
+
+#[test]
+fn the_probe_runs_by_default_on_a_virtual_disk_only() {
+    let Some(lo) = DataLoop::new("default probe", disk_dir(), &["--direct-io=on"]) else {
+        return;
+    };
+    let run = |extra: &[&str]| {
+        let o = tacho()
+            .args(["bench", "disk"])
+            .arg(&lo.dev)
+            .args([
+                "--destroy-data",
+                "--rw",
+                "read",
+                "--runtime",
+                "300ms",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        json_ok(&o)
+    };
+    let doc = run(&[]);
+    // A loop device counts as the disk holding its backing file: a virtual one in a VM.
+    let in_vm = common::warning_codes(&doc).contains(&"vm-detected".to_string());
+    assert_eq!(doc.get("host_cache").is_some(), in_vm, "{doc}");
+    let doc = run(&["--no-probe-cache"]);
+    assert!(doc.get("host_cache").is_none(), "{doc}");
+}
+
+#[test]
+fn a_suite_without_layout_is_not_probed_over_unwritten_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = tacho()
+        .args(["bench", "disk"])
+        .arg(dir.path())
+        .args(["--suite", "etcd", "--size", "2M", "--runtime", "300ms"])
+        .args(["--probe-cache", "--json"])
+        .output()
+        .unwrap();
+    // The etcd verdict may fail this disk (exit 1): the document is what matters here.
+    assert_ne!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    let doc = common::parse_json(&o);
+    assert!(doc.get("host_cache").is_none(), "{doc}");
+    let codes = common::warning_codes(&doc);
+    assert!(
+        codes.contains(&"host-cache-unprobed".to_string()),
+        "{codes:?}"
+    );
+}
