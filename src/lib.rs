@@ -14,7 +14,7 @@ pub mod cpubench;
 pub mod diagnose;
 pub mod files;
 pub mod io;
-pub mod kernel;
+pub(crate) mod kernel;
 pub mod membench;
 pub mod parallel;
 pub mod report;

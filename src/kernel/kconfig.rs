@@ -29,11 +29,6 @@ impl KernelConfig {
     pub fn get(&self, name: &str) -> Option<&str> {
         self.options.get(name).map(String::as_str)
     }
-
-    /// True when `name` is built in or a module.
-    pub fn enabled(&self, name: &str) -> bool {
-        matches!(self.get(name), Some("y" | "m"))
-    }
 }
 
 /// The configuration of the running kernel (`release` as `uname -r` prints it, used for the
@@ -170,8 +165,6 @@ mod tests {
             source: "/x".into(),
             options: c,
         };
-        assert!(config.enabled("CONFIG_EXT4_FS"));
-        assert!(!config.enabled("CONFIG_IOMMU_DEFAULT_DMA_STRICT"));
         assert_eq!(iommu_default(&config), Some("lazy"));
         assert_eq!(preempt_model(&config), (Some("none"), true));
     }

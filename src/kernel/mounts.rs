@@ -39,7 +39,9 @@ pub fn read_mounts(root: &SysRoot) -> Result<Vec<Mount>> {
     parse_mountinfo_bytes(&bytes, &path)
 }
 
-/// Parses the text of a mountinfo file; `path` only names the file in errors.
+/// Parses the text of a mountinfo file; `path` only names the file in errors. Tests feed it
+/// text; the reader itself goes through `parse_mountinfo_bytes`.
+#[cfg(test)]
 pub fn parse_mountinfo(text: &str, path: &Path) -> Result<Vec<Mount>> {
     parse_mountinfo_bytes(text.as_bytes(), path)
 }
@@ -160,14 +162,6 @@ pub struct SwapArea {
 pub fn swap_areas(root: &SysRoot) -> Result<Vec<SwapArea>> {
     let path = root.proc.join("swaps");
     parse_swap_areas(&super::read_text(&path)?, &path)
-}
-
-/// Parses the text of /proc/swaps into paths only.
-pub fn parse_swaps(text: &str, path: &Path) -> Result<Vec<String>> {
-    Ok(parse_swap_areas(text, path)?
-        .into_iter()
-        .map(|s| s.path)
-        .collect())
 }
 
 /// Parses the text of /proc/swaps (a header line, then `Filename Type Size Used Priority`,
