@@ -20,7 +20,7 @@ pub mod parallel;
 pub mod report;
 pub mod safety;
 pub mod snapshot;
-pub mod stats;
+pub(crate) mod stats;
 pub mod store;
 pub mod stress;
 pub mod text;
