@@ -6,7 +6,7 @@
 
 pub mod bench;
 pub mod check;
-pub mod choice;
+pub(crate) mod choice;
 pub mod cli;
 pub mod cmd;
 pub mod compare;
@@ -16,7 +16,7 @@ pub mod files;
 pub mod io;
 pub(crate) mod kernel;
 pub mod membench;
-pub mod parallel;
+pub(crate) mod parallel;
 pub mod report;
 pub mod safety;
 pub mod snapshot;
