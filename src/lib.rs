@@ -13,7 +13,7 @@ pub mod compare;
 pub mod cpubench;
 pub mod diagnose;
 pub mod files;
-pub mod io;
+pub(crate) mod io;
 pub(crate) mod kernel;
 pub mod membench;
 pub(crate) mod parallel;

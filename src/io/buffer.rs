@@ -37,10 +37,6 @@ impl AlignedBuf {
         self.layout.size()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.layout.size() == 0
-    }
-
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }

@@ -9,6 +9,8 @@ use std::time::Duration;
 /// Access pattern, spelled as fio's `--rw`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+// The names are fio's `--rw` values (`readwrite`, `randrw`), which serde writes as they are.
+#[allow(clippy::enum_variant_names)]
 pub enum Rw {
     Read,
     Write,
