@@ -10,7 +10,7 @@ pub(crate) mod choice;
 pub mod cli;
 pub mod cmd;
 pub mod compare;
-pub mod cpubench;
+pub(crate) mod cpubench;
 pub mod diagnose;
 pub mod files;
 pub(crate) mod io;
