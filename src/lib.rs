@@ -15,7 +15,7 @@ pub mod diagnose;
 pub mod files;
 pub(crate) mod io;
 pub(crate) mod kernel;
-pub mod membench;
+pub(crate) mod membench;
 pub(crate) mod parallel;
 pub mod report;
 pub mod safety;
