@@ -22,7 +22,7 @@ pub mod safety;
 pub mod snapshot;
 pub(crate) mod stats;
 pub mod store;
-pub mod stress;
+pub(crate) mod stress;
 pub mod text;
 pub mod timing;
 pub mod tui;
