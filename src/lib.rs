@@ -24,6 +24,6 @@ pub(crate) mod stats;
 pub mod store;
 pub(crate) mod stress;
 pub mod text;
-pub mod timing;
+pub(crate) mod timing;
 pub mod tui;
 pub mod units;
