@@ -18,7 +18,7 @@ pub(crate) mod kernel;
 pub(crate) mod membench;
 pub(crate) mod parallel;
 pub mod report;
-pub mod safety;
+pub(crate) mod safety;
 pub mod snapshot;
 pub(crate) mod stats;
 pub mod store;
