@@ -19,7 +19,7 @@ pub(crate) mod membench;
 pub(crate) mod parallel;
 pub mod report;
 pub(crate) mod safety;
-pub mod snapshot;
+pub(crate) mod snapshot;
 pub(crate) mod stats;
 pub mod store;
 pub(crate) mod stress;
