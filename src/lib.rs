@@ -5,7 +5,7 @@
 //! write to; `cmd` wires a parsed command line to all of it.
 
 pub mod bench;
-pub mod check;
+pub(crate) mod check;
 pub(crate) mod choice;
 pub mod cli;
 pub mod cmd;
