@@ -21,7 +21,7 @@ pub mod report;
 pub(crate) mod safety;
 pub(crate) mod snapshot;
 pub(crate) mod stats;
-pub mod store;
+pub(crate) mod store;
 pub(crate) mod stress;
 pub mod text;
 pub(crate) mod timing;
