@@ -9,7 +9,7 @@ pub(crate) mod check;
 pub(crate) mod choice;
 pub mod cli;
 pub mod cmd;
-pub mod compare;
+pub(crate) mod compare;
 pub(crate) mod cpubench;
 pub mod diagnose;
 pub mod files;
