@@ -1,23 +1,23 @@
 //! Reporters: each writes a finished [`BenchReport`](crate::bench::result::BenchReport), or
 //! stored runs and their comparison, to any `impl Write`, so tests capture them in memory.
 
-pub mod check;
-pub mod cpu;
-pub mod diff;
+pub(crate) mod check;
+pub(crate) mod cpu;
+pub(crate) mod diff;
 mod grid;
 pub mod html;
-pub mod hyperfine;
-pub mod json;
-pub mod mem;
-pub mod outfile;
-pub mod prom;
-pub mod results;
+pub(crate) mod hyperfine;
+pub(crate) mod json;
+pub(crate) mod mem;
+pub(crate) mod outfile;
+pub(crate) mod prom;
+pub(crate) mod results;
 mod sheet;
-pub mod stress;
-pub mod suites;
-pub mod table;
-pub mod time;
-pub mod top;
+pub(crate) mod stress;
+pub(crate) mod suites;
+pub(crate) mod table;
+pub(crate) mod time;
+pub(crate) mod top;
 
 use std::path::Path;
 
