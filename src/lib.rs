@@ -4,7 +4,7 @@
 //! (suites, runs, verdicts) to `report` (terminal table, JSON). `safety` decides what tacho may
 //! write to; `cmd` wires a parsed command line to all of it.
 
-pub mod bench;
+pub(crate) mod bench;
 pub(crate) mod check;
 pub(crate) mod choice;
 pub mod cli;
