@@ -12,7 +12,7 @@ pub mod cmd;
 pub(crate) mod compare;
 pub(crate) mod cpubench;
 pub mod diagnose;
-pub mod files;
+pub(crate) mod files;
 pub(crate) mod io;
 pub(crate) mod kernel;
 pub(crate) mod membench;
