@@ -11,7 +11,7 @@ pub mod cli;
 pub mod cmd;
 pub(crate) mod compare;
 pub(crate) mod cpubench;
-pub mod diagnose;
+pub(crate) mod diagnose;
 pub(crate) mod files;
 pub(crate) mod io;
 pub(crate) mod kernel;

@@ -181,11 +181,6 @@ pub fn ever_used(c: &DiskCounters) -> bool {
     c.reads > 0 || c.writes > 0 || c.discards.unwrap_or(0) > 0 || c.flushes.unwrap_or(0) > 0
 }
 
-/// Requests per second in both directions, for sorting and for "is this disk idle".
-pub fn iops(d: &Disk) -> f64 {
-    d.r_per_s.unwrap_or(0.0) + d.w_per_s.unwrap_or(0.0) + d.d_per_s.unwrap_or(0.0)
-}
-
 /// The larger of read and write await, with its direction's name; for findings.
 pub fn worst_await(d: &Disk) -> Option<(&'static str, f64)> {
     let r = d
