@@ -25,5 +25,5 @@ pub(crate) mod store;
 pub(crate) mod stress;
 pub mod text;
 pub(crate) mod timing;
-pub mod tui;
+pub(crate) mod tui;
 pub mod units;
