@@ -27,20 +27,6 @@ pub struct CpuTicks {
     pub guest_nice: u64,
 }
 
-impl CpuTicks {
-    /// All ticks that passed: guest time is already inside user and nice, so it is not added.
-    pub fn total(&self) -> u64 {
-        self.user
-            .saturating_add(self.nice)
-            .saturating_add(self.system)
-            .saturating_add(self.idle)
-            .saturating_add(self.iowait)
-            .saturating_add(self.irq)
-            .saturating_add(self.softirq)
-            .saturating_add(self.steal)
-    }
-}
-
 /// One reading of /proc/stat.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KernelStat {
@@ -166,17 +152,6 @@ mod tests {
         assert!(parse_stat("ctxt 5\n", p).is_err());
         assert!(parse_stat("cpu 1 2 3 4\nctxt\n", p).is_err());
         assert!(parse_stat("cpu 1 2 3 4\ncpuX 1 2 3 4\n", p).is_err());
-    }
-
-    #[test]
-    fn total_excludes_guest() {
-        let t = CpuTicks {
-            user: 10,
-            guest: 4,
-            idle: 5,
-            ..CpuTicks::default()
-        };
-        assert_eq!(t.total(), 15);
     }
 
     proptest! {
