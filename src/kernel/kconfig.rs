@@ -21,6 +21,7 @@ const MAX_CONFIG_BYTES: u64 = 16 << 20;
 pub struct KernelConfig {
     /// Where it was read from.
     pub source: PathBuf,
+    /// Option name (with the `CONFIG_` prefix) → value as written in the file.
     pub options: BTreeMap<String, String>,
 }
 

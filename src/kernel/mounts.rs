@@ -152,7 +152,9 @@ pub struct SwapArea {
     pub path: String,
     /// `partition` or `file`.
     pub kind: String,
+    /// Size of the area in bytes (the kernel prints KiB).
     pub size_bytes: u64,
+    /// Bytes of it in use, in bytes (the kernel prints KiB).
     pub used_bytes: u64,
     /// Higher is used first.
     pub priority: i64,

@@ -15,15 +15,25 @@ use super::{KernelError, Result, SysRoot, read_text};
 /// fields a kernel does not print (very old ones) are 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuTicks {
+    /// Normal processes in user mode (guest time included).
     pub user: u64,
+    /// Niced processes in user mode (guest_nice time included).
     pub nice: u64,
+    /// Kernel mode on behalf of processes (system calls, page faults).
     pub system: u64,
+    /// Idle with nothing waiting on I/O.
     pub idle: u64,
+    /// Idle while some task waited for I/O (a hint, not a precise figure, per the kernel docs).
     pub iowait: u64,
+    /// Servicing hardware interrupts.
     pub irq: u64,
+    /// Servicing softirqs.
     pub softirq: u64,
+    /// Stolen by the hypervisor for other guests while this one wanted to run.
     pub steal: u64,
+    /// Running a virtual CPU of a guest (already counted in `user`).
     pub guest: u64,
+    /// Running a niced guest (already counted in `nice`).
     pub guest_nice: u64,
 }
 
@@ -46,6 +56,7 @@ pub struct KernelStat {
     pub procs_blocked: u64,
 }
 
+/// Reads `<proc>/stat`; a malformed line is an error naming its number.
 pub fn read_stat(root: &SysRoot) -> Result<KernelStat> {
     let path = root.proc.join("stat");
     parse_stat(&read_text(&path)?, &path)
