@@ -1,5 +1,5 @@
-//! Reporters: each writes a finished [`BenchReport`](crate::bench::result::BenchReport), or
-//! stored runs and their comparison, to any `impl Write`, so tests capture them in memory.
+//! Reporters: each writes a finished `bench::result::BenchReport`, or stored runs and their
+//! comparison, to any `impl Write`, so tests capture them in memory.
 
 pub(crate) mod check;
 pub(crate) mod cpu;
@@ -23,6 +23,6 @@ use std::path::Path;
 
 /// Writes `text` to `path`, replacing a regular file there, through a temporary file and a
 /// rename, never through a link planted at the name (see [`outfile`]).
-pub fn write_file_atomically(path: &Path, text: &str) -> Result<(), outfile::OutputError> {
+pub(crate) fn write_file_atomically(path: &Path, text: &str) -> Result<(), outfile::OutputError> {
     outfile::write_atomically(path, text.as_bytes(), outfile::Existing::Replace)
 }
