@@ -84,6 +84,7 @@ const MAX_OPEN: usize = 512;
 const MAX_COMMS: usize = 65_536;
 
 impl Comms {
+    /// An empty name cache reading `<proc>/PID/comm` under `root`.
     pub fn new(root: SysRoot) -> Comms {
         Comms {
             root,
