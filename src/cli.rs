@@ -9,11 +9,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod results;
-pub use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand, SaveArgs};
+pub(crate) use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand, SaveArgs};
 pub mod errors;
 mod help;
 mod kit;
-pub use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
+pub(crate) use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
 mod ping;
 use choice::choice;
@@ -23,6 +23,7 @@ pub use report::{ReportArgs, ReportDiskArgs, ReportWhat};
 #[cfg(test)]
 mod plan_tests;
 
+/// The parsed command line, which `main` hands to `cmd::run`.
 #[derive(Debug, Parser)]
 #[command(
     name = "tacho",
@@ -32,11 +33,11 @@ mod plan_tests;
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Benchmark storage, CPU or memory (`tacho bench` alone runs the quick disk suite in the
     /// current directory)
     Bench(BenchArgs),
@@ -78,7 +79,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Write tacho.1 and one page per subcommand (tacho-bench.1, tacho-bench-disk.1, …) into
     /// DIR, an existing directory, instead of printing the top page
     #[arg(long, value_name = "DIR")]
@@ -87,13 +88,13 @@ pub struct ManArgs {
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     #[command(subcommand)]
     pub what: Option<BenchWhat>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum BenchWhat {
+pub(crate) enum BenchWhat {
     /// Storage benchmark on a directory (a temporary test file), a file, or a block device
     Disk(Box<DiskArgs>),
     /// CPU throughput, single-thread and all threads, on kernels that cannot be optimised away
@@ -103,7 +104,7 @@ pub enum BenchWhat {
 }
 
 #[derive(Debug, Args, Default)]
-pub struct DiskArgs {
+pub(crate) struct DiskArgs {
     /// Directory (tacho creates and removes its own test file), existing file, or block device
     #[arg(default_value = ".")]
     pub target: PathBuf,
@@ -230,7 +231,7 @@ pub struct DiskArgs {
 Examples:\n  tacho files --ops W --duration 30s --timestamps\n  \
 tacho files --pid 1234 --children --summary\n  tacho files --sector /dev/sda1 536514808"
 )]
-pub struct FilesArgs {
+pub(crate) struct FilesArgs {
     /// Watch only the filesystem holding PATH (repeatable) [default: every device-backed
     /// filesystem, or those holding the --path prefixes]
     #[arg(long, value_name = "PATH", help_heading = "What to watch")]
@@ -318,7 +319,7 @@ fn parse_ops(text: &str) -> Result<Ops, String> {
 }
 
 #[derive(Debug, Args)]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     /// Plain text every --interval (like `iostat -x 1`) instead of the interactive screen
     #[arg(long)]
     pub batch: bool,
@@ -355,7 +356,7 @@ pub struct TopArgs {
     after_help = "Examples:\n  tacho check\n  tacho check --profile postgres --only warn\n  \
 tacho check --strict --json > check.json\n  tacho check --emit-script=apply > apply.sh"
 )]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The workload this machine serves; changes what THP, read-ahead and swappiness should be
     #[arg(long, value_parser = choice::<crate::check::Profile>(), default_value = "default")]
     pub profile: crate::check::Profile,
@@ -379,7 +380,7 @@ pub struct CheckArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct SnapshotArgs {
+pub(crate) struct SnapshotArgs {
     /// Write the snapshot to FILE (it must not exist yet) instead of stdout
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -390,7 +391,7 @@ pub struct SnapshotArgs {
     after_help = "Examples:\n  tacho snapshot -o web1.json\n  tacho diff web1.json live\n  \
 tacho diff a.json b.json --json"
 )]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// First snapshot: a file written by `tacho snapshot`, or `live`
     #[arg(value_name = "A")]
     pub a: String,

@@ -4,27 +4,27 @@
 //! (suites, runs, verdicts) to `report` (terminal table, JSON). `safety` decides what tacho may
 //! write to; `cmd` wires a parsed command line to all of it.
 
-pub mod bench;
-pub mod check;
-pub mod choice;
+pub(crate) mod bench;
+pub(crate) mod check;
+pub(crate) mod choice;
 pub mod cli;
 pub mod cmd;
-pub mod compare;
-pub mod cpubench;
-pub mod diagnose;
-pub mod files;
-pub mod io;
-pub mod kernel;
-pub mod membench;
-pub mod parallel;
+pub(crate) mod compare;
+pub(crate) mod cpubench;
+pub(crate) mod diagnose;
+pub(crate) mod files;
+pub(crate) mod io;
+pub(crate) mod kernel;
+pub(crate) mod membench;
+pub(crate) mod parallel;
 pub mod report;
-pub mod safety;
-pub mod snapshot;
-pub mod stats;
-pub mod store;
-pub mod stress;
+pub(crate) mod safety;
+pub(crate) mod snapshot;
+pub(crate) mod stats;
+pub(crate) mod store;
+pub(crate) mod stress;
 pub mod text;
-pub mod timing;
-pub mod totals;
-pub mod tui;
+pub(crate) mod timing;
+pub(crate) mod totals;
+pub(crate) mod tui;
 pub mod units;

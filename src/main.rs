@@ -1,3 +1,6 @@
+//! The `tacho` binary: parses the command line, runs it through the library, and prints a
+//! failure as one escaped line with exit status 2.
+
 use clap::Parser;
 use std::process::ExitCode;
 use tacho::cli::Cli;

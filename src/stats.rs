@@ -35,10 +35,12 @@ pub fn median(xs: &[f64]) -> Option<f64> {
     })
 }
 
+/// Smallest value; `None` for no values.
 pub fn min(xs: &[f64]) -> Option<f64> {
     xs.iter().copied().min_by(f64::total_cmp)
 }
 
+/// Largest value; `None` for no values.
 pub fn max(xs: &[f64]) -> Option<f64> {
     xs.iter().copied().max_by(f64::total_cmp)
 }
@@ -113,7 +115,9 @@ pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
     Some((2.0 * (1.0 - dist.cdf(t.abs()))).clamp(0.0, 1.0))
 }
 
-/// Indices of the values whose modified z-score exceeds [`OUTLIER_Z`].
+/// Indices of the values whose modified z-score exceeds [`OUTLIER_Z`]. Only tests need the
+/// indices (they pin the threshold `timing` counts outliers with).
+#[cfg(test)]
 pub fn outliers(xs: &[f64]) -> Vec<usize> {
     modified_z_scores(xs)
         .iter()
@@ -126,8 +130,11 @@ pub fn outliers(xs: &[f64]) -> Vec<usize> {
 /// A ratio of two means with its 95% confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ratio {
+    /// Mean of the numerator sample over mean of the denominator sample.
     pub value: f64,
+    /// Lower end of the 95% confidence interval of the ratio.
     pub ci95_low: f64,
+    /// Upper end of the 95% confidence interval of the ratio.
     pub ci95_high: f64,
 }
 

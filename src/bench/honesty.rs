@@ -15,7 +15,9 @@ const MIN_CHECKED_BYTES: u64 = 16 << 20;
 
 /// What the checks know of the machine besides the results.
 pub struct Context<'a> {
+    /// What was benchmarked (filesystem, devices, region).
     pub target: &'a TargetInfo,
+    /// The machine (virtualization, memory).
     pub host: &'a Host,
     /// The link of the single physical disk under the target, when sysfs describes one.
     pub link: Option<&'a Link>,

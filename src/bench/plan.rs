@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use std::time::Duration;
 
 pub const CUSTOM_RUNTIME: Duration = Duration::from_secs(10);
+/// Repeats of every suite test when `--repeat` is not given (a custom test runs once).
 pub const SUITE_REPEATS: u32 = 3;
 
 /// What the user asked of `bench disk`: a suite (by name, default `quick`) or one custom test
@@ -21,13 +22,21 @@ pub struct DiskOptions {
     pub repeat: Option<u32>,
     pub threshold: Option<Duration>,
     pub rw: Option<Rw>,
+    /// `--bs`: block size in bytes.
     pub bs: Option<u64>,
+    /// `--iodepth`: I/Os in flight per job.
     pub iodepth: Option<u32>,
+    /// `--numjobs`: parallel jobs.
     pub numjobs: Option<u32>,
+    /// `--rwmixread`: share of reads in a mixed test, in percent.
     pub rwmixread: Option<u8>,
+    /// `--bssplit`: the block-size mix; empty when not given.
     pub bssplit: Vec<BsShare>,
+    /// `--fsync`: fsync after every N writes.
     pub fsync: Option<u32>,
+    /// `--fdatasync`: fdatasync after every N writes.
     pub fdatasync: Option<u32>,
+    /// `--engine`: the I/O engine.
     pub engine: Option<EngineKind>,
     pub buffered: bool,
     pub size: Option<u64>,
@@ -53,13 +62,16 @@ pub struct PlannedTest {
 
 #[derive(Debug)]
 pub struct Plan {
+    /// The suite that runs; `None` for a custom test.
     pub suite: Option<Suite>,
     /// False when options changed a suite's method (runtime, ramp, size, buffered I/O): such
     /// results do not compare with standard runs of the same suite version.
     pub standard: bool,
+    /// The tests in run order, each with its resolved job.
     pub tests: Vec<PlannedTest>,
     /// Bytes of the file or device the tests touch (the test file's size for a directory).
     pub region_bytes: u64,
+    /// Whether any test writes (the target must then be safe to write to).
     pub writes: bool,
     /// Fill a test file with data before the first test.
     pub prefill: bool,

@@ -10,15 +10,21 @@ use crate::kernel::host::Host;
 use crate::kernel::tunables::Tunables;
 use serde::Serialize;
 
+/// The `schema` of the `tacho bench disk --json` document.
 pub const SCHEMA: &str = "tacho.bench.v1";
 
+/// The result of `tacho bench disk` (the `tacho.bench.v1` document).
 #[derive(Debug, Serialize)]
 pub struct BenchReport {
+    /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// The tacho version that ran it (Cargo package version).
     pub tool_version: &'static str,
+    /// The machine it ran on.
     pub host: Host,
     /// Kernel settings that change results (THP, governor, mitigations, device queues).
     pub tunables: Tunables,
+    /// What was benchmarked and what lies beneath it.
     pub target: TargetInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suite: Option<SuiteRef>,
@@ -33,9 +39,12 @@ pub struct BenchReport {
     pub interrupted: bool,
 }
 
+/// Which suite ran and whether its method was kept.
 #[derive(Debug, Serialize)]
 pub struct SuiteRef {
+    /// The suite's name (`quick`, `etcd`, …).
     pub name: &'static str,
+    /// The suite's version: results compare only within one.
     pub version: u32,
     /// False when options changed the suite's method (runtime, ramp, size, buffered I/O).
     pub standard: bool,
@@ -51,8 +60,11 @@ pub struct SuiteRef {
 pub struct Judgement {
     /// `pass`, `marginal` (passes by less than 20%: production has other writers) or `fail`.
     pub status: &'static str,
+    /// What was judged (`fdatasync p99`).
     pub metric: &'static str,
+    /// The measured value, in nanoseconds.
     pub value_ns: u64,
+    /// The threshold it was judged against (`--threshold`), in nanoseconds.
     pub threshold_ns: u64,
 }
 
@@ -65,61 +77,84 @@ pub struct TargetInfo {
     pub kind: &'static str,
     /// Bytes of the region the tests touch.
     pub region_bytes: u64,
+    /// Filesystem type of the mount holding the target (`ext4`); `None` for a block device.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filesystem: Option<String>,
+    /// Where that filesystem is mounted; `None` for a block device.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mount_point: Option<String>,
+    /// Its mount options, as mountinfo lists them; `None` for a block device.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mount_options: Option<String>,
     /// Kernel names of the block devices under the target (itself and the whole disks beneath).
     pub devices: Vec<String>,
+    /// Model string of the disk beneath, if it reports one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_model: Option<String>,
+    /// Whether the disk says it spins; `None` when sysfs does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rotational: Option<bool>,
+    /// The disk's I/O scheduler (`none`, `mq-deadline`); `None` when sysfs does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler: Option<String>,
+    /// Smallest unit the device addresses, in bytes; offsets and sizes are multiples of it.
     pub logical_block_size: u32,
 }
 
 /// A reason to doubt a figure, with a stable code for scripts and a sentence for people.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Warning {
+    /// Stable identifier for scripts (`vm-detected`, `cow-fs`, `interrupted`).
     pub code: &'static str,
+    /// What to doubt and what to do about it, in one or two sentences.
     pub message: String,
 }
 
+/// One test of a run: its settings, the figures over all repeats, and each repeat.
 #[derive(Debug, Serialize)]
 pub struct TestResult {
+    /// The test's name as reports show it (a suite's, e.g. `RND4K Q32T1 read`).
     pub name: String,
+    /// Access pattern.
     pub rw: Rw,
     /// The block size, or the largest size of a mix.
     pub bs_bytes: u64,
+    /// The block-size mix, if any; empty when every I/O is `bs_bytes`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bssplit: Vec<BsShare>,
+    /// I/Os in flight per worker.
     pub iodepth: u32,
+    /// Workers, each with its own queue.
     pub numjobs: u32,
+    /// O_DIRECT (true) or through the page cache.
     pub direct: bool,
+    /// The I/O engine that ran (`io_uring`, `psync` or `sync`).
     pub engine: EngineKind,
     /// Seconds measured per repeat (after the ramp), the median over repeats.
     pub runtime_s: f64,
+    /// Warm-up before each repeat's measured window, in seconds.
     pub ramp_s: f64,
+    /// Share of reads in percent, for mixed patterns only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rwmixread: Option<u8>,
+    /// The flush after every N writes, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_every: Option<SyncEvery>,
     /// Reads: IOPS and bandwidth are the median over repeats; `ios` and `bytes` the totals;
     /// latency percentiles are over every I/O of every repeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read: Option<DirResult>,
+    /// Writes, summarised like `read`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub write: Option<DirResult>,
+    /// fsync/fdatasync calls over every repeat; `None` when the test flushes nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncResult>,
     /// CPU time of tacho's workers over all repeats.
     pub cpu: CpuTime,
     /// (max − min) / median of the repeats' total IOPS, in percent; null with one repeat.
     pub spread_pct: Option<f64>,
+    /// Each repeat's own figures, in run order.
     pub repeats: Vec<RepeatResult>,
     /// Per-second IOPS and bandwidth of every repeat, in order.
     pub timeline: Vec<TimelinePoint>,
@@ -127,58 +162,79 @@ pub struct TestResult {
     pub issued: Issued,
     /// /proc/diskstats deltas over all repeats, ramps and the closing flush included.
     pub device: Vec<DiskDelta>,
+    /// Figures to distrust and why.
     pub warnings: Vec<Warning>,
     /// True when a signal cut this test short: `repeats` holds those that finished and the
     /// one that was running, with the time it really ran.
     pub interrupted: bool,
 }
 
+/// Bytes handed to the kernel by one test, ramps included.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Issued {
+    /// Bytes of reads submitted.
     pub read_bytes: u64,
+    /// Bytes of writes submitted.
     pub write_bytes: u64,
 }
 
+/// One direction's figures.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct DirResult {
+    /// I/Os completed per second.
     pub iops: f64,
+    /// Bytes moved per second.
     pub bw_bytes_per_s: f64,
+    /// I/Os completed.
     pub ios: u64,
+    /// Bytes moved.
     pub bytes: u64,
+    /// Latency per I/O, in nanoseconds.
     pub lat_ns: LatencySummary,
 }
 
+/// Flush figures.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct SyncResult {
+    /// Flushes completed.
     pub count: u64,
+    /// Latency per flush, in nanoseconds.
     pub lat_ns: LatencySummary,
 }
 
 /// One run of a test.
 #[derive(Debug, Clone, Serialize)]
 pub struct RepeatResult {
+    /// Length of this repeat's measured window, in seconds (shorter when a signal cut it).
     pub runtime_s: f64,
+    /// Reads of this repeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read: Option<DirResult>,
+    /// Writes of this repeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub write: Option<DirResult>,
+    /// Flushes of this repeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncResult>,
 }
 
 impl RepeatResult {
+    /// Reads and writes per second together; 0 for a direction that did not run.
     pub fn total_iops(&self) -> f64 {
         self.read.map_or(0.0, |d| d.iops) + self.write.map_or(0.0, |d| d.iops)
     }
 }
 
+/// One second of one repeat's measured window.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TimelinePoint {
     /// Repeat number, from 1.
     pub repeat: u32,
     /// Second of the measured window, from 1 (the figures cover the second that ends here).
     pub t_s: u32,
+    /// I/Os completed in that second.
     pub iops: f64,
+    /// Bytes moved in that second.
     pub bw_bytes_per_s: f64,
 }
 
@@ -269,6 +325,7 @@ impl TestResult {
         self.read.map_or(0.0, |d| d.iops) + self.write.map_or(0.0, |d| d.iops)
     }
 
+    /// Bytes per second, reads and writes together; 0 for a direction that did not run.
     pub fn total_bw(&self) -> f64 {
         self.read.map_or(0.0, |d| d.bw_bytes_per_s) + self.write.map_or(0.0, |d| d.bw_bytes_per_s)
     }

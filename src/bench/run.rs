@@ -18,12 +18,16 @@ pub trait Progress: Sync {
     fn start(&self, label: &str, total: Work, ctl: &Control);
     /// Called about four times a second with the control's counters.
     fn tick(&self, ctl: &Control);
+    /// The run ended: clear whatever is shown.
     fn finish(&self);
 }
 
+/// How much of a phase there is, for a progress bar.
 #[derive(Clone, Copy, Debug)]
 pub enum Work {
+    /// Bytes to write (laying out the test file).
     Bytes(u64),
+    /// A fixed duration (one test's ramp plus runtime).
     Time(Duration),
 }
 

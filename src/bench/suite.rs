@@ -8,11 +8,16 @@ use std::time::Duration;
 /// One test of a suite; what it leaves open (`None`) comes from the command line.
 #[derive(Clone, Debug, Serialize)]
 pub struct SuiteTest {
+    /// The test's name in reports (`SEQ1M Q8T1 read`).
     pub name: String,
+    /// Access pattern.
     pub rw: Rw,
+    /// Block size in bytes (the largest size of a mix).
     pub bs: u64,
+    /// The block-size mix, if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bssplit: Vec<BsShare>,
+    /// I/Os in flight per job.
     pub iodepth: u32,
     pub numjobs: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -38,13 +43,19 @@ pub struct SuiteTest {
 /// The etcd suite's pass mark: p99 of fdatasync below this (etcd's documented guidance).
 pub const ETCD_P99_LIMIT: Duration = Duration::from_millis(10);
 
+/// A fixed set of tests with a fixed method, versioned so that only like runs are compared.
 #[derive(Clone, Debug, Serialize)]
 pub struct Suite {
+    /// The suite's name in `--suite` (`quick`, `cdm`, `etcd`, …).
     pub name: &'static str,
+    /// Bumped whenever a test or the method changes.
     pub version: u32,
+    /// One line saying what the suite measures, for `--list-suites`.
     pub about: &'static str,
+    /// Measured time of every test.
     #[serde(rename = "runtime_s", serialize_with = "secs")]
     pub runtime: Duration,
+    /// Warm-up before each test's measured time.
     #[serde(rename = "ramp_s", serialize_with = "secs")]
     pub ramp: Duration,
     /// Region or test file size; `None` means the run's default (1 GiB test file).
@@ -56,6 +67,7 @@ pub struct Suite {
     /// Whether a test file is filled with data before the tests (false: preallocated only,
     /// as etcd preallocates its WAL segments).
     pub prefill: bool,
+    /// The tests, in run order.
     pub tests: Vec<SuiteTest>,
 }
 
@@ -381,6 +393,7 @@ pub fn full() -> Suite {
     )
 }
 
+/// Every suite, in the order `--list-suites` shows them.
 pub fn all() -> Vec<Suite> {
     vec![
         quick(),

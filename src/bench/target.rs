@@ -26,18 +26,25 @@ use std::path::{Path, PathBuf};
 /// Test file size when the target is a directory and `--size` is not given.
 pub const DEFAULT_FILE_SIZE: u64 = 1 << 30;
 
+/// What the target path is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// A directory: tacho creates, uses and removes its own test file in it.
     Directory,
+    /// An existing regular file, used in place.
     File,
+    /// A block device, used whole.
     BlockDevice,
 }
 
 /// The result of looking at a target without touching it.
 #[derive(Debug)]
 pub struct Inspected {
+    /// File, directory or block device.
     pub kind: Kind,
+    /// The path as the user gave it.
     pub path: PathBuf,
+    /// What the report says about the target.
     pub info: TargetInfo,
     /// The device under the target, when it has one (tmpfs and btrfs have none in sysfs).
     pub device: Option<BlockDevice>,
@@ -45,6 +52,8 @@ pub struct Inspected {
     pub stats_devnos: Vec<(u32, u32)>,
     /// The file or device size; for a directory, the default test file size.
     pub capacity: u64,
+    /// Reasons to doubt the figures that the target itself gives (no device in sysfs,
+    /// memory-backed, …).
     pub notes: Vec<Warning>,
 }
 
@@ -289,6 +298,7 @@ fn device_state(
 pub struct Target {
     /// For messages: the test file, or the file or device as the admin named it.
     pub path: PathBuf,
+    /// Whether it was opened for writing.
     pub writes: bool,
     /// Created by tacho: removed on drop, and laid out before the first test.
     pub test_file: Option<TestFile>,

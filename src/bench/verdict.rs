@@ -15,6 +15,8 @@ pub fn device_class(q1_read_p50_ns: u64) -> &'static str {
     }
 }
 
+/// The one-line answer at the top of the disk report: the target, then its headline figures or the
+/// suite's judgement.
 pub fn verdict(report: &BenchReport) -> String {
     let where_ = target_words(report);
     if report.tests.is_empty() {

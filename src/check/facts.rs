@@ -63,26 +63,40 @@ pub struct DbDir {
     pub nocow: Option<bool>,
 }
 
+/// Everything the rules judge, read once from the system under a root; what could not be read is in
+/// `unreadable`.
 #[derive(Debug, Clone)]
 pub struct Facts {
+    /// The machine: OS, CPU, memory, virtualization.
     pub host: Host,
+    /// The kernel command line (/proc/cmdline); `None` when unreadable.
     pub cmdline: Option<String>,
     /// THP enabled/defrag, CPU governor, vulnerabilities.
     pub tunables: SystemTunables,
     /// The values of [`SYSCTLS`] this kernel has.
     pub sysctl: BTreeMap<&'static str, u64>,
+    /// /proc/meminfo; `None` when unreadable.
     pub meminfo: Option<Meminfo>,
+    /// /proc/vmstat; `None` when unreadable.
     pub vmstat: Option<VmStat>,
+    /// The kernel build configuration; `None` when neither /proc/config.gz nor /boot/config-*
+    /// exists.
     pub config: Option<KernelConfig>,
+    /// IOMMU groups by domain type (`DMA` strict, `DMA-FQ` lazy, `identity`).
     pub iommu_groups: BTreeMap<String, u64>,
+    /// Whole disks with their queue settings.
     pub disks: Vec<Disk>,
+    /// Every mount, from mountinfo.
     pub mounts: Vec<Mount>,
     /// The block device behind each mount's device number (partitions, dm, md included).
     pub mount_devices: BTreeMap<(u32, u32), BlockDevice>,
     /// Hardware of the devices in `mount_devices` (a partition's is its disk's).
     pub mount_hardware: BTreeMap<(u32, u32), DiskHardware>,
+    /// ext4 superblock facts by device name, for each mounted ext4 filesystem.
     pub ext4: BTreeMap<String, Ext4Info>,
+    /// Whether fstrim.timer will trim SSDs.
     pub trim: TrimSchedule,
+    /// Active swap areas.
     pub swaps: Vec<SwapArea>,
     /// The whole disks under each swap area (by its path), for judging their speed.
     pub swap_disks: BTreeMap<String, Vec<String>>,
@@ -97,6 +111,7 @@ pub struct Facts {
 }
 
 impl Facts {
+    /// Reads every fact under `root`; never fails (what cannot be read is listed in `unreadable`).
     pub fn read(root: &SysRoot) -> Facts {
         let mut unreadable: Vec<String> = Vec::new();
         let keep = &mut |e: KernelError| unreadable.push(e.to_string());

@@ -57,6 +57,7 @@ impl Choice for Severity {
 }
 
 impl Severity {
+    /// The severity's word in the table, JSON and `--only` (`ok`, `info`, `warn`, `crit`).
     pub fn label(self) -> &'static str {
         match self {
             Severity::Ok => "ok",
@@ -71,16 +72,24 @@ impl Severity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Group {
+    /// Transparent huge pages.
     Memory,
+    /// Block devices: schedulers, read-ahead, queue depth, write cache.
     Storage,
+    /// Mount options and filesystem features.
     Filesystems,
+    /// vm sysctls and swap.
     Vm,
+    /// CPU frequency governor, boost and idle states.
     Cpu,
+    /// Kernel build options and command line (mitigations, IOMMU, preemption).
     Kernel,
+    /// Settings that matter inside a VM.
     Virtualization,
 }
 
 impl Group {
+    /// The heading of the group's part of the table.
     pub fn title(self) -> &'static str {
         match self {
             Group::Memory => "Memory (transparent huge pages)",
@@ -102,9 +111,14 @@ pub enum Profile {
     /// recommends.
     #[default]
     Default,
+    /// Redis: THP copy-on-write after its forks (BGSAVE, AOF rewrite) costs latency, so THP should
+    /// be never.
     Redis,
+    /// PostgreSQL: THP should be never (it uses explicit huge pages).
     Postgres,
+    /// MongoDB: THP always from 8.0 on, and a small read-ahead on its data disk.
     Mongodb,
+    /// etcd: judged as a database (low swappiness), with THP `always` warned about.
     Etcd,
     /// Web stacks: nginx, php-fpm, application servers.
     Web,
@@ -137,6 +151,7 @@ impl Choice for Profile {
 }
 
 impl Profile {
+    /// The profile's word in `--profile` and JSON.
     pub fn name(self) -> &'static str {
         match self {
             Profile::Default => "default",
@@ -162,10 +177,12 @@ impl Profile {
 pub struct Evidence {
     /// The file (or command-line option) the value came from.
     pub source: String,
+    /// The value as read, trimmed.
     pub value: String,
 }
 
 impl Evidence {
+    /// Evidence that `source` held `value`.
     pub fn new(source: impl Into<String>, value: impl Into<String>) -> Evidence {
         Evidence {
             source: source.into(),
@@ -188,21 +205,26 @@ pub struct Remedy {
     pub manual: bool,
 }
 
+/// One rule's judgement of one thing: what was read, how bad it is, and the commands that fix it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     /// Stable rule identifier for scripts (`thp_enabled`, `io_scheduler`).
     pub id: &'static str,
+    /// Which part of the table it belongs to.
     pub group: Group,
     /// What it is about when the rule applies to several things: a device, a mount point.
     pub subject: Option<String>,
+    /// How much it matters here.
     pub severity: Severity,
     /// One line: the state and what it means.
     pub title: String,
+    /// The values the judgement rests on, with where each was read.
     pub evidence: Vec<Evidence>,
     /// Why it matters, in one or two sentences.
     pub why: String,
     /// Where that comes from (kernel documentation, vendor guidance).
     pub reference: String,
+    /// Commands to fix, persist and revert it, flattened into this object.
     #[serde(flatten)]
     pub remedy: Remedy,
 }
@@ -210,6 +232,7 @@ pub struct Finding {
 /// Options that change judgements.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
+    /// The workload to judge for (`--profile`).
     pub profile: Profile,
 }
 

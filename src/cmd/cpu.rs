@@ -11,6 +11,7 @@ use anyhow::Result;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
+/// Runs `tacho bench cpu`: the exit status is 130 after Ctrl-C, 0 otherwise.
 pub fn run(args: &CpuArgs) -> Result<ExitCode> {
     let mut kernels = if args.kernel.is_empty() {
         KernelName::all().to_vec()

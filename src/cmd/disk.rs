@@ -27,6 +27,8 @@ use std::sync::atomic::AtomicBool;
 /// A pass by less than this share of the threshold is called marginal.
 const MARGINAL_FRACTION: f64 = 0.2;
 
+/// Runs `tacho bench disk`: the exit status is 1 when the etcd suite's threshold failed, 130 after
+/// Ctrl-C.
 pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     if args.list_suites {
         return list_suites(args.json);

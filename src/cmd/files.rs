@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+/// Runs `tacho files`: a live watch until the duration or Ctrl-C, or the `--sector` map.
 pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     if !args.sector.is_empty() {

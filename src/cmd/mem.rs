@@ -14,6 +14,7 @@ use crate::units::{format_bytes_approx, format_size};
 use anyhow::{Result, bail};
 use std::process::ExitCode;
 
+/// Runs `tacho bench mem`: the exit status is 130 after Ctrl-C, 0 otherwise.
 pub fn run(args: &MemArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     let caches = cache::read(&root)?;

@@ -2,13 +2,13 @@
 
 mod check;
 mod compare;
-pub mod cpu;
+pub(crate) mod cpu;
 mod diff;
-pub mod disk;
-pub mod files;
+pub(crate) mod disk;
+pub(crate) mod files;
 mod interrupt;
 mod man;
-pub mod mem;
+pub(crate) mod mem;
 mod output;
 mod ping;
 mod progress;
@@ -17,9 +17,9 @@ mod report;
 mod runs;
 mod sector;
 mod snapshot;
-pub mod stress;
-pub mod time;
-pub mod top;
+pub(crate) mod stress;
+pub(crate) mod time;
+pub(crate) mod top;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;
@@ -47,6 +47,10 @@ pub(crate) fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
+/// Runs the parsed command line. `Ok` carries the exit status the command chose (1 when it
+/// found what it checks for: a failed threshold, a regression, differences, warnings; 128 plus
+/// the signal after an interruption); an `Err` is a failure for `main` to print on one line
+/// with exit status 2.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Bench(bench) => match bench.what {

@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+/// Runs `tacho stress` until its time-out or a signal (exit status 130 then).
 pub fn run(args: &StressArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     let plan = resolve(args, &root)?;

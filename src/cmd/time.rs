@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
+/// Runs `tacho time`: 128 plus the signal after an interruption, 0 otherwise.
 pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     let (plan, names) = resolve(args)?;
     if let Some(path) = &args.record.prom_textfile {

@@ -20,13 +20,18 @@ use crate::report::top::{server, text, write_json_line};
 /// How samples are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// The interactive screen (the default on a terminal).
     Screen,
+    /// Plain text every interval (`--batch`).
     Text,
+    /// One JSON object per sample per line (`--json`).
     Json,
     /// `--listen` alone: serve /metrics, print nothing.
     ServeOnly,
 }
 
+/// Runs `tacho top` until `--count` samples, `q` or Ctrl-C; the exit status is 1 when a sample had
+/// a warning.
 pub fn run(args: &TopArgs) -> Result<ExitCode> {
     let mode = match (args.batch, args.json, args.listen.is_some()) {
         (_, true, _) => Mode::Json,

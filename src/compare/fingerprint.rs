@@ -13,7 +13,9 @@ use serde_json::Value;
 /// One fingerprint entry across runs (in the comparison's run order).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FingerprintRow {
+    /// What is compared (`kernel`, `CPU`, `memory`, a tunable's name).
     pub key: &'static str,
+    /// Its value in each run; `None` where the run did not record it.
     pub values: Vec<Option<String>>,
 }
 

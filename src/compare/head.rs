@@ -10,19 +10,27 @@ use serde_json::Value;
 /// A run as a column of the comparison.
 #[derive(Debug, Clone)]
 pub struct RunHead {
+    /// The run's id in the store.
     pub id: i64,
     /// The label, or `run N`.
     pub title: String,
+    /// The run's `--label`, if given.
     pub label: Option<String>,
+    /// When the run happened, as RFC 3339 UTC.
     pub created_at: String,
+    /// Measured here, or imported from a tacho document or from fio.
     pub source: RunSource,
+    /// Running, finished, interrupted, failed or abandoned.
     pub status: RunStatus,
+    /// What was benchmarked.
     pub kind: RunKind,
+    /// The suite's name and version; `None` for a custom test or a non-disk run.
     pub suite: Option<(String, i64)>,
     /// False when options changed the suite's method (`None`: no suite, or not recorded).
     pub standard: Option<bool>,
     /// What changed the method, when recorded (`runtime 1s`).
     pub changed: Vec<String>,
+    /// The version that wrote the run, when it says.
     pub tool_version: Option<String>,
     /// The etcd suite's pass/fail judgement.
     pub judgement: Option<Judgement>,
@@ -87,7 +95,9 @@ pub struct Judgement {
     pub status: String,
     /// What was judged (`fdatasync p99`).
     pub metric: String,
+    /// The measured value, in nanoseconds.
     pub value_ns: f64,
+    /// The threshold, in nanoseconds.
     pub threshold_ns: f64,
 }
 

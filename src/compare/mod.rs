@@ -22,20 +22,30 @@ use std::collections::HashMap;
 /// A figure that can be compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Metric {
+    /// I/Os per second.
     Iops,
+    /// Bytes per second.
     Bandwidth,
     /// A CPU kernel's operations per second.
     OpsPerS,
+    /// Mean latency (for timed commands: mean run time).
     LatMean,
+    /// Median latency.
     LatP50,
+    /// 90th-percentile latency.
     LatP90,
+    /// 99th-percentile latency.
     LatP99,
+    /// 99.9th-percentile latency.
     LatP99_9,
+    /// 99.99th-percentile latency.
     LatP99_99,
+    /// Highest latency.
     LatMax,
 }
 
 impl Metric {
+    /// Every metric, in the order rows are shown.
     pub const ALL: [Metric; 10] = [
         Metric::Iops,
         Metric::Bandwidth,
@@ -90,10 +100,12 @@ impl Metric {
         }
     }
 
+    /// True for throughput figures; false for latencies, where lower is better.
     pub fn higher_is_better(self) -> bool {
         matches!(self, Metric::Iops | Metric::Bandwidth | Metric::OpsPerS)
     }
 
+    /// This metric's value in stored figures; `None` when the test did not record it.
     pub fn of(self, f: &Figures) -> Option<f64> {
         match self {
             Metric::Iops => f.iops,
@@ -109,6 +121,7 @@ impl Metric {
         }
     }
 
+    /// The value with its unit, for tables (a count, MiB/s or GiB/s, or a latency).
     pub fn format(self, v: f64) -> String {
         match self {
             Metric::Iops | Metric::OpsPerS => format_count(v),
@@ -123,9 +136,13 @@ impl Metric {
 pub struct TestInfo {
     /// The test's name; different names in different runs are joined with ` = `.
     pub name: String,
+    /// Access pattern (`randread`, …), when recorded.
     pub rw: Option<String>,
+    /// Block size in bytes, when recorded.
     pub bs_bytes: Option<u64>,
+    /// I/Os in flight per job, when recorded.
     pub iodepth: Option<u64>,
+    /// Parallel jobs, when recorded.
     pub numjobs: Option<u64>,
     /// `fsync` or `fdatasync` when the test flushed.
     pub sync_kind: Option<String>,
@@ -133,6 +150,7 @@ pub struct TestInfo {
     pub sync_counts: Vec<Option<u64>>,
 }
 
+/// What Welch's t-test says about one cell against the baseline.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Significance {
     /// This is the baseline's own cell.
@@ -141,13 +159,19 @@ pub enum Significance {
     NoBaseline,
     /// One side has a single sample: Welch's test needs two.
     NoRepeats,
+    /// Different (p below `stats::ALPHA`), in the better direction.
     Better {
+        /// The test's p-value.
         p: f64,
     },
+    /// Different (p below `stats::ALPHA`), in the worse direction.
     Worse {
+        /// The test's p-value.
         p: f64,
     },
+    /// Not distinguishable from the baseline (p at or above `stats::ALPHA`).
     NoDifference {
+        /// The test's p-value.
         p: f64,
     },
 }
@@ -165,6 +189,7 @@ impl Significance {
         }
     }
 
+    /// The p-value of a cell that was tested; `None` for the other kinds.
     pub fn p_value(self) -> Option<f64> {
         match self {
             Significance::Better { p }
@@ -207,6 +232,7 @@ pub struct Cell {
     pub samples: Vec<f64>,
     /// Change against the baseline in percent; `None` in the baseline's own column.
     pub change_pct: Option<f64>,
+    /// Whether the change is beyond noise, and in which direction.
     pub significance: Significance,
 }
 
@@ -234,7 +260,9 @@ impl Row {
 pub struct Row {
     /// Index into [`Comparison::tests`]; [`Comparison::rows`] are in this order.
     pub test: usize,
+    /// The direction (`read`, `write`, `sync`, `copy`, `run`, `wall`).
     pub direction: &'static str,
+    /// Which figure.
     pub metric: Metric,
     /// Shown in tables and checked by `--fail-on-regression`: the test's throughput figure
     /// and its p99 latency (the mean where no p99 exists: memory latency, timed commands).
@@ -243,12 +271,16 @@ pub struct Row {
     pub cells: Vec<Option<Cell>>,
 }
 
+/// Stored runs matched test by test, each figure against the baseline's.
 #[derive(Debug, Clone)]
 pub struct Comparison {
     /// The baseline first.
     pub runs: Vec<RunHead>,
+    /// The tests every row refers to, matched across runs.
     pub tests: Vec<TestInfo>,
+    /// One row per metric of each direction of each test, in test order.
     pub rows: Vec<Row>,
+    /// The configuration of each run side by side (host, kernel, tunables, …).
     pub fingerprint: Vec<FingerprintRow>,
     /// Reasons to doubt the comparison (different suite versions, missing tests, ...).
     pub warnings: Vec<String>,

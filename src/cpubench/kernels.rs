@@ -51,6 +51,7 @@ impl Choice for KernelName {
 }
 
 impl KernelName {
+    /// Every kernel, in the order a default run measures them.
     pub fn all() -> [KernelName; 4] {
         [
             KernelName::Primes,
@@ -60,6 +61,7 @@ impl KernelName {
         ]
     }
 
+    /// The kernel's name in `--kernel`, JSON and stored runs; stable across versions.
     pub fn id(self) -> &'static str {
         match self {
             KernelName::Primes => "primes",
@@ -100,6 +102,7 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// A kernel ready to run on this thread (the hash kernel's block filled from a fixed seed).
     pub fn new(name: KernelName) -> Kernel {
         let block = if name == KernelName::Hash {
             let mut rng = fastrand::Rng::with_seed(0x7ac0);

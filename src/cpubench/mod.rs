@@ -21,6 +21,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// The `schema` of the `tacho bench cpu --json` document.
 pub const SCHEMA: &str = "tacho.cpu.v1";
 /// Bumped whenever a kernel's work changes, so stored results are never compared across.
 pub const SUITE_VERSION: u32 = 1;
@@ -28,25 +29,39 @@ pub const SUITE_VERSION: u32 = 1;
 /// Spread between repeats above which a figure is flagged.
 pub const SPREAD_WARN_PCT: f64 = 5.0;
 
+/// What to run, resolved from the command line by `cmd::cpu`.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Threads of the all-threads pass.
     pub threads: usize,
+    /// How long each kernel runs per measurement.
     pub runtime: Duration,
+    /// Measurements per kernel and pass; the median is reported.
     pub repeat: u32,
+    /// The kernels to measure, in this order.
     pub kernels: Vec<KernelName>,
 }
 
+/// The result of `tacho bench cpu` (the `tacho.cpu.v1` document).
 #[derive(Debug, Serialize)]
 pub struct CpuReport {
+    /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// The tacho version that ran it (Cargo package version).
     pub tool_version: &'static str,
+    /// [`SUITE_VERSION`] at the time of the run; figures compare only within one.
     pub suite_version: u32,
+    /// The machine it ran on.
     pub host: Host,
     /// THP, CPU governor and mitigations: the settings that move CPU figures between runs.
     pub tunables: SystemTunables,
+    /// Seconds each kernel ran per measurement.
     pub runtime_s: f64,
+    /// Measurements per kernel and pass.
     pub repeat: u32,
+    /// Every kernel on one thread.
     pub single_thread: Pass,
+    /// Every kernel on all threads at once (ops/s summed over threads).
     pub all_threads: Pass,
     /// all_threads.ops_per_s / single_thread.ops_per_s.
     pub scaling: f64,
@@ -54,26 +69,35 @@ pub struct CpuReport {
     pub scaling_pct_of_ideal: f64,
     /// Share of CPU time the hypervisor took from this VM during the run (/proc/stat steal).
     pub steal_pct: Option<f64>,
+    /// Figures to distrust and why (a spread above [`SPREAD_WARN_PCT`], steal, …).
     pub warnings: Vec<Warning>,
     /// True when Ctrl-C cut the run short; the figures cover what finished.
     pub interrupted: bool,
 }
 
+/// One pass over the kernels at one thread count.
 #[derive(Debug, Serialize)]
 pub struct Pass {
+    /// Threads that ran each kernel at once.
     pub threads: usize,
     /// Geometric mean of the kernels' `ops_per_s`.
     pub ops_per_s: f64,
+    /// One entry per kernel, in [`Config::kernels`] order.
     pub kernels: Vec<KernelResult>,
 }
 
+/// One kernel's figures in one pass.
 #[derive(Debug, Serialize)]
 pub struct KernelResult {
+    /// The kernel's id (`primes`, `integer`, `float`, `hash`).
     pub name: &'static str,
+    /// What one op is, in words.
     pub op: &'static str,
     /// Median over the repeats (sum over threads in the all-threads pass).
     pub ops_per_s: f64,
+    /// (max − min) / median of the repeats, in percent; 0 when the median is 0.
     pub spread_pct: f64,
+    /// Each repeat's ops per second, in run order.
     pub repeats_ops_per_s: Vec<f64>,
 }
 

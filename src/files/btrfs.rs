@@ -34,23 +34,32 @@ const STRIPED: u64 = (1 << 3) | (1 << 6) | (1 << 7) | (1 << 8);
 /// One stripe of a chunk: where on which device a copy of it lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stripe {
+    /// The btrfs id of the device holding this copy.
     pub devid: u64,
+    /// Byte offset of the copy on that device.
     pub offset: u64,
 }
 
 /// A chunk: `length` bytes of logical address space from `logical`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
+    /// Start of the chunk in btrfs's logical address space, in bytes.
     pub logical: u64,
+    /// Size of the chunk, in bytes.
     pub length: u64,
+    /// The chunk's type and profile flags (`BTRFS_BLOCK_GROUP_*`: data, RAID0, RAID1, …).
     pub profile: u64,
+    /// Where its copies lie (several for mirrored profiles).
     pub stripes: Vec<Stripe>,
 }
 
+/// Why a device byte has no logical address tacho can give.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MapError {
+    /// The byte is in no chunk: unallocated space or a superblock copy.
     #[error("byte {0} of the device lies in no btrfs chunk (unallocated space or superblock)")]
     Unallocated(u64),
+    /// The byte is in a striped chunk, whose mapping tacho does not compute.
     #[error(
         "byte {0} of the device lies in a striped chunk (RAID0/10/5/6), which tacho does not map yet"
     )]

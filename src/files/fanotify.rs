@@ -114,6 +114,7 @@ impl Group {
         Ok(n as usize)
     }
 
+    /// The fanotify descriptor, for poll().
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
@@ -123,10 +124,12 @@ impl Group {
 pub struct EventBuf(Box<[u8]>);
 
 impl EventBuf {
+    /// An empty buffer big enough for one read of the queue.
     pub fn new() -> EventBuf {
         EventBuf(vec![0u8; BUF_BYTES].into_boxed_slice())
     }
 
+    /// The first `len` bytes, as a read filled them (never past the buffer's end).
     pub fn bytes(&self, len: usize) -> &[u8] {
         &self.0[..len.min(self.0.len())]
     }
@@ -142,14 +145,18 @@ impl Default for EventBuf {
 /// `open_by_handle_at` understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fid<'a> {
+    /// The filesystem's id (`f_fsid` of statfs).
     pub fsid: [u8; 8],
+    /// The handle's type, for `open_by_handle_at`.
     pub handle_type: i32,
+    /// The handle's bytes, opaque to tacho.
     pub handle: &'a [u8],
 }
 
 /// One event as read from the queue, borrowing from the read buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub struct RawEvent<'a> {
+    /// The `FAN_*` bits of what happened.
     pub mask: u64,
     /// Thread group id of the process that caused the event.
     pub pid: i32,
@@ -162,6 +169,7 @@ pub struct RawEvent<'a> {
 }
 
 impl RawEvent<'_> {
+    /// True when the kernel's queue overflowed and events were lost.
     pub fn is_overflow(&self) -> bool {
         self.mask & libc::FAN_Q_OVERFLOW != 0
     }
@@ -177,8 +185,10 @@ impl RawEvent<'_> {
 /// Why a buffer could not be parsed; the rest of that read is dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
+    /// An event runs past the end of the bytes read (at this offset).
     #[error("truncated fanotify event at byte {0}")]
     Truncated(usize),
+    /// The kernel speaks another metadata version than tacho.
     #[error("fanotify metadata version {0}, expected {expected}", expected = libc::FANOTIFY_METADATA_VERSION)]
     Version(u8),
 }

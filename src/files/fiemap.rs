@@ -13,9 +13,11 @@ const EXTENT_BYTES: usize = 56;
 /// Extents asked for per call.
 const BATCH: usize = 128;
 
+/// This is the file's last extent.
 pub const EXTENT_LAST: u32 = 0x1;
 /// Physical location not known yet (delayed allocation) or not meaningful.
 pub const EXTENT_UNKNOWN: u32 = 0x2;
+/// Delayed allocation: the data has no place on disk yet.
 pub const EXTENT_DELALLOC: u32 = 0x4;
 /// Data stored compressed or otherwise encoded: physical bytes do not map 1:1.
 pub const EXTENT_ENCODED: u32 = 0x8;
@@ -28,9 +30,13 @@ pub const EXTENT_SHARED: u32 = 0x2000;
 /// of the filesystem's device; for btrfs, its logical address space).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
+    /// Byte offset of the extent in the file.
     pub logical: u64,
+    /// Byte offset of the extent on the device (btrfs: in its logical address space).
     pub physical: u64,
+    /// Length of the extent, in bytes.
     pub length: u64,
+    /// `FIEMAP_EXTENT_*` flags (the `EXTENT_*` constants here).
     pub flags: u32,
 }
 

@@ -13,12 +13,19 @@ use std::path::{Path, PathBuf};
 /// The filter as the command line gave it, pids already mapped to their processes.
 #[derive(Debug, Clone, Default)]
 pub struct FilterSpec {
+    /// `--pid`: processes shown (their threads mapped to the process).
     pub pids: Vec<i32>,
+    /// `--children`: the processes that `pids` start are shown too.
     pub children: bool,
+    /// `--comm`: command names shown.
     pub comms: Vec<String>,
+    /// `--path`: path prefixes shown.
     pub paths: Vec<PathBuf>,
+    /// `--ops`: operation letters shown; `None` for all.
     pub ops: Option<Ops>,
+    /// `--exclude-pid`: processes hidden.
     pub exclude_pids: Vec<i32>,
+    /// `--exclude-comm`: command names hidden.
     pub exclude_comms: Vec<String>,
 }
 
@@ -31,6 +38,7 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// A filter for `spec`, reading process ancestry under `root`.
     pub fn new(spec: FilterSpec, root: SysRoot) -> Filter {
         let lineage = Lineage::new(root, &spec.pids, spec.children);
         Filter {
@@ -72,6 +80,7 @@ impl Filter {
         !self.spec.comms.is_empty() || !self.spec.exclude_comms.is_empty()
     }
 
+    /// Whether a process named `comm` passes the `--comm` and `--exclude-comm` filters.
     pub fn pass_comm(&self, comm: &str) -> bool {
         if self.spec.exclude_comms.iter().any(|c| c == comm) {
             return false;

@@ -42,6 +42,8 @@ pub struct ProcEvents {
 }
 
 impl ProcEvents {
+    /// Opens the connector socket and asks for process events; fails without CAP_NET_ADMIN or
+    /// CONFIG_PROC_EVENTS.
     pub fn subscribe() -> io::Result<ProcEvents> {
         // SAFETY: socket takes three integers and returns a new descriptor or -1.
         let fd = unsafe {

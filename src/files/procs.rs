@@ -15,7 +15,9 @@ pub const CAP_SYS_ADMIN: u32 = 21;
 /// Deepest parent chain followed (real process trees are far shallower; more means a loop).
 const MAX_ANCESTRY: usize = 128;
 
-/// The command name of `pid` (`<proc>/PID/comm`, at most 15 bytes), if it still exists.
+/// The command name of `pid` (`<proc>/PID/comm`, at most 15 bytes), if it still exists. Tests
+/// check [`Comms`] against it; the watch itself reads names through [`Comms`].
+#[cfg(test)]
 pub fn comm(root: &SysRoot, pid: i32) -> Option<String> {
     let bytes = std::fs::read(root.proc.join(format!("{pid}/comm"))).ok()?;
     let text = String::from_utf8_lossy(&bytes);
@@ -82,6 +84,7 @@ const MAX_OPEN: usize = 512;
 const MAX_COMMS: usize = 65_536;
 
 impl Comms {
+    /// An empty name cache reading `<proc>/PID/comm` under `root`.
     pub fn new(root: SysRoot) -> Comms {
         Comms {
             root,

@@ -32,6 +32,7 @@ pub struct Resolver {
 const MAX_CACHED: usize = 65_536;
 
 impl Resolver {
+    /// A resolver with no filesystem known yet and an empty cache.
     pub fn new() -> Resolver {
         Resolver {
             mounts: HashMap::new(),

@@ -18,48 +18,71 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+/// The `schema` of the `tacho files --sector --json` document.
 pub const SCHEMA: &str = "tacho.files.sector.v1";
+/// Bytes per sector in the numbers given (blktrace's unit, whatever the device's block size).
 pub const SECTOR_BYTES: u64 = 512;
 
+/// Why the sectors could not be mapped; each message names the device and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum SectorError {
+    /// The device could not be opened or examined.
     #[error("{}: {source}; give a block device such as /dev/sda1", dev.display())]
     Open {
+        /// The device as given.
         dev: PathBuf,
+        /// The error.
         source: std::io::Error,
     },
+    /// The path given is not a block device.
     #[error("{} is not a block device; give the device a filesystem lives on, e.g. /dev/sda1", .0.display())]
     NotBlock(PathBuf),
+    /// No filesystem on the device is mounted.
     #[error("{} is not mounted; mount it (read-only is enough) so tacho can ask its filesystem", .0.display())]
     NotMounted(PathBuf),
+    /// A sector lies beyond the device's last one.
     #[error("sector {sector} is past the end of {} ({sectors} sectors of 512 bytes)", dev.display())]
     PastEnd {
+        /// The device as given.
         dev: PathBuf,
+        /// The sector asked about.
         sector: u64,
+        /// The device's size, in 512-byte sectors.
         sectors: u64,
     },
+    /// A whole-disk sector number that falls outside the partition given.
     #[error(
         "sector {sector} is not in {}, which holds sectors {start} to {last} of disk {disk} \
          (numbers count from the start of the disk, as blkparse prints them); add --relative \
          if {sector} counts from the start of the partition", dev.display()
     )]
     OutsidePartition {
+        /// The partition as given.
         dev: PathBuf,
+        /// The sector asked about, counted from the start of the disk.
         sector: u64,
+        /// The partition's first sector on its disk.
         start: u64,
+        /// The partition's last sector on its disk.
         last: u64,
+        /// The disk's kernel name.
         disk: String,
     },
+    /// `--relative` given with a whole disk (`example` names one of its partitions).
     #[error(
         "--relative counts from the start of a partition, but {} is a whole disk; give the \
          partition (e.g. /dev/{example}) or drop --relative", dev.display()
     )]
     RelativeOnDisk { dev: PathBuf, example: String },
+    /// The btrfs chunk tree could not be read.
     #[error("cannot read the btrfs chunk tree of {}: {source}", mount.display())]
     Btrfs {
+        /// The btrfs mount point asked.
         mount: PathBuf,
+        /// The error opening the mount point or of the ioctl.
         source: std::io::Error,
     },
+    /// Reading the device's sysfs entry or mountinfo failed.
     #[error(transparent)]
     Kernel(#[from] crate::kernel::KernelError),
 }
@@ -67,6 +90,7 @@ pub enum SectorError {
 /// A file holding a sector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Owner {
+    /// The file's full path (escaped for the terminal when printed).
     pub path: String,
     /// Where in the file the sector's first byte lies.
     pub offset_bytes: u64,
@@ -97,6 +121,7 @@ pub struct SectorOwners {
     pub device_sector: u64,
     /// Byte offset from the start of `device`.
     pub byte: u64,
+    /// Every file holding the sector (several when the extent is shared).
     pub owners: Vec<Owner>,
     /// Why no owner can be named, when none is (free space, metadata, unmapped btrfs space).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,30 +131,39 @@ pub struct SectorOwners {
 /// A filesystem that holds one of the sectors asked about.
 #[derive(Debug, Clone, Serialize)]
 pub struct Filesystem {
+    /// The device's kernel name (`sda1`).
     pub device: String,
     /// Where the device starts on its disk, in 512-byte sectors (0 for a whole disk).
     pub start_sector: u64,
+    /// Filesystem type (`ext4`, `xfs`, `btrfs`).
     pub fs_type: String,
+    /// Where it is mounted.
     pub mount_points: Vec<String>,
 }
 
 /// The whole answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Located {
+    /// Always [`SCHEMA`].
     pub schema: &'static str,
     /// The device as given.
     pub device: String,
     /// The whole disk it belongs to (kernel name).
     pub disk: String,
+    /// Whether the numbers given count from the disk's or the partition's start.
     pub numbering: Numbering,
     /// The filesystem's type and mount points when every sector lies on one (kept from the
     /// first form of this answer, which knew only one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fs_type: Option<String>,
+    /// The mount points of that filesystem (see `fs_type`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mount_points: Option<Vec<String>>,
+    /// Every filesystem holding one of the sectors.
     pub filesystems: Vec<Filesystem>,
+    /// Files and directories whose extents were read.
     pub files_examined: u64,
+    /// One answer per sector, in the order given.
     pub sectors: Vec<SectorOwners>,
 }
 

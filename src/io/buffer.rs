@@ -33,27 +33,28 @@ impl AlignedBuf {
         buf
     }
 
+    /// Size of the buffer in bytes (at least 1).
     pub fn len(&self) -> usize {
         self.layout.size()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.layout.size() == 0
-    }
-
+    /// Start of the buffer, for the kernel to read from (writes).
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }
 
+    /// Start of the buffer, for the kernel to write into (reads).
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
+    /// The buffer's bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len bytes, initialised by `random`, and borrowed immutably.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len()) }
     }
 
+    /// The buffer's bytes, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for len bytes and borrowed mutably through &mut self.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len()) }

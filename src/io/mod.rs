@@ -24,23 +24,35 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use worker::retry_eintr;
 
+/// Why an engine stopped a test; each message names the operation and where it failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// io_uring could not be set up (blocked, disabled or unsupported by this kernel).
     #[error("cannot set up io_uring: {0}")]
     Setup(io::Error),
+    /// The target could not be opened with the flags the test needs (O_DIRECT among them).
     #[error("cannot open the target: {0}")]
     Open(io::Error),
+    /// One read, write or flush failed.
     #[error("{op} at offset {offset} failed: {source}")]
     Io {
+        /// The operation: `read`, `write`, `seek` or `flush`.
         op: &'static str,
+        /// Byte offset of the operation in the target.
         offset: u64,
+        /// The kernel's error.
         source: io::Error,
     },
+    /// A read or write moved fewer bytes than asked (past the end of a file or device).
     #[error("short {op} at offset {offset}: {got} of {want} bytes")]
     Short {
+        /// `read` or `write`.
         op: &'static str,
+        /// Byte offset of the operation in the target.
         offset: u64,
+        /// Bytes moved.
         got: u64,
+        /// Bytes asked for.
         want: u64,
     },
 }

@@ -9,15 +9,19 @@
 /// Block indices (not bytes) in test order.
 #[derive(Clone, Debug)]
 pub enum Offsets {
+    /// Block 0, 1, 2… to the end of the region, then again from 0.
     Sequential { blocks: u64, next: u64 },
+    /// Every block once per pass, in a keyed random order.
     Random(Permutation),
 }
 
 impl Offsets {
+    /// Blocks in order over a region of `blocks` blocks.
     pub fn sequential(blocks: u64) -> Self {
         Offsets::Sequential { blocks, next: 0 }
     }
 
+    /// Blocks in a random order over a region of `blocks` blocks, repeatable from `seed`.
     pub fn random(blocks: u64, seed: u64) -> Self {
         Offsets::Random(Permutation::new(blocks, seed))
     }
@@ -47,6 +51,7 @@ pub struct Permutation {
 }
 
 impl Permutation {
+    /// A permutation of `0..blocks` (at least one block) keyed by `seed`.
     pub fn new(blocks: u64, seed: u64) -> Self {
         // Smallest even bit count whose domain holds every block (at least 2 bits so both halves
         // are non-empty). The domain is then less than 4× the region, so the cycle walk is short.
@@ -72,6 +77,7 @@ impl Permutation {
         }
     }
 
+    /// The next block index; a new pass, with new keys, starts after every block was visited.
     pub fn next_block(&mut self) -> u64 {
         if self.index == self.blocks {
             self.index = 0;

@@ -9,10 +9,16 @@ use std::time::Duration;
 /// Access pattern, spelled as fio's `--rw`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+// The names are fio's `--rw` values (`readwrite`, `randrw`), which serde writes as they are.
+#[allow(clippy::enum_variant_names)]
 pub enum Rw {
+    /// Sequential reads.
     Read,
+    /// Sequential writes.
     Write,
+    /// Random reads.
     RandRead,
+    /// Random writes.
     RandWrite,
     /// Sequential mixed reads and writes (`--rwmixread` sets the share of reads).
     ReadWrite,
@@ -53,18 +59,22 @@ impl Choice for Rw {
 }
 
 impl Rw {
+    /// Whether offsets are random rather than sequential.
     pub fn is_random(self) -> bool {
         matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
     }
 
+    /// Whether the pattern issues reads (pure reads or a mix).
     pub fn reads(self) -> bool {
         !matches!(self, Rw::Write | Rw::RandWrite)
     }
 
+    /// Whether the pattern issues writes (pure writes or a mix).
     pub fn writes(self) -> bool {
         !matches!(self, Rw::Read | Rw::RandRead)
     }
 
+    /// Whether reads and writes are mixed in one test.
     pub fn is_mixed(self) -> bool {
         matches!(self, Rw::ReadWrite | Rw::RandRw)
     }
@@ -78,6 +88,8 @@ impl Rw {
         }
     }
 
+    /// The pattern's `--rw` value in fio (`rw` and `randrw` for the mixes), for `--print-fio` and
+    /// fio job files.
     pub fn fio_name(self) -> &'static str {
         match self {
             Rw::Read => "read",
@@ -144,7 +156,9 @@ impl fmt::Display for EngineKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncKind {
+    /// fsync(2): data and all metadata.
     Fsync,
+    /// fdatasync(2): data and only the metadata needed to read it back.
     Fdatasync,
 }
 
@@ -207,14 +221,18 @@ impl fmt::Display for OpenSync {
 /// A flush after every `every` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct SyncEvery {
+    /// Which flush.
     pub kind: SyncKind,
+    /// Writes between flushes (at least 1).
     pub every: u32,
 }
 
 /// One entry of a block-size mix (`--bssplit 4k/60:64k/40`): `pct` percent of I/Os are `size`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct BsShare {
+    /// Block size of these I/Os, in bytes.
     pub size: u64,
+    /// Share of I/Os of this size, in percent (the shares of a mix add up to 100).
     pub pct: u8,
 }
 
@@ -225,12 +243,15 @@ pub const MIX_ALIGN: u64 = 4096;
 /// One test, ready to run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobSpec {
+    /// Access pattern.
     pub rw: Rw,
     /// The block size, or the largest size of a mix (buffers are this big).
     pub bs: u64,
     /// A block-size mix for random patterns; empty when every I/O is `bs`.
     pub bssplit: Vec<BsShare>,
+    /// I/Os in flight per worker.
     pub iodepth: u32,
+    /// Workers, each with its own queue and file descriptor.
     pub numjobs: u32,
     /// Bytes of the file or device the test touches, starting at offset 0; a multiple of `bs`.
     pub region_bytes: u64,
@@ -244,6 +265,7 @@ pub struct JobSpec {
     pub open_sync: Option<OpenSync>,
     pub direct: bool,
     pub engine: EngineKind,
+    /// Seed of the random offsets and mix choices (`--randseed`): the same seed repeats them.
     pub seed: u64,
 }
 

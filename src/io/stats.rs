@@ -12,7 +12,9 @@ const MAX_TRACKABLE_NS: u64 = 3_600 * 1_000_000_000;
 /// Latency of one kind of operation (reads, writes, or flushes).
 #[derive(Clone, Debug)]
 pub struct OpStats {
+    /// Operations completed.
     pub ios: u64,
+    /// Bytes they moved (0 for flushes).
     pub bytes: u64,
     sum_ns: u128,
     max_ns: u64,
@@ -34,6 +36,7 @@ impl Default for OpStats {
 }
 
 impl OpStats {
+    /// Counts one completed operation of `bytes` that took `latency_ns` nanoseconds.
     #[inline]
     pub fn record(&mut self, bytes: u64, latency_ns: u64) {
         self.ios += 1;
@@ -43,6 +46,7 @@ impl OpStats {
         self.hist.saturating_record(latency_ns.max(1));
     }
 
+    /// Adds another worker's counts and histogram to these.
     pub fn merge(&mut self, other: &OpStats) {
         self.ios += other.ios;
         self.bytes += other.bytes;
@@ -74,19 +78,28 @@ impl OpStats {
 /// Latency figures in nanoseconds (JSON: `lat_ns`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct LatencySummary {
+    /// Mean latency.
     pub mean: u64,
+    /// Median latency.
     pub p50: u64,
+    /// 90th percentile.
     pub p90: u64,
+    /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
     pub p99_9: u64,
+    /// 99.99th percentile.
     pub p99_99: u64,
+    /// Slowest operation, exact (not clamped like the histogram).
     pub max: u64,
 }
 
 /// CPU time spent by tacho's own threads while measuring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct CpuTime {
+    /// User-mode CPU time, in seconds.
     pub user_s: f64,
+    /// Kernel-mode CPU time, in seconds.
     pub sys_s: f64,
 }
 
@@ -106,6 +119,7 @@ impl CpuTime {
         }
     }
 
+    /// CPU time used between `earlier` and `self` (never negative).
     pub fn since(self, earlier: CpuTime) -> CpuTime {
         CpuTime {
             user_s: (self.user_s - earlier.user_s).max(0.0),
@@ -113,6 +127,7 @@ impl CpuTime {
         }
     }
 
+    /// Adds another thread's CPU time to this one.
     pub fn add(&mut self, other: CpuTime) {
         self.user_s += other.user_s;
         self.sys_s += other.sys_s;
@@ -122,11 +137,15 @@ impl CpuTime {
 /// I/Os and bytes completed in each second of the measured window.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Timeline {
+    /// Operations completed in each second, index 0 being the first second of the window.
     pub ios: Vec<u64>,
+    /// Bytes moved in each second, aligned with `ios`.
     pub bytes: Vec<u64>,
 }
 
 impl Timeline {
+    /// Counts `ios` operations moving `bytes` in second `second` of the window, growing the lists
+    /// as needed.
     #[inline]
     pub fn add(&mut self, second: usize, ios: u64, bytes: u64) {
         if second >= self.ios.len() {
@@ -137,6 +156,7 @@ impl Timeline {
         self.bytes[second] += bytes;
     }
 
+    /// Adds another worker's timeline to this one, second by second.
     pub fn merge(&mut self, other: &Timeline) {
         for (second, (&ios, &bytes)) in other.ios.iter().zip(&other.bytes).enumerate() {
             self.add(second, ios, bytes);
@@ -147,15 +167,21 @@ impl Timeline {
 /// Everything one worker (or, merged, one test) measured.
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
+    /// I/Os and bytes per second of the window.
     pub timeline: Timeline,
+    /// Reads of the measured window.
     pub read: OpStats,
+    /// Writes of the measured window.
     pub write: OpStats,
+    /// fsync/fdatasync calls of the measured window.
     pub sync: OpStats,
+    /// CPU time of the worker threads during the measured window.
     pub cpu: CpuTime,
     /// Length of the measured window (after the ramp); merged as the longest worker's window.
     pub elapsed: Duration,
     /// Bytes submitted over the whole test, ramp included: what the device should have seen.
     pub issued_read_bytes: u64,
+    /// Bytes of writes submitted over the whole test, ramp included.
     pub issued_write_bytes: u64,
 }
 
@@ -185,6 +211,7 @@ impl Measured {
         limit.is_some_and(|l| self.issued_read_bytes + self.issued_write_bytes + bs > l)
     }
 
+    /// Adds another worker's figures to these; the window is the longest of the two.
     pub fn merge(&mut self, other: &Measured) {
         self.read.merge(&other.read);
         self.write.merge(&other.write);

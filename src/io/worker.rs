@@ -15,10 +15,12 @@ pub struct Control {
     pub(crate) abort: AtomicBool,
     /// Completed I/Os and bytes so far, for a progress display.
     pub done_ios: AtomicU64,
+    /// Bytes of the I/Os counted in `done_ios`.
     pub done_bytes: AtomicU64,
 }
 
 impl Control {
+    /// Controls for a test that `stop` can end early.
     pub fn new(stop: std::sync::Arc<AtomicBool>) -> Self {
         Control {
             stop,
@@ -26,6 +28,7 @@ impl Control {
         }
     }
 
+    /// True once the caller asked to stop or a worker failed.
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
     }
@@ -36,13 +39,17 @@ impl Control {
     }
 }
 
+/// Direction of one I/O.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
+    /// Data from the target into memory.
     Read,
+    /// Data from memory to the target.
     Write,
 }
 
 impl Dir {
+    /// The word for the operation in errors and counters (`read`, `write`).
     pub fn op_name(self) -> &'static str {
         match self {
             Dir::Read => "read",
@@ -146,6 +153,7 @@ impl Picker {
         }
     }
 
+    /// This worker's random source (mix choices), seeded from the job's seed.
     pub fn rng(&mut self) -> &mut fastrand::Rng {
         &mut self.rng
     }
@@ -154,11 +162,14 @@ impl Picker {
 /// The time frame of one worker: warm-up (ramp), then the measured window.
 #[derive(Clone, Copy, Debug)]
 pub struct Window {
+    /// When the ramp ends and I/Os start to count.
     pub measure_from: Instant,
+    /// When the worker stops submitting.
     pub end: Instant,
 }
 
 impl Window {
+    /// A window from now: `ramp` of warm-up, then `runtime` measured.
     pub fn starting_now(ramp: Duration, runtime: Duration) -> Self {
         let start = Instant::now();
         Window {

@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::blockdev::list_names;
 use super::{Result, SysRoot, read_optional};
 
+/// One mounted btrfs filesystem, as /sys/fs/btrfs/UUID describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BtrfsFs {
     /// Filesystem UUID (the directory name under /sys/fs/btrfs).

@@ -12,6 +12,7 @@ use std::path::Path;
 pub struct CacheLevel {
     /// 1, 2, 3…
     pub level: u8,
+    /// Capacity of the cache, in bytes (sysfs `size`, e.g. `32K`, converted).
     pub size_bytes: u64,
     /// How many CPUs share this cache (1 for a private cache); `None` when sysfs does not say.
     pub shared_cpus: Option<u64>,

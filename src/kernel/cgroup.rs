@@ -13,13 +13,21 @@ use super::{KernelError, Result, SysRoot, read_optional};
 /// One cgroup's cumulative I/O on one device.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CgroupDeviceIo {
+    /// Major number of the device (the `MAJ` of `MAJ:MIN`).
     pub major: u32,
+    /// Minor number of the device.
     pub minor: u32,
+    /// Bytes read since the cgroup was created.
     pub rbytes: u64,
+    /// Bytes written since the cgroup was created.
     pub wbytes: u64,
+    /// Read requests completed.
     pub rios: u64,
+    /// Write requests completed.
     pub wios: u64,
+    /// Bytes discarded (0 on kernels and devices without discard accounting).
     pub dbytes: u64,
+    /// Discard requests completed.
     pub dios: u64,
 }
 
@@ -28,11 +36,14 @@ pub struct CgroupDeviceIo {
 pub struct CgroupIo {
     /// Path below the cgroup2 mount, e.g. `/system.slice/nginx.service`.
     pub path: String,
+    /// One entry per device in its io.stat, in file order.
     pub devices: Vec<CgroupDeviceIo>,
 }
 
+/// The result of walking the cgroup2 tree for io.stat files.
 #[derive(Debug, Clone, Default)]
 pub struct CgroupIoScan {
+    /// The deepest cgroups that have an io.stat (see the module docs).
     pub cgroups: Vec<CgroupIo>,
     /// Why there is no per-cgroup I/O, when there is none to show.
     pub unavailable: Option<String>,

@@ -19,6 +19,8 @@ pub struct IdleState {
     pub disabled: bool,
 }
 
+/// CPU frequency and idle-state settings, each `None` (or empty) when this machine has no such
+/// file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CpuPower {
     /// `scaling_driver` of CPU 0 (`intel_pstate`, `intel_cpufreq`, `amd-pstate-epp`,

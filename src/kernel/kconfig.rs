@@ -21,6 +21,7 @@ const MAX_CONFIG_BYTES: u64 = 16 << 20;
 pub struct KernelConfig {
     /// Where it was read from.
     pub source: PathBuf,
+    /// Option name (with the `CONFIG_` prefix) → value as written in the file.
     pub options: BTreeMap<String, String>,
 }
 
@@ -28,11 +29,6 @@ impl KernelConfig {
     /// The value of `name` (with the `CONFIG_` prefix); `None` when the option is absent.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.options.get(name).map(String::as_str)
-    }
-
-    /// True when `name` is built in or a module.
-    pub fn enabled(&self, name: &str) -> bool {
-        matches!(self.get(name), Some("y" | "m"))
     }
 }
 
@@ -170,8 +166,6 @@ mod tests {
             source: "/x".into(),
             options: c,
         };
-        assert!(config.enabled("CONFIG_EXT4_FS"));
-        assert!(!config.enabled("CONFIG_IOMMU_DEFAULT_DMA_STRICT"));
         assert_eq!(iommu_default(&config), Some("lazy"));
         assert_eq!(preempt_model(&config), (Some("none"), true));
     }

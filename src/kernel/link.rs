@@ -6,6 +6,7 @@ use super::blockdev::BlockDevice;
 use serde::Serialize;
 use std::path::Path;
 
+/// The link a disk hangs on: what it is and its ceiling in bytes per second.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Link {
     /// What it is, as an admin would say it: "PCIe 8.0 GT/s x4", "SATA 6.0 Gbps", "USB 480 Mbps".

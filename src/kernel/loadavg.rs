@@ -4,10 +4,15 @@ use std::path::Path;
 
 use super::{KernelError, Result, SysRoot, read_text};
 
+/// One reading of /proc/loadavg.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LoadAvg {
+    /// Load average over the last minute (runnable plus uninterruptible threads, exponentially
+    /// averaged).
     pub load1: f64,
+    /// Load average over the last 5 minutes.
     pub load5: f64,
+    /// Load average over the last 15 minutes.
     pub load15: f64,
     /// Threads runnable right now (running or waiting for a CPU).
     pub runnable: u64,
@@ -15,6 +20,7 @@ pub struct LoadAvg {
     pub threads: u64,
 }
 
+/// Reads `<proc>/loadavg`; text not shaped like `L1 L5 L15 R/T PID` is an error.
 pub fn read_loadavg(root: &SysRoot) -> Result<LoadAvg> {
     let path = root.proc.join("loadavg");
     parse_loadavg(&read_text(&path)?, &path)

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::{Result, SysRoot, read_optional};
 
+/// One md array from /proc/mdstat.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MdArray {
     /// `md0`.
@@ -19,6 +20,7 @@ pub struct MdArray {
     pub sync: Option<MdSync>,
 }
 
+/// The resync, recovery, check, repair or reshape running on an array.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MdSync {
     /// `resync`, `recovery`, `check`, `repair` or `reshape`.

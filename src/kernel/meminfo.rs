@@ -23,6 +23,7 @@ impl Meminfo {
     }
 }
 
+/// Reads `<proc>/meminfo` (values in bytes, see [`Meminfo`]).
 pub fn read_meminfo(root: &SysRoot) -> Result<Meminfo> {
     let path = root.proc.join("meminfo");
     parse_meminfo(&read_text(&path)?, &path)
@@ -75,6 +76,7 @@ impl VmStat {
     }
 }
 
+/// Reads `<proc>/vmstat` (counters and gauges by name, see [`VmStat`]).
 pub fn read_vmstat(root: &SysRoot) -> Result<VmStat> {
     let path = root.proc.join("vmstat");
     parse_vmstat(&read_text(&path)?, &path)

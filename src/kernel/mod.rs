@@ -54,7 +54,7 @@ impl SysRoot {
         Self::new("/proc", "/sys")
     }
 
-    /// Explicit procfs and sysfs locations; the OS tree stays `/` (see [`SysRoot::with_fs`]).
+    /// Explicit procfs and sysfs locations; the OS tree stays `/` (tests change it with `SysRoot::with_fs`).
     pub fn new(proc: impl Into<PathBuf>, sys: impl Into<PathBuf>) -> Self {
         SysRoot {
             proc: proc.into(),
@@ -64,12 +64,15 @@ impl SysRoot {
     }
 
     /// Replaces the OS tree root (where `etc/os-release` is looked up).
+    #[cfg(test)]
     pub fn with_fs(mut self, fs: impl Into<PathBuf>) -> Self {
         self.fs = fs.into();
         self
     }
 
-    /// A fake system rooted at `dir`: `dir/proc`, `dir/sys`, and `dir` as the OS tree.
+    /// A fake system rooted at `dir`: `dir/proc`, `dir/sys`, and `dir` as the OS tree. Tests
+    /// build their fixture trees with it.
+    #[cfg(test)]
     pub fn under(dir: &Path) -> Self {
         Self::new(dir.join("proc"), dir.join("sys")).with_fs(dir)
     }

@@ -40,7 +40,9 @@ pub fn read_mounts(root: &SysRoot) -> Result<Vec<Mount>> {
     parse_mountinfo_bytes(&bytes, &path)
 }
 
-/// Parses the text of a mountinfo file; `path` only names the file in errors.
+/// Parses the text of a mountinfo file; `path` only names the file in errors. Tests feed it
+/// text; the reader itself goes through `parse_mountinfo_bytes`.
+#[cfg(test)]
 pub fn parse_mountinfo(text: &str, path: &Path) -> Result<Vec<Mount>> {
     parse_mountinfo_bytes(text.as_bytes(), path)
 }
@@ -151,7 +153,9 @@ pub struct SwapArea {
     pub path: String,
     /// `partition` or `file`.
     pub kind: String,
+    /// Size of the area in bytes (the kernel prints KiB).
     pub size_bytes: u64,
+    /// Bytes of it in use, in bytes (the kernel prints KiB).
     pub used_bytes: u64,
     /// Higher is used first.
     pub priority: i64,
@@ -161,14 +165,6 @@ pub struct SwapArea {
 pub fn swap_areas(root: &SysRoot) -> Result<Vec<SwapArea>> {
     let path = root.proc.join("swaps");
     parse_swap_areas(&super::read_text(&path)?, &path)
-}
-
-/// Parses the text of /proc/swaps into paths only.
-pub fn parse_swaps(text: &str, path: &Path) -> Result<Vec<String>> {
-    Ok(parse_swap_areas(text, path)?
-        .into_iter()
-        .map(|s| s.path)
-        .collect())
 }
 
 /// Parses the text of /proc/swaps (a header line, then `Filename Type Size Used Priority`,

@@ -7,17 +7,27 @@ use super::{KernelError, Result, SysRoot, read_text};
 /// One interface's counters since it appeared.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NetCounters {
+    /// Interface name (`eth0`, `lo`), without the trailing colon.
     pub name: String,
+    /// Bytes received.
     pub rx_bytes: u64,
+    /// Packets received.
     pub rx_packets: u64,
+    /// Receive errors the driver counted.
     pub rx_errors: u64,
+    /// Received packets dropped (`drop` column), e.g. for lack of buffer space.
     pub rx_drops: u64,
+    /// Bytes sent.
     pub tx_bytes: u64,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Transmit errors the driver counted.
     pub tx_errors: u64,
+    /// Packets dropped on the way out (`drop` column of the transmit half).
     pub tx_drops: u64,
 }
 
+/// Reads `<proc>/net/dev`: one entry per interface, in file order.
 pub fn read_netdev(root: &SysRoot) -> Result<Vec<NetCounters>> {
     let path = root.proc.join("net/dev");
     parse_netdev(&read_text(&path)?, &path)

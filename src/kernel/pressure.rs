@@ -26,7 +26,10 @@ pub struct PressureLine {
 /// stalled at once). The CPU file of kernels before 5.13 has no `full` line.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Pressure {
+    /// At least one task stalled.
     pub some: PressureLine,
+    /// All non-idle tasks stalled at once; `None` where the file has no `full` line (the CPU file
+    /// before 5.13).
     pub full: Option<PressureLine>,
 }
 
@@ -34,8 +37,11 @@ pub struct Pressure {
 /// is optional (`CONFIG_PSI`, or `psi=0` on the kernel command line gives EOPNOTSUPP).
 #[derive(Debug, Clone, Default)]
 pub struct PressureAll {
+    /// CPU pressure; `None` when the file could not be read.
     pub cpu: Option<Pressure>,
+    /// I/O pressure; `None` when the file could not be read.
     pub io: Option<Pressure>,
+    /// Memory pressure; `None` when the file could not be read.
     pub memory: Option<Pressure>,
     /// Why a resource is missing, one message per file, naming it.
     pub unavailable: Vec<String>,

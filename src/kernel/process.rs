@@ -14,6 +14,7 @@ use super::{KernelError, Result, SysRoot, read_optional};
 /// What one process has done since it started (cumulative counters, as read).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProcessCounters {
+    /// Process id (the thread-group id: threads are not listed on their own).
     pub pid: u32,
     /// Command name (`comm`, at most 15 bytes, set by the process), invalid UTF-8 as U+FFFD.
     pub comm: String,
@@ -31,6 +32,7 @@ pub struct ProcessCounters {
     /// Time spent waiting for block I/O (delay accounting), clock ticks; stays 0 while
     /// `kernel.task_delayacct` is off.
     pub blkio_ticks: u64,
+    /// Threads in the process (field 20 of /proc/PID/stat).
     pub threads: u64,
     /// /proc/PID/io, or `None` when it could not be read (see the module docs).
     pub io: Option<ProcessIo>,
@@ -55,6 +57,7 @@ pub struct ProcessIo {
 /// Every process of one scan.
 #[derive(Debug, Clone, Default)]
 pub struct ProcessScan {
+    /// Every process whose stat could be read, in the order /proc lists them.
     pub processes: Vec<ProcessCounters>,
     /// Processes whose /proc/PID/io was refused (not root, or another user's process).
     pub io_denied: usize,

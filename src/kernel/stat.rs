@@ -16,30 +16,26 @@ use super::{KernelError, Result, SysRoot, read_text};
 /// fields a kernel does not print (very old ones) are 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuTicks {
+    /// Normal processes in user mode (guest time included).
     pub user: u64,
+    /// Niced processes in user mode (guest_nice time included).
     pub nice: u64,
+    /// Kernel mode on behalf of processes (system calls, page faults).
     pub system: u64,
+    /// Idle with nothing waiting on I/O.
     pub idle: u64,
+    /// Idle while some task waited for I/O (a hint, not a precise figure, per the kernel docs).
     pub iowait: u64,
+    /// Servicing hardware interrupts.
     pub irq: u64,
+    /// Servicing softirqs.
     pub softirq: u64,
+    /// Stolen by the hypervisor for other guests while this one wanted to run.
     pub steal: u64,
+    /// Running a virtual CPU of a guest (already counted in `user`).
     pub guest: u64,
+    /// Running a niced guest (already counted in `nice`).
     pub guest_nice: u64,
-}
-
-impl CpuTicks {
-    /// All ticks that passed: guest time is already inside user and nice, so it is not added.
-    pub fn total(&self) -> u64 {
-        self.user
-            .saturating_add(self.nice)
-            .saturating_add(self.system)
-            .saturating_add(self.idle)
-            .saturating_add(self.iowait)
-            .saturating_add(self.irq)
-            .saturating_add(self.softirq)
-            .saturating_add(self.steal)
-    }
 }
 
 /// One reading of /proc/stat.
@@ -61,6 +57,7 @@ pub struct KernelStat {
     pub procs_blocked: u64,
 }
 
+/// Reads `<proc>/stat`; a malformed line is an error naming its number.
 pub fn read_stat(root: &SysRoot) -> Result<KernelStat> {
     let path = root.proc.join("stat");
     parse_stat(&read_text(&path)?, &path)
@@ -172,17 +169,6 @@ mod tests {
         assert!(parse_stat("ctxt 5\n", p).is_err());
         assert!(parse_stat("cpu 1 2 3 4\nctxt\n", p).is_err());
         assert!(parse_stat("cpu 1 2 3 4\ncpuX 1 2 3 4\n", p).is_err());
-    }
-
-    #[test]
-    fn total_excludes_guest() {
-        let t = CpuTicks {
-            user: 10,
-            guest: 4,
-            idle: 5,
-            ..CpuTicks::default()
-        };
-        assert_eq!(t.total(), 15);
     }
 
     proptest! {

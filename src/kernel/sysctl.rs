@@ -44,6 +44,8 @@ fn normalize(value: &str) -> String {
 /// Every readable sysctl, by name, and what was left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sysctls {
+    /// Parameter name in dotted form (`vm.swappiness`) → value, whitespace collapsed to single
+    /// spaces.
     pub values: BTreeMap<String, String>,
     /// Names of write-only parameters (never opened).
     pub write_only: Vec<String>,

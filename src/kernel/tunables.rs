@@ -39,6 +39,7 @@ pub struct SystemTunables {
 /// request queue of each disk under the target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Tunables {
+    /// The system-wide settings (flattened into the same JSON object).
     #[serde(flatten)]
     pub system: SystemTunables,
     /// One entry per whole disk (or dm/md device) under the target, in the order given.

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 #[repr(C, align(64))]
 pub struct Line(pub [u64; 8]);
 
+/// Bytes in one [`Line`] (64).
 pub const LINE_BYTES: usize = std::mem::size_of::<Line>();
 
 /// A working set of `bytes` (rounded down to whole lines, at least two), every page written

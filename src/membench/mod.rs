@@ -19,23 +19,33 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// The `schema` of the `tacho bench mem --json` document.
 pub const SCHEMA: &str = "tacho.mem.v1";
+/// Bumped whenever a kernel or working-set rule changes, so stored results are never compared
+/// across.
 pub const SUITE_VERSION: u32 = 1;
+/// Spread between repeats, in percent, above which a figure is flagged.
 pub const SPREAD_WARN_PCT: f64 = 5.0;
 /// Smallest DRAM working set, whatever the caches say.
 pub const MIN_DRAM_BYTES: u64 = 256 << 20;
 
+/// What to run, resolved from the command line by `cmd::mem`.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Threads of the all-threads pass (1: no such pass).
     pub threads: usize,
+    /// How long each kernel runs per measurement.
     pub runtime: Duration,
+    /// Measurements per level and pass; the median is reported.
     pub repeat: u32,
+    /// The levels to measure, from [`plan_levels`].
     pub levels: Vec<LevelPlan>,
 }
 
 /// One level to measure and its working sets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LevelPlan {
+    /// Which level this is.
     pub name: LevelName,
     /// The whole working set on one thread.
     pub size_bytes: u64,
@@ -44,6 +54,8 @@ pub struct LevelPlan {
 }
 
 impl LevelPlan {
+    /// Bytes each of `threads` threads works on: the set split between them when shared, whole
+    /// otherwise.
     pub fn per_thread_bytes(&self, threads: usize) -> u64 {
         if self.shared {
             self.size_bytes / threads.max(1) as u64
@@ -97,20 +109,30 @@ pub fn plan_levels(
     levels
 }
 
+/// The result of `tacho bench mem` (the `tacho.mem.v1` document).
 #[derive(Debug, Serialize)]
 pub struct MemReport {
+    /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// The tacho version that ran it (Cargo package version).
     pub tool_version: &'static str,
+    /// [`SUITE_VERSION`] at the time of the run; figures compare only within one.
     pub suite_version: u32,
+    /// The machine it ran on.
     pub host: Host,
     /// THP (the buffers ask for huge pages), CPU governor and mitigations.
     pub tunables: SystemTunables,
     /// Data caches of CPU 0 as sysfs describes them.
     pub caches: Vec<CacheLevel>,
+    /// Seconds each kernel ran per measurement.
     pub runtime_s: f64,
+    /// Measurements per level and pass.
     pub repeat: u32,
+    /// One entry per level measured, smallest first.
     pub levels: Vec<LevelResult>,
+    /// Figures to distrust and why (a spread above [`SPREAD_WARN_PCT`], …).
     pub warnings: Vec<Warning>,
+    /// True when Ctrl-C cut the run short; the figures cover what finished.
     pub interrupted: bool,
 }
 
@@ -119,47 +141,69 @@ pub struct MemReport {
 pub struct LevelResult {
     /// `L1`, `L2`, `L3` or `DRAM`.
     pub name: &'static str,
+    /// Working set of the single-thread pass, in bytes.
     pub size_bytes: u64,
+    /// Read bandwidth on one thread, bytes per second.
     pub read_bytes_per_s: f64,
+    /// Write bandwidth on one thread, bytes per second.
     pub write_bytes_per_s: f64,
     /// Bytes copied per second (each read once and written once).
     pub copy_bytes_per_s: f64,
+    /// Nanoseconds per dependent load of a random pointer chase through the set, one thread.
     pub latency_ns: f64,
+    /// (max − min) / median of the repeats of each figure, in percent.
     pub spread_pct: Spread,
     /// Each repeat's figures, in the order they ran (the figures above are their medians).
     pub repeats: Vec<Figures>,
+    /// The same level on all threads at once; `None` with one thread or after Ctrl-C.
     pub all_threads: Option<ThreadsResult>,
 }
 
+/// One level measured on all threads at once, each with its own buffer.
 #[derive(Debug, Serialize)]
 pub struct ThreadsResult {
+    /// Threads that ran at once.
     pub threads: usize,
     /// Working set of each thread.
     pub size_bytes: u64,
     /// Sums over the threads.
     pub read_bytes_per_s: f64,
+    /// Write bandwidth summed over the threads, bytes per second.
     pub write_bytes_per_s: f64,
+    /// Copy bandwidth summed over the threads, bytes per second.
     pub copy_bytes_per_s: f64,
     /// Mean over the threads (latency under load).
     pub latency_ns: f64,
+    /// (max − min) / median of the repeats of each figure, in percent.
     pub spread_pct: Spread,
+    /// Each repeat's figures, in the order they ran.
     pub repeats: Vec<Figures>,
 }
 
+/// Spread between repeats of each figure, in percent ((max − min) / median; 0 when the median is
+/// 0).
 #[derive(Debug, Clone, Copy, Serialize, Default)]
 pub struct Spread {
+    /// Of the read bandwidth.
     pub read: f64,
+    /// Of the write bandwidth.
     pub write: f64,
+    /// Of the copy bandwidth.
     pub copy: f64,
+    /// Of the latency.
     pub latency: f64,
 }
 
 /// A memory level to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LevelName {
+    /// Level 1 data cache.
     L1,
+    /// Level 2 cache.
     L2,
+    /// Level 3 (last-level) cache.
     L3,
+    /// Main memory: a set far larger than the last cache.
     Dram,
 }
 
@@ -177,6 +221,7 @@ impl Choice for LevelName {
 }
 
 impl LevelName {
+    /// The level's name in reports (`L1`, `L2`, `L3`, `DRAM`).
     pub fn label(self) -> &'static str {
         match self {
             LevelName::L1 => "L1",
@@ -190,12 +235,16 @@ impl LevelName {
 /// The four figures of one measurement, in kernel order: one repeat in `repeats[]`.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Figures {
+    /// Read bandwidth, bytes per second.
     #[serde(rename = "read_bytes_per_s")]
     pub read: f64,
+    /// Write bandwidth, bytes per second.
     #[serde(rename = "write_bytes_per_s")]
     pub write: f64,
+    /// Copy bandwidth (each byte read once and written once), bytes per second.
     #[serde(rename = "copy_bytes_per_s")]
     pub copy: f64,
+    /// Nanoseconds per dependent load of the random chase.
     pub latency_ns: f64,
 }
 

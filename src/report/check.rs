@@ -40,6 +40,8 @@ fn counts(findings: &[Finding]) -> Counts {
     }
 }
 
+/// Writes the findings as one `tacho.check.v1` JSON document, those below `only` left out of the
+/// list but counted.
 pub fn write_json(
     out: &mut impl Write,
     findings: &[Finding],

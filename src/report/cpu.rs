@@ -5,6 +5,8 @@ use crate::text::Escaped;
 use crate::units::format_count;
 use std::io::Write;
 
+/// Writes the CPU report for a terminal: the verdict, the warnings and a row per kernel (one thread
+/// and all threads).
 pub fn write_human(r: &CpuReport, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "{}", Escaped(&verdict(r)))?;
     for w in &r.warnings {

@@ -11,6 +11,7 @@ use crate::text::Escaped;
 /// Unexplained differences listed without `--all` (kernel configs differ in thousands).
 const OTHERS_SHOWN: usize = 50;
 
+/// One line saying how many settings differ, how many matter for performance, and the first one.
 pub fn verdict(diffs: &[Difference]) -> String {
     let relevant = diffs.iter().filter(|d| d.relevant).count();
     match diffs.first() {
@@ -48,6 +49,8 @@ fn describe(side: &Side) -> String {
     )
 }
 
+/// Writes the comparison for a terminal: relevant differences first with why they matter, then (up
+/// to 50 unless `all`) the rest.
 pub fn write_text(
     out: &mut impl Write,
     a: &Side,
@@ -130,6 +133,7 @@ fn side_doc(s: &Side) -> SideDoc<'_> {
     }
 }
 
+/// Writes the comparison as one `tacho.diff.v1` JSON document.
 pub fn write_json(
     out: &mut impl Write,
     a: &Side,

@@ -6,6 +6,7 @@ use crate::text::Escaped;
 use crate::timing::result::{CommandResult, HyperfineExport, Relative};
 use std::io::{self, Write};
 
+/// Writes the results as hyperfine's JSON export (`{"results": [...]}`), key for key.
 pub fn json(results: &[CommandResult], out: &mut impl Write) -> io::Result<()> {
     let doc = HyperfineExport {
         results: results.to_vec(),

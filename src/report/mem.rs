@@ -5,6 +5,7 @@ use crate::text::Escaped;
 use crate::units::{format_bandwidth, format_size};
 use std::io::Write;
 
+/// Writes the memory report for a terminal: verdict, warnings and a table per level.
 pub fn write_human(r: &MemReport, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "{}", Escaped(&verdict(r)))?;
     for w in &r.warnings {

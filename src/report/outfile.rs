@@ -34,18 +34,24 @@ pub enum Existing {
     Refuse,
 }
 
+/// Why an output file was not written; each message names the file and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
+    /// A symbolic link sits at the name.
     #[error(
         "{} is a symbolic link; tacho never writes through a link or over one at an output's \
          name (another user may have planted it): remove it or choose another file name",
         .0.display()
     )]
     Symlink(PathBuf),
+    /// Something other than a regular file sits at the name (the `&str` says what, e.g. "a
+    /// directory").
     #[error("{path} is {kind}, not a regular file; choose a file name", path = .0.display(), kind = .1)]
     NotRegular(PathBuf, &'static str),
+    /// A file exists at a name that must be new.
     #[error("{} already exists; choose a new file name (it is never overwritten)", .0.display())]
     Exists(PathBuf),
+    /// Creating, writing or renaming the file failed.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Io(PathBuf, io::Error),
 }

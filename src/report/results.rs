@@ -10,7 +10,9 @@ use crate::text::Escaped;
 use serde_json::{Value, json};
 use std::io::{self, Write};
 
+/// The `schema` of the `tacho runs list --json` document.
 pub const LIST_SCHEMA: &str = "tacho.runs.v1";
+/// The `schema` of the `tacho compare --json` document.
 pub const COMPARE_SCHEMA: &str = "tacho.compare.v1";
 
 /// Metrics of the `runs show` table, in column order.
@@ -28,7 +30,9 @@ const SHOW_METRICS: [Metric; 8] = [
 /// Terminal or Markdown: the same content, escaped for Markdown in the latter.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Text {
+    /// Plain text for a terminal, escaped for it.
     Terminal,
+    /// GitHub-flavoured Markdown, escaped for it.
     Markdown,
 }
 
@@ -63,6 +67,7 @@ impl Text {
     }
 }
 
+/// Writes the stored runs as a table for the terminal (a hint when there are none).
 pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
     if runs.is_empty() {
         return writeln!(
@@ -112,6 +117,7 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
     grid.write_text(out)
 }
 
+/// Writes the stored runs as one `tacho.runs.v1` JSON document.
 pub fn list_json(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, &json!({"schema": LIST_SCHEMA, "runs": runs}))?;
     writeln!(out)

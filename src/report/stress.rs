@@ -4,6 +4,7 @@ use crate::stress::{Plan, Second, StressReport};
 use crate::text::Escaped;
 use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_size};
 
+/// The opening line: which workers run, with their sizes, and for how long.
 pub fn describe(p: &Plan) -> String {
     let mut parts = Vec::new();
     if p.cpu > 0 {
@@ -35,6 +36,7 @@ pub fn describe(p: &Plan) -> String {
     )
 }
 
+/// Column headings of the per-second lines.
 pub fn header() -> String {
     format!(
         "{:>6} {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
@@ -52,6 +54,7 @@ pub fn header() -> String {
     )
 }
 
+/// One second of the run, aligned under [`header`].
 pub fn line(s: &Second) -> String {
     let pct = |f: fn(&crate::diagnose::model::cpu::CpuSplit) -> f64| {
         s.cpu
@@ -75,6 +78,8 @@ pub fn line(s: &Second) -> String {
     )
 }
 
+/// The closing line: done or stopped after how long, the machine's CPU split, the vmstat increases
+/// and tacho's peak resident memory.
 pub fn summary(r: &StressReport) -> String {
     let cpu = r.cpu.as_ref().map_or("CPU split unknown".into(), |c| {
         format!(

@@ -4,6 +4,7 @@ use crate::bench::suite::Suite;
 use crate::units::format_size;
 use std::io::{self, Write};
 
+/// Writes every suite with its version, method and tests, for `--list-suites`.
 pub fn write(suites: &[Suite], out: &mut impl Write) -> io::Result<()> {
     for s in suites {
         let length = match s.io_limit {

@@ -18,6 +18,8 @@ const HEADER: [&str; 8] = [
     "spread",
 ];
 
+/// Writes the disk report for a terminal: verdict, a table of the tests, the target and the
+/// warnings.
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "{}", Escaped(&verdict(report)))?;
     // Reasons to doubt the figures come right under the verdict, before anyone reads the table.

@@ -11,5 +11,5 @@ mod probe;
 mod refusal;
 mod signatures;
 
-pub use refusal::{DeviceState, Mount, Refusal, write_refusal};
-pub use signatures::{Signature, Usage, detect};
+pub use refusal::{DeviceState, Mount, write_refusal};
+pub use signatures::{Signature, detect};

@@ -50,13 +50,6 @@ pub enum Refusal {
     },
 }
 
-impl Refusal {
-    /// Whether `--destroy-data` would lift this refusal.
-    pub fn overridable(&self) -> bool {
-        matches!(self, Refusal::HoldsData { .. })
-    }
-}
-
 impl std::error::Error for Refusal {}
 
 /// Whether writing to `state.device` must be refused. Mounted filesystems and active swap are

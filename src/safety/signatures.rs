@@ -73,6 +73,8 @@ pub struct Signature {
     /// The format in libblkid's words ("ext4", "f2fs", "dos", "gpt", "LVM2_member"); tacho's
     /// table uses the same names, except "ext2/3/4", which it cannot tell apart.
     pub name: String,
+    /// What kind of content it is (partition table, filesystem, RAID member, …), which the refusal
+    /// message names.
     pub usage: Usage,
 }
 

@@ -19,8 +19,12 @@ use crate::kernel::SysRoot;
 pub struct Side {
     /// The file name, or `live`.
     pub label: String,
+    /// Hostname recorded in the snapshot (`/host/hostname`); `None` when it has none.
     pub hostname: Option<String>,
+    /// Kernel release recorded in the snapshot (`/kernel/release`); `None` when it has none.
     pub kernel: Option<String>,
+    /// Every setting of the snapshot, flattened to dotted keys (`sysctl.vm.swappiness`) → value as
+    /// text.
     pub values: BTreeMap<String, String>,
 }
 
@@ -35,6 +39,7 @@ impl Side {
         Ok(Side::from_value(arg, &doc))
     }
 
+    /// Reads one side out of a parsed snapshot document, labelled `label`.
     pub fn from_value(label: &str, doc: &Value) -> Side {
         let text = |ptr: &str| doc.pointer(ptr).and_then(Value::as_str).map(str::to_string);
         Side {
@@ -193,9 +198,11 @@ fn leaves(key: &str, value: &Value, out: &mut BTreeMap<String, String>) {
 /// One setting that differs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Difference {
+    /// Dotted key of the setting (`sysctl.vm.swappiness`, `devices.sda.scheduler`).
     pub key: String,
     /// The value in A; `None` where A does not have the setting.
     pub a: Option<String>,
+    /// The value in B; `None` where B does not have the setting.
     pub b: Option<String>,
     /// Known to matter for performance.
     pub relevant: bool,

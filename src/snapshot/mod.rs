@@ -23,52 +23,76 @@ use crate::kernel::mounts::{self, SwapArea};
 use crate::kernel::tunables::{QueueTunables, SystemTunables};
 use crate::kernel::{SysRoot, kconfig, read_optional, sysctl};
 
+/// The `schema` of every snapshot document; a reader refuses any other.
 pub const SCHEMA: &str = "tacho.snapshot.v1";
 
+/// One machine's performance-relevant configuration, as `tacho snapshot` writes it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Snapshot {
+    /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// The tacho version that took it (Cargo package version).
     pub tool_version: &'static str,
     /// When it was taken, seconds since the Unix epoch (ignored by `diff`).
     pub taken_at_unix_s: u64,
+    /// The machine: name, OS, CPU, memory, virtualization.
     pub host: SnapHost,
+    /// The running kernel: release, version, command line and build configuration.
     pub kernel: SnapKernel,
     /// Every readable /proc/sys value by sysctl name, per-boot noise removed.
     pub sysctl: BTreeMap<String, String>,
     /// Every file under /sys/kernel/mm/transparent_hugepage (khugepaged/ included), with
     /// multiple-choice files reduced to the active choice.
     pub thp: BTreeMap<String, String>,
+    /// CPU frequency governor, driver, boost and idle states.
     pub cpu: SnapCpu,
     /// /sys/devices/system/cpu/vulnerabilities, by file.
     pub vulnerabilities: BTreeMap<String, String>,
     /// IOMMU groups by domain type (`DMA` strict, `DMA-FQ` lazy, `identity`).
     pub iommu_groups: BTreeMap<String, u64>,
+    /// Block devices with their request-queue settings (devices of size 0, such as unbound loop
+    /// devices and empty drives, left out).
     pub devices: Vec<SnapDevice>,
+    /// Mounts of real filesystems (virtual ones such as proc, sysfs and cgroup left out).
     pub mounts: Vec<SnapMount>,
+    /// Active swap areas, from /proc/swaps.
     pub swaps: Vec<SwapArea>,
     /// Files that exist but could not be read, and write-only sysctls (never opened).
     pub unreadable: Vec<String>,
 }
 
+/// What the machine is and what it runs on.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapHost {
+    /// Host name (ignored by `diff`: two machines are compared by their settings).
     pub hostname: Option<String>,
+    /// `PRETTY_NAME` from os-release (`Debian GNU/Linux 12 (bookworm)`).
     pub os: Option<String>,
+    /// CPU model name from /proc/cpuinfo (first CPU).
     pub cpu_model: Option<String>,
+    /// Online CPUs.
     pub cpus: Option<u64>,
+    /// Total memory in bytes (`MemTotal` of /proc/meminfo).
     pub mem_total_bytes: Option<u64>,
+    /// Microcode revision of the first CPU in /proc/cpuinfo, as printed (`0xf0`); `None` on CPUs
+    /// that do not report one.
     pub microcode: Option<String>,
+    /// Online NUMA nodes; `None` without NUMA support.
     pub numa_nodes: Option<u64>,
+    /// The hypervisor detected (`kvm`, `xen`, …); `None` when nothing indicated a VM.
     pub virtualization: Option<String>,
+    /// The observations behind `virtualization`, in words (ignored by `diff`).
     pub virtualization_evidence: Vec<String>,
 }
 
+/// The running kernel.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapKernel {
     /// `uname -r`.
     pub release: Option<String>,
     /// `uname -v` (build number and date).
     pub version: Option<String>,
+    /// The kernel command line (/proc/cmdline).
     pub cmdline: Option<String>,
     /// Where `config` came from (/proc/config.gz or /boot/config-*); `None` if neither exists.
     pub config_source: Option<String>,
@@ -76,26 +100,42 @@ pub struct SnapKernel {
     pub config: BTreeMap<String, String>,
 }
 
+/// CPU frequency scaling and idle states.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapCpu {
+    /// `scaling_governor` of CPU 0 (`performance`, `powersave`, `schedutil`); `None` without
+    /// cpufreq.
     pub governor: Option<String>,
+    /// Driver, boost, frequency limits and idle states, flattened into this object.
     #[serde(flatten)]
     pub power: CpuPower,
 }
 
+/// One block device and its queue settings.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapDevice {
+    /// Kernel name (`sda`, `nvme0n1`, `md0`).
     pub name: String,
+    /// Whole disk, partition, or virtual device (dm, md, loop…).
     pub kind: DeviceKind,
+    /// Model string of the hardware, if it reports one.
     pub model: Option<String>,
+    /// Capacity in bytes.
     pub size_bytes: u64,
+    /// Whether the device says it spins; `None` when sysfs lacks the attribute.
     pub rotational: Option<bool>,
+    /// The driver bound to the device (`virtio_blk`, `sd`, `nvme`); `None` when there is none.
     pub driver: Option<String>,
+    /// Largest discard the queue accepts, in bytes; 0 means no discard support, `None` when
+    /// unreadable.
     pub discard_max_bytes: Option<u64>,
+    /// Scheduler, read-ahead, queue depth and the rest, flattened into this object; `None` when
+    /// sysfs has no request queue for the device.
     #[serde(flatten)]
     pub queue: Option<QueueTunables>,
 }
 
+/// One mounted filesystem.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapMount {
     /// Invalid UTF-8 shown as U+FFFD; the exact bytes are then in `mount_point_hex`.
@@ -103,8 +143,11 @@ pub struct SnapMount {
     /// The mount point's bytes in hex, only when they are not UTF-8 (see [`crate::text`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mount_point_hex: Option<String>,
+    /// Filesystem type (`ext4`, `xfs`, `tmpfs`).
     pub fs_type: String,
+    /// What was mounted (`/dev/vda`, `tmpfs`); `None` when the kernel says `none`.
     pub source: Option<String>,
+    /// Per-mount then superblock options, comma-separated, duplicates removed.
     pub options: String,
 }
 

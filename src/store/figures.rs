@@ -31,9 +31,13 @@ pub fn direction(name: &str) -> Option<&'static str> {
 /// One direction of one sample of a test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figures {
+    /// 0 for the figure the test reported, 1..N for each repeat.
     pub sample: u32,
+    /// One of [`DIRECTIONS`].
     pub direction: &'static str,
+    /// Operations per second of this direction, when the test recorded them.
     pub iops: Option<f64>,
+    /// Bytes per second of this direction, when the test recorded them.
     pub bw_bytes_per_s: Option<f64>,
     /// Operations per second of a CPU kernel.
     pub ops_per_s: Option<f64>,

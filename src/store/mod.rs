@@ -14,10 +14,8 @@ mod run;
 mod runs;
 pub mod schema;
 
-pub use document::{IMPORT_LIMIT, parse_documents, read_documents};
-pub use run::{
-    Invalid, NewRun, NewTest, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes,
-};
+pub use document::read_documents;
+pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
 pub use runs::RunSummary;
 
 use crate::kernel::SysRoot;
@@ -170,6 +168,7 @@ impl Store {
 
     /// The same store, judging which saving processes are alive under `root` (tests point it
     /// at a fixture tree).
+    #[cfg(test)]
     pub fn with_sys_root(mut self, root: SysRoot) -> Store {
         self.root = root;
         self

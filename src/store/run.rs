@@ -38,6 +38,7 @@ pub struct NewRun {
     pub kind: RunKind,
     /// Where the run came from.
     pub source: RunSource,
+    /// The run's `--label`, if given.
     pub label: Option<String>,
     /// When the run happened, as RFC 3339 UTC; `None` means now.
     pub created_at: Option<String>,
@@ -45,12 +46,17 @@ pub struct NewRun {
     pub created_unix: Option<i64>,
     /// `Finished` or `Interrupted` (`Running` while a benchmark saves test by test).
     pub status: RunStatus,
+    /// The tacho (or fio) version that wrote the document, when it says.
     pub tool_version: Option<String>,
+    /// The suite's name and version; `None` for a custom test or a non-disk run.
     pub suite: Option<(String, i64)>,
+    /// The document's `host` object, as written.
     pub host: Value,
+    /// The document's `target` object, as written (`null` where the kind has none).
     pub target: Value,
     /// Every other top-level field of the document (tunables, warnings, ...).
     pub extra: Map<String, Value>,
+    /// The tests, in document order.
     pub tests: Vec<NewTest>,
 }
 
@@ -77,25 +83,40 @@ impl From<&Value> for NewTest {
 /// A run read back from the store.
 #[derive(Debug, Clone)]
 pub struct StoredRun {
+    /// The run's id in the store (rowid).
     pub id: i64,
+    /// When the run happened, as RFC 3339 UTC.
     pub created_at: String,
+    /// The run's `--label`, if given.
     pub label: Option<String>,
+    /// What was benchmarked.
     pub kind: RunKind,
+    /// Running, finished, interrupted, failed or abandoned.
     pub status: RunStatus,
+    /// Measured here, or imported from a tacho document or from fio.
     pub source: RunSource,
+    /// The version that wrote the document, when it says.
     pub tool_version: Option<String>,
+    /// The suite's name and version; `None` for a custom test or a non-disk run.
     pub suite: Option<(String, i64)>,
+    /// The document's `host` object.
     pub host: Value,
+    /// The document's `target` object.
     pub target: Value,
+    /// Every other top-level field of the document (tunables, warnings, …).
     pub extra: Map<String, Value>,
+    /// The tests, in the order they were saved.
     pub tests: Vec<StoredTest>,
 }
 
 /// A test read back from the store: its full JSON object and its indexed figures.
 #[derive(Debug, Clone)]
 pub struct StoredTest {
+    /// The test's name (`SEQ1M Q8T1 read`, a CPU kernel's id, a timed command).
     pub name: String,
+    /// The test's JSON object, as the document held it.
     pub json: Value,
+    /// Its indexed figures, per sample and direction.
     pub figures: Vec<Figures>,
 }
 

@@ -14,16 +14,27 @@ use serde_json::{Map, Value};
 /// One line of `tacho runs list`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
+    /// The run's id in the store.
     pub id: i64,
+    /// When the run happened, as RFC 3339 UTC.
     pub created_at: String,
+    /// The run's `--label`, if given.
     pub label: Option<String>,
+    /// What was benchmarked.
     pub kind: RunKind,
+    /// Running, finished, interrupted, failed or abandoned.
     pub status: RunStatus,
+    /// Measured here, or imported from a tacho document or from fio.
     pub source: RunSource,
+    /// The suite's name; `None` for a custom test or a non-disk run.
     pub suite: Option<String>,
+    /// The suite's version.
     pub suite_version: Option<i64>,
+    /// The host name the document recorded.
     pub hostname: Option<String>,
+    /// The path that was benchmarked, when the kind has one.
     pub target: Option<String>,
+    /// Tests saved.
     pub tests: i64,
     /// False when options changed the suite's method; `None` without a suite or when the
     /// run was saved before this was kept.

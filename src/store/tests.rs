@@ -1,3 +1,4 @@
+use super::document::parse_documents;
 use super::*;
 use serde_json::json;
 

@@ -20,20 +20,31 @@ use std::time::{Duration, Instant};
 use testdir::TestDir;
 use workers::WorkerError;
 
+/// The `schema` of the `tacho stress --json` document.
 pub const SCHEMA: &str = "tacho.stress.v1";
 
 /// What to run, resolved and checked by `cmd::stress`.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// CPU workers (`--cpu`).
     pub cpu: u32,
+    /// Busy share of each CPU worker's time, in percent (`--cpu-load`).
     pub cpu_load_pct: u8,
+    /// Memory workers (`--vm`).
     pub vm: u32,
+    /// Bytes each memory worker allocates and touches per pass (`--vm-bytes`).
     pub vm_bytes: u64,
+    /// Memory workers allocate once and keep re-writing (`--vm-keep`) instead of freeing each pass.
     pub vm_keep: bool,
+    /// sync() workers (`--io`).
     pub io: u32,
+    /// Disk-write workers (`--hdd`).
     pub hdd: u32,
+    /// Bytes each disk-write worker writes to its file before deleting it (`--hdd-bytes`).
     pub hdd_bytes: u64,
+    /// Directory that receives the disk-write workers' own test directory (`--hdd-dir`).
     pub hdd_dir: PathBuf,
+    /// The run ends after this long (`--timeout`), if no signal ends it first.
     pub timeout: Duration,
 }
 
@@ -70,9 +81,13 @@ impl Counters {
 pub struct Second {
     /// Seconds since the start, at the end of the interval.
     pub t_s: f64,
+    /// Rounds of the integer kernel per second, all CPU workers together.
     pub cpu_ops_per_s: f64,
+    /// Bytes of memory written per second, all memory workers together.
     pub vm_touched_bytes_per_s: f64,
+    /// sync() calls completed per second, all sync workers together.
     pub io_syncs_per_s: f64,
+    /// Bytes written per second, all disk-write workers together.
     pub hdd_written_bytes_per_s: f64,
     /// The whole machine's CPU split; `null` if /proc/stat could not be read.
     pub cpu: Option<CpuSplit>,
@@ -80,12 +95,18 @@ pub struct Second {
     pub vmstat: BTreeMap<&'static str, u64>,
 }
 
+/// The result of `tacho stress` (the `tacho.stress.v1` document).
 #[derive(Debug, Serialize)]
 pub struct StressReport {
+    /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// The tacho version that ran it (Cargo package version).
     pub tool_version: &'static str,
+    /// The machine it ran on.
     pub host: Host,
+    /// How long the workers ran, in seconds.
     pub duration_s: f64,
+    /// What each class of worker was asked to do and did.
     pub workers: WorkersSummary,
     /// CPU split over the whole run.
     pub cpu: Option<CpuSplit>,
@@ -93,48 +114,77 @@ pub struct StressReport {
     pub vmstat: BTreeMap<&'static str, u64>,
     /// tacho's own peak resident memory (VmHWM): the vm workers' touched pages show here.
     pub peak_rss_bytes: Option<u64>,
+    /// One entry per sampling interval, in order.
     pub seconds: Vec<Second>,
+    /// True when a signal ended the run before its time-out.
     pub interrupted: bool,
 }
 
+/// Totals of each class of worker over the whole run.
 #[derive(Debug, Serialize)]
 pub struct WorkersSummary {
+    /// The CPU workers.
     pub cpu: CpuWorkers,
+    /// The memory workers.
     pub vm: VmWorkers,
+    /// The sync() workers.
     pub io: IoWorkers,
+    /// The disk-write workers.
     pub hdd: HddWorkers,
 }
 
+/// What the CPU workers did.
 #[derive(Debug, Serialize)]
 pub struct CpuWorkers {
+    /// Workers that ran (0: none asked for).
     pub count: u32,
+    /// Busy share of each worker's time, in percent.
     pub load_pct: u8,
+    /// Rounds of the integer kernel, all workers together.
     pub ops: u64,
+    /// `ops` over the run's duration.
     pub ops_per_s: f64,
 }
 
+/// What the memory workers did.
 #[derive(Debug, Serialize)]
 pub struct VmWorkers {
+    /// Workers that ran (0: none asked for).
     pub count: u32,
+    /// Bytes each worker allocated and touched per pass.
     pub bytes_per_worker: u64,
+    /// Whether the workers kept their memory instead of freeing it each pass.
     pub keep: bool,
+    /// Bytes written to memory, all workers together (pages × 4 KiB).
     pub touched_bytes: u64,
+    /// `touched_bytes` over the run's duration, bytes per second.
     pub touched_bytes_per_s: f64,
 }
 
+/// What the sync() workers did.
 #[derive(Debug, Serialize)]
 pub struct IoWorkers {
+    /// Workers that ran (0: none asked for).
     pub count: u32,
+    /// sync() calls completed, all workers together.
     pub syncs: u64,
+    /// `syncs` over the run's duration, per second.
     pub syncs_per_s: f64,
 }
 
+/// What the disk-write workers did.
 #[derive(Debug, Serialize)]
 pub struct HddWorkers {
+    /// Workers that ran (0: none asked for).
     pub count: u32,
+    /// Bytes each worker wrote to its file before deleting it and starting over.
     pub bytes_per_worker: u64,
+    /// The test directory the workers wrote in (removed at the end); `None` without disk-write
+    /// workers.
     pub dir: Option<String>,
+    /// Bytes written, all workers together.
     pub written_bytes: u64,
+    /// `written_bytes` over the run's duration, bytes per second.
     pub written_bytes_per_s: f64,
 }
 

@@ -23,6 +23,8 @@ use std::sync::Arc;
 
 const PREFIX: &str = ".tacho-stress.";
 
+/// A private (0700) `.tacho-stress.<pid>` directory for the disk-write workers, locked while the
+/// run lasts and removed with its contents on drop.
 pub struct TestDir {
     parent: OwnedFd,
     name: OsString,
@@ -32,6 +34,8 @@ pub struct TestDir {
 }
 
 impl TestDir {
+    /// Makes and locks the directory inside `parent_path`, first removing those of runs that are
+    /// gone; the error names the directory.
     pub fn create(parent_path: &Path) -> io::Result<TestDir> {
         let name = OsString::from(format!("{PREFIX}{}", std::process::id()));
         let path = parent_path.join(&name);
@@ -66,6 +70,7 @@ impl TestDir {
         Arc::clone(&self.dir)
     }
 
+    /// Where the directory is, for messages and the report.
     pub fn path(&self) -> &Path {
         &self.path
     }

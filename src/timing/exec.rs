@@ -14,13 +14,16 @@ use std::time::{Duration, Instant};
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// Exited by itself with this status.
     Code(i32),
+    /// Ended by this signal number.
     Signal(i32),
     /// Killed by tacho after `--max-time`.
     TimedOut,
 }
 
 impl Exit {
+    /// True for exit status 0 only: a signal or a time-out is a failure.
     pub fn success(self) -> bool {
         self == Exit::Code(0)
     }
@@ -46,10 +49,15 @@ impl Exit {
 /// One run's figures (seconds and bytes).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measurement {
+    /// Wall-clock time from spawn to reaped exit, in seconds.
     pub wall_s: f64,
+    /// The child's CPU time in user mode, in seconds (`wait4` rusage).
     pub user_s: f64,
+    /// The child's CPU time in kernel mode, in seconds.
     pub system_s: f64,
+    /// The child's peak resident set, in bytes (`ru_maxrss`, which Linux gives in KiB).
     pub max_rss_bytes: u64,
+    /// How the run ended.
     pub exit: Exit,
 }
 
@@ -64,6 +72,8 @@ pub trait Executor {
 pub struct Invocation {
     /// What the user typed (the name in reports).
     pub line: String,
+    /// What is spawned: `[shell, "-c", line]`, or the line's words; the program resolved on PATH
+    /// when found there.
     pub argv: Vec<String>,
 }
 
@@ -118,7 +128,9 @@ fn search_path(program: &str) -> Option<String> {
 /// Spawns real processes, each run in its own process group, which is ended with the run, as
 /// is anything it left outside its group (see [`adopt_orphans`]).
 pub struct Spawner {
+    /// Lets the command's stdout and stderr through (`--show-output`) instead of discarding them.
     pub show_output: bool,
+    /// A run still going after this long is killed (`--max-time`); `None`: no limit.
     pub max_time: Option<Duration>,
     /// The number of a terminating signal tacho received (0: none), set by its handler; the
     /// run in progress gets the same signal, and what is left of it is killed.
@@ -386,6 +398,7 @@ fn exited_without_reaping(pid: libc::pid_t) -> bool {
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted by signal {signal}")]
 pub struct Interrupted {
+    /// The signal's number (2 for SIGINT), which the exit status repeats as 128 + it.
     pub signal: i32,
 }
 

@@ -13,22 +13,29 @@ use crate::kernel::tunables::SystemTunables;
 use crate::stats;
 use serde::{Deserialize, Serialize};
 
+/// The `schema` of the `tacho time --json` document.
 pub const SCHEMA: &str = "tacho.time.v1";
 
 /// One command's results, key for key as hyperfine exports them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandResult {
+    /// The command line as the user gave it (or its `--command-name`).
     pub command: String,
+    /// Mean wall time per run, in seconds (0 when there are no runs).
     pub mean: f64,
     /// `null` for a single run, as in hyperfine.
     pub stddev: Option<f64>,
+    /// Median wall time per run, in seconds (0 when there are no runs).
     pub median: f64,
     /// Mean user CPU time per run.
     pub user: f64,
     /// Mean system CPU time per run.
     pub system: f64,
+    /// Fastest run's wall time, in seconds (0 when there are no runs).
     pub min: f64,
+    /// Slowest run's wall time, in seconds (0 when there are no runs).
     pub max: f64,
+    /// Wall time of each run in seconds, in run order, with the shell's spawn time subtracted.
     pub times: Vec<f64>,
     /// Peak resident memory of each run. Never below tacho's own resident size (a few MiB):
     /// until `exec`, the kernel counts the spawning process's pages for the child, as it does
@@ -39,6 +46,8 @@ pub struct CommandResult {
 }
 
 impl CommandResult {
+    /// Summarises the timed runs of one command (figures of an empty `runs` are 0, as hyperfine
+    /// never exports one).
     pub fn from_runs(command: &str, runs: &[Measurement]) -> CommandResult {
         let times: Vec<f64> = runs.iter().map(|m| m.wall_s).collect();
         let user: Vec<f64> = runs.iter().map(|m| m.user_s).collect();
@@ -58,6 +67,7 @@ impl CommandResult {
         }
     }
 
+    /// The largest of `memory_usage_byte`, in bytes; 0 when there are no runs.
     pub fn peak_memory_bytes(&self) -> u64 {
         self.memory_usage_byte.iter().copied().max().unwrap_or(0)
     }
@@ -66,26 +76,32 @@ impl CommandResult {
 /// hyperfine's export document: `{"results": [...]}`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct HyperfineExport {
+    /// One entry per command, in the order given.
     pub results: Vec<CommandResult>,
 }
 
 /// A command's results with tacho's warnings beside hyperfine's keys.
 #[derive(Debug, Serialize)]
 pub struct TimedCommand {
+    /// hyperfine's keys, flattened into this object.
     #[serde(flatten)]
     pub result: CommandResult,
     /// Runs that exceeded `--max-time` (kept only with `--ignore-failure`).
     pub timed_out_runs: u64,
+    /// What looks wrong with these runs and what to do about it (outliers, failures, time-outs).
     pub warnings: Vec<Warning>,
 }
 
 /// How much slower a command is than the fastest one, with a 95% confidence interval.
 #[derive(Debug, Clone, Serialize)]
 pub struct Relative {
+    /// The command line as shown in the results.
     pub command: String,
     /// mean(this) / mean(fastest); 1 for the fastest itself.
     pub ratio: f64,
+    /// Lower end of the ratio's 95% confidence interval.
     pub ci95_low: f64,
+    /// Upper end of the ratio's 95% confidence interval.
     pub ci95_high: f64,
     /// Whether the interval excludes 1 (the difference is not noise at the 95% level).
     pub significant: bool,
@@ -95,8 +111,11 @@ pub struct Relative {
 /// hyperfine's.
 #[derive(Debug, Serialize)]
 pub struct TimeReport {
+    /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// The tacho version that ran the timing (Cargo package version).
     pub tool_version: &'static str,
+    /// The machine it ran on.
     pub host: Host,
     /// THP, CPU governor and mitigations, for `compare` to show what changed between runs.
     pub tunables: SystemTunables,
@@ -106,6 +125,7 @@ pub struct TimeReport {
     pub shell: Option<String>,
     /// Mean wall time of the shell alone, subtracted from every run.
     pub shell_spawn_s: Option<f64>,
+    /// One entry per command, in the order given.
     pub results: Vec<TimedCommand>,
     /// Empty for a single command; otherwise every command against the fastest.
     pub relative: Vec<Relative>,
@@ -114,8 +134,12 @@ pub struct TimeReport {
 /// Figures that say what a run's settings were, for the warnings' advice.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Context {
+    /// Commands ran through a shell (not `-N`), so very short ones are below the spawn correction's
+    /// precision.
     pub shell: bool,
+    /// `--warmup` was more than 0.
     pub warmup: bool,
+    /// `--prepare` was given.
     pub prepare: bool,
 }
 
@@ -123,6 +147,7 @@ pub struct Context {
 const MIN_SHELL_TIME_S: f64 = 5e-3;
 
 impl TimedCommand {
+    /// One command's results and the warnings they call for.
     pub fn new(command: &str, runs: &[Measurement], ctx: Context) -> TimedCommand {
         use super::exec::Exit;
         let result = CommandResult::from_runs(command, runs);

@@ -18,8 +18,11 @@ pub enum RunCount {
     /// hyperfine's rule: at least `min` runs and at least `min_time_s` of measuring, at most
     /// `max` runs.
     Auto {
+        /// Fewest timed runs (`--min-runs`).
         min: u64,
+        /// Most timed runs (`--max-runs`); `None`: no ceiling.
         max: Option<u64>,
+        /// Least total measuring time per command, in seconds (`--min-benchmarking-time`).
         min_time_s: f64,
     },
 }
@@ -49,24 +52,34 @@ impl RunCount {
 /// Everything the scheduler needs, resolved and validated by `cmd::time`.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The commands to time, in the order given.
     pub commands: Vec<Invocation>,
     /// The shell that wraps each command, for calibration; `None` with `-N`.
     pub shell: Option<String>,
+    /// `--setup`: run before the warm-up and timed runs, untimed.
     pub setup: Option<Invocation>,
     /// Empty, one for all commands, or one per command.
     pub prepare: Vec<Invocation>,
+    /// `--cleanup`: run after the timed runs, untimed.
     pub cleanup: Option<Invocation>,
+    /// Untimed runs of each command before the timed ones (`--warmup`).
     pub warmup: u64,
+    /// How many timed runs each command gets.
     pub runs: RunCount,
+    /// Commands take turns (A B A B…) rather than running in blocks.
     pub interleave: bool,
+    /// A failing run is kept and timing goes on (`--ignore-failure`) instead of stopping.
     pub ignore_failure: bool,
 }
 
 /// Mean cost of spawning the shell around a command (`sh -c ""`), subtracted from every run.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Overhead {
+    /// Wall time, in seconds.
     pub wall_s: f64,
+    /// User-mode CPU time, in seconds.
     pub user_s: f64,
+    /// Kernel-mode CPU time, in seconds.
     pub system_s: f64,
 }
 
@@ -76,10 +89,14 @@ pub const CALIBRATION_RUNS: usize = 50;
 /// Timed runs of each command, in the order they ran, with the shell overhead removed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
+    /// One list per command, in the order of `Plan::commands`.
     pub runs: Vec<Vec<Measurement>>,
+    /// The shell overhead that was subtracted; `None` with `-N`.
     pub overhead: Option<Overhead>,
 }
 
+/// Calibrates the shell, then runs setup, warm-ups, timed runs and cleanup as `plan` says, through
+/// `exec`.
 pub fn run(plan: &Plan, exec: &mut dyn Executor) -> Result<Outcome> {
     let overhead = match &plan.shell {
         Some(shell) => Some(calibrate(shell, exec)?),

@@ -23,6 +23,7 @@ pub struct Judge {
 }
 
 impl Judge {
+    /// A judge with no history yet.
     pub fn new() -> Judge {
         Judge::default()
     }

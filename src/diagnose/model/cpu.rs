@@ -9,14 +9,23 @@ use crate::kernel::stat::CpuTicks;
 /// Percent of the interval's CPU time in each state; they add up to 100.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct CpuSplit {
+    /// User mode, guest time excluded.
     pub user_pct: f64,
+    /// Niced user mode, niced guest time excluded.
     pub nice_pct: f64,
+    /// Kernel mode.
     pub system_pct: f64,
+    /// Hardware interrupts.
     pub irq_pct: f64,
+    /// Softirqs.
     pub softirq_pct: f64,
+    /// Idle while some task waited for I/O.
     pub iowait_pct: f64,
+    /// Stolen by the hypervisor.
     pub steal_pct: f64,
+    /// Running guests' virtual CPUs (guest and guest_nice).
     pub guest_pct: f64,
+    /// Idle.
     pub idle_pct: f64,
 }
 
@@ -73,7 +82,9 @@ impl CpuSplit {
 /// One CPU's split.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PerCpu {
+    /// The CPU's number (N of `cpuN`).
     pub cpu: u32,
+    /// Its split, flattened into this object.
     #[serde(flatten)]
     pub split: CpuSplit,
 }
@@ -81,8 +92,10 @@ pub struct PerCpu {
 /// The `cpu` object of a sample: all CPUs together, then each.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cpu {
+    /// All CPUs together, flattened into this object.
     #[serde(flatten)]
     pub all: CpuSplit,
+    /// Each CPU present in both samples, in /proc/stat order.
     pub per_cpu: Vec<PerCpu>,
 }
 

@@ -22,35 +22,59 @@ pub struct Disk {
     pub name: String,
     /// The name admins know (`vg0-data` for dm-0), else the kernel name.
     pub display_name: String,
+    /// Whole disk, partition, device-mapper, md or loop device.
     pub kind: DeviceKind,
     /// The whole disk of a partition.
     pub parent: Option<String>,
+    /// Whether the device says it spins; `None` when sysfs lacks the attribute.
     pub rotational: Option<bool>,
     /// A hypervisor's disk, whatever its rotational flag says.
     pub virtual_disk: bool,
     /// md array, LVM volume group or dm table this device is a member of.
     pub group: Option<String>,
+    /// Reads completed per second (iostat `r/s`); `None` when the counter went backwards.
     pub r_per_s: Option<f64>,
+    /// Kilobytes read per second (`rkB/s`).
     pub rkb_per_s: Option<f64>,
+    /// Read requests merged per second (`rrqm/s`).
     pub rrqm_per_s: Option<f64>,
+    /// Share of read requests merged, in percent (`%rrqm`).
     pub rrqm_pct: Option<f64>,
+    /// Mean time a read took, queue included, in milliseconds (`r_await`).
     pub r_await_ms: Option<f64>,
+    /// Mean read size in kilobytes (`rareq-sz`).
     pub rareq_sz_kb: Option<f64>,
+    /// Writes completed per second (`w/s`).
     pub w_per_s: Option<f64>,
+    /// Kilobytes written per second (`wkB/s`).
     pub wkb_per_s: Option<f64>,
+    /// Write requests merged per second (`wrqm/s`).
     pub wrqm_per_s: Option<f64>,
+    /// Share of write requests merged, in percent (`%wrqm`).
     pub wrqm_pct: Option<f64>,
+    /// Mean time a write took, queue included, in milliseconds (`w_await`).
     pub w_await_ms: Option<f64>,
+    /// Mean write size in kilobytes (`wareq-sz`).
     pub wareq_sz_kb: Option<f64>,
+    /// Discards completed per second (`d/s`); `None` on kernels without discard fields.
     pub d_per_s: Option<f64>,
+    /// Kilobytes discarded per second (`dkB/s`).
     pub dkb_per_s: Option<f64>,
+    /// Discard requests merged per second (`drqm/s`).
     pub drqm_per_s: Option<f64>,
+    /// Share of discard requests merged, in percent (`%drqm`).
     pub drqm_pct: Option<f64>,
+    /// Mean time a discard took, in milliseconds (`d_await`).
     pub d_await_ms: Option<f64>,
+    /// Mean discard size in kilobytes (`dareq-sz`).
     pub dareq_sz_kb: Option<f64>,
+    /// Flushes completed per second (`f/s`); `None` on kernels without flush fields.
     pub f_per_s: Option<f64>,
+    /// Mean time a flush took, in milliseconds (`f_await`).
     pub f_await_ms: Option<f64>,
+    /// Mean requests in flight (`aqu-sz`).
     pub aqu_sz: Option<f64>,
+    /// Share of the interval the device was busy, in percent, not capped at 100 (`%util`).
     pub util_pct: Option<f64>,
     /// Bytes written in the interval (for write amplification; not an iostat column).
     #[serde(skip)]
@@ -179,11 +203,6 @@ pub fn disk_between(
 /// tacho does the same so idle loop devices do not crowd the table.
 pub fn ever_used(c: &DiskCounters) -> bool {
     c.reads > 0 || c.writes > 0 || c.discards.unwrap_or(0) > 0 || c.flushes.unwrap_or(0) > 0
-}
-
-/// Requests per second in both directions, for sorting and for "is this disk idle".
-pub fn iops(d: &Disk) -> f64 {
-    d.r_per_s.unwrap_or(0.0) + d.w_per_s.unwrap_or(0.0) + d.d_per_s.unwrap_or(0.0)
 }
 
 /// The larger of read and write await, with its direction's name; for findings.

@@ -4,18 +4,28 @@
 
 use serde::Serialize;
 
+/// How much a live finding matters; ordered, so the worst sorts last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Worth knowing; nothing is wrong yet.
     Info,
+    /// Likely costing performance now.
     Warning,
+    /// Costing a lot now; act first.
+    #[allow(
+        dead_code,
+        reason = "no live finding is critical yet; the screen and JSON already show one"
+    )]
     Critical,
 }
 
+/// One thing that stands out in an interval, with the sentence that says it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
     /// Stable identifier for scripts (`disk_saturated`, `hot_disk`, …).
     pub code: &'static str,
+    /// How much it matters.
     pub severity: Severity,
     /// What it is about: a device, a CPU, `memory`, `io`.
     pub subject: String,

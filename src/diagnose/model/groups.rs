@@ -11,6 +11,8 @@ use crate::diagnose::sample::devices::Devices;
 use crate::kernel::blockdev::DeviceKind;
 use crate::kernel::btrfs::BtrfsFs;
 
+/// Devices that share work (an md array, a volume group, a dm table, a multi-device btrfs), whose
+/// members are compared with one another.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Group {
     /// `md0`, the volume group's name, the dm name, or the btrfs label.

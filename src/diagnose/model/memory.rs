@@ -12,17 +12,29 @@ use serde::Serialize;
 
 use crate::kernel::meminfo::{Meminfo, VmStat};
 
+/// Memory as `free` shows it, plus what `used` is made of and the interval's swap traffic; bytes
+/// throughout.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Memory {
+    /// MemTotal.
     pub total_bytes: u64,
+    /// total − available (or total − free if that would be negative), as `free` computes it.
     pub used_bytes: u64,
+    /// MemFree: unused memory.
     pub free_bytes: u64,
+    /// Shmem.
     pub shared_bytes: u64,
+    /// Buffers.
     pub buffers_bytes: u64,
+    /// Cached + SReclaimable.
     pub cache_bytes: u64,
+    /// MemAvailable (MemFree when the kernel lacks it or reports more than MemTotal).
     pub available_bytes: u64,
+    /// SwapTotal.
     pub swap_total_bytes: u64,
+    /// SwapTotal − SwapFree.
     pub swap_used_bytes: u64,
+    /// SwapFree.
     pub swap_free_bytes: u64,
     /// What `used` is made of.
     pub used_parts: UsedParts,
@@ -34,6 +46,8 @@ pub struct Memory {
     pub anon_huge_bytes: u64,
     /// Pages swapped in and out per second, in bytes.
     pub swap_in_bytes_per_s: Option<f64>,
+    /// Bytes swapped out per second (`pswpout` pages); `None` when /proc/vmstat gave no such
+    /// figure.
     pub swap_out_bytes_per_s: Option<f64>,
 }
 
@@ -54,6 +68,7 @@ pub struct UsedParts {
     pub kernel_stack_bytes: u64,
     /// The hugetlbfs pool (HugePages_Total × Hugepagesize, or Hugetlb where printed).
     pub hugetlb_bytes: u64,
+    /// The rest of `used` (see above); negative when the parts add up to more.
     pub other_bytes: i64,
 }
 

@@ -24,40 +24,58 @@ use finding::Finding;
 pub use memory::Memory;
 pub use process::{Cgroup, Process, SortKey};
 
+/// The `schema` of every `tacho top --json` line.
 pub const SCHEMA: &str = "tacho.top.v1";
 
 /// One interval, as printed, served and judged.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TopSample {
+    /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// The tacho version that took the sample (Cargo package version).
     pub tool_version: &'static str,
     /// End of the interval, seconds since the Unix epoch.
     pub time_unix_s: f64,
+    /// Length of the interval, in seconds.
     pub interval_s: f64,
     /// The one-line answer: the most severe finding, or that nothing stands out.
     pub verdict: String,
+    /// What stands out in this interval, most severe first (filled by `findings`).
     pub findings: Vec<Finding>,
     /// What could not be measured and why (no PSI, no root, delay accounting off).
     pub notes: Vec<String>,
+    /// CPU time split, all CPUs together and each.
     pub cpu: Cpu,
+    /// Load averages, run queue and scheduler rates.
     pub load: Load,
+    /// Memory as `free` shows it, and its swap and writeback rates.
     pub memory: Memory,
     /// Increase of THP, compaction, reclaim and swap counters over the interval.
     pub vm_events: BTreeMap<String, u64>,
+    /// Pressure stall information per resource.
     pub psi: Psi,
+    /// Every disk that has done I/O since boot, with its rates over the interval.
     pub disks: Vec<Disk>,
     /// md arrays, volume groups, dm tables and btrfs RAIDs, for hot-disk detection.
     pub groups: Vec<groups::Group>,
+    /// The processes with the most of the `--sort` key, at most `--top` of them.
     pub processes: Vec<Process>,
+    /// The cgroups with the most I/O, at most `--top` of them.
     pub cgroups: Vec<Cgroup>,
+    /// Bytes the physical disks wrote against bytes processes sent to storage.
     pub write_amplification: WriteAmplification,
+    /// Traffic per network interface, sorted by name.
     pub net: Vec<Net>,
 }
 
+/// Load averages and scheduler activity.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Load {
+    /// One-minute load average, from /proc/loadavg.
     pub load1: f64,
+    /// Five-minute load average.
     pub load5: f64,
+    /// Fifteen-minute load average.
     pub load15: f64,
     /// Threads running or waiting for a CPU (`procs_running`), the run queue.
     pub runnable: u64,
@@ -66,29 +84,43 @@ pub struct Load {
     /// `None` when a counter went backwards between the samples (never within one boot; seen
     /// with restored or hand-made /proc captures).
     pub context_switches_per_s: Option<f64>,
+    /// Interrupts serviced per second; `None` like `context_switches_per_s`.
     pub interrupts_per_s: Option<f64>,
+    /// Processes and threads created per second; `None` like `context_switches_per_s`.
     pub forks_per_s: Option<f64>,
+    /// CPUs with a `cpuN` line in /proc/stat (online CPUs).
     pub cpus: usize,
 }
 
 /// PSI per resource; `null` where the kernel does not provide it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Psi {
+    /// CPU pressure.
     pub cpu: Option<PsiResource>,
+    /// I/O pressure.
     pub io: Option<PsiResource>,
+    /// Memory pressure.
     pub memory: Option<PsiResource>,
 }
 
+/// One resource's pressure over the interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PsiResource {
+    /// At least one task stalled.
     pub some: PsiLine,
+    /// All non-idle tasks stalled at once; `None` where the kernel has no `full` line (CPU before
+    /// 5.13).
     pub full: Option<PsiLine>,
 }
 
+/// One `some` or `full` line: the kernel's averages and this interval's stall.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PsiLine {
+    /// Percent of the last 10 s in stall, as the kernel averages it.
     pub avg10_pct: f64,
+    /// Percent of the last 60 s.
     pub avg60_pct: f64,
+    /// Percent of the last 300 s.
     pub avg300_pct: f64,
     /// Stall time during this interval.
     pub stall_ms: Option<f64>,
@@ -99,22 +131,35 @@ pub struct PsiLine {
 /// Bytes the physical disks wrote vs bytes processes sent to storage, over the interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WriteAmplification {
+    /// Bytes written by physical disks (not partitions, dm or md) in the interval.
     pub device_write_bytes: u64,
+    /// Bytes processes caused to be written to storage in the interval (/proc/PID/io
+    /// `write_bytes`).
     pub process_write_bytes: u64,
     /// device / process; `null` when processes wrote nothing or not all could be read.
     pub ratio: Option<f64>,
 }
 
+/// One network interface's rates over the interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Net {
+    /// Interface name (`eth0`).
     pub name: String,
+    /// Bytes received per second.
     pub rx_bytes_per_s: f64,
+    /// Bytes sent per second.
     pub tx_bytes_per_s: f64,
+    /// Packets received per second.
     pub rx_packets_per_s: f64,
+    /// Packets sent per second.
     pub tx_packets_per_s: f64,
+    /// Receive errors per second.
     pub rx_errors_per_s: f64,
+    /// Transmit errors per second.
     pub tx_errors_per_s: f64,
+    /// Received packets dropped per second.
     pub rx_drops_per_s: f64,
+    /// Outgoing packets dropped per second.
     pub tx_drops_per_s: f64,
 }
 
@@ -123,9 +168,11 @@ pub struct Net {
 pub struct ModelOptions {
     /// Processes and cgroups shown.
     pub top: usize,
+    /// What the process list is sorted by.
     pub sort: SortKey,
     /// Clock ticks per second (USER_HZ) of /proc/stat and /proc/PID/stat times.
     pub ticks_per_s: f64,
+    /// Bytes per memory page (for swap rates from page counts).
     pub page_size: u64,
     /// `kernel.task_delayacct`.
     pub delayacct: Option<bool>,

@@ -42,18 +42,24 @@ impl Choice for SortKey {
     }
 }
 
+/// One process's activity over the interval, pidstat- and iotop-style.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Process {
+    /// Process id.
     pub pid: u32,
     /// The command name, invalid UTF-8 shown as U+FFFD.
     pub comm: String,
     /// The name's exact bytes in hex, only when they are not UTF-8 (see [`crate::text`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comm_hex: Option<String>,
+    /// State letter at the end of the interval (`R` running, `S` sleeping, `D` waiting, usually for
+    /// I/O, …).
     pub state: String,
     /// CPU time as a share of one CPU (pidstat's %CPU: 200 is two CPUs busy).
     pub cpu_pct: f64,
+    /// User-mode CPU time as a share of one CPU, in percent.
     pub user_pct: f64,
+    /// Kernel-mode CPU time as a share of one CPU, in percent.
     pub system_pct: f64,
     /// Bytes fetched from storage per second (`null` when /proc/PID/io was unreadable).
     pub read_bytes_per_s: Option<f64>,
@@ -68,11 +74,13 @@ pub struct Process {
 
 /// The processes shown, and sums over all of them.
 pub struct Processes {
+    /// The processes shown: the first `top` by the sort key.
     pub top: Vec<Process>,
     /// write_bytes of every process present in both samples.
     pub total_write_bytes: u64,
 }
 
+/// Rates of every process present in both scans; the `top` busiest by `opts.sort` are kept.
 pub fn processes_between(
     a: &ProcessScan,
     b: &ProcessScan,
@@ -142,17 +150,24 @@ pub fn processes_between(
 pub struct CgroupDevice {
     /// Kernel name of the device (from /proc/diskstats), or `MAJ:MIN` when unknown.
     pub device: String,
+    /// Bytes read per second.
     pub rbytes_per_s: f64,
+    /// Bytes written per second.
     pub wbytes_per_s: f64,
+    /// Read requests per second.
     pub rios_per_s: f64,
+    /// Write requests per second.
     pub wios_per_s: f64,
+    /// Bytes discarded per second.
     pub dbytes_per_s: f64,
 }
 
+/// One cgroup's I/O over the interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cgroup {
     /// `/system.slice/nginx.service`.
     pub path: String,
+    /// One entry per device it did I/O on.
     pub devices: Vec<CgroupDevice>,
 }
 

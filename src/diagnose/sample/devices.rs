@@ -16,6 +16,7 @@ pub struct DeviceInfo {
     pub name: String,
     /// The name admins know: the dm name (`vg0-data`), else the kernel name.
     pub display_name: String,
+    /// Whole disk, partition, device-mapper, md or loop device.
     pub kind: DeviceKind,
     /// The whole disk of a partition.
     pub parent: Option<String>,

@@ -29,11 +29,17 @@ pub struct Sample {
     pub taken: Instant,
     /// Wall-clock time of the reading, seconds since the Unix epoch, for reports.
     pub unix_time_s: f64,
+    /// /proc/stat: CPU ticks, context switches, run queue.
     pub stat: KernelStat,
+    /// /proc/loadavg.
     pub loadavg: LoadAvg,
+    /// /proc/meminfo.
     pub meminfo: Meminfo,
+    /// /proc/vmstat counters.
     pub vmstat: VmStat,
+    /// PSI of CPU, I/O and memory, each `None` where unavailable.
     pub pressure: PressureAll,
+    /// /proc/diskstats, one entry per device.
     pub disks: Vec<DiskCounters>,
     /// Mounted btrfs filesystems, read every sample: one can be created on devices that
     /// are already known.
@@ -71,6 +77,7 @@ impl Sampler {
         &self.devices
     }
 
+    /// Reads everything once, now; a file that cannot be read or parsed is an error naming it.
     pub fn sample(&mut self) -> Result<Sample> {
         let root = &self.root;
         let taken = Instant::now();

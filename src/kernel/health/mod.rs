@@ -9,7 +9,7 @@
 mod nvme;
 mod smartctl;
 
-pub use nvme::{SMART_LOG_BYTES, parse_smart_log, read_nvme_smart_log};
+pub use nvme::{parse_smart_log, read_nvme_smart_log};
 pub use smartctl::{find_smartctl, parse_smartctl_json, run_smartctl};
 
 use serde::Serialize;

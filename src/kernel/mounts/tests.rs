@@ -92,17 +92,22 @@ fn swaps() {
     let text = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n\
                 /dev/dm-1                               partition\t8388604\t\t0\t\t-2\n\
                 /swap\\040file                           file\t\t1048572\t\t0\t\t-3\n";
+    let paths: Vec<String> = parse_swap_areas(text, Path::new("/proc/swaps"))
+        .unwrap()
+        .into_iter()
+        .map(|s| s.path)
+        .collect();
     assert_eq!(
-        parse_swaps(text, Path::new("/proc/swaps")).unwrap(),
+        paths,
         vec!["/dev/dm-1".to_string(), "/swap file".to_string()]
     );
     let empty = include_str!("../../../tests/fixtures/kernel/swaps-empty.txt");
     assert!(
-        parse_swaps(empty, Path::new("/proc/swaps"))
+        parse_swap_areas(empty, Path::new("/proc/swaps"))
             .unwrap()
             .is_empty()
     );
-    assert!(parse_swaps("Filename\n/dev/sda2 partition 1", Path::new("/proc/swaps")).is_err());
+    assert!(parse_swap_areas("Filename\n/dev/sda2 partition 1", Path::new("/proc/swaps")).is_err());
     let areas = parse_swap_areas(text, Path::new("/proc/swaps")).unwrap();
     assert_eq!(areas[0].kind, "partition");
     assert_eq!(areas[0].size_bytes, 8388604 * 1024);
@@ -135,6 +140,6 @@ proptest! {
 
     #[test]
     fn swaps_parser_never_panics(s in "\\PC*") {
-        let _ = parse_swaps(&s, Path::new("/proc/swaps"));
+        let _ = parse_swap_areas(&s, Path::new("/proc/swaps"));
     }
 }

@@ -23,6 +23,7 @@ const QUANTILES: [(&str, Pick); 6] = [
 
 /// What the run is called outside the figures.
 pub struct RunInfo<'a> {
+    /// The run's `--label`, if given.
     pub label: Option<&'a str>,
     /// Id in the results store, when saved.
     pub run_id: Option<i64>,

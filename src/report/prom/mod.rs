@@ -47,10 +47,12 @@ impl Family {
         }
     }
 
+    /// Adds one sample with these labels, and `quantile` for a summary's quantile line.
     pub fn sample(&mut self, labels: &[(&str, &str)], quantile: Option<&str>, value: f64) {
         self.sample_named("", labels, quantile, value);
     }
 
+    /// Adds one sample to the series `<name><suffix>` (`_sum`, `_count` of a summary).
     pub fn sample_named(
         &mut self,
         suffix: &str,

@@ -6,6 +6,8 @@
 use super::{Family, RunInfo, exposition};
 use crate::timing::result::TimeReport;
 
+/// The Prometheus text of a `tacho time` run: run-time quantiles, failed runs and peak memory per
+/// command.
 pub fn render(report: &TimeReport, info: &RunInfo) -> String {
     let mut time = Family::summary(
         "tacho_time_seconds",
@@ -36,9 +38,11 @@ pub fn render(report: &TimeReport, info: &RunInfo) -> String {
 
 /// How one command fared in a run that a failure stopped.
 pub struct CommandTally {
+    /// The command line as the user gave it (the `command` label).
     pub command: String,
     /// Runs that ended, warm-ups included.
     pub runs: u64,
+    /// Runs that exited non-zero, were killed by a signal or hit `--max-time`.
     pub failed: u64,
     /// The exit code of its last run; None when a signal or --max-time ended it.
     pub last_exit_code: Option<i32>,

@@ -36,6 +36,7 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 pub struct Latest(Arc<Mutex<Option<Arc<[u8]>>>>);
 
 impl Latest {
+    /// Replaces the text served from now on.
     pub fn set(&self, text: String) {
         let body: Arc<[u8]> = Arc::from(text.into_bytes());
         *lock(&self.0) = Some(body);
