@@ -43,8 +43,18 @@ pub struct Section {
     pub lines: Vec<Line>,
 }
 
+/// Why a job file or one of its jobs cannot be run, as one sentence that names the line or
+/// section and the fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct JobFileError(String);
+
 /// Parses a job file's text into its job sections.
-pub fn parse(text: &str) -> Result<Vec<Section>, String> {
+pub fn parse(text: &str) -> Result<Vec<Section>, JobFileError> {
+    sections(text).map_err(JobFileError)
+}
+
+fn sections(text: &str) -> Result<Vec<Section>, String> {
     let mut global: Vec<Line> = Vec::new();
     let mut jobs: Vec<Section> = Vec::new();
     // Where options go: None before any section, Some(None) in [global], Some(Some(i)) in job i.
@@ -135,7 +145,11 @@ pub struct Job {
 }
 
 /// What a job's options mean to tacho; refuses what tacho does not do, by name.
-pub fn job(section: &Section) -> Result<Job, String> {
+pub fn job(section: &Section) -> Result<Job, JobFileError> {
+    job_of(section).map_err(JobFileError)
+}
+
+fn job_of(section: &Section) -> Result<Job, String> {
     let mut o = DiskOptions::default();
     let (mut filename, mut directory) = (None, None);
     let (mut stonewall, mut time_based) = (false, false);
@@ -423,33 +437,56 @@ mod tests {
     #[test]
     fn unsupported_options_are_refused_by_name() {
         let jobs = parse("[j]\nrw=read\nsize=1m\nverify=crc32c\n").unwrap();
-        let err = job(&jobs[0]).unwrap_err();
+        let err = job(&jobs[0]).unwrap_err().to_string();
         assert!(
             err.starts_with("[j] line 4: verify is not an option"),
             "{err}"
         );
         let jobs = parse("[j]\nsize=1m\nioengine=libaio\n").unwrap();
-        assert!(job(&jobs[0]).unwrap_err().contains("ioengine=libaio"));
+        assert!(
+            job(&jobs[0])
+                .unwrap_err()
+                .to_string()
+                .contains("ioengine=libaio")
+        );
         let jobs = parse("[j]\nrw=randread\ntime_based\n").unwrap();
-        assert!(job(&jobs[0]).unwrap_err().contains("needs a runtime"));
+        assert!(
+            job(&jobs[0])
+                .unwrap_err()
+                .to_string()
+                .contains("needs a runtime")
+        );
         assert!(
             parse("bs=4k\n[j]\n")
                 .unwrap_err()
+                .to_string()
                 .contains("before any section")
         );
-        assert!(parse("[global]\nbs=4k\n").unwrap_err().contains("no job"));
+        assert!(
+            parse("[global]\nbs=4k\n")
+                .unwrap_err()
+                .to_string()
+                .contains("no job")
+        );
         assert!(
             parse("include other.fio\n")
                 .unwrap_err()
+                .to_string()
                 .contains("include")
         );
         assert!(
             parse("[j]\nfilename=${HOME}/x\n")
                 .unwrap_err()
+                .to_string()
                 .contains("environment")
         );
         let jobs = parse("[j]\nsize=1m\nfilename=/dev/sda:/dev/sdb\n").unwrap();
-        assert!(job(&jobs[0]).unwrap_err().contains("several files"));
+        assert!(
+            job(&jobs[0])
+                .unwrap_err()
+                .to_string()
+                .contains("several files")
+        );
     }
 
     #[test]
