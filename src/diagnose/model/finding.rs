@@ -21,4 +21,6 @@ pub struct Finding {
     pub subject: String,
     /// The sentence an admin reads.
     pub message: String,
+    /// Who is responsible, most first (empty when the verdict is about no process).
+    pub culprits: Vec<super::culprits::Culprit>,
 }
