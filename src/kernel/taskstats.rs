@@ -30,6 +30,7 @@ const NLA_TYPE_MASK: u16 = 0x3fff;
 const OFF_COMM: usize = 80;
 const COMM_LEN: usize = 32;
 const OFF_PID: usize = 128;
+const OFF_PPID: usize = 132;
 const OFF_UTIME_US: usize = 152;
 const OFF_STIME_US: usize = 160;
 const OFF_MAJFLT: usize = 176;
@@ -47,6 +48,9 @@ pub struct ExitedTask {
     pub tgid: u32,
     /// The task itself.
     pub tid: u32,
+    /// Its parent process, which has these bytes added to its own /proc/PID/io when it
+    /// reaps it.
+    pub ppid: u32,
     /// Its command name, invalid UTF-8 as U+FFFD.
     pub comm: String,
     /// User CPU time, microseconds.
@@ -292,6 +296,7 @@ fn task(stats: &[u8], tid: Option<u32>) -> Option<ExitedTask> {
     Some(ExitedTask {
         tgid: u32_at(OFF_TGID).filter(|&t| t != 0).unwrap_or(tid),
         tid,
+        ppid: u32_at(OFF_PPID)?,
         comm: String::from_utf8_lossy(comm).into_owned(),
         utime_us: u64_at(OFF_UTIME_US)?,
         stime_us: u64_at(OFF_STIME_US)?,

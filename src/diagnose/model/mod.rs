@@ -335,9 +335,9 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
     }
 }
 
-/// Who could not be read and why, in words: as root, only kernel threads and pid 1 of some
-/// kernels refuse (the kernel denies /proc/PID/io of a task it will not let even root
-/// ptrace, such as init on kernels that protect it); as another user, other users' processes.
+/// Who could not be read and why, in words: as root, only tasks the kernel will not let even
+/// root ptrace (seen for pid 1 on this project's VMs); as another user, other users'
+/// processes.
 fn io_denied_note(b: &Sample) -> Option<String> {
     let pids = &b.processes.io_denied_pids;
     if pids.is_empty() {
@@ -359,7 +359,7 @@ fn io_denied_note(b: &Sample) -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let why = if root {
-        "the kernel refuses it even to root (ptrace access to these tasks is denied, e.g. init, which is protected); a fact of this kernel, not of tacho's rights"
+        "the kernel refuses it even to root (its ptrace access check fails, as for a task in another user namespace or one marked undumpable); a fact of this kernel, not of tacho's rights"
     } else {
         "another user's process: run as root to read it"
     };

@@ -119,6 +119,17 @@ pub struct Delta {
 pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
     let before: HashMap<u32, &crate::kernel::process::ProcessCounters> =
         a.processes.processes.iter().map(|p| (p.pid, p)).collect();
+    // A parent's /proc/PID/io grows by each child's bytes when it reaps the child (the
+    // kernel adds them, as it does CPU time to cutime): take the exited children's bytes
+    // back off, so a shell is not blamed for its dd. Reaping a child that exited in an
+    // earlier interval escapes this; that is rare (parents wait promptly).
+    let mut reaped: HashMap<u32, (u64, u64, u64)> = HashMap::new();
+    for x in &b.exited {
+        let r = reaped.entry(x.ppid).or_default();
+        r.0 = r.0.saturating_add(x.read_bytes);
+        r.1 = r.1.saturating_add(x.write_bytes);
+        r.2 = r.2.saturating_add(x.cancelled_write_bytes);
+    }
     let mut all = Vec::new();
     for p in &b.processes.processes {
         // Same pid and start time: the same process (pids are reused).
@@ -129,8 +140,14 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
             continue;
         };
         let io = p.io.zip(q.io);
-        let bytes = |f: fn(&crate::kernel::process::ProcessIo) -> u64| {
-            io.map(|(now, then)| f(&now).saturating_sub(f(&then)))
+        let children = reaped.get(&p.pid).copied().unwrap_or_default();
+        let bytes = |f: fn(&crate::kernel::process::ProcessIo) -> u64,
+                     of_children: u64| {
+            io.map(|(now, then)| {
+                f(&now)
+                    .saturating_sub(f(&then))
+                    .saturating_sub(of_children)
+            })
         };
         let detail = b.details.get(&p.pid);
         let cgroups = detail.and_then(|d| d.cgroups.as_ref());
@@ -143,9 +160,9 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
             utime: p.utime.saturating_sub(q.utime),
             stime: p.stime.saturating_sub(q.stime),
             blkio_ticks: p.blkio_ticks.saturating_sub(q.blkio_ticks),
-            read_bytes: bytes(|i| i.read_bytes),
-            write_bytes: bytes(|i| i.write_bytes),
-            cancelled_write_bytes: bytes(|i| i.cancelled_write_bytes),
+            read_bytes: bytes(|i| i.read_bytes, children.0),
+            write_bytes: bytes(|i| i.write_bytes, children.1),
+            cancelled_write_bytes: bytes(|i| i.cancelled_write_bytes, children.2),
             major_faults: p.major_faults.saturating_sub(q.major_faults),
             rss_growth_bytes: (p.rss_pages as i64 - q.rss_pages as i64)
                 .saturating_mul(opts.page_size as i64),

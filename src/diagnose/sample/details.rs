@@ -103,6 +103,7 @@ pub fn by_process(tasks: Vec<ExitedTask>) -> Vec<ExitedTask> {
                 // The group leader's record names the process.
                 if t.tid == t.tgid {
                     o.comm = t.comm;
+                    o.ppid = t.ppid;
                 }
             }
             None => out.push(ExitedTask { tid: t.tgid, ..t }),
