@@ -132,7 +132,11 @@ fn walk_v1(dir: &Path, rel: &str, depth: usize, out: &mut Vec<CgroupIo>) -> Resu
     devices.retain(|d| d.rbytes + d.wbytes + d.dbytes > 0);
     if !devices.is_empty() {
         out.push(CgroupIo {
-            path: if rel.is_empty() { "/".into() } else { rel.into() },
+            path: if rel.is_empty() {
+                "/".into()
+            } else {
+                rel.into()
+            },
             devices,
         });
     }
@@ -173,7 +177,10 @@ pub fn parse_blkio_v1(text: &str, path: &Path) -> Result<Vec<CgroupDeviceIo>> {
         let value: u64 = value
             .parse()
             .map_err(|_| err("a counter is not a number"))?;
-        let at = match out.iter().position(|d| (d.major, d.minor) == (major, minor)) {
+        let at = match out
+            .iter()
+            .position(|d| (d.major, d.minor) == (major, minor))
+        {
             Some(at) => at,
             None => {
                 out.push(CgroupDeviceIo {
@@ -351,9 +358,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path();
         let stat = "7:0 Read 4096\n7:0 Write 52428800\n7:0 Sync 52428800\n7:0 Async 0\n7:0 Discard 0\n7:0 Total 52432896\nTotal 52432896\n";
-        write(t, "sys/fs/cgroup/blkio/blkio.throttle.io_service_bytes", "Total 0\n");
-        write(t, "sys/fs/cgroup/blkio/job/blkio.throttle.io_service_bytes", stat);
-        write(t, "sys/fs/cgroup/blkio/job/blkio.throttle.io_serviced", "7:0 Read 1\n7:0 Write 50\nTotal 51\n");
+        write(
+            t,
+            "sys/fs/cgroup/blkio/blkio.throttle.io_service_bytes",
+            "Total 0\n",
+        );
+        write(
+            t,
+            "sys/fs/cgroup/blkio/job/blkio.throttle.io_service_bytes",
+            stat,
+        );
+        write(
+            t,
+            "sys/fs/cgroup/blkio/job/blkio.throttle.io_serviced",
+            "7:0 Read 1\n7:0 Write 50\nTotal 51\n",
+        );
         write(
             t,
             "proc/self/mountinfo",
@@ -365,7 +384,14 @@ mod tests {
         assert_eq!(scan.cgroups.len(), 1);
         let cg = &scan.cgroups[0];
         assert_eq!(cg.path, "/job");
-        assert_eq!((cg.devices[0].rbytes, cg.devices[0].wbytes, cg.devices[0].wios), (4096, 52428800, 50));
+        assert_eq!(
+            (
+                cg.devices[0].rbytes,
+                cg.devices[0].wbytes,
+                cg.devices[0].wios
+            ),
+            (4096, 52428800, 50)
+        );
         assert_eq!(scan.source, SOURCE_V1);
         let err = parse_blkio_v1("7:0 Read x\n", Path::new("/b")).unwrap_err();
         assert!(err.to_string().contains("/b line 1"));

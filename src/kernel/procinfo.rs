@@ -148,28 +148,42 @@ mod tests {
 
     #[test]
     fn cgroup_paths_on_hybrid_and_unified_hosts() {
-        let hybrid = "12:blkio:/job\n4:memory:/m\n1:name=systemd:/user.slice/session-3.scope\n0::/\n";
+        let hybrid =
+            "12:blkio:/job\n4:memory:/m\n1:name=systemd:/user.slice/session-3.scope\n0::/\n";
         let c = parse_cgroup(hybrid);
         assert_eq!(c.io_path.as_deref(), Some("/job"));
         assert_eq!(c.unit_path.as_deref(), Some("/user.slice/session-3.scope"));
         let unified = parse_cgroup("0::/system.slice/nginx.service\n");
-        assert_eq!(unified.io_path.as_deref(), Some("/system.slice/nginx.service"));
-        assert_eq!(unit_of("/system.slice/nginx.service").as_deref(), Some("nginx.service"));
-        assert_eq!(unit_of("/user.slice/session-3.scope/x").as_deref(), Some("session-3.scope"));
+        assert_eq!(
+            unified.io_path.as_deref(),
+            Some("/system.slice/nginx.service")
+        );
+        assert_eq!(
+            unit_of("/system.slice/nginx.service").as_deref(),
+            Some("nginx.service")
+        );
+        assert_eq!(
+            unit_of("/user.slice/session-3.scope/x").as_deref(),
+            Some("session-3.scope")
+        );
         assert_eq!(unit_of("/"), None);
     }
 
     #[test]
     fn vm_swap_and_this_process_open_devices() {
-        assert_eq!(parse_vm_swap("Name:\tx\nVmSwap:\t   12 kB\n"), Some(12 * 1024));
+        assert_eq!(
+            parse_vm_swap("Name:\tx\nVmSwap:\t   12 kB\n"),
+            Some(12 * 1024)
+        );
         assert_eq!(parse_vm_swap("Name:\tkthreadd\n"), None);
         let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
         let _f = std::fs::File::create(dir.path().join("w")).unwrap();
         let st_dev = std::fs::metadata(dir.path()).unwrap().dev();
         let open = read_open_devices(&SysRoot::real(), std::process::id(), 10_000);
         assert!(
-            open.iter().any(|d| d.write
-                && (d.major, d.minor) == (libc::major(st_dev), libc::minor(st_dev))),
+            open.iter().any(
+                |d| d.write && (d.major, d.minor) == (libc::major(st_dev), libc::minor(st_dev))
+            ),
             "{open:?}"
         );
     }

@@ -264,7 +264,9 @@ pub fn parse_exits(mut bytes: &[u8], out: &mut Vec<ExitedTask>) {
             for (k, v) in attrs(nested) {
                 match k {
                     TASKSTATS_TYPE_PID => {
-                        tid = v.get(..4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                        tid = v
+                            .get(..4)
+                            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
                     }
                     TASKSTATS_TYPE_STATS => {
                         if let Some(t) = task(v, tid) {
@@ -339,7 +341,10 @@ mod tests {
         assert_eq!(dd.tgid, dd.tid);
         // /tmp may be tmpfs (no block I/O); the write() calls are counted either way in
         // CPU time, and the record must carry the bytes when storage saw them.
-        assert!(dd.utime_us + dd.stime_us > 0 || dd.write_bytes > 0, "{dd:?}");
+        assert!(
+            dd.utime_us + dd.stime_us > 0 || dd.write_bytes > 0,
+            "{dd:?}"
+        );
     }
 
     proptest! {

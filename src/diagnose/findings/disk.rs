@@ -5,10 +5,10 @@ use std::collections::{HashMap, VecDeque};
 use super::{Finding, Severity};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::model::culprits::{Attribution, Culprit};
-use crate::units::format_bytes_approx;
 use crate::diagnose::model::disk::{Disk, worst_await};
 use crate::kernel::blockdev::DeviceKind;
 use crate::stats::{mad, median};
+use crate::units::format_bytes_approx;
 
 /// %util at which a single-queue rotational disk is saturated: it serves one request at a
 /// time, so busy all the time means requests queue.

@@ -1,8 +1,8 @@
 //! CPU and memory verdicts.
 
 use super::{Finding, Severity};
-use crate::diagnose::model::culprits::Culprit;
 use crate::diagnose::model::TopSample;
+use crate::diagnose::model::culprits::Culprit;
 use crate::units::format_bytes_approx as format_bytes;
 
 /// System time worth a look: above user time and at least this share of all CPU time.
@@ -38,7 +38,10 @@ fn warn(code: &'static str, subject: &str, message: String) -> Finding {
 /// attaches them.
 fn blame(mut f: Finding, culprits: &[Culprit], what: impl Fn(&Culprit) -> String) -> Finding {
     if !culprits.is_empty() {
-        let named: Vec<String> = culprits.iter().map(|c| format!("{} {}", c.who(), what(c))).collect();
+        let named: Vec<String> = culprits
+            .iter()
+            .map(|c| format!("{} {}", c.who(), what(c)))
+            .collect();
         f.message = format!("{}: {}", f.message, named.join(", "));
         f.culprits = culprits.to_vec();
     }

@@ -122,8 +122,16 @@ impl Accumulator {
         };
         let mut processes: Vec<AccumulatedProcess> = self.processes.values().cloned().collect();
         processes.sort_by(|x, y| {
-            let kx = key(x.read_bytes + x.write_bytes, x.user_s + x.system_s, x.io_delay_s);
-            let ky = key(y.read_bytes + y.write_bytes, y.user_s + y.system_s, y.io_delay_s);
+            let kx = key(
+                x.read_bytes + x.write_bytes,
+                x.user_s + x.system_s,
+                x.io_delay_s,
+            );
+            let ky = key(
+                y.read_bytes + y.write_bytes,
+                y.user_s + y.system_s,
+                y.io_delay_s,
+            );
             ky.total_cmp(&kx).then(x.pid.cmp(&y.pid))
         });
         let mut services: HashMap<String, AccumulatedService> = HashMap::new();

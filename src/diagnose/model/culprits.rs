@@ -272,22 +272,31 @@ fn disk<'p>(
             p.read_bytes.unwrap_or(0)
         }
     };
-    fn open_on<'p>(p: &'p Delta, devices: &Devices, disk: &str, writes: bool) -> Option<&'p OpenDevice> {
-        p.open_devices.iter().find(|o| {
-            (o.write || !writes) && disk_name(devices, o.major, o.minor) == Some(disk)
-        })
+    fn open_on<'p>(
+        p: &'p Delta,
+        devices: &Devices,
+        disk: &str,
+        writes: bool,
+    ) -> Option<&'p OpenDevice> {
+        p.open_devices
+            .iter()
+            .find(|o| (o.write || !writes) && disk_name(devices, o.major, o.minor) == Some(disk))
     }
     let on_device = |p: &'p Delta| open_on(p, devices, &d.name, writes);
     let mut out: Vec<Culprit> = Vec::new();
-    let counted = b
-        .cgroups
-        .cgroups
-        .iter()
-        .any(|c| c.devices.iter().any(|x| (x.major, x.minor) == (major, minor)));
+    let counted = b.cgroups.cgroups.iter().any(|c| {
+        c.devices
+            .iter()
+            .any(|x| (x.major, x.minor) == (major, minor))
+    });
 
     // 1. The kernel's per-cgroup counters for this device.
     for cg in &b.cgroups.cgroups {
-        let Some(now) = cg.devices.iter().find(|x| (x.major, x.minor) == (major, minor)) else {
+        let Some(now) = cg
+            .devices
+            .iter()
+            .find(|x| (x.major, x.minor) == (major, minor))
+        else {
             continue;
         };
         let then = a
@@ -295,7 +304,11 @@ fn disk<'p>(
             .cgroups
             .iter()
             .find(|p| p.path == cg.path)
-            .and_then(|p| p.devices.iter().find(|x| (x.major, x.minor) == (major, minor)));
+            .and_then(|p| {
+                p.devices
+                    .iter()
+                    .find(|x| (x.major, x.minor) == (major, minor))
+            });
         let moved = if writes {
             now.wbytes.saturating_sub(then.map_or(0, |t| t.wbytes))
         } else {
@@ -353,7 +366,11 @@ fn disk<'p>(
                 swap_bytes: None,
             });
         } else {
-            let pool = if openers.is_empty() { &members } else { &openers };
+            let pool = if openers.is_empty() {
+                &members
+            } else {
+                &openers
+            };
             let sum: u64 = pool.iter().map(|p| bytes(p)).sum();
             for p in pool {
                 let part = bytes(p) as f64 / sum.max(1) as f64;

@@ -7,9 +7,9 @@ use serde::Serialize;
 
 use super::ModelOptions;
 use crate::choice::Choice;
+use crate::diagnose::sample::Sample;
 use crate::kernel::cgroup::CgroupIoScan;
 use crate::kernel::diskstats::DiskCounters;
-use crate::diagnose::sample::Sample;
 use crate::kernel::procinfo::{self, OpenDevice};
 
 /// What the process table is sorted by.
@@ -141,13 +141,8 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
         };
         let io = p.io.zip(q.io);
         let children = reaped.get(&p.pid).copied().unwrap_or_default();
-        let bytes = |f: fn(&crate::kernel::process::ProcessIo) -> u64,
-                     of_children: u64| {
-            io.map(|(now, then)| {
-                f(&now)
-                    .saturating_sub(f(&then))
-                    .saturating_sub(of_children)
-            })
+        let bytes = |f: fn(&crate::kernel::process::ProcessIo) -> u64, of_children: u64| {
+            io.map(|(now, then)| f(&now).saturating_sub(f(&then)).saturating_sub(of_children))
         };
         let detail = b.details.get(&p.pid);
         let cgroups = detail.and_then(|d| d.cgroups.as_ref());

@@ -47,8 +47,15 @@ impl Cache {
         let mut out = HashMap::new();
         let mut last = HashMap::with_capacity(scan.processes.len());
         for p in &scan.processes {
-            let io = p.io.map_or(0, |i| i.read_bytes.saturating_add(i.write_bytes));
-            let now = (p.start_ticks, p.utime + p.stime, io, p.major_faults, p.rss_pages);
+            let io =
+                p.io.map_or(0, |i| i.read_bytes.saturating_add(i.write_bytes));
+            let now = (
+                p.start_ticks,
+                p.utime + p.stime,
+                io,
+                p.major_faults,
+                p.rss_pages,
+            );
             last.insert(p.pid, now);
             if first {
                 continue;

@@ -78,7 +78,9 @@ impl Sampler {
         // Exit records describe this machine's tasks: never mixed into a fixture tree.
         let exits = if root.proc == std::path::Path::new("/proc") {
             ExitListener::register(taskstats::configured_cpus()).map_err(|e| match e.kind() {
-                std::io::ErrorKind::PermissionDenied => "registering for taskstats needs root (CAP_NET_ADMIN)".to_string(),
+                std::io::ErrorKind::PermissionDenied => {
+                    "registering for taskstats needs root (CAP_NET_ADMIN)".to_string()
+                }
                 _ => format!("taskstats: {e}"),
             })
         } else {

@@ -140,15 +140,39 @@ pub fn render(s: &TopSample) -> String {
         for p in &acc.processes {
             let pid = p.pid.to_string();
             let labels = [("pid", pid.as_str()), ("comm", p.comm.as_str())];
-            add("tacho_accumulated_process_read_bytes".into(), &labels, &Value::from(p.read_bytes));
-            add("tacho_accumulated_process_write_bytes".into(), &labels, &Value::from(p.write_bytes));
-            add("tacho_accumulated_process_cpu_s".into(), &labels, &Value::from(p.user_s + p.system_s));
+            add(
+                "tacho_accumulated_process_read_bytes".into(),
+                &labels,
+                &Value::from(p.read_bytes),
+            );
+            add(
+                "tacho_accumulated_process_write_bytes".into(),
+                &labels,
+                &Value::from(p.write_bytes),
+            );
+            add(
+                "tacho_accumulated_process_cpu_s".into(),
+                &labels,
+                &Value::from(p.user_s + p.system_s),
+            );
         }
         for u in &acc.services {
             let labels = [("unit", u.unit.as_str())];
-            add("tacho_accumulated_service_read_bytes".into(), &labels, &Value::from(u.read_bytes));
-            add("tacho_accumulated_service_write_bytes".into(), &labels, &Value::from(u.write_bytes));
-            add("tacho_accumulated_service_cpu_s".into(), &labels, &Value::from(u.cpu_s));
+            add(
+                "tacho_accumulated_service_read_bytes".into(),
+                &labels,
+                &Value::from(u.read_bytes),
+            );
+            add(
+                "tacho_accumulated_service_write_bytes".into(),
+                &labels,
+                &Value::from(u.write_bytes),
+            );
+            add(
+                "tacho_accumulated_service_cpu_s".into(),
+                &labels,
+                &Value::from(u.cpu_s),
+            );
         }
     }
     add("tacho_interval_s".into(), &[], &Value::from(s.interval_s));
