@@ -106,9 +106,14 @@ pub fn find_blkio_v1(root: &SysRoot) -> Result<Option<PathBuf>> {
 pub fn read_blkio_v1(dir: &Path) -> Result<CgroupIoScan> {
     let mut found = Vec::new();
     walk_v1(dir, "", 0, &mut found)?;
+    let unavailable = found.is_empty().then(|| {
+        "the io controller is on cgroup v1 blkio, which counts per-cgroup bytes only on \
+         devices that have a throttle rule, and none has counted any"
+            .to_string()
+    });
     Ok(CgroupIoScan {
         cgroups: found,
-        unavailable: None,
+        unavailable,
         source: SOURCE_V1.into(),
     })
 }

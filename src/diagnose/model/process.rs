@@ -213,11 +213,13 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
 
 /// The processes shown, and sums over all of them.
 pub struct Processes {
+    /// The rows shown: the busiest `top` by the sort key.
     pub top: Vec<Process>,
     /// write_bytes of every process whose /proc/PID/io was readable.
     pub total_write_bytes: u64,
 }
 
+/// Rows (rates) from the interval's [`deltas`], sorted and cut to `opts.top`.
 pub fn processes_between(deltas: &[Delta], dt: f64, opts: &ModelOptions) -> Processes {
     let per_cpu_pct = |ticks: u64| ticks as f64 / opts.ticks_per_s / dt * 100.0;
     let per_s = |v: Option<u64>| v.map(|v| v as f64 / dt);
