@@ -235,21 +235,25 @@ fn each_loop_device_names_its_own_writer_and_not_the_other() {
     for f in findings(&s, &nb) {
         assert!(!culprit_pids(f).contains(&pa), "{nb} blamed on {pa}: {f:#}");
         let c = &f["culprits"][0];
-        assert_eq!(c["attribution"]["kind"], "likely", "{c:#}");
-        assert!(
-            c["attribution"]["reason"]
-                .as_str()
-                .unwrap()
-                .contains(b.path()),
-            "{c:#}"
-        );
-        assert!(
-            f["message"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("likely from python3 (pid {pb}")),
-            "{f:#}"
-        );
+        // b has no rule of ours, but a loop device reused from an earlier run may still count
+        // per cgroup (the kernel keeps throttling on for a queue once a rule was set); then
+        // the root cgroup's counters name b's writer exactly, as the one with b open.
+        let message = f["message"].as_str().unwrap();
+        if c["attribution"]["kind"] == "likely" {
+            let reason = c["attribution"]["reason"].as_str().unwrap();
+            assert!(reason.contains(b.path()), "{c:#}");
+            assert!(
+                message.contains(&format!("likely from python3 (pid {pb}")),
+                "{f:#}"
+            );
+        } else {
+            let source = c["attribution"]["source"].as_str().unwrap();
+            assert!(!source.contains("tacho-itest"), "{c:#}");
+            assert!(
+                message.contains(&format!("from python3 (pid {pb}")),
+                "{f:#}"
+            );
+        }
     }
     drop(top);
     drop(procs);

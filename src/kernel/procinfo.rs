@@ -2,12 +2,13 @@
 //! process is in (/proc/PID/cgroup), which block devices its open files live on
 //! (/proc/PID/fd), and its swap use (VmSwap in /proc/PID/status).
 //!
-//! Descriptors are never opened: `lstat` of the fd link gives the mode it was opened with
-//! (the link's owner bits are r/w as the file was opened), `stat` through it gives the
-//! device (`st_rdev` for a block device, `st_dev` for a file on a filesystem).
+//! Descriptors are never opened, nor stat'ed through (a stat on a file of a user's FUSE
+//! mount waits for that user's server): /proc/PID/fdinfo/N gives the open flags and the
+//! mount id, the process's mountinfo maps the id to the filesystem's device. Only a device
+//! node (on devtmpfs or tmpfs, answered in the kernel) is stat'ed, for the device it is.
 
+use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
 
 use super::SysRoot;
 
@@ -85,47 +86,97 @@ pub fn unit_of(path: &str) -> Option<String> {
 /// Block devices under the process's open files, one entry per device and mode, at most
 /// `limit` descriptors looked at (a process with 100,000 sockets is not worth a second).
 pub fn read_open_devices(root: &SysRoot, pid: u32, limit: usize) -> Vec<OpenDevice> {
-    let dir = root.proc.join(pid.to_string()).join("fd");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let dir = root.proc.join(pid.to_string());
+    // Its own mount table: mount ids are those of its namespace.
+    let Ok(mountinfo) = std::fs::read_to_string(dir.join("mountinfo")) else {
+        return Vec::new();
+    };
+    let mounts = parse_mount_ids(&mountinfo);
+    let Ok(entries) = std::fs::read_dir(dir.join("fd")) else {
         return Vec::new();
     };
     let mut out: Vec<OpenDevice> = Vec::new();
     for entry in entries.flatten().take(limit) {
-        let link = entry.path();
-        if let Some(d) = open_device(&link)
-            && !out
-                .iter()
-                .any(|o| (o.major, o.minor, o.write) == (d.major, d.minor, d.write))
-        {
-            out.push(d);
+        let fdinfo = dir.join("fdinfo").join(entry.file_name());
+        let Some((flags, mnt_id)) = std::fs::read_to_string(fdinfo)
+            .ok()
+            .and_then(|t| parse_fdinfo(&t))
+        else {
+            continue;
+        };
+        // Sockets, pipes and anonymous inodes live on internal mounts, absent here.
+        let Some((major, minor, fs_type)) = mounts.get(&mnt_id) else {
+            continue;
+        };
+        let devno = if matches!(fs_type.as_str(), "devtmpfs" | "tmpfs") {
+            // A device node: stat through the link is answered by the in-kernel /dev
+            // filesystem, never by a user's FUSE server that could stall the sample.
+            match std::fs::metadata(entry.path()) {
+                Ok(m) if m.file_type().is_block_device() => {
+                    (libc::major(m.rdev()), libc::minor(m.rdev()))
+                }
+                _ => continue,
+            }
+        } else {
+            (*major, *minor)
+        };
+        // Anonymous devices (proc, overlay, btrfs subvolumes, FUSE) have major 0.
+        if devno.0 == 0 {
+            continue;
         }
+        let write = flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32;
+        if out
+            .iter()
+            .any(|o| (o.major, o.minor, o.write) == (devno.0, devno.1, write))
+        {
+            continue;
+        }
+        out.push(OpenDevice {
+            major: devno.0,
+            minor: devno.1,
+            write,
+            path: std::fs::read_link(entry.path())
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        });
     }
     out
 }
 
-fn open_device(link: &Path) -> Option<OpenDevice> {
-    let mode = std::fs::symlink_metadata(link).ok()?.mode();
-    let target = std::fs::metadata(link).ok()?;
-    let dev = if target.file_type().is_block_device() {
-        target.rdev()
-    } else if target.is_file() {
-        target.dev()
-    } else {
-        return None;
+/// The `flags` (octal) and `mnt_id` lines of /proc/PID/fdinfo/N.
+pub fn parse_fdinfo(text: &str) -> Option<(u32, u64)> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
     };
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    // Anonymous filesystems (tmpfs, proc, pipes) have major 0: no block device behind them.
-    if major == 0 {
-        return None;
+    let flags = u32::from_str_radix(field("flags:")?, 8).ok()?;
+    let mnt_id = field("mnt_id:")?.parse().ok()?;
+    Some((flags, mnt_id))
+}
+
+/// Mount id → (major, minor, filesystem type) from a mountinfo text; lines that do not
+/// parse are skipped.
+pub fn parse_mount_ids(text: &str) -> HashMap<u64, (u32, u32, String)> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        let (Some(id), Some(devno)) = (words.first(), words.get(2)) else {
+            continue;
+        };
+        let fs_type = words
+            .iter()
+            .position(|w| *w == "-")
+            .and_then(|i| words.get(i + 1));
+        if let (Ok(id), Some((major, minor)), Some(fs_type)) = (
+            id.parse::<u64>(),
+            super::mounts::parse_devno(devno),
+            fs_type,
+        ) {
+            out.insert(id, (major, minor, fs_type.to_string()));
+        }
     }
-    Some(OpenDevice {
-        major,
-        minor,
-        write: mode & 0o200 != 0,
-        path: std::fs::read_link(link)
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-    })
+    out
 }
 
 /// VmSwap of /proc/PID/status in bytes; `None` when unreadable or absent (kernel threads).
@@ -170,6 +221,21 @@ mod tests {
     }
 
     #[test]
+    fn fdinfo_and_mount_ids() {
+        assert_eq!(
+            parse_fdinfo("pos:\t0\nflags:\t0100001\nmnt_id:\t24\nino:\t3\n"),
+            Some((0o100001, 24))
+        );
+        assert_eq!(parse_fdinfo("flags:\t09\nmnt_id:\t1\n"), None);
+        let m = parse_mount_ids(
+            "24 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n25 24 0:5 / /dev rw - devtmpfs udev rw\nbad line\n",
+        );
+        assert_eq!(m[&24], (254, 1, "ext4".to_string()));
+        assert_eq!(m[&25].2, "devtmpfs");
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
     fn vm_swap_and_this_process_open_devices() {
         assert_eq!(
             parse_vm_swap("Name:\tx\nVmSwap:\t   12 kB\n"),
@@ -194,6 +260,8 @@ mod tests {
             let _ = parse_cgroup(&s);
             let _ = parse_vm_swap(&s);
             let _ = unit_of(&s);
+            let _ = parse_fdinfo(&s);
+            let _ = parse_mount_ids(&s);
         }
     }
 }
