@@ -419,3 +419,60 @@ fn a_writer_that_exits_mid_interval_keeps_its_bytes() {
     let w = p["write_bytes"].as_u64().unwrap();
     assert!(w >= written && w < written + (1 << 20), "{w} vs {written}");
 }
+
+#[test]
+fn a_writer_holding_a_stalling_fuse_file_is_named_without_stalling_top() {
+    const SIZE: u64 = 64 << 20;
+    let test = "culprit_fuse";
+    let Some(dev) = LoopDev::new(test, SIZE) else {
+        return;
+    };
+    let backing = tempfile::tempdir().unwrap();
+    let stall_dir = tempfile::tempdir().unwrap();
+    let stall = stall_dir.path().join("stall");
+    let fuse = FuseMount::start(
+        backing.path(),
+        &["--stall-getattr", stall.to_str().unwrap()],
+    );
+    let held = fuse.path().join("held");
+    // Holds a file of the FUSE mount open for writing, then writes to the loop device.
+    let hold = format!(
+        "import sys; f = open({:?}, 'w'); print('open', flush=True); \
+         code = sys.argv[1]; sys.argv = sys.argv[1:]; exec(code)",
+        held.display()
+    );
+    let mut procs = Procs(Vec::new());
+    let mut w = Command::new("python3")
+        .args(["-c", &hold, WRITER, dev.path(), &SIZE.to_string(), "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(w.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first.trim(), "open");
+    let pid = u64::from(w.id());
+    procs.0.push(w);
+    // From here every stat on the mount waits (once the kernel's 1 s attribute cache ends),
+    // until the guard removes the file, before the mount is unmounted.
+    std::fs::write(&stall, "").unwrap();
+    let _unstall = Unstall(stall.clone());
+    let top = Top::start(&[]);
+    let name = dev.name();
+    let s = top.wait_for("the writer named while its FUSE file stalls stat", |s| {
+        findings(s, &name)
+            .iter()
+            .any(|f| culprit_pids(f).contains(&pid))
+    });
+    assert!(s["verdict"].is_string());
+}
+
+/// Removes the stall file on drop, so the FUSE mount can be unmounted after a failure too.
+struct Unstall(PathBuf);
+
+impl Drop for Unstall {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
