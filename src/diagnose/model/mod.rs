@@ -1,4 +1,4 @@
-//! Rates and figures from two raw samples: one [`TopSample`], the `tacho.top.v1` object.
+//! Rates and figures from two raw samples: one [`TopSample`], the `tacho.top.v2` object.
 //!
 //! Everything here is computed from (previous, current, dt) with saturating or checked
 //! deltas; nothing reads the kernel. Findings are added by `findings`, which needs history.
