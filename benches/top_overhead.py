@@ -9,7 +9,7 @@ Spawns --procs sleeping processes, then runs each tool for --samples reports at 
 seconds, alternating the tools for --rounds rounds so machine drift hits all alike. CPU time
 is user+sys of the tool's process (os.wait4's rusage), divided by the reports it printed.
 Each tool reads every process's stat and io files once per report:
-  tacho   tacho top --batch --interval I --count N   (also --json)
+  tacho   tacho top --batch --interval I --count N   (also --json, --json --accumulate)
   pidstat pidstat -d -u I N                          (reads /proc/PID/stat and io)
   iotop-c iotop-c -b -o -n N -d I                    (taskstats over netlink per thread)
 Nothing here is a pass/fail test: machines are noisy.
@@ -47,6 +47,8 @@ def main():
     tools = {
         "tacho top --batch": [TACHO, "top", "--batch", "--interval", f"{i}s", "--count", n],
         "tacho top --json": [TACHO, "top", "--json", "--interval", f"{i}s", "--count", n],
+        "tacho top --json -a": [TACHO, "top", "--json", "--accumulate", "--interval", f"{i}s",
+                                "--count", n],
         "pidstat -d -u": ["pidstat", "-d", "-u", i, n],
         "iotop-c -b": ["iotop-c", "-b", "-o", "-n", n, "-d", i],
     }

@@ -324,7 +324,7 @@ pub(crate) struct TopArgs {
     #[arg(long)]
     pub batch: bool,
 
-    /// One JSON object per sample per line (schema tacho.top.v1) instead of the screen; with
+    /// One JSON object per sample per line (schema tacho.top.v2) instead of the screen; with
     /// --batch too, since JSON lines are batch output
     #[arg(long)]
     pub json: bool,
@@ -349,6 +349,11 @@ pub(crate) struct TopArgs {
     /// without --batch or --json, tacho only serves
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
+
+    /// Add totals since start (bytes read and written, CPU time) per process and per
+    /// service to every sample, as iotop -a
+    #[arg(long)]
+    pub accumulate: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::cli::TopArgs;
 use crate::diagnose::findings::{Judge, any_warning};
+use crate::diagnose::model::accumulate::Accumulator;
 use crate::diagnose::model::{self, ModelOptions, TopSample};
 use crate::diagnose::sample::Sampler;
 use crate::kernel::SysRoot;
@@ -77,7 +78,16 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         warned |= any_warning(&s.findings);
         Ok(())
     };
-    sample_loop(&mut sampler, &opts, interval, args.count, &stop, on_sample)?;
+    let accumulator = args.accumulate.then(Accumulator::new);
+    sample_loop(
+        &mut sampler,
+        &opts,
+        interval,
+        args.count,
+        &stop,
+        accumulator,
+        on_sample,
+    )?;
     Ok(if warned {
         ExitCode::from(1)
     } else {
@@ -93,6 +103,7 @@ pub fn sample_loop(
     interval: Duration,
     count: Option<u64>,
     stop: &AtomicBool,
+    mut accumulator: Option<Accumulator>,
     mut on_sample: impl FnMut(&TopSample) -> Result<()>,
 ) -> Result<()> {
     let mut judge = Judge::new();
@@ -106,6 +117,9 @@ pub fn sample_loop(
         }
         let cur = sampler.sample()?;
         let mut s = model::between(&prev, &cur, sampler.devices(), opts);
+        if let Some(acc) = &mut accumulator {
+            acc.apply(&prev, &cur, opts, &mut s);
+        }
         judge.judge(&mut s);
         on_sample(&s)?;
         prev = cur;

@@ -2,10 +2,13 @@
 //!
 //! 1. [`sample`]: raw cumulative counters of everything shown, read from `crate::kernel`
 //!    (/proc, /sys) at one instant; nothing computed.
-//! 2. [`model`]: rates and figures between two samples (`TopSample`, the `tacho.top.v1`
+//! 2. [`model`]: rates and figures between two samples (`TopSample`, the `tacho.top.v2`
 //!    object); no kernel reads, no history.
+//!    It also attributes use to processes and services (`model::culprits`: who drove each
+//!    device, the CPUs, memory growth; exact from kernel per-cgroup counters, else likely
+//!    from open files) and keeps totals since a start (`model::accumulate`).
 //! 3. [`findings`]: verdicts on a model, with the history a judgement needs (each device's
-//!    recent await).
+//!    recent await); each verdict names its culprits.
 //!
 //! Reporters (`crate::report::top`, `crate::report::prom::top`, `crate::tui`) and the future
 //! history store take the judged sample; nothing here writes output.

@@ -4,6 +4,10 @@
 //! are reported (a parent would count its children twice). io.stat exists only where the
 //! `io` controller is enabled, which hosts with a hybrid v1/v2 layout (blkio on v1) do not
 //! do: [`CgroupIoScan::unavailable`] then says why nothing is shown.
+//!
+//! On such hosts cgroup v1 `blkio.throttle.io_service_bytes` counts each cgroup's own bytes
+//! per device ([`find_blkio_v1`], [`read_blkio_v1`]). Since Linux 5.x it counts only on
+//! devices that have a throttle rule in some cgroup; elsewhere it stays at zero.
 
 use std::path::{Path, PathBuf};
 
@@ -47,7 +51,15 @@ pub struct CgroupIoScan {
     pub cgroups: Vec<CgroupIo>,
     /// Why there is no per-cgroup I/O, when there is none to show.
     pub unavailable: Option<String>,
+    /// Which kernel counters these are (`cgroup v2 io.stat`, `cgroup v1 blkio…`), for
+    /// saying how a culprit was attributed; empty when there are none.
+    pub source: String,
 }
+
+/// The name of the v2 counters, as [`CgroupIoScan::source`] says it.
+pub const SOURCE_V2: &str = "cgroup v2 io.stat";
+/// The name of the v1 counters, as [`CgroupIoScan::source`] says it.
+pub const SOURCE_V1: &str = "cgroup v1 blkio.throttle.io_service_bytes";
 
 /// Deepest cgroups below this many levels are not walked (systemd trees are a few deep).
 const MAX_DEPTH: usize = 32;
@@ -75,6 +87,7 @@ pub fn read_cgroup_io(dir: &Path) -> Result<CgroupIoScan> {
                  bound to cgroup v1 blkio, or disabled)",
                 dir.display()
             )),
+            source: String::new(),
         });
     }
     let mut found = Vec::new();
@@ -82,7 +95,127 @@ pub fn read_cgroup_io(dir: &Path) -> Result<CgroupIoScan> {
     Ok(CgroupIoScan {
         cgroups: found,
         unavailable: None,
+        source: SOURCE_V2.into(),
     })
+}
+
+/// Where the cgroup v1 hierarchy with the blkio controller is mounted, rebased into `root`
+/// like [`find_cgroup2`]; `None` when blkio is not on v1.
+pub fn find_blkio_v1(root: &SysRoot) -> Result<Option<PathBuf>> {
+    let mounts = read_mounts(root)?;
+    Ok(mounts
+        .iter()
+        .find(|m| m.fs_type == "cgroup" && m.options.split(',').any(|o| o == "blkio"))
+        .map(|m| match m.mount_point.strip_prefix("/sys") {
+            Ok(rest) => root.sys.join(rest),
+            Err(_) => m.mount_point.clone(),
+        }))
+}
+
+/// Reads every cgroup's own (not recursive) `blkio.throttle.io_service_bytes` and
+/// `io_serviced` under the v1 blkio mount `dir`; cgroups that did no I/O are left out.
+pub fn read_blkio_v1(dir: &Path) -> Result<CgroupIoScan> {
+    let mut found = Vec::new();
+    walk_v1(dir, "", 0, &mut found)?;
+    let unavailable = found.is_empty().then(|| {
+        "the io controller is on cgroup v1 blkio, which counts per-cgroup bytes only on \
+         devices that have a throttle rule, and none has counted any"
+            .to_string()
+    });
+    Ok(CgroupIoScan {
+        cgroups: found,
+        unavailable,
+        source: SOURCE_V1.into(),
+    })
+}
+
+fn walk_v1(dir: &Path, rel: &str, depth: usize, out: &mut Vec<CgroupIo>) -> Result<()> {
+    let bytes_path = dir.join("blkio.throttle.io_service_bytes");
+    let Some(bytes) = read_optional(&bytes_path)? else {
+        return Ok(());
+    };
+    let ios_path = dir.join("blkio.throttle.io_serviced");
+    let ios = read_optional(&ios_path)?.unwrap_or_default();
+    let mut devices = parse_blkio_v1(&bytes, &bytes_path)?;
+    for d in parse_blkio_v1(&ios, &ios_path)? {
+        if let Some(slot) = devices
+            .iter_mut()
+            .find(|x| (x.major, x.minor) == (d.major, d.minor))
+        {
+            (slot.rios, slot.wios, slot.dios) = (d.rbytes, d.wbytes, d.dbytes);
+        }
+    }
+    devices.retain(|d| d.rbytes + d.wbytes + d.dbytes > 0);
+    if !devices.is_empty() {
+        out.push(CgroupIo {
+            path: if rel.is_empty() {
+                "/".into()
+            } else {
+                rel.into()
+            },
+            devices,
+        });
+    }
+    if depth >= MAX_DEPTH {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        // Removed while walking (a service stopped): nothing below it.
+        return Ok(());
+    };
+    let mut children: Vec<_> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    children.sort();
+    for child in children {
+        walk_v1(&dir.join(&child), &format!("{rel}/{child}"), depth + 1, out)?;
+    }
+    Ok(())
+}
+
+/// Parses v1 blkio stat lines (`MAJ:MIN Read N`, `… Write N`, `… Discard N`, and
+/// `Sync`/`Async`/`Total` lines, which are ignored) into per-device counters, the counts in
+/// `rbytes`/`wbytes`/`dbytes` whatever they count (bytes or requests).
+pub fn parse_blkio_v1(text: &str, path: &Path) -> Result<Vec<CgroupDeviceIo>> {
+    let mut out: Vec<CgroupDeviceIo> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // `Total N` closes the file.
+        let [devno, op, value] = words[..] else {
+            continue;
+        };
+        let err =
+            |reason: &str| KernelError::parse(path, Some(i + 1), format!("{reason}: {line:?}"));
+        let (major, minor) =
+            super::mounts::parse_devno(devno).ok_or_else(|| err("expected MAJOR:MINOR first"))?;
+        let value: u64 = value
+            .parse()
+            .map_err(|_| err("a counter is not a number"))?;
+        let at = match out
+            .iter()
+            .position(|d| (d.major, d.minor) == (major, minor))
+        {
+            Some(at) => at,
+            None => {
+                out.push(CgroupDeviceIo {
+                    major,
+                    minor,
+                    ..CgroupDeviceIo::default()
+                });
+                out.len() - 1
+            }
+        };
+        let d = &mut out[at];
+        match op {
+            "Read" => d.rbytes = value,
+            "Write" => d.wbytes = value,
+            "Discard" => d.dbytes = value,
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 /// Depth-first; returns whether anything at or below `dir` had an io.stat.
@@ -236,10 +369,55 @@ mod tests {
         assert!(scan.unavailable.unwrap().contains("io controller"));
     }
 
+    #[test]
+    fn reads_v1_blkio_per_cgroup() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path();
+        let stat = "7:0 Read 4096\n7:0 Write 52428800\n7:0 Sync 52428800\n7:0 Async 0\n7:0 Discard 0\n7:0 Total 52432896\nTotal 52432896\n";
+        write(
+            t,
+            "sys/fs/cgroup/blkio/blkio.throttle.io_service_bytes",
+            "Total 0\n",
+        );
+        write(
+            t,
+            "sys/fs/cgroup/blkio/job/blkio.throttle.io_service_bytes",
+            stat,
+        );
+        write(
+            t,
+            "sys/fs/cgroup/blkio/job/blkio.throttle.io_serviced",
+            "7:0 Read 1\n7:0 Write 50\nTotal 51\n",
+        );
+        write(
+            t,
+            "proc/self/mountinfo",
+            "38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio\n",
+        );
+        let root = SysRoot::under(t);
+        let mount = find_blkio_v1(&root).unwrap().unwrap();
+        let scan = read_blkio_v1(&mount).unwrap();
+        assert_eq!(scan.cgroups.len(), 1);
+        let cg = &scan.cgroups[0];
+        assert_eq!(cg.path, "/job");
+        assert_eq!(
+            (
+                cg.devices[0].rbytes,
+                cg.devices[0].wbytes,
+                cg.devices[0].wios
+            ),
+            (4096, 52428800, 50)
+        );
+        assert_eq!(scan.source, SOURCE_V1);
+        let err = parse_blkio_v1("7:0 Read x\n", Path::new("/b")).unwrap_err();
+        assert!(err.to_string().contains("/b line 1"));
+    }
+
     proptest! {
         #[test]
         fn never_panics(s in "\\PC{0,200}") {
             let _ = parse_io_stat(&s, Path::new("/x"));
+            let _ = parse_blkio_v1(&s, Path::new("/x"));
         }
     }
 }

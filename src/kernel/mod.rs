@@ -22,8 +22,10 @@ pub mod mounts;
 pub mod netdev;
 pub mod pressure;
 pub mod process;
+pub mod procinfo;
 pub mod stat;
 pub mod sysctl;
+pub mod taskstats;
 pub mod tunables;
 pub mod uptime;
 

@@ -36,6 +36,10 @@ pub struct ProcessCounters {
     pub threads: u64,
     /// /proc/PID/io, or `None` when it could not be read (see the module docs).
     pub io: Option<ProcessIo>,
+    /// Major page faults (pages read from disk or swap), cumulative.
+    pub major_faults: u64,
+    /// Resident set size, pages.
+    pub rss_pages: u64,
 }
 
 /// /proc/PID/io: bytes through system calls and bytes sent to or fetched from storage.
@@ -61,6 +65,8 @@ pub struct ProcessScan {
     pub processes: Vec<ProcessCounters>,
     /// Processes whose /proc/PID/io was refused (not root, or another user's process).
     pub io_denied: usize,
+    /// Which processes those were, by pid, so a note can name them.
+    pub io_denied_pids: Vec<u32>,
 }
 
 /// Reads /proc/PID/stat and /proc/PID/io of every process.
@@ -91,7 +97,10 @@ pub fn read_processes(root: &SysRoot) -> Result<ProcessScan> {
         path.set_file_name("io");
         match read_into(&path, &mut buf) {
             Ok(()) => process.io = Some(parse_pid_io(&String::from_utf8_lossy(&buf), &path)?),
-            Err(e) if e.kind() == ErrorKind::PermissionDenied => scan.io_denied += 1,
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                scan.io_denied += 1;
+                scan.io_denied_pids.push(pid);
+            }
             // Exited meanwhile, or a zombie (ESRCH): no I/O to report.
             Err(_) => {}
         }
@@ -177,6 +186,8 @@ pub fn parse_pid_stat(text: &str, path: &Path) -> Result<ProcessCounters> {
         // Kernels before 2.6.18 lack field 42; they are long gone, so absence is an error.
         blkio_ticks: number(42)?,
         io: None,
+        major_faults: number(12)?,
+        rss_pages: number(24)?,
     })
 }
 

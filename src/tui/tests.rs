@@ -293,6 +293,7 @@ fn a_long_verdict_wraps_whole_at_80_columns() {
             severity: Severity::Critical,
             subject: "vda".into(),
             message: message.into(),
+            culprits: Vec::new(),
         },
     );
     let ui = UiState::new(SortKey::Io);
@@ -313,6 +314,7 @@ fn a_long_verdict_wraps_whole_at_80_columns() {
             severity: Severity::Warning,
             subject: format!("sd{i}"),
             message: format!("sd{i} is hot: {message}"),
+            culprits: Vec::new(),
         });
     }
     let text = screen(Some(&s), &ui, 80, 24);

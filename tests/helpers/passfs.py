@@ -1,7 +1,7 @@
 """A pass-through FUSE filesystem over BACKING_DIR that tests bend to their needs.
 
     /usr/bin/python3 passfs.py BACKING_DIR MOUNT_POINT [--delay S] [--gate FILE]
-        [--fail-after N [--fail-mode eio|short]] [--direct-io]
+        [--fail-after N [--fail-mode eio|short]] [--direct-io] [--stall-getattr FILE]
 
   --delay S        sleep S seconds before every read and write: a loop device over a file in
                    it is a block device with a known, large latency (the slow member of a
@@ -14,6 +14,10 @@
                    so a single one would not be seen) (tests/engine_errors.rs).
   --direct-io      every read and write of a file is a request to this server, O_DIRECT or
                    not, so reads are in flight while others fail.
+  --stall-getattr FILE
+                   stat of anything waits while FILE exists: a hostile user's filesystem
+                   that a reader of /proc/PID/fd must never stat through
+                   (tests/top_culprits.rs).
 
 Run with Debian's python3 and python3-fusepy; it stays in the foreground until the mount
 point is unmounted.
@@ -39,6 +43,8 @@ class PassFs(Operations):
         return os.path.join(self.root, path.lstrip("/"))
 
     def getattr(self, path, fh=None):
+        while self.opts.stall_getattr and os.path.exists(self.opts.stall_getattr):
+            time.sleep(0.05)
         st = os.lstat(self._path(path))
         keys = ("st_mode", "st_size", "st_uid", "st_gid", "st_nlink",
                 "st_atime", "st_mtime", "st_ctime")
@@ -115,6 +121,7 @@ if __name__ == "__main__":
     p.add_argument("--fail-after", type=int)
     p.add_argument("--fail-mode", choices=["eio", "short"], default="eio")
     p.add_argument("--direct-io", action="store_true")
+    p.add_argument("--stall-getattr")
     opts = p.parse_args()
     # big_writes and max_write keep a 64 KiB loop request one FUSE write, so each request is
     # delayed once rather than once per page.

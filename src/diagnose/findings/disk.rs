@@ -4,9 +4,11 @@ use std::collections::{HashMap, VecDeque};
 
 use super::{Finding, Severity};
 use crate::diagnose::model::TopSample;
+use crate::diagnose::model::culprits::{Attribution, Culprit};
 use crate::diagnose::model::disk::{Disk, worst_await};
 use crate::kernel::blockdev::DeviceKind;
 use crate::stats::{mad, median};
+use crate::units::format_bytes_approx;
 
 /// %util at which a single-queue rotational disk is saturated: it serves one request at a
 /// time, so busy all the time means requests queue.
@@ -54,6 +56,7 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
                         label(d),
                         await_text(d),
                     ),
+                    culprits: Vec::new(),
                 });
             }
             continue;
@@ -85,6 +88,7 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
                 "{} is saturated: queue {queue:.1}, {why} (%util {util:.0}% says little for a device that serves requests in parallel)",
                 label(d)
             ),
+            culprits: Vec::new(),
         });
     }
     if let Some(p) = s.psi.io.as_ref().and_then(|p| p.full.as_ref())
@@ -99,7 +103,70 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
                 "all running tasks were stalled on I/O {:.0}% of the last 10 s (PSI io full)",
                 p.avg10_pct
             ),
+            culprits: Vec::new(),
         });
+    }
+}
+
+/// %util from which a device with no saturation verdict is still worth naming its users
+/// (an Info finding: a busy device is not yet a problem).
+const BUSY_UTIL_PCT: f64 = 50.0;
+
+/// Busy devices without a saturation verdict: who keeps them busy.
+pub fn busy(s: &TopSample, out: &mut Vec<Finding>) {
+    for d in s.disks.iter().filter(|d| judged(d)) {
+        let util = d.util_pct.unwrap_or(0.0);
+        if util < BUSY_UTIL_PCT || out.iter().any(|f| f.subject == d.name) {
+            continue;
+        }
+        let Some((dir, culprits)) = s.culprits.disks.get(&d.name) else {
+            continue;
+        };
+        let rate = if *dir == "writes" {
+            d.wkb_per_s
+        } else {
+            d.rkb_per_s
+        };
+        let verb = if *dir == "writes" { "written" } else { "read" };
+        out.push(Finding {
+            code: "disk_busy",
+            severity: Severity::Info,
+            subject: d.name.clone(),
+            message: format!(
+                "{} busy: {util:.0}% util, {}/s {verb}",
+                label(d),
+                format_bytes_approx((rate.unwrap_or(0.0) * 1024.0) as u64)
+            ),
+            culprits: culprits.clone(),
+        });
+    }
+}
+
+/// Attaches each disk finding's culprits and names them in its message.
+pub fn blame(s: &TopSample, findings: &mut [Finding]) {
+    for f in findings.iter_mut() {
+        if !matches!(f.code, "disk_saturated" | "hot_disk" | "disk_busy") {
+            continue;
+        }
+        let Some((dir, culprits)) = s.culprits.disks.get(&f.subject) else {
+            continue;
+        };
+        if culprits.is_empty() {
+            continue;
+        }
+        let named: Vec<String> = culprits.iter().map(|c| share_text(c, dir)).collect();
+        f.message = format!("{}: {}", f.message, named.join(", "));
+        f.culprits.clone_from(culprits);
+    }
+}
+
+/// `81% of writes from dd (pid 4242, session-3.scope)`, or `~40% of writes likely from …`.
+fn share_text(c: &Culprit, dir: &str) -> String {
+    match c.attribution {
+        Attribution::Exact { .. } => format!("{:.0}% of {dir} from {}", c.share_pct, c.who()),
+        Attribution::Likely { .. } => {
+            format!("~{:.0}% of {dir} likely from {}", c.share_pct, c.who())
+        }
     }
 }
 
@@ -182,6 +249,7 @@ pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
                                 g.name,
                                 group_kind(g.kind),
                             ),
+                            culprits: Vec::new(),
                         },
                     ));
                 }

@@ -33,6 +33,8 @@ impl Judge {
         let mut findings = Vec::new();
         disk::saturation(sample, &self.await_history, &mut findings);
         disk::hot_disks(sample, &mut findings);
+        disk::busy(sample, &mut findings);
+        disk::blame(sample, &mut findings);
         system::cpu(sample, &mut findings);
         system::memory(sample, &mut findings);
         self.remember(sample);

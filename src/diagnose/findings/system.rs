@@ -2,6 +2,7 @@
 
 use super::{Finding, Severity};
 use crate::diagnose::model::TopSample;
+use crate::diagnose::model::culprits::Culprit;
 use crate::units::format_bytes_approx as format_bytes;
 
 /// System time worth a look: above user time and at least this share of all CPU time.
@@ -29,7 +30,45 @@ fn warn(code: &'static str, subject: &str, message: String) -> Finding {
         severity: Severity::Warning,
         subject: subject.into(),
         message,
+        culprits: Vec::new(),
     }
+}
+
+/// Names the culprits after the message (`…: burn (pid 5) 97% (96% user, 1% system)`) and
+/// attaches them.
+fn blame(mut f: Finding, culprits: &[Culprit], what: impl Fn(&Culprit) -> String) -> Finding {
+    if !culprits.is_empty() {
+        let named: Vec<String> = culprits
+            .iter()
+            .map(|c| format!("{} {}", c.who(), what(c)))
+            .collect();
+        f.message = format!("{}: {}", f.message, named.join(", "));
+        f.culprits = culprits.to_vec();
+    }
+    f
+}
+
+fn cpu_split(c: &Culprit) -> String {
+    format!(
+        "{:.0}% CPU ({:.0}% user, {:.0}% system)",
+        c.user_pct.unwrap_or(0.0) + c.system_pct.unwrap_or(0.0),
+        c.user_pct.unwrap_or(0.0),
+        c.system_pct.unwrap_or(0.0)
+    )
+}
+
+fn memory_use(c: &Culprit) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = c.rss_growth_bytes.filter(|&g| g > 0) {
+        parts.push(format!("grew {}", format_bytes(g as u64)));
+    }
+    if let Some(f) = c.major_faults_per_s.filter(|&f| f > 0.0) {
+        parts.push(format!("{f:.0} major faults/s"));
+    }
+    if let Some(s) = c.swap_bytes.filter(|&s| s > 0) {
+        parts.push(format!("{} swapped", format_bytes(s)));
+    }
+    parts.join(", ")
 }
 
 pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
@@ -44,13 +83,17 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
         } else {
             "; look at what the kernel does for whom (perf top, softirq, page faults)".into()
         };
-        out.push(warn(
-            "cpu_system_high",
-            "cpu",
-            format!(
-                "system time {:.0}% is above user time {:.0}%{hint}",
-                c.system_pct, c.user_pct
+        out.push(blame(
+            warn(
+                "cpu_system_high",
+                "cpu",
+                format!(
+                    "system time {:.0}% is above user time {:.0}%{hint}; spent by",
+                    c.system_pct, c.user_pct
+                ),
             ),
+            &s.culprits.system,
+            cpu_split,
         ));
     }
     if s.cpu.per_cpu.len() >= 2 {
@@ -103,23 +146,38 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
                 "iowait {:.0}% while no local disk is busy: tasks wait on network storage (NFS, iSCSI) or the CPUs are simply idle",
                 c.iowait_pct
             ),
+            culprits: Vec::new(),
         });
     }
     if c.busy_pct() >= BUSY_PCT && s.load.runnable as usize > s.load.cpus.max(1) {
-        out.push(warn(
-            "cpu_saturated",
-            "cpu",
-            format!(
-                "CPUs saturated: {:.0}% busy, {} runnable threads on {} CPUs",
-                c.busy_pct(),
-                s.load.runnable,
-                s.load.cpus
+        out.push(blame(
+            warn(
+                "cpu_saturated",
+                "cpu",
+                format!(
+                    "CPUs saturated: {:.0}% busy, {} runnable threads on {} CPUs",
+                    c.busy_pct(),
+                    s.load.runnable,
+                    s.load.cpus
+                ),
             ),
+            &s.culprits.cpu,
+            cpu_split,
         ));
     }
 }
 
 pub fn memory(s: &TopSample, out: &mut Vec<Finding>) {
+    let mut found = Vec::new();
+    memory_findings(s, &mut found);
+    out.extend(
+        found
+            .into_iter()
+            .map(|f| blame(f, &s.culprits.memory, memory_use)),
+    );
+}
+
+fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
     let m = &s.memory;
     if let Some(p) = &s.psi.memory
         && p.some.avg10_pct >= PSI_MEMORY_SOME_PCT

@@ -22,6 +22,7 @@ fn quiet() -> TopSample {
     s.findings.clear();
     s.disks.clear();
     s.groups.clear();
+    s.culprits = Default::default();
     s.vm_events.clear();
     s.cpu.all = crate::diagnose::model::cpu::CpuSplit {
         idle_pct: 100.0,

@@ -1,5 +1,5 @@
 //! The shape of a verdict on a [`TopSample`](super::TopSample): the sample carries its findings
-//! (the `tacho.top.v1` object has them), while `crate::diagnose::findings` decides them. Kept here so
+//! (the `tacho.top.v2` object has them), while `crate::diagnose::findings` decides them. Kept here so
 //! the model does not depend on the stage that judges it.
 
 use serde::Serialize;
@@ -31,4 +31,6 @@ pub struct Finding {
     pub subject: String,
     /// The sentence an admin reads.
     pub message: String,
+    /// Who is responsible, most first (empty when the verdict is about no process).
+    pub culprits: Vec<super::culprits::Culprit>,
 }

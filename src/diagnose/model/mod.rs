@@ -1,9 +1,11 @@
-//! Rates and figures from two raw samples: one [`TopSample`], the `tacho.top.v1` object.
+//! Rates and figures from two raw samples: one [`TopSample`], the `tacho.top.v2` object.
 //!
 //! Everything here is computed from (previous, current, dt) with saturating or checked
 //! deltas; nothing reads the kernel. Findings are added by `findings`, which needs history.
 
+pub mod accumulate;
 pub mod cpu;
+pub mod culprits;
 pub mod disk;
 pub mod finding;
 pub mod groups;
@@ -25,7 +27,7 @@ pub use memory::Memory;
 pub use process::{Cgroup, Process, SortKey};
 
 /// The `schema` of every `tacho top --json` line.
-pub const SCHEMA: &str = "tacho.top.v1";
+pub const SCHEMA: &str = "tacho.top.v2";
 
 /// One interval, as printed, served and judged.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,6 +68,12 @@ pub struct TopSample {
     pub write_amplification: WriteAmplification,
     /// Traffic per network interface, sorted by name.
     pub net: Vec<Net>,
+    /// Totals since accumulation started (`--accumulate`, the screen's `a` key); `null`
+    /// otherwise.
+    pub accumulated: Option<accumulate::Accumulated>,
+    /// Who is behind each resource's use, for the findings to name (they carry them).
+    #[serde(skip)]
+    pub culprits: culprits::Culprits,
 }
 
 /// Load averages and scheduler activity.
@@ -136,8 +144,14 @@ pub struct WriteAmplification {
     /// Bytes processes caused to be written to storage in the interval (/proc/PID/io
     /// `write_bytes`).
     pub process_write_bytes: u64,
-    /// device / process; `null` when processes wrote nothing or not all could be read.
+    /// device / process, from the processes whose /proc/PID/io was readable; `null` when
+    /// they wrote nothing.
     pub ratio: Option<f64>,
+    /// Processes whose bytes are in `process_write_bytes`, of all that were scanned: the
+    /// ratio is over-stated by what the others wrote.
+    pub processes_readable: usize,
+    /// Processes scanned.
+    pub processes_total: usize,
 }
 
 /// One network interface's rates over the interval.
@@ -231,11 +245,14 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         .filter_map(|d| d.write_bytes)
         .sum();
 
-    let procs = process::processes_between(&a.processes, &b.processes, dt, opts);
-    if b.processes.io_denied > 0 {
+    let deltas = process::deltas(a, b, opts);
+    let procs = process::processes_between(&deltas, dt, opts);
+    if let Some(note) = io_denied_note(b) {
+        notes.push(note);
+    }
+    if let Some(why) = &b.exits_unavailable {
         notes.push(format!(
-            "{} processes' /proc/PID/io could not be read (another user's process needs root); their I/O is not shown",
-            b.processes.io_denied
+            "processes that exit between samples are not counted: {why}"
         ));
     }
     if opts.delayacct == Some(false) {
@@ -257,9 +274,12 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
     let write_amplification = WriteAmplification {
         device_write_bytes,
         process_write_bytes: procs.total_write_bytes,
-        ratio: (procs.total_write_bytes > 0 && b.processes.io_denied == 0)
+        ratio: (procs.total_write_bytes > 0)
             .then(|| device_write_bytes as f64 / procs.total_write_bytes as f64),
+        processes_readable: b.processes.processes.len() - b.processes.io_denied,
+        processes_total: b.processes.processes.len(),
     };
+    let culprits = culprits::culprits(a, b, &deltas, &disks, devices, dt, opts.ticks_per_s);
 
     let mut memory = memory::memory_of(&b.meminfo);
     let vm_events = memory::vm_events(&a.vmstat, &b.vmstat);
@@ -357,7 +377,43 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         processes: procs.top,
         write_amplification,
         net,
+        accumulated: None,
+        culprits,
     }
+}
+
+/// Who could not be read and why, in words: as root, only tasks the kernel will not let even
+/// root ptrace (seen for pid 1 on this project's VMs); as another user, other users'
+/// processes.
+fn io_denied_note(b: &Sample) -> Option<String> {
+    let pids = &b.processes.io_denied_pids;
+    if pids.is_empty() {
+        return None;
+    }
+    let name = |pid: &u32| {
+        let comm = b
+            .processes
+            .processes
+            .iter()
+            .find(|p| p.pid == *pid)
+            .map_or("?", |p| p.comm.as_str());
+        format!("{comm} (pid {pid})")
+    };
+    let mut named: Vec<String> = pids.iter().take(5).map(name).collect();
+    if pids.len() > 5 {
+        named.push(format!("and {} more", pids.len() - 5));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let why = if root {
+        "the kernel refuses it even to root (its ptrace access check fails, as for a task in another user namespace or one marked undumpable); a fact of this kernel, not of tacho's rights"
+    } else {
+        "another user's process: run as root to read it"
+    };
+    Some(format!(
+        "/proc/PID/io unreadable for {}: {why}; their I/O is left out of the table and of write amplification",
+        named.join(", ")
+    ))
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@ use serde::Serialize;
 
 use super::ModelOptions;
 use crate::choice::Choice;
+use crate::diagnose::sample::Sample;
 use crate::kernel::cgroup::CgroupIoScan;
 use crate::kernel::diskstats::DiskCounters;
-use crate::kernel::process::ProcessScan;
+use crate::kernel::procinfo::{self, OpenDevice};
 
 /// What the process table is sorted by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,29 +71,73 @@ pub struct Process {
     /// Share of the interval spent waiting for block I/O (iotop's IO%); `null` while
     /// delay accounting is off.
     pub io_delay_pct: Option<f64>,
+    /// The service (systemd unit, scope or container cgroup) it runs in, when known.
+    pub unit: Option<String>,
+    /// It exited during the interval; its figures are its final ones (taskstats).
+    pub exited: bool,
 }
 
-/// The processes shown, and sums over all of them.
-pub struct Processes {
-    /// The processes shown: the first `top` by the sort key.
-    pub top: Vec<Process>,
-    /// write_bytes of every process present in both samples.
-    pub total_write_bytes: u64,
+/// What one process did in the interval, before rates: the material of rows, culprits and
+/// accumulated totals.
+#[derive(Debug, Clone, Default)]
+pub struct Delta {
+    /// Process id.
+    pub pid: u32,
+    /// Start time (clock ticks after boot); 0 for a process that exited unseen.
+    pub start_ticks: u64,
+    /// Command name.
+    pub comm: String,
+    /// The name's bytes in hex when not UTF-8.
+    pub comm_hex: Option<String>,
+    /// State letter, `X` once exited.
+    pub state: char,
+    /// User CPU time, clock ticks.
+    pub utime: u64,
+    /// System CPU time, clock ticks.
+    pub stime: u64,
+    /// Time waiting for block I/O, clock ticks.
+    pub blkio_ticks: u64,
+    /// Bytes fetched from storage; `None` when /proc/PID/io was unreadable.
+    pub read_bytes: Option<u64>,
+    /// Bytes sent to storage.
+    pub write_bytes: Option<u64>,
+    /// Written bytes cancelled.
+    pub cancelled_write_bytes: Option<u64>,
+    /// Major page faults.
+    pub major_faults: u64,
+    /// RSS change, bytes (negative when it shrank).
+    pub rss_growth_bytes: i64,
+    /// VmSwap, when read.
+    pub swap_bytes: Option<u64>,
+    /// Its service (see [`Process::unit`]).
+    pub unit: Option<String>,
+    /// The cgroup whose I/O counters count its I/O.
+    pub io_cgroup: Option<String>,
+    /// Block devices of its open files.
+    pub open_devices: Vec<OpenDevice>,
+    /// It exited in the interval.
+    pub exited: bool,
 }
 
-/// Rates of every process present in both scans; the `top` busiest by `opts.sort` are kept.
-pub fn processes_between(
-    a: &ProcessScan,
-    b: &ProcessScan,
-    dt: f64,
-    opts: &ModelOptions,
-) -> Processes {
+/// What every process did between two samples: those in both (same pid and start time), and
+/// those that exited after the first (their exit records less what the first sample had
+/// counted; threads that exited in earlier intervals make this an undercount, never more).
+pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
     let before: HashMap<u32, &crate::kernel::process::ProcessCounters> =
-        a.processes.iter().map(|p| (p.pid, p)).collect();
-    let per_cpu_pct = |ticks: u64| ticks as f64 / opts.ticks_per_s / dt * 100.0;
-    let mut total_write_bytes = 0u64;
+        a.processes.processes.iter().map(|p| (p.pid, p)).collect();
+    // A parent's /proc/PID/io grows by each child's bytes when it reaps the child (the
+    // kernel adds them, as it does CPU time to cutime): take the exited children's bytes
+    // back off, so a shell is not blamed for its dd. Reaping a child that exited in an
+    // earlier interval escapes this; that is rare (parents wait promptly).
+    let mut reaped: HashMap<u32, (u64, u64, u64)> = HashMap::new();
+    for x in &b.exited {
+        let r = reaped.entry(x.ppid).or_default();
+        r.0 = r.0.saturating_add(x.read_bytes);
+        r.1 = r.1.saturating_add(x.write_bytes);
+        r.2 = r.2.saturating_add(x.cancelled_write_bytes);
+    }
     let mut all = Vec::new();
-    for p in &b.processes {
+    for p in &b.processes.processes {
         // Same pid and start time: the same process (pids are reused).
         let Some(q) = before
             .get(&p.pid)
@@ -100,30 +145,113 @@ pub fn processes_between(
         else {
             continue;
         };
-        let utime = p.utime.saturating_sub(q.utime);
-        let stime = p.stime.saturating_sub(q.stime);
         let io = p.io.zip(q.io);
-        let bytes = |f: fn(&crate::kernel::process::ProcessIo) -> u64| {
-            io.map(|(now, then)| f(&now).saturating_sub(f(&then)))
+        let children = reaped.get(&p.pid).copied().unwrap_or_default();
+        let bytes = |f: fn(&crate::kernel::process::ProcessIo) -> u64, of_children: u64| {
+            io.map(|(now, then)| f(&now).saturating_sub(f(&then)).saturating_sub(of_children))
         };
-        let write = bytes(|i| i.write_bytes);
-        total_write_bytes = total_write_bytes.saturating_add(write.unwrap_or(0));
-        let per_s = |v: Option<u64>| v.map(|v| v as f64 / dt);
-        all.push(Process {
+        let detail = b.details.get(&p.pid);
+        let cgroups = detail.and_then(|d| d.cgroups.as_ref());
+        all.push(Delta {
             pid: p.pid,
+            start_ticks: p.start_ticks,
             comm: p.comm.clone(),
             comm_hex: p.comm_hex.clone(),
-            state: p.state.to_string(),
-            cpu_pct: per_cpu_pct(utime + stime),
-            user_pct: per_cpu_pct(utime),
-            system_pct: per_cpu_pct(stime),
-            read_bytes_per_s: per_s(bytes(|i| i.read_bytes)),
-            write_bytes_per_s: per_s(write),
-            cancelled_write_bytes_per_s: per_s(bytes(|i| i.cancelled_write_bytes)),
-            io_delay_pct: (opts.delayacct != Some(false))
-                .then(|| per_cpu_pct(p.blkio_ticks.saturating_sub(q.blkio_ticks)).min(100.0)),
+            state: p.state,
+            utime: p.utime.saturating_sub(q.utime),
+            stime: p.stime.saturating_sub(q.stime),
+            blkio_ticks: p.blkio_ticks.saturating_sub(q.blkio_ticks),
+            read_bytes: bytes(|i| i.read_bytes, children.0),
+            write_bytes: bytes(|i| i.write_bytes, children.1),
+            cancelled_write_bytes: bytes(|i| i.cancelled_write_bytes, children.2),
+            major_faults: p.major_faults.saturating_sub(q.major_faults),
+            rss_growth_bytes: (p.rss_pages as i64 - q.rss_pages as i64)
+                .saturating_mul(opts.page_size as i64),
+            swap_bytes: detail.and_then(|d| d.swap_bytes),
+            unit: cgroups
+                .and_then(|c| c.unit_path.as_deref())
+                .and_then(procinfo::unit_of),
+            io_cgroup: cgroups.and_then(|c| c.io_path.clone()),
+            open_devices: detail.map(|d| d.open_devices.clone()).unwrap_or_default(),
+            exited: false,
         });
     }
+    let ticks = |us: u64| (us as f64 * opts.ticks_per_s / 1e6) as u64;
+    for x in &b.exited {
+        if b.processes.processes.iter().any(|p| p.pid == x.tgid) {
+            // Only a thread of a live process: /proc/PID/io already counts it.
+            continue;
+        }
+        let q = before.get(&x.tgid).filter(|q| q.comm == x.comm);
+        let qi = q.and_then(|q| q.io).unwrap_or_default();
+        let detail = a.details.get(&x.tgid);
+        let cgroups = detail.and_then(|d| d.cgroups.as_ref());
+        all.push(Delta {
+            pid: x.tgid,
+            start_ticks: q.map_or(0, |q| q.start_ticks),
+            comm: x.comm.clone(),
+            comm_hex: None,
+            state: 'X',
+            utime: ticks(x.utime_us).saturating_sub(q.map_or(0, |q| q.utime)),
+            stime: ticks(x.stime_us).saturating_sub(q.map_or(0, |q| q.stime)),
+            blkio_ticks: 0,
+            read_bytes: Some(x.read_bytes.saturating_sub(qi.read_bytes)),
+            write_bytes: Some(x.write_bytes.saturating_sub(qi.write_bytes)),
+            cancelled_write_bytes: Some(
+                x.cancelled_write_bytes
+                    .saturating_sub(qi.cancelled_write_bytes),
+            ),
+            major_faults: x
+                .major_faults
+                .saturating_sub(q.map_or(0, |q| q.major_faults)),
+            rss_growth_bytes: 0,
+            swap_bytes: None,
+            unit: cgroups
+                .and_then(|c| c.unit_path.as_deref())
+                .and_then(procinfo::unit_of),
+            io_cgroup: cgroups.and_then(|c| c.io_path.clone()),
+            open_devices: detail.map(|d| d.open_devices.clone()).unwrap_or_default(),
+            exited: true,
+        });
+    }
+    all
+}
+
+/// The processes shown, and sums over all of them.
+pub struct Processes {
+    /// The rows shown: the busiest `top` by the sort key.
+    pub top: Vec<Process>,
+    /// write_bytes of every process whose /proc/PID/io was readable.
+    pub total_write_bytes: u64,
+}
+
+/// Rows (rates) from the interval's [`deltas`], sorted and cut to `opts.top`.
+pub fn processes_between(deltas: &[Delta], dt: f64, opts: &ModelOptions) -> Processes {
+    let per_cpu_pct = |ticks: u64| ticks as f64 / opts.ticks_per_s / dt * 100.0;
+    let per_s = |v: Option<u64>| v.map(|v| v as f64 / dt);
+    let total_write_bytes = deltas
+        .iter()
+        .filter_map(|d| d.write_bytes)
+        .fold(0u64, u64::saturating_add);
+    let mut all: Vec<Process> = deltas
+        .iter()
+        .map(|d| Process {
+            pid: d.pid,
+            comm: d.comm.clone(),
+            comm_hex: d.comm_hex.clone(),
+            state: d.state.to_string(),
+            cpu_pct: per_cpu_pct(d.utime + d.stime),
+            user_pct: per_cpu_pct(d.utime),
+            system_pct: per_cpu_pct(d.stime),
+            read_bytes_per_s: per_s(d.read_bytes),
+            write_bytes_per_s: per_s(d.write_bytes),
+            cancelled_write_bytes_per_s: per_s(d.cancelled_write_bytes),
+            io_delay_pct: (opts.delayacct != Some(false) && !d.exited)
+                .then(|| per_cpu_pct(d.blkio_ticks).min(100.0)),
+            unit: d.unit.clone(),
+            exited: d.exited,
+        })
+        .collect();
     let io = |p: &Process| p.read_bytes_per_s.unwrap_or(0.0) + p.write_bytes_per_s.unwrap_or(0.0);
     let key = |p: &Process| match opts.sort {
         SortKey::Io => io(p),

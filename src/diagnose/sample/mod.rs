@@ -5,8 +5,10 @@
 //! reason the admin should know (no PSI, no root for other users' /proc/PID/io, no io
 //! controller on cgroup v2) is kept as a note beside the data, not turned into zeros.
 
+pub mod details;
 pub mod devices;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -19,7 +21,9 @@ use crate::kernel::netdev::{self, NetCounters};
 use crate::kernel::pressure::{self, PressureAll};
 use crate::kernel::process::{self, ProcessScan};
 use crate::kernel::stat::{self, KernelStat};
+use crate::kernel::taskstats::{self, ExitListener, ExitedTask};
 use crate::kernel::{Result, SysRoot};
+pub use details::ProcessDetail;
 use devices::Devices;
 
 /// Everything read at one moment.
@@ -47,6 +51,14 @@ pub struct Sample {
     pub processes: ProcessScan,
     pub cgroups: CgroupIoScan,
     pub net: Vec<NetCounters>,
+    /// Processes that exited since the previous sample, with their final counters (per
+    /// process: the records of its threads summed), from taskstats.
+    pub exited: Vec<ExitedTask>,
+    /// Why exits are not accounted (no root, no taskstats); `None` when they are.
+    pub exits_unavailable: Option<String>,
+    /// Cgroups, open devices and swap of the processes that did something since the
+    /// previous sample (see [`details`]), by pid.
+    pub details: HashMap<u32, ProcessDetail>,
 }
 
 /// Takes samples of one system; keeps what does not change between samples (device
@@ -56,6 +68,10 @@ pub struct Sampler {
     root: SysRoot,
     devices: Devices,
     cgroup_mount: Option<PathBuf>,
+    /// The cgroup v1 hierarchy with blkio, read when v2 has no io controller.
+    blkio_v1: Option<PathBuf>,
+    exits: std::result::Result<ExitListener, String>,
+    details: details::Cache,
     /// `kernel.task_delayacct`, read once at start; `None` on kernels without the switch.
     pub delayacct: Option<bool>,
 }
@@ -64,10 +80,25 @@ impl Sampler {
     pub fn new(root: SysRoot) -> Result<Sampler> {
         let cgroup_mount = cgroup::find_cgroup2(&root)?;
         let delayacct = process::read_task_delayacct(&root)?;
+        let blkio_v1 = cgroup::find_blkio_v1(&root)?;
+        // Exit records describe this machine's tasks: never mixed into a fixture tree.
+        let exits = if root.proc == std::path::Path::new("/proc") {
+            ExitListener::register(taskstats::configured_cpus()).map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    "registering for taskstats needs root (CAP_NET_ADMIN)".to_string()
+                }
+                _ => format!("taskstats: {e}"),
+            })
+        } else {
+            Err("not this machine's /proc".into())
+        };
         Ok(Sampler {
             root,
             devices: Devices::new(),
             cgroup_mount,
+            blkio_v1,
+            exits,
+            details: details::Cache::default(),
             delayacct,
         })
     }
@@ -96,14 +127,31 @@ impl Sampler {
         let vmstat = meminfo::read_vmstat(root)?;
         let pressure = pressure::read_pressure(root)?;
         let net = netdev::read_netdev(root)?;
-        let cgroups = match &self.cgroup_mount {
+        let mut cgroups = match &self.cgroup_mount {
             Some(dir) => cgroup::read_cgroup_io(dir)?,
             None => CgroupIoScan {
                 cgroups: Vec::new(),
                 unavailable: Some("no cgroup v2 filesystem is mounted".into()),
+                source: String::new(),
             },
         };
+        if cgroups.unavailable.is_some()
+            && let Some(dir) = &self.blkio_v1
+        {
+            cgroups = cgroup::read_blkio_v1(dir)?;
+        }
+        // Drained before the scan: a process that exits after it is in the next sample's
+        // exits and, having been in this scan, is counted from these counters on.
+        let (exited, exits_unavailable) = match &mut self.exits {
+            Ok(l) => (details::by_process(l.drain()), None),
+            Err(why) => (Vec::new(), Some(why.clone())),
+        };
         let processes = process::read_processes(root)?;
+        let swap_used = meminfo
+            .get("SwapTotal")
+            .zip(meminfo.get("SwapFree"))
+            .is_some_and(|(t, f)| t > f);
+        let details = self.details.refresh(root, &processes, swap_used);
         devices::refresh(root, &mut self.devices, &disks);
         Ok(Sample {
             taken,
@@ -118,6 +166,9 @@ impl Sampler {
             processes,
             cgroups,
             net,
+            exited,
+            exits_unavailable,
+            details,
         })
     }
 }
@@ -138,6 +189,7 @@ mod tests {
         assert!(s.processes.processes.iter().any(|p| p.comm == "dd"));
         // This host binds the io controller to cgroup v1, and the capture says so.
         assert!(s.cgroups.unavailable.unwrap().contains("io controller"));
+        assert!(s.exits_unavailable.is_some());
         assert_eq!(sampler.devices()[&(254, 0)].name, "vda");
     }
 

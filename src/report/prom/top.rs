@@ -116,6 +116,64 @@ pub fn render(s: &TopSample) -> String {
             ],
             &Value::from(1),
         );
+        for c in &f.culprits {
+            let pid = c.pid.map_or(String::new(), |p| p.to_string());
+            let how = match c.attribution {
+                crate::diagnose::model::culprits::Attribution::Exact { .. } => "exact",
+                crate::diagnose::model::culprits::Attribution::Likely { .. } => "likely",
+            };
+            add(
+                "tacho_finding_culprit_share_pct".into(),
+                &[
+                    ("code", f.code),
+                    ("subject", &f.subject),
+                    ("pid", &pid),
+                    ("comm", &c.comm),
+                    ("unit", c.unit.as_deref().unwrap_or("")),
+                    ("attribution", how),
+                ],
+                &Value::from(c.share_pct),
+            );
+        }
+    }
+    if let Some(acc) = &s.accumulated {
+        for p in &acc.processes {
+            let pid = p.pid.to_string();
+            let labels = [("pid", pid.as_str()), ("comm", p.comm.as_str())];
+            add(
+                "tacho_accumulated_process_read_bytes".into(),
+                &labels,
+                &Value::from(p.read_bytes),
+            );
+            add(
+                "tacho_accumulated_process_write_bytes".into(),
+                &labels,
+                &Value::from(p.write_bytes),
+            );
+            add(
+                "tacho_accumulated_process_cpu_s".into(),
+                &labels,
+                &Value::from(p.user_s + p.system_s),
+            );
+        }
+        for u in &acc.services {
+            let labels = [("unit", u.unit.as_str())];
+            add(
+                "tacho_accumulated_service_read_bytes".into(),
+                &labels,
+                &Value::from(u.read_bytes),
+            );
+            add(
+                "tacho_accumulated_service_write_bytes".into(),
+                &labels,
+                &Value::from(u.write_bytes),
+            );
+            add(
+                "tacho_accumulated_service_cpu_s".into(),
+                &labels,
+                &Value::from(u.cpu_s),
+            );
+        }
     }
     add("tacho_interval_s".into(), &[], &Value::from(s.interval_s));
 
@@ -123,7 +181,7 @@ pub fn render(s: &TopSample) -> String {
     exposition(&families)
 }
 
-/// HELP for a metric named after a `tacho.top.v1` field: where to read what it means.
+/// HELP for a metric named after a `tacho.top.v2` field: where to read what it means.
 fn help(name: &str) -> String {
     format!("tacho top figure {name}; see the field of the same name in tacho top --json.")
 }

@@ -3,6 +3,7 @@
 
 use std::io::{self, Write};
 
+use crate::diagnose::model::culprits::{Attribution, Culprit};
 use crate::diagnose::model::{Disk, TopSample};
 use crate::text::Escaped;
 use crate::units::format_bytes_approx;
@@ -11,8 +12,13 @@ use crate::units::format_bytes_approx;
 pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     // Verdicts and notes quote process names and paths: any user chooses those.
     writeln!(out, "{}", Escaped(&s.verdict))?;
-    for f in s.findings.iter().skip(1) {
-        writeln!(out, "  also: {}", Escaped(&f.message))?;
+    for (i, f) in s.findings.iter().enumerate() {
+        if i > 0 {
+            writeln!(out, "  also: {}", Escaped(&f.message))?;
+        }
+        for c in &f.culprits {
+            writeln!(out, "    {}", Escaped(&culprit_line(c)))?;
+        }
     }
     for n in &s.notes {
         writeln!(out, "  note: {}", Escaped(n))?;
@@ -35,12 +41,15 @@ pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     let wa = &s.write_amplification;
     writeln!(
         out,
-        "\nwrite amplification: disks wrote {}, processes {}: {}",
+        "\nwrite amplification: disks wrote {}, processes {}: {} (from {} of {} processes' /proc/PID/io)",
         format_bytes_approx(wa.device_write_bytes),
         format_bytes_approx(wa.process_write_bytes),
         wa.ratio.map_or("-".into(), |r| format!("{r:.2}x")),
+        wa.processes_readable,
+        wa.processes_total,
     )?;
     net(out, s)?;
+    accumulated(out, s)?;
     writeln!(out)
 }
 
@@ -251,6 +260,58 @@ fn processes(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
             kb(p.write_bytes_per_s),
             kb(p.cancelled_write_bytes_per_s),
             p.io_delay_pct.map_or("-".into(), |v| format!("{v:.2}")),
+        )?;
+    }
+    Ok(())
+}
+
+/// `dd (pid 4242, session-3.scope): 81%, exact: cgroup v1 blkio… of cgroup /job; …`.
+fn culprit_line(c: &Culprit) -> String {
+    let how = match &c.attribution {
+        Attribution::Exact { source } => format!("exact: {source}"),
+        Attribution::Likely { reason } => format!("likely: {reason}"),
+    };
+    format!("{}: {:.0}%, {how}", c.who(), c.share_pct)
+}
+
+fn accumulated(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    let Some(acc) = &s.accumulated else {
+        return Ok(());
+    };
+    let secs = acc.since_unix_s as u64;
+    writeln!(
+        out,
+        "\naccumulated since {:02}:{:02}:{:02} UTC\n    PID COMM                UNIT                        read     written      CPU s",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60
+    )?;
+    for p in &acc.processes {
+        writeln!(
+            out,
+            "{:>7} {:<19} {:<24} {:>10} {:>10} {:>10.2}{}",
+            p.pid,
+            Escaped(&p.comm),
+            Escaped(p.unit.as_deref().unwrap_or("-")),
+            format_bytes_approx(p.read_bytes),
+            format_bytes_approx(p.write_bytes),
+            p.user_s + p.system_s,
+            if p.exited { "  (exited)" } else { "" },
+        )?;
+    }
+    writeln!(
+        out,
+        "UNIT                                       read     written      CPU s  procs"
+    )?;
+    for u in &acc.services {
+        writeln!(
+            out,
+            "{:<40} {:>10} {:>10} {:>10.2} {:>6}",
+            Escaped(&u.unit),
+            format_bytes_approx(u.read_bytes),
+            format_bytes_approx(u.write_bytes),
+            u.cpu_s,
+            u.processes
         )?;
     }
     Ok(())

@@ -1,0 +1,438 @@
+//! Who is responsible: the processes (and services) behind a device's I/O, the CPUs' time
+//! and memory growth in one interval, each with how it was attributed.
+//!
+//! Disk I/O is attributed from the best source there is, in order:
+//! 1. [`Attribution::Exact`]: the kernel's per-cgroup per-device counters (cgroup v2
+//!    `io.stat`, v1 `blkio.throttle.io_service_bytes`), narrowed to one process when it is
+//!    the only one in its cgroup doing I/O (or the only one there with the device open).
+//! 2. [`Attribution::Likely`]: a process's own byte counters (/proc/PID/io, which do not say
+//!    which device) tied to a device by the files it has open on it.
+//!
+//! A per-I/O source (eBPF on the block tracepoints) slots in as a third producer of
+//! `Exact` culprits in [`disk`], ahead of the cgroup counters; nothing downstream changes.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::Disk;
+use super::process::Delta;
+use crate::diagnose::sample::Sample;
+use crate::diagnose::sample::devices::Devices;
+use crate::kernel::procinfo::{self, OpenDevice};
+
+/// Culprits named per verdict.
+const MAX_CULPRITS: usize = 3;
+
+/// How a culprit was tied to what it is blamed for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Attribution {
+    /// Kernel counters that count exactly this (named in `source`).
+    Exact {
+        /// The counters, and how they reached the process.
+        source: String,
+    },
+    /// Inferred from indirect evidence, given in `reason`.
+    Likely {
+        /// Why this process and this share.
+        reason: String,
+    },
+}
+
+/// One process (or, when no process can be named, one cgroup) behind a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Culprit {
+    /// Its process id; `null` when only its cgroup is known.
+    pub pid: Option<u32>,
+    /// Command name (the cgroup's last component when there is no process).
+    pub comm: String,
+    /// The service it runs in.
+    pub unit: Option<String>,
+    /// Its share of the resource in the interval (of the device's bytes in the direction
+    /// judged, of all CPU time used, of the memory growth or faults), percent.
+    pub share_pct: f64,
+    /// It exited during the interval.
+    pub exited: bool,
+    /// How it was attributed.
+    pub attribution: Attribution,
+    /// Bytes per second it moved on the device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_s: Option<f64>,
+    /// User CPU, % of one CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_pct: Option<f64>,
+    /// System CPU, % of one CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_pct: Option<f64>,
+    /// RSS change over the interval, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_growth_bytes: Option<i64>,
+    /// Major page faults per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub major_faults_per_s: Option<f64>,
+    /// Swap in use (VmSwap), bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_bytes: Option<u64>,
+}
+
+impl Culprit {
+    fn of(d: &Delta, share_pct: f64, attribution: Attribution) -> Culprit {
+        Culprit {
+            pid: Some(d.pid),
+            comm: d.comm.clone(),
+            unit: d.unit.clone(),
+            share_pct,
+            exited: d.exited,
+            attribution,
+            bytes_per_s: None,
+            user_pct: None,
+            system_pct: None,
+            rss_growth_bytes: None,
+            major_faults_per_s: None,
+            swap_bytes: None,
+        }
+    }
+
+    /// `dd (pid 4242, session-3.scope)`.
+    pub fn who(&self) -> String {
+        let mut inner = Vec::new();
+        if let Some(p) = self.pid {
+            inner.push(format!("pid {p}"));
+        }
+        if let Some(u) = self.unit.as_ref().filter(|u| **u != self.comm) {
+            inner.push(u.clone());
+        }
+        if self.exited {
+            inner.push("exited".into());
+        }
+        if inner.is_empty() {
+            self.comm.clone()
+        } else {
+            format!("{} ({})", self.comm, inner.join(", "))
+        }
+    }
+}
+
+/// Culprits of one interval, by what they are blamed for; findings pick from here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Culprits {
+    /// Per device (kernel name): the direction judged (`reads`/`writes`) and who.
+    pub disks: HashMap<String, (&'static str, Vec<Culprit>)>,
+    /// Top CPU consumers, user and system split.
+    pub cpu: Vec<Culprit>,
+    /// Top system-time consumers.
+    pub system: Vec<Culprit>,
+    /// Processes growing, faulting or swapped most.
+    pub memory: Vec<Culprit>,
+}
+
+/// Everything in [`Culprits`] for the interval `a`..`b`.
+pub fn culprits(
+    a: &Sample,
+    b: &Sample,
+    deltas: &[Delta],
+    disks: &[Disk],
+    devices: &Devices,
+    dt: f64,
+    ticks_per_s: f64,
+) -> Culprits {
+    let mut out = Culprits::default();
+    for d in disks {
+        if let Some(c) = disk(a, b, deltas, d, devices, dt) {
+            out.disks.insert(d.name.clone(), c);
+        }
+    }
+    let pct = |ticks: u64| ticks as f64 / ticks_per_s / dt * 100.0;
+    let total: u64 = deltas.iter().map(|d| d.utime + d.stime).sum();
+    let mut by_cpu: Vec<&Delta> = deltas.iter().filter(|d| d.utime + d.stime > 0).collect();
+    by_cpu.sort_by_key(|d| std::cmp::Reverse(d.utime + d.stime));
+    let cpu_source = |d: &Delta| Attribution::Exact {
+        source: if d.exited {
+            "taskstats exit record".into()
+        } else {
+            "/proc/PID/stat utime and stime".into()
+        },
+    };
+    let cpu_culprit = |d: &Delta, part: u64, whole: u64| Culprit {
+        user_pct: Some(pct(d.utime)),
+        system_pct: Some(pct(d.stime)),
+        ..Culprit::of(d, part as f64 * 100.0 / whole.max(1) as f64, cpu_source(d))
+    };
+    out.cpu = by_cpu
+        .iter()
+        .take(MAX_CULPRITS)
+        .map(|d| cpu_culprit(d, d.utime + d.stime, total))
+        .collect();
+    let system: u64 = deltas.iter().map(|d| d.stime).sum();
+    let mut by_system: Vec<&Delta> = deltas.iter().filter(|d| d.stime > 0).collect();
+    by_system.sort_by_key(|d| std::cmp::Reverse(d.stime));
+    out.system = by_system
+        .iter()
+        .take(MAX_CULPRITS)
+        .map(|d| cpu_culprit(d, d.stime, system))
+        .collect();
+    out.memory = memory(deltas, dt);
+    out
+}
+
+/// The largest RSS growth, the most major faults and the most swap, one culprit each (a
+/// process leading two lists is named once).
+fn memory(deltas: &[Delta], dt: f64) -> Vec<Culprit> {
+    let grew: i64 = deltas.iter().map(|d| d.rss_growth_bytes.max(0)).sum();
+    let faults: u64 = deltas.iter().map(|d| d.major_faults).sum();
+    let swap: u64 = deltas.iter().filter_map(|d| d.swap_bytes).sum();
+    let ranked: [(&str, Option<&Delta>, f64); 3] = [
+        (
+            "/proc/PID/stat rss (RSS growth)",
+            deltas
+                .iter()
+                .filter(|d| d.rss_growth_bytes > 0)
+                .max_by_key(|d| d.rss_growth_bytes),
+            grew as f64,
+        ),
+        (
+            "/proc/PID/stat majflt (major faults)",
+            deltas
+                .iter()
+                .filter(|d| d.major_faults > 0)
+                .max_by_key(|d| d.major_faults),
+            faults as f64,
+        ),
+        (
+            "/proc/PID/status VmSwap (swap in use)",
+            deltas
+                .iter()
+                .filter(|d| d.swap_bytes.unwrap_or(0) > 0)
+                .max_by_key(|d| d.swap_bytes),
+            swap as f64,
+        ),
+    ];
+    let mut out: Vec<Culprit> = Vec::new();
+    for (i, (source, d, whole)) in ranked.into_iter().enumerate() {
+        let Some(d) = d else { continue };
+        if out.iter().any(|c| c.pid == Some(d.pid)) {
+            continue;
+        }
+        let part = match i {
+            0 => d.rss_growth_bytes as f64,
+            1 => d.major_faults as f64,
+            _ => d.swap_bytes.unwrap_or(0) as f64,
+        };
+        out.push(Culprit {
+            rss_growth_bytes: Some(d.rss_growth_bytes),
+            major_faults_per_s: Some(d.major_faults as f64 / dt),
+            swap_bytes: d.swap_bytes,
+            ..Culprit::of(
+                d,
+                part * 100.0 / whole.max(1.0),
+                Attribution::Exact {
+                    source: source.into(),
+                },
+            )
+        });
+    }
+    out
+}
+
+/// The whole disk a device number belongs to (a partition's parent), by kernel name.
+fn disk_name(devices: &Devices, major: u32, minor: u32) -> Option<&str> {
+    let info = devices.get(&(major, minor))?;
+    Some(info.parent.as_deref().unwrap_or(&info.name))
+}
+
+/// Who moved the bytes of device `d` in its busier direction; `None` when it moved none.
+fn disk<'p>(
+    a: &Sample,
+    b: &Sample,
+    deltas: &'p [Delta],
+    d: &Disk,
+    devices: &Devices,
+    dt: f64,
+) -> Option<(&'static str, Vec<Culprit>)> {
+    let write_total = d.write_bytes.unwrap_or(0) as f64;
+    let read_total = d.rkb_per_s.unwrap_or(0.0) * 1024.0 * dt;
+    let writes = write_total >= read_total;
+    let (dir, total) = if writes {
+        ("writes", write_total)
+    } else {
+        ("reads", read_total)
+    };
+    if total <= 0.0 {
+        return None;
+    }
+    let (major, minor) = devices
+        .iter()
+        .find(|(_, i)| i.name == d.name)
+        .map(|(k, _)| *k)?;
+    let bytes = |p: &Delta| {
+        if writes {
+            p.write_bytes.unwrap_or(0)
+        } else {
+            p.read_bytes.unwrap_or(0)
+        }
+    };
+    fn open_on<'p>(
+        p: &'p Delta,
+        devices: &Devices,
+        disk: &str,
+        writes: bool,
+    ) -> Option<&'p OpenDevice> {
+        p.open_devices
+            .iter()
+            .find(|o| (o.write || !writes) && disk_name(devices, o.major, o.minor) == Some(disk))
+    }
+    let on_device = |p: &'p Delta| open_on(p, devices, &d.name, writes);
+    let mut out: Vec<Culprit> = Vec::new();
+    let counted = b.cgroups.cgroups.iter().any(|c| {
+        c.devices
+            .iter()
+            .any(|x| (x.major, x.minor) == (major, minor))
+    });
+
+    // 1. The kernel's per-cgroup counters for this device.
+    for cg in &b.cgroups.cgroups {
+        let Some(now) = cg
+            .devices
+            .iter()
+            .find(|x| (x.major, x.minor) == (major, minor))
+        else {
+            continue;
+        };
+        let then = a
+            .cgroups
+            .cgroups
+            .iter()
+            .find(|p| p.path == cg.path)
+            .and_then(|p| {
+                p.devices
+                    .iter()
+                    .find(|x| (x.major, x.minor) == (major, minor))
+            });
+        let moved = if writes {
+            now.wbytes.saturating_sub(then.map_or(0, |t| t.wbytes))
+        } else {
+            now.rbytes.saturating_sub(then.map_or(0, |t| t.rbytes))
+        };
+        if moved == 0 {
+            continue;
+        }
+        let share = moved as f64 * 100.0 / total;
+        let source = &b.cgroups.source;
+        let members: Vec<&Delta> = deltas
+            .iter()
+            .filter(|p| p.io_cgroup.as_deref() == Some(&cg.path) && bytes(p) > 0)
+            .collect();
+        let openers: Vec<&Delta> = members
+            .iter()
+            .copied()
+            .filter(|p| on_device(p).is_some())
+            .collect();
+        let rate = Some(moved as f64 / dt);
+        let one = match (members.as_slice(), openers.as_slice()) {
+            ([p], _) => Some((*p, "the only process in it doing storage I/O")),
+            (_, [p]) => Some((*p, "the only process in it with the device open")),
+            _ => None,
+        };
+        if let Some((p, why)) = one {
+            out.push(Culprit {
+                bytes_per_s: rate,
+                ..Culprit::of(
+                    p,
+                    share,
+                    Attribution::Exact {
+                        source: format!("{source} of cgroup {}; {why}", cg.path),
+                    },
+                )
+            });
+        } else if members.is_empty() {
+            out.push(Culprit {
+                pid: None,
+                comm: procinfo::unit_of(&cg.path).unwrap_or_else(|| cg.path.clone()),
+                unit: procinfo::unit_of(&cg.path),
+                share_pct: share,
+                exited: false,
+                attribution: Attribution::Exact {
+                    source: format!(
+                        "{source} of cgroup {}; no process in it can be named (kernel writeback, or processes gone)",
+                        cg.path
+                    ),
+                },
+                bytes_per_s: rate,
+                user_pct: None,
+                system_pct: None,
+                rss_growth_bytes: None,
+                major_faults_per_s: None,
+                swap_bytes: None,
+            });
+        } else {
+            let pool = if openers.is_empty() {
+                &members
+            } else {
+                &openers
+            };
+            let sum: u64 = pool.iter().map(|p| bytes(p)).sum();
+            for p in pool {
+                let part = bytes(p) as f64 / sum.max(1) as f64;
+                out.push(Culprit {
+                    bytes_per_s: Some(moved as f64 * part / dt),
+                    ..Culprit::of(
+                        p,
+                        share * part,
+                        Attribution::Likely {
+                            reason: format!(
+                                "{source} count {} bytes for cgroup {}, shared by {} processes doing I/O; split by their /proc/PID/io",
+                                moved,
+                                cg.path,
+                                pool.len()
+                            ),
+                        },
+                    )
+                });
+            }
+        }
+    }
+
+    // 2. Without kernel counters for the device: per-process bytes tied to it by open files.
+    if !counted {
+        for p in deltas.iter().filter(|p| bytes(p) > 0) {
+            if out.iter().any(|c| c.pid == Some(p.pid)) {
+                continue;
+            }
+            let Some(open) = on_device(p) else { continue };
+            let others = p
+                .open_devices
+                .iter()
+                .filter(|o| o.write || !writes)
+                .filter_map(|o| disk_name(devices, o.major, o.minor))
+                .filter(|n| *n != d.name)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len();
+            let part = bytes(p) as f64 / (others + 1) as f64;
+            let mode = if writes { "for writing" } else { "" };
+            let reason = if others == 0 {
+                format!(
+                    "it has {} open {mode} and no other device; its /proc/PID/io bytes ({}) are taken as this device's",
+                    open.path,
+                    bytes(p)
+                )
+            } else {
+                format!(
+                    "it has {} open {mode} and files on {others} other devices; its /proc/PID/io bytes are split evenly",
+                    open.path
+                )
+            };
+            out.push(Culprit {
+                bytes_per_s: Some(part / dt),
+                ..Culprit::of(
+                    p,
+                    (part * 100.0 / total).min(100.0),
+                    Attribution::Likely { reason },
+                )
+            });
+        }
+    }
+    out.sort_by(|x, y| y.share_pct.total_cmp(&x.share_pct));
+    out.truncate(MAX_CULPRITS);
+    Some((dir, out))
+}
