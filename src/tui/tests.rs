@@ -283,6 +283,8 @@ fn column_names_are_whole_and_a_wide_screen_shows_more() {
 #[test]
 fn a_long_verdict_wraps_whole_at_80_columns() {
     let mut s = fixture_top_sample();
+    // Only this verdict: the fixture's own findings would add a "+N more" line under it.
+    s.findings.clear();
     let message = "vda saturated (aqu-sz 31.2, await 4.1 ms vs 0.3 ms usual): 81% of writes \
         from dd (pid 4242, session-3.scope), 12% from postgres (pid 1234, postgresql.service), \
         the rest from 14 other processes";
