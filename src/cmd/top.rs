@@ -55,7 +55,14 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
     let opts = ModelOptions::for_this_host(usize::from(args.top), args.sort, sampler.delayacct);
     if mode == Mode::Screen {
-        crate::tui::run(&mut sampler, opts, interval, args.count, metrics)?;
+        crate::tui::run(
+            &mut sampler,
+            opts,
+            interval,
+            args.count,
+            metrics,
+            args.accumulate,
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
 

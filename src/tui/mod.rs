@@ -17,6 +17,7 @@ use ratatui::Frame;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
 use crate::diagnose::findings::Judge;
+use crate::diagnose::model::accumulate::Accumulator;
 use crate::diagnose::model::{self, ModelOptions, SortKey, TopSample};
 use crate::diagnose::sample::Sampler;
 use crate::report::prom::top as prometheus;
@@ -156,17 +157,24 @@ pub fn draw(frame: &mut Frame, sample: Option<&TopSample>, ui: &UiState) -> Show
     panels::draw(frame, sample, ui)
 }
 
-/// Runs the screen until q, Esc, Ctrl-C or `count` samples.
+/// Runs the screen until q, Esc, Ctrl-C or `count` samples; `accumulate` opens it in
+/// accumulated mode (the `a` key switches it on and off).
 pub fn run(
     sampler: &mut Sampler,
     mut opts: ModelOptions,
     interval: Duration,
     count: Option<u64>,
     metrics: Option<Latest>,
+    accumulate: bool,
 ) -> Result<()> {
     let mut terminal = ratatui::try_init()?;
     let result = (|| -> Result<()> {
         let mut ui = UiState::new(opts.sort);
+        if accumulate {
+            ui.accumulated_since = Some(SystemTime::now());
+        }
+        // Totals restart whenever accumulated mode is switched on.
+        let mut accumulator = accumulate.then(Accumulator::new);
         // Many processes are listed so the table can scroll; the screen shows what fits.
         opts.top = opts.top.max(200);
         let mut judge = Judge::new();
@@ -186,8 +194,16 @@ pub fn run(
                 {
                     let ctrl_c =
                         k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c');
+                    let was = ui.accumulated_since;
                     if ctrl_c || !ui.key(k.code) {
                         return Ok(());
+                    }
+                    if ui.accumulated_since != was {
+                        accumulator = ui.accumulated_since.map(|_| Accumulator::new());
+                        if let Some(s) = &mut shown {
+                            // Rates until the first interval under the mode is added.
+                            s.accumulated = None;
+                        }
                     }
                     opts.sort = ui.sort;
                 }
@@ -195,6 +211,9 @@ pub fn run(
             }
             let cur = sampler.sample()?;
             let mut s = model::between(&prev, &cur, sampler.devices(), &opts);
+            if let Some(acc) = &mut accumulator {
+                acc.apply(&prev, &cur, &opts, &mut s);
+            }
             judge.judge(&mut s);
             if let Some(m) = &metrics {
                 m.set(prometheus::render(&s));

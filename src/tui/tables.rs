@@ -1,6 +1,8 @@
 //! The tables of the screen: disks (busiest first, idle virtual devices hidden), processes and
 //! network, each with as many of its reference tool's columns as the width allows.
 
+use std::time::SystemTime;
+
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -11,6 +13,7 @@ use super::columns::{Column, Fitted, figure};
 use super::wrap::flow;
 use super::{Focus, Rows, UiState};
 use crate::choice::Choice;
+use crate::diagnose::model::accumulate::Accumulated;
 use crate::diagnose::model::{Disk, Process, SortKey, TopSample};
 use crate::kernel::blockdev::DeviceKind;
 use crate::text::Escaped;
@@ -235,11 +238,25 @@ const PROCESS_COLUMNS: [Column; 10] = [
     Column::text("state", 3, 5),
 ];
 
-/// Draws the process panel; returns its rows.
-///
-/// Accumulated mode (`a`) is a state flag here: the title says since when, and the rows are
-/// still this interval's rates until the accumulated totals are wired in below.
+/// iotop -a's columns: what each process did since accumulation started.
+const ACCUMULATED_COLUMNS: [Column; 9] = [
+    Column::num("PID", 0, 7),
+    Column::text("COMMAND", 0, 7),
+    Column::num("usr_s", 4, 8),
+    Column::num("sys_s", 3, 8),
+    Column::num("CPU_s", 0, 8),
+    Column::num("kB_read", 1, 10),
+    Column::num("kB_wrtn", 0, 10),
+    Column::num("IO_s", 5, 7),
+    Column::text("unit", 2, 4),
+];
+
+/// Draws the process panel; returns its rows. In accumulated mode (`a`, `--accumulate`) the
+/// rows are totals since the mode started, once the first interval has added to them.
 pub(crate) fn render_processes(frame: &mut Frame, area: Rect, s: &TopSample, ui: &UiState) -> Rows {
+    if let (Some(since), Some(acc)) = (ui.accumulated_since, &s.accumulated) {
+        return render_accumulated(frame, area, acc, since, ui);
+    }
     let mut procs: Vec<&Process> = s.processes.iter().collect();
     let io = |p: &Process| p.read_bytes_per_s.unwrap_or(0.0) + p.write_bytes_per_s.unwrap_or(0.0);
     let key = |p: &Process| match ui.sort {
@@ -278,11 +295,8 @@ pub(crate) fn render_processes(frame: &mut Frame, area: Rect, s: &TopSample, ui:
         });
     let mut parts = vec![format!("Processes by {}", ui.sort.word())];
     if let Some(since) = ui.accumulated_since {
-        let clock = crate::report::files::local_time_of_day(since);
-        parts.push(format!(
-            "accumulated since {}",
-            clock.get(..8).unwrap_or(&clock)
-        ));
+        // Before the first interval under the mode has been added: say so, show rates.
+        parts.push(format!("accumulating since {}", clock(since)));
     }
     parts.extend(range(scroll, visible, total));
     parts.push(format!("{} active", s.processes.len()));
@@ -291,6 +305,84 @@ pub(crate) fn render_processes(frame: &mut Frame, area: Rect, s: &TopSample, ui:
         "write amplification {}",
         wa.ratio.map_or("-".into(), |r| format!("{r:.2}x"))
     ));
+    frame.render_widget(
+        Table::new(rows, fit.widths())
+            .header(fit.header())
+            .block(block(&parts, area.width, ui.focus == Focus::Processes)),
+        area,
+    );
+    Rows { total, visible }
+}
+
+/// `HH:MM:SS` of a moment, local time.
+fn clock(t: SystemTime) -> String {
+    let c = crate::report::files::local_time_of_day(t);
+    c.get(..8).unwrap_or(&c).to_string()
+}
+
+/// The process panel in accumulated mode: totals per process, sorted by the sort key.
+fn render_accumulated(
+    frame: &mut Frame,
+    area: Rect,
+    acc: &Accumulated,
+    since: SystemTime,
+    ui: &UiState,
+) -> Rows {
+    let comms: Vec<String> = acc
+        .processes
+        .iter()
+        .map(|p| {
+            let comm = Escaped(&p.comm).to_string();
+            if p.exited {
+                format!("{comm} (exited)")
+            } else {
+                comm
+            }
+        })
+        .collect();
+    let units: Vec<String> = acc
+        .processes
+        .iter()
+        .map(|p| {
+            p.unit
+                .as_deref()
+                .map_or("-".into(), |u| Escaped(u).to_string())
+        })
+        .collect();
+    let mut columns = ACCUMULATED_COLUMNS;
+    let cap = if area.width >= 120 { 32 } else { 16 };
+    columns[1].width = name_width("COMMAND", comms.iter(), cap);
+    columns[8].width = name_width("unit", units.iter(), 40);
+    let fit = Fitted::new(&columns, area.width.saturating_sub(2));
+    let visible = usize::from(area.height.saturating_sub(3));
+    let total = acc.processes.len();
+    let scroll = ui.scroll.min(total.saturating_sub(visible));
+    let kb = |b: u64| figure(Some(b as f64 / 1024.0), 10);
+    let rows = acc
+        .processes
+        .iter()
+        .zip(comms)
+        .zip(units)
+        .skip(scroll)
+        .take(visible)
+        .map(|((p, comm), unit)| {
+            fit.row(vec![
+                p.pid.to_string(),
+                comm,
+                figure(Some(p.user_s), 8),
+                figure(Some(p.system_s), 8),
+                figure(Some(p.user_s + p.system_s), 8),
+                kb(p.read_bytes),
+                kb(p.write_bytes),
+                figure(Some(p.io_delay_s), 7),
+                unit,
+            ])
+        });
+    let mut parts = vec![
+        format!("Process totals by {}", ui.sort.word()),
+        format!("accumulated since {}", clock(since)),
+    ];
+    parts.extend(range(scroll, visible, total));
     frame.render_widget(
         Table::new(rows, fit.widths())
             .header(fit.header())

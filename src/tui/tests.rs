@@ -1,6 +1,7 @@
 use super::*;
 use crate::diagnose::findings::tests::fixture_top_sample;
 use crate::diagnose::model::Disk;
+use crate::diagnose::model::accumulate::{Accumulated, AccumulatedProcess};
 use crate::diagnose::model::finding::{Finding, Severity};
 use crate::kernel::blockdev::DeviceKind;
 use ratatui::Terminal;
@@ -29,6 +30,13 @@ fn screen(sample: Option<&TopSample>, ui: &UiState, w: u16, h: u16) -> String {
 
 /// Every column name the tables can show.
 const NAMES: &[&str] = &[
+    "usr_s",
+    "sys_s",
+    "CPU_s",
+    "kB_read",
+    "kB_wrtn",
+    "IO_s",
+    "unit",
     "Device",
     "r/s",
     "rkB/s",
@@ -357,19 +365,56 @@ fn help_lists_every_key_and_any_key_closes_it() {
 
 #[test]
 fn a_toggles_accumulated_mode_and_the_header_says_since_when() {
-    let s = fixture_top_sample();
+    let mut s = fixture_top_sample();
     let mut ui = UiState::new(SortKey::Io);
     ui.key(KeyCode::Char('a'));
     let since = ui.accumulated_since.expect("a turns accumulated mode on");
     let clock = crate::report::files::local_time_of_day(since);
+    // Before an interval has been added under the mode: rates, and the title says so.
     let text = screen(Some(&s), &ui, 80, 24);
     assert!(
-        text.contains(&format!("accumulated since {}", &clock[..8])),
+        text.contains(&format!("accumulating since {}", &clock[..8])),
         "{text}"
+    );
+    // Once the totals are on the sample, the rows are theirs, under iotop -a's columns.
+    s.accumulated = Some(Accumulated {
+        since_unix_s: 0.0,
+        processes: vec![AccumulatedProcess {
+            pid: 4242,
+            comm: "backupd".into(),
+            unit: Some("backup.service".into()),
+            read_bytes: 0,
+            write_bytes: 283 << 20,
+            user_s: 1.5,
+            system_s: 12.25,
+            io_delay_s: 0.0,
+            exited: true,
+        }],
+        services: Vec::new(),
+    });
+    for (w, h) in [(80, 24), (200, 50)] {
+        let text = screen(Some(&s), &ui, w, h);
+        assert!(
+            text.contains(&format!("accumulated since {}", &clock[..8])),
+            "{text}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.contains("4242"))
+            .unwrap_or_else(|| panic!("{w}x{h}: no row for pid 4242\n{text}"));
+        assert!(row.contains("backupd (exited)"), "{row}");
+        assert!(row.contains("289792"), "283 MiB in kB: {row}");
+        assert!(row.contains("13.75"), "CPU seconds: {row}");
+    }
+    assert!(
+        screen(Some(&s), &ui, 200, 50).contains("backup.service"),
+        "the unit shows on a wide screen"
     );
     ui.key(KeyCode::Char('a'));
     assert_eq!(ui.accumulated_since, None);
-    assert!(!screen(Some(&s), &ui, 80, 24).contains("accumulated"));
+    let text = screen(Some(&s), &ui, 80, 24);
+    assert!(!text.contains("accumulat"), "{text}");
+    assert!(!text.contains("backupd"), "{text}");
 }
 
 #[test]
