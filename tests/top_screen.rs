@@ -211,7 +211,10 @@ fn disk_rows(screen: &str) -> Vec<(String, Option<f64>)> {
 fn first_verdict(screen: &str) -> String {
     let mut lines = screen.lines();
     let mut text = lines.next().unwrap_or_default().trim().to_string();
-    for l in lines.take_while(|l| l.starts_with("  ") && !l.trim().is_empty()) {
+    let continued = |l: &&str| {
+        l.starts_with("  ") && !l.trim().is_empty() && !l.contains("more findings (tacho top")
+    };
+    for l in lines.take_while(continued) {
         text.push(' ');
         text.push_str(l.trim());
     }
@@ -355,6 +358,21 @@ fn busiest_disk_visible_and_headers_whole(width: u16, height: u16) {
             Ok(())
         } else {
             Err(format!("{drawn:?} is none of tacho top --json's {seen:?}"))
+        }
+    });
+
+    // The verdict names who: the dd writing the busy loop device (as the disk's writer, or
+    // among the CPU's consumers when the CPUs are saturated).
+    tmux.wait("a verdict naming dd", |s| {
+        let verdicts: String = s
+            .lines()
+            .take_while(|l| !l.starts_with('\u{250c}'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if verdicts.contains("dd (pid") {
+            Ok(())
+        } else {
+            Err(format!("no verdict names dd: {verdicts:?}"))
         }
     });
 

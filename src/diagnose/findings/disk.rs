@@ -142,22 +142,53 @@ pub fn busy(s: &TopSample, out: &mut Vec<Finding>) {
     }
 }
 
-/// Attaches each disk finding's culprits and names them in its message.
+/// Attaches each disk finding's culprits and names them in its message. An I/O stall with no
+/// device named (`io_pressure`) names the busiest device that has culprits, and them.
 pub fn blame(s: &TopSample, findings: &mut [Finding]) {
     for f in findings.iter_mut() {
-        if !matches!(f.code, "disk_saturated" | "hot_disk" | "disk_busy") {
-            continue;
-        }
-        let Some((dir, culprits)) = s.culprits.disks.get(&f.subject) else {
+        let (device, lead) = match f.code {
+            "disk_saturated" | "hot_disk" | "disk_busy" => (f.subject.clone(), String::new()),
+            "io_pressure" => match busiest_with_culprits(s) {
+                Some(d) => (
+                    d.name.clone(),
+                    format!(
+                        "busiest device {} ({:.0}% util), ",
+                        label(d),
+                        d.util_pct.unwrap_or(0.0)
+                    ),
+                ),
+                None => continue,
+            },
+            _ => continue,
+        };
+        let Some((dir, culprits)) = s.culprits.disks.get(&device) else {
             continue;
         };
         if culprits.is_empty() {
             continue;
         }
         let named: Vec<String> = culprits.iter().map(|c| share_text(c, dir)).collect();
-        f.message = format!("{}: {}", f.message, named.join(", "));
+        f.message = format!("{}: {lead}{}", f.message, named.join(", "));
         f.culprits.clone_from(culprits);
     }
+}
+
+/// The judged device with the highest %util among those whose users are known.
+fn busiest_with_culprits(s: &TopSample) -> Option<&Disk> {
+    s.disks
+        .iter()
+        .filter(|d| judged(d))
+        .filter(|d| {
+            s.culprits
+                .disks
+                .get(&d.name)
+                .is_some_and(|c| !c.1.is_empty())
+        })
+        .max_by(|a, b| {
+            a.util_pct
+                .unwrap_or(0.0)
+                .total_cmp(&b.util_pct.unwrap_or(0.0))
+        })
 }
 
 /// `81% of writes from dd (pid 4242, session-3.scope)`, or `~40% of writes likely from …`.

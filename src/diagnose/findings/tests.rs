@@ -342,3 +342,61 @@ fn a_slow_md_member_found_from_sysfs_and_diskstats() {
         "loop2: w_await 60.0 ms vs 0.5 ms for its 3 peers in md0 (md array)"
     );
 }
+
+#[test]
+fn an_io_stall_names_the_busiest_device_and_its_writer() {
+    use crate::diagnose::model::culprits::{Attribution, Culprit};
+    let mut s = quiet();
+    // Low queue and await: no saturation verdict, only the stall.
+    s.disks = vec![disk("vda", 0.2, 20.0, 0.1), disk("loop11", 0.03, 62.0, 0.6)];
+    let line = PsiLine {
+        avg10_pct: 30.0,
+        avg60_pct: 0.0,
+        avg300_pct: 0.0,
+        stall_ms: None,
+        stall_pct: None,
+    };
+    s.psi.io = Some(PsiResource {
+        some: line.clone(),
+        full: Some(line),
+    });
+    let dd = Culprit {
+        pid: Some(4242),
+        comm: "dd".into(),
+        unit: Some("session-3.scope".into()),
+        share_pct: 100.0,
+        exited: false,
+        attribution: Attribution::Exact {
+            source: "blkio".into(),
+        },
+        bytes_per_s: Some(1.0e9),
+        user_pct: None,
+        system_pct: None,
+        rss_growth_bytes: None,
+        major_faults_per_s: None,
+        swap_bytes: None,
+    };
+    s.culprits
+        .disks
+        .insert("loop11".into(), ("writes", vec![dd]));
+    Judge::new().judge(&mut s);
+    let f = s
+        .findings
+        .iter()
+        .find(|f| f.code == "io_pressure")
+        .expect("an io_pressure finding");
+    assert!(
+        f.message.contains("busiest device loop11 (62% util)")
+            && f.message
+                .contains("100% of writes from dd (pid 4242, session-3.scope)"),
+        "{}",
+        f.message
+    );
+    assert_eq!(f.culprits.len(), 1);
+    // With nobody known, the stall is still said, naming no one.
+    s.culprits = Default::default();
+    Judge::new().judge(&mut s);
+    let f = s.findings.iter().find(|f| f.code == "io_pressure").unwrap();
+    assert!(f.message.ends_with("(PSI io full)"), "{}", f.message);
+    assert!(f.culprits.is_empty());
+}
