@@ -13,6 +13,7 @@ pub mod compare;
 pub mod cpubench;
 pub mod diagnose;
 pub mod files;
+pub mod history;
 pub mod io;
 pub mod kernel;
 pub mod membench;

@@ -6,6 +6,7 @@ pub mod cpu;
 mod diff;
 pub mod disk;
 pub mod files;
+mod history;
 mod interrupt;
 mod man;
 pub mod mem;
@@ -60,7 +61,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Files(args) => files::run(&args),
         Command::Runs(command) => runs::run(command),
         Command::Compare(args) => compare::run(&args),
+        Command::Top(args) if history::wants_history(&args) => history::top(&args),
         Command::Top(args) => top::run(&args),
+        Command::Record(args) => history::record(&args),
         Command::Check(args) => check::run(&args),
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Diff(args) => diff::run(&args),

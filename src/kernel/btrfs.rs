@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::blockdev::list_names;
 use super::{Result, SysRoot, read_optional};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct BtrfsFs {
     /// Filesystem UUID (the directory name under /sys/fs/btrfs).
     pub uuid: String,

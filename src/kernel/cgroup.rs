@@ -11,7 +11,7 @@ use super::mounts::read_mounts;
 use super::{KernelError, Result, SysRoot, read_optional};
 
 /// One cgroup's cumulative I/O on one device.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CgroupDeviceIo {
     pub major: u32,
     pub minor: u32,
@@ -24,14 +24,14 @@ pub struct CgroupDeviceIo {
 }
 
 /// A cgroup and its io.stat lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CgroupIo {
     /// Path below the cgroup2 mount, e.g. `/system.slice/nginx.service`.
     pub path: String,
     pub devices: Vec<CgroupDeviceIo>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct CgroupIoScan {
     pub cgroups: Vec<CgroupIo>,
     /// Why there is no per-cgroup I/O, when there is none to show.

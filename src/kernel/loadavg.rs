@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::{KernelError, Result, SysRoot, read_text};
 
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LoadAvg {
     pub load1: f64,
     pub load5: f64,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::{KernelError, Result, SysRoot, read_optional};
 
 /// What one process has done since it started (cumulative counters, as read).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcessCounters {
     pub pid: u32,
     /// Command name (`comm`, at most 15 bytes, set by the process), invalid UTF-8 as U+FFFD.
@@ -37,7 +37,7 @@ pub struct ProcessCounters {
 }
 
 /// /proc/PID/io: bytes through system calls and bytes sent to or fetched from storage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcessIo {
     /// Bytes read by read()-like calls, from cache or not.
     pub rchar: u64,
@@ -53,7 +53,7 @@ pub struct ProcessIo {
 }
 
 /// Every process of one scan.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcessScan {
     pub processes: Vec<ProcessCounters>,
     /// Processes whose /proc/PID/io was refused (not root, or another user's process).

@@ -8,6 +8,7 @@ pub mod disk_totals;
 pub mod files;
 pub mod fix_script;
 mod grid;
+pub mod history;
 pub mod html;
 pub mod hyperfine;
 pub mod json;
