@@ -9,11 +9,10 @@ use serde::Serialize;
 use crate::diagnose::findings::{Judge, Severity};
 use crate::diagnose::model::{self, SortKey, TopSample};
 use crate::history::Record;
+use crate::kernel::process::{ProcessCounters, ProcessIo};
 
 /// Schema of the `--from/--to --json` document.
 pub const SCHEMA: &str = "tacho.history.v1";
-/// Every process is kept when judging a window, so totals include short-lived writers.
-const ALL: usize = usize::MAX;
 /// An interval longer than this many recorder intervals is a gap (the recorder was stopped),
 /// not a sample: counters across it may have been reset by a reboot.
 const GAP_FACTOR: f64 = 3.0;
@@ -145,9 +144,10 @@ pub fn summarise(records: &[Record], from: f64, to: f64, top: usize) -> Summary 
             judge = Judge::new();
             continue;
         }
-        let s = judged(a, b, &mut judge, ALL, SortKey::Io);
+        let s = judged(a, b, &mut judge, 0, SortKey::Io);
         if b.sample.unix_time_s > from && b.sample.unix_time_s <= to {
             acc.add(&s, a.sample.unix_time_s);
+            acc.add_processes(a, b);
         }
     }
     acc.finish(from, to, gaps, top)
@@ -224,21 +224,6 @@ impl Accumulator {
                 t.peak_util_unix_s = end;
             }
         }
-        for p in &s.processes {
-            let t = self
-                .processes
-                .entry((p.pid, p.comm.clone()))
-                .or_insert_with(|| ProcessTotal {
-                    pid: p.pid,
-                    comm: p.comm.clone(),
-                    read_bytes: 0,
-                    write_bytes: 0,
-                    cpu_s: 0.0,
-                });
-            t.read_bytes += bytes(p.read_bytes_per_s, dt);
-            t.write_bytes += bytes(p.write_bytes_per_s, dt);
-            t.cpu_s += p.cpu_pct / 100.0 * dt;
-        }
         for c in &s.cgroups {
             let t = self
                 .services
@@ -270,6 +255,52 @@ impl Accumulator {
             at(s.memory.available_bytes as f64),
             true,
         );
+    }
+
+    /// Adds each process's counters over the interval from the raw samples (the judged
+    /// sample lists only processes present at both ends): a process that started during the
+    /// interval counts from zero, so a short burst is not lost. What a process did between the
+    /// last sample and its exit is not in /proc any more, and is not counted.
+    fn add_processes(&mut self, a: &Record, b: &Record) {
+        let before: HashMap<u32, &ProcessCounters> = a
+            .sample
+            .processes
+            .processes
+            .iter()
+            .map(|p| (p.pid, p))
+            .collect();
+        for p in &b.sample.processes.processes {
+            let q = before
+                .get(&p.pid)
+                .filter(|q| q.start_ticks == p.start_ticks)
+                .copied();
+            let zero = ProcessCounters::default();
+            let q = q.unwrap_or(&zero);
+            let io = |f: fn(&ProcessIo) -> u64| match (p.io, q.io) {
+                (Some(now), Some(then)) => f(&now).saturating_sub(f(&then)),
+                (Some(now), None) if q.pid == 0 => f(&now),
+                _ => 0,
+            };
+            let read = io(|i| i.read_bytes);
+            let write = io(|i| i.write_bytes);
+            let ticks = (p.utime + p.stime).saturating_sub(q.utime + q.stime);
+            if read + write + ticks == 0 {
+                continue;
+            }
+            let t = self
+                .processes
+                .entry((p.pid, p.comm.clone()))
+                .or_insert_with(|| ProcessTotal {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    read_bytes: 0,
+                    write_bytes: 0,
+                    cpu_s: 0.0,
+                });
+            t.read_bytes += read;
+            t.write_bytes += write;
+            t.cpu_s += ticks as f64 / b.ticks_per_s;
+        }
     }
 
     fn finish(self, from: f64, to: f64, gaps: usize, top: usize) -> Summary {
