@@ -141,8 +141,10 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
     );
     let disks = moment["disks"].as_array().unwrap();
     assert!(
-        disks.iter().any(|d| d["name"] == dev.name().as_str()
-            && d["wkb_per_s"].as_f64().unwrap_or(0.0) > 0.0),
+        disks
+            .iter()
+            .any(|d| d["name"] == dev.name().as_str()
+                && d["wkb_per_s"].as_f64().unwrap_or(0.0) > 0.0),
         "{} not written at {at}: {disks:?}",
         dev.name()
     );
@@ -294,4 +296,62 @@ fn print_unit_prints_the_shipped_unit() {
     let unit = std::fs::read_to_string("contrib/tacho-record.service").unwrap();
     assert_eq!(stdout(&o), unit);
     assert!(unit.contains("ExecStart=") && unit.contains("tacho record"));
+}
+
+#[test]
+fn a_full_disk_is_one_complaint_and_the_recorder_goes_on() {
+    if !is_root() {
+        skip("history disk full: needs root to mount a tmpfs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let _mount = MountGuard::mount(&["-t", "tmpfs", "-o", "size=256k", "tmpfs"], dir.path())
+        .expect("cannot mount a tmpfs");
+    // The tmpfs root is world-writable (1777): the recorder makes its own private directory.
+    let history = dir.path().join("private/history.db");
+    let log = logs.path().join("stderr");
+    let mut rec = Recorder(
+        tacho()
+            .args(["record", "--interval", "100ms", "--file"])
+            .arg(&history)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("disk is full")
+    {
+        assert!(rec.0.try_wait().unwrap().is_none(), "the recorder stopped");
+        assert!(start.elapsed() < LIMIT, "the tmpfs never filled");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // It keeps sampling (and failing to store) for a while without dying or repeating itself.
+    let full_at = Instant::now();
+    while full_at.elapsed() < Duration::from_secs(2) {
+        assert!(
+            rec.0.try_wait().unwrap().is_none(),
+            "the recorder died on a full disk"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGTERM) };
+    assert!(wait_limited(&mut rec.0, LIMIT).success());
+    let err = std::fs::read_to_string(&log).unwrap();
+    let complaints: Vec<&str> = err.lines().filter(|l| l.starts_with("tacho: ")).collect();
+    assert_eq!(complaints.len(), 1, "one line per full-disk episode: {err}");
+    assert!(complaints[0].contains("disk is full"), "{err}");
+    let o = run(&[
+        "top",
+        "--from",
+        "1h ago",
+        "--json",
+        "--history",
+        history.to_str().unwrap(),
+    ]);
+    assert!(json_ok(&o)["intervals"].as_u64().unwrap() > 0);
 }

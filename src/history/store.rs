@@ -465,7 +465,7 @@ fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
             path.display()
         ),
         Some(ErrorCode::DiskFull) => anyhow::Error::new(DiskFull).context(format!(
-            "{}: the disk is full ({e}); nothing of this sample was written",
+            "{} not written ({e}); each interval is tried again, whole or not at all",
             path.display()
         )),
         _ => anyhow!("history {}: {e}", path.display()),
