@@ -362,6 +362,7 @@ pub struct TopArgs {
     pub history: Option<PathBuf>,
 }
 
+/// `tacho record`: the history recorder's options.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  tacho record\n  tacho record --interval 30s --keep 30d \
