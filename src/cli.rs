@@ -51,6 +51,9 @@ pub(crate) enum Command {
     /// Live diagnosis: CPU, memory, PSI, disks (every iostat -x column), processes' I/O,
     /// cgroups, network, and a verdict first
     Top(TopArgs),
+    /// Record what `tacho top` sees every --interval into a history file, for
+    /// `tacho top --replay` and `tacho top --from/--to` later (run it as a service)
+    Record(Box<HistoryRecordArgs>),
     /// Audit settings that silently cost performance (read-only): each finding with evidence,
     /// why it matters, and the commands to fix, persist and revert it
     Check(CheckArgs),
@@ -354,6 +357,109 @@ pub(crate) struct TopArgs {
     /// service to every sample, as iotop -a
     #[arg(long)]
     pub accumulate: bool,
+
+    /// Show a recorded moment from the history instead of live figures (keys: left/right or
+    /// p/n step one sample, q quits); with --batch or --json, print that one interval
+    #[arg(long, help_heading = "History (tacho record)")]
+    pub replay: bool,
+
+    /// The moment to replay: 03:00, "yesterday 03:00", "3h ago", RFC 3339 [default: the
+    /// latest sample]
+    #[arg(
+        long,
+        value_name = "TIME",
+        requires = "replay",
+        help_heading = "History (tacho record)"
+    )]
+    pub at: Option<String>,
+
+    /// Summarise the history from TIME (findings and when they fired, top processes and
+    /// services, peaks) instead of showing live figures
+    #[arg(long, value_name = "TIME", conflicts_with_all = ["replay", "listen", "count", "interval"], help_heading = "History (tacho record)")]
+    pub from: Option<String>,
+
+    /// End of the --from window [default: now]
+    #[arg(
+        long,
+        value_name = "TIME",
+        requires = "from",
+        help_heading = "History (tacho record)"
+    )]
+    pub to: Option<String>,
+
+    /// The history file [default: $TACHO_HISTORY, else /var/lib/tacho/history/history.db as
+    /// root, else $XDG_DATA_HOME/tacho/history.db]
+    #[arg(long, value_name = "FILE", help_heading = "History (tacho record)")]
+    pub history: Option<PathBuf>,
+}
+
+/// `tacho record`: the history recorder's options.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  tacho record\n  tacho record --interval 30s --keep 30d \
+--max-size 4GiB\n  tacho record --print-unit > /etc/systemd/system/tacho-record.service"
+)]
+pub struct HistoryRecordArgs {
+    /// Time between samples
+    #[arg(long, value_name = "DUR", value_parser = parse_interval, default_value = "10s")]
+    pub interval: Duration,
+
+    /// The history file [default: $TACHO_HISTORY, else /var/lib/tacho/history/history.db as
+    /// root, else $XDG_DATA_HOME/tacho/history.db]
+    #[arg(long, value_name = "PATH", conflicts_with = "dir")]
+    pub file: Option<PathBuf>,
+
+    /// Keep the history as history.db in this directory (created 0700)
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Drop samples older than this: 7d, 12h, 2w
+    #[arg(long, value_name = "AGE", value_parser = parse_age, default_value = "7d")]
+    pub keep: Duration,
+
+    /// Drop the oldest samples while the history is larger than this: 1GiB, 500M
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_size, default_value = "1GiB")]
+    pub max_size: u64,
+
+    /// Stop after this many samples [default: until SIGTERM or Ctrl-C]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+
+    /// Print the systemd unit that runs the recorder, and exit
+    #[arg(long)]
+    pub print_unit: bool,
+}
+
+/// A retention age: days (`7d`) and weeks (`2w`) besides what `parse_duration` reads.
+fn parse_age(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let whole = |n: &str, per: u64| {
+        n.parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(per))
+            .map(Duration::from_secs)
+    };
+    let d = if let Some(n) = t.strip_suffix('d') {
+        whole(n, 86_400)
+    } else if let Some(n) = t.strip_suffix('w') {
+        whole(n, 604_800)
+    } else {
+        parse_duration(t).ok()
+    };
+    match d {
+        Some(d) if d >= Duration::from_secs(60) => Ok(d),
+        _ => Err(format!(
+            "the age must be at least a minute, e.g. 7d, 12h or 2w (got {text})"
+        )),
+    }
+}
+
+/// A history size limit: at least 1 MiB, so one sample of a busy host fits.
+fn parse_max_size(text: &str) -> Result<u64, String> {
+    match parse_size(text).map_err(|e| e.to_string())? {
+        n if n < 1 << 20 => Err(format!("the size limit must be at least 1MiB (got {text})")),
+        n => Ok(n),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ pub(crate) mod cpu;
 mod diff;
 pub(crate) mod disk;
 pub(crate) mod files;
+mod history;
 mod interrupt;
 mod man;
 pub(crate) mod mem;
@@ -65,7 +66,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Files(args) => files::run(&args),
         Command::Runs(command) => runs::run(command),
         Command::Compare(args) => compare::run(&args),
+        Command::Top(args) if history::wants_history(&args) => history::top(&args),
         Command::Top(args) => top::run(&args),
+        Command::Record(args) => history::record(&args),
         Command::Check(args) => check::run(&args),
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Diff(args) => diff::run(&args),

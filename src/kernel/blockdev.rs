@@ -18,7 +18,7 @@ use super::{KernelError, Result, SysRoot, read_optional, read_text, read_u64};
 const MAX_DEPTH: usize = 16;
 
 /// What kind of block device a sysfs directory describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceKind {
     /// A whole disk (sda, vda, nvme0n1, zram0).

@@ -8,7 +8,7 @@ use super::blockdev::list_names;
 use super::{Result, SysRoot, read_optional};
 
 /// One mounted btrfs filesystem, as /sys/fs/btrfs/UUID describes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct BtrfsFs {
     /// Filesystem UUID (the directory name under /sys/fs/btrfs).
     pub uuid: String,

@@ -15,7 +15,7 @@ use super::mounts::read_mounts;
 use super::{KernelError, Result, SysRoot, read_optional};
 
 /// One cgroup's cumulative I/O on one device.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CgroupDeviceIo {
     /// Major number of the device (the `MAJ` of `MAJ:MIN`).
     pub major: u32,
@@ -36,7 +36,7 @@ pub struct CgroupDeviceIo {
 }
 
 /// A cgroup and its io.stat lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CgroupIo {
     /// Path below the cgroup2 mount, e.g. `/system.slice/nginx.service`.
     pub path: String,
@@ -45,7 +45,7 @@ pub struct CgroupIo {
 }
 
 /// The result of walking the cgroup2 tree for io.stat files.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct CgroupIoScan {
     /// The deepest cgroups that have an io.stat (see the module docs).
     pub cgroups: Vec<CgroupIo>,

@@ -19,7 +19,7 @@ pub const SECTOR_BYTES: u64 = 512;
 ///
 /// Fields after `weighted_ms` exist only on newer kernels: discard fields since 4.18 (18
 /// fields per line), flush fields since 5.5 (20 fields per line); they are `None` otherwise.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct DiskCounters {
     /// Kernel device name (`vda`, `dm-0`, `nvme0n1p2`).
     pub name: String,

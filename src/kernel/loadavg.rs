@@ -5,7 +5,7 @@ use std::path::Path;
 use super::{KernelError, Result, SysRoot, read_text};
 
 /// One reading of /proc/loadavg.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LoadAvg {
     /// Load average over the last minute (runnable plus uninterruptible threads, exponentially
     /// averaged).

@@ -13,7 +13,7 @@ use super::{KernelError, Result, SysRoot, read_text};
 
 /// /proc/meminfo: values in bytes (`kB` fields multiplied by 1024); the unit-less
 /// `HugePages_*` fields are page counts, as printed.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Meminfo(pub BTreeMap<String, u64>);
 
 impl Meminfo {
@@ -66,7 +66,7 @@ pub fn parse_meminfo(text: &str, path: &Path) -> Result<Meminfo> {
 
 /// /proc/vmstat: cumulative event counters (`pgmajfault`, `thp_fault_alloc`,
 /// `compact_stall`, …) and gauges (`nr_dirty`, …), as printed.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct VmStat(pub BTreeMap<String, u64>);
 
 impl VmStat {

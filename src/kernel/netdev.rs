@@ -5,7 +5,7 @@ use std::path::Path;
 use super::{KernelError, Result, SysRoot, read_text};
 
 /// One interface's counters since it appeared.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct NetCounters {
     /// Interface name (`eth0`, `lo`), without the trailing colon.
     pub name: String,

@@ -10,7 +10,7 @@ use std::path::Path;
 use super::{KernelError, Result, SysRoot, read_text};
 
 /// One `some` or `full` line.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PressureLine {
     /// Percent of the last 10 s in stall, as the kernel averages it.
     pub avg10: f64,
@@ -24,7 +24,7 @@ pub struct PressureLine {
 
 /// One resource's file: `some` (at least one task stalled) and `full` (all non-idle tasks
 /// stalled at once). The CPU file of kernels before 5.13 has no `full` line.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Pressure {
     /// At least one task stalled.
     pub some: PressureLine,
@@ -35,7 +35,7 @@ pub struct Pressure {
 
 /// The three resources; a file that cannot be read is `None` with the reason kept, since PSI
 /// is optional (`CONFIG_PSI`, or `psi=0` on the kernel command line gives EOPNOTSUPP).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct PressureAll {
     /// CPU pressure; `None` when the file could not be read.
     pub cpu: Option<Pressure>,

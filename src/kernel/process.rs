@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::{KernelError, Result, SysRoot, read_optional};
 
 /// What one process has done since it started (cumulative counters, as read).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcessCounters {
     /// Process id (the thread-group id: threads are not listed on their own).
     pub pid: u32,
@@ -43,7 +43,7 @@ pub struct ProcessCounters {
 }
 
 /// /proc/PID/io: bytes through system calls and bytes sent to or fetched from storage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcessIo {
     /// Bytes read by read()-like calls, from cache or not.
     pub rchar: u64,
@@ -59,7 +59,7 @@ pub struct ProcessIo {
 }
 
 /// Every process of one scan.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcessScan {
     /// Every process whose stat could be read, in the order /proc lists them.
     pub processes: Vec<ProcessCounters>,

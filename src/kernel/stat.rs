@@ -14,7 +14,7 @@ use super::{KernelError, Result, SysRoot, read_text};
 ///
 /// As the kernel counts them, `user` includes `guest` and `nice` includes `guest_nice`;
 /// fields a kernel does not print (very old ones) are 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CpuTicks {
     /// Normal processes in user mode (guest time included).
     pub user: u64,
@@ -39,7 +39,7 @@ pub struct CpuTicks {
 }
 
 /// One reading of /proc/stat.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct KernelStat {
     /// The `cpu` line: all CPUs together.
     pub total: CpuTicks,

@@ -8,6 +8,7 @@ pub(crate) mod disk_totals;
 pub(crate) mod files;
 pub(crate) mod fix_script;
 mod grid;
+pub mod history;
 pub mod html;
 pub(crate) mod hyperfine;
 pub(crate) mod json;

@@ -235,3 +235,44 @@ pub fn run(
 
 #[cfg(test)]
 mod tests;
+
+/// Shows recorded intervals (`tacho top --replay`): starts at `index` of `count`, left/right
+/// (or `[`/`]`) step one sample back/forward, Home/End jump; `load` judges interval `i` with
+/// the chosen sort.
+pub fn replay(
+    count: usize,
+    mut index: usize,
+    sort: SortKey,
+    mut load: impl FnMut(usize, SortKey) -> Result<TopSample>,
+) -> Result<()> {
+    let mut terminal = ratatui::try_init()?;
+    let result = (|| -> Result<()> {
+        let mut ui = UiState::new(sort);
+        let mut shown = load(index, ui.sort)?;
+        loop {
+            let mut drawn = Shown::default();
+            terminal.draw(|f| drawn = draw(f, Some(&shown), &ui))?;
+            ui.drawn(drawn);
+            let Event::Key(k) = event::read()? else {
+                continue;
+            };
+            if k.kind != KeyEventKind::Press {
+                continue;
+            }
+            let ctrl_c =
+                k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c');
+            let before = (index, ui.sort);
+            match k.code {
+                KeyCode::Left | KeyCode::Char('[') => index = index.saturating_sub(1).max(1),
+                KeyCode::Right | KeyCode::Char(']') => index = (index + 1).min(count - 1),
+                _ if ctrl_c || !ui.key(k.code) => return Ok(()),
+                _ => {}
+            }
+            if (index, ui.sort) != before {
+                shown = load(index, ui.sort)?;
+            }
+        }
+    })();
+    ratatui::restore();
+    result
+}

@@ -10,7 +10,7 @@ use crate::kernel::diskstats::DiskCounters;
 use crate::kernel::{SysRoot, read_optional};
 
 /// A device as `tacho top` describes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     /// Kernel name (`dm-0`), as iostat prints it by default.
     pub name: String,

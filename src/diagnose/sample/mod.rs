@@ -26,10 +26,13 @@ use crate::kernel::{Result, SysRoot};
 pub use details::ProcessDetail;
 use devices::Devices;
 
-/// Everything read at one moment.
-#[derive(Debug, Clone)]
+/// Everything read at one moment. Serializable for the history store (`crate::history`):
+/// `taken` is not stored (an `Instant` means nothing in another process); a reader rebuilds it
+/// from `unix_time_s`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     /// Monotonic time of the reading, for intervals.
+    #[serde(skip, default = "Instant::now")]
     pub taken: Instant,
     /// Wall-clock time of the reading, seconds since the Unix epoch, for reports.
     pub unix_time_s: f64,

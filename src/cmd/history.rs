@@ -1,0 +1,220 @@
+//! `tacho record` (samples into the history file) and the history side of `tacho top`:
+//! `--replay [--at TIME]` and `--from TIME [--to TIME]`.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use crate::cli::{HistoryRecordArgs, TopArgs};
+use crate::diagnose::findings::Judge;
+use crate::diagnose::model::TopSample;
+use crate::diagnose::sample::Sampler;
+use crate::history::store::{self, is_disk_full};
+use crate::history::{History, Record, summary, when};
+use crate::kernel::SysRoot;
+use crate::report::top::{text, write_json_line};
+
+/// The unit `--print-unit` prints and `contrib/` ships.
+const UNIT: &str = include_str!("../../contrib/tacho-record.service");
+/// Intervals judged before a replayed moment, so a device's await baseline is as it was live.
+const BASELINE_INTERVALS: f64 = 60.0;
+
+/// `tacho record`.
+pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
+    if args.print_unit {
+        print!("{UNIT}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let path = match &args.dir {
+        Some(dir) => dir.join("history.db"),
+        None => store::resolve_path(args.file.as_deref())?,
+    };
+    let history = History::create(&path)?;
+    let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    let ticks_and_page = crate::diagnose::model::ModelOptions::for_this_host(
+        1,
+        crate::diagnose::model::SortKey::Io,
+        sampler.delayacct,
+    );
+    eprintln!(
+        "recording to {} every {}s (keep {}, at most {}); stop with Ctrl-C or SIGTERM",
+        crate::text::Escaped(&path.display().to_string()),
+        args.interval.as_secs_f64(),
+        age(args.keep),
+        crate::units::format_bytes_approx(args.max_size),
+    );
+    let start = Instant::now();
+    let mut n: u64 = 0;
+    let mut disk_full = false;
+    loop {
+        let sample = sampler.sample()?;
+        let rec = Record {
+            devices: sampler
+                .devices()
+                .iter()
+                .map(|(k, v)| (*k, v.clone()))
+                .collect(),
+            sample,
+            ticks_per_s: ticks_and_page.ticks_per_s,
+            page_size: ticks_and_page.page_size,
+            delayacct: sampler.delayacct,
+            interval_s: args.interval.as_secs_f64(),
+        };
+        let now = rec.sample.unix_time_s;
+        match history
+            .append(&rec)
+            .and_then(|()| history.prune(now, args.keep, args.max_size))
+        {
+            Ok(_) => disk_full = false,
+            Err(e) if is_disk_full(&e) => {
+                // One line per episode, not one per sample; the next sample tries again.
+                if !disk_full {
+                    eprintln!("tacho: {}", crate::text::Escaped(&format!("{e:#}")));
+                }
+                disk_full = true;
+            }
+            Err(e) => return Err(e),
+        }
+        n += 1;
+        if args.count.is_some_and(|c| n >= c) {
+            break;
+        }
+        let due = start
+            + args
+                .interval
+                .saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+        if !sleep_until(due, &stop) {
+            break;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `7d`, `12h` for the start-up line.
+fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    if s.is_multiple_of(86_400) {
+        format!("{}d", s / 86_400)
+    } else if s.is_multiple_of(3600) {
+        format!("{}h", s / 3600)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Sleeps until `due` in short steps so a signal is honoured promptly; false when stopped.
+fn sleep_until(due: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return true;
+        }
+        std::thread::sleep((due - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// Whether `tacho top` was asked for the history rather than live figures.
+pub fn wants_history(args: &TopArgs) -> bool {
+    args.replay || args.from.is_some()
+}
+
+/// `tacho top --replay` or `tacho top --from … --to …`.
+pub fn top(args: &TopArgs) -> Result<ExitCode> {
+    let path: PathBuf = store::resolve_path(args.history.as_deref())?;
+    let now = chrono::Local::now();
+    let at = |text: &str| -> Result<f64> {
+        let t = when::parse(text, &now).map_err(|e| anyhow!(e))?;
+        Ok(t.timestamp() as f64 + f64::from(t.timestamp_subsec_millis()) / 1000.0)
+    };
+    if let Some(from) = &args.from {
+        let from = at(from)?;
+        let to = args.to.as_deref().map_or(Ok(now_unix()), at)?;
+        if to <= from {
+            bail!("--to must be after --from");
+        }
+        let history = History::open(&path)?;
+        let records = history.range(from, to)?;
+        let summary = summary::summarise(&records, from, to, usize::from(args.top));
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, &summary)?;
+            writeln!(out)?;
+        } else {
+            crate::report::history::write_summary(&mut out, &summary)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let history = History::open(&path)?;
+    let times = history.times()?;
+    if times.len() < 2 {
+        bail!(
+            "{} holds {} sample(s); a replay needs two: let `tacho record` run for one interval",
+            path.display(),
+            times.len()
+        );
+    }
+    let target = args.at.as_deref().map_or(Ok(f64::INFINITY), at)?;
+    // The first index whose interval ends at or before the target (at least the second).
+    let index = times.iter().rposition(|&t| t <= target).unwrap_or(1).max(1);
+    let top = usize::from(args.top);
+    let sort = args.sort;
+    let load = |i: usize, top: usize, sort| -> Result<TopSample> {
+        interval(&history, times[i], top, sort)
+    };
+    if args.json || args.batch || !std::io::stdout().is_terminal() {
+        let s = load(index, top, sort)?;
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            write_json_line(&mut out, &s)?;
+        } else {
+            text::write_sample(&mut out, &s)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::tui::replay(times.len(), index, sort, |i, sort| {
+        load(i, 200.max(top), sort)
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The interval ending at `end` as `top` showed it live: judged after the intervals before it,
+/// so baselines are as they were.
+fn interval(
+    history: &History,
+    end: f64,
+    top: usize,
+    sort: crate::diagnose::model::SortKey,
+) -> Result<TopSample> {
+    let (_, last) = history
+        .interval_at(end)?
+        .ok_or_else(|| anyhow!("the history has no interval at that time"))?;
+    let records = history.range(end - BASELINE_INTERVALS * last.interval_s, end)?;
+    let mut judge = Judge::new();
+    let mut shown = None;
+    for pair in records.windows(2) {
+        shown = Some(summary::judged(&pair[0], &pair[1], &mut judge, top, sort));
+    }
+    shown.ok_or_else(|| anyhow!("the history has no interval at that time"))
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

@@ -1,0 +1,111 @@
+use super::*;
+use crate::diagnose::sample::Sampler;
+use crate::kernel::SysRoot;
+
+const FIX: &str = "tests/fixtures/top/firecracker";
+
+/// A record of the captured tree, stamped at `unix_s`.
+fn record(unix_s: f64) -> Record {
+    let root = SysRoot::new(format!("{FIX}/a/proc"), format!("{FIX}/sys"));
+    let mut sampler = Sampler::new(root).unwrap();
+    let mut sample = sampler.sample().unwrap();
+    sample.unix_time_s = unix_s;
+    Record {
+        devices: sampler
+            .devices()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect(),
+        sample,
+        ticks_per_s: 100.0,
+        page_size: 4096,
+        delayacct: Some(false),
+        interval_s: 1.0,
+    }
+}
+
+#[test]
+fn samples_come_back_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h/history.db");
+    let h = History::create(&path).unwrap();
+    for t in [100.0, 101.0, 102.0] {
+        h.append(&record(t)).unwrap();
+    }
+    let r = History::open(&path).unwrap();
+    let back = r.range(100.5, 102.0).unwrap();
+    // The sample at or before the start opens the first interval.
+    let times: Vec<f64> = back.iter().map(|r| r.sample.unix_time_s).collect();
+    assert_eq!(times, [100.0, 101.0, 102.0]);
+    let want = record(100.0);
+    assert_eq!(back[0].sample.disks, want.sample.disks);
+    assert_eq!(
+        back[0].sample.processes.processes,
+        want.sample.processes.processes
+    );
+    assert_eq!(
+        back[2].sample.taken - back[0].sample.taken,
+        Duration::from_secs(2)
+    );
+    let (a, b) = r.interval_at(101.5).unwrap().unwrap();
+    assert_eq!((a.sample.unix_time_s, b.sample.unix_time_s), (100.0, 101.0));
+    let mode = std::fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}
+
+#[test]
+fn retention_drops_the_oldest_and_keeps_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::create(&dir.path().join("history.db")).unwrap();
+    for t in 0..40 {
+        h.append(&record(f64::from(t))).unwrap();
+    }
+    let limit = h.used_bytes().unwrap() / 3;
+    let dropped = h.prune(39.0, Duration::from_secs(86_400), limit).unwrap();
+    assert!(dropped > 0);
+    assert!(h.used_bytes().unwrap() <= limit);
+    let (n, first, last) = h.span().unwrap().unwrap();
+    assert_eq!(last, 39.0, "the newest is kept");
+    assert_eq!(n, 40 - dropped);
+    assert_eq!(first, dropped as f64, "the oldest went first");
+    // By age: everything older than 5 s before 39 goes.
+    h.prune(39.0, Duration::from_secs(5), u64::MAX).unwrap();
+    assert_eq!(h.span().unwrap().unwrap().1, 34.0);
+}
+
+#[test]
+fn refuses_foreign_and_damaged_files_and_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x)")
+        .unwrap();
+    let e = History::open(&other).err().unwrap().to_string();
+    assert!(e.contains("not a tacho history"), "{e}");
+    assert!(History::create(&other).is_err());
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![7u8; 8192]).unwrap();
+    let e = format!("{:#}", History::open(&junk).err().unwrap());
+    assert!(e.contains("not a tacho history"), "{e}");
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&other, &link).unwrap();
+    assert!(History::create(&link).is_err());
+    assert!(History::open(&link).is_err());
+}
+
+#[test]
+fn a_damaged_row_is_one_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let h = History::create(&path).unwrap();
+    h.append(&record(1.0)).unwrap();
+    h.conn
+        .execute(
+            "INSERT INTO samples (unix_s, data) VALUES (2.0, x'00ff')",
+            [],
+        )
+        .unwrap();
+    let e = History::open(&path).unwrap().range(0.0, 3.0).err().unwrap();
+    assert!(e.to_string().contains("damaged sample"), "{e}");
+}

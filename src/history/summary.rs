@@ -1,0 +1,368 @@
+//! A window of the history judged again: the stored raw samples go through the same
+//! `model::between` and `findings::Judge` as `tacho top` live, and the intervals are summed
+//! into the `tacho.history.v1` summary (findings with when they fired, totals, peaks).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::diagnose::findings::{Judge, Severity};
+use crate::diagnose::model::{self, SortKey, TopSample};
+use crate::history::Record;
+use crate::kernel::process::{ProcessCounters, ProcessIo};
+
+/// Schema of the `--from/--to --json` document.
+pub const SCHEMA: &str = "tacho.history.v1";
+/// An interval longer than this many recorder intervals is a gap (the recorder was stopped),
+/// not a sample: counters across it may have been reset by a reboot.
+const GAP_FACTOR: f64 = 3.0;
+
+/// What happened in a window.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// The tacho that computed it.
+    pub tool_version: &'static str,
+    /// Start of the window asked for, seconds since the Unix epoch.
+    pub from_unix_s: f64,
+    /// End of the window asked for.
+    pub to_unix_s: f64,
+    /// Intervals judged (pairs of consecutive samples inside the window).
+    pub intervals: usize,
+    /// Seconds covered by those intervals.
+    pub covered_s: f64,
+    /// Gaps where the recorder was not running, skipped.
+    pub gaps: usize,
+    /// Each finding with the spans during which it fired, most severe first.
+    pub findings: Vec<FindingSpan>,
+    /// Bytes per device, busiest first.
+    pub disks: Vec<DiskTotal>,
+    /// Processes by bytes read + written.
+    pub top_io: Vec<ProcessTotal>,
+    /// Processes by CPU time.
+    pub top_cpu: Vec<ProcessTotal>,
+    /// Cgroups (services) by bytes.
+    pub services: Vec<ServiceTotal>,
+    /// The worst moments.
+    pub peaks: Peaks,
+}
+
+/// One finding over a stretch of consecutive intervals.
+#[derive(Debug, Clone, Serialize)]
+pub struct FindingSpan {
+    /// The finding's stable code (`disk_saturated`, …).
+    pub code: &'static str,
+    /// Its worst severity in the span.
+    pub severity: Severity,
+    /// What it is about (a device, `cpu`, `memory`).
+    pub subject: String,
+    /// The message of its worst interval.
+    pub message: String,
+    /// Start of its first interval.
+    pub from_unix_s: f64,
+    /// End of its last interval.
+    pub to_unix_s: f64,
+}
+
+/// A device's bytes over the window.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiskTotal {
+    /// Kernel name.
+    pub name: String,
+    /// The name admins know (dm name).
+    pub display_name: String,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Highest utilisation of an interval, percent.
+    pub peak_util_pct: f64,
+    /// When it was (end of that interval).
+    pub peak_util_unix_s: f64,
+}
+
+/// A process's totals over the window.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessTotal {
+    /// Process id.
+    pub pid: u32,
+    /// Command name (as the kernel keeps it).
+    pub comm: String,
+    /// Bytes it read from storage.
+    pub read_bytes: u64,
+    /// Bytes it sent to storage.
+    pub write_bytes: u64,
+    /// CPU seconds (user + system).
+    pub cpu_s: f64,
+}
+
+/// A cgroup's bytes over the window.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceTotal {
+    /// Cgroup path (`/system.slice/backup.service`).
+    pub path: String,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+}
+
+/// Highest values of the window, each with its time.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Peaks {
+    /// Highest CPU busy share of all CPUs, percent.
+    pub cpu_busy_pct: Option<Peak>,
+    /// Highest share of an interval some task stalled on I/O (PSI), percent.
+    pub io_stall_pct: Option<Peak>,
+    /// Highest share of an interval some task stalled on memory (PSI), percent.
+    pub memory_stall_pct: Option<Peak>,
+    /// Lowest available memory, bytes.
+    pub min_available_bytes: Option<Peak>,
+}
+
+/// A value and the end of the interval it was seen in.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Peak {
+    /// The value.
+    pub value: f64,
+    /// When, seconds since the Unix epoch.
+    pub unix_s: f64,
+}
+
+/// Judges every interval of `records` (oldest first, as `History::range` gives them) and
+/// sums those ending inside `from..=to`; `top` bounds the process and service lists.
+pub fn summarise(records: &[Record], from: f64, to: f64, top: usize) -> Summary {
+    let mut acc = Accumulator::default();
+    let mut judge = Judge::new();
+    let mut gaps = 0;
+    for pair in records.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let dt = b.sample.unix_time_s - a.sample.unix_time_s;
+        if dt <= 0.0 || dt > GAP_FACTOR * b.interval_s.max(a.interval_s) + 1.0 {
+            gaps += 1;
+            judge = Judge::new();
+            continue;
+        }
+        let s = judged(a, b, &mut judge, 0, SortKey::Io);
+        if b.sample.unix_time_s > from && b.sample.unix_time_s <= to {
+            acc.add(&s, a.sample.unix_time_s);
+            acc.add_processes(a, b);
+        }
+    }
+    acc.finish(from, to, gaps, top)
+}
+
+/// One interval as `tacho top` would have shown it, judged with the history in `judge`.
+pub fn judged(a: &Record, b: &Record, judge: &mut Judge, top: usize, sort: SortKey) -> TopSample {
+    let opts = b.model_options(top, sort);
+    let mut s = model::between(&a.sample, &b.sample, &b.device_map(), &opts);
+    judge.judge(&mut s);
+    s
+}
+
+#[derive(Default)]
+struct Accumulator {
+    intervals: usize,
+    covered_s: f64,
+    spans: Vec<FindingSpan>,
+    /// Index in `spans` of each (code, subject) span still open, with its last end time.
+    open: HashMap<(&'static str, String), (usize, f64)>,
+    disks: HashMap<String, DiskTotal>,
+    processes: HashMap<(u32, String), ProcessTotal>,
+    services: HashMap<String, ServiceTotal>,
+    peaks: Peaks,
+}
+
+impl Accumulator {
+    fn add(&mut self, s: &TopSample, start: f64) {
+        let end = s.time_unix_s;
+        let dt = s.interval_s;
+        self.intervals += 1;
+        self.covered_s += dt;
+        for f in &s.findings {
+            let key = (f.code, f.subject.clone());
+            match self.open.get_mut(&key) {
+                Some((i, last)) if (*last - start).abs() < 1e-6 => {
+                    let span = &mut self.spans[*i];
+                    span.to_unix_s = end;
+                    if f.severity > span.severity {
+                        span.severity = f.severity;
+                        span.message = f.message.clone();
+                    }
+                    *last = end;
+                }
+                _ => {
+                    self.spans.push(FindingSpan {
+                        code: f.code,
+                        severity: f.severity,
+                        subject: f.subject.clone(),
+                        message: f.message.clone(),
+                        from_unix_s: start,
+                        to_unix_s: end,
+                    });
+                    self.open.insert(key, (self.spans.len() - 1, end));
+                }
+            }
+        }
+        for d in &s.disks {
+            let t = self
+                .disks
+                .entry(d.name.clone())
+                .or_insert_with(|| DiskTotal {
+                    name: d.name.clone(),
+                    display_name: d.display_name.clone(),
+                    read_bytes: 0,
+                    write_bytes: 0,
+                    peak_util_pct: 0.0,
+                    peak_util_unix_s: end,
+                });
+            t.read_bytes += bytes(d.rkb_per_s.map(|k| k * 1024.0), dt);
+            t.write_bytes += d.write_bytes.unwrap_or(0);
+            if let Some(u) = d.util_pct.filter(|&u| u > t.peak_util_pct) {
+                t.peak_util_pct = u;
+                t.peak_util_unix_s = end;
+            }
+        }
+        for c in &s.cgroups {
+            let t = self
+                .services
+                .entry(c.path.clone())
+                .or_insert_with(|| ServiceTotal {
+                    path: c.path.clone(),
+                    read_bytes: 0,
+                    write_bytes: 0,
+                });
+            for d in &c.devices {
+                t.read_bytes += bytes(Some(d.rbytes_per_s), dt);
+                t.write_bytes += bytes(Some(d.wbytes_per_s), dt);
+            }
+        }
+        let at = |value: f64| Peak { value, unix_s: end };
+        raise(
+            &mut self.peaks.cpu_busy_pct,
+            at(s.cpu.all.busy_pct()),
+            false,
+        );
+        if let Some(io) = s.psi.io.as_ref().and_then(|r| r.some.stall_pct) {
+            raise(&mut self.peaks.io_stall_pct, at(io), false);
+        }
+        if let Some(m) = s.psi.memory.as_ref().and_then(|r| r.some.stall_pct) {
+            raise(&mut self.peaks.memory_stall_pct, at(m), false);
+        }
+        raise(
+            &mut self.peaks.min_available_bytes,
+            at(s.memory.available_bytes as f64),
+            true,
+        );
+    }
+
+    /// Adds each process's counters over the interval from the raw samples (the judged
+    /// sample lists only processes present at both ends): a process that started during the
+    /// interval counts from zero, so a short burst is not lost. What a process did between the
+    /// last sample and its exit is not in /proc any more, and is not counted.
+    fn add_processes(&mut self, a: &Record, b: &Record) {
+        let before: HashMap<u32, &ProcessCounters> = a
+            .sample
+            .processes
+            .processes
+            .iter()
+            .map(|p| (p.pid, p))
+            .collect();
+        for p in &b.sample.processes.processes {
+            let q = before
+                .get(&p.pid)
+                .filter(|q| q.start_ticks == p.start_ticks)
+                .copied();
+            let zero = ProcessCounters::default();
+            let q = q.unwrap_or(&zero);
+            let io = |f: fn(&ProcessIo) -> u64| match (p.io, q.io) {
+                (Some(now), Some(then)) => f(&now).saturating_sub(f(&then)),
+                (Some(now), None) if q.pid == 0 => f(&now),
+                _ => 0,
+            };
+            let read = io(|i| i.read_bytes);
+            let write = io(|i| i.write_bytes);
+            let ticks = (p.utime + p.stime).saturating_sub(q.utime + q.stime);
+            if read + write + ticks == 0 {
+                continue;
+            }
+            let t = self
+                .processes
+                .entry((p.pid, p.comm.clone()))
+                .or_insert_with(|| ProcessTotal {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    read_bytes: 0,
+                    write_bytes: 0,
+                    cpu_s: 0.0,
+                });
+            t.read_bytes += read;
+            t.write_bytes += write;
+            t.cpu_s += ticks as f64 / b.ticks_per_s;
+        }
+    }
+
+    fn finish(self, from: f64, to: f64, gaps: usize, top: usize) -> Summary {
+        let mut spans = self.spans;
+        spans.sort_by(|a, b| {
+            b.severity
+                .cmp(&a.severity)
+                .then(a.from_unix_s.total_cmp(&b.from_unix_s))
+        });
+        let mut disks: Vec<DiskTotal> = self
+            .disks
+            .into_values()
+            .filter(|d| d.read_bytes + d.write_bytes > 0)
+            .collect();
+        disks.sort_by_key(|d| std::cmp::Reverse(d.read_bytes + d.write_bytes));
+        let procs: Vec<ProcessTotal> = self.processes.into_values().collect();
+        let mut top_io: Vec<ProcessTotal> = procs
+            .iter()
+            .filter(|p| p.read_bytes + p.write_bytes > 0)
+            .cloned()
+            .collect();
+        top_io.sort_by_key(|p| (std::cmp::Reverse(p.read_bytes + p.write_bytes), p.pid));
+        top_io.truncate(top);
+        let mut top_cpu: Vec<ProcessTotal> = procs.into_iter().filter(|p| p.cpu_s > 0.0).collect();
+        top_cpu.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.pid.cmp(&b.pid)));
+        top_cpu.truncate(top);
+        let mut services: Vec<ServiceTotal> = self.services.into_values().collect();
+        services.sort_by_key(|s| std::cmp::Reverse(s.read_bytes + s.write_bytes));
+        services.truncate(top);
+        Summary {
+            schema: SCHEMA,
+            tool_version: env!("CARGO_PKG_VERSION"),
+            from_unix_s: from,
+            to_unix_s: to,
+            intervals: self.intervals,
+            covered_s: self.covered_s,
+            gaps,
+            findings: spans,
+            disks,
+            top_io,
+            top_cpu,
+            services,
+            peaks: self.peaks,
+        }
+    }
+}
+
+/// Bytes moved in an interval from a rate, rounded to whole bytes.
+fn bytes(per_s: Option<f64>, dt: f64) -> u64 {
+    per_s.map_or(0, |r| (r * dt).round().max(0.0) as u64)
+}
+
+/// Keeps the higher (or, with `lowest`, the lower) of the peak so far and `new`.
+fn raise(slot: &mut Option<Peak>, new: Peak, lowest: bool) {
+    let better = slot.is_none_or(|old| {
+        if lowest {
+            new.value < old.value
+        } else {
+            new.value > old.value
+        }
+    });
+    if better && new.value.is_finite() {
+        *slot = Some(new);
+    }
+}
