@@ -200,6 +200,32 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
     ]);
     let text = stdout(&o);
     assert!(text.contains(&name) && text.contains(&dev.name()), "{text}");
+
+    // `report disk` tabulates the recorded days: the device's days add up to the burst (the
+    // loop device is this test's own, so nothing else wrote to it).
+    let o = run(&[
+        "report",
+        "disk",
+        &dev.name(),
+        "--history",
+        history.to_str().unwrap(),
+        "--json",
+    ]);
+    let report = json_ok(&o);
+    let days = report["daily"].as_array().unwrap();
+    assert!(
+        days.iter().all(|d| d["disk"] == dev.name().as_str()),
+        "only the disk asked for: {days:?}"
+    );
+    let day_bytes: f64 = days
+        .iter()
+        .map(|d| d["bytes_written"].as_f64().unwrap_or_default())
+        .sum();
+    assert!(
+        within(day_bytes),
+        "{} wrote {day_bytes} bytes per the daily table, {wrote} really",
+        dev.name()
+    );
 }
 
 #[test]

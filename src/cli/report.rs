@@ -45,6 +45,11 @@ pub struct ReportDiskArgs {
     #[arg(long, value_name = "FILE")]
     pub smartctl_json: Option<PathBuf>,
 
+    /// The history of `tacho record` that the per-day table reads [default: $TACHO_HISTORY,
+    /// else /var/lib/tacho/history/history.db as root, else beside the results database]
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+
     /// One JSON document (schema tacho.report-disk.v1) on stdout
     #[arg(long)]
     pub json: bool,

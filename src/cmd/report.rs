@@ -1,6 +1,7 @@
 //! `tacho report disk`: disk totals, drive health and endurance projection.
 
 use std::io::{Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow};
@@ -28,7 +29,7 @@ fn run_disk(args: &ReportDiskArgs) -> Result<ExitCode> {
         days: args.days,
         smartctl_capture,
         rated_bytes: args.rated_tbw.map(|tb| (tb * 1e12) as u64),
-        history: history_days(args.days),
+        history: history_days(args.history.as_deref(), args.days)?,
         smartctl: crate::kernel::health::find_smartctl(),
     };
     let report = totals::collect(&SysRoot::real(), &options).map_err(|e| match e {
@@ -48,9 +49,16 @@ fn run_disk(args: &ReportDiskArgs) -> Result<ExitCode> {
 }
 
 /// Per-day bytes read and written per disk over the last `days` days, from the history store
-/// of `tacho record`; `None` while there is no store. The store's reader plugs in here.
-fn history_days(_days: u32) -> Option<Vec<DayTotals>> {
-    None
+/// of `tacho record`; `None` when there is no history file. A history that cannot be read is
+/// an error (exit 2), not a silent fallback.
+fn history_days(file: Option<&Path>, days: u32) -> Result<Option<Vec<DayTotals>>> {
+    let path = crate::history::store::resolve_path(file)?;
+    if file.is_none() && !path.exists() {
+        return Ok(None);
+    }
+    let history = crate::history::History::open(&path)?;
+    let totals = crate::history::days::day_totals(&history, days, chrono::Local::now())?;
+    Ok(Some(totals))
 }
 
 /// Reads a saved smartctl output once, bounded in size.

@@ -6,6 +6,7 @@
 //! so a `kill -9` or a power cut loses at most the sample being written, never one already
 //! committed, and a reader sees only whole samples while the recorder writes.
 
+pub mod days;
 pub mod store;
 pub mod summary;
 pub mod when;

@@ -165,20 +165,30 @@ fn daily_table(days: &[DayTotals], out: &mut impl Write) -> io::Result<()> {
     let or_dash = |v: Option<u64>| v.map_or("-".to_string(), |b| si(b as f64));
     writeln!(
         out,
-        "{:<12}{:<12}{:>10}{:>10}",
-        "day", "disk", "read", "written"
+        "{:<12}{:<12}{:>10}{:>10}{:>10}",
+        "day", "disk", "read", "written", "recorded"
     )?;
     for d in days {
         writeln!(
             out,
-            "{:<12}{:<12}{:>10}{:>10}",
+            "{:<12}{:<12}{:>10}{:>10}{:>10}",
             Escaped(&d.day),
             Escaped(&d.disk),
             or_dash(d.bytes_read),
-            or_dash(d.bytes_written)
+            or_dash(d.bytes_written),
+            recorded(d.seconds)
         )?;
     }
     Ok(())
+}
+
+/// How long a day's samples span: `24.0 h`, `1.5 h`, `12 min`.
+fn recorded(seconds: f64) -> String {
+    if seconds >= 3600.0 {
+        format!("{:.1} h", seconds / 3600.0)
+    } else {
+        format!("{:.0} min", seconds / 60.0)
+    }
 }
 
 /// Decimal bytes with three significant digits: `812 B`, `93.0 GB`, `19.7 TB`.

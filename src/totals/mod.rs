@@ -34,6 +34,9 @@ pub struct DayTotals {
     pub bytes_read: Option<u64>,
     /// Bytes written that day; `None` when the day's samples cannot tell.
     pub bytes_written: Option<u64>,
+    /// Seconds of the day the recorded samples span (86,400 for a whole day): a day the
+    /// recorder ran for an hour counts as an hour in the daily rate.
+    pub seconds: f64,
 }
 
 /// What the caller asks for.
@@ -203,6 +206,12 @@ pub fn collect(root: &SysRoot, options: &Options) -> Result<DiskReport, TotalsEr
     if options.history.is_none() {
         notes.push("no history store: the per-day table needs `tacho record` running".into());
     }
+    // The per-day table of the disks reported only.
+    let daily: Vec<DayTotals> = history
+        .iter()
+        .filter(|d| disks.iter().any(|k| k.name == d.disk))
+        .cloned()
+        .collect();
     let disks = disks
         .iter()
         .map(|dev| {
@@ -226,22 +235,23 @@ pub fn collect(root: &SysRoot, options: &Options) -> Result<DiskReport, TotalsEr
         schema: SCHEMA,
         days: options.days,
         disks,
-        daily: history.to_vec(),
+        daily,
         notes,
     })
 }
 
-/// The whole disks named (a `/dev/` prefix is allowed), or every disk with a device behind
-/// it (no loop, dm, md or zram) when none is named.
+/// The whole block devices named (a `/dev/` prefix is allowed; a loop or dm device too, when
+/// named), or every disk with a device behind it (no loop, dm, md or zram) when none is named.
 fn chosen_disks(root: &SysRoot, names: &[String]) -> Result<Vec<BlockDevice>, TotalsError> {
-    let all: Vec<BlockDevice> = blockdev::disks(root)?
-        .into_iter()
-        .filter(|d| d.kind == DeviceKind::Disk)
-        .collect();
+    let all: Vec<BlockDevice> = blockdev::disks(root)?;
     if names.is_empty() {
         return Ok(all
             .into_iter()
-            .filter(|d| d.sys_path.join("device").exists() && !d.name.starts_with("sr"))
+            .filter(|d| {
+                d.kind == DeviceKind::Disk
+                    && d.sys_path.join("device").exists()
+                    && !d.name.starts_with("sr")
+            })
             .collect());
     }
     names
@@ -385,7 +395,13 @@ pub fn rate_from_history(days: &[DayTotals], disk: &str) -> Option<DailyRate> {
     if known.is_empty() {
         return None;
     }
-    let n = known.len() as f64;
+    // Weighted by the time each day's samples span, so a partial day (the day recording
+    // started, today) does not pull the mean down.
+    let seconds: f64 = known.iter().map(|d| d.seconds).sum();
+    if seconds < 60.0 {
+        return None;
+    }
+    let n = seconds / 86_400.0;
     let sum = |f: fn(&DayTotals) -> Option<u64>| {
         known.iter().map(|d| f(d).unwrap_or(0) as f64).sum::<f64>()
     };

@@ -18,6 +18,7 @@ fn day(day: &str, disk: &str, read: u64, written: Option<u64>) -> DayTotals {
         disk: disk.into(),
         bytes_read: Some(read),
         bytes_written: written,
+        seconds: 86_400.0,
     }
 }
 

@@ -95,27 +95,29 @@ fn synthetic_days_render_as_the_per_day_table() {
             disk: "sda".into(),
             bytes_read: Some(1_500_000_000),
             bytes_written: Some(93 * GB),
+            seconds: 86_400.0,
         },
         DayTotals {
             day: "2026-11-22".into(),
             disk: "sda".into(),
             bytes_read: None,
             bytes_written: Some(812),
+            seconds: 3_600.0,
         },
     ];
     let text = render(&report(vec![], days.clone()));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[2].split_whitespace().collect::<Vec<_>>(),
-        ["day", "disk", "read", "written"]
+        ["day", "disk", "read", "written", "recorded"]
     );
     assert_eq!(
         lines[3].split_whitespace().collect::<Vec<_>>(),
-        ["2026-11-21", "sda", "1.50", "GB", "93.0", "GB"]
+        ["2026-11-21", "sda", "1.50", "GB", "93.0", "GB", "24.0", "h"]
     );
     assert_eq!(
         lines[4].split_whitespace().collect::<Vec<_>>(),
-        ["2026-11-22", "sda", "-", "812", "B"]
+        ["2026-11-22", "sda", "-", "812", "B", "1.0", "h"]
     );
     let mut out = Vec::new();
     json(&report(vec![], days), &mut out).unwrap();
