@@ -5,11 +5,12 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use super::top::sleep_until;
 use crate::cli::{HistoryRecordArgs, TopArgs};
 use crate::diagnose::findings::Judge;
 use crate::diagnose::model::TopSample;
@@ -112,20 +113,6 @@ fn age(d: Duration) -> String {
         format!("{}h", s / 3600)
     } else {
         format!("{s}s")
-    }
-}
-
-/// Sleeps until `due` in short steps so a signal is honoured promptly; false when stopped.
-fn sleep_until(due: Instant, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= due {
-            return true;
-        }
-        std::thread::sleep((due - now).min(Duration::from_millis(50)));
     }
 }
 

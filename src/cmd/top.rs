@@ -135,8 +135,9 @@ pub fn sample_loop(
     Ok(())
 }
 
-/// Sleeps until `due` in short steps so Ctrl-C is honoured promptly; false when stopped.
-fn sleep_until(due: Instant, stop: &AtomicBool) -> bool {
+/// Sleeps until `due` in short steps so Ctrl-C or a signal is honoured promptly; false when
+/// stopped.
+pub(crate) fn sleep_until(due: Instant, stop: &AtomicBool) -> bool {
     loop {
         if stop.load(Ordering::Relaxed) {
             return false;

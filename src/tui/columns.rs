@@ -5,7 +5,7 @@
 use ratatui::layout::Constraint;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Cell, Row};
+use ratatui::widgets::{Cell, Row, Table};
 use unicode_width::UnicodeWidthStr;
 
 /// One column of a table.
@@ -86,6 +86,11 @@ impl<'c> Fitted<'c> {
     pub fn header(&self) -> Row<'static> {
         self.row(self.columns.iter().map(|c| c.name.to_string()).collect())
             .style(Style::default().add_modifier(Modifier::BOLD))
+    }
+
+    /// A table of `rows` under the header, in the shown columns' widths.
+    pub fn table(&self, rows: impl IntoIterator<Item = Row<'static>>) -> Table<'static> {
+        Table::new(rows, self.widths()).header(self.header())
     }
 
     /// The widths of the shown columns.

@@ -221,7 +221,7 @@ fn cpu_panel(s: &TopSample, ui: &UiState, width: u16, budget: u16, most: u16) ->
     ];
     let room = budget.saturating_sub(2).max(1);
     CpuPanel {
-        table: Table::new(rows, fit.widths()).header(fit.header()),
+        table: fit.table(rows),
         table_rows,
         text: flow(&items, usize::from(width), usize::from(room)),
     }

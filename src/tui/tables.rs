@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::widgets::{Block, Table};
+use ratatui::widgets::Block;
 use unicode_width::UnicodeWidthStr;
 
 use super::columns::{Column, Fitted, figure};
@@ -216,8 +216,7 @@ pub(crate) fn render_disks(frame: &mut Frame, area: Rect, list: &DiskList, ui: &
         parts.push("d hides idle loop/ram/zram".into());
     }
     frame.render_widget(
-        Table::new(rows, fit.widths())
-            .header(fit.header())
+        fit.table(rows)
             .block(block(&parts, area.width, ui.focus == Focus::Disks)),
         area,
     );
@@ -306,8 +305,7 @@ pub(crate) fn render_processes(frame: &mut Frame, area: Rect, s: &TopSample, ui:
         wa.ratio.map_or("-".into(), |r| format!("{r:.2}x"))
     ));
     frame.render_widget(
-        Table::new(rows, fit.widths())
-            .header(fit.header())
+        fit.table(rows)
             .block(block(&parts, area.width, ui.focus == Focus::Processes)),
         area,
     );
@@ -384,8 +382,7 @@ fn render_accumulated(
     ];
     parts.extend(range(scroll, visible, total));
     frame.render_widget(
-        Table::new(rows, fit.widths())
-            .header(fit.header())
+        fit.table(rows)
             .block(block(&parts, area.width, ui.focus == Focus::Processes)),
         area,
     );
@@ -426,9 +423,7 @@ pub(crate) fn render_net(frame: &mut Frame, area: Rect, s: &TopSample) {
         ])
     });
     frame.render_widget(
-        Table::new(rows, fit.widths())
-            .header(fit.header())
-            .block(Block::bordered().title(" Network ")),
+        fit.table(rows).block(Block::bordered().title(" Network ")),
         area,
     );
 }
