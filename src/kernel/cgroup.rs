@@ -129,6 +129,17 @@ pub fn read_blkio_v1(dir: &Path) -> Result<CgroupIoScan> {
     })
 }
 
+/// The names of the directories in a listing (child cgroups), sorted so the walk is stable.
+fn subdirectories(entries: std::fs::ReadDir) -> Vec<String> {
+    let mut children: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    children.sort();
+    children
+}
+
 fn walk_v1(dir: &Path, rel: &str, depth: usize, out: &mut Vec<CgroupIo>) -> Result<()> {
     let bytes_path = dir.join("blkio.throttle.io_service_bytes");
     let Some(bytes) = read_optional(&bytes_path)? else {
@@ -163,13 +174,7 @@ fn walk_v1(dir: &Path, rel: &str, depth: usize, out: &mut Vec<CgroupIo>) -> Resu
         // Removed while walking (a service stopped): nothing below it.
         return Ok(());
     };
-    let mut children: Vec<_> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    children.sort();
-    for child in children {
+    for child in subdirectories(entries) {
         walk_v1(&dir.join(&child), &format!("{rel}/{child}"), depth + 1, out)?;
     }
     Ok(())
@@ -233,13 +238,7 @@ fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<CgroupIo>) -> Result<
                 });
             }
         };
-        let mut children: Vec<_> = entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        children.sort();
-        for child in children {
+        for child in subdirectories(entries) {
             below |= walk(&dir.join(&child), &format!("{rel}/{child}"), depth + 1, out)?;
         }
     }

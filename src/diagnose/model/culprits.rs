@@ -179,34 +179,21 @@ pub fn culprits(
 /// The largest RSS growth, the most major faults and the most swap, one culprit each (a
 /// process leading two lists is named once).
 fn memory(deltas: &[Delta], dt: f64) -> Vec<Culprit> {
-    let grew: i64 = deltas.iter().map(|d| d.rss_growth_bytes.max(0)).sum();
-    let faults: u64 = deltas.iter().map(|d| d.major_faults).sum();
-    let swap: u64 = deltas.iter().filter_map(|d| d.swap_bytes).sum();
+    // Each list: the measure per process (0 when it has none), the process with the most of
+    // it, and the sum over all, for its share.
+    let rank = |source: &'static str, of: fn(&Delta) -> u64| {
+        let top = deltas.iter().filter(|d| of(d) > 0).max_by_key(|d| of(d));
+        let whole: u64 = deltas.iter().map(of).sum();
+        (source, top, whole as f64)
+    };
     let ranked: [(&str, Option<&Delta>, f64); 3] = [
-        (
-            "/proc/PID/stat rss (RSS growth)",
-            deltas
-                .iter()
-                .filter(|d| d.rss_growth_bytes > 0)
-                .max_by_key(|d| d.rss_growth_bytes),
-            grew as f64,
-        ),
-        (
-            "/proc/PID/stat majflt (major faults)",
-            deltas
-                .iter()
-                .filter(|d| d.major_faults > 0)
-                .max_by_key(|d| d.major_faults),
-            faults as f64,
-        ),
-        (
-            "/proc/PID/status VmSwap (swap in use)",
-            deltas
-                .iter()
-                .filter(|d| d.swap_bytes.unwrap_or(0) > 0)
-                .max_by_key(|d| d.swap_bytes),
-            swap as f64,
-        ),
+        rank("/proc/PID/stat rss (RSS growth)", |d| {
+            d.rss_growth_bytes.max(0).unsigned_abs()
+        }),
+        rank("/proc/PID/stat majflt (major faults)", |d| d.major_faults),
+        rank("/proc/PID/status VmSwap (swap in use)", |d| {
+            d.swap_bytes.unwrap_or(0)
+        }),
     ];
     let mut out: Vec<Culprit> = Vec::new();
     for (i, (source, d, whole)) in ranked.into_iter().enumerate() {
