@@ -18,6 +18,7 @@ use crate::units::{format_bandwidth, format_count, format_latency_ns};
 use fingerprint::FingerprintRow;
 use serde_json::Value;
 use std::collections::HashMap;
+use stored::{Field, WorkView, view};
 
 /// A figure that can be compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -598,7 +599,7 @@ impl Comparison {
 fn throughput_metric(per_run: &[Option<&crate::store::StoredTest>]) -> Metric {
     let tests = || per_run.iter().flatten();
     let any = |m: Metric| tests().any(|t| t.figures.iter().any(|f| m.of(f).is_some()));
-    let bs = tests().find_map(|t| t.json.get("bs_bytes").and_then(Value::as_u64));
+    let bs = tests().find_map(|t| view::<WorkView>(&t.json).bs_bytes.get().copied());
     if any(Metric::OpsPerS) {
         Metric::OpsPerS
     } else if bs.is_some_and(|b| b >= 128 << 10) || !any(Metric::Iops) {
@@ -639,23 +640,25 @@ fn match_tests(runs: &[StoredRun]) -> Matched<'_> {
 
 /// What a test does, as a string: equal strings mean the same work.
 fn match_key(test: &Value, name: &str) -> String {
-    let Some(rw) = test.get("rw").and_then(Value::as_str) else {
+    let w: WorkView = view(test);
+    let Some(rw) = w.rw.get() else {
         return format!("name:{name}");
     };
-    let num = |k: &str| test.get(k).and_then(Value::as_u64).unwrap_or(1);
-    let mix = match rw {
-        "rw" | "randrw" => test.get("rwmixread").and_then(Value::as_u64).unwrap_or(50),
+    let num = |f: &Field<u64>| f.get().copied().unwrap_or(1);
+    let mix = match rw.as_str() {
+        "rw" | "randrw" => w.rwmixread.get().copied().unwrap_or(50),
         _ => 100,
     };
-    let sync = test
-        .get("sync_every")
-        .and_then(|s| Some(format!("{}/{}", s.get("kind")?.as_str()?, s.get("every")?)))
+    let sync = w
+        .sync_every
+        .get()
+        .and_then(|s| Some(format!("{}/{}", s.kind.get()?, s.every.get()?)))
         .unwrap_or_default();
     format!(
         "{rw} bs={} qd={} jobs={} mix={mix} sync={sync}",
-        num("bs_bytes"),
-        num("iodepth"),
-        num("numjobs")
+        num(&w.bs_bytes),
+        num(&w.iodepth),
+        num(&w.numjobs)
     )
 }
 
@@ -666,25 +669,26 @@ fn test_info(per_run: &[Option<&crate::store::StoredTest>]) -> TestInfo {
             names.push(&t.name);
         }
     }
-    let first = per_run.iter().flatten().next().map(|t| &t.json);
-    let num = |k: &str| first.and_then(|j| j.get(k)).and_then(Value::as_u64);
+    let first: WorkView = per_run
+        .iter()
+        .flatten()
+        .next()
+        .map(|t| view(&t.json))
+        .unwrap_or_default();
     TestInfo {
         name: names.join(" = "),
-        rw: first
-            .and_then(|j| j.get("rw"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        bs_bytes: num("bs_bytes"),
-        iodepth: num("iodepth"),
-        numjobs: num("numjobs"),
+        rw: first.rw.get().cloned(),
+        bs_bytes: first.bs_bytes.get().copied(),
+        iodepth: first.iodepth.get().copied(),
+        numjobs: first.numjobs.get().copied(),
         sync_counts: per_run
             .iter()
-            .map(|t| t.and_then(|t| t.json.pointer("/sync/count")?.as_u64()))
+            .map(|t| {
+                let w: WorkView = view(&(*t)?.json);
+                w.sync.get()?.count.get().copied()
+            })
             .collect(),
-        sync_kind: first
-            .and_then(|j| j.pointer("/sync_every/kind"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        sync_kind: first.sync_every.get().and_then(|s| s.kind.get().cloned()),
     }
 }
 

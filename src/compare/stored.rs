@@ -158,6 +158,35 @@ pub(super) struct TestView {
     pub(super) times: Field<Vec<IgnoredAny>>,
 }
 
+/// What a disk test did (written from `bench::result::TestResult` and `io::spec`): the fields
+/// that decide whether two runs' tests are the same work, and the flush count.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct WorkView {
+    pub(super) rw: Field<String>,
+    pub(super) bs_bytes: Field<u64>,
+    pub(super) iodepth: Field<u64>,
+    pub(super) numjobs: Field<u64>,
+    pub(super) rwmixread: Field<u64>,
+    pub(super) sync_every: Field<SyncEveryView>,
+    pub(super) sync: Field<SyncView>,
+}
+
+/// `sync_every` (written from `io::spec::SyncEvery`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct SyncEveryView {
+    pub(super) kind: Field<String>,
+    pub(super) every: Field<u64>,
+}
+
+/// `sync` (written from `bench::result::SyncResult`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct SyncView {
+    pub(super) count: Field<u64>,
+}
+
 /// The view of `value`; a value that is not an object reads as nothing recorded.
 pub(super) fn view<T: Default + DeserializeOwned>(value: &Value) -> T {
     T::deserialize(value).unwrap_or_default()

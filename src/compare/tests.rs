@@ -142,3 +142,56 @@ fn different_suite_versions_are_flagged() {
         c.warnings
     );
 }
+
+/// The match key and the test's description read every field from the document the model
+/// types write: a renamed field in `TestResult` or `SyncEvery` fails here, not in a report.
+#[test]
+fn the_match_key_reads_what_the_test_result_writes() {
+    use crate::bench::result::TestResult;
+    use crate::io::Measured;
+    use crate::io::spec::{EngineKind, JobSpec, Rw, SyncEvery, SyncKind};
+    use std::time::Duration;
+    let spec = JobSpec {
+        rw: Rw::RandRw,
+        bs: 2300,
+        bssplit: Vec::new(),
+        iodepth: 4,
+        numjobs: 2,
+        region_bytes: 1 << 30,
+        runtime: Duration::from_secs(1),
+        ramp: Duration::ZERO,
+        io_limit: None,
+        rwmixread: 70,
+        sync: Some(SyncEvery {
+            kind: SyncKind::Fdatasync,
+            every: 3,
+        }),
+        open_sync: None,
+        direct: true,
+        engine: EngineKind::IoUring,
+        seed: 1,
+    };
+    let result = TestResult::new("w".into(), &spec, &[Measured::default()], Vec::new());
+    let json = serde_json::to_value(&result).unwrap();
+    assert_eq!(
+        match_key(&json, "w"),
+        "randrw bs=2300 qd=4 jobs=2 mix=70 sync=fdatasync/3"
+    );
+    let stored = StoredTest {
+        name: "w".into(),
+        figures: figures::of_test(&json),
+        json,
+    };
+    let info = test_info(&[Some(&stored)]);
+    assert_eq!(info.rw.as_deref(), Some("randrw"));
+    assert_eq!(
+        (info.bs_bytes, info.iodepth, info.numjobs),
+        (Some(2300), Some(4), Some(2))
+    );
+    assert_eq!(info.sync_kind.as_deref(), Some("fdatasync"));
+    // A document without `rw` (a cpu kernel, a timed command) is matched by name.
+    assert_eq!(
+        match_key(&json!({"ops_per_s": 1.0}), "sha256"),
+        "name:sha256"
+    );
+}
