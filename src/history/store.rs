@@ -302,13 +302,12 @@ impl History {
                  ORDER BY unix_s",
             )
             .map_err(fail)?;
-        let rows = stmt
+        let blobs: Vec<Vec<u8>> = stmt
             .query_map(params![from, to], |r| r.get::<_, Vec<u8>>(0))
+            .map_err(fail)?
+            .collect::<rusqlite::Result<_>>()
             .map_err(fail)?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(self.decode(&row.map_err(fail)?)?);
-        }
+        let mut out = self.decode_all(&blobs)?;
         rebuild_instants(&mut out);
         Ok(out)
     }
@@ -369,15 +368,46 @@ impl History {
         Ok(times)
     }
 
-    fn decode(&self, blob: &[u8]) -> Result<Record> {
-        decode(blob).map_err(|e| {
-            anyhow!(
-                "{} holds a damaged sample ({e}); it was not written by this tacho's \
-                 recorder: move it away and start `tacho record` again",
-                self.path.display()
-            )
-        })
+    /// Decodes rows on every CPU: a day's summary is mostly inflating and parsing samples,
+    /// and each row stands alone. Keeps the rows' order.
+    fn decode_all(&self, blobs: &[Vec<u8>]) -> Result<Vec<Record>> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let path = self.path.as_path();
+        let chunk = blobs.len().div_ceil(threads).max(1);
+        let parts: Vec<Result<Vec<Record>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = blobs
+                .chunks(chunk)
+                .map(|rows| scope.spawn(move || rows.iter().map(|b| decode_row(path, b)).collect()))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow!("a decoding thread panicked")))
+                })
+                .collect()
+        });
+        let mut out = Vec::with_capacity(blobs.len());
+        for part in parts {
+            out.extend(part?);
+        }
+        Ok(out)
     }
+
+    fn decode(&self, blob: &[u8]) -> Result<Record> {
+        decode_row(&self.path, blob)
+    }
+}
+
+/// A row of the history at `path`, or why it cannot be one.
+fn decode_row(path: &Path, blob: &[u8]) -> Result<Record> {
+    decode(blob).map_err(|e| {
+        anyhow!(
+            "{} holds a damaged sample ({e}); it was not written by this tacho's \
+             recorder: move it away and start `tacho record` again",
+            path.display()
+        )
+    })
 }
 
 /// Samples are stored as JSON compressed with zlib: JSON keeps the row readable by any later
