@@ -128,8 +128,19 @@ pub fn read_task_delayacct(root: &SysRoot) -> Result<Option<bool>> {
 
 fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
     buf.clear();
-    std::fs::File::open(path)?.read_to_end(buf)?;
-    Ok(())
+    let mut file = std::fs::File::open(path)?;
+    // Not `read_to_end`: on a `File` it first asks the size (statx) and the position (lseek),
+    // two wasted system calls per /proc file (whose size is always 0), two of every five
+    // that a sample of 1,000 processes makes.
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The process went away between listing /proc and reading its files.
