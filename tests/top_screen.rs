@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{LoopDev, have_tool, skip, tacho};
+use common::{LoopDev, have_tool, run, skip, tacho};
 
 /// How long the screen may take to show a condition.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -485,4 +485,55 @@ fn a_hostile_process_name_reaches_the_terminal_escaped() {
         "the process name set the terminal title"
     );
     assert!(!title.contains("pwned"), "{title}");
+}
+
+/// `tacho top --replay` on a terminal: the bottom line says which recorded moment is shown,
+/// ← and → step one interval, and q leaves.
+#[test]
+fn the_replay_screen_says_its_moment_and_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.db");
+    let o = run(&[
+        "record",
+        "--interval",
+        "1s",
+        "--count",
+        "4",
+        "--file",
+        history.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A temporary directory's path: no quote or shell character in it.
+    let script = format!(
+        "\"$0\" top --replay --history '{}'; echo \"tacho exited $?\"; sleep 600",
+        history.display()
+    );
+    let tmux = Tmux::start(120, 30, &script, env!("CARGO_BIN_EXE_tacho"));
+    let at = |n: usize| {
+        let want = format!(", {n} of 3");
+        move |s: &str| {
+            let bottom = s.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+            if bottom.contains(" replay ") && bottom.contains(&want) {
+                Ok(())
+            } else {
+                Err(format!("bottom line {bottom:?} lacks {want:?}"))
+            }
+        }
+    };
+    tmux.wait("the latest recorded interval", at(3));
+    tmux.press("Left");
+    tmux.wait("one interval back", at(2));
+    tmux.press("Left");
+    tmux.press("Left");
+    tmux.wait("the first interval, and no further", at(1));
+    tmux.press("Right");
+    tmux.wait("one interval forward", at(2));
+    tmux.press("q");
+    tmux.wait("tacho leaving with 0", |s| {
+        if s.contains("tacho exited 0") {
+            Ok(())
+        } else {
+            Err("still running".into())
+        }
+    });
 }

@@ -73,7 +73,12 @@ pub(crate) const KEYS: &[Key] = &[
 /// The bottom line: the keys that fit, each whole, then the sort order when it fits.
 pub(crate) fn line(ui: &UiState, width: u16) -> Paragraph<'static> {
     let width = usize::from(width);
-    let mut text = String::new();
+    // In a replay, which recorded moment this is comes first: the figures are not live.
+    let mut text = ui
+        .replaying
+        .as_ref()
+        .map(|at| format!(" replay {at}  \u{2190} \u{2192} step "))
+        .unwrap_or_default();
     let sort = format!("   [sorted by {}]", ui.sort.word());
     for k in KEYS {
         let item = format!(" {} {} ", k.keys, k.short);

@@ -53,6 +53,8 @@ pub struct UiState {
     pub help: bool,
     /// Accumulated mode (`a`): process totals since this time instead of rates.
     pub accumulated_since: Option<SystemTime>,
+    /// In a replay: the recorded moment shown and its place ("2026-11-23 02:13:40, 12 of 345").
+    pub replaying: Option<String>,
     /// Rows of the disk and process panels at the last draw, for paging and clamping.
     shown: Shown,
 }
@@ -88,6 +90,7 @@ impl UiState {
             disk_scroll: 0,
             help: false,
             accumulated_since: None,
+            replaying: None,
             shown: Shown::default(),
         }
     }
@@ -236,6 +239,18 @@ pub fn run(
 #[cfg(test)]
 mod tests;
 
+/// `YYYY-MM-DD HH:MM:SS` in local time: the moment a replayed interval ended.
+fn moment(unix_s: f64) -> String {
+    chrono::DateTime::from_timestamp(unix_s as i64, 0).map_or_else(
+        || "an unknown time".into(),
+        |t| {
+            t.with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        },
+    )
+}
+
 /// Shows recorded intervals (`tacho top --replay`): starts at `index` of `count`, left/right
 /// (or `[`/`]`) step one sample back/forward, Home/End jump; `load` judges interval `i` with
 /// the chosen sort.
@@ -250,6 +265,12 @@ pub fn replay(
         let mut ui = UiState::new(sort);
         let mut shown = load(index, ui.sort)?;
         loop {
+            ui.replaying = Some(format!(
+                "{}, {} of {}",
+                moment(shown.time_unix_s),
+                index,
+                count - 1
+            ));
             let mut drawn = Shown::default();
             terminal.draw(|f| drawn = draw(f, Some(&shown), &ui))?;
             ui.drawn(drawn);
