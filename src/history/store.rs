@@ -112,13 +112,13 @@ impl History {
     pub fn open(path: &Path) -> Result<History> {
         let meta = std::fs::symlink_metadata(path).map_err(|e| {
             anyhow!(
-                "no history at {} ({e}); start `tacho record` first, or pass --file PATH",
+                "no history at {} ({e}); start `tacho record` first, or name the file with --history FILE",
                 path.display()
             )
         })?;
         if !meta.is_file() {
             bail!(
-                "{} is not a regular file; pass the history file with --file PATH",
+                "{} is not a regular file; name the history file with --history FILE",
                 path.display()
             );
         }
@@ -158,7 +158,7 @@ impl History {
         if app != APPLICATION_ID {
             bail!(
                 "{} is not a tacho history file (another program's SQLite file, or empty); \
-                 pass the file `tacho record` writes with --file PATH",
+                 name the file `tacho record` writes (its --file; --history when reading)",
                 self.path.display()
             );
         }
@@ -491,8 +491,8 @@ fn check_owner(path: &Path) -> Result<()> {
 fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => anyhow!(
-            "{} is not a tacho history file (not SQLite, or damaged: {e}); pass the file \
-             `tacho record` writes with --file PATH",
+            "{} is not a tacho history file (not SQLite, or damaged: {e}); name the file \
+             `tacho record` writes (its --file; --history when reading)",
             path.display()
         ),
         Some(ErrorCode::DiskFull) => anyhow::Error::new(DiskFull).context(format!(
