@@ -1,5 +1,6 @@
-//! `contrib/prometheus`: the alert rules pass promtool's checks and their unit tests, and every
-//! metric name they use is one a live `tacho top --listen` really exports.
+//! `contrib/prometheus` and `contrib/grafana`: the alert rules pass promtool's checks and their
+//! unit tests, every dashboard expression is valid PromQL, and every metric name either uses is
+//! one a live `tacho top --listen` really exports.
 
 mod common;
 
@@ -16,6 +17,55 @@ const CONDITIONAL: &[&str] = &["tacho_finding"];
 
 fn contrib() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("contrib/prometheus")
+}
+
+/// The dashboard's PromQL expressions (panel targets) with Grafana's variables made concrete.
+fn dashboard_exprs() -> Vec<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("contrib/grafana/tacho.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let exprs: Vec<String> = dash["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap().replace("$instance", ".*"))
+        .collect();
+    assert!(!exprs.is_empty(), "the dashboard has no expression");
+    exprs
+}
+
+/// The `label_values(METRIC, …)` queries of the dashboard's variables (not PromQL, but they
+/// name metrics).
+fn dashboard_variable_queries() -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("contrib/grafana/tacho.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    dash["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["query"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_dashboard_expression_is_valid_promql() {
+    if !have_tool("promtool") {
+        return skip("promtool is not installed: the dashboard's PromQL is not checked");
+    }
+    // One recording rule per expression; JSON is YAML, so the rule file is written as JSON.
+    let rules: Vec<serde_json::Value> = dashboard_exprs()
+        .iter()
+        .enumerate()
+        .map(|(i, e)| serde_json::json!({"record": format!("tacho:dashboard_{i}"), "expr": e}))
+        .collect();
+    let file = serde_json::json!({"groups": [{"name": "dashboard", "rules": rules}]});
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dashboard_rules.yml");
+    std::fs::write(&path, file.to_string()).unwrap();
+    promtool(&["check", "rules", path.to_str().unwrap()]);
 }
 
 fn promtool(args: &[&str]) {
@@ -79,9 +129,11 @@ fn scrape(port: u16) -> String {
 }
 
 #[test]
-fn every_metric_the_alerts_use_is_exported() {
+fn every_metric_the_alerts_and_dashboard_use_is_exported() {
     let rules = std::fs::read_to_string(contrib().join("alerts.yml")).unwrap();
-    let used = names_in(&rules);
+    let mut used = names_in(&rules);
+    used.extend(names_in(&dashboard_exprs().join("\n")));
+    used.extend(names_in(&dashboard_variable_queries()));
     assert!(!used.is_empty(), "no tacho_ metric in alerts.yml");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
