@@ -1,0 +1,180 @@
+//! `contrib/prometheus` and `contrib/grafana`: the alert rules pass promtool's checks and their
+//! unit tests, every dashboard expression is valid PromQL, and every metric name either uses is
+//! one a live `tacho top --listen` really exports.
+
+mod common;
+
+use common::{SpawnPiped, have_tool, skip, tacho};
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+/// Families written only while their condition holds (a finding is open), so an idle test
+/// machine's scrape lacks them; for these the test asks that the binary holds the name.
+const CONDITIONAL: &[&str] = &["tacho_finding"];
+
+fn contrib() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("contrib/prometheus")
+}
+
+/// The dashboard's PromQL expressions (panel targets) with Grafana's variables made concrete.
+fn dashboard_exprs() -> Vec<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("contrib/grafana/tacho.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let exprs: Vec<String> = dash["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap().replace("$instance", ".*"))
+        .collect();
+    assert!(!exprs.is_empty(), "the dashboard has no expression");
+    exprs
+}
+
+/// The `label_values(METRIC, …)` queries of the dashboard's variables (not PromQL, but they
+/// name metrics).
+fn dashboard_variable_queries() -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("contrib/grafana/tacho.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    dash["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["query"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_dashboard_expression_is_valid_promql() {
+    if !have_tool("promtool") {
+        return skip("promtool is not installed: the dashboard's PromQL is not checked");
+    }
+    // One recording rule per expression; JSON is YAML, so the rule file is written as JSON.
+    let rules: Vec<serde_json::Value> = dashboard_exprs()
+        .iter()
+        .enumerate()
+        .map(|(i, e)| serde_json::json!({"record": format!("tacho:dashboard_{i}"), "expr": e}))
+        .collect();
+    let file = serde_json::json!({"groups": [{"name": "dashboard", "rules": rules}]});
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dashboard_rules.yml");
+    std::fs::write(&path, file.to_string()).unwrap();
+    promtool(&["check", "rules", path.to_str().unwrap()]);
+}
+
+fn promtool(args: &[&str]) {
+    let o = Command::new("promtool")
+        .args(args)
+        .current_dir(contrib())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "promtool {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn alert_rules_pass_promtool_checks_and_unit_tests() {
+    if !have_tool("promtool") {
+        return skip("promtool is not installed: the alert rules are not checked");
+    }
+    promtool(&["check", "rules", "alerts.yml"]);
+    promtool(&["test", "rules", "alerts_test.yml"]);
+}
+
+/// The `tacho_…` names an expression text uses.
+fn names_in(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("tacho_") {
+        let before_ok = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        if before_ok {
+            names.insert(tail[..end].to_string());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// A running `tacho top --listen`, killed on drop.
+struct Top(Child);
+
+impl Drop for Top {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scrape(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+#[test]
+fn every_metric_the_alerts_and_dashboard_use_is_exported() {
+    let rules = std::fs::read_to_string(contrib().join("alerts.yml")).unwrap();
+    let mut used = names_in(&rules);
+    used.extend(names_in(&dashboard_exprs().join("\n")));
+    used.extend(names_in(&dashboard_variable_queries()));
+    assert!(!used.is_empty(), "no tacho_ metric in alerts.yml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut top = Top(tacho()
+        .args([
+            "top",
+            "--json",
+            "--interval",
+            "200ms",
+            "--count",
+            "50",
+            "--listen",
+            &addr,
+        ])
+        .spawn_piped());
+    // The first JSON line means a sample exists and the server is up.
+    let mut first = String::new();
+    BufReader::new(top.0.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with('{'), "no sample: {first}");
+    let exported: BTreeSet<String> = scrape(port)
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(String::from)
+        .collect();
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_tacho")).unwrap();
+    for name in &used {
+        if CONDITIONAL.contains(&name.as_str()) {
+            let found = binary.windows(name.len()).any(|w| w == name.as_bytes());
+            assert!(found, "{name} is not in the tacho binary");
+        } else {
+            assert!(
+                exported.contains(name),
+                "{name} is not exported: {exported:?}"
+            );
+        }
+    }
+}
