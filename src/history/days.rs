@@ -11,7 +11,7 @@ use chrono::{DateTime, Local, NaiveDate, TimeZone};
 
 use super::History;
 use crate::kernel::diskstats::DiskCounters;
-use crate::totals::DayTotals;
+use crate::totals::{DayTotals, DayWriters, Writer, amplification};
 use anyhow::Result;
 
 /// Bytes in a diskstats sector, whatever the device's logical block size.
@@ -45,6 +45,74 @@ pub fn day_totals(history: &History, days: u32, now: DateTime<Local>) -> Result<
         day = day + chrono::Days::new(1);
     }
     Ok(out)
+}
+
+/// Most days whose writers are decoded: a full day costs seconds at 300 processes.
+pub const WRITER_DAYS: u32 = 7;
+
+/// Top `top` writers and the write amplification of each of the last
+/// `days.min(WRITER_DAYS)` local days up to `now`'s, oldest first; days without samples are
+/// left out.
+pub fn day_writers(
+    history: &History,
+    days: u32,
+    top: usize,
+    now: DateTime<Local>,
+) -> Result<Vec<DayWriters>> {
+    let today = now.date_naive();
+    let first_day = today - chrono::Days::new(u64::from(days.min(WRITER_DAYS).saturating_sub(1)));
+    let mut out = Vec::new();
+    let mut day = first_day;
+    while day <= today {
+        let (start, end) = (midnight(day), midnight(day + chrono::Days::new(1)));
+        let records = history.range(start, end)?;
+        if records.len() >= 2 {
+            let s = super::summary::summarise(&records, start, end, usize::MAX);
+            out.push(writers_of(&day.to_string(), &s, top));
+        }
+        day = day + chrono::Days::new(1);
+    }
+    Ok(out)
+}
+
+/// A day's writers and amplification from its window summary (of every process, so the
+/// process bytes are the day's whole, not the top's).
+fn writers_of(day: &str, s: &super::summary::Summary, top: usize) -> DayWriters {
+    let device: u64 = s.disks.iter().map(|d| d.write_bytes).sum();
+    let process: u64 = s.top_io.iter().map(|p| p.write_bytes).sum();
+    let mut processes: Vec<Writer> = s
+        .top_io
+        .iter()
+        .filter(|p| p.write_bytes > 0)
+        .map(|p| Writer {
+            name: p.comm.clone(),
+            pid: Some(p.pid),
+            bytes_written: p.write_bytes,
+        })
+        .collect();
+    processes.sort_by(|a, b| b.bytes_written.cmp(&a.bytes_written));
+    let mut services: Vec<Writer> = s
+        .services
+        .iter()
+        .filter(|p| p.write_bytes > 0)
+        .map(|p| Writer {
+            name: p.path.clone(),
+            pid: None,
+            bytes_written: p.write_bytes,
+        })
+        .collect();
+    services.sort_by(|a, b| b.bytes_written.cmp(&a.bytes_written));
+    processes.truncate(top);
+    services.truncate(top);
+    DayWriters {
+        day: day.to_string(),
+        processes,
+        services,
+        device_bytes_written: device,
+        process_bytes_written: process,
+        amplification: amplification(device, process),
+        covered_s: s.covered_s,
+    }
 }
 
 /// Unix time of local midnight starting `day` (the earliest valid time that day, for days

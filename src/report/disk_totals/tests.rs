@@ -9,6 +9,7 @@ fn report(disks: Vec<DiskTotals>, daily: Vec<DayTotals>) -> DiskReport {
         days: 7,
         disks,
         daily,
+        writers: vec![],
         notes: vec![],
     }
 }
