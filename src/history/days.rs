@@ -11,7 +11,7 @@ use chrono::{DateTime, Local, NaiveDate, TimeZone};
 
 use super::History;
 use crate::kernel::diskstats::DiskCounters;
-use crate::totals::{DayTotals, DayWriters, Writer, amplification};
+use crate::totals::{DayTotals, DayWriters, WRITER_DAYS, Writer, amplification};
 use anyhow::Result;
 
 /// Bytes in a diskstats sector, whatever the device's logical block size.
@@ -46,9 +46,6 @@ pub fn day_totals(history: &History, days: u32, now: DateTime<Local>) -> Result<
     }
     Ok(out)
 }
-
-/// Most days whose writers are decoded: a full day costs seconds at 300 processes.
-pub const WRITER_DAYS: u32 = 7;
 
 /// Top `top` writers and the write amplification of each of the last
 /// `days.min(WRITER_DAYS)` local days up to `now`'s, oldest first; days without samples are
@@ -90,7 +87,7 @@ fn writers_of(day: &str, s: &super::summary::Summary, top: usize) -> DayWriters 
             bytes_written: p.write_bytes,
         })
         .collect();
-    processes.sort_by(|a, b| b.bytes_written.cmp(&a.bytes_written));
+    processes.sort_by_key(|w| std::cmp::Reverse(w.bytes_written));
     let mut services: Vec<Writer> = s
         .services
         .iter()
@@ -101,7 +98,7 @@ fn writers_of(day: &str, s: &super::summary::Summary, top: usize) -> DayWriters 
             bytes_written: p.write_bytes,
         })
         .collect();
-    services.sort_by(|a, b| b.bytes_written.cmp(&a.bytes_written));
+    services.sort_by_key(|w| std::cmp::Reverse(w.bytes_written));
     processes.truncate(top);
     services.truncate(top);
     DayWriters {
@@ -157,6 +154,57 @@ mod tests {
         crate::kernel::diskstats::parse_diskstats(&line, std::path::Path::new("diskstats"))
             .unwrap()
             .remove(0)
+    }
+
+    #[test]
+    fn a_days_amplification_is_disk_over_all_process_writes_and_writers_are_ranked() {
+        use crate::history::summary::{DiskTotal, ProcessTotal, ServiceTotal, summarise};
+        let mut s = summarise(&[], 0.0, 86_400.0, 5);
+        let disk = |name: &str, write_bytes| DiskTotal {
+            name: name.into(),
+            display_name: name.into(),
+            read_bytes: 0,
+            write_bytes,
+            peak_util_pct: 0.0,
+            peak_util_unix_s: 0.0,
+        };
+        let proc_ = |pid, comm: &str, write_bytes| ProcessTotal {
+            pid,
+            comm: comm.into(),
+            read_bytes: 7,
+            write_bytes,
+            cpu_s: 0.0,
+        };
+        s.disks = vec![disk("vda", 9_000), disk("vdb", 3_000)];
+        s.top_io = vec![
+            proc_(1, "small", 1_000),
+            proc_(2, "big", 3_000),
+            proc_(3, "reader", 0),
+        ];
+        s.services = vec![ServiceTotal {
+            path: "/system.slice/x.service".into(),
+            read_bytes: 0,
+            write_bytes: 4_000,
+        }];
+        let day = writers_of("2026-11-22", &s, 1);
+        assert_eq!(
+            day.amplification,
+            Some(3.0),
+            "12,000 device / 4,000 process bytes"
+        );
+        assert_eq!(
+            day.process_bytes_written, 4_000,
+            "every process counts, not only the top"
+        );
+        assert_eq!(day.processes.len(), 1);
+        assert_eq!(day.processes[0].name, "big");
+        assert_eq!(day.services[0].pid, None);
+        s.top_io.clear();
+        assert_eq!(
+            writers_of("d", &s, 5).amplification,
+            None,
+            "processes wrote nothing"
+        );
     }
 
     #[test]
