@@ -212,6 +212,16 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
         "--json",
     ]);
     let report = json_ok(&o);
+    // The burst's writer is among its day's top writers.
+    let writers = report["writers"].as_array().unwrap();
+    assert!(
+        writers.iter().any(|d| d["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == name.as_str())),
+        "{name} among the day's top writers: {writers:?}"
+    );
     let days = report["daily"].as_array().unwrap();
     assert!(
         days.iter().all(|d| d["disk"] == dev.name().as_str()),

@@ -24,12 +24,14 @@ fn run_disk(args: &ReportDiskArgs) -> Result<ExitCode> {
         Some(path) => Some(read_capture(path)?),
         None => None,
     };
+    let (history, writers) = history_days(args.history.as_deref(), args.days)?;
     let options = totals::Options {
         disks: args.disks.clone(),
         days: args.days,
         smartctl_capture,
         rated_bytes: args.rated_tbw.map(|tb| (tb * 1e12) as u64),
-        history: history_days(args.history.as_deref(), args.days)?,
+        history,
+        writers,
         smartctl: crate::kernel::health::find_smartctl(),
     };
     let report = totals::collect(&SysRoot::real(), &options).map_err(|e| match e {
@@ -51,14 +53,18 @@ fn run_disk(args: &ReportDiskArgs) -> Result<ExitCode> {
 /// Per-day bytes read and written per disk over the last `days` days, from the history store
 /// of `tacho record`; `None` when there is no history file. A history that cannot be read is
 /// an error (exit 2), not a silent fallback.
-fn history_days(file: Option<&Path>, days: u32) -> Result<Option<Vec<DayTotals>>> {
+fn history_days(
+    file: Option<&Path>,
+    days: u32,
+) -> Result<(Option<Vec<DayTotals>>, Vec<totals::DayWriters>)> {
     let path = crate::history::store::resolve_path(file)?;
     if file.is_none() && !path.exists() {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     }
     let history = crate::history::History::open(&path)?;
     let totals = crate::history::days::day_totals(&history, days, chrono::Local::now())?;
-    Ok(Some(totals))
+    let writers = crate::history::days::day_writers(&history, days, 5, chrono::Local::now())?;
+    Ok((Some(totals), writers))
 }
 
 /// Reads a saved smartctl output once, bounded in size.

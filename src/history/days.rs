@@ -11,7 +11,7 @@ use chrono::{DateTime, Local, NaiveDate, TimeZone};
 
 use super::History;
 use crate::kernel::diskstats::DiskCounters;
-use crate::totals::DayTotals;
+use crate::totals::{DayTotals, DayWriters, WRITER_DAYS, Writer, amplification};
 use anyhow::Result;
 
 /// Bytes in a diskstats sector, whatever the device's logical block size.
@@ -45,6 +45,71 @@ pub fn day_totals(history: &History, days: u32, now: DateTime<Local>) -> Result<
         day = day + chrono::Days::new(1);
     }
     Ok(out)
+}
+
+/// Top `top` writers and the write amplification of each of the last
+/// `days.min(WRITER_DAYS)` local days up to `now`'s, oldest first; days without samples are
+/// left out.
+pub fn day_writers(
+    history: &History,
+    days: u32,
+    top: usize,
+    now: DateTime<Local>,
+) -> Result<Vec<DayWriters>> {
+    let today = now.date_naive();
+    let first_day = today - chrono::Days::new(u64::from(days.min(WRITER_DAYS).saturating_sub(1)));
+    let mut out = Vec::new();
+    let mut day = first_day;
+    while day <= today {
+        let (start, end) = (midnight(day), midnight(day + chrono::Days::new(1)));
+        let records = history.range(start, end)?;
+        if records.len() >= 2 {
+            let s = super::summary::summarise(&records, start, end, usize::MAX);
+            out.push(writers_of(&day.to_string(), &s, top));
+        }
+        day = day + chrono::Days::new(1);
+    }
+    Ok(out)
+}
+
+/// A day's writers and amplification from its window summary (of every process, so the
+/// process bytes are the day's whole, not the top's).
+fn writers_of(day: &str, s: &super::summary::Summary, top: usize) -> DayWriters {
+    let device: u64 = s.disks.iter().map(|d| d.write_bytes).sum();
+    let process: u64 = s.top_io.iter().map(|p| p.write_bytes).sum();
+    let mut processes: Vec<Writer> = s
+        .top_io
+        .iter()
+        .filter(|p| p.write_bytes > 0)
+        .map(|p| Writer {
+            name: p.comm.clone(),
+            pid: Some(p.pid),
+            bytes_written: p.write_bytes,
+        })
+        .collect();
+    processes.sort_by_key(|w| std::cmp::Reverse(w.bytes_written));
+    let mut services: Vec<Writer> = s
+        .services
+        .iter()
+        .filter(|p| p.write_bytes > 0)
+        .map(|p| Writer {
+            name: p.path.clone(),
+            pid: None,
+            bytes_written: p.write_bytes,
+        })
+        .collect();
+    services.sort_by_key(|w| std::cmp::Reverse(w.bytes_written));
+    processes.truncate(top);
+    services.truncate(top);
+    DayWriters {
+        day: day.to_string(),
+        processes,
+        services,
+        device_bytes_written: device,
+        process_bytes_written: process,
+        amplification: amplification(device, process),
+        covered_s: s.covered_s,
+    }
 }
 
 /// Unix time of local midnight starting `day` (the earliest valid time that day, for days
@@ -89,6 +154,57 @@ mod tests {
         crate::kernel::diskstats::parse_diskstats(&line, std::path::Path::new("diskstats"))
             .unwrap()
             .remove(0)
+    }
+
+    #[test]
+    fn a_days_amplification_is_disk_over_all_process_writes_and_writers_are_ranked() {
+        use crate::history::summary::{DiskTotal, ProcessTotal, ServiceTotal, summarise};
+        let mut s = summarise(&[], 0.0, 86_400.0, 5);
+        let disk = |name: &str, write_bytes| DiskTotal {
+            name: name.into(),
+            display_name: name.into(),
+            read_bytes: 0,
+            write_bytes,
+            peak_util_pct: 0.0,
+            peak_util_unix_s: 0.0,
+        };
+        let proc_ = |pid, comm: &str, write_bytes| ProcessTotal {
+            pid,
+            comm: comm.into(),
+            read_bytes: 7,
+            write_bytes,
+            cpu_s: 0.0,
+        };
+        s.disks = vec![disk("vda", 9_000), disk("vdb", 3_000)];
+        s.top_io = vec![
+            proc_(1, "small", 1_000),
+            proc_(2, "big", 3_000),
+            proc_(3, "reader", 0),
+        ];
+        s.services = vec![ServiceTotal {
+            path: "/system.slice/x.service".into(),
+            read_bytes: 0,
+            write_bytes: 4_000,
+        }];
+        let day = writers_of("2026-11-22", &s, 1);
+        assert_eq!(
+            day.amplification,
+            Some(3.0),
+            "12,000 device / 4,000 process bytes"
+        );
+        assert_eq!(
+            day.process_bytes_written, 4_000,
+            "every process counts, not only the top"
+        );
+        assert_eq!(day.processes.len(), 1);
+        assert_eq!(day.processes[0].name, "big");
+        assert_eq!(day.services[0].pid, None);
+        s.top_io.clear();
+        assert_eq!(
+            writers_of("d", &s, 5).amplification,
+            None,
+            "processes wrote nothing"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use crate::kernel::health::{DriveHealth, DriveKind, HealthSource};
 use crate::text::Escaped;
 use crate::totals::{
-    DailyRate, DayTotals, DiskReport, DiskTotals, Projection, RateBasis, RatedFrom,
+    DailyRate, DayTotals, DayWriters, DiskReport, DiskTotals, Projection, RateBasis, RatedFrom,
 };
 
 /// Writes the report as one pretty-printed JSON document.
@@ -32,6 +32,10 @@ pub fn text(report: &DiskReport, out: &mut impl Write) -> io::Result<()> {
     if !report.daily.is_empty() {
         writeln!(out)?;
         daily_table(&report.daily, out)?;
+    }
+    for day in &report.writers {
+        writeln!(out)?;
+        writers_block(day, out)?;
     }
     for note in &report.notes {
         writeln!(out, "note: {}", Escaped(note))?;
@@ -177,6 +181,33 @@ fn daily_table(days: &[DayTotals], out: &mut impl Write) -> io::Result<()> {
             or_dash(d.bytes_read),
             or_dash(d.bytes_written),
             recorded(d.seconds)
+        )?;
+    }
+    Ok(())
+}
+
+/// One day's write amplification and top writers.
+fn writers_block(day: &DayWriters, out: &mut impl Write) -> io::Result<()> {
+    let amp = day
+        .amplification
+        .map_or("- (processes wrote nothing)".to_string(), |a| {
+            format!("{a:.2}")
+        });
+    writeln!(
+        out,
+        "{}: write amplification {amp} (device {} / processes {}, {} recorded)",
+        Escaped(&day.day),
+        si(day.device_bytes_written as f64),
+        si(day.process_bytes_written as f64),
+        recorded(day.covered_s)
+    )?;
+    for w in day.processes.iter().chain(&day.services) {
+        let pid = w.pid.map_or(String::new(), |p| format!(" [{p}]"));
+        writeln!(
+            out,
+            "  {:>10}  {}{pid}",
+            si(w.bytes_written as f64),
+            Escaped(&w.name)
         )?;
     }
     Ok(())

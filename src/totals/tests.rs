@@ -272,3 +272,10 @@ fn a_capture_stands_for_the_named_disk_with_its_kernel_rate() {
     assert_eq!(p.bytes_per_day, 2000.0 * 512.0);
     assert_eq!(p.rated_from, RatedFrom::Warranty);
 }
+
+#[test]
+fn amplification_is_device_over_process_bytes_and_none_without_process_writes() {
+    assert_eq!(super::amplification(3_000, 1_000), Some(3.0));
+    assert_eq!(super::amplification(500, 1_000), Some(0.5));
+    assert_eq!(super::amplification(500, 0), None);
+}

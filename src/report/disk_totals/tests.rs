@@ -9,6 +9,7 @@ fn report(disks: Vec<DiskTotals>, daily: Vec<DayTotals>) -> DiskReport {
         days: 7,
         disks,
         daily,
+        writers: vec![],
         notes: vec![],
     }
 }
@@ -163,4 +164,25 @@ fn short_remaining_endurance_is_said_in_days() {
         "{}",
         at(19_000)
     );
+}
+
+#[test]
+fn a_days_writers_show_amplification_and_names_escaped() {
+    let mut r = report(vec![], vec![]);
+    r.writers = vec![crate::totals::DayWriters {
+        day: "2026-11-22".into(),
+        processes: vec![crate::totals::Writer {
+            name: "evil\x1b[2J".into(),
+            pid: Some(42),
+            bytes_written: 2 * GB,
+        }],
+        services: vec![],
+        device_bytes_written: 6 * GB,
+        process_bytes_written: 2 * GB,
+        amplification: Some(3.0),
+        covered_s: 86_400.0,
+    }];
+    let text = render(&r);
+    assert!(text.contains("write amplification 3.00"), "{text}");
+    assert!(text.contains("[42]") && !text.contains('\x1b'), "{text}");
 }
