@@ -72,11 +72,12 @@ pub fn day_writers(
     Ok(out)
 }
 
-/// A day's writers and amplification from its window summary (of every process, so the
-/// process bytes are the day's whole, not the top's).
+/// A day's writers and amplification from its window summary. Amplification is physical
+/// disks' bytes (no partitions, loop, dm or md, which would count a write twice) over the
+/// bytes of the processes whose /proc/PID/io was readable, as `tacho top` computes it.
 fn writers_of(day: &str, s: &super::summary::Summary, top: usize) -> DayWriters {
-    let device: u64 = s.disks.iter().map(|d| d.write_bytes).sum();
-    let process: u64 = s.top_io.iter().map(|p| p.write_bytes).sum();
+    let device = s.device_write_bytes;
+    let process = s.process_write_bytes;
     let mut processes: Vec<Writer> = s
         .top_io
         .iter()
@@ -186,6 +187,10 @@ mod tests {
             read_bytes: 0,
             write_bytes: 4_000,
         }];
+        // The physical disks' and the readable processes' sums, as the intervals' write
+        // amplification counted them (a partition's bytes in `disks` would count twice).
+        s.device_write_bytes = 12_000;
+        s.process_write_bytes = 4_000;
         let day = writers_of("2026-11-22", &s, 1);
         assert_eq!(
             day.amplification,
@@ -194,12 +199,12 @@ mod tests {
         );
         assert_eq!(
             day.process_bytes_written, 4_000,
-            "every process counts, not only the top"
+            "the whole day's process bytes, not only the top writers'"
         );
         assert_eq!(day.processes.len(), 1);
         assert_eq!(day.processes[0].name, "big");
         assert_eq!(day.services[0].pid, None);
-        s.top_io.clear();
+        s.process_write_bytes = 0;
         assert_eq!(
             writers_of("d", &s, 5).amplification,
             None,

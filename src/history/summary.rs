@@ -38,6 +38,12 @@ pub struct Summary {
     pub findings: Vec<FindingSpan>,
     /// Bytes per device, busiest first.
     pub disks: Vec<DiskTotal>,
+    /// Bytes the physical disks wrote (no partitions, loop, dm or md), the numerator of write
+    /// amplification, summed over the intervals.
+    pub device_write_bytes: u64,
+    /// Bytes processes sent to storage (those whose /proc/PID/io was readable), summed over
+    /// the intervals: the denominator.
+    pub process_write_bytes: u64,
     /// Processes by bytes read + written.
     pub top_io: Vec<ProcessTotal>,
     /// Processes by CPU time.
@@ -169,6 +175,8 @@ struct Accumulator {
     /// Index in `spans` of each (code, subject) span still open, with its last end time.
     open: HashMap<(&'static str, String), (usize, f64)>,
     disks: HashMap<String, DiskTotal>,
+    device_write_bytes: u64,
+    process_write_bytes: u64,
     processes: HashMap<(u32, String), ProcessTotal>,
     services: HashMap<String, ServiceTotal>,
     peaks: Peaks,
@@ -180,6 +188,13 @@ impl Accumulator {
         let dt = s.interval_s;
         self.intervals += 1;
         self.covered_s += dt;
+        let wa = &s.write_amplification;
+        self.device_write_bytes = self
+            .device_write_bytes
+            .saturating_add(wa.device_write_bytes);
+        self.process_write_bytes = self
+            .process_write_bytes
+            .saturating_add(wa.process_write_bytes);
         for f in &s.findings {
             let key = (f.code, f.subject.clone());
             match self.open.get_mut(&key) {
@@ -340,6 +355,8 @@ impl Accumulator {
             gaps,
             findings: spans,
             disks,
+            device_write_bytes: self.device_write_bytes,
+            process_write_bytes: self.process_write_bytes,
             top_io,
             top_cpu,
             services,
