@@ -20,6 +20,7 @@ pub mod mdstat;
 pub mod meminfo;
 pub mod mounts;
 pub mod netdev;
+pub(crate) mod netlinkinfo;
 pub mod pressure;
 pub mod process;
 pub mod procinfo;

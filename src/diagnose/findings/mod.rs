@@ -5,6 +5,7 @@
 //! conservative, so that a finding is worth acting on.
 
 mod disk;
+mod net;
 mod system;
 
 use std::collections::{HashMap, VecDeque};
@@ -37,6 +38,8 @@ impl Judge {
         disk::blame(sample, &mut findings);
         system::cpu(sample, &mut findings);
         system::memory(sample, &mut findings);
+        net::saturated(sample, &mut findings);
+        net::errors(sample, &mut findings);
         self.remember(sample);
         // Stable: equal severities keep the order above (disks, then CPU, then memory).
         findings.sort_by_key(|f| std::cmp::Reverse(f.severity));

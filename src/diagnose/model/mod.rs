@@ -10,6 +10,7 @@ pub mod disk;
 pub mod finding;
 pub mod groups;
 pub mod memory;
+pub mod net;
 pub mod process;
 
 use std::collections::BTreeMap;
@@ -68,6 +69,8 @@ pub struct TopSample {
     pub write_amplification: WriteAmplification,
     /// Traffic per network interface, sorted by name.
     pub net: Vec<Net>,
+    /// Capacity, utilisation, overruns and carrier changes of the interfaces in `net`.
+    pub links: Vec<net::Link>,
     /// Totals since accumulation started (`--accumulate`, the screen's `a` key); `null`
     /// otherwise.
     pub accumulated: Option<accumulate::Accumulated>,
@@ -376,6 +379,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         groups,
         processes: procs.top,
         write_amplification,
+        links: net::links(&a.links, &b.links, &net, dt),
         net,
         accumulated: None,
         culprits,

@@ -18,6 +18,7 @@ use crate::kernel::diskstats::{self, DiskCounters};
 use crate::kernel::loadavg::{self, LoadAvg};
 use crate::kernel::meminfo::{self, Meminfo, VmStat};
 use crate::kernel::netdev::{self, NetCounters};
+use crate::kernel::netlinkinfo::{self, LinkInfo};
 use crate::kernel::pressure::{self, PressureAll};
 use crate::kernel::process::{self, ProcessScan};
 use crate::kernel::stat::{self, KernelStat};
@@ -54,6 +55,10 @@ pub struct Sample {
     pub processes: ProcessScan,
     pub cgroups: CgroupIoScan,
     pub net: Vec<NetCounters>,
+    /// Speed, duplex, overruns and carrier changes of the interfaces in `net`, from
+    /// /sys/class/net (absent from records written before it was sampled).
+    #[serde(default)]
+    pub links: Vec<LinkInfo>,
     /// Processes that exited since the previous sample, with their final counters (per
     /// process: the records of its threads summed), from taskstats.
     pub exited: Vec<ExitedTask>,
@@ -130,6 +135,7 @@ impl Sampler {
         let vmstat = meminfo::read_vmstat(root)?;
         let pressure = pressure::read_pressure(root)?;
         let net = netdev::read_netdev(root)?;
+        let links = netlinkinfo::read_links(root, net.iter().map(|n| n.name.as_str()));
         let mut cgroups = match &self.cgroup_mount {
             Some(dir) => cgroup::read_cgroup_io(dir)?,
             None => CgroupIoScan {
@@ -169,6 +175,7 @@ impl Sampler {
             processes,
             cgroups,
             net,
+            links,
             exited,
             exits_unavailable,
             details,

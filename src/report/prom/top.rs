@@ -105,6 +105,12 @@ pub fn render(s: &TopSample) -> String {
             add(format!("tacho_net_{k}"), &[("interface", &name)], &v);
         }
     }
+    for l in json["links"].as_array().into_iter().flatten() {
+        let name = text(&l["name"]);
+        for (k, v) in fields(l) {
+            add(format!("tacho_link_{k}"), &[("interface", &name)], &v);
+        }
+    }
     for f in &s.findings {
         let severity = serde_json::to_value(f.severity).unwrap_or(Value::Null);
         add(
@@ -207,6 +213,23 @@ mod tests {
         assert!(text.contains("tacho_disk_util_pct{device=\"vda\",name=\"vda\"} "));
         assert!(text.contains("# HELP tacho_interval_s tacho top figure tacho_interval_s;"));
         assert!(text.contains("tacho_interval_s 1\n"), "{text}");
+        let mut s = fixture_top_sample();
+        s.links = vec![crate::diagnose::model::net::Link {
+            name: "eth0".into(),
+            speed_mbps: Some(1000),
+            duplex: Some("full".into()),
+            rx_utilisation_pct: Some(2.0),
+            tx_utilisation_pct: Some(94.0),
+            rx_overruns_per_s: None,
+            tx_fifo_errors_per_s: None,
+            carrier_changes_per_s: Some(0.0),
+        }];
+        let links = render(&s);
+        assert!(
+            links.contains("tacho_link_tx_utilisation_pct{interface=\"eth0\"} 94\n"),
+            "{links}"
+        );
+        assert!(!links.contains("tacho_link_rx_overruns_per_s"), "{links}");
         // Each family once, its samples together.
         let types = text
             .lines()

@@ -362,6 +362,18 @@ fn net(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
             n.tx_drops_per_s
         )?;
     }
+    for l in &s.links {
+        if let (Some(mbps), Some(rx), Some(tx)) =
+            (l.speed_mbps, l.rx_utilisation_pct, l.tx_utilisation_pct)
+        {
+            writeln!(
+                out,
+                "{:<10} link {mbps} Mb/s {}: {rx:.0}% in, {tx:.0}% out",
+                Escaped(&l.name),
+                l.duplex.as_deref().unwrap_or("duplex unknown"),
+            )?;
+        }
+    }
     Ok(())
 }
 

@@ -1,0 +1,172 @@
+//! Link verdicts: an interface near the speed the kernel reports, and errors, drops, overruns
+//! or carrier changes that keep coming.
+
+use super::{Finding, Severity};
+use crate::diagnose::model::TopSample;
+
+/// Share of the link's speed from which it is full: queues build and latency grows before
+/// 100%, and framing overhead keeps payload a few percent under the line rate.
+const SATURATED_PCT: f64 = 90.0;
+/// Receive or transmit errors (with overruns) per second worth a look: a healthy link has
+/// none, a handful in a burst is noise.
+const ERRORS_PER_S: f64 = 10.0;
+/// Dropped packets per second worth a look (the host, not the wire, could not keep up).
+const DROPS_PER_S: f64 = 100.0;
+
+fn warn(code: &'static str, subject: &str, message: String) -> Finding {
+    Finding {
+        code,
+        severity: Severity::Warning,
+        subject: subject.into(),
+        message,
+        culprits: Vec::new(),
+    }
+}
+
+/// `1 Gb/s`, `2.5 Gb/s`, `100 Mb/s`.
+fn speed(mbps: u64) -> String {
+    if mbps >= 1000 {
+        format!("{} Gb/s", mbps as f64 / 1000.0)
+    } else {
+        format!("{mbps} Mb/s")
+    }
+}
+
+/// Links at or above [`SATURATED_PCT`] of their speed, per direction.
+pub(super) fn saturated(s: &TopSample, out: &mut Vec<Finding>) {
+    for l in &s.links {
+        let Some(mbps) = l.speed_mbps else { continue };
+        for (pct, dir) in [(l.tx_utilisation_pct, "out"), (l.rx_utilisation_pct, "in")] {
+            if let Some(p) = pct.filter(|&p| p >= SATURATED_PCT) {
+                let msg = format!("{} at {p:.0}% of {} {dir}", l.name, speed(mbps));
+                out.push(warn("link_saturated", &l.name, msg));
+            }
+        }
+    }
+}
+
+/// Errors, overruns, drops and carrier changes that keep coming.
+pub(super) fn errors(s: &TopSample, out: &mut Vec<Finding>) {
+    for n in &s.net {
+        let link = s.links.iter().find(|l| l.name == n.name);
+        let overruns = link.and_then(|l| l.rx_overruns_per_s).unwrap_or(0.0);
+        for (rate, dir) in [
+            (n.rx_errors_per_s + overruns, "rx"),
+            (n.tx_errors_per_s, "tx"),
+        ] {
+            if rate >= ERRORS_PER_S {
+                let msg = format!(
+                    "{}: {rate:.0} {dir} errors/s — check cabling or the switch port",
+                    n.name
+                );
+                out.push(warn("link_errors", &n.name, msg));
+            }
+        }
+        for (rate, dir) in [(n.rx_drops_per_s, "rx"), (n.tx_drops_per_s, "tx")] {
+            if rate >= DROPS_PER_S {
+                let msg = format!(
+                    "{}: {rate:.0} {dir} drops/s — the host cannot keep up (ring or queue full)",
+                    n.name
+                );
+                out.push(warn("link_drops", &n.name, msg));
+            }
+        }
+        if let Some(c) = link
+            .and_then(|l| l.carrier_changes_per_s)
+            .filter(|&c| c > 0.0)
+        {
+            let msg = format!(
+                "{}: carrier changed {:.0} times in {:.0} s — the link is flapping",
+                n.name,
+                c * s.interval_s,
+                s.interval_s
+            );
+            out.push(warn("link_flapping", &n.name, msg));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::findings::tests::fixture_top_sample;
+    use crate::diagnose::model::net::Link;
+
+    fn link(name: &str, mbps: Option<u64>, tx_pct: Option<f64>) -> Link {
+        Link {
+            name: name.into(),
+            speed_mbps: mbps,
+            duplex: Some("full".into()),
+            rx_utilisation_pct: Some(1.0),
+            tx_utilisation_pct: tx_pct,
+            rx_overruns_per_s: Some(0.0),
+            tx_fifo_errors_per_s: None,
+            carrier_changes_per_s: Some(0.0),
+        }
+    }
+
+    #[test]
+    fn names_a_full_link_and_only_it() {
+        let mut s = fixture_top_sample();
+        s.links = vec![
+            link("eth0", Some(1000), Some(94.2)),
+            link("eth1", Some(10000), Some(89.0)),
+            link("veth0", None, None),
+        ];
+        let mut out = Vec::new();
+        saturated(&s, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].message, "eth0 at 94% of 1 Gb/s out");
+        assert_eq!(out[0].code, "link_saturated");
+    }
+
+    #[test]
+    fn names_errors_drops_and_flapping() {
+        let mut s = fixture_top_sample();
+        let name = s.net[0].name.clone();
+        s.net[0].rx_errors_per_s = 100.0;
+        s.net[0].tx_drops_per_s = 500.0;
+        let mut l = link(&name, None, None);
+        l.rx_overruns_per_s = Some(20.0);
+        l.carrier_changes_per_s = Some(2.0 / s.interval_s);
+        s.links = vec![l];
+        let mut out = Vec::new();
+        errors(&s, &mut out);
+        let codes: Vec<_> = out.iter().map(|f| f.code).collect();
+        assert_eq!(codes, ["link_errors", "link_drops", "link_flapping"]);
+        assert_eq!(
+            out[0].message,
+            format!("{name}: 120 rx errors/s — check cabling or the switch port")
+        );
+        assert!(
+            out[2].message.contains("changed 2 times"),
+            "{}",
+            out[2].message
+        );
+    }
+
+    #[test]
+    fn a_quiet_link_says_nothing() {
+        let mut s = fixture_top_sample();
+        s.links = s
+            .net
+            .iter()
+            .map(|n| link(&n.name, Some(1000), Some(0.5)))
+            .collect();
+        for n in &mut s.net {
+            (n.rx_errors_per_s, n.tx_errors_per_s) = (1.0, 0.0);
+            (n.rx_drops_per_s, n.tx_drops_per_s) = (5.0, 0.0);
+        }
+        let mut out = Vec::new();
+        saturated(&s, &mut out);
+        errors(&s, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn speeds_read_as_admins_say_them() {
+        assert_eq!(speed(1000), "1 Gb/s");
+        assert_eq!(speed(2500), "2.5 Gb/s");
+        assert_eq!(speed(100), "100 Mb/s");
+    }
+}
