@@ -117,12 +117,27 @@ pub fn sample_loop(
     let start = Instant::now();
     let mut prev = sampler.sample()?;
     let mut n: u64 = 0;
+    let mut short_of_descriptors = false;
     while count.is_none_or(|c| n < c) {
         let due = start + interval.saturating_mul(u32::try_from(n + 1).unwrap_or(u32::MAX));
         if !sleep_until(due, stop) {
             break;
         }
-        let cur = sampler.sample()?;
+        let cur = match sampler.sample() {
+            Ok(cur) => cur,
+            // Out of descriptors for a moment (clients of --listen hold many): this interval
+            // is skipped, said once, and the next one tried; anything else ends the run.
+            Err(e) if out_of_descriptors(&e) => {
+                if !short_of_descriptors {
+                    eprintln!("warning: {e}; skipping samples until descriptors are free");
+                    short_of_descriptors = true;
+                }
+                n += 1;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        short_of_descriptors = false;
         let mut s = model::between(&prev, &cur, sampler.devices(), opts);
         if let Some(acc) = &mut accumulator {
             acc.apply(&prev, &cur, opts, &mut s);
@@ -133,6 +148,20 @@ pub fn sample_loop(
         n += 1;
     }
     Ok(())
+}
+
+/// Whether `e` is the process or the system running out of file descriptors.
+fn out_of_descriptors(e: &crate::kernel::KernelError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && matches!(io.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// Sleeps until `due` in short steps so Ctrl-C or a signal is honoured promptly; false when
