@@ -155,7 +155,7 @@ impl CpuPanel {
     }
 }
 
-const CPU_COLUMNS: [Column; 9] = [
+pub(super) const CPU_COLUMNS: [Column; 9] = [
     Column::text("CPU", 0, 3),
     Column::num("%usr", 0, 6),
     Column::num("%nice", 3, 6),

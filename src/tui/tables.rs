@@ -73,7 +73,7 @@ pub(crate) fn disk_list<'a>(s: &'a TopSample, ui: &UiState) -> DiskList<'a> {
 
 /// iostat -x's columns in its order; priorities keep %util, queue, write and read figures on
 /// a narrow screen and add merges, discards and flushes on a wide one.
-const DISK_COLUMNS: [Column; 24] = [
+pub(super) const DISK_COLUMNS: [Column; 24] = [
     Column::text("Device", 0, 6),
     Column::num("r/s", 3, 8),
     Column::num("rkB/s", 2, 9),
@@ -224,7 +224,7 @@ pub(crate) fn render_disks(frame: &mut Frame, area: Rect, list: &DiskList, ui: &
 }
 
 /// pidstat -u -d's columns and iotop's IO%; priorities keep the command, CPU and I/O rates.
-const PROCESS_COLUMNS: [Column; 10] = [
+pub(super) const PROCESS_COLUMNS: [Column; 10] = [
     Column::num("PID", 0, 7),
     Column::text("COMMAND", 0, 7),
     Column::num("%usr", 5, 6),
@@ -238,7 +238,7 @@ const PROCESS_COLUMNS: [Column; 10] = [
 ];
 
 /// iotop -a's columns: what each process did since accumulation started.
-const ACCUMULATED_COLUMNS: [Column; 9] = [
+pub(super) const ACCUMULATED_COLUMNS: [Column; 9] = [
     Column::num("PID", 0, 7),
     Column::text("COMMAND", 0, 7),
     Column::num("usr_s", 4, 8),
@@ -390,7 +390,7 @@ fn render_accumulated(
 }
 
 /// sar -n DEV's columns.
-const NET_COLUMNS: [Column; 7] = [
+pub(super) const NET_COLUMNS: [Column; 7] = [
     Column::text("IFACE", 0, 5),
     Column::num("rxkB/s", 0, 9),
     Column::num("txkB/s", 0, 9),
