@@ -10,20 +10,18 @@
 
 mod common;
 
-use common::{is_root, json_ok, skip, tacho};
+use common::{LoopDev, is_root, json_ok, skip, tacho};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 const IMAGE_BYTES: usize = 256 << 20;
 
 /// A loop device over an image full of data (not sparse: a hole reads as zeros from metadata),
 /// detached and removed on drop.
 struct DataLoop {
-    dev: PathBuf,
-    image: tempfile::NamedTempFile,
+    lo: LoopDev,
 }
 
 impl DataLoop {
@@ -50,26 +48,12 @@ impl DataLoop {
             image.write_all(&chunk).unwrap();
         }
         image.as_file().sync_all().unwrap();
-        let o = Command::new("losetup")
-            .args(["-f", "--show"])
-            .args(losetup_options)
-            .arg(image.path())
-            .output()
-            .expect("cannot run losetup");
-        if !o.status.success() {
-            skip(&format!(
-                "{test}: losetup failed: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
-            return None;
-        }
-        let dev = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-        Some(DataLoop { dev, image })
+        LoopDev::attach(test, image, losetup_options).map(|lo| DataLoop { lo })
     }
 
     /// The host forgets: the backing file's pages leave the page cache.
     fn evict(&self) {
-        let f = File::open(self.image.path()).unwrap();
+        let f = File::open(self.lo.image()).unwrap();
         // SAFETY: advisory call on a descriptor we own.
         let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(rc, 0, "posix_fadvise");
@@ -80,7 +64,7 @@ impl DataLoop {
         self.evict();
         let o = tacho()
             .args(["bench", "disk"])
-            .arg(&self.dev)
+            .arg(&self.lo.dev)
             .args(["--probe-cache", "--destroy-data", "--rw", "read"])
             .args(["--runtime", "300ms", "--json"])
             .output()
@@ -89,12 +73,6 @@ impl DataLoop {
         doc.get("host_cache")
             .cloned()
             .unwrap_or_else(|| panic!("no host_cache in {doc}"))
-    }
-}
-
-impl Drop for DataLoop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
     }
 }
 
@@ -178,7 +156,7 @@ fn a_read_only_run_says_why_it_could_not_probe() {
     };
     let o = tacho()
         .args(["bench", "disk"])
-        .arg(&lo.dev)
+        .arg(&lo.lo.dev)
         .args([
             "--probe-cache",
             "--rw",
@@ -208,7 +186,7 @@ fn the_probe_runs_by_default_on_a_virtual_disk_only() {
     let run = |extra: &[&str]| {
         let o = tacho()
             .args(["bench", "disk"])
-            .arg(&lo.dev)
+            .arg(&lo.lo.dev)
             .args([
                 "--destroy-data",
                 "--rw",

@@ -306,8 +306,19 @@ impl LoopDev {
             .tempfile_in(dir)
             .expect("cannot create a loop image");
         image.as_file().set_len(size).unwrap();
+        Self::attach(test, image, &[])
+    }
+
+    /// A loop device over `image` (which the guard then owns), with extra `losetup` options
+    /// such as `--direct-io=on`.
+    pub fn attach(
+        test: &str,
+        image: tempfile::NamedTempFile,
+        losetup_options: &[&str],
+    ) -> Option<LoopDev> {
         let o = Command::new("losetup")
             .args(["-f", "--show"])
+            .args(losetup_options)
             .arg(image.path())
             .output()
             .expect("cannot run losetup");
@@ -320,6 +331,11 @@ impl LoopDev {
         }
         let dev = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
         Some(LoopDev { dev, image })
+    }
+
+    /// The backing file.
+    pub fn image(&self) -> &Path {
+        self.image.path()
     }
 
     pub fn path(&self) -> &str {
