@@ -201,6 +201,20 @@ pub struct WriteConsent {
     claim: Option<File>,
 }
 
+/// The consent a run needs when it `writes`, judged by [`check_write_allowed`]; `None` for a
+/// run that only reads.
+pub fn consent_if_writing(
+    writes: bool,
+    root: &SysRoot,
+    opened: &Opened,
+    t: &Inspected,
+    destroy_data: bool,
+) -> Result<Option<WriteConsent>> {
+    writes
+        .then(|| check_write_allowed(root, opened, t, destroy_data))
+        .transpose()
+}
+
 /// Refuses writes tacho has no consent for: into an existing file, or onto a block device that
 /// is in use or holds data.
 pub fn check_write_allowed(

@@ -59,16 +59,13 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     // Only a disk the hypervisor provides can hide a host cache, so only there is it default.
     plan.probe_cache = options.probe_cache.unwrap_or(virtual_disk.is_some());
     // The probe overwrites a few blocks: on a file or device, only with the admin's consent.
-    let consent = if plan.writes || plan.probe_cache && args.destroy_data {
-        Some(target::check_write_allowed(
-            &root,
-            &opened,
-            &inspected,
-            args.destroy_data,
-        )?)
-    } else {
-        None
-    };
+    let consent = target::consent_if_writing(
+        plan.writes || plan.probe_cache && args.destroy_data,
+        &root,
+        &opened,
+        &inspected,
+        args.destroy_data,
+    )?;
     warnings.extend(inspected.notes.iter().cloned());
     warnings.extend(job_note);
 

@@ -47,16 +47,8 @@ pub fn run(args: &PingArgs) -> Result<ExitCode> {
             args.size
         );
     }
-    let consent = if args.write {
-        Some(target::check_write_allowed(
-            &root,
-            &opened,
-            &inspected,
-            args.destroy_data,
-        )?)
-    } else {
-        None
-    };
+    let consent =
+        target::consent_if_writing(args.write, &root, &opened, &inspected, args.destroy_data)?;
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     let ctl = Control::new(stop);
