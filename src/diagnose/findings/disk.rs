@@ -47,17 +47,11 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
             d.rotational == Some(true) && d.kind != DeviceKind::Loop && !d.virtual_disk;
         if rotational {
             if util >= ROTATIONAL_UTIL_PCT {
-                out.push(Finding {
-                    code: "disk_saturated",
-                    severity: Severity::Warning,
-                    subject: d.name.clone(),
-                    message: format!(
+                out.push(Finding::warning("disk_saturated", d.name.clone(), format!(
                         "{} is saturated: {util:.0}% busy, queue {queue:.1}{} (rotational disk: %util is the measure)",
                         label(d),
                         await_text(d),
-                    ),
-                    culprits: Vec::new(),
-                });
+                    )));
             }
             continue;
         }
@@ -80,31 +74,23 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
             }
             (None, None) => continue,
         };
-        out.push(Finding {
-            code: "disk_saturated",
-            severity: Severity::Warning,
-            subject: d.name.clone(),
-            message: format!(
+        out.push(Finding::warning("disk_saturated", d.name.clone(), format!(
                 "{} is saturated: queue {queue:.1}, {why} (%util {util:.0}% says little for a device that serves requests in parallel)",
                 label(d)
-            ),
-            culprits: Vec::new(),
-        });
+            )));
     }
     if let Some(p) = s.psi.io.as_ref().and_then(|p| p.full.as_ref())
         && p.avg10_pct >= 10.0
         && !out.iter().any(|f| f.code == "disk_saturated")
     {
-        out.push(Finding {
-            code: "io_pressure",
-            severity: Severity::Warning,
-            subject: "io".into(),
-            message: format!(
+        out.push(Finding::warning(
+            "io_pressure",
+            "io",
+            format!(
                 "all running tasks were stalled on I/O {:.0}% of the last 10 s (PSI io full)",
                 p.avg10_pct
             ),
-            culprits: Vec::new(),
-        });
+        ));
     }
 }
 
@@ -269,19 +255,17 @@ pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
                 if hot && worst.as_ref().is_none_or(|(s, _)| score > *s) {
                     worst = Some((
                         score,
-                        Finding {
-                            code: "hot_disk",
-                            severity: Severity::Warning,
-                            subject: d.name.clone(),
-                            message: format!(
+                        Finding::warning(
+                            "hot_disk",
+                            d.name.clone(),
+                            format!(
                                 "{}: {metric} {v:.1}{unit} vs {m:.1}{unit} for its {} peers in {} ({})",
                                 label(d),
                                 members.len() - 1,
                                 g.name,
                                 group_kind(g.kind),
                             ),
-                            culprits: Vec::new(),
-                        },
+                        ),
                     ));
                 }
             }

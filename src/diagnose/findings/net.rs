@@ -1,7 +1,7 @@
 //! Link verdicts: an interface near the speed the kernel reports, and errors, drops, overruns
 //! or carrier changes that keep coming.
 
-use super::{Finding, Severity};
+use super::Finding;
 use crate::diagnose::model::TopSample;
 
 /// Share of the link's speed from which it is full: queues build and latency grows before
@@ -12,16 +12,6 @@ const SATURATED_PCT: f64 = 90.0;
 const ERRORS_PER_S: f64 = 10.0;
 /// Dropped packets per second worth a look (the host, not the wire, could not keep up).
 const DROPS_PER_S: f64 = 100.0;
-
-fn warn(code: &'static str, subject: &str, message: String) -> Finding {
-    Finding {
-        code,
-        severity: Severity::Warning,
-        subject: subject.into(),
-        message,
-        culprits: Vec::new(),
-    }
-}
 
 /// `1 Gb/s`, `2.5 Gb/s`, `100 Mb/s`.
 fn speed(mbps: u64) -> String {
@@ -39,7 +29,7 @@ pub(super) fn saturated(s: &TopSample, out: &mut Vec<Finding>) {
         for (pct, dir) in [(l.tx_utilisation_pct, "out"), (l.rx_utilisation_pct, "in")] {
             if let Some(p) = pct.filter(|&p| p >= SATURATED_PCT) {
                 let msg = format!("{} at {p:.0}% of {} {dir}", l.name, speed(mbps));
-                out.push(warn("link_saturated", &l.name, msg));
+                out.push(Finding::warning("link_saturated", &l.name, msg));
             }
         }
     }
@@ -59,7 +49,7 @@ pub(super) fn errors(s: &TopSample, out: &mut Vec<Finding>) {
                     "{}: {rate:.0} {dir} errors/s — check cabling or the switch port",
                     n.name
                 );
-                out.push(warn("link_errors", &n.name, msg));
+                out.push(Finding::warning("link_errors", &n.name, msg));
             }
         }
         for (rate, dir) in [(n.rx_drops_per_s, "rx"), (n.tx_drops_per_s, "tx")] {
@@ -68,7 +58,7 @@ pub(super) fn errors(s: &TopSample, out: &mut Vec<Finding>) {
                     "{}: {rate:.0} {dir} drops/s — the host cannot keep up (ring or queue full)",
                     n.name
                 );
-                out.push(warn("link_drops", &n.name, msg));
+                out.push(Finding::warning("link_drops", &n.name, msg));
             }
         }
         if let Some(c) = link
@@ -81,7 +71,7 @@ pub(super) fn errors(s: &TopSample, out: &mut Vec<Finding>) {
                 c * s.interval_s,
                 s.interval_s
             );
-            out.push(warn("link_flapping", &n.name, msg));
+            out.push(Finding::warning("link_flapping", &n.name, msg));
         }
     }
 }

@@ -24,16 +24,6 @@ const AVAILABLE_LOW_PCT: f64 = 5.0;
 /// Swap traffic (in + out) worth reporting.
 const SWAP_BYTES_PER_S: f64 = 1024.0 * 1024.0;
 
-fn warn(code: &'static str, subject: &str, message: String) -> Finding {
-    Finding {
-        code,
-        severity: Severity::Warning,
-        subject: subject.into(),
-        message,
-        culprits: Vec::new(),
-    }
-}
-
 /// Names the culprits after the message (`…: burn (pid 5) 97% (96% user, 1% system)`) and
 /// attaches them.
 fn blame(mut f: Finding, culprits: &[Culprit], what: impl Fn(&Culprit) -> String) -> Finding {
@@ -84,7 +74,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
             "; look at what the kernel does for whom (perf top, softirq, page faults)".into()
         };
         out.push(blame(
-            warn(
+            Finding::warning(
                 "cpu_system_high",
                 "cpu",
                 format!(
@@ -112,9 +102,9 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
                 .collect();
             let mean = others.iter().sum::<f64>() / others.len() as f64;
             if h.split.softirq_pct >= SOFTIRQ_PCT && h.split.softirq_pct >= SOFTIRQ_FACTOR * mean {
-                out.push(warn(
+                out.push(Finding::warning(
                     "softirq_one_cpu",
-                    &format!("cpu{}", h.cpu),
+                    format!("cpu{}", h.cpu),
                     format!(
                         "cpu{} spends {:.0}% in softirq, the other CPUs {mean:.0}% on average: interrupt work lands on one CPU (check irqbalance, RPS/RSS)",
                         h.cpu, h.split.softirq_pct
@@ -124,7 +114,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
         }
     }
     if c.steal_pct >= STEAL_PCT {
-        out.push(warn(
+        out.push(Finding::warning(
             "cpu_steal",
             "cpu",
             format!(
@@ -151,7 +141,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
     }
     if c.busy_pct() >= BUSY_PCT && s.load.runnable as usize > s.load.cpus.max(1) {
         out.push(blame(
-            warn(
+            Finding::warning(
                 "cpu_saturated",
                 "cpu",
                 format!(
@@ -182,7 +172,7 @@ fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
     if let Some(p) = &s.psi.memory
         && p.some.avg10_pct >= PSI_MEMORY_SOME_PCT
     {
-        out.push(warn(
+        out.push(Finding::warning(
             "memory_pressure",
             "memory",
             format!(
@@ -194,7 +184,7 @@ fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
     } else if m.total_bytes > 0
         && (m.available_bytes as f64) < m.total_bytes as f64 * AVAILABLE_LOW_PCT / 100.0
     {
-        out.push(warn(
+        out.push(Finding::warning(
             "memory_low",
             "memory",
             format!(
@@ -207,7 +197,7 @@ fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
     let swap_in = m.swap_in_bytes_per_s.unwrap_or(0.0);
     let swap_out = m.swap_out_bytes_per_s.unwrap_or(0.0);
     if swap_in + swap_out >= SWAP_BYTES_PER_S {
-        out.push(warn(
+        out.push(Finding::warning(
             "swapping",
             "memory",
             format!(
@@ -219,7 +209,7 @@ fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
     }
     let stalls = s.vm_events.get("compact_stall").copied().unwrap_or(0);
     if stalls > 0 {
-        out.push(warn(
+        out.push(Finding::warning(
             "compaction_stalls",
             "memory",
             format!(

@@ -34,3 +34,16 @@ pub struct Finding {
     /// Who is responsible, most first (empty when the verdict is about no process).
     pub culprits: Vec<super::culprits::Culprit>,
 }
+
+impl Finding {
+    /// A warning about `subject` that names no process (culprits are added by the model).
+    pub fn warning(code: &'static str, subject: impl Into<String>, message: String) -> Finding {
+        Finding {
+            code,
+            severity: Severity::Warning,
+            subject: subject.into(),
+            message,
+            culprits: Vec::new(),
+        }
+    }
+}
