@@ -292,6 +292,23 @@ pub fn collect(root: &SysRoot, options: &Options) -> Result<DiskReport, TotalsEr
 
 /// The whole block devices named (a `/dev/` prefix is allowed; a loop or dm device too, when
 /// named), or every disk with a device behind it (no loop, dm, md or zram) when none is named.
+/// The disks to suggest: every one but loop devices, which a machine can have dozens of and
+/// are counted instead.
+fn known_disks(all: &[BlockDevice]) -> String {
+    let loops = all.iter().filter(|d| d.kind == DeviceKind::Loop).count();
+    let mut names: Vec<String> = all
+        .iter()
+        .filter(|d| d.kind != DeviceKind::Loop)
+        .map(|d| d.name.clone())
+        .collect();
+    match loops {
+        0 => {}
+        1 => names.push("1 loop device".into()),
+        n => names.push(format!("{n} loop devices")),
+    }
+    names.join(", ")
+}
+
 fn chosen_disks(root: &SysRoot, names: &[String]) -> Result<Vec<BlockDevice>, TotalsError> {
     let all: Vec<BlockDevice> = blockdev::disks(root)?;
     if names.is_empty() {
@@ -313,11 +330,7 @@ fn chosen_disks(root: &SysRoot, names: &[String]) -> Result<Vec<BlockDevice>, To
                 .cloned()
                 .ok_or_else(|| TotalsError::UnknownDisk {
                     name: name.clone(),
-                    known: all
-                        .iter()
-                        .map(|d| d.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    known: known_disks(&all),
                 })
         })
         .collect()

@@ -242,7 +242,9 @@ fn unknown_disks_and_one_drive_options_are_refused() {
     };
     let e = ask(&["sdz"], false);
     assert!(
-        e.starts_with("unknown disk \"sdz\"") && e.contains("sda, vda"),
+        e.starts_with("unknown disk \"sdz\"")
+            && e.contains("sda, vda, 1 loop device")
+            && !e.contains("loop0"),
         "{e}"
     );
     assert!(ask(&["vda1"], false).contains("unknown disk"));
