@@ -9,7 +9,6 @@ use serde::Serialize;
 use crate::diagnose::findings::{Judge, Severity};
 use crate::diagnose::model::{self, SortKey, TopSample};
 use crate::history::Record;
-use crate::kernel::process::{ProcessCounters, ProcessIo};
 
 /// Schema of the `--from/--to --json` document.
 pub const SCHEMA: &str = "tacho.history.v1";
@@ -272,42 +271,24 @@ impl Accumulator {
         );
     }
 
-    /// Adds each process's counters over the interval from the raw samples (the judged
-    /// sample lists only processes present at both ends): a process that started during the
-    /// interval counts from zero, so a short burst is not lost. What a process did between the
-    /// last sample and its exit is not in /proc any more, and is not counted.
+    /// Adds what each process did over the interval, as live top counts it
+    /// ([`model::process::deltas`]): processes born in the interval from nothing, those that
+    /// exited by their exit records, a parent's bytes without its reaped children's.
     fn add_processes(&mut self, a: &Record, b: &Record) {
-        let before: HashMap<u32, &ProcessCounters> = a
-            .sample
-            .processes
-            .processes
-            .iter()
-            .map(|p| (p.pid, p))
-            .collect();
-        for p in &b.sample.processes.processes {
-            let q = before
-                .get(&p.pid)
-                .filter(|q| q.start_ticks == p.start_ticks)
-                .copied();
-            let zero = ProcessCounters::default();
-            let q = q.unwrap_or(&zero);
-            let io = |f: fn(&ProcessIo) -> u64| match (p.io, q.io) {
-                (Some(now), Some(then)) => f(&now).saturating_sub(f(&then)),
-                (Some(now), None) if q.pid == 0 => f(&now),
-                _ => 0,
-            };
-            let read = io(|i| i.read_bytes);
-            let write = io(|i| i.write_bytes);
-            let ticks = (p.utime + p.stime).saturating_sub(q.utime + q.stime);
+        let opts = a.model_options(0, SortKey::Io);
+        for d in model::process::deltas(&a.sample, &b.sample, &opts) {
+            let read = d.read_bytes.unwrap_or(0);
+            let write = d.write_bytes.unwrap_or(0);
+            let ticks = d.utime + d.stime;
             if read + write + ticks == 0 {
                 continue;
             }
             let t = self
                 .processes
-                .entry((p.pid, p.comm.clone()))
+                .entry((d.pid, d.comm.clone()))
                 .or_insert_with(|| ProcessTotal {
-                    pid: p.pid,
-                    comm: p.comm.clone(),
+                    pid: d.pid,
+                    comm: d.comm,
                     read_bytes: 0,
                     write_bytes: 0,
                     cpu_s: 0.0,

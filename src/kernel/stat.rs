@@ -55,6 +55,10 @@ pub struct KernelStat {
     pub procs_running: u64,
     /// Threads blocked on I/O right now (`procs_blocked`).
     pub procs_blocked: u64,
+    /// When the machine booted, seconds since the Unix epoch (`btime`); absent from history
+    /// records written before it was read.
+    #[serde(default)]
+    pub boot_time_s: Option<u64>,
 }
 
 /// Reads `<proc>/stat`; a malformed line is an error naming its number.
@@ -85,6 +89,7 @@ pub fn parse_stat(text: &str, path: &Path) -> Result<KernelStat> {
             "intr" => stat.interrupts = number(words.next())?,
             "procs_running" => stat.procs_running = number(words.next())?,
             "procs_blocked" => stat.procs_blocked = number(words.next())?,
+            "btime" => stat.boot_time_s = Some(number(words.next())?),
             _ => {
                 if let Some(n) = key.strip_prefix("cpu") {
                     let n: u32 = n
@@ -155,6 +160,7 @@ mod tests {
         assert!(sum(|t| t.softirq).abs_diff(s.total.softirq) <= 4);
         assert!(s.context_switches > 0 && s.forks > 0 && s.interrupts > 0);
         assert!(s.procs_running >= 1);
+        assert_eq!(s.boot_time_s, Some(1_795_311_114));
     }
 
     #[test]
@@ -162,6 +168,7 @@ mod tests {
         let p = Path::new("/proc/stat");
         let s = parse_stat("cpu 1 2 3 4\ncpu0 1 2 3 4\nctxt 9\n", p).unwrap();
         assert_eq!((s.total.idle, s.total.steal, s.context_switches), (4, 0, 9));
+        assert_eq!(s.boot_time_s, None);
         let err = parse_stat("cpu 1 2 3 4\ncpu0 1 x 3 4\n", p).unwrap_err();
         assert!(err.to_string().contains("/proc/stat line 2"), "{err}");
         let err = parse_stat("cpu 1 2 3\n", p).unwrap_err();

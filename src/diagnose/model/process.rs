@@ -10,6 +10,7 @@ use crate::choice::Choice;
 use crate::diagnose::sample::Sample;
 use crate::kernel::cgroup::CgroupIoScan;
 use crate::kernel::diskstats::DiskCounters;
+use crate::kernel::process::{ProcessCounters, ProcessIo};
 use crate::kernel::procinfo::{self, OpenDevice};
 
 /// What the process table is sorted by.
@@ -123,7 +124,7 @@ pub struct Delta {
 /// those that exited after the first (their exit records less what the first sample had
 /// counted; threads that exited in earlier intervals make this an undercount, never more).
 pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
-    let before: HashMap<u32, &crate::kernel::process::ProcessCounters> =
+    let before: HashMap<u32, &ProcessCounters> =
         a.processes.processes.iter().map(|p| (p.pid, p)).collect();
     // A parent's /proc/PID/io grows by each child's bytes when it reaps the child (the
     // kernel adds them, as it does CPU time to cutime): take the exited children's bytes
@@ -138,16 +139,23 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
     }
     let mut all = Vec::new();
     for p in &b.processes.processes {
-        // Same pid and start time: the same process (pids are reused).
-        let Some(q) = before
+        // Same pid and start time: the same process (pids are reused). One born after the
+        // first sample counts from nothing, so a burst that starts mid-interval is not lost.
+        let born = ProcessCounters {
+            io: p.io.map(|_| ProcessIo::default()),
+            ..ProcessCounters::default()
+        };
+        let q = match before
             .get(&p.pid)
             .filter(|q| q.start_ticks == p.start_ticks)
-        else {
-            continue;
+        {
+            Some(q) => *q,
+            None if born_after(a, p, opts) => &born,
+            None => continue,
         };
         let io = p.io.zip(q.io);
         let children = reaped.get(&p.pid).copied().unwrap_or_default();
-        let bytes = |f: fn(&crate::kernel::process::ProcessIo) -> u64, of_children: u64| {
+        let bytes = |f: fn(&ProcessIo) -> u64, of_children: u64| {
             io.map(|(now, then)| f(&now).saturating_sub(f(&then)).saturating_sub(of_children))
         };
         let detail = b.details.get(&p.pid);
@@ -215,6 +223,17 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
         });
     }
     all
+}
+
+/// Whether `p` started after sample `a` was taken, by the boot time /proc/stat gives. That is
+/// whole seconds rounded down, so a process born less than a second after `a` may be taken
+/// for older and skipped for one interval; never the other way round, which would count a
+/// process's lifetime twice. Without a boot time (history recorded before it was kept) every
+/// new process counts from nothing, as the history summary always did.
+fn born_after(a: &Sample, p: &ProcessCounters, opts: &ModelOptions) -> bool {
+    a.stat
+        .boot_time_s
+        .is_none_or(|boot| boot as f64 + p.start_ticks as f64 / opts.ticks_per_s > a.unix_time_s)
 }
 
 /// The processes shown, and sums over all of them.

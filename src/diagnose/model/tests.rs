@@ -275,3 +275,41 @@ fn accumulated_totals_add_up_intervals() {
     let all: u64 = t.services.iter().map(|s| s.write_bytes).sum();
     assert!(all >= row.write_bytes);
 }
+
+#[test]
+fn a_process_born_in_the_interval_counts_from_nothing_and_an_unseen_old_one_does_not() {
+    let (mut a, mut b, _) = pair();
+    let boot = a.stat.boot_time_s.expect("the capture has btime");
+    let template = b.processes.processes[0].clone();
+    let ticks_at = |unix: f64| ((unix - boot as f64) * 100.0) as u64;
+    let with = |pid: u32, start_ticks: u64| crate::kernel::process::ProcessCounters {
+        pid,
+        comm: format!("new{pid}"),
+        start_ticks,
+        utime: 7,
+        stime: 3,
+        io: Some(crate::kernel::process::ProcessIo {
+            write_bytes: 5 << 20,
+            ..Default::default()
+        }),
+        ..template.clone()
+    };
+    // Born half a second after `a`; and one that started long before `a` yet was not in it
+    // (its earlier counters may have been counted already: it must not count from zero).
+    b.processes
+        .processes
+        .push(with(4_000_001, ticks_at(a.unix_time_s + 1.5)));
+    b.processes
+        .processes
+        .push(with(4_000_002, ticks_at(a.unix_time_s - 60.0)));
+    let d = process::deltas(&a, &b, &opts());
+    let born = d.iter().find(|d| d.pid == 4_000_001).expect("the newborn");
+    assert_eq!(born.write_bytes, Some(5 << 20));
+    assert_eq!((born.utime, born.stime), (7, 3));
+    assert!(d.iter().all(|d| d.pid != 4_000_002), "{:?}", d.last());
+
+    // Without a boot time (history recorded before it was kept) both count from nothing.
+    a.stat.boot_time_s = None;
+    let d = process::deltas(&a, &b, &opts());
+    assert!(d.iter().any(|d| d.pid == 4_000_002));
+}
