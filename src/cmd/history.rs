@@ -45,7 +45,7 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     ] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
-    let ticks_and_page = crate::diagnose::model::ModelOptions::for_this_host(
+    let host = crate::diagnose::model::ModelOptions::for_this_host(
         1,
         crate::diagnose::model::SortKey::Io,
         sampler.delayacct,
@@ -62,18 +62,12 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     let mut disk_full = false;
     loop {
         let sample = sampler.sample()?;
-        let rec = Record {
-            devices: sampler
-                .devices()
-                .iter()
-                .map(|(k, v)| (*k, v.clone()))
-                .collect(),
+        let rec = Record::new(
             sample,
-            ticks_per_s: ticks_and_page.ticks_per_s,
-            page_size: ticks_and_page.page_size,
-            delayacct: sampler.delayacct,
-            interval_s: args.interval.as_secs_f64(),
-        };
+            sampler.devices(),
+            &host,
+            args.interval.as_secs_f64(),
+        );
         let now = rec.sample.unix_time_s;
         match history
             .append(&rec)

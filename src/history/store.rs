@@ -40,6 +40,19 @@ pub struct Record {
 }
 
 impl Record {
+    /// A record of `sample` with the devices known when it was taken, on a host whose tick
+    /// rate, page size and delay accounting `host` gives.
+    pub fn new(sample: Sample, devices: &Devices, host: &ModelOptions, interval_s: f64) -> Record {
+        Record {
+            sample,
+            devices: devices.iter().map(|(k, v)| (*k, v.clone())).collect(),
+            ticks_per_s: host.ticks_per_s,
+            page_size: host.page_size,
+            delayacct: host.delayacct,
+            interval_s,
+        }
+    }
+
     /// The device map `model::between` takes.
     pub fn device_map(&self) -> Devices {
         self.devices.iter().cloned().collect()

@@ -10,18 +10,14 @@ fn record(unix_s: f64) -> Record {
     let mut sampler = Sampler::new(root).unwrap();
     let mut sample = sampler.sample().unwrap();
     sample.unix_time_s = unix_s;
-    Record {
-        devices: sampler
-            .devices()
-            .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect(),
-        sample,
+    let host = ModelOptions {
+        top: 0,
+        sort: SortKey::Io,
         ticks_per_s: 100.0,
         page_size: 4096,
         delayacct: Some(false),
-        interval_s: 1.0,
-    }
+    };
+    Record::new(sample, sampler.devices(), &host, 1.0)
 }
 
 #[test]
