@@ -36,6 +36,21 @@ fn quiet() -> TopSample {
     s
 }
 
+/// PSI io with `some` and `full` at `avg10_pct` over the last 10 s.
+fn io_stall(avg10_pct: f64) -> PsiResource {
+    let line = PsiLine {
+        avg10_pct,
+        avg60_pct: 0.0,
+        avg300_pct: 0.0,
+        stall_ms: None,
+        stall_pct: None,
+    };
+    PsiResource {
+        some: line.clone(),
+        full: Some(line),
+    }
+}
+
 fn disk(name: &str, w_await: f64, util: f64, queue: f64) -> Disk {
     let mut d = fixture_top_sample()
         .disks
@@ -158,17 +173,7 @@ fn rotational_disks_are_judged_by_util_parallel_ones_by_queue_and_baseline() {
     // Without a baseline, PSI io decides.
     let mut s = quiet();
     s.disks = vec![disk("nvme0n1", 2.0, 100.0, 24.0)];
-    let line = PsiLine {
-        avg10_pct: 35.0,
-        avg60_pct: 0.0,
-        avg300_pct: 0.0,
-        stall_ms: None,
-        stall_pct: None,
-    };
-    s.psi.io = Some(PsiResource {
-        some: line.clone(),
-        full: Some(line),
-    });
+    s.psi.io = Some(io_stall(35.0));
     Judge::new().judge(&mut s);
     assert_eq!(codes(&s), ["disk_saturated"]);
     assert!(s.verdict.contains("stalled on I/O 35%"), "{}", s.verdict);
@@ -349,17 +354,7 @@ fn an_io_stall_names_the_busiest_device_and_its_writer() {
     let mut s = quiet();
     // Low queue and await: no saturation verdict, only the stall.
     s.disks = vec![disk("vda", 0.2, 20.0, 0.1), disk("loop11", 0.03, 62.0, 0.6)];
-    let line = PsiLine {
-        avg10_pct: 30.0,
-        avg60_pct: 0.0,
-        avg300_pct: 0.0,
-        stall_ms: None,
-        stall_pct: None,
-    };
-    s.psi.io = Some(PsiResource {
-        some: line.clone(),
-        full: Some(line),
-    });
+    s.psi.io = Some(io_stall(30.0));
     let dd = Culprit {
         pid: Some(4242),
         comm: "dd".into(),
