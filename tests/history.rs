@@ -391,3 +391,32 @@ fn a_full_disk_is_one_complaint_and_the_recorder_goes_on() {
     ]);
     assert!(json_ok(&o)["intervals"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_history_under_a_directory_others_can_swap_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // World-writable without the sticky bit: anyone could rename `private` and put their own
+    // directory (or a link) in its place between the recorder's checks and its writes.
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let history = open.join("private/history.db");
+    let line = assert_error(&run(&[
+        "record",
+        "--count",
+        "1",
+        "--file",
+        history.to_str().unwrap(),
+    ]));
+    assert!(
+        line.contains(open.to_str().unwrap()) && line.contains("--file"),
+        "{line}"
+    );
+    assert!(!open.join("private").exists(), "nothing created: {line}");
+    // With the sticky bit, as /tmp has, the recorder's own directory is safe.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = run(&["record", "--count", "1", "--file", history.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(history.exists());
+}

@@ -463,6 +463,25 @@ fn rebuild_instants(records: &mut [Record]) {
 /// directory owned by this user (or root) that no other user can write: otherwise another
 /// user could swap the history file under the recorder.
 fn make_private_dir(dir: &Path) -> Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    // Checked before anything is created, so a refusal leaves nothing behind; what is
+    // created below is this user's, mode 0700.
+    let absolute = std::path::absolute(dir)
+        .with_context(|| format!("cannot inspect {}", dir.display()))?;
+    if let Some(open) = absolute
+        .ancestors()
+        .skip(1)
+        .filter(|a| a.exists())
+        .find(|a| !safe_ancestor(a, me))
+    {
+        bail!(
+            "{} is in {}, which another user could rename or replace (theirs, or writable \
+             by others without the sticky bit); pass --file PATH in a directory only you and \
+             root control",
+            dir.display(),
+            open.display()
+        );
+    }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -475,7 +494,6 @@ fn make_private_dir(dir: &Path) -> Result<()> {
         })?;
     let meta = std::fs::symlink_metadata(dir)
         .with_context(|| format!("cannot inspect {}", dir.display()))?;
-    let me = rustix::process::geteuid().as_raw();
     if !meta.is_dir() || (meta.uid() != me && meta.uid() != 0) || meta.mode() & 0o022 != 0 {
         bail!(
             "{} is a link, belongs to another user, or others can write it; the history must \
@@ -484,6 +502,15 @@ fn make_private_dir(dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether no other user can swap what `dir` holds: it belongs to this user or root, and
+/// others cannot write it, or only as in /tmp (the sticky bit keeps them from renaming
+/// entries they do not own).
+fn safe_ancestor(dir: &Path, me: u32) -> bool {
+    std::fs::metadata(dir).is_ok_and(|m| {
+        (m.uid() == me || m.uid() == 0) && (m.mode() & 0o022 == 0 || m.mode() & 0o1000 != 0)
+    })
 }
 
 /// Refuses a history file owned by another user (it could be theirs to read back).
