@@ -416,7 +416,13 @@ fn a_history_under_a_directory_others_can_swap_is_refused() {
     assert!(!open.join("private").exists(), "nothing created: {line}");
     // With the sticky bit, as /tmp has, the recorder's own directory is safe.
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let o = run(&["record", "--count", "1", "--file", history.to_str().unwrap()]);
+    let o = run(&[
+        "record",
+        "--count",
+        "1",
+        "--file",
+        history.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(history.exists());
 }

@@ -466,8 +466,8 @@ fn make_private_dir(dir: &Path) -> Result<()> {
     let me = rustix::process::geteuid().as_raw();
     // Checked before anything is created, so a refusal leaves nothing behind; what is
     // created below is this user's, mode 0700.
-    let absolute = std::path::absolute(dir)
-        .with_context(|| format!("cannot inspect {}", dir.display()))?;
+    let absolute =
+        std::path::absolute(dir).with_context(|| format!("cannot inspect {}", dir.display()))?;
     if let Some(open) = absolute
         .ancestors()
         .skip(1)
