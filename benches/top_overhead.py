@@ -3,7 +3,7 @@
 
 Usage (root, so every tool sees every process's I/O; needs sysstat and iotop-c):
     cargo build --release && sudo python3 benches/top_overhead.py [--procs 1000] [--samples 10]
-        [--interval 1] [--rounds 3]
+        [--interval 1] [--rounds 3] [--baseline OLD-TACHO]
 
 Spawns --procs sleeping processes, then runs each tool for --samples reports at --interval
 seconds, alternating the tools for --rounds rounds so machine drift hits all alike. CPU time
@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--interval", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", help="another tacho binary (e.g. a build of main) to run "
+                    "as `top --json` beside this one, for a before/after in the same run")
     args = ap.parse_args()
     n, i = str(args.samples), str(args.interval)
     tools = {
@@ -49,6 +51,8 @@ def main():
         "tacho top --json": [TACHO, "top", "--json", "--interval", f"{i}s", "--count", n],
         "tacho top --json -a": [TACHO, "top", "--json", "--accumulate", "--interval", f"{i}s",
                                 "--count", n],
+        **({"baseline top --json": [args.baseline, "top", "--json", "--interval", f"{i}s",
+                                    "--count", n]} if args.baseline else {}),
         "pidstat -d -u": ["pidstat", "-d", "-u", i, n],
         "iotop-c -b": ["iotop-c", "-b", "-o", "-n", n, "-d", i],
     }

@@ -467,3 +467,51 @@ fn a_process_writing_shows_up_with_its_bytes() {
     let w = row["write_bytes_per_s"].as_f64().unwrap();
     assert!(w > 0.0 && w <= 60.0 * 1048576.0, "{w}");
 }
+
+/// Descriptors tacho holds now.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn process_files_kept_open_are_closed_when_their_processes_exit() {
+    let mut child = tacho()
+        .args(["top", "--json", "--interval", "200ms", "--count", "200"])
+        .spawn_piped();
+    let tacho_pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut next_sample = || {
+        let mut line = String::new();
+        lines.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "top ended early");
+    };
+    next_sample();
+    let before = open_fds(tacho_pid);
+    let mut sleepers: Vec<std::process::Child> = (0..100)
+        .map(|_| Command::new("sleep").arg("60").spawn().unwrap())
+        .collect();
+    // Two samples later every sleeper has been read: stat and io kept open for each.
+    next_sample();
+    next_sample();
+    let during = open_fds(tacho_pid);
+    for s in &mut sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    next_sample();
+    next_sample();
+    let after = open_fds(tacho_pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        during >= before + 200,
+        "before {before}, with 100 more processes {during}"
+    );
+    // Slack for processes other tests start meanwhile; far below the sleepers' 200.
+    assert!(
+        after <= before + 50,
+        "before {before}, after they exited {after}"
+    );
+}

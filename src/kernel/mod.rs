@@ -23,6 +23,7 @@ pub mod netdev;
 pub(crate) mod netlinkinfo;
 pub mod pressure;
 pub mod process;
+pub(crate) mod procfiles;
 pub mod procinfo;
 pub mod stat;
 pub mod sysctl;

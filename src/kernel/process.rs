@@ -6,9 +6,10 @@
 //! needs root (ptrace access), and such processes are counted, not hidden.
 //! Hand-parsed: procfs-core's `Stat` returns errors without the file, and needs more fields.
 
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+use super::procfiles::{ProcFiles, gone};
 use super::{KernelError, Result, SysRoot, read_optional};
 
 /// What one process has done since it started (cumulative counters, as read).
@@ -69,34 +70,39 @@ pub struct ProcessScan {
     pub io_denied_pids: Vec<u32>,
 }
 
-/// Reads /proc/PID/stat and /proc/PID/io of every process.
-pub fn read_processes(root: &SysRoot) -> Result<ProcessScan> {
+/// Reads /proc/PID/stat and /proc/PID/io of every process, through descriptors `files` keeps
+/// from one scan to the next.
+pub fn read_processes(root: &SysRoot, files: &mut ProcFiles) -> Result<ProcessScan> {
     let entries = std::fs::read_dir(&root.proc).map_err(|source| KernelError::Read {
         path: root.proc.clone(),
         source,
     })?;
     let mut scan = ProcessScan::default();
     let mut buf = Vec::with_capacity(1024);
-    let mut path = PathBuf::new();
+    let mut dir = PathBuf::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        path.clone_from(&root.proc);
-        path.push(&name);
-        path.push("stat");
-        match read_into(&path, &mut buf) {
+        dir.clone_from(&root.proc);
+        dir.push(&name);
+        match files.read_stat(&dir, pid, &mut buf) {
             Ok(()) => {}
             Err(e) if gone(&e) => continue,
-            Err(source) => return Err(KernelError::Read { path, source }),
+            Err(source) => {
+                let path = dir.join("stat");
+                return Err(KernelError::Read { path, source });
+            }
         }
-        let mut process = parse_pid_stat(&String::from_utf8_lossy(&buf), &path)?;
+        let mut process = parse_pid_stat(&String::from_utf8_lossy(&buf), &dir.join("stat"))?;
         process.pid = pid;
         process.comm_hex = comm_bytes(&buf).and_then(crate::text::hex_if_not_utf8);
-        path.set_file_name("io");
-        match read_into(&path, &mut buf) {
-            Ok(()) => process.io = Some(parse_pid_io(&String::from_utf8_lossy(&buf), &path)?),
+        match files.read_io(&dir, pid, &mut buf) {
+            Ok(()) => {
+                let text = String::from_utf8_lossy(&buf);
+                process.io = Some(parse_pid_io(&text, &dir.join("io"))?);
+            }
             Err(e) if e.kind() == ErrorKind::PermissionDenied => {
                 scan.io_denied += 1;
                 scan.io_denied_pids.push(pid);
@@ -106,6 +112,7 @@ pub fn read_processes(root: &SysRoot) -> Result<ProcessScan> {
         }
         scan.processes.push(process);
     }
+    files.end_scan();
     scan.processes.sort_by_key(|p| p.pid);
     Ok(scan)
 }
@@ -124,28 +131,6 @@ pub fn read_task_delayacct(root: &SysRoot) -> Result<Option<bool>> {
             format!("expected 0 or 1, found {other:?}"),
         )),
     }
-}
-
-fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
-    buf.clear();
-    let mut file = std::fs::File::open(path)?;
-    // Not `read_to_end`: on a `File` it first asks the size (statx) and the position (lseek),
-    // two wasted system calls per /proc file (whose size is always 0), two of every five
-    // that a sample of 1,000 processes makes.
-    let mut chunk = [0u8; 4096];
-    loop {
-        match file.read(&mut chunk) {
-            Ok(0) => return Ok(()),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// The process went away between listing /proc and reading its files.
-fn gone(e: &std::io::Error) -> bool {
-    e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
 }
 
 /// The raw bytes of the command name in a /proc/PID/stat line (first '(' to last ')').
@@ -331,7 +316,7 @@ mod tests {
         fixture::write(dir.path(), "proc/meminfo", "MemTotal: 1 kB\n");
         fixture::write(dir.path(), "proc/sys/kernel/task_delayacct", "0\n");
         let root = SysRoot::under(dir.path());
-        let scan = read_processes(&root).unwrap();
+        let scan = read_processes(&root, &mut ProcFiles::with_cap(4)).unwrap();
         assert_eq!(
             scan.processes.iter().map(|p| p.pid).collect::<Vec<_>>(),
             fixture_pids()
@@ -355,7 +340,7 @@ mod tests {
 
     #[test]
     fn reads_this_process() {
-        let scan = read_processes(&SysRoot::real()).unwrap();
+        let scan = read_processes(&SysRoot::real(), &mut ProcFiles::default()).unwrap();
         let me = std::process::id();
         let p = scan.processes.iter().find(|p| p.pid == me).unwrap();
         // Our own /proc/PID/io is always readable.

@@ -21,6 +21,7 @@ use crate::kernel::netdev::{self, NetCounters};
 use crate::kernel::netlinkinfo::{self, LinkInfo};
 use crate::kernel::pressure::{self, PressureAll};
 use crate::kernel::process::{self, ProcessScan};
+use crate::kernel::procfiles::ProcFiles;
 use crate::kernel::stat::{self, KernelStat};
 use crate::kernel::taskstats::{self, ExitListener, ExitedTask};
 use crate::kernel::{Result, SysRoot};
@@ -80,6 +81,8 @@ pub struct Sampler {
     blkio_v1: Option<PathBuf>,
     exits: std::result::Result<ExitListener, String>,
     details: details::Cache,
+    /// /proc/PID/stat and io of the processes seen, kept open between samples.
+    proc_files: ProcFiles,
     /// `kernel.task_delayacct`, read once at start; `None` on kernels without the switch.
     pub delayacct: Option<bool>,
 }
@@ -107,6 +110,7 @@ impl Sampler {
             blkio_v1,
             exits,
             details: details::Cache::default(),
+            proc_files: ProcFiles::default(),
             delayacct,
         })
     }
@@ -155,7 +159,7 @@ impl Sampler {
             Ok(l) => (details::by_process(l.drain()), None),
             Err(why) => (Vec::new(), Some(why.clone())),
         };
-        let processes = process::read_processes(root)?;
+        let processes = process::read_processes(root, &mut self.proc_files)?;
         let swap_used = meminfo
             .get("SwapTotal")
             .zip(meminfo.get("SwapFree"))

@@ -1,0 +1,239 @@
+//! /proc/PID/stat and /proc/PID/io kept open between scans.
+//!
+//! Most of a process scan's cost is the kernel's, and half of that is looking the files up:
+//! each open walks /proc/PID/… and revalidates the pid's directory. A descriptor kept open
+//! re-generates its file on every `pread` at offset 0, so a scan of a known process costs two
+//! reads instead of two opens, two reads and two closes. A kept descriptor stays bound to
+//! its process: once that process is gone, reads fail with ESRCH, even if its pid was reused,
+//! so a reused pid is noticed and opened afresh, never read as the old process.
+//!
+//! Descriptors are bounded: at most a quarter of the open-file limit (raised to its hard
+//! limit, at most [`LIMIT_WANTED`], when the cache is made), so the `--listen` server and
+//! everything else keep the rest; processes beyond the budget are read by opening their files
+//! each time, as before.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{ErrorKind, Result};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// The open-file limit asked for: room for a few thousand processes' files, far below
+/// anything the kernel minds.
+const LIMIT_WANTED: u64 = 65_536;
+
+/// The two files of one process.
+#[derive(Debug)]
+struct Kept {
+    stat: File,
+    /// `None` until /proc/PID/io could be opened (another user's process, for a non-root
+    /// reader, is tried again each scan: permissions can change with exec).
+    io: Option<File>,
+    /// Seen by the current scan.
+    seen: bool,
+}
+
+/// Open descriptors of the processes seen by the latest scan.
+#[derive(Debug)]
+pub struct ProcFiles {
+    kept: HashMap<u32, Kept>,
+    /// How many processes may be kept (two descriptors each).
+    cap: usize,
+}
+
+impl Default for ProcFiles {
+    /// Keeps up to a quarter of the open-file limit, raising the limit first.
+    fn default() -> ProcFiles {
+        ProcFiles::with_cap(open_file_limit() / 4 / 2)
+    }
+}
+
+impl ProcFiles {
+    /// Keeps at most `cap` processes' files open (0: none, every read opens).
+    pub fn with_cap(cap: usize) -> ProcFiles {
+        ProcFiles {
+            kept: HashMap::new(),
+            cap,
+        }
+    }
+
+    /// Reads `dir`/stat of process `pid` into `buf` (replacing its content).
+    pub fn read_stat(&mut self, dir: &Path, pid: u32, buf: &mut Vec<u8>) -> Result<()> {
+        if let Some(k) = self.kept.get_mut(&pid) {
+            match read_at_start(&k.stat, buf) {
+                Ok(()) if !buf.is_empty() => {
+                    k.seen = true;
+                    return Ok(());
+                }
+                // Gone (ESRCH or an empty read): the pid may be another process's by now.
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(e),
+            }
+            self.kept.remove(&pid);
+        }
+        let stat = File::open(dir.join("stat"))?;
+        read_at_start(&stat, buf)?;
+        if self.kept.len() < self.cap {
+            self.kept.insert(
+                pid,
+                Kept {
+                    stat,
+                    io: None,
+                    seen: true,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads `dir`/io of process `pid` into `buf`; call after [`ProcFiles::read_stat`] of the
+    /// same process in the same scan.
+    pub fn read_io(&mut self, dir: &Path, pid: u32, buf: &mut Vec<u8>) -> Result<()> {
+        let kept = self.kept.get_mut(&pid);
+        if let Some(io) = kept.as_ref().and_then(|k| k.io.as_ref()) {
+            return read_at_start(io, buf);
+        }
+        let io = File::open(dir.join("io"))?;
+        read_at_start(&io, buf)?;
+        if let Some(k) = kept {
+            k.io = Some(io);
+        }
+        Ok(())
+    }
+
+    /// Closes the files of processes the scan that just ended did not see (they exited).
+    pub fn end_scan(&mut self) {
+        self.kept.retain(|_, k| std::mem::take(&mut k.seen));
+    }
+}
+
+/// Reads a whole /proc file from its start; its size is not known in advance (always 0).
+fn read_at_start(file: &File, buf: &mut Vec<u8>) -> Result<()> {
+    buf.clear();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read_at(&mut chunk, buf.len() as u64) {
+            Ok(0) => return Ok(()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The open-file limit after raising the soft limit towards the hard one (an unprivileged
+/// process may do that); 1024 when it cannot be read.
+fn open_file_limit() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    let wanted = lim.rlim_max.min(LIMIT_WANTED);
+    if lim.rlim_cur < wanted {
+        let raised = libc::rlimit {
+            rlim_cur: wanted,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads only the struct it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = wanted;
+        }
+    }
+    usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+}
+
+/// Whether a read of /proc/PID/… failed because the process is gone.
+pub fn gone(e: &std::io::Error) -> bool {
+    e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+
+    fn dir(pid: u32) -> std::path::PathBuf {
+        Path::new("/proc").join(pid.to_string())
+    }
+
+    #[test]
+    fn a_kept_file_is_read_again_and_dropped_once_its_process_is_gone() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut files = ProcFiles::with_cap(8);
+        let mut buf = Vec::new();
+        files.read_stat(&dir(pid), pid, &mut buf).unwrap();
+        let first = String::from_utf8(buf.clone()).unwrap();
+        assert!(first.starts_with(&format!("{pid} (sleep)")), "{first}");
+        files.read_io(&dir(pid), pid, &mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf).contains("write_bytes"));
+        files.end_scan();
+        assert_eq!(files.kept.len(), 1);
+
+        // The same descriptor, read again: the file is generated anew.
+        files.read_stat(&dir(pid), pid, &mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf).starts_with(&format!("{pid} (sleep)")));
+        files.end_scan();
+
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Reaped: the kept descriptor answers ESRCH, the path is gone too.
+        let e = files.read_stat(&dir(pid), pid, &mut buf).unwrap_err();
+        assert!(gone(&e), "{e}");
+        files.end_scan();
+        assert_eq!(files.kept.len(), 0);
+    }
+
+    #[test]
+    fn beyond_the_cap_files_are_opened_each_time() {
+        let me = std::process::id();
+        let mut files = ProcFiles::with_cap(0);
+        let mut buf = Vec::new();
+        files.read_stat(&dir(me), me, &mut buf).unwrap();
+        files.read_io(&dir(me), me, &mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf).contains("rchar"));
+        assert_eq!(files.kept.len(), 0);
+    }
+
+    #[test]
+    fn processes_not_seen_by_a_scan_are_closed() {
+        let me = std::process::id();
+        let mut files = ProcFiles::with_cap(8);
+        let mut buf = Vec::new();
+        files.read_stat(&dir(me), me, &mut buf).unwrap();
+        files.end_scan();
+        assert_eq!(files.kept.len(), 1);
+        // A scan that does not list this process (it left /proc between scans).
+        files.end_scan();
+        assert_eq!(files.kept.len(), 0);
+    }
+
+    #[test]
+    fn the_limit_is_raised_and_a_quarter_of_it_is_the_budget() {
+        let files = ProcFiles::default();
+        assert!(files.cap >= 1024 / 8, "{}", files.cap);
+        let mut buf = Vec::new();
+        File::open("/proc/self/limits")
+            .unwrap()
+            .read_to_end(&mut buf)
+            .unwrap();
+        let limits = String::from_utf8(buf).unwrap();
+        let soft: usize = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|s| s.parse().ok())
+            .unwrap();
+        assert_eq!(files.cap, soft / 8);
+    }
+}
