@@ -28,6 +28,7 @@ pub mod procinfo;
 pub mod stat;
 pub mod sysctl;
 pub mod taskstats;
+pub(crate) mod tc;
 pub mod tunables;
 pub mod uptime;
 

@@ -21,6 +21,13 @@ pub struct LinkInfo {
     pub rx_over_errors: Option<u64>,
     /// Transmit FIFO errors (`statistics/tx_fifo_errors`).
     pub tx_fifo_errors: Option<u64>,
+    /// Interface index (`ifindex`), which rtnetlink answers by.
+    #[serde(default)]
+    pub ifindex: Option<u32>,
+    /// A shaper on its egress (the qdisc's name and its rate in bytes/s), from
+    /// [`super::tc`]; absent from fixture trees and history recorded before it was read.
+    #[serde(default)]
+    pub shaper: Option<(String, u64)>,
 }
 
 /// Reads the link attributes of each named interface. Nothing here is an error: every
@@ -48,6 +55,8 @@ fn read_link(root: &SysRoot, name: &str) -> LinkInfo {
         rx_fifo_errors: number("statistics/rx_fifo_errors"),
         rx_over_errors: number("statistics/rx_over_errors"),
         tx_fifo_errors: number("statistics/tx_fifo_errors"),
+        ifindex: number("ifindex").and_then(|i| u32::try_from(i).ok()),
+        shaper: None,
     }
 }
 

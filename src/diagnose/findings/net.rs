@@ -13,24 +13,41 @@ const ERRORS_PER_S: f64 = 10.0;
 /// Dropped packets per second worth a look (the host, not the wire, could not keep up).
 const DROPS_PER_S: f64 = 100.0;
 
-/// `1 Gb/s`, `2.5 Gb/s`, `100 Mb/s`.
-fn speed(mbps: u64) -> String {
-    if mbps >= 1000 {
-        format!("{} Gb/s", mbps as f64 / 1000.0)
+/// `1 Gb/s`, `2.5 Gb/s`, `10 Mb/s`, from a rate in Mb/s that need not be whole.
+fn rate(mbps: f64) -> String {
+    if mbps >= 1000.0 {
+        format!("{} Gb/s", mbps / 1000.0)
     } else {
-        format!("{mbps} Mb/s")
+        format!("{} Mb/s", (mbps * 10.0).round() / 10.0)
     }
 }
 
-/// Links at or above [`SATURATED_PCT`] of their speed, per direction.
+/// Links at or above [`SATURATED_PCT`] of their capacity, per direction: the speed, or for
+/// what is sent, a shaper's rate when that is lower.
 pub(super) fn saturated(s: &TopSample, out: &mut Vec<Finding>) {
     for l in &s.links {
-        let Some(mbps) = l.speed_mbps else { continue };
-        for (pct, dir) in [(l.tx_utilisation_pct, "out"), (l.rx_utilisation_pct, "in")] {
-            if let Some(p) = pct.filter(|&p| p >= SATURATED_PCT) {
-                let msg = format!("{} at {p:.0}% of {} {dir}", l.name, speed(mbps));
-                out.push(Finding::warning("link_saturated", &l.name, msg));
+        let speed_mbps = l.speed_mbps.map(|m| m as f64);
+        let shaped = l.shaped_mbps.filter(|&r| speed_mbps.is_none_or(|s| r < s));
+        let (tx_cap, rx_cap) = (shaped.or(speed_mbps), speed_mbps);
+        for (pct, cap, dir) in [
+            (l.tx_utilisation_pct, tx_cap, "out"),
+            (l.rx_utilisation_pct, rx_cap, "in"),
+        ] {
+            let (Some(p), Some(cap)) = (pct.filter(|&p| p >= SATURATED_PCT), cap) else {
+                continue;
+            };
+            let mut msg = format!("{} at {p:.0}% of {} {dir}", l.name, rate(cap));
+            if dir == "out"
+                && shaped.is_some()
+                && let Some(kind) = &l.shaper
+            {
+                msg.push_str(&format!(" (shaped by {kind}"));
+                if let Some(s) = speed_mbps {
+                    msg.push_str(&format!("; link speed {}", rate(s)));
+                }
+                msg.push(')');
             }
+            out.push(Finding::warning("link_saturated", &l.name, msg));
         }
     }
 }
@@ -87,6 +104,8 @@ mod tests {
             name: name.into(),
             speed_mbps: mbps,
             duplex: Some("full".into()),
+            shaper: None,
+            shaped_mbps: None,
             rx_utilisation_pct: Some(1.0),
             tx_utilisation_pct: tx_pct,
             rx_overruns_per_s: Some(0.0),
@@ -154,9 +173,27 @@ mod tests {
     }
 
     #[test]
+    fn a_shaped_link_is_full_at_the_shapers_rate_and_says_so() {
+        let mut s = fixture_top_sample();
+        let mut v = link("veth0", Some(10_000), Some(97.4));
+        v.shaper = Some("tbf".into());
+        v.shaped_mbps = Some(10.0);
+        s.links = vec![v];
+        let mut out = Vec::new();
+        saturated(&s, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(
+            out[0].message,
+            "veth0 at 97% of 10 Mb/s out (shaped by tbf; link speed 10 Gb/s)"
+        );
+    }
+
+    #[test]
     fn speeds_read_as_admins_say_them() {
-        assert_eq!(speed(1000), "1 Gb/s");
-        assert_eq!(speed(2500), "2.5 Gb/s");
-        assert_eq!(speed(100), "100 Mb/s");
+        assert_eq!(rate(1000.0), "1 Gb/s");
+        assert_eq!(rate(2500.0), "2.5 Gb/s");
+        assert_eq!(rate(100.0), "100 Mb/s");
+        assert_eq!(rate(10.0), "10 Mb/s");
+        assert_eq!(rate(0.5), "0.5 Mb/s");
     }
 }

@@ -16,9 +16,15 @@ pub struct Link {
     pub speed_mbps: Option<u64>,
     /// `full` or `half`, when the driver says.
     pub duplex: Option<String>,
+    /// The qdisc shaping its egress (`tbf`), when there is one.
+    pub shaper: Option<String>,
+    /// The rate that shaper lets out, in Mb/s: the capacity of the outbound direction when it
+    /// is below the speed (or the speed is unknown, as on virtual links).
+    pub shaped_mbps: Option<f64>,
     /// Received bits as a share of the speed (of both directions together on half duplex).
     pub rx_utilisation_pct: Option<f64>,
-    /// Sent bits as a share of the speed (of both directions together on half duplex).
+    /// Sent bits as a share of the speed, or of the shaper's rate when that is lower (of
+    /// both directions together on half duplex).
     pub tx_utilisation_pct: Option<f64>,
     /// Receive FIFO and ring overruns per second (the NIC had no room for a frame).
     pub rx_overruns_per_s: Option<f64>,
@@ -39,23 +45,30 @@ pub(crate) fn links(a: &[LinkInfo], b: &[LinkInfo], net: &[Net], dt: f64) -> Vec
                 (None, None) => None,
                 (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
             };
-            let (rx_pct, tx_pct) = match cur.speed_mbps {
-                Some(mbps) => {
-                    let cap = mbps as f64 * 1e6 / 8.0;
-                    let (rx, tx) = if cur.duplex.as_deref() == Some("half") {
-                        let both = n.rx_bytes_per_s + n.tx_bytes_per_s;
-                        (both, both)
-                    } else {
-                        (n.rx_bytes_per_s, n.tx_bytes_per_s)
-                    };
-                    (Some(rx / cap * 100.0), Some(tx / cap * 100.0))
-                }
-                None => (None, None),
+            let (rx, tx) = if cur.duplex.as_deref() == Some("half") {
+                let both = n.rx_bytes_per_s + n.tx_bytes_per_s;
+                (both, both)
+            } else {
+                (n.rx_bytes_per_s, n.tx_bytes_per_s)
             };
+            let speed = cur.speed_mbps.map(|mbps| mbps as f64 * 1e6 / 8.0);
+            // A root shaper holds back only what is sent.
+            let shaped = cur
+                .shaper
+                .as_ref()
+                .map(|(_, bytes_per_s)| *bytes_per_s as f64);
+            let tx_cap = match (speed, shaped) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let share = |bytes: f64, cap: Option<f64>| cap.map(|c| bytes / c * 100.0);
+            let (rx_pct, tx_pct) = (share(rx, speed), share(tx, tx_cap));
             Some(Link {
                 name: n.name.clone(),
                 speed_mbps: cur.speed_mbps,
                 duplex: cur.duplex.clone(),
+                shaper: cur.shaper.as_ref().map(|(kind, _)| kind.clone()),
+                shaped_mbps: shaped.map(|b| b * 8.0 / 1e6),
                 rx_utilisation_pct: rx_pct,
                 tx_utilisation_pct: tx_pct,
                 rx_overruns_per_s: prev
@@ -94,6 +107,8 @@ mod tests {
             rx_fifo_errors: Some(fifo),
             rx_over_errors: None,
             tx_fifo_errors: None,
+            ifindex: None,
+            shaper: None,
         }
     }
 
@@ -121,6 +136,24 @@ mod tests {
         assert!((l[0].rx_utilisation_pct.unwrap() - 80.0).abs() < 1e-9);
         assert!((l[0].tx_utilisation_pct.unwrap() - 80.0).abs() < 1e-9);
         assert_eq!(l[1].tx_utilisation_pct, None);
+    }
+
+    #[test]
+    fn a_shaper_below_the_speed_is_the_outbound_capacity() {
+        // veth says 10 Gb/s; tbf lets out 10 Mbit/s (1.25 MB/s): 1.2 MB/s out is 96%.
+        let mut v = info("veth0", Some(10_000), "full", 0, 0);
+        v.shaper = Some(("tbf".into(), 1_250_000));
+        let l = &links(&[], &[v.clone()], &[net("veth0", 1.2e6, 1.2e6)], 1.0)[0];
+        assert!((l.tx_utilisation_pct.unwrap() - 96.0).abs() < 1e-9);
+        // Receiving is not shaped: against the speed.
+        assert!((l.rx_utilisation_pct.unwrap() - 0.096).abs() < 1e-9);
+        assert_eq!(l.shaper.as_deref(), Some("tbf"));
+        assert_eq!(l.shaped_mbps, Some(10.0));
+        // Without a speed, the shaper alone gives the outbound share.
+        v.speed_mbps = None;
+        let l = &links(&[], &[v], &[net("veth0", 1.2e6, 0.6e6)], 1.0)[0];
+        assert!((l.tx_utilisation_pct.unwrap() - 48.0).abs() < 1e-9);
+        assert_eq!(l.rx_utilisation_pct, None);
     }
 
     #[test]

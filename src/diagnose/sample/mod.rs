@@ -24,6 +24,7 @@ use crate::kernel::process::{self, ProcessScan};
 use crate::kernel::procfiles::ProcFiles;
 use crate::kernel::stat::{self, KernelStat};
 use crate::kernel::taskstats::{self, ExitListener, ExitedTask};
+use crate::kernel::tc;
 use crate::kernel::{Result, SysRoot};
 pub use details::ProcessDetail;
 use devices::Devices;
@@ -139,7 +140,19 @@ impl Sampler {
         let vmstat = meminfo::read_vmstat(root)?;
         let pressure = pressure::read_pressure(root)?;
         let net = netdev::read_netdev(root)?;
-        let links = netlinkinfo::read_links(root, net.iter().map(|n| n.name.as_str()));
+        let mut links = netlinkinfo::read_links(root, net.iter().map(|n| n.name.as_str()));
+        if root.proc == std::path::Path::new("/proc") {
+            // Shapers only add a capacity where /sys has none or a wrong one; a dump that
+            // fails (it needs no privilege) leaves the links as /sys describes them.
+            if let Ok(shapers) = tc::root_shapers() {
+                for l in &mut links {
+                    l.shaper = l
+                        .ifindex
+                        .and_then(|i| shapers.get(&i))
+                        .map(|s| (s.kind.clone(), s.bytes_per_s));
+                }
+            }
+        }
         let mut cgroups = match &self.cgroup_mount {
             Some(dir) => cgroup::read_cgroup_io(dir)?,
             None => CgroupIoScan {

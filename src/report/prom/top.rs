@@ -218,6 +218,8 @@ mod tests {
             name: "eth0".into(),
             speed_mbps: Some(1000),
             duplex: Some("full".into()),
+            shaper: None,
+            shaped_mbps: None,
             rx_utilisation_pct: Some(2.0),
             tx_utilisation_pct: Some(94.0),
             rx_overruns_per_s: None,

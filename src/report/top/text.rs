@@ -368,13 +368,29 @@ fn net(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         {
             writeln!(
                 out,
-                "{:<10} link {mbps} Mb/s {}: {rx:.0}% in, {tx:.0}% out",
+                "{:<10} link {mbps} Mb/s {}: {rx:.0}% in, {tx:.0}% out{}",
                 Escaped(&l.name),
                 l.duplex.as_deref().unwrap_or("duplex unknown"),
+                shaping(l),
+            )?;
+        } else if let Some(tx) = l.tx_utilisation_pct {
+            writeln!(
+                out,
+                "{:<10} link: {tx:.0}% out{}",
+                Escaped(&l.name),
+                shaping(l)
             )?;
         }
     }
     Ok(())
+}
+
+/// ` (shaped by tbf to 10 Mb/s)` after a link's outbound share, when a shaper sets it.
+fn shaping(l: &crate::diagnose::model::net::Link) -> String {
+    match (&l.shaper, l.shaped_mbps) {
+        (Some(kind), Some(mbps)) => format!(" (shaped by {kind} to {mbps} Mb/s)"),
+        _ => String::new(),
+    }
 }
 
 /// A figure with `prec` decimals, or "-" where it could not be computed (as iostat's columns

@@ -1,0 +1,124 @@
+//! Two network namespaces joined by a veth pair, made by a test and removed on drop, so test
+//! traffic never leaves them. Addresses are 10.99.0.1 and 10.99.0.2/24: each pair has its
+//! own namespaces, so they conflict with nothing, not even another test's pair.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::{have_tool, is_root, skip};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// Namespaces `a` and `b`; `a`'s interface is `veth_a` at `addr_a`, `b`'s `veth_b` at `addr_b`.
+pub struct NetnsPair {
+    pub a: String,
+    pub b: String,
+    pub veth_a: String,
+    pub veth_b: String,
+    pub addr_a: String,
+    pub addr_b: String,
+    children: Vec<Child>,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let o = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+impl NetnsPair {
+    /// Returns None (after saying why) without root or `ip`.
+    pub fn new(test: &str) -> Option<NetnsPair> {
+        if !is_root() {
+            skip(&format!("{test}: needs root for network namespaces"));
+            return None;
+        }
+        if !have_tool("ip") {
+            skip(&format!("{test}: iproute2 is not installed"));
+            return None;
+        }
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("t{}x{n}", std::process::id());
+        let pair = NetnsPair {
+            a: format!("tacho-{tag}a"),
+            b: format!("tacho-{tag}b"),
+            veth_a: format!("tv{n}a{}", std::process::id() % 100_000),
+            veth_b: format!("tv{n}b{}", std::process::id() % 100_000),
+            addr_a: "10.99.0.1".into(),
+            addr_b: "10.99.0.2".into(),
+            children: Vec::new(),
+        };
+        let made = (|| {
+            ip(&["netns", "add", &pair.a])?;
+            ip(&["netns", "add", &pair.b])?;
+            ip(&[
+                "link",
+                "add",
+                &pair.veth_a,
+                "netns",
+                &pair.a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &pair.veth_b,
+                "netns",
+                &pair.b,
+            ])?;
+            for (ns, dev, addr) in [
+                (&pair.a, &pair.veth_a, &pair.addr_a),
+                (&pair.b, &pair.veth_b, &pair.addr_b),
+            ] {
+                let cidr = format!("{addr}/24");
+                ip(&["-n", ns, "addr", "add", &cidr, "dev", dev])?;
+                ip(&["-n", ns, "link", "set", dev, "up"])?;
+                ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            }
+            Ok::<(), String>(())
+        })();
+        if let Err(e) = made {
+            panic!("{test}: cannot make the namespaces: {e}");
+        }
+        Some(pair)
+    }
+
+    /// A command run inside namespace `ns`.
+    pub fn exec(ns: &str, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, program]);
+        c
+    }
+
+    /// Starts a command inside `ns` that the pair kills on drop (a server, a load).
+    pub fn spawn(&mut self, ns: &str, program: &str, args: &[&str]) {
+        let child = Self::exec(ns, program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+        self.children.push(child);
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Deleting a namespace deletes the veth end inside it, and with it the peer.
+        let _ = ip(&["netns", "del", &self.a]);
+        let _ = ip(&["netns", "del", &self.b]);
+    }
+}

@@ -1,0 +1,109 @@
+//! Links in `tacho top`, on traffic the test makes between two network namespaces of its own
+//! (a veth pair): a link shaped with tc's tbf and filled by iperf3 is called saturated, at the
+//! shaper's rate.
+
+mod common;
+
+use common::netns::NetnsPair;
+use common::{have_tool, skip};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Starts `iperf3 -c` from namespace `a` to the server in `b` for `seconds`, retrying while
+/// the server is still starting.
+fn start_client(pair: &mut NetnsPair, seconds: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // A connection attempt that fails at once means the server is not listening yet.
+        let probe = NetnsPair::exec(&pair.a, "iperf3")
+            .args(["-c", &pair.addr_b, "-t", "1", "-b", "1K"])
+            .output()
+            .expect("iperf3");
+        if probe.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "iperf3 server never answered: {}",
+            String::from_utf8_lossy(&probe.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let b = pair.addr_b.clone();
+    let a = pair.a.clone();
+    pair.spawn(&a, "iperf3", &["-c", &b, "-t", &seconds.to_string()]);
+}
+
+#[test]
+fn a_link_shaped_by_tbf_and_filled_by_iperf3_is_saturated_at_the_shapers_rate() {
+    for tool in ["iperf3", "tc"] {
+        if !have_tool(tool) {
+            return skip(&format!("shaped link: {tool} is not installed"));
+        }
+    }
+    let Some(mut pair) = NetnsPair::new("shaped link") else {
+        return;
+    };
+    let tc = NetnsPair::exec(&pair.a, "tc")
+        .args(["qdisc", "add", "dev", &pair.veth_a, "root", "tbf"])
+        .args(["rate", "10mbit", "burst", "32kbit", "latency", "400ms"])
+        .output()
+        .unwrap();
+    assert!(
+        tc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tc.stderr)
+    );
+    let (b, addr_b) = (pair.b.clone(), pair.addr_b.clone());
+    // `-s` serves clients one after another: the probes, then the load.
+    pair.spawn(&b, "iperf3", &["-s", "-B", &addr_b]);
+    start_client(&mut pair, 8);
+
+    let o = NetnsPair::exec(&pair.a, env!("CARGO_BIN_EXE_tacho"))
+        .args(["top", "--json", "--interval", "1s", "--count", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let samples: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let link = |s: &Value| -> Value {
+        s["links"]
+            .as_array()
+            .and_then(|l| l.iter().find(|l| l["name"] == pair.veth_a.as_str()))
+            .cloned()
+            .unwrap_or_else(|| panic!("no link {} in {s}", pair.veth_a))
+    };
+    let last = samples.last().expect("no sample");
+    let l = link(last);
+    assert_eq!(l["shaper"], "tbf", "{l}");
+    assert_eq!(l["shaped_mbps"], 10.0, "{l}");
+    // The busiest sample is at the shaper's rate (iperf3 keeps the bucket empty).
+    let peak = samples
+        .iter()
+        .filter_map(|s| link(s)["tx_utilisation_pct"].as_f64())
+        .fold(0.0, f64::max);
+    assert!((90.0..=110.0).contains(&peak), "peak {peak}% of 10 Mb/s");
+    let saturated: Vec<&Value> = samples
+        .iter()
+        .flat_map(|s| s["findings"].as_array().into_iter().flatten())
+        .filter(|f| f["code"] == "link_saturated" && f["subject"] == pair.veth_a.as_str())
+        .collect();
+    let f = saturated.first().unwrap_or_else(|| {
+        panic!(
+            "no link_saturated finding for {}: {:?}",
+            pair.veth_a,
+            samples.iter().map(|s| &s["verdict"]).collect::<Vec<_>>()
+        )
+    });
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains("of 10 Mb/s out (shaped by tbf; link speed 10 Gb/s)"),
+        "{message}"
+    );
+}
