@@ -358,6 +358,12 @@ pub(crate) struct TopArgs {
     #[arg(long)]
     pub accumulate: bool,
 
+    /// Count DNS on every interface, as dnstop: queries per second by client, server and type,
+    /// answers by code, response times, the failing and slowest names (UDP; needs root for a
+    /// packet socket)
+    #[arg(long, conflicts_with_all = ["replay", "from"])]
+    pub dns: bool,
+
     /// Show a recorded moment from the history instead of live figures (keys: left/right or
     /// p/n step one sample, q quits); with --batch or --json, print that one interval
     #[arg(long, help_heading = "History (tacho record)")]

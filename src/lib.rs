@@ -17,6 +17,7 @@ pub(crate) mod history;
 pub(crate) mod io;
 pub(crate) mod kernel;
 pub(crate) mod membench;
+pub(crate) mod net;
 pub(crate) mod parallel;
 pub mod report;
 pub(crate) mod safety;

@@ -35,6 +35,14 @@ pub fn median(xs: &[f64]) -> Option<f64> {
     })
 }
 
+/// The value a share `q` (0–1) of the samples lies at or below (nearest rank); sorts them.
+/// `None` for no samples.
+pub fn quantile(xs: &mut [f64], q: f64) -> Option<f64> {
+    xs.sort_by(f64::total_cmp);
+    let rank = ((xs.len() as f64 * q).ceil() as usize).clamp(1, xs.len().max(1));
+    xs.get(rank - 1).copied()
+}
+
 /// Smallest value; `None` for no values.
 pub fn min(xs: &[f64]) -> Option<f64> {
     xs.iter().copied().min_by(f64::total_cmp)

@@ -276,11 +276,9 @@ fn median(xs: &[f64]) -> f64 {
     crate::stats::median(xs).unwrap_or(0.0)
 }
 
-/// The value a share `q` of the samples lies below (nearest rank); sorts them.
+/// The value a share `q` of the samples lies below (nearest rank), 0 for none; sorts them.
 fn quantile(xs: &mut [f64], q: f64) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let rank = ((xs.len() as f64 * q).ceil() as usize).clamp(1, xs.len().max(1));
-    xs.get(rank - 1).copied().unwrap_or(0.0)
+    crate::stats::quantile(xs, q).unwrap_or(0.0)
 }
 
 #[cfg(test)]

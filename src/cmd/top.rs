@@ -53,6 +53,9 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         );
     }
     let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
+    if args.dns {
+        sampler.capture_dns();
+    }
     let opts = ModelOptions::for_this_host(usize::from(args.top), args.sort, sampler.delayacct);
     if mode == Mode::Screen {
         crate::tui::run(

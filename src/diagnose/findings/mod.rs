@@ -5,6 +5,7 @@
 //! conservative, so that a finding is worth acting on.
 
 mod disk;
+mod dns;
 mod net;
 mod system;
 
@@ -40,6 +41,7 @@ impl Judge {
         system::memory(sample, &mut findings);
         net::saturated(sample, &mut findings);
         net::errors(sample, &mut findings);
+        dns::failures(sample, &mut findings);
         self.remember(sample);
         // Stable: equal severities keep the order above (disks, then CPU, then memory).
         findings.sort_by_key(|f| std::cmp::Reverse(f.severity));

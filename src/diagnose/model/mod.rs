@@ -7,6 +7,7 @@ pub mod accumulate;
 pub mod cpu;
 pub mod culprits;
 pub mod disk;
+pub(crate) mod dns;
 pub mod finding;
 pub mod groups;
 pub mod memory;
@@ -74,6 +75,9 @@ pub struct TopSample {
     /// Totals since accumulation started (`--accumulate`, the screen's `a` key); `null`
     /// otherwise.
     pub accumulated: Option<accumulate::Accumulated>,
+    /// DNS seen on the wire over the interval (`--dns`); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns: Option<dns::Dns>,
     /// Who is behind each resource's use, for the findings to name (they carry them).
     #[serde(skip)]
     pub culprits: culprits::Culprits,
@@ -258,6 +262,9 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
             "processes that exit between samples are not counted: {why}"
         ));
     }
+    if let Some(why) = &b.dns_unavailable {
+        notes.push(format!("no DNS figures: {why}"));
+    }
     if opts.delayacct == Some(false) {
         notes.push(
             "I/O delay per process needs delay accounting: sysctl -w kernel.task_delayacct=1"
@@ -382,6 +389,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         links: net::links(&a.links, &b.links, &net, dt),
         net,
         accumulated: None,
+        dns: b.dns.as_ref().map(|c| dns::between(c, dt)),
         culprits,
     }
 }

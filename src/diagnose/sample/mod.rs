@@ -26,6 +26,8 @@ use crate::kernel::stat::{self, KernelStat};
 use crate::kernel::taskstats::{self, ExitListener, ExitedTask};
 use crate::kernel::tc;
 use crate::kernel::{Result, SysRoot};
+use crate::net::capture::DnsCapture;
+use crate::net::dns::DnsCounts;
 pub use details::ProcessDetail;
 use devices::Devices;
 
@@ -66,6 +68,12 @@ pub struct Sample {
     pub exited: Vec<ExitedTask>,
     /// Why exits are not accounted (no root, no taskstats); `None` when they are.
     pub exits_unavailable: Option<String>,
+    /// DNS counted since the previous sample (`--dns`), not kept in the history.
+    #[serde(skip)]
+    pub dns: Option<DnsCounts>,
+    /// Why DNS was asked for but is not counted (no root).
+    #[serde(skip)]
+    pub dns_unavailable: Option<String>,
     /// Cgroups, open devices and swap of the processes that did something since the
     /// previous sample (see [`details`]), by pid.
     pub details: HashMap<u32, ProcessDetail>,
@@ -84,6 +92,8 @@ pub struct Sampler {
     details: details::Cache,
     /// /proc/PID/stat and io of the processes seen, kept open between samples.
     proc_files: ProcFiles,
+    /// The DNS capture, once asked for ([`Sampler::capture_dns`]), or why it could not start.
+    dns: Option<std::result::Result<DnsCapture, String>>,
     /// `kernel.task_delayacct`, read once at start; `None` on kernels without the switch.
     pub delayacct: Option<bool>,
 }
@@ -112,8 +122,15 @@ impl Sampler {
             exits,
             details: details::Cache::default(),
             proc_files: ProcFiles::default(),
+            dns: None,
             delayacct,
         })
+    }
+
+    /// Starts counting DNS on every interface from now on (root only; otherwise each sample
+    /// says why not).
+    pub fn capture_dns(&mut self) {
+        self.dns = Some(DnsCapture::start());
     }
 
     /// Block devices seen in the latest sample, with their descriptions.
@@ -173,6 +190,11 @@ impl Sampler {
             Err(why) => (Vec::new(), Some(why.clone())),
         };
         let processes = process::read_processes(root, &mut self.proc_files)?;
+        let (dns, dns_unavailable) = match &self.dns {
+            None => (None, None),
+            Some(Ok(capture)) => (Some(capture.take()), None),
+            Some(Err(why)) => (None, Some(why.clone())),
+        };
         let swap_used = meminfo
             .get("SwapTotal")
             .zip(meminfo.get("SwapFree"))
@@ -195,6 +217,8 @@ impl Sampler {
             links,
             exited,
             exits_unavailable,
+            dns,
+            dns_unavailable,
             details,
         })
     }
