@@ -67,3 +67,43 @@ fn names(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::model::dns::between;
+    use crate::net::dns::{DnsCounts, NameCounts};
+
+    #[test]
+    fn tables_list_codes_and_names_escaped() {
+        let mut c = DnsCounts {
+            queries: 4,
+            answers: 3,
+            response_ms: vec![1.0, 2.0, 30.0],
+            ..DnsCounts::default()
+        };
+        c.rcodes.insert("NOERROR".into(), 2);
+        c.rcodes.insert("NXDOMAIN".into(), 1);
+        let mut n = NameCounts {
+            queries: 1,
+            max_ms: Some(30.0),
+            ..NameCounts::default()
+        };
+        n.rcodes.insert("NXDOMAIN".into(), 1);
+        c.names.insert("evil\u{1b}]0;pwned\u{7}.test".into(), n);
+        let mut out = Vec::new();
+        write(&mut out, Some(&between(&c, 2.0))).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("2.0 queries/s, 1.5 answers/s"), "{text}");
+        assert!(text.contains("answers  NOERROR 2, NXDOMAIN 1"), "{text}");
+        assert!(text.contains("p99 30.0"), "{text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(text.contains("failing  evil\\e]0;pwned\\a.test"), "{text}");
+        let mut none = Vec::new();
+        write(&mut none, None).unwrap();
+        assert!(none.is_empty());
+    }
+}
