@@ -25,6 +25,8 @@ pub mod pressure;
 pub mod process;
 pub(crate) mod procfiles;
 pub mod procinfo;
+pub(crate) mod sockdiag;
+pub(crate) mod sockowner;
 pub mod stat;
 pub mod sysctl;
 pub mod taskstats;

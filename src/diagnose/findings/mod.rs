@@ -4,6 +4,7 @@
 //! Thresholds are constants with the reason beside them; they are deliberately few and
 //! conservative, so that a finding is worth acting on.
 
+mod conns;
 mod disk;
 mod dns;
 mod net;
@@ -42,6 +43,7 @@ impl Judge {
         net::saturated(sample, &mut findings);
         net::errors(sample, &mut findings);
         dns::failures(sample, &mut findings);
+        conns::retransmits(sample, &mut findings);
         self.remember(sample);
         // Stable: equal severities keep the order above (disks, then CPU, then memory).
         findings.sort_by_key(|f| std::cmp::Reverse(f.severity));

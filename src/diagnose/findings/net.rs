@@ -47,9 +47,36 @@ pub(super) fn saturated(s: &TopSample, out: &mut Vec<Finding>) {
                 }
                 msg.push(')');
             }
+            if dir == "out" {
+                msg.push_str(&top_sender(s));
+            }
             out.push(Finding::warning("link_saturated", &l.name, msg));
         }
     }
+}
+
+/// `: 75% of TCP sent from iperf3 (pid 3111), to 10.0.0.5:5201` — the process sending most,
+/// and its busiest peer; empty when no connection moved data or its owner is unknown.
+fn top_sender(s: &TopSample) -> String {
+    let Some(c) = &s.connections else {
+        return String::new();
+    };
+    let Some(p) = c
+        .by_process
+        .iter()
+        .filter(|g| g.pid.is_some())
+        .max_by(|a, b| a.tx_share_pct.total_cmp(&b.tx_share_pct))
+    else {
+        return String::new();
+    };
+    let peer = c
+        .top
+        .iter()
+        .filter(|t| t.pid == p.pid)
+        .max_by(|a, b| a.tx_bytes_per_s.total_cmp(&b.tx_bytes_per_s))
+        .map(|t| format!(", to {}", t.remote))
+        .unwrap_or_default();
+    format!(": {:.0}% of TCP sent from {}{peer}", p.tx_share_pct, p.key)
 }
 
 /// Errors, overruns, drops and carrier changes that keep coming.

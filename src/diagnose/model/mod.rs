@@ -4,6 +4,7 @@
 //! deltas; nothing reads the kernel. Findings are added by `findings`, which needs history.
 
 pub mod accumulate;
+pub(crate) mod conns;
 pub mod cpu;
 pub mod culprits;
 pub mod disk;
@@ -75,6 +76,11 @@ pub struct TopSample {
     /// Totals since accumulation started (`--accumulate`, the screen's `a` key); `null`
     /// otherwise.
     pub accumulated: Option<accumulate::Accumulated>,
+    /// TCP connections over the interval, grouped by peer and by process; absent where
+    /// sock_diag could not be read, none were established, or in replays (the history does
+    /// not keep them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<conns::Conns>,
     /// DNS seen on the wire over the interval (`--dns`); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dns: Option<dns::Dns>,
@@ -262,6 +268,16 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
             "processes that exit between samples are not counted: {why}"
         ));
     }
+    if let Some(why) = &b.conns.unavailable {
+        notes.push(format!("no TCP connections: {why}"));
+    }
+    if b.conns.owners_denied > 0 {
+        notes.push(format!(
+            "the processes of some connections are unknown: {} processes' open files could \
+             not be read (another user's process needs root)",
+            b.conns.owners_denied
+        ));
+    }
     if let Some(why) = &b.dns_unavailable {
         notes.push(format!("no DNS figures: {why}"));
     }
@@ -389,6 +405,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         links: net::links(&a.links, &b.links, &net, dt),
         net,
         accumulated: None,
+        connections: conns::between(a, b, dt),
         dns: b.dns.as_ref().map(|c| dns::between(c, dt)),
         culprits,
     }

@@ -5,6 +5,7 @@
 //! reason the admin should know (no PSI, no root for other users' /proc/PID/io, no io
 //! controller on cgroup v2) is kept as a note beside the data, not turned into zeros.
 
+pub mod conns;
 pub mod details;
 pub mod devices;
 
@@ -68,6 +69,10 @@ pub struct Sample {
     pub exited: Vec<ExitedTask>,
     /// Why exits are not accounted (no root, no taskstats); `None` when they are.
     pub exits_unavailable: Option<String>,
+    /// Established TCP connections and their owners (not kept in the history: a busy server
+    /// has tens of thousands).
+    #[serde(skip)]
+    pub conns: conns::ConnScan,
     /// DNS counted since the previous sample (`--dns`), not kept in the history.
     #[serde(skip)]
     pub dns: Option<DnsCounts>,
@@ -92,6 +97,8 @@ pub struct Sampler {
     details: details::Cache,
     /// /proc/PID/stat and io of the processes seen, kept open between samples.
     proc_files: ProcFiles,
+    /// Owners of busy connections, kept while their sockets live.
+    conn_tracker: conns::ConnTracker,
     /// The DNS capture, once asked for ([`Sampler::capture_dns`]), or why it could not start.
     dns: Option<std::result::Result<DnsCapture, String>>,
     /// `kernel.task_delayacct`, read once at start; `None` on kernels without the switch.
@@ -122,6 +129,7 @@ impl Sampler {
             exits,
             details: details::Cache::default(),
             proc_files: ProcFiles::default(),
+            conn_tracker: conns::ConnTracker::default(),
             dns: None,
             delayacct,
         })
@@ -190,6 +198,12 @@ impl Sampler {
             Err(why) => (Vec::new(), Some(why.clone())),
         };
         let processes = process::read_processes(root, &mut self.proc_files)?;
+        // Connections are this machine's (sock_diag answers for the caller's namespace).
+        let conns = if root.proc == std::path::Path::new("/proc") {
+            self.conn_tracker.scan(root)
+        } else {
+            conns::ConnScan::default()
+        };
         let (dns, dns_unavailable) = match &self.dns {
             None => (None, None),
             Some(Ok(capture)) => (Some(capture.take()), None),
@@ -217,6 +231,7 @@ impl Sampler {
             links,
             exited,
             exits_unavailable,
+            conns,
             dns,
             dns_unavailable,
             details,

@@ -2,6 +2,7 @@
 //! `/metrics` server (`--listen`, whose text is `report::prom::top`). Each writes one [`TopSample`](crate::diagnose::model::TopSample) to any
 //! `impl Write` (or returns a string), so tests capture them in memory.
 
+pub(crate) mod conns;
 pub(crate) mod dns;
 pub mod server;
 pub mod text;

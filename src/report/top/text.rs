@@ -49,6 +49,7 @@ pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         wa.processes_total,
     )?;
     net(out, s)?;
+    super::conns::write(out, s.connections.as_ref())?;
     super::dns::write(out, s.dns.as_ref())?;
     accumulated(out, s)?;
     writeln!(out)

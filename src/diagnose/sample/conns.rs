@@ -1,0 +1,71 @@
+//! TCP connections for a sample, with the process holding each busy one: sock_diag for the
+//! connections, and a pass over /proc/PID/fd only when a connection that moved data has an
+//! owner not yet known (owners are kept while their sockets live).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::kernel::SysRoot;
+use crate::kernel::sockdiag::{self, TcpConn};
+use crate::kernel::sockowner;
+
+/// Connections of one sample and what could not be known about them.
+#[derive(Debug, Clone, Default)]
+pub struct ConnScan {
+    /// Established TCP connections.
+    pub conns: Vec<TcpConn>,
+    /// Owner of each connection's socket inode, where found.
+    pub owners: HashMap<u32, u32>,
+    /// Why there are no connections (sock_diag refused or failed).
+    pub unavailable: Option<String>,
+    /// Processes whose open files could not be read while looking for owners.
+    pub owners_denied: usize,
+}
+
+/// What the sampler keeps between samples.
+#[derive(Debug, Default)]
+pub(crate) struct ConnTracker {
+    owners: HashMap<u32, u32>,
+    bytes: HashMap<u64, u64>,
+}
+
+impl ConnTracker {
+    /// Dumps the connections and finds the owners of those that moved data since last time.
+    pub(crate) fn scan(&mut self, root: &SysRoot) -> ConnScan {
+        let conns = match sockdiag::tcp_connections() {
+            Ok(c) => c,
+            Err(e) => {
+                return ConnScan {
+                    unavailable: Some(format!("sock_diag: {e}")),
+                    ..ConnScan::default()
+                };
+            }
+        };
+        let moved = |c: &TcpConn| {
+            let now = c.bytes_acked + c.bytes_received;
+            self.bytes.get(&c.cookie).is_none_or(|&then| then != now) && now > 2
+        };
+        let wanted: HashSet<u32> = conns
+            .iter()
+            .filter(|c| moved(c) && !self.owners.contains_key(&c.inode))
+            .map(|c| c.inode)
+            .collect();
+        let mut owners_denied = 0;
+        if !wanted.is_empty() {
+            let (found, denied) = sockowner::owners(root, &wanted);
+            self.owners.extend(found);
+            owners_denied = denied;
+        }
+        let live: HashSet<u32> = conns.iter().map(|c| c.inode).collect();
+        self.owners.retain(|inode, _| live.contains(inode));
+        self.bytes = conns
+            .iter()
+            .map(|c| (c.cookie, c.bytes_acked + c.bytes_received))
+            .collect();
+        ConnScan {
+            owners: self.owners.clone(),
+            conns,
+            unavailable: None,
+            owners_denied,
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The TCP section of `tacho top --batch`: traffic by process, by peer, and the busiest
+//! connections (iftop and nethogs in one). Process names come from processes and are escaped.
+
+use std::io::{self, Write};
+
+use crate::diagnose::model::conns::{ConnGroup, Conns};
+use crate::text::Escaped;
+
+/// Writes the section when connections moved data in the interval.
+pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
+    let Some(c) = conns.filter(|c| !c.top.is_empty()) else {
+        return Ok(());
+    };
+    let kb = |b: f64| b / 1024.0;
+    writeln!(
+        out,
+        "\nTCP     {} established, {:.1} kB/s sent, {:.1} kB/s received{}",
+        c.established,
+        kb(c.tx_bytes_per_s),
+        kb(c.rx_bytes_per_s),
+        if c.owners_unknown > 0 {
+            format!(", {} busy without a known process", c.owners_unknown)
+        } else {
+            String::new()
+        }
+    )?;
+    groups(out, "PROCESS", &c.by_process)?;
+    groups(out, "PEER", &c.by_remote)?;
+    writeln!(
+        out,
+        "  {:<24} {:<24} {:<20} {:>10} {:>10} {:>7} {:>8}",
+        "LOCAL", "PEER", "PROCESS", "txkB/s", "rxkB/s", "retr%", "rtt_ms"
+    )?;
+    for t in &c.top {
+        let who = match (&t.comm, t.pid) {
+            (Some(comm), Some(pid)) => format!("{} ({pid})", Escaped(comm)),
+            _ => "?".into(),
+        };
+        writeln!(
+            out,
+            "  {:<24} {:<24} {:<20} {:>10.1} {:>10.1} {:>7} {:>8.2}",
+            t.local,
+            t.remote,
+            who,
+            kb(t.tx_bytes_per_s),
+            kb(t.rx_bytes_per_s),
+            t.retrans_pct.map_or("-".into(), |p| format!("{p:.1}")),
+            t.rtt_ms
+        )?;
+    }
+    Ok(())
+}
+
+fn groups(out: &mut impl Write, title: &str, list: &[ConnGroup]) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {title:<32} {:>5} {:>10} {:>10} {:>6} {:>7}",
+        "conns", "txkB/s", "rxkB/s", "tx%", "retr%"
+    )?;
+    for g in list.iter().take(5) {
+        let retr = if g.segs_out > 0 {
+            format!("{:.1}", g.retrans as f64 / g.segs_out as f64 * 100.0)
+        } else {
+            "-".into()
+        };
+        writeln!(
+            out,
+            "  {:<32} {:>5} {:>10.1} {:>10.1} {:>6.0} {:>7}",
+            Escaped(&g.key).to_string(),
+            g.connections,
+            g.tx_bytes_per_s / 1024.0,
+            g.rx_bytes_per_s / 1024.0,
+            g.tx_share_pct,
+            retr
+        )?;
+    }
+    Ok(())
+}
