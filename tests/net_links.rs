@@ -1,6 +1,6 @@
 //! Links in `tacho top`, on traffic the test makes between two network namespaces of its own
 //! (a veth pair): a link shaped with tc's tbf and filled by iperf3 is called saturated, at the
-//! shaper's rate.
+//! shaper's rate, naming the process that fills it.
 
 mod common;
 
@@ -104,6 +104,12 @@ fn a_link_shaped_by_tbf_and_filled_by_iperf3_is_saturated_at_the_shapers_rate() 
     let message = f["message"].as_str().unwrap();
     assert!(
         message.contains("of 10 Mb/s out (shaped by tbf; link speed 10 Gb/s)"),
+        "{message}"
+    );
+    // And who fills it: the sending process and its peer, from the connections.
+    assert!(
+        message.contains("% of TCP sent from iperf3 (pid ")
+            && message.contains(&format!(", to {}:5201", pair.addr_b)),
         "{message}"
     );
 }
