@@ -340,7 +340,7 @@ pub(crate) struct TopArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
 
-    /// Processes and cgroups listed per sample
+    /// Processes and cgroups listed per sample (and TCP connections, at least 20)
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: u16,
 

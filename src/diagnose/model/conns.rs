@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::diagnose::sample::Sample;
 use crate::kernel::sockdiag::TcpConn;
 
-/// Connections listed, busiest first.
+/// Connections listed, busiest first, at least (more when `--top` asks for more).
 const TOP: usize = 20;
 /// Groups listed per table.
 const TOP_GROUPS: usize = 10;
@@ -88,7 +88,7 @@ struct Delta<'a> {
 
 /// The interval's TCP traffic; `None` when connections could not be read, or none were seen
 /// (a replayed sample: the history does not keep them).
-pub(crate) fn between(a: &Sample, b: &Sample, dt: f64) -> Option<Conns> {
+pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<Conns> {
     if b.conns.unavailable.is_some() || b.conns.conns.is_empty() {
         return None;
     }
@@ -126,7 +126,7 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64) -> Option<Conns> {
     top.sort_by_key(|d| std::cmp::Reverse(d.tx + d.rx));
     let top = top
         .into_iter()
-        .take(TOP)
+        .take(listed.max(TOP))
         .map(|d| {
             let pid = owner(d.conn);
             Connection {

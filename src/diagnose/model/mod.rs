@@ -405,7 +405,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         links: net::links(&a.links, &b.links, &net, dt),
         net,
         accumulated: None,
-        connections: conns::between(a, b, dt),
+        connections: conns::between(a, b, dt, opts.top),
         dns: b.dns.as_ref().map(|c| dns::between(c, dt)),
         culprits,
     }
