@@ -111,6 +111,30 @@ pub fn render(s: &TopSample) -> String {
             add(format!("tacho_link_{k}"), &[("interface", &name)], &v);
         }
     }
+    let conns = &json["connections"];
+    for (k, v) in fields(conns) {
+        add(format!("tacho_tcp_{k}"), &[], &v);
+    }
+    for (group, label) in [("by_process", "process"), ("by_remote", "peer")] {
+        for g in conns[group].as_array().into_iter().flatten() {
+            let key = text(&g["key"]);
+            for (k, v) in fields(g).iter().filter(|(k, _)| *k != "pid") {
+                add(format!("tacho_tcp_{label}_{k}"), &[(label, &key)], v);
+            }
+        }
+    }
+    let dns = &json["dns"];
+    for (k, v) in fields(dns) {
+        add(format!("tacho_dns_{k}"), &[], &v);
+    }
+    for (map, name, label) in [
+        ("rcodes", "answers", "rcode"),
+        ("qtypes", "queries", "type"),
+    ] {
+        for (k, v) in fields(&dns[map]) {
+            add(format!("tacho_dns_{name}"), &[(label, &k)], &v);
+        }
+    }
     for f in &s.findings {
         let severity = serde_json::to_value(f.severity).unwrap_or(Value::Null);
         add(
@@ -237,5 +261,49 @@ mod tests {
             .lines()
             .filter(|l| l.starts_with("# TYPE tacho_disk_util_pct "));
         assert_eq!(types.count(), 1);
+    }
+
+    #[test]
+    fn connections_and_dns_are_exported_by_group_and_code() {
+        use crate::diagnose::model::conns::{ConnGroup, Conns};
+        let mut s = fixture_top_sample();
+        let group = |key: &str, pid| ConnGroup {
+            key: key.into(),
+            pid,
+            connections: 2,
+            tx_bytes_per_s: 1000.0,
+            rx_bytes_per_s: 10.0,
+            tx_share_pct: 75.0,
+            segs_out: 400,
+            retrans: 8,
+        };
+        s.connections = Some(Conns {
+            established: 3,
+            tx_bytes_per_s: 1333.0,
+            rx_bytes_per_s: 10.0,
+            top: Vec::new(),
+            by_remote: vec![group("10.0.0.5:5432", None)],
+            by_process: vec![group("php-fpm (pid 3111)", Some(3111))],
+            owners_unknown: 0,
+        });
+        let mut c = crate::net::dns::DnsCounts {
+            queries: 4,
+            answers: 4,
+            ..Default::default()
+        };
+        c.rcodes.insert("NXDOMAIN".into(), 3);
+        c.qtypes.insert("AAAA".into(), 4);
+        s.dns = Some(crate::diagnose::model::dns::between(&c, 2.0));
+        let text = render(&s);
+        for line in [
+            "tacho_tcp_established 3\n",
+            "tacho_tcp_process_tx_share_pct{process=\"php-fpm (pid 3111)\"} 75\n",
+            "tacho_tcp_peer_retrans{peer=\"10.0.0.5:5432\"} 8\n",
+            "tacho_dns_queries_per_s 2\n",
+            "tacho_dns_answers{rcode=\"NXDOMAIN\"} 3\n",
+            "tacho_dns_queries{type=\"AAAA\"} 4\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
     }
 }
