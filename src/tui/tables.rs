@@ -423,7 +423,45 @@ pub(crate) fn render_net(frame: &mut Frame, area: Rect, s: &TopSample) {
         ])
     });
     frame.render_widget(
-        fit.table(rows).block(Block::bordered().title(" Network ")),
+        fit.table(rows)
+            .block(block(&net_title(s), area.width, false)),
         area,
     );
+}
+
+/// The network panel's title: the top TCP sender and DNS at a glance, when known.
+fn net_title(s: &TopSample) -> Vec<String> {
+    let mut parts = vec!["Network".to_string()];
+    if let Some(c) = &s.connections {
+        let mut tcp = format!("TCP {} out", rate(c.tx_bytes_per_s));
+        if let Some(p) = c.by_process.iter().find(|p| p.pid.is_some()) {
+            tcp.push_str(&format!(", {:.0}% {}", p.tx_share_pct, Escaped(&p.key)));
+        }
+        parts.push(format!("· {tcp}"));
+    }
+    if let Some(d) = &s.dns {
+        let answers: u64 = d.rcodes.values().sum();
+        let failed = answers - d.rcodes.get("NOERROR").copied().unwrap_or(0);
+        let mut dns = format!("DNS {:.0} q/s", d.queries_per_s);
+        if answers > 0 {
+            dns.push_str(&format!(
+                ", {:.0}% not NOERROR",
+                failed as f64 / answers as f64 * 100.0
+            ));
+        }
+        if let Some(p99) = d.response_p99_ms {
+            dns.push_str(&format!(", p99 {p99:.1} ms"));
+        }
+        parts.push(format!("· {dns}"));
+    }
+    parts
+}
+
+/// `1.2 MB/s`, `340 kB/s`.
+fn rate(bytes_per_s: f64) -> String {
+    if bytes_per_s >= 1e6 {
+        format!("{:.1} MB/s", bytes_per_s / 1e6)
+    } else {
+        format!("{:.0} kB/s", bytes_per_s / 1e3)
+    }
 }

@@ -435,3 +435,45 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_network_panel_names_the_top_sender_and_dns() {
+    use crate::diagnose::model::conns::{ConnGroup, Conns};
+    let mut s = fixture_top_sample();
+    s.connections = Some(Conns {
+        established: 2,
+        tx_bytes_per_s: 1.5e6,
+        rx_bytes_per_s: 0.0,
+        top: Vec::new(),
+        by_remote: Vec::new(),
+        by_process: vec![ConnGroup {
+            key: "evil\u{1b}[2J (pid 7)".into(),
+            pid: Some(7),
+            connections: 1,
+            tx_bytes_per_s: 1.5e6,
+            rx_bytes_per_s: 0.0,
+            tx_share_pct: 100.0,
+            segs_out: 10,
+            retrans: 0,
+        }],
+        owners_unknown: 0,
+    });
+    let mut c = crate::net::dns::DnsCounts {
+        queries: 20,
+        answers: 20,
+        response_ms: vec![2.0; 20],
+        ..Default::default()
+    };
+    c.rcodes.insert("NOERROR".into(), 15);
+    c.rcodes.insert("SERVFAIL".into(), 5);
+    s.dns = Some(crate::diagnose::model::dns::between(&c, 1.0));
+    let text = screen(Some(&s), &UiState::new(SortKey::Io), 200, 50);
+    assert!(
+        text.contains("Network  · TCP 1.5 MB/s out, 100% evil\\e[2J (pid 7)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("· DNS 20 q/s, 25% not NOERROR, p99 2.0 ms"),
+        "{text}"
+    );
+}
