@@ -65,6 +65,29 @@ fn top(pair: &NetnsPair, count: u32, user: Option<&str>) -> Vec<Value> {
         .collect()
 }
 
+/// A directory in the v1 `name=systemd` cgroup hierarchy, removed on drop (declare it before
+/// the processes put in it).
+struct Cgroup(std::path::PathBuf);
+
+impl Cgroup {
+    fn new(name: &str) -> Cgroup {
+        let dir = std::path::Path::new("/sys/fs/cgroup/systemd").join(name);
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("cannot create {dir:?}: {e}"));
+        Cgroup(dir)
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 fn tools_or_skip(test: &str) -> bool {
     for tool in ["iperf3", "setpriv"] {
         if !have_tool(tool) {
@@ -80,6 +103,10 @@ fn two_senders_are_each_named_with_their_share() {
     if !tools_or_skip("two senders") {
         return;
     }
+    // The 6 Mb/s sender runs in a service of its own (a cgroup of the v1 name=systemd
+    // hierarchy, as systemd makes for a unit), removed after the pair's processes are gone.
+    let unit = format!("tacho-conns-{}.service", std::process::id());
+    let cgroup = Cgroup::new(&unit);
     let Some(mut pair) = NetnsPair::new("two senders") else {
         return;
     };
@@ -91,11 +118,21 @@ fn two_senders_are_each_named_with_their_share() {
         "iperf3",
         &["-c", &addr, "-p", "5201", "-b", "2M", "-t", "9"],
     );
-    pair.spawn(
-        &a,
-        "iperf3",
-        &["-c", &addr, "-p", "5202", "-b", "6M", "-t", "9"],
+    // Into the cgroup first, then into the namespace: `ip netns exec` hides /sys/fs/cgroup.
+    let join = format!(
+        "echo $$ > '{}/cgroup.procs' && exec \"$@\"",
+        cgroup.0.display()
     );
+    let sender = std::process::Command::new("sh")
+        .args([
+            "-c", &join, "sh", "ip", "netns", "exec", &a, "iperf3", "-c", &addr,
+        ])
+        .args(["-p", "5202", "-b", "6M", "-t", "9"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    pair.adopt(sender);
     let samples = top(&pair, 6, None);
     // The first interval may hold the start; the rest are steady.
     let mut share = [0.0f64; 2];
@@ -126,6 +163,19 @@ fn two_senders_are_each_named_with_their_share() {
                 .find(|g| g["pid"].as_u64() == Some(pid))
                 .unwrap_or_else(|| panic!("pid {pid} not among the processes: {c}"));
             assert_eq!(g["key"], format!("iperf3 (pid {pid})"));
+            if i == 1 {
+                assert_eq!(g["unit"], unit.as_str(), "{g}");
+                let service = c["by_service"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|g| g["key"] == unit.as_str())
+                    .unwrap_or_else(|| panic!("{unit} not among the services: {c}"));
+                assert!(
+                    service["tx_share_pct"].as_f64().unwrap() > 50.0,
+                    "{service}"
+                );
+            }
             share[i] += g["tx_share_pct"].as_f64().unwrap();
         }
         counted += 1;

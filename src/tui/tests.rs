@@ -446,9 +446,11 @@ fn the_network_panel_names_the_top_sender_and_dns() {
         rx_bytes_per_s: 0.0,
         top: Vec::new(),
         by_remote: Vec::new(),
+        by_service: Vec::new(),
         by_process: vec![ConnGroup {
             key: "evil\u{1b}[2J (pid 7)".into(),
             pid: Some(7),
+            unit: None,
             connections: 1,
             tx_bytes_per_s: 1.5e6,
             rx_bytes_per_s: 0.0,

@@ -111,6 +111,13 @@ impl NetnsPair {
     }
 }
 
+impl NetnsPair {
+    /// Kills `child` on drop with the pair's other processes.
+    pub fn adopt(&mut self, child: Child) {
+        self.children.push(child);
+    }
+}
+
 impl Drop for NetnsPair {
     fn drop(&mut self) {
         for c in &mut self.children {

@@ -44,6 +44,8 @@ pub struct ConnGroup {
     pub key: String,
     /// The process, for a group by process.
     pub pid: Option<u32>,
+    /// Its service (systemd unit or container scope), for a group by process.
+    pub unit: Option<String>,
     /// Connections in the group that moved data.
     pub connections: usize,
     /// Bytes sent and acknowledged per second.
@@ -73,6 +75,8 @@ pub struct Conns {
     pub by_remote: Vec<ConnGroup>,
     /// By process.
     pub by_process: Vec<ConnGroup>,
+    /// By service (systemd unit or container scope) of the processes.
+    pub by_service: Vec<ConnGroup>,
     /// Connections that moved data whose process was not found.
     pub owners_unknown: usize,
 }
@@ -142,6 +146,7 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<
             }
         })
         .collect();
+    let unit = |pid: u32| b.conns.units.get(&pid).cloned();
     let group = |key_of: &dyn Fn(&Delta) -> (String, Option<u32>)| {
         let mut groups: HashMap<String, ConnGroup> = HashMap::new();
         for d in &deltas {
@@ -149,6 +154,7 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<
             let g = groups.entry(key.clone()).or_insert(ConnGroup {
                 key,
                 pid,
+                unit: pid.and_then(unit),
                 connections: 0,
                 tx_bytes_per_s: 0.0,
                 rx_bytes_per_s: 0.0,
@@ -182,6 +188,10 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<
         }
         None => ("unknown process".into(), None),
     });
+    let by_service = group(&|d| {
+        let u = owner(d.conn).and_then(unit);
+        (u.unwrap_or_else(|| "no known service".into()), None)
+    });
     Some(Conns {
         established: b.conns.conns.len(),
         tx_bytes_per_s: total_tx as f64 / dt,
@@ -189,6 +199,7 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<
         top,
         by_remote,
         by_process,
+        by_service,
         owners_unknown: deltas.iter().filter(|d| owner(d.conn).is_none()).count(),
     })
 }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::kernel::SysRoot;
 use crate::kernel::sockdiag::{self, TcpConn};
-use crate::kernel::sockowner;
+use crate::kernel::{procinfo, sockowner};
 
 /// Connections of one sample and what could not be known about them.
 #[derive(Debug, Clone, Default)]
@@ -15,6 +15,8 @@ pub struct ConnScan {
     pub conns: Vec<TcpConn>,
     /// Owner of each connection's socket inode, where found.
     pub owners: HashMap<u32, u32>,
+    /// The service (systemd unit or container scope) of each owner, by pid, where it has one.
+    pub units: HashMap<u32, String>,
     /// Why there are no connections (sock_diag refused or failed).
     pub unavailable: Option<String>,
     /// Processes whose open files could not be read while looking for owners.
@@ -25,6 +27,7 @@ pub struct ConnScan {
 #[derive(Debug, Default)]
 pub(crate) struct ConnTracker {
     owners: HashMap<u32, u32>,
+    units: HashMap<u32, String>,
     bytes: HashMap<u64, u64>,
 }
 
@@ -57,12 +60,24 @@ impl ConnTracker {
         }
         let live: HashSet<u32> = conns.iter().map(|c| c.inode).collect();
         self.owners.retain(|inode, _| live.contains(inode));
+        let pids: HashSet<u32> = self.owners.values().copied().collect();
+        self.units.retain(|pid, _| pids.contains(pid));
+        for pid in pids {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.units.entry(pid)
+                && let Some(unit) = procinfo::read_cgroups(root, pid)
+                    .and_then(|c| c.unit_path)
+                    .and_then(|p| procinfo::unit_of(&p))
+            {
+                e.insert(unit);
+            }
+        }
         self.bytes = conns
             .iter()
             .map(|c| (c.cookie, c.bytes_acked + c.bytes_received))
             .collect();
         ConnScan {
             owners: self.owners.clone(),
+            units: self.units.clone(),
             conns,
             unavailable: None,
             owners_denied,

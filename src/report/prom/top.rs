@@ -115,7 +115,11 @@ pub fn render(s: &TopSample) -> String {
     for (k, v) in fields(conns) {
         add(format!("tacho_tcp_{k}"), &[], &v);
     }
-    for (group, label) in [("by_process", "process"), ("by_remote", "peer")] {
+    for (group, label) in [
+        ("by_process", "process"),
+        ("by_remote", "peer"),
+        ("by_service", "service"),
+    ] {
         for g in conns[group].as_array().into_iter().flatten() {
             let key = text(&g["key"]);
             for (k, v) in fields(g).iter().filter(|(k, _)| *k != "pid") {
@@ -270,6 +274,7 @@ mod tests {
         let group = |key: &str, pid| ConnGroup {
             key: key.into(),
             pid,
+            unit: None,
             connections: 2,
             tx_bytes_per_s: 1000.0,
             rx_bytes_per_s: 10.0,
@@ -284,6 +289,7 @@ mod tests {
             top: Vec::new(),
             by_remote: vec![group("10.0.0.5:5432", None)],
             by_process: vec![group("php-fpm (pid 3111)", Some(3111))],
+            by_service: vec![group("php-fpm.service", None)],
             owners_unknown: 0,
         });
         let mut c = crate::net::dns::DnsCounts {
@@ -299,6 +305,7 @@ mod tests {
             "tacho_tcp_established 3\n",
             "tacho_tcp_process_tx_share_pct{process=\"php-fpm (pid 3111)\"} 75\n",
             "tacho_tcp_peer_retrans{peer=\"10.0.0.5:5432\"} 8\n",
+            "tacho_tcp_service_tx_bytes_per_s{service=\"php-fpm.service\"} 1000\n",
             "tacho_dns_queries_per_s 2\n",
             "tacho_dns_answers{rcode=\"NXDOMAIN\"} 3\n",
             "tacho_dns_queries{type=\"AAAA\"} 4\n",

@@ -25,6 +25,7 @@ pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
         }
     )?;
     groups(out, "PROCESS", &c.by_process)?;
+    groups(out, "SERVICE", &c.by_service)?;
     groups(out, "PEER", &c.by_remote)?;
     writeln!(
         out,
