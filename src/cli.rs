@@ -364,6 +364,11 @@ pub(crate) struct TopArgs {
     #[arg(long, conflicts_with_all = ["replay", "from"])]
     pub dns: bool,
 
+    /// With --batch: only the network, in detail (interfaces and links, TCP by process,
+    /// service and peer with the busiest connections, DNS with --dns), after the verdicts
+    #[arg(long)]
+    pub net: bool,
+
     /// Show a recorded moment from the history instead of live figures (keys: left/right or
     /// p/n step one sample, q quits); with --batch or --json, print that one interval
     #[arg(long, help_heading = "History (tacho record)")]

@@ -515,3 +515,24 @@ fn process_files_kept_open_are_closed_when_their_processes_exit() {
         "before {before}, after they exited {after}"
     );
 }
+
+#[test]
+fn net_shows_only_the_network_after_the_verdicts() {
+    let o = run(&[
+        "top",
+        "--batch",
+        "--net",
+        "--interval",
+        "200ms",
+        "--count",
+        "1",
+    ]);
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("\nIFACE "), "{text}");
+    assert!(
+        !text.contains("\nCPU ") && !text.contains("\nDevice"),
+        "{text}"
+    );
+    assert!(text.contains(" UTC  interval "), "{text}");
+}

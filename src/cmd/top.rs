@@ -81,6 +81,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         }
         match mode {
             Mode::Json => write_json_line(&mut stdout, s)?,
+            Mode::Text if args.net => text::write_network(&mut stdout, s)?,
             Mode::Text => text::write_sample(&mut stdout, s)?,
             Mode::Screen | Mode::ServeOnly => {}
         }

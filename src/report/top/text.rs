@@ -10,6 +10,35 @@ use crate::units::format_bytes_approx;
 
 /// Writes one sample's block.
 pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    head(out, s)?;
+    cpu(out, s)?;
+    memory(out, s)?;
+    psi(out, s)?;
+    disks(out, &s.disks)?;
+    processes(out, s)?;
+    cgroups(out, s)?;
+    write_amplification(out, s)?;
+    network(out, s)?;
+    accumulated(out, s)?;
+    writeln!(out)
+}
+
+/// `--net`: the verdicts, then only the network: interfaces and links, TCP by process,
+/// service and peer with the busiest connections, and DNS.
+pub fn write_network(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    head(out, s)?;
+    network(out, s)?;
+    writeln!(out)
+}
+
+fn network(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+    net(out, s)?;
+    super::conns::write(out, s.connections.as_ref())?;
+    super::dns::write(out, s.dns.as_ref())
+}
+
+/// The verdicts with their culprits, the notes and the time.
+fn head(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     // Verdicts and notes quote process names and paths: any user chooses those.
     writeln!(out, "{}", Escaped(&s.verdict))?;
     for (i, f) in s.findings.iter().enumerate() {
@@ -31,13 +60,10 @@ pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         secs / 60 % 60,
         secs % 60,
         s.interval_s
-    )?;
-    cpu(out, s)?;
-    memory(out, s)?;
-    psi(out, s)?;
-    disks(out, &s.disks)?;
-    processes(out, s)?;
-    cgroups(out, s)?;
+    )
+}
+
+fn write_amplification(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     let wa = &s.write_amplification;
     writeln!(
         out,
@@ -47,12 +73,7 @@ pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         wa.ratio.map_or("-".into(), |r| format!("{r:.2}x")),
         wa.processes_readable,
         wa.processes_total,
-    )?;
-    net(out, s)?;
-    super::conns::write(out, s.connections.as_ref())?;
-    super::dns::write(out, s.dns.as_ref())?;
-    accumulated(out, s)?;
-    writeln!(out)
+    )
 }
 
 fn cpu(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
