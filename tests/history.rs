@@ -426,3 +426,47 @@ fn a_history_under_a_directory_others_can_swap_is_refused() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(history.exists());
 }
+
+#[test]
+fn replay_shows_the_tcp_traffic_of_the_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.db");
+    let _rec = start_recorder(&history, "500ms");
+    wait_for_interval_after(&history, 0.0);
+    // This test process sends 4 MB/s over loopback for 2 s, itself the sender.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        std::io::copy(&mut s, &mut std::io::sink()).unwrap()
+    });
+    let mut out = std::net::TcpStream::connect(addr).unwrap();
+    for _ in 0..40 {
+        std::io::Write::write_all(&mut out, &[0u8; 200_000]).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t1 = now_unix();
+    // The last interval of the transfer, replayed.
+    let v = wait_for_interval_after(&history, t1);
+    drop(out);
+    reader.join().unwrap();
+    let o = run(&[
+        "top",
+        "--replay",
+        "--at",
+        &rfc3339(t1 - 0.6),
+        "--json",
+        "--history",
+        history.to_str().unwrap(),
+    ]);
+    let moment = json_ok(&o);
+    let me = std::process::id();
+    let sender = moment["connections"]["by_process"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no connections in the replay: {moment}"))
+        .iter()
+        .find(|g| g["pid"].as_u64() == Some(u64::from(me)))
+        .unwrap_or_else(|| panic!("pid {me} not among {}", moment["connections"]));
+    assert!(sender["tx_bytes_per_s"].as_f64().unwrap() > 1e6, "{sender}");
+    assert!(v["time_unix_s"].as_f64().unwrap() > t1);
+}

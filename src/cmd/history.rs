@@ -60,14 +60,23 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     let start = Instant::now();
     let mut n: u64 = 0;
     let mut disk_full = false;
+    // Connections are too many to keep raw: each record keeps the interval's TCP traffic
+    // by process, service and peer, computed here from the previous sample.
+    let mut prev: Option<crate::diagnose::sample::Sample> = None;
     loop {
         let sample = sampler.sample()?;
-        let rec = Record::new(
+        let connections = prev.as_ref().and_then(|a| {
+            let dt = sample.taken.duration_since(a.taken).as_secs_f64();
+            crate::diagnose::model::conns::between(a, &sample, dt, 0)
+        });
+        prev = Some(sample.clone());
+        let mut rec = Record::new(
             sample,
             sampler.devices(),
             &host,
             args.interval.as_secs_f64(),
         );
+        rec.connections = connections;
         let now = rec.sample.unix_time_s;
         match history
             .append(&rec)

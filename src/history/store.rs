@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnose::model::ModelOptions;
 use crate::diagnose::model::SortKey;
+use crate::diagnose::model::conns::Conns;
 use crate::diagnose::sample::Sample;
 use crate::diagnose::sample::devices::{DeviceInfo, Devices};
 
@@ -37,6 +38,10 @@ pub struct Record {
     pub delayacct: Option<bool>,
     /// The recorder's interval, to tell a gap (recorder stopped) from a sample.
     pub interval_s: f64,
+    /// TCP traffic over the interval ending at this sample (the raw connections are not
+    /// kept); absent from the first record and records written before it was kept.
+    #[serde(default)]
+    pub connections: Option<Conns>,
 }
 
 impl Record {
@@ -50,6 +55,7 @@ impl Record {
             page_size: host.page_size,
             delayacct: host.delayacct,
             interval_s,
+            connections: None,
         }
     }
 

@@ -162,6 +162,7 @@ pub fn summarise(records: &[Record], from: f64, to: f64, top: usize) -> Summary 
 pub fn judged(a: &Record, b: &Record, judge: &mut Judge, top: usize, sort: SortKey) -> TopSample {
     let opts = b.model_options(top, sort);
     let mut s = model::between(&a.sample, &b.sample, &b.device_map(), &opts);
+    s.connections.clone_from(&b.connections);
     judge.judge(&mut s);
     s
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::diagnose::sample::Sample;
 use crate::kernel::sockdiag::TcpConn;
@@ -15,7 +15,7 @@ const TOP: usize = 20;
 const TOP_GROUPS: usize = 10;
 
 /// One connection over the interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Connection {
     /// This machine's end (`10.0.0.1:43210`).
     pub local: String,
@@ -38,7 +38,7 @@ pub struct Connection {
 }
 
 /// Connections summed by peer address or by process.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnGroup {
     /// `10.0.0.5:5432`, or `iperf3 (pid 3111)` (escape before printing).
     pub key: String,
@@ -61,7 +61,7 @@ pub struct ConnGroup {
 }
 
 /// TCP over the interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Conns {
     /// Established connections at the end of the interval.
     pub established: usize,
@@ -91,7 +91,7 @@ struct Delta<'a> {
 }
 
 /// The interval's TCP traffic; `None` when connections could not be read, or none were seen
-/// (a replayed sample: the history does not keep them).
+/// (as in a sample read back from the history, which keeps this result instead).
 pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<Conns> {
     if b.conns.unavailable.is_some() || b.conns.conns.is_empty() {
         return None;

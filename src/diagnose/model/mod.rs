@@ -4,7 +4,7 @@
 //! deltas; nothing reads the kernel. Findings are added by `findings`, which needs history.
 
 pub mod accumulate;
-pub(crate) mod conns;
+pub mod conns;
 pub mod cpu;
 pub mod culprits;
 pub mod disk;
@@ -76,9 +76,9 @@ pub struct TopSample {
     /// Totals since accumulation started (`--accumulate`, the screen's `a` key); `null`
     /// otherwise.
     pub accumulated: Option<accumulate::Accumulated>,
-    /// TCP connections over the interval, grouped by peer and by process; absent where
-    /// sock_diag could not be read, none were established, or in replays (the history does
-    /// not keep them).
+    /// TCP connections over the interval, grouped by peer, process and service; absent where
+    /// sock_diag could not be read or none were established (replays take it from the
+    /// record, which keeps this, not the raw connections).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections: Option<conns::Conns>,
     /// DNS seen on the wire over the interval (`--dns`); absent without it.
