@@ -4,32 +4,10 @@
 
 mod common;
 
+use common::cgroup::Cgroup;
 use common::netns::NetnsPair;
 use common::{have_tool, skip};
 use serde_json::Value;
-use std::time::{Duration, Instant};
-
-/// Starts an iperf3 server on `port` in namespace `b` and waits until it answers.
-fn server(pair: &mut NetnsPair, port: u16) {
-    let (b, addr) = (pair.b.clone(), pair.addr_b.clone());
-    let port = port.to_string();
-    pair.spawn(&b, "iperf3", &["-s", "-B", &addr, "-p", &port]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let probe = NetnsPair::exec(&pair.a, "iperf3")
-            .args(["-c", &addr, "-p", &port, "-t", "1", "-b", "1K"])
-            .output()
-            .expect("iperf3");
-        if probe.status.success() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "iperf3 server on {port} never answered"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// `tacho top --json` in namespace `a` for `count` one-second samples, run by `user` (or
 /// root).
@@ -65,29 +43,6 @@ fn top(pair: &NetnsPair, count: u32, user: Option<&str>) -> Vec<Value> {
         .collect()
 }
 
-/// A directory in the v1 `name=systemd` cgroup hierarchy, removed on drop (declare it before
-/// the processes put in it).
-struct Cgroup(std::path::PathBuf);
-
-impl Cgroup {
-    fn new(name: &str) -> Cgroup {
-        let dir = std::path::Path::new("/sys/fs/cgroup/systemd").join(name);
-        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("cannot create {dir:?}: {e}"));
-        Cgroup(dir)
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 fn tools_or_skip(test: &str) -> bool {
     for tool in ["iperf3", "setpriv"] {
         if !have_tool(tool) {
@@ -106,12 +61,14 @@ fn two_senders_are_each_named_with_their_share() {
     // The 6 Mb/s sender runs in a service of its own (a cgroup of the v1 name=systemd
     // hierarchy, as systemd makes for a unit), removed after the pair's processes are gone.
     let unit = format!("tacho-conns-{}.service", std::process::id());
-    let cgroup = Cgroup::new(&unit);
+    let Some(cgroup) = Cgroup::new("systemd", &unit) else {
+        return;
+    };
     let Some(mut pair) = NetnsPair::new("two senders") else {
         return;
     };
-    server(&mut pair, 5201);
-    server(&mut pair, 5202);
+    pair.iperf3_server(5201);
+    pair.iperf3_server(5202);
     let (a, addr) = (pair.a.clone(), pair.addr_b.clone());
     pair.spawn(
         &a,
@@ -197,7 +154,7 @@ fn loss_on_the_path_shows_as_retransmits_to_that_peer() {
     let Some(mut pair) = NetnsPair::new("loss") else {
         return;
     };
-    server(&mut pair, 5201);
+    pair.iperf3_server(5201);
     // The server's side drops 5% of what arrives for it: lost on the path, as far as the
     // sender knows (a drop in the sender's own output hook is not a loss to TCP: the
     // segment stays queued and is sent again without counting as a retransmission).
@@ -250,7 +207,7 @@ fn without_root_connections_show_and_unknown_owners_are_named() {
     let Some(mut pair) = NetnsPair::new("unprivileged") else {
         return;
     };
-    server(&mut pair, 5201);
+    pair.iperf3_server(5201);
     let (a, addr) = (pair.a.clone(), pair.addr_b.clone());
     pair.spawn(
         &a,

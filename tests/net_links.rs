@@ -7,32 +7,6 @@ mod common;
 use common::netns::NetnsPair;
 use common::{have_tool, skip};
 use serde_json::Value;
-use std::time::{Duration, Instant};
-
-/// Starts `iperf3 -c` from namespace `a` to the server in `b` for `seconds`, retrying while
-/// the server is still starting.
-fn start_client(pair: &mut NetnsPair, seconds: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        // A connection attempt that fails at once means the server is not listening yet.
-        let probe = NetnsPair::exec(&pair.a, "iperf3")
-            .args(["-c", &pair.addr_b, "-t", "1", "-b", "1K"])
-            .output()
-            .expect("iperf3");
-        if probe.status.success() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "iperf3 server never answered: {}",
-            String::from_utf8_lossy(&probe.stdout)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let b = pair.addr_b.clone();
-    let a = pair.a.clone();
-    pair.spawn(&a, "iperf3", &["-c", &b, "-t", &seconds.to_string()]);
-}
 
 #[test]
 fn a_link_shaped_by_tbf_and_filled_by_iperf3_is_saturated_at_the_shapers_rate() {
@@ -54,10 +28,9 @@ fn a_link_shaped_by_tbf_and_filled_by_iperf3_is_saturated_at_the_shapers_rate() 
         "{}",
         String::from_utf8_lossy(&tc.stderr)
     );
-    let (b, addr_b) = (pair.b.clone(), pair.addr_b.clone());
-    // `-s` serves clients one after another: the probes, then the load.
-    pair.spawn(&b, "iperf3", &["-s", "-B", &addr_b]);
-    start_client(&mut pair, 8);
+    pair.iperf3_server(5201);
+    let (a, addr_b) = (pair.a.clone(), pair.addr_b.clone());
+    pair.spawn(&a, "iperf3", &["-c", &addr_b, "-t", "8"]);
 
     let o = NetnsPair::exec(&pair.a, env!("CARGO_BIN_EXE_tacho"))
         .args(["top", "--json", "--interval", "1s", "--count", "4"])

@@ -5,10 +5,11 @@
 
 mod common;
 
+use common::cgroup::Cgroup;
 use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
@@ -84,52 +85,6 @@ impl Drop for Procs {
     }
 }
 
-/// A private cgroup v1 directory under `controller`'s mount, removed on drop (after the
-/// processes in it are gone: declare it before them).
-struct Cgroup(PathBuf);
-
-impl Cgroup {
-    fn new(controller: &str, test: &str) -> Option<Cgroup> {
-        let mount = Path::new("/sys/fs/cgroup").join(controller);
-        if !mount.join("cgroup.procs").exists() {
-            skip(&format!("{test}: no cgroup v1 {controller} hierarchy"));
-            return None;
-        }
-        let dir = mount.join(format!("tacho-itest-{test}-{}", std::process::id()));
-        std::fs::create_dir(&dir).expect("cannot create a cgroup");
-        Some(Cgroup(dir))
-    }
-
-    fn set(&self, file: &str, value: &str) {
-        std::fs::write(self.0.join(file), value)
-            .unwrap_or_else(|e| panic!("cannot write {value:?} to {file}: {e}"));
-    }
-
-    /// `sh -c` that moves itself into this cgroup, then execs `cmd`.
-    fn command(&self, cmd: &[&str]) -> Command {
-        let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg(format!(
-                "echo $$ > '{}/cgroup.procs' && exec \"$@\"",
-                self.0.display()
-            ))
-            .arg("sh")
-            .args(cmd);
-        c
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 /// Python that writes 1 MiB blocks with O_DIRECT over the first `size` bytes of `dev`,
 /// round and round (for `seconds`, when given), then prints how much it wrote.
 const WRITER: &str = r#"
@@ -187,7 +142,10 @@ fn each_loop_device_names_its_own_writer_and_not_the_other() {
     let (Some(a), Some(b)) = (LoopDev::new(test, SIZE), LoopDev::new(test, SIZE)) else {
         return;
     };
-    let Some(cg) = Cgroup::new("blkio", test) else {
+    let Some(cg) = Cgroup::new(
+        "blkio",
+        &format!("tacho-itest-{test}-{}", std::process::id()),
+    ) else {
         return;
     };
     // A throttle rule far above any speed makes the kernel count this cgroup's bytes on a
@@ -318,7 +276,10 @@ fn a_process_thrashing_under_a_memory_limit_is_named_in_the_memory_verdict() {
     let Some(dev) = LoopDev::new(test, SIZE) else {
         return;
     };
-    let Some(cg) = Cgroup::new("memory", test) else {
+    let Some(cg) = Cgroup::new(
+        "memory",
+        &format!("tacho-itest-{test}-{}", std::process::id()),
+    ) else {
         return;
     };
     cg.set("memory.limit_in_bytes", &(32u64 << 20).to_string());

@@ -4,6 +4,7 @@
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use super::{have_tool, is_root, skip};
 
@@ -112,6 +113,29 @@ impl NetnsPair {
 }
 
 impl NetnsPair {
+    /// Starts `iperf3 -s` on `port` in namespace `b` and waits until a client in `a` gets an
+    /// answer (a one-second probe at 1 kbit/s).
+    pub fn iperf3_server(&mut self, port: u16) {
+        let (b, addr, port) = (self.b.clone(), self.addr_b.clone(), port.to_string());
+        self.spawn(&b, "iperf3", &["-s", "-B", &addr, "-p", &port]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let probe = Self::exec(&self.a, "iperf3")
+                .args(["-c", &addr, "-p", &port, "-t", "1", "-b", "1K"])
+                .output()
+                .expect("iperf3");
+            if probe.status.success() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "iperf3 server on {port} never answered: {}",
+                String::from_utf8_lossy(&probe.stdout)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Kills `child` on drop with the pair's other processes.
     pub fn adopt(&mut self, child: Child) {
         self.children.push(child);
