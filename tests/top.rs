@@ -468,11 +468,19 @@ fn a_process_writing_shows_up_with_its_bytes() {
     assert!(w > 0.0 && w <= 60.0 * 1048576.0, "{w}");
 }
 
-/// Descriptors tacho holds now.
-fn open_fds(pid: u32) -> usize {
+/// Descriptors `pid` holds on /proc files of the processes in `of`.
+fn fds_on(pid: u32, of: &[u32]) -> usize {
+    let prefixes: Vec<String> = of.iter().map(|p| format!("/proc/{p}/")).collect();
     std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|t| {
+            let t = t.to_string_lossy();
+            prefixes.iter().any(|p| t.starts_with(p.as_str()))
+        })
+        .count()
 }
 
 #[test]
@@ -488,31 +496,33 @@ fn process_files_kept_open_are_closed_when_their_processes_exit() {
         assert!(!line.is_empty(), "top ended early");
     };
     next_sample();
-    let before = open_fds(tacho_pid);
     let mut sleepers: Vec<std::process::Child> = (0..100)
         .map(|_| Command::new("sleep").arg("60").spawn().unwrap())
         .collect();
-    // Two samples later every sleeper has been read: stat and io kept open for each.
+    let pids: Vec<u32> = sleepers.iter().map(|s| s.id()).collect();
+    // Three samples later (a line may already wait in the pipe, the next scan may have begun
+    // before the last spawn) every sleeper has been read: its stat and io are kept open.
     next_sample();
     next_sample();
-    let during = open_fds(tacho_pid);
+    next_sample();
+    let during = fds_on(tacho_pid, &pids);
     for s in &mut sleepers {
         let _ = s.kill();
         let _ = s.wait();
     }
     next_sample();
     next_sample();
-    let after = open_fds(tacho_pid);
+    next_sample();
+    let after = fds_on(tacho_pid, &pids);
     let _ = child.kill();
     let _ = child.wait();
-    assert!(
-        during >= before + 200,
-        "before {before}, with 100 more processes {during}"
+    assert_eq!(
+        during, 200,
+        "descriptors on the sleepers' /proc files while they ran"
     );
-    // Slack for processes other tests start meanwhile; far below the sleepers' 200.
-    assert!(
-        after <= before + 50,
-        "before {before}, after they exited {after}"
+    assert_eq!(
+        after, 0,
+        "descriptors on their /proc files after they exited"
     );
 }
 
