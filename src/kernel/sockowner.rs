@@ -1,28 +1,34 @@
 //! Which process holds a socket: the `socket:[INODE]` links among each process's open files
-//! (what `ss -p` and nethogs read). One pass reads every descriptor of every process, so the
-//! sampler asks only when a busy connection's owner is not yet known.
+//! (what `ss -p` and nethogs read). A pass over every process reads every descriptor, so the
+//! sampler asks only when a busy connection's owner is not yet known, looks among the known
+//! owners first, and passes over every process at most every few seconds.
 
 use std::collections::{HashMap, HashSet};
 
 use super::SysRoot;
 
-/// Owners found for the wanted inodes (inode → pid), and how many processes' descriptors
-/// could not be read (another user's, without root).
-pub fn owners(root: &SysRoot, wanted: &HashSet<u32>) -> (HashMap<u32, u32>, usize) {
+/// Owners found for the wanted inodes (inode → pid) among the processes `among` (every
+/// process when `None`), and how many processes' descriptors could not be read (another
+/// user's, without root).
+pub fn owners(
+    root: &SysRoot,
+    wanted: &HashSet<u32>,
+    among: Option<&HashSet<u32>>,
+) -> (HashMap<u32, u32>, usize) {
     let mut found = HashMap::new();
     let mut denied = 0;
-    let Ok(procs) = std::fs::read_dir(&root.proc) else {
-        return (found, denied);
+    let pids: Vec<u32> = match among {
+        Some(pids) => pids.iter().copied().collect(),
+        None => match std::fs::read_dir(&root.proc) {
+            Ok(procs) => procs
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+                .collect(),
+            Err(_) => return (found, denied),
+        },
     };
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let fds = match std::fs::read_dir(entry.path().join("fd")) {
+    for pid in pids {
+        let fds = match std::fs::read_dir(root.proc.join(pid.to_string()).join("fd")) {
             Ok(fds) => fds,
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 denied += 1;
@@ -68,8 +74,16 @@ mod tests {
             std::os::fd::AsRawFd::as_raw_fd(&listener)
         );
         let inode = std::fs::metadata(fd_path).unwrap().ino() as u32;
-        let (found, _) = owners(&SysRoot::real(), &HashSet::from([inode]));
-        assert_eq!(found.get(&inode), Some(&std::process::id()));
+        let me = std::process::id();
+        let real = SysRoot::real();
+        let wanted = HashSet::from([inode]);
+        let (found, _) = owners(&real, &wanted, None);
+        assert_eq!(found.get(&inode), Some(&me));
+        // Among this process only, and among others only.
+        let (found, _) = owners(&real, &wanted, Some(&HashSet::from([me])));
+        assert_eq!(found.get(&inode), Some(&me));
+        let (found, _) = owners(&real, &wanted, Some(&HashSet::from([1])));
+        assert!(found.is_empty());
     }
 
     #[test]

@@ -23,9 +23,17 @@ pub struct ConnScan {
     pub owners_denied: usize,
 }
 
+/// The least time between two passes over every process's descriptors: on a server opening
+/// connections all the time, a pass per sample would cost more than the rest of the sample.
+const FULL_PASS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the sampler keeps between samples.
 #[derive(Debug, Default)]
 pub(crate) struct ConnTracker {
+    /// When every process's descriptors were last read for owners.
+    last_full_pass: Option<std::time::Instant>,
+    /// Processes whose descriptors that pass could not read.
+    denied: usize,
     owners: HashMap<u32, u32>,
     units: HashMap<u32, String>,
     bytes: HashMap<u64, u64>,
@@ -54,9 +62,24 @@ impl ConnTracker {
             .collect();
         let mut owners_denied = 0;
         if !wanted.is_empty() {
-            let (found, denied) = sockowner::owners(root, &wanted);
+            // New connections are mostly the known owners' (a server accepting): those first.
+            let known: HashSet<u32> = self.owners.values().copied().collect();
+            let (found, _) = sockowner::owners(root, &wanted, Some(&known));
+            let missing = wanted.iter().any(|i| !found.contains_key(i));
             self.owners.extend(found);
-            owners_denied = denied;
+            let due = self
+                .last_full_pass
+                .is_none_or(|t| t.elapsed() >= FULL_PASS_EVERY);
+            if missing && due {
+                let (found, denied) = sockowner::owners(root, &wanted, None);
+                self.owners.extend(found);
+                self.denied = denied;
+                self.last_full_pass = Some(std::time::Instant::now());
+            }
+            // Said for as long as busy connections stay unowned, from the last full pass.
+            if wanted.iter().any(|i| !self.owners.contains_key(i)) {
+                owners_denied = self.denied;
+            }
         }
         let live: HashSet<u32> = conns.iter().map(|c| c.inode).collect();
         self.owners.retain(|inode, _| live.contains(inode));
