@@ -40,7 +40,9 @@ impl TestDb {
                 .unwrap()
                 .subsec_nanos()
         );
-        let (base, _) = admin.rsplit_once('/').expect("TACHO_TEST_PG has a /DATABASE");
+        let (base, _) = admin
+            .rsplit_once('/')
+            .expect("TACHO_TEST_PG has a /DATABASE");
         let url = format!("{base}/{name}");
         let mut client = Client::connect(&admin, NoTls).expect("cannot reach TACHO_TEST_PG");
         client
@@ -57,7 +59,10 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
-            let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
         }
     }
 }
@@ -110,7 +115,10 @@ fn concurrent_retried_pushes_keep_every_run_once() {
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let out = stdout(&o);
         assert!(out.contains("pushed 5 new run(s)"), "{out}");
-        assert!(out.contains("pushed 0 new run(s)") && out.contains("5 already there"), "{out}");
+        assert!(
+            out.contains("pushed 0 new run(s)") && out.contains("5 already there"),
+            "{out}"
+        );
     }
     let mut c = pg.client();
     assert_eq!(count(&mut c, "SELECT count(*) FROM runs"), 40);
@@ -170,8 +178,13 @@ fn bad_urls_and_logins_are_one_line_without_the_password() {
     };
     let dir = tempfile::tempdir().unwrap();
     let local = local_store(dir.path(), 1);
-    let wrong_pw = pg.url.replacen("://postgres:", "://postgres:Wr0ngSecret", 1);
-    assert_ne!(wrong_pw, pg.url, "TACHO_TEST_PG must log in with a password");
+    let wrong_pw = pg
+        .url
+        .replacen("://postgres:", "://postgres:Wr0ngSecret", 1);
+    assert_ne!(
+        wrong_pw, pg.url,
+        "TACHO_TEST_PG must log in with a password"
+    );
     let unreachable = "postgres://postgres:Wr0ngSecret@127.0.0.1:1/x";
     let bad = "postgres://postgres:Wr0ngSecret@127.0.0.1:notaport/x";
     for (url, says) in [

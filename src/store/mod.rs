@@ -10,8 +10,8 @@ mod document;
 pub mod figures;
 pub mod fio;
 pub mod kinds;
-mod run;
 pub(crate) mod pg;
+mod run;
 mod runs;
 pub mod schema;
 

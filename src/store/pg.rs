@@ -212,10 +212,10 @@ fn fill_from_env(config: &mut Config) {
             .unwrap_or_else(|_| "postgres".into());
         config.user(&user);
     }
-    if config.get_password().is_none() {
-        if let Ok(pw) = std::env::var("PGPASSWORD") {
-            config.password(pw);
-        }
+    if config.get_password().is_none()
+        && let Ok(pw) = std::env::var("PGPASSWORD")
+    {
+        config.password(pw);
     }
 }
 
@@ -228,7 +228,8 @@ fn connect_error(shown: &str, e: &postgres::Error) -> anyhow::Error {
         return anyhow!(
             "PostgreSQL at {shown} refused the login ({}); check the user and password in the \
              URL or PGPASSWORD",
-            e.as_db_error().map_or("authentication failed", |d| d.message())
+            e.as_db_error()
+                .map_or("authentication failed", |d| d.message())
         );
     }
     if code == Some(&SqlState::INVALID_CATALOG_NAME) {
