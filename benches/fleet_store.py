@@ -5,7 +5,7 @@ whose first upload timed out would), then checked: every run present exactly onc
 
 Usage:
     cargo build --release
-    TACHO_TEST_PG=postgres://postgres:PASSWORD@127.0.0.1:5432/postgres \
+    TACHO_TEST_PG='postgres://postgres:PASSWORD@127.0.0.1:5432/postgres?sslmode=disable' \
         python3 benches/fleet_store.py [--hosts 200] [--runs 10] [--writers 8]
 (TACHO_BIN=path/to/tacho for a binary elsewhere.)
 
@@ -67,7 +67,8 @@ def main():
     if not admin:
         sys.exit("set TACHO_TEST_PG to an admin URL of a PostgreSQL server")
     name = f"tacho_fleet_{os.getpid()}"
-    url = admin.rsplit("/", 1)[0] + "/" + name
+    path, _, query = admin.partition("?")
+    url = path.rsplit("/", 1)[0] + "/" + name + ("?" + query if query else "")
     psql(admin, f"CREATE DATABASE {name}")
     try:
         with tempfile.TemporaryDirectory(prefix="tacho-fleet-") as tmp:

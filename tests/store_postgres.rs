@@ -3,7 +3,7 @@
 //!
 //! The server comes from `TACHO_TEST_PG`, an admin URL such as
 //! `postgres://postgres:PASSWORD@127.0.0.1:5432/postgres` (`.ci/run` starts Debian's cluster
-//! and sets it). Each test creates its own database with a unique name and drops it after.
+//! and sets it, with `?sslmode=disable`: its cluster's certificate is self-signed). Each test creates its own database with a unique name and drops it after.
 
 mod common;
 
@@ -40,10 +40,14 @@ impl TestDb {
                 .unwrap()
                 .subsec_nanos()
         );
-        let (base, _) = admin
+        let (path, query) = admin.split_once('?').unwrap_or((admin.as_str(), ""));
+        let (base, _) = path
             .rsplit_once('/')
             .expect("TACHO_TEST_PG has a /DATABASE");
-        let url = format!("{base}/{name}");
+        let url = match query {
+            "" => format!("{base}/{name}"),
+            q => format!("{base}/{name}?{q}"),
+        };
         let mut client = Client::connect(&admin, NoTls).expect("cannot reach TACHO_TEST_PG");
         client
             .batch_execute(&format!("CREATE DATABASE {name}"))
@@ -197,6 +201,11 @@ fn bad_urls_and_logins_are_one_line_without_the_password() {
         assert!(line.contains(says), "{line}");
         assert!(!line.contains("Wr0ngSecret"), "password printed: {line}");
     }
+    // TLS is verified: the test server's certificate is self-signed (or it has no TLS at all).
+    let (path, _) = pg.url.split_once('?').unwrap_or((pg.url.as_str(), ""));
+    let require = format!("{path}?sslmode=require");
+    let line = assert_error(&run(&["runs", "push", "--db", &require, "--from", &local]));
+    assert!(line.contains("TLS"), "{line}");
     let o = run(&["runs", "list", "--db", unreachable]);
     let line = assert_error(&o);
     assert!(!line.contains("Wr0ngSecret"), "password printed: {line}");

@@ -11,7 +11,7 @@
 use super::{RawRun, Store};
 use anyhow::{Result, anyhow, bail};
 use postgres::error::SqlState;
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config};
 use std::str::FromStr;
 
 /// Whether `--db` (or `TACHO_DB`) names a PostgreSQL server rather than an SQLite file.
@@ -90,7 +90,7 @@ impl PgStore {
         })?;
         fill_from_env(&mut config);
         let mut client = config
-            .connect(NoTls)
+            .connect(tls()?)
             .map_err(|e| connect_error(&shown, &e))?;
         migrate(&mut client).map_err(|e| anyhow!("cannot set up the tables in {shown}: {e}"))?;
         Ok(PgStore { client, shown })
@@ -179,6 +179,24 @@ impl PgStore {
     }
 }
 
+/// TLS for `sslmode=prefer|require`, with rustls (no OpenSSL in the binary). Unlike libpq,
+/// the server's certificate is always verified against the system's CA store
+/// (/etc/ssl/certs): tacho sends results and a password, so an unverified server is no better
+/// than none. `sslmode=disable` is the choice for a trusted network without certificates.
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
+    let mut roots = rustls::RootCertStore::empty();
+    // Unreadable or malformed system certificates are left out; the rest still verify.
+    let found = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(found.certs);
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow!("cannot set up TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
 /// Applies the missing schema steps in one transaction under an advisory lock.
 fn migrate(client: &mut Client) -> Result<(), postgres::Error> {
     let mut tx = client.transaction()?;
@@ -237,11 +255,12 @@ fn connect_error(shown: &str, e: &postgres::Error) -> anyhow::Error {
             "PostgreSQL at {shown} has no such database; create it (createdb) or fix the URL"
         );
     }
-    let text = e.to_string();
-    if text.contains("TLS") {
+    let text = error_chain(e);
+    if text.contains("certificate") || text.contains("TLS") {
         return anyhow!(
-            "PostgreSQL at {shown}: {text}; this tacho connects without TLS, use \
-             sslmode=disable (or prefer) on a trusted network"
+            "TLS to PostgreSQL at {shown} failed ({text}); add the server's CA to the system \
+             store (/usr/local/share/ca-certificates, update-ca-certificates) or, on a trusted \
+             network only, add sslmode=disable to the URL"
         );
     }
     anyhow!(
