@@ -331,4 +331,20 @@ mod tests {
         );
         assert!(!redact("postgresql://a:b:c@d@h/x").contains("b:c"));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn redact_hides_any_password(
+            user in "[a-z]{1,8}",
+            pw in "[A-Za-z0-9!#$%^*()_+=~.-]{6,20}",
+            host in "[a-z0-9.]{1,12}",
+            query in proptest::option::of("[a-z]{1,6}=[a-z]{1,6}"),
+        ) {
+            let q = query.map(|q| format!("?{q}")).unwrap_or_default();
+            let shown = redact(&format!("postgres://{user}:{pw}@{host}/db{q}"));
+            proptest::prop_assert!(!shown.contains(&pw), "{}", shown);
+            let shown = redact(&format!("postgres://{host}/db?password={pw}"));
+            proptest::prop_assert!(!shown.contains(&pw), "{}", shown);
+        }
+    }
 }
