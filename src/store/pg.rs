@@ -92,7 +92,12 @@ impl PgStore {
         let mut client = config
             .connect(tls()?)
             .map_err(|e| connect_error(&shown, &e))?;
-        migrate(&mut client).map_err(|e| anyhow!("cannot set up the tables in {shown}: {e}"))?;
+        migrate(&mut client).map_err(|e| {
+            anyhow!(
+                "cannot set up the tables in {shown} ({}); the user needs CREATE on the database",
+                error_chain(&e)
+            )
+        })?;
         Ok(PgStore { client, shown })
     }
 
