@@ -461,7 +461,7 @@ fn a_first_schema_database_is_migrated_and_compares() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     // The figures table was filled from the stored JSON: the old run compares with a new one.
     bench(&db, &["--label", "new", "--iodepth", "16"]);
     let v = json_ok(&run(&with_db(&db, &["compare", "1", "2", "--json"])));

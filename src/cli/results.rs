@@ -92,6 +92,17 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Copy the local runs to a shared PostgreSQL store; runs already there are left as they
+    /// are, so pushing again (or from a retry) uploads only what is new
+    Push {
+        /// The shared store: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable]
+        /// [default: $TACHO_DB when it is a postgres:// URL]
+        #[arg(long, value_name = "URL")]
+        db: Option<String>,
+        /// The local results database to copy from [default: as for --db of other commands]
+        #[arg(long, value_name = "PATH")]
+        from: Option<PathBuf>,
+    },
 }
 
 /// Output formats of `runs show` and `compare` (terminal table when none is given).

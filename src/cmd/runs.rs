@@ -4,7 +4,7 @@ use super::output::{self, Format};
 use crate::cli::{DbArg, RunsCommand};
 use crate::compare;
 use crate::report::results::{self, Text};
-use crate::store::{self, Store, StoredRun};
+use crate::store::{self, Store, StoredRun, pg};
 use crate::text::Escaped;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::json;
@@ -24,8 +24,56 @@ pub fn run(command: RunsCommand) -> Result<ExitCode> {
             db,
             json,
         } => import(&files, label.as_deref(), &db, json),
+        RunsCommand::Push { db, from } => push(db.as_deref(), from.as_deref()),
     }?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `runs push`: uploads the local runs the shared store lacks and says how many.
+fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
+    let env = std::env::var("TACHO_DB").ok().filter(|u| pg::is_url(u));
+    let url = url.map(str::to_owned).or(env).ok_or_else(|| {
+        anyhow!("runs push needs the shared store: pass --db postgres://USER@HOST/DATABASE")
+    })?;
+    if !pg::is_url(&url) {
+        bail!(
+            "--db {} is not a PostgreSQL URL; runs push uploads to postgres://USER@HOST/DATABASE \
+             (the local file goes in --from)",
+            Escaped(&pg::redact(&url))
+        );
+    }
+    // TACHO_DB names the server here, so the local default cannot come from it.
+    let local = match from {
+        Some(p) => p.to_path_buf(),
+        None if std::env::var("TACHO_DB").is_ok_and(|u| pg::is_url(&u)) => {
+            store::default_local_path()?
+        }
+        None => store::resolve_path(None)?,
+    };
+    let store = Store::open_existing(&local)?.ok_or_else(|| {
+        anyhow!(
+            "no results database at {} to push; pass --from PATH",
+            local.display()
+        )
+    })?;
+    let mut server = pg::PgStore::connect(&url)?;
+    let counts = server.push(&store)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "pushed {} new run(s) to {}; {} already there",
+        counts.new,
+        Escaped(&pg::redact(&url)),
+        counts.present
+    )?;
+    if counts.running > 0 {
+        writeln!(
+            out,
+            "{} run(s) still being saved were left for a later push",
+            counts.running
+        )?;
+    }
+    Ok(())
 }
 
 /// The store, for commands that only read or remove: a missing file is not created.

@@ -10,13 +10,14 @@ mod document;
 pub mod figures;
 pub mod fio;
 pub mod kinds;
+pub(crate) mod pg;
 mod run;
 mod runs;
 pub mod schema;
 
 pub use document::read_documents;
 pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
-pub use runs::RunSummary;
+pub use runs::{RawRun, RunSummary};
 
 use crate::kernel::SysRoot;
 use anyhow::{Context, Result, anyhow, bail};
@@ -43,6 +44,7 @@ pub struct Store {
 impl Store {
     /// Opens (creating the file and its directory if needed) and migrates to the latest schema.
     pub fn open(path: &Path) -> Result<Store> {
+        pg::refuse_url(path)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| {
                 format!(
@@ -61,6 +63,7 @@ impl Store {
     /// write permission) is opened for reading: listing, showing, exporting and comparing
     /// work, and writes are refused with [`Store::writable`]'s message.
     pub fn open_existing(path: &Path) -> Result<Option<Store>> {
+        pg::refuse_url(path)?;
         if !path.exists() {
             return Ok(None);
         }
@@ -313,6 +316,14 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("TACHO_DB").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
+    default_path(
+        std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),
+        std::env::var_os("HOME").map(PathBuf::from),
+    )
+}
+
+/// The local file `--db` defaults to when `TACHO_DB` is not a file (it names a shared server).
+pub fn default_local_path() -> Result<PathBuf> {
     default_path(
         std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),
         std::env::var_os("HOME").map(PathBuf::from),

@@ -44,6 +44,60 @@ pub struct RunSummary {
     pub changed: Vec<String>,
 }
 
+/// A run's row exactly as stored, for copying it to another store.
+pub struct RawRun {
+    /// The local id (differs between stores).
+    pub id: i64,
+    /// The run id made on the saving host; the same in every store.
+    pub uuid: String,
+    /// When the run started, RFC 3339 UTC.
+    pub created_at: String,
+    /// The user's name for the run.
+    pub label: Option<String>,
+    /// disk, cpu, mem, time...
+    pub kind: String,
+    /// finished, failed, interrupted, running.
+    pub status: String,
+    /// bench or import.
+    pub source: String,
+    /// The tacho version that made the run.
+    pub tool_version: Option<String>,
+    /// The suite's name, for disk runs.
+    pub suite_name: Option<String>,
+    /// The suite's version.
+    pub suite_version: Option<i64>,
+    /// The host the run was made on.
+    pub hostname: Option<String>,
+    /// What was measured (device or directory).
+    pub target_path: Option<String>,
+    /// The document's `host` object, as JSON text.
+    pub host_json: String,
+    /// The document's `target` object, as JSON text.
+    pub target_json: String,
+    /// Every other top-level field, as JSON text.
+    pub extra_json: String,
+    /// The run's tests in order.
+    pub tests: Vec<RawTest>,
+}
+
+/// A test's row exactly as stored.
+pub struct RawTest {
+    /// Position in the run.
+    pub seq: i64,
+    /// The test's name.
+    pub name: String,
+    /// fio's rw, for disk tests.
+    pub rw: Option<String>,
+    /// Block size.
+    pub bs_bytes: Option<i64>,
+    /// Queue depth.
+    pub iodepth: Option<i64>,
+    /// Jobs.
+    pub numjobs: Option<i64>,
+    /// The whole test object, as JSON text.
+    pub json: String,
+}
+
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
 
 impl Store {
@@ -119,6 +173,64 @@ impl Store {
             )
             .map_err(|e| self.err(e))?;
         Ok(())
+    }
+
+    /// Every run as stored, with its tests, oldest first: what `runs push` uploads.
+    pub fn raw_runs(&self) -> Result<Vec<RawRun>> {
+        let snapshot = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let mut runs: Vec<RawRun> = snapshot
+            .prepare(
+                "SELECT id, uuid, created_at, label, kind, status, source, tool_version,
+                    suite_name, suite_version, hostname, target_path, host_json, target_json,
+                    extra_json FROM runs ORDER BY id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| {
+                    Ok(RawRun {
+                        id: r.get(0)?,
+                        uuid: r.get(1)?,
+                        created_at: r.get(2)?,
+                        label: r.get(3)?,
+                        kind: r.get(4)?,
+                        status: r.get(5)?,
+                        source: r.get(6)?,
+                        tool_version: r.get(7)?,
+                        suite_name: r.get(8)?,
+                        suite_version: r.get(9)?,
+                        hostname: r.get(10)?,
+                        target_path: r.get(11)?,
+                        host_json: r.get(12)?,
+                        target_json: r.get(13)?,
+                        extra_json: r.get(14)?,
+                        tests: Vec::new(),
+                    })
+                })?
+                .collect()
+            })
+            .map_err(|e| self.err(e))?;
+        let mut stmt = snapshot
+            .prepare(
+                "SELECT seq, name, rw, bs_bytes, iodepth, numjobs, json FROM tests
+                 WHERE run_id = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.err(e))?;
+        for run in &mut runs {
+            run.tests = stmt
+                .query_map([run.id], |r| {
+                    Ok(RawTest {
+                        seq: r.get(0)?,
+                        name: r.get(1)?,
+                        rw: r.get(2)?,
+                        bs_bytes: r.get(3)?,
+                        iodepth: r.get(4)?,
+                        numjobs: r.get(5)?,
+                        json: r.get(6)?,
+                    })
+                })
+                .and_then(Iterator::collect)
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(runs)
     }
 
     /// All runs, oldest first.
@@ -386,9 +498,9 @@ fn insert_run_row(tx: &rusqlite::Transaction, run: &NewRun) -> rusqlite::Result<
     tx.execute(
         &format!(
             "INSERT INTO runs (created_at, label, kind, status, source, tool_version, suite_name,
-                suite_version, hostname, target_path, host_json, target_json, extra_json)
+                suite_version, hostname, target_path, host_json, target_json, extra_json, uuid)
              VALUES (COALESCE(?1, strftime('%Y-%m-%dT%H:%M:%SZ', ?2, 'unixepoch'), {NOW}),
-                ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+                ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
         ),
         params![
             run.created_at,
@@ -405,6 +517,7 @@ fn insert_run_row(tx: &rusqlite::Transaction, run: &NewRun) -> rusqlite::Result<
             run.host.to_string(),
             run.target.to_string(),
             Value::Object(run.extra.clone()).to_string(),
+            uuid::Uuid::new_v4().to_string(),
         ],
     )?;
     Ok(tx.last_insert_rowid())

@@ -78,8 +78,20 @@ pub const SCHEMA_3: &str = "ALTER TABLE figures ADD COLUMN ops_per_s REAL;";
 /// process was killed or whose machine rebooted shows as `abandoned`, not `running` forever.
 pub const SCHEMA_4: &str = "ALTER TABLE runs ADD COLUMN owner TEXT;";
 
+/// Schema 5: a random run id (UUID v4) made on the host that saved the run, so the same run
+/// uploaded twice to a shared store (a retried `runs push`) is recognised and kept once.
+/// Existing runs get one each here, built in SQL from `randomblob` in the v4 layout.
+pub const SCHEMA_5: &str = "
+ALTER TABLE runs ADD COLUMN uuid TEXT;
+UPDATE runs SET uuid = lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4'
+    || substr(lower(hex(randomblob(2))), 2) || '-'
+    || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(lower(hex(randomblob(2))), 2)
+    || '-' || lower(hex(randomblob(6)));
+CREATE UNIQUE INDEX runs_uuid ON runs(uuid);
+";
+
 /// Schema version this tacho writes.
-pub const LATEST: i64 = 4;
+pub const LATEST: i64 = 5;
 
 /// Brings the database to [`LATEST`] inside one write transaction, so two processes opening a
 /// new file at once migrate it once.
@@ -98,6 +110,9 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     if version < 4 {
         tx.execute_batch(SCHEMA_4)?;
+    }
+    if version < 5 {
+        tx.execute_batch(SCHEMA_5)?;
     }
     if version < 2 {
         // After every column exists: the backfill writes all of them.

@@ -163,6 +163,26 @@ fn migrates_a_schema_1_database() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, schema::LATEST);
+    let uuid: String = store
+        .conn
+        .query_row("SELECT uuid FROM runs WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    let parsed = uuid::Uuid::parse_str(&uuid).expect("a UUID backfilled");
+    assert_eq!(parsed.get_version_num(), 4, "{uuid}");
+}
+
+#[test]
+fn every_run_gets_its_own_uuid() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("u.db")).unwrap();
+    let run = NewRun::from_bench_doc(&doc("u", 1.0), crate::store::RunSource::Import).unwrap();
+    let a = store.insert_run(&run).unwrap();
+    let b = store.insert_run(&run).unwrap();
+    let runs = store.raw_runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!((runs[0].id, runs[1].id), (a, b));
+    assert_ne!(runs[0].uuid, runs[1].uuid);
+    assert_eq!(runs[0].tests.len(), 1, "tests come along");
 }
 
 #[test]
