@@ -164,62 +164,62 @@ impl BlockTracer {
     /// The change since the previous call (or since start).
     pub(crate) fn sample(&mut self) -> BlockSample {
         let mut out = BlockSample::default();
-        if let Some(map) = self.ebpf.map("io_by_proc") {
-            if let Ok(map) = BpfHashMap::<_, IoKey, IoVal>::try_from(map) {
-                for (key, val) in map.iter().flatten() {
-                    let (bytes, count) = self
-                        .last_io
-                        .insert(key, (val.bytes, val.count))
-                        .unwrap_or((0, 0));
-                    let (bytes, requests) = (
-                        val.bytes.saturating_sub(bytes),
-                        val.count.saturating_sub(count),
-                    );
-                    if requests == 0 && bytes == 0 {
-                        continue;
-                    }
-                    let end = val
-                        .comm
-                        .iter()
-                        .position(|&b| b == 0)
-                        .unwrap_or(val.comm.len());
-                    out.procs.push(ProcIo {
-                        pid: key.tgid,
-                        comm: String::from_utf8_lossy(&val.comm[..end]).into_owned(),
-                        cgroup: val.cgroup,
-                        dev: split_dev(key.dev),
-                        op: Op::from_raw(key.op),
-                        bytes,
-                        requests,
-                    });
+        if let Some(map) = self.ebpf.map("io_by_proc")
+            && let Ok(map) = BpfHashMap::<_, IoKey, IoVal>::try_from(map)
+        {
+            for (key, val) in map.iter().flatten() {
+                let (bytes, count) = self
+                    .last_io
+                    .insert(key, (val.bytes, val.count))
+                    .unwrap_or((0, 0));
+                let (bytes, requests) = (
+                    val.bytes.saturating_sub(bytes),
+                    val.count.saturating_sub(count),
+                );
+                if requests == 0 && bytes == 0 {
+                    continue;
                 }
+                let end = val
+                    .comm
+                    .iter()
+                    .position(|&b| b == 0)
+                    .unwrap_or(val.comm.len());
+                out.procs.push(ProcIo {
+                    pid: key.tgid,
+                    comm: String::from_utf8_lossy(&val.comm[..end]).into_owned(),
+                    cgroup: val.cgroup,
+                    dev: split_dev(key.dev),
+                    op: Op::from_raw(key.op),
+                    bytes,
+                    requests,
+                });
             }
         }
         out.procs
             .sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.pid.cmp(&b.pid)));
-        if let Some(map) = self.ebpf.map("latency") {
-            if let Ok(map) = BpfHashMap::<_, HistKey, u64>::try_from(map) {
-                for (key, total) in map.iter().flatten() {
-                    let before = self.last_hist.insert(key, total).unwrap_or(0);
-                    let delta = total.saturating_sub(before);
-                    let slot = key.slot as usize;
-                    if delta == 0 || slot >= SLOTS {
-                        continue;
-                    }
-                    let dev = out
-                        .latency
-                        .entry(split_dev(key.dev))
-                        .or_insert_with(|| DevLatency {
-                            queue: vec![0; SLOTS],
-                            service: vec![0; SLOTS],
-                        });
-                    let hist = if key.kind == 0 {
-                        &mut dev.queue
-                    } else {
-                        &mut dev.service
-                    };
-                    hist[slot] += delta;
+        if let Some(map) = self.ebpf.map("latency")
+            && let Ok(map) = BpfHashMap::<_, HistKey, u64>::try_from(map)
+        {
+            for (key, total) in map.iter().flatten() {
+                let before = self.last_hist.insert(key, total).unwrap_or(0);
+                let delta = total.saturating_sub(before);
+                let slot = key.slot as usize;
+                if delta == 0 || slot >= SLOTS {
+                    continue;
                 }
+                let dev = out
+                    .latency
+                    .entry(split_dev(key.dev))
+                    .or_insert_with(|| DevLatency {
+                        queue: vec![0; SLOTS],
+                        service: vec![0; SLOTS],
+                    });
+                let hist = if key.kind == 0 {
+                    &mut dev.queue
+                } else {
+                    &mut dev.service
+                };
+                hist[slot] += delta;
             }
         }
         out

@@ -49,7 +49,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
             bail!("--latency shows text or JSON: add --batch or --json");
         }
         let top = usize::from(args.top);
-        match super::top_latency::run(mode == Mode::Json, interval, args.count, top)? {
+        match super::top_latency::run(mode == Mode::Json, interval, args.count, top, sleep_until)? {
             Ok(code) => return Ok(code),
             Err(reason) => eprintln!("note: {reason}; showing the /proc figures instead"),
         }

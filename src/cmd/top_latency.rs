@@ -12,12 +12,14 @@ use crate::bpf::block::{BlockTracer, Dev};
 use crate::report::top::latency;
 
 /// Runs the tracer until `count` intervals or a signal; `Err(reason)` when eBPF is unavailable,
-/// so the caller falls back to the /proc figures with a note.
+/// so the caller falls back to the /proc figures with a note. `sleep_until` is top's
+/// signal-aware sleep (passed in: this module is top's helper, not its dependency).
 pub(crate) fn run(
     json: bool,
     interval: Duration,
     count: Option<u64>,
     top: usize,
+    sleep_until: fn(Instant, &AtomicBool) -> bool,
 ) -> Result<std::result::Result<ExitCode, String>> {
     let mut tracer = match BlockTracer::start() {
         Ok(t) => t,
@@ -32,7 +34,7 @@ pub(crate) fn run(
     let mut done = 0u64;
     while count.is_none_or(|c| done < c) {
         due += interval;
-        if !super::top::sleep_until(due, &stop) {
+        if !sleep_until(due, &stop) {
             break;
         }
         let sample = tracer.sample();
