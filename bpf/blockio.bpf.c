@@ -25,13 +25,34 @@ struct request_queue {
 	struct gendisk *disk;
 } __attribute__((preserve_access_index));
 
+struct address_space;
+
+struct page {
+	struct address_space *mapping;
+} __attribute__((preserve_access_index));
+
+struct bio_vec {
+	struct page *bv_page;
+} __attribute__((preserve_access_index));
+
+struct bio {
+	struct bio_vec *bi_io_vec;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	unsigned int flags;
+} __attribute__((preserve_access_index));
+
 struct request {
 	struct request_queue *q;
+	struct bio *bio;
 	unsigned int cmd_flags;
 	unsigned int __data_len;
 } __attribute__((preserve_access_index));
 
 #define REQ_OP_MASK 0xff
+#define REQ_OP_WRITE 1
+#define PF_KTHREAD 0x00200000
 #define SLOTS 32
 
 /* What is known of a request in flight. */
@@ -73,6 +94,15 @@ struct {
 	__type(key, __u64);
 	__type(value, struct inflight);
 } inflight SEC(".maps");
+
+/* Who last dirtied each file's page cache (keyed by its address_space), so that writeback by a
+ * kernel thread is attributed to the writer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct inflight);
+} dirtier SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -119,15 +149,47 @@ static __always_inline void hist_add(__u32 dev, __u32 kind, __u64 ns)
 		bpf_map_update_elem(&latency, &key, &one, BPF_NOEXIST);
 }
 
+static __always_inline void whoami(struct inflight *info)
+{
+	info->tgid = bpf_get_current_pid_tgid() >> 32;
+	info->cgroup = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(info->comm, sizeof(info->comm));
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(dirty_folio, void *folio, struct address_space *mapping)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->flags & PF_KTHREAD)
+		return 0;
+	__u64 key = (__u64)mapping;
+	struct inflight info = {};
+	whoami(&info);
+	bpf_map_update_elem(&dirtier, &key, &info, BPF_ANY);
+	return 0;
+}
+
 SEC("tp_btf/block_io_start")
 int BPF_PROG(io_start, struct request *rq)
 {
 	__u64 key = (__u64)rq;
 	struct inflight info = {};
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct inflight *owner = 0;
+	if ((task->flags & PF_KTHREAD) && (rq->cmd_flags & REQ_OP_MASK) == REQ_OP_WRITE) {
+		/* Writeback: the first page's file names the process that dirtied it. */
+		struct bio *bio = rq->bio;
+		if (bio) {
+			__u64 mapping = (__u64)bio->bi_io_vec->bv_page->mapping;
+			owner = bpf_map_lookup_elem(&dirtier, &mapping);
+		}
+	}
+	if (owner)
+		info = *owner;
+	else
+		whoami(&info);
 	info.start_ns = bpf_ktime_get_ns();
-	info.tgid = bpf_get_current_pid_tgid() >> 32;
-	info.cgroup = bpf_get_current_cgroup_id();
-	bpf_get_current_comm(info.comm, sizeof(info.comm));
+	info.issue_ns = 0;
 	bpf_map_update_elem(&inflight, &key, &info, BPF_ANY);
 	return 0;
 }

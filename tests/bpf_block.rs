@@ -137,3 +137,82 @@ fn without_bpf_top_latency_falls_back_with_a_note() {
         "no /proc figures: {err}"
     );
 }
+
+/// Writes 16 MiB through the page cache of the device, without syncing, then waits to be killed.
+const BUFFERED: &str = r#"
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)
+for _ in range(256):
+    os.write(fd, b"x" * 65536)
+print("written", flush=True)
+time.sleep(600)
+"#;
+
+#[test]
+fn a_buffered_writer_flushed_by_a_kworker_is_attributed_to_the_writer() {
+    let test = "a_buffered_writer_flushed_by_a_kworker_is_attributed_to_the_writer";
+    let Some(dev) = LoopDev::new(test, 64 << 20) else {
+        return;
+    };
+    // The kernel's flusher writes dirty pages back after vm.dirty_expire_centisecs (30 s by
+    // default, machine-wide, so not changed here): trace one interval longer than that.
+    let expire_s: u64 = std::fs::read_to_string("/proc/sys/vm/dirty_expire_centisecs")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(30, |c| c.div_ceil(100));
+    let interval = format!("{}s", expire_s + 12);
+    let tracer = tacho()
+        .args([
+            "top",
+            "--json",
+            "--latency",
+            "--interval",
+            &interval,
+            "--count",
+            "1",
+        ])
+        .spawn_piped();
+    // Give the tracer time to attach before the pages are dirtied (it attaches in well under a
+    // second; the interval is long, so this start-up margin costs nothing in accuracy).
+    std::thread::sleep(Duration::from_secs(2));
+    let mut w = Writer(
+        Command::new("python3")
+            .args(["-c", BUFFERED, dev.path()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("cannot start python3"),
+    );
+    let pid = w.0.id();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(w.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "written");
+    let out = wait_output(tracer, Duration::from_secs(expire_s + 60));
+    assert!(out.status.success(), "tacho failed: {}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let doc: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
+    let name = dev.name();
+    let writes: Vec<&serde_json::Value> = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["op"] == "write" && p["device"] == name.as_str())
+        .collect();
+    let total: u64 = writes.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+    let by_writer: u64 = writes
+        .iter()
+        .filter(|p| p["pid"] == pid)
+        .map(|p| p["bytes"].as_u64().unwrap())
+        .sum();
+    assert!(
+        total >= 16 << 20,
+        "{name}: only {total} bytes written back: {text}"
+    );
+    assert!(
+        by_writer as f64 >= 0.99 * total as f64,
+        "{name}: writer {pid} has {by_writer} of {total} bytes: {text}"
+    );
+}

@@ -126,7 +126,8 @@ pub(crate) struct BlockTracer {
 }
 
 /// (program in the object, kernel tracepoint) pairs.
-const PROGRAMS: [(&str, &str); 3] = [
+const PROGRAMS: [(&str, &str); 4] = [
+    ("dirty_folio", "writeback_dirty_folio"),
     ("io_start", "block_io_start"),
     ("rq_issue", "block_rq_issue"),
     ("rq_complete", "block_rq_complete"),
