@@ -216,3 +216,33 @@ fn a_buffered_writer_flushed_by_a_kworker_is_attributed_to_the_writer() {
         "{name}: writer {pid} has {by_writer} of {total} bytes: {text}"
     );
 }
+
+#[test]
+fn root_without_capabilities_is_refused_bpf_and_falls_back_with_a_note() {
+    if !is_root() {
+        skip("root_without_capabilities_is_refused_bpf_and_falls_back_with_a_note: needs root");
+        return;
+    }
+    // Root with an empty bounding set: the probe passes (uid 0), the kernel refuses bpf().
+    let mut cmd = Command::new("setpriv");
+    cmd.arg("--bounding-set=-all")
+        .arg(env!("CARGO_BIN_EXE_tacho"))
+        .args([
+            "top",
+            "--batch",
+            "--latency",
+            "--interval",
+            "200ms",
+            "--count",
+            "1",
+        ])
+        .stdin(Stdio::null());
+    let out = wait_output(cmd.spawn_piped(), Duration::from_secs(60));
+    let err = stderr(&out);
+    assert!(err.contains("note: eBPF tracing refused"), "{err}");
+    assert!(err.contains("bpf() not permitted"), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "no /proc figures: {err}"
+    );
+}
