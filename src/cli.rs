@@ -364,6 +364,13 @@ pub(crate) struct TopArgs {
     #[arg(long, conflicts_with_all = ["replay", "from"])]
     pub dns: bool,
 
+    /// With --batch or --json: per-device block latency split into queue time (submit →
+    /// dispatch) and service time (dispatch → completion), log2 histograms and p50/p90/p99,
+    /// and the bytes each process submitted to each device, traced with eBPF (root); without
+    /// eBPF, the usual figures with a note
+    #[arg(long, conflicts_with_all = ["replay", "from", "net", "dns", "listen"])]
+    pub latency: bool,
+
     /// With --batch: only the network, in detail (interfaces and links, TCP by process,
     /// service and peer with the busiest connections, DNS with --dns), after the verdicts
     #[arg(long)]

@@ -5,6 +5,7 @@
 //! write to; `cmd` wires a parsed command line to all of it.
 
 pub(crate) mod bench;
+pub(crate) mod bpf;
 pub(crate) mod check;
 pub(crate) mod choice;
 pub mod cli;

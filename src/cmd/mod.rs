@@ -21,6 +21,7 @@ mod snapshot;
 pub(crate) mod stress;
 pub(crate) mod time;
 pub(crate) mod top;
+mod top_latency;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;

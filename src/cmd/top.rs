@@ -44,6 +44,16 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         bail!("the interactive screen needs a terminal; use --batch or --json for a pipe or file");
     }
     let interval = args.interval.unwrap_or(Duration::from_secs(1));
+    if args.latency {
+        if mode == Mode::Screen {
+            bail!("--latency shows text or JSON: add --batch or --json");
+        }
+        let top = usize::from(args.top);
+        match super::top_latency::run(mode == Mode::Json, interval, args.count, top, sleep_until)? {
+            Ok(code) => return Ok(code),
+            Err(reason) => eprintln!("note: {reason}; showing the /proc figures instead"),
+        }
+    }
     let metrics = args.listen.map(server::serve).transpose()?;
     if let Some(addr) = args.listen.filter(|a| !a.ip().is_loopback()) {
         eprintln!(

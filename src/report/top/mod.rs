@@ -4,6 +4,7 @@
 
 pub(crate) mod conns;
 pub(crate) mod dns;
+pub(crate) mod latency;
 pub mod server;
 pub mod text;
 

@@ -1,0 +1,39 @@
+//! eBPF tracing: programs compiled from `bpf/*.bpf.c` (CO-RE objects committed next to their
+//! source and embedded here), loaded with the pure-Rust `aya` loader so the binary needs no
+//! libbpf, clang or kernel headers on the server. Every entry point returns a one-line reason
+//! when the kernel or the environment refuses, so callers fall back to `/proc` and say so once.
+
+pub(crate) mod block;
+
+use std::path::Path;
+
+/// Why tracing is not available here, in one line (for the caller's note); `None` when the
+/// prerequisites hold (the load itself can still be refused, see [`block::BlockTracer::start`]).
+pub(crate) fn unavailable_reason() -> Option<String> {
+    if !rustix::process::geteuid().is_root() {
+        return Some("eBPF tracing needs root".into());
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Some("eBPF tracing needs kernel BTF (/sys/kernel/btf/vmlinux is missing)".into());
+    }
+    None
+}
+
+/// The one-line reason for a refused load or attach: the bpf() syscall's error, named plainly.
+pub(crate) fn refusal(what: &str, err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        text = format!("{text}: {inner}");
+        source = inner.source();
+    }
+    let denied = text.contains("Operation not permitted") || text.contains("Permission denied");
+    let missing = text.contains("Function not implemented");
+    if denied {
+        format!("eBPF tracing refused ({what}: bpf() not permitted here)")
+    } else if missing {
+        format!("eBPF tracing unavailable ({what}: this kernel has no bpf())")
+    } else {
+        format!("eBPF tracing unavailable ({what}: {text})")
+    }
+}

@@ -1,0 +1,58 @@
+//! `tacho top --latency`: the eBPF block tracer's figures every interval (batch text or JSON).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::bpf::block::{BlockTracer, Dev};
+use crate::report::top::latency;
+
+/// Runs the tracer until `count` intervals or a signal; `Err(reason)` when eBPF is unavailable,
+/// so the caller falls back to the /proc figures with a note. `sleep_until` is top's
+/// signal-aware sleep (passed in: this module is top's helper, not its dependency).
+pub(crate) fn run(
+    json: bool,
+    interval: Duration,
+    count: Option<u64>,
+    top: usize,
+    sleep_until: fn(Instant, &AtomicBool) -> bool,
+) -> Result<std::result::Result<ExitCode, String>> {
+    let mut tracer = match BlockTracer::start() {
+        Ok(t) => t,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let mut due = Instant::now();
+    let mut done = 0u64;
+    while count.is_none_or(|c| done < c) {
+        due += interval;
+        if !sleep_until(due, &stop) {
+            break;
+        }
+        let sample = tracer.sample();
+        if json {
+            latency::write_json(&mut stdout, interval.as_secs_f64(), &sample, &device_name)?;
+        } else {
+            latency::write_text(&mut stdout, &sample, top, &device_name)?;
+        }
+        stdout.flush()?;
+        done += 1;
+    }
+    Ok(Ok(ExitCode::SUCCESS))
+}
+
+/// The kernel's name of a block device (`/sys/dev/block/M:m` links to it), else "M:m".
+fn device_name(dev: Dev) -> String {
+    std::fs::read_link(format!("/sys/dev/block/{}:{}", dev.0, dev.1))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| format!("{}:{}", dev.0, dev.1))
+}
