@@ -371,6 +371,11 @@ pub(crate) struct TopArgs {
     #[arg(long, conflicts_with_all = ["replay", "from", "net", "dns", "listen"])]
     pub latency: bool,
 
+    /// Do not trace block I/O with eBPF: name disk culprits from cgroup counters and /proc
+    /// only (as without root)
+    #[arg(long)]
+    pub no_ebpf: bool,
+
     /// With --batch: only the network, in detail (interfaces and links, TCP by process,
     /// service and peer with the busiest connections, DNS with --dns), after the verdicts
     #[arg(long)]

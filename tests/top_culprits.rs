@@ -24,10 +24,16 @@ struct Top {
 }
 
 impl Top {
+    /// `tacho top --json` attributing from cgroup counters and /proc (the path without eBPF,
+    /// which these tests are about) with `extra` arguments.
     fn start(extra: &[&str]) -> Top {
+        Self::start_with(&[&["--no-ebpf"], extra].concat())
+    }
+
+    fn start_with(args: &[&str]) -> Top {
         let mut child = tacho()
             .args(["top", "--json", "--interval", "1s", "--top", "1000"])
-            .args(extra)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -215,6 +221,53 @@ fn each_loop_device_names_its_own_writer_and_not_the_other() {
     }
     drop(top);
     drop(procs);
+}
+
+#[test]
+fn with_ebpf_each_loop_device_names_its_own_writer_exactly() {
+    const SIZE: u64 = 64 << 20;
+    let test = "culprit_ebpf";
+    if !is_root() {
+        return skip(&format!("{test}: eBPF tracing needs root"));
+    }
+    let (Some(a), Some(b)) = (LoopDev::new(test, SIZE), LoopDev::new(test, SIZE)) else {
+        return;
+    };
+    // No cgroup rules and no --no-ebpf: as root, top traces every request's submitter.
+    let top = Top::start_with(&[]);
+    let mut procs = Procs(Vec::new());
+    for dev in [&a, &b] {
+        procs.0.push(
+            writer(dev, SIZE, 0.0)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    let (pa, pb) = (u64::from(procs.0[0].id()), u64::from(procs.0[1].id()));
+    let (na, nb) = (a.name(), b.name());
+    let s = top.wait_for("both devices naming their writers", |s| {
+        findings(s, &na)
+            .iter()
+            .any(|f| culprit_pids(f).first() == Some(&pa))
+            && findings(s, &nb)
+                .iter()
+                .any(|f| culprit_pids(f).first() == Some(&pb))
+    });
+    for (name, mine, other) in [(&na, pa, pb), (&nb, pb, pa)] {
+        for f in findings(&s, name) {
+            assert!(
+                !culprit_pids(f).contains(&other),
+                "{name} blamed on {other}: {f:#}"
+            );
+            let c = &f["culprits"][0];
+            assert_eq!(c["pid"].as_u64(), Some(mine), "{c:#}");
+            assert_eq!(c["attribution"]["kind"], "exact", "{c:#}");
+            let source = c["attribution"]["source"].as_str().unwrap();
+            assert!(source.contains("eBPF"), "{c:#}");
+            assert!(c["share_pct"].as_f64().unwrap() > 99.0, "{c:#}");
+        }
+    }
 }
 
 #[test]

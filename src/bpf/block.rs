@@ -126,6 +126,12 @@ pub(crate) struct BlockTracer {
 }
 
 /// (program in the object, kernel tracepoint) pairs.
+impl std::fmt::Debug for BlockTracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BlockTracer")
+    }
+}
+
 const PROGRAMS: [(&str, &str); 4] = [
     ("dirty_folio", "writeback_dirty_folio"),
     ("io_start", "block_io_start"),

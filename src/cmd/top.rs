@@ -66,6 +66,11 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     if args.dns {
         sampler.capture_dns();
     }
+    // As root, disk verdicts name each request's submitter (eBPF); others keep the cgroup
+    // counters and /proc, which say so in their attribution.
+    if !args.no_ebpf && rustix::process::geteuid().is_root() {
+        sampler.trace_block_io();
+    }
     let opts = ModelOptions::for_this_host(usize::from(args.top), args.sort, sampler.delayacct);
     if mode == Mode::Screen {
         crate::tui::run(

@@ -2,14 +2,13 @@
 //! and memory growth in one interval, each with how it was attributed.
 //!
 //! Disk I/O is attributed from the best source there is, in order:
-//! 1. [`Attribution::Exact`]: the kernel's per-cgroup per-device counters (cgroup v2
+//! 1. [`Attribution::Exact`] from per-I/O tracing, when `tacho top` traces block I/O with
+//!    eBPF (root): each request's submitting process ([`traced_culprits`]).
+//! 2. [`Attribution::Exact`]: the kernel's per-cgroup per-device counters (cgroup v2
 //!    `io.stat`, v1 `blkio.throttle.io_service_bytes`), narrowed to one process when it is
 //!    the only one in its cgroup doing I/O (or the only one there with the device open).
-//! 2. [`Attribution::Likely`]: a process's own byte counters (/proc/PID/io, which do not say
+//! 3. [`Attribution::Likely`]: a process's own byte counters (/proc/PID/io, which do not say
 //!    which device) tied to a device by the files it has open on it.
-//!
-//! A per-I/O source (eBPF on the block tracepoints) slots in as a third producer of
-//! `Exact` culprits in [`disk`], ahead of the cgroup counters; nothing downstream changes.
 
 use std::collections::HashMap;
 
@@ -17,6 +16,7 @@ use serde::Serialize;
 
 use super::Disk;
 use super::process::Delta;
+use crate::bpf::block::{Op, ProcIo};
 use crate::diagnose::sample::Sample;
 use crate::diagnose::sample::devices::Devices;
 use crate::kernel::procinfo::{self, OpenDevice};
@@ -228,6 +228,63 @@ fn disk_name(devices: &Devices, major: u32, minor: u32) -> Option<&str> {
     Some(info.parent.as_deref().unwrap_or(&info.name))
 }
 
+/// The processes eBPF saw submit I/O to `dev` in the direction judged, with their shares of
+/// what it saw there; `None` when it saw none (then the other sources speak).
+fn traced_culprits(
+    traced: &[ProcIo],
+    deltas: &[Delta],
+    dev: (u32, u32),
+    writes: bool,
+    dt: f64,
+) -> Option<Vec<Culprit>> {
+    let op = if writes { Op::Write } else { Op::Read };
+    let mut by_pid: HashMap<u32, (u64, &str)> = HashMap::new();
+    for t in traced.iter().filter(|t| t.dev == dev && t.op == op) {
+        let e = by_pid.entry(t.pid).or_insert((0, &t.comm));
+        e.0 += t.bytes;
+    }
+    let total: u64 = by_pid.values().map(|(b, _)| b).sum();
+    if total == 0 {
+        return None;
+    }
+    let source = "eBPF block tracepoints: the process submitting each request (writeback \
+                  counted for the process that dirtied the pages)";
+    let mut out: Vec<Culprit> = by_pid
+        .into_iter()
+        .map(|(pid, (bytes, comm))| {
+            let share = bytes as f64 * 100.0 / total as f64;
+            let attribution = Attribution::Exact {
+                source: source.into(),
+            };
+            let culprit = match deltas.iter().find(|d| d.pid == pid) {
+                Some(d) => Culprit::of(d, share, attribution),
+                // Exited before the sample, or a kernel thread: named as traced.
+                None => Culprit {
+                    pid: (pid != 0).then_some(pid),
+                    comm: comm.to_string(),
+                    unit: None,
+                    share_pct: share,
+                    exited: false,
+                    attribution,
+                    bytes_per_s: None,
+                    user_pct: None,
+                    system_pct: None,
+                    rss_growth_bytes: None,
+                    major_faults_per_s: None,
+                    swap_bytes: None,
+                },
+            };
+            Culprit {
+                bytes_per_s: Some(bytes as f64 / dt),
+                ..culprit
+            }
+        })
+        .collect();
+    out.sort_by(|x, y| y.share_pct.total_cmp(&x.share_pct));
+    out.truncate(MAX_CULPRITS);
+    Some(out)
+}
+
 /// Who moved the bytes of device `d` in its busier direction; `None` when it moved none.
 fn disk<'p>(
     a: &Sample,
@@ -270,6 +327,12 @@ fn disk<'p>(
             .find(|o| (o.write || !writes) && disk_name(devices, o.major, o.minor) == Some(disk))
     }
     let on_device = |p: &'p Delta| open_on(p, devices, &d.name, writes);
+    // 1. Per-I/O tracing: every request's submitter, exactly.
+    if let Some(traced) = &b.block_io
+        && let Some(out) = traced_culprits(traced, deltas, (major, minor), writes, dt)
+    {
+        return Some((dir, out));
+    }
     let mut out: Vec<Culprit> = Vec::new();
     let counted = b.cgroups.cgroups.iter().any(|c| {
         c.devices
@@ -277,7 +340,7 @@ fn disk<'p>(
             .any(|x| (x.major, x.minor) == (major, minor))
     });
 
-    // 1. The kernel's per-cgroup counters for this device.
+    // 2. The kernel's per-cgroup counters for this device.
     for cg in &b.cgroups.cgroups {
         let Some(now) = cg
             .devices
@@ -380,7 +443,7 @@ fn disk<'p>(
         }
     }
 
-    // 2. Without kernel counters for the device: per-process bytes tied to it by open files.
+    // 3. Without kernel counters for the device: per-process bytes tied to it by open files.
     if !counted {
         for p in deltas.iter().filter(|p| bytes(p) > 0) {
             if out.iter().any(|c| c.pid == Some(p.pid)) {

@@ -278,6 +278,11 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
             b.conns.owners_denied
         ));
     }
+    if let Some(why) = &b.block_io_unavailable {
+        notes.push(format!(
+            "disk culprits come from cgroup counters and /proc, not per-I/O tracing: {why}"
+        ));
+    }
     if let Some(why) = &b.dns_unavailable {
         notes.push(format!("no DNS figures: {why}"));
     }

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::bpf::block::{BlockTracer, ProcIo};
 use crate::kernel::btrfs::{self, BtrfsFs};
 use crate::kernel::cgroup::{self, CgroupIoScan};
 use crate::kernel::diskstats::{self, DiskCounters};
@@ -73,6 +74,13 @@ pub struct Sample {
     /// has tens of thousands).
     #[serde(skip)]
     pub conns: conns::ConnScan,
+    /// Block I/O per process, device and direction since the previous sample, traced with
+    /// eBPF ([`Sampler::trace_block_io`]); not kept in the history.
+    #[serde(skip)]
+    pub block_io: Option<Vec<ProcIo>>,
+    /// Why block I/O is not traced though it was asked for (no BPF, no BTF).
+    #[serde(skip)]
+    pub block_io_unavailable: Option<String>,
     /// DNS counted since the previous sample (`--dns`), not kept in the history.
     #[serde(skip)]
     pub dns: Option<DnsCounts>,
@@ -99,6 +107,8 @@ pub struct Sampler {
     proc_files: ProcFiles,
     /// Owners of busy connections, kept while their sockets live.
     conn_tracker: conns::ConnTracker,
+    /// The block I/O tracer, once asked for, or why it could not start.
+    block: Option<std::result::Result<BlockTracer, String>>,
     /// The DNS capture, once asked for ([`Sampler::capture_dns`]), or why it could not start.
     dns: Option<std::result::Result<DnsCapture, String>>,
     /// `kernel.task_delayacct`, read once at start; `None` on kernels without the switch.
@@ -130,9 +140,16 @@ impl Sampler {
             details: details::Cache::default(),
             proc_files: ProcFiles::default(),
             conn_tracker: conns::ConnTracker::default(),
+            block: None,
             dns: None,
             delayacct,
         })
+    }
+
+    /// Traces block I/O with eBPF from now on, so disk verdicts name the submitting processes
+    /// exactly (root, BPF and kernel BTF; otherwise each sample says why not).
+    pub fn trace_block_io(&mut self) {
+        self.block = Some(BlockTracer::start());
     }
 
     /// Starts counting DNS on every interface from now on (root only; otherwise each sample
@@ -204,6 +221,11 @@ impl Sampler {
         } else {
             conns::ConnScan::default()
         };
+        let (block_io, block_io_unavailable) = match &mut self.block {
+            None => (None, None),
+            Some(Ok(tracer)) => (Some(tracer.sample().procs), None),
+            Some(Err(why)) => (None, Some(why.clone())),
+        };
         let (dns, dns_unavailable) = match &self.dns {
             None => (None, None),
             Some(Ok(capture)) => (Some(capture.take()), None),
@@ -232,6 +254,8 @@ impl Sampler {
             exited,
             exits_unavailable,
             conns,
+            block_io,
+            block_io_unavailable,
             dns,
             dns_unavailable,
             details,
