@@ -108,16 +108,32 @@ impl ProcFiles {
     }
 }
 
-/// Reads a whole /proc file from its start; its size is not known in advance (always 0).
+/// Reads a whole /proc file from its start, straight into `buf`; its size is not known in
+/// advance (always 0). The kernel generates a /proc/PID file whole and hands out as much as
+/// the read has room for, so a read that leaves room is the end: one system call per file,
+/// not two (the second would only return 0). The same holds for the regular files of a
+/// fixture tree.
 fn read_at_start(file: &File, buf: &mut Vec<u8>) -> Result<()> {
     buf.clear();
-    let mut chunk = [0u8; 4096];
     loop {
-        match file.read_at(&mut chunk, buf.len() as u64) {
-            Ok(0) => return Ok(()),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+        let len = buf.len();
+        if buf.capacity() - len < 512 {
+            buf.reserve(4096);
+        }
+        let room = buf.capacity() - len;
+        buf.resize(len + room, 0);
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(n) => {
+                buf.truncate(len + n);
+                if n < room {
+                    return Ok(());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => buf.truncate(len),
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
         }
     }
 }
@@ -192,6 +208,84 @@ mod tests {
         assert!(gone(&e), "{e}");
         files.end_scan();
         assert_eq!(files.kept.len(), 0);
+    }
+
+    #[test]
+    fn a_kept_descriptor_shows_counters_as_they_are_now() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let me = std::process::id();
+        let wchar = |buf: &[u8]| -> u64 {
+            let text = String::from_utf8_lossy(buf);
+            let line = text.lines().find(|l| l.starts_with("wchar:")).unwrap();
+            line[6..].trim().parse().unwrap()
+        };
+        let mut files = ProcFiles::with_cap(8);
+        let mut buf = Vec::new();
+        files.read_stat(&dir(me), me, &mut buf).unwrap();
+        files.read_io(&dir(me), me, &mut buf).unwrap();
+        let before = wchar(&buf);
+        let fd = files.kept[&me].io.as_ref().unwrap().as_raw_fd();
+        files.end_scan();
+        let mut null = File::options().write(true).open("/dev/null").unwrap();
+        null.write_all(&[0u8; 65536]).unwrap();
+        files.read_stat(&dir(me), me, &mut buf).unwrap();
+        files.read_io(&dir(me), me, &mut buf).unwrap();
+        // The same descriptor, and the kernel generated the file anew for this read.
+        assert_eq!(files.kept[&me].io.as_ref().unwrap().as_raw_fd(), fd);
+        assert!(
+            wchar(&buf) >= before + 65536,
+            "{before} then {}",
+            wchar(&buf)
+        );
+    }
+
+    #[test]
+    fn a_reused_pid_is_opened_afresh_and_never_read_through_the_old_descriptor() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root: setting ns_last_pid needs it"
+            );
+            eprintln!("skipped: forcing a pid to be reused needs root (ns_last_pid)");
+            return;
+        }
+        let mut files = ProcFiles::with_cap(8);
+        let mut buf = Vec::new();
+        let mut old = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = old.id();
+        files.read_stat(&dir(pid), pid, &mut buf).unwrap();
+        files.end_scan();
+        old.kill().unwrap();
+        old.wait().unwrap();
+        // Make the kernel hand out `pid` again: the next pid follows the last one given out.
+        // Other processes forking at the same moment can take it, so try several times.
+        let mut new = None;
+        for _ in 0..200 {
+            std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
+            let mut c = Command::new("cat")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            if c.id() == pid {
+                new = Some(c);
+                break;
+            }
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        let mut new = new.expect("the pid was never handed out again");
+        let through_old = read_at_start(&files.kept[&pid].stat, &mut buf);
+        let fresh = files.read_stat(&dir(pid), pid, &mut buf);
+        new.kill().unwrap();
+        new.wait().unwrap();
+        let e = through_old.expect_err("the old descriptor read the new process");
+        assert_eq!(e.raw_os_error(), Some(libc::ESRCH), "{e}");
+        fresh.unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.starts_with(&format!("{pid} (cat) ")), "{text}");
     }
 
     #[test]
