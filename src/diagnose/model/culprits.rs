@@ -79,11 +79,31 @@ pub struct Culprit {
 impl Culprit {
     fn of(d: &Delta, share_pct: f64, attribution: Attribution) -> Culprit {
         Culprit {
-            pid: Some(d.pid),
-            comm: d.comm.clone(),
-            unit: d.unit.clone(),
-            share_pct,
             exited: d.exited,
+            ..Culprit::named(
+                Some(d.pid),
+                d.comm.clone(),
+                d.unit.clone(),
+                share_pct,
+                attribution,
+            )
+        }
+    }
+
+    /// A culprit known only by what is given (no figures of its own yet).
+    fn named(
+        pid: Option<u32>,
+        comm: String,
+        unit: Option<String>,
+        share_pct: f64,
+        attribution: Attribution,
+    ) -> Culprit {
+        Culprit {
+            pid,
+            comm,
+            unit,
+            share_pct,
+            exited: false,
             attribution,
             bytes_per_s: None,
             user_pct: None,
@@ -259,20 +279,13 @@ fn traced_culprits(
             let culprit = match deltas.iter().find(|d| d.pid == pid) {
                 Some(d) => Culprit::of(d, share, attribution),
                 // Exited before the sample, or a kernel thread: named as traced.
-                None => Culprit {
-                    pid: (pid != 0).then_some(pid),
-                    comm: comm.to_string(),
-                    unit: None,
-                    share_pct: share,
-                    exited: false,
+                None => Culprit::named(
+                    (pid != 0).then_some(pid),
+                    comm.to_string(),
+                    None,
+                    share,
                     attribution,
-                    bytes_per_s: None,
-                    user_pct: None,
-                    system_pct: None,
-                    rss_growth_bytes: None,
-                    major_faults_per_s: None,
-                    swap_bytes: None,
-                },
+                ),
             };
             Culprit {
                 bytes_per_s: Some(bytes as f64 / dt),
@@ -397,23 +410,19 @@ fn disk<'p>(
             });
         } else if members.is_empty() {
             out.push(Culprit {
-                pid: None,
-                comm: procinfo::unit_of(&cg.path).unwrap_or_else(|| cg.path.clone()),
-                unit: procinfo::unit_of(&cg.path),
-                share_pct: share,
-                exited: false,
-                attribution: Attribution::Exact {
-                    source: format!(
-                        "{source} of cgroup {}; no process in it can be named (kernel writeback, or processes gone)",
-                        cg.path
-                    ),
-                },
                 bytes_per_s: rate,
-                user_pct: None,
-                system_pct: None,
-                rss_growth_bytes: None,
-                major_faults_per_s: None,
-                swap_bytes: None,
+                ..Culprit::named(
+                    None,
+                    procinfo::unit_of(&cg.path).unwrap_or_else(|| cg.path.clone()),
+                    procinfo::unit_of(&cg.path),
+                    share,
+                    Attribution::Exact {
+                        source: format!(
+                            "{source} of cgroup {}; no process in it can be named (kernel writeback, or processes gone)",
+                            cg.path
+                        ),
+                    },
+                )
             });
         } else {
             let pool = if openers.is_empty() {
