@@ -6,10 +6,9 @@ mod common;
 
 use common::{SpawnPiped, have_tool, skip, tacho};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::time::Duration;
 
 /// Families written only while their condition holds (a finding is open), so an idle test
 /// machine's scrape lacks them; for these the test asks that the binary holds the name.
@@ -119,15 +118,6 @@ impl Drop for Top {
     }
 }
 
-fn scrape(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
-
 #[test]
 fn every_metric_the_alerts_and_dashboard_use_is_exported() {
     let rules = std::fs::read_to_string(contrib().join("alerts.yml")).unwrap();
@@ -135,11 +125,7 @@ fn every_metric_the_alerts_and_dashboard_use_is_exported() {
     used.extend(names_in(&dashboard_exprs().join("\n")));
     used.extend(names_in(&dashboard_variable_queries()));
     assert!(!used.is_empty(), "no tacho_ metric in alerts.yml");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let addr = format!("127.0.0.1:{port}");
     let mut top = Top(tacho()
         .args([
@@ -159,7 +145,7 @@ fn every_metric_the_alerts_and_dashboard_use_is_exported() {
         .read_line(&mut first)
         .unwrap();
     assert!(first.starts_with('{'), "no sample: {first}");
-    let exported: BTreeSet<String> = scrape(port)
+    let exported: BTreeSet<String> = common::http_get(port, "/metrics")
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next())

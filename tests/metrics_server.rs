@@ -7,7 +7,7 @@ mod common;
 
 use common::tacho;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
 use std::sync::Arc;
@@ -36,19 +36,11 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts tacho serving on a free loopback port, with its open-file limit lowered to
 /// `nofile` (so file-descriptor exhaustion is reached quickly), and waits for the first sample.
 fn start(nofile: u64) -> Server {
     for _ in 0..5 {
-        let port = free_port();
+        let port = common::free_port();
         let mut cmd = tacho();
         cmd.args(["top", "--interval", "200ms", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
@@ -306,13 +298,13 @@ fn serving_beyond_loopback_warns_that_the_figures_are_visible() {
         all.push(addr);
         all
     };
-    let wide = common::run(&args(format!("0.0.0.0:{}", free_port())));
+    let wide = common::run(&args(format!("0.0.0.0:{}", common::free_port())));
     let err = common::stderr(&wide);
     assert!(
         err.contains("warning") && err.contains("process names"),
         "{err}"
     );
-    let local = common::run(&args(format!("127.0.0.1:{}", free_port())));
+    let local = common::run(&args(format!("127.0.0.1:{}", common::free_port())));
     assert!(
         !common::stderr(&local).contains("warning"),
         "{}",
