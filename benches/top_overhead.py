@@ -51,6 +51,9 @@ def main():
         "tacho top --json": [TACHO, "top", "--json", "--interval", f"{i}s", "--count", n],
         "tacho top --json -a": [TACHO, "top", "--json", "--accumulate", "--interval", f"{i}s",
                                 "--count", n],
+        # As root, top loads its eBPF tracer at start (about 50 ms of CPU, once).
+        "tacho --json --no-ebpf": [TACHO, "top", "--json", "--no-ebpf", "--interval", f"{i}s",
+                                   "--count", n],
         **({"baseline top --json": [args.baseline, "top", "--json", "--interval", f"{i}s",
                                     "--count", n]} if args.baseline else {}),
         "pidstat -d -u": ["pidstat", "-d", "-u", i, n],
