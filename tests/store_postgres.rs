@@ -171,7 +171,7 @@ fn migrates_an_empty_database_once_and_reopens() {
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     }
     let mut c = pg.client();
-    assert_eq!(count(&mut c, "SELECT version FROM tacho_schema"), 1);
+    assert_eq!(count(&mut c, "SELECT version FROM tacho_schema"), 2);
     assert_eq!(count(&mut c, "SELECT count(*) FROM tacho_schema"), 1);
 }
 
@@ -209,4 +209,153 @@ fn bad_urls_and_logins_are_one_line_without_the_password() {
     let o = run(&["runs", "list", "--db", unreachable]);
     let line = assert_error(&o);
     assert!(!line.contains("Wr0ngSecret"), "password printed: {line}");
+}
+
+/// The run documents of `runs export`, without the id a store assigns.
+fn exported(db: &str, ids: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec!["runs", "export", "--db", db];
+    args.extend(ids);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::Deserializer::from_slice(&o.stdout)
+        .into_iter::<serde_json::Value>()
+        .map(|d| {
+            let mut d = d.unwrap();
+            d["run"].as_object_mut().unwrap().remove("id");
+            d
+        })
+        .collect()
+}
+
+fn listed(db: &str) -> Vec<serde_json::Value> {
+    let v = json_ok(&run(&["runs", "list", "--db", db, "--json"]));
+    v["runs"].as_array().unwrap().clone()
+}
+
+#[test]
+fn every_runs_command_works_on_the_shared_store_as_on_a_file() {
+    let Some(pg) = TestDb::new("cmds") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("same.db");
+    let local = local.to_str().unwrap();
+    for db in [pg.url.as_str(), local] {
+        for _ in 0..2 {
+            let o = run(&["runs", "import", "--db", db, FIO]);
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        }
+    }
+    // The same two imports read back the same from either store.
+    let (shared, file) = (listed(&pg.url), listed(local));
+    assert_eq!(shared.len(), 2);
+    for (s, f) in shared.iter().zip(&file) {
+        for key in ["kind", "status", "source", "label", "tests", "hostname"] {
+            assert_eq!(s[key], f[key], "{key}");
+        }
+    }
+    assert_eq!(exported(&pg.url, &["1", "2"]), exported(local, &["1", "2"]));
+    let show =
+        |db: &str| json_ok(&run(&["runs", "show", "2", "--db", db, "--json"]))["tests"].clone();
+    assert_eq!(show(&pg.url), show(local));
+    // compare reads through the same loader.
+    let table = |db: &str| {
+        let o = run(&["compare", "1", "2", "--db", db, "--csv"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(table(&pg.url), table(local));
+    // TACHO_DB names the server as --db does.
+    let o = tacho()
+        .args(["runs", "list", "--json"])
+        .env("TACHO_DB", &pg.url)
+        .output()
+        .unwrap();
+    assert_eq!(json_ok(&o)["runs"].as_array().unwrap().len(), 2);
+    // rm: a missing id removes nothing; then one run goes, with its tests.
+    let line = assert_error(&run(&["runs", "rm", "1", "99", "--db", &pg.url]));
+    assert!(line.contains("no run 99"), "{line}");
+    assert_eq!(listed(&pg.url).len(), 2);
+    let o = run(&["runs", "rm", "1", "--db", &pg.url]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let left = listed(&pg.url);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["id"], 2);
+    let mut c = pg.client();
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM tests WHERE run_id = 1"),
+        0
+    );
+}
+
+#[test]
+fn benchmarks_save_to_the_shared_store_test_by_test_and_whole() {
+    let Some(pg) = TestDb::new("save") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "disk",
+        dir.path().to_str().unwrap(),
+        "--rw",
+        "randread",
+    ];
+    args.extend_from_slice(TINY);
+    args.extend(["--db", &pg.url, "--label", "shared"]);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("saved as run 1 in"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains(":tacho"), "password printed");
+    let o = run(&["time", "--runs", "2", "true", "--db", &pg.url]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let runs = listed(&pg.url);
+    let kinds: Vec<&str> = runs.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["disk", "time"]);
+    assert_eq!(runs[0]["status"], "finished");
+    assert_eq!(runs[0]["label"], "shared");
+    assert_eq!(runs[0]["tests"], 1);
+    let shown = json_ok(&run(&["runs", "show", "1", "--db", &pg.url, "--json"]));
+    assert!(shown["tests"][0]["read"]["iops"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn credentials_come_from_the_password_file_and_the_pg_variables() {
+    let Some(pg) = TestDb::new("pgpass") else {
+        return;
+    };
+    let admin = std::env::var("TACHO_TEST_PG").unwrap();
+    let rest = admin.split_once("://").unwrap().1;
+    let (userinfo, hostpart) = rest.rsplit_once('@').unwrap();
+    let (user, password) = userinfo.split_once(':').unwrap();
+    let hostport = hostpart.split(['/', '?']).next().unwrap();
+    let (host, port) = hostport.split_once(':').unwrap_or((hostport, "5432"));
+    let dir = tempfile::tempdir().unwrap();
+    let pgpass = dir.path().join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!("{host}:{port}:{}:{user}:{password}\n", pg.name),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    // No password, host or port in the URL: they come from PGHOST, PGPORT and the file.
+    let url = format!("postgres://{user}@/{}?sslmode=disable", pg.name);
+    let list = |file_mode: u32| {
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(file_mode)).unwrap();
+        tacho()
+            .args(["runs", "list", "--db", &url])
+            .env("PGPASSFILE", &pgpass)
+            .env("PGHOST", host)
+            .env("PGPORT", port)
+            .env_remove("PGPASSWORD")
+            .output()
+            .unwrap()
+    };
+    let o = list(0o600);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A password file others can read is not used, and the note says why.
+    let o = list(0o644);
+    let err = stderr(&o);
+    assert!(err.contains("chmod 0600"), "{err}");
+    assert_eq!(o.status.code(), Some(2), "{err}");
 }

@@ -6,7 +6,7 @@
 use crate::bench::result::{BenchReport, TestResult};
 use crate::cli::{RecordArgs, SaveArgs};
 use crate::report::prom;
-use crate::store::{NewRun, Store};
+use crate::store::{NewRun, Place, Results, Store};
 use crate::store::{RunSource, RunStatus};
 use anyhow::{Context, Result, anyhow};
 use std::io::Write;
@@ -14,7 +14,7 @@ use std::io::Write;
 /// A run being recorded. Dropping it unfinished (the benchmark failed) marks the run `failed`.
 pub struct Recorder {
     args: RecordArgs,
-    db: Option<(Store, i64)>,
+    db: Option<(Results, i64)>,
     saved: usize,
     /// The first save that failed; later saves are skipped and `finish` reports it.
     error: Option<anyhow::Error>,
@@ -30,8 +30,7 @@ impl Recorder {
         let db = if args.save.no_save {
             None
         } else {
-            let path = crate::store::resolve_path(args.save.db.db.as_deref())?;
-            let mut store = Store::open(&path)?;
+            let mut store = Results::open(&Place::resolve(args.save.db.db.as_deref())?)?;
             let id = store.begin_run(&new_run(report, args)?)?;
             Some((store, id))
         };
@@ -79,7 +78,7 @@ impl Recorder {
             store.finish_run(id, &run)?;
             eprintln!(
                 "saved as run {id} in {} (tacho runs show {id})",
-                store.path().display()
+                crate::text::Escaped(&store.shown())
             );
             run_id = Some(id);
         }
@@ -121,21 +120,21 @@ fn new_run(report: &BenchReport, args: &RecordArgs) -> Result<NewRun> {
 /// database that cannot be used stops it before it runs) and written once at the end, when
 /// the figures arrive together; a run that fails creates no database file.
 pub struct RunSaver {
-    path: Option<std::path::PathBuf>,
+    place: Option<Place>,
     label: Option<String>,
 }
 
 impl RunSaver {
     pub fn open(args: &SaveArgs) -> Result<RunSaver> {
-        let path = if args.no_save {
+        let place = if args.no_save {
             None
         } else {
-            let path = crate::store::resolve_path(args.db.db.as_deref())?;
-            check_database(&path)?;
-            Some(path)
+            let place = Place::resolve(args.db.db.as_deref())?;
+            check_database(&place)?;
+            Some(place)
         };
         Ok(RunSaver {
-            path,
+            place,
             label: args.label.clone(),
         })
     }
@@ -166,18 +165,18 @@ impl RunSaver {
 
     /// Saves the run from its JSON document and says on stderr where it went.
     fn save(self, doc: &impl serde::Serialize) -> Result<Option<i64>> {
-        let Some(path) = self.path else {
+        let Some(place) = self.place else {
             return Ok(None);
         };
         let doc = serde_json::to_value(doc)?;
         let mut run =
             crate::store::kinds::to_run(&doc, RunSource::Bench).map_err(|e| anyhow!(e))?;
         run.label = self.label;
-        let mut store = Store::open(&path)?;
+        let mut store = Results::open(&place)?;
         let id = store.insert_run(&run)?;
         eprintln!(
             "saved as run {id} in {} (tacho runs show {id})",
-            store.path().display()
+            crate::text::Escaped(&store.shown())
         );
         Ok(Some(id))
     }
@@ -185,8 +184,13 @@ impl RunSaver {
 
 /// Refuses a results database that could not be used, without creating it: an existing file
 /// must be tacho's (it is opened and checked); for a new one, an existing directory must take
-/// a new file (a missing directory is created when the run is saved).
-fn check_database(path: &std::path::Path) -> Result<()> {
+/// a new file (a missing directory is created when the run is saved). A server is connected
+/// to (and its tables made) now, so a wrong URL or password stops the run before it starts.
+fn check_database(place: &Place) -> Result<()> {
+    let path = match place {
+        Place::File(path) => path,
+        Place::Server(_) => return Results::open(place).map(drop),
+    };
     if let Some(store) = Store::open_existing(path)? {
         return store.writable();
     }

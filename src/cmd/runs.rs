@@ -4,7 +4,7 @@ use super::output::{self, Format};
 use crate::cli::{DbArg, RunsCommand};
 use crate::compare;
 use crate::report::results::{self, Text};
-use crate::store::{self, Store, StoredRun, pg};
+use crate::store::{self, Place, Results, Store, StoredRun, pg};
 use crate::text::Escaped;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::json;
@@ -77,42 +77,42 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
 }
 
 /// The store, for commands that only read or remove: a missing file is not created.
-pub fn open_existing(db: &DbArg) -> Result<(Option<Store>, PathBuf)> {
-    let path = store::resolve_path(db.db.as_deref())?;
-    Ok((Store::open_existing(&path)?, path))
+pub fn open_existing(db: &DbArg) -> Result<(Option<Results>, Place)> {
+    let place = Place::resolve(db.db.as_deref())?;
+    Ok((Results::open_existing(&place)?, place))
 }
 
 /// Loads runs by id; a missing database or id is an error naming it.
 pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
-    load_with(db, ids, Store::load)
+    load_with(db, ids, Results::load)
 }
 
 /// As [`load`], for comparing: tests without their per-repeat detail.
 pub fn load_summaries(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
-    load_with(db, ids, Store::load_summary)
+    load_with(db, ids, Results::load_summary)
 }
 
 fn load_with(
     db: &DbArg,
     ids: &[i64],
-    each: impl Fn(&Store, i64) -> Result<StoredRun>,
+    each: impl Fn(&mut Results, i64) -> Result<StoredRun>,
 ) -> Result<Vec<StoredRun>> {
-    let (store, path) = open_existing(db)?;
-    let store = store.ok_or_else(|| {
+    let (store, place) = open_existing(db)?;
+    let mut store = store.ok_or_else(|| {
         anyhow!(
             "no run {}: there is no results database at {} yet (pass --db PATH or set TACHO_DB \
              if it is elsewhere)",
             ids[0],
-            path.display()
+            place.shown()
         )
     })?;
-    ids.iter().map(|&id| each(&store, id)).collect()
+    ids.iter().map(|&id| each(&mut store, id)).collect()
 }
 
 fn list(db: &DbArg, json: bool) -> Result<()> {
     let (store, _) = open_existing(db)?;
     let runs = match store {
-        Some(s) => s.list()?,
+        Some(mut s) => s.list()?,
         None => Vec::new(),
     };
     let mut out = std::io::stdout().lock();
@@ -145,17 +145,22 @@ fn show(id: i64, db: &DbArg, format: &Format) -> Result<()> {
 }
 
 fn rm(ids: &[i64], db: &DbArg) -> Result<()> {
-    let (store, path) = open_existing(db)?;
+    let (store, place) = open_existing(db)?;
     let mut store = store.ok_or_else(|| {
         anyhow!(
             "no run {}: there is no results database at {} (nothing removed)",
             ids[0],
-            path.display()
+            place.shown()
         )
     })?;
+    store.writable()?;
     store.remove(ids)?;
     let list: Vec<String> = ids.iter().map(i64::to_string).collect();
-    eprintln!("removed run {} from {}", list.join(", "), path.display());
+    eprintln!(
+        "removed run {} from {}",
+        list.join(", "),
+        Escaped(&place.shown())
+    );
     Ok(())
 }
 
@@ -196,8 +201,7 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
     if parsed.is_empty() {
         bail!("no runs found in the given files");
     }
-    let path = store::resolve_path(db.db.as_deref())?;
-    let mut store = Store::open(&path)?;
+    let mut store = Results::open(&Place::resolve(db.db.as_deref())?)?;
     let mut imported = Vec::new();
     for (file, run) in &parsed {
         let id = store.insert_run(run)?;

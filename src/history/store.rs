@@ -95,7 +95,13 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
     if rustix::process::geteuid().is_root() {
         return Ok(PathBuf::from("/var/lib/tacho/history/history.db"));
     }
-    let db = crate::store::resolve_path(None).context("no place for the history")?;
+    // Beside the local results file; when TACHO_DB names a server, beside the default one.
+    let db = match crate::store::Place::resolve(None) {
+        Ok(crate::store::Place::File(p)) => Ok(p),
+        Ok(crate::store::Place::Server(_)) => crate::store::default_local_path(),
+        Err(e) => Err(e),
+    }
+    .context("no place for the history")?;
     Ok(db.with_file_name("history.db"))
 }
 

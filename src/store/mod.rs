@@ -6,6 +6,7 @@
 //! not SQLite, is damaged, belongs to another program or to a newer tacho is refused with one
 //! line saying so; it is never modified.
 
+mod backend;
 mod document;
 pub mod figures;
 pub mod fio;
@@ -15,6 +16,7 @@ mod run;
 mod runs;
 pub mod schema;
 
+pub use backend::{Place, Results};
 pub use document::read_documents;
 pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
 pub use runs::{RawRun, RunSummary};

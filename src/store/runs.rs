@@ -44,6 +44,33 @@ pub struct RunSummary {
     pub changed: Vec<String>,
 }
 
+impl RunSummary {
+    /// The summary of `run` (read without its tests), which has `tests` tests.
+    pub(crate) fn of(
+        run: &StoredRun,
+        hostname: Option<String>,
+        target: Option<String>,
+        tests: i64,
+    ) -> RunSummary {
+        let (suite, suite_version) = run.suite.clone().unzip();
+        RunSummary {
+            standard: suite_standard(&run.extra),
+            changed: suite_changes(&run.extra),
+            id: run.id,
+            created_at: run.created_at.clone(),
+            label: run.label.clone(),
+            kind: run.kind,
+            status: run.status,
+            source: run.source,
+            suite,
+            suite_version,
+            hostname,
+            target,
+            tests,
+        }
+    }
+}
+
 /// A run's row exactly as stored, for copying it to another store.
 pub struct RawRun {
     /// The local id (differs between stores).
@@ -76,8 +103,46 @@ pub struct RawRun {
     pub target_json: String,
     /// Every other top-level field, as JSON text.
     pub extra_json: String,
+    /// The process saving a `running` run (`boot-id pid start-ticks`).
+    pub owner: Option<String>,
     /// The run's tests in order.
     pub tests: Vec<RawTest>,
+}
+
+impl RawRun {
+    /// The run as read back, with `status` as the reader sees it (`None`: the stored word is
+    /// not one this tacho knows) and its `tests`.
+    pub(crate) fn stored(
+        &self,
+        status: Option<RunStatus>,
+        tests: Vec<StoredTest>,
+    ) -> Result<StoredRun> {
+        let newer = |noun: &str, word: &str| {
+            anyhow::anyhow!(
+                "run {} has {noun} {word:?}, which this tacho does not know (a newer one saved \
+                 it); upgrade tacho to read it",
+                self.id
+            )
+        };
+        let json = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
+        Ok(StoredRun {
+            id: self.id,
+            created_at: self.created_at.clone(),
+            label: self.label.clone(),
+            kind: RunKind::parse(&self.kind).ok_or_else(|| newer("kind", &self.kind))?,
+            status: status.ok_or_else(|| newer("status", &self.status))?,
+            source: RunSource::parse(&self.source).ok_or_else(|| newer("source", &self.source))?,
+            tool_version: self.tool_version.clone(),
+            suite: self.suite_name.clone().zip(self.suite_version),
+            host: json(&self.host_json),
+            target: json(&self.target_json),
+            extra: match json(&self.extra_json) {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            },
+            tests,
+        })
+    }
 }
 
 /// A test's row exactly as stored.
@@ -182,7 +247,7 @@ impl Store {
             .prepare(
                 "SELECT id, uuid, created_at, label, kind, status, source, tool_version,
                     suite_name, suite_version, hostname, target_path, host_json, target_json,
-                    extra_json FROM runs ORDER BY id",
+                    extra_json, owner FROM runs ORDER BY id",
             )
             .and_then(|mut stmt| {
                 stmt.query_map([], |r| {
@@ -202,6 +267,7 @@ impl Store {
                         host_json: r.get(12)?,
                         target_json: r.get(13)?,
                         extra_json: r.get(14)?,
+                        owner: r.get(15)?,
                         tests: Vec::new(),
                     })
                 })?
@@ -246,22 +312,12 @@ impl Store {
         let rows = stmt
             .query_map([], |r| {
                 let run = read_run(r, &self.root)?;
-                let (suite, suite_version) = run.suite.clone().unzip();
-                Ok(RunSummary {
-                    standard: suite_standard(&run.extra),
-                    changed: suite_changes(&run.extra),
-                    id: run.id,
-                    created_at: run.created_at,
-                    label: run.label,
-                    kind: run.kind,
-                    status: run.status,
-                    source: run.source,
-                    suite,
-                    suite_version,
-                    hostname: r.get("hostname")?,
-                    target: r.get("target_path")?,
-                    tests: r.get("tests")?,
-                })
+                Ok(RunSummary::of(
+                    &run,
+                    r.get("hostname")?,
+                    r.get("target_path")?,
+                    r.get("tests")?,
+                ))
             })
             .map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<_>>()
@@ -473,7 +529,11 @@ fn read_run(r: &Row, root: &SysRoot) -> rusqlite::Result<StoredRun> {
 
 /// A run still marked `running` whose saving process is gone (killed, or the machine
 /// rebooted) is `abandoned`: the tests saved so far are all it will ever have.
-fn current_status(root: &SysRoot, status: RunStatus, owner: Option<String>) -> RunStatus {
+pub(crate) fn current_status(
+    root: &SysRoot,
+    status: RunStatus,
+    owner: Option<String>,
+) -> RunStatus {
     let Some(owner) = owner.filter(|_| status == RunStatus::Running) else {
         return status;
     };
@@ -486,11 +546,11 @@ fn current_status(root: &SysRoot, status: RunStatus, owner: Option<String>) -> R
     if alive { status } else { RunStatus::Abandoned }
 }
 
-fn hostname(run: &NewRun) -> Option<&str> {
+pub(crate) fn hostname(run: &NewRun) -> Option<&str> {
     run.host.get("hostname").and_then(Value::as_str)
 }
 
-fn target_path(run: &NewRun) -> Option<&str> {
+pub(crate) fn target_path(run: &NewRun) -> Option<&str> {
     run.target.get("path").and_then(Value::as_str)
 }
 

@@ -8,8 +8,12 @@
 //!
 //! The connection URL may carry a password: every message shows it through [`redact`].
 
+mod pgpass;
+mod runs;
+
 use super::{RawRun, Store};
 use anyhow::{Result, anyhow, bail};
+use postgres::config::{Host, SslMode};
 use postgres::error::SqlState;
 use postgres::{Client, Config};
 use std::str::FromStr;
@@ -57,8 +61,12 @@ CREATE TABLE tests (
 );
 ";
 
+/// Schema 2: the process saving a `running` run (`boot-id pid start-ticks`), as in the SQLite
+/// store, so a reader on that machine can tell a run whose process is gone.
+const PG_SCHEMA_2: &str = "ALTER TABLE runs ADD COLUMN owner TEXT;";
+
 /// Schema steps in order; the database records how many it has applied.
-const PG_MIGRATIONS: &[&str] = &[PG_SCHEMA_1];
+const PG_MIGRATIONS: &[&str] = &[PG_SCHEMA_1, PG_SCHEMA_2];
 
 /// An open connection to a shared store, migrated to the latest schema.
 pub struct PgStore {
@@ -88,7 +96,7 @@ impl PgStore {
                  postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require]"
             )
         })?;
-        fill_from_env(&mut config);
+        fill_from_env(url, &mut config);
         let mut client = config
             .connect(tls()?)
             .map_err(|e| connect_error(&shown, &e))?;
@@ -99,6 +107,11 @@ impl PgStore {
             )
         })?;
         Ok(PgStore { client, shown })
+    }
+
+    /// The server's URL without its password, for messages.
+    pub fn shown(&self) -> &str {
+        &self.shown
     }
 
     /// Uploads every finished run of `local` the server does not have yet, one transaction per
@@ -226,19 +239,83 @@ fn migrate(client: &mut Client) -> Result<(), postgres::Error> {
     tx.commit()
 }
 
-/// The libpq environment variables the `postgres` crate does not read itself: `PGUSER`
-/// (else the login name) and `PGPASSWORD`, used only when the URL gives none.
-fn fill_from_env(config: &mut Config) {
+/// What libpq takes from the environment and the password file when the URL leaves it out,
+/// and the `postgres` crate does not: `PGHOST`, `PGPORT`, `PGDATABASE`, `PGUSER` (else the
+/// login name), `PGSSLMODE`, then `PGPASSWORD`, then `PGPASSFILE` or `~/.pgpass`.
+fn fill_from_env(url: &str, config: &mut Config) {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if config.get_hosts().is_empty() {
+        config.host(&var("PGHOST").unwrap_or_else(|| "localhost".into()));
+    }
+    if config.get_ports().is_empty()
+        && let Some(port) = var("PGPORT").and_then(|p| p.parse().ok())
+    {
+        config.port(port);
+    }
     if config.get_user().is_none() {
-        let user = std::env::var("PGUSER")
-            .or_else(|_| std::env::var("USER"))
-            .unwrap_or_else(|_| "postgres".into());
+        let user = var("PGUSER")
+            .or_else(|| var("USER"))
+            .unwrap_or_else(|| "postgres".into());
         config.user(&user);
     }
-    if config.get_password().is_none()
-        && let Ok(pw) = std::env::var("PGPASSWORD")
+    if config.get_dbname().is_none()
+        && let Some(db) = var("PGDATABASE")
     {
+        config.dbname(&db);
+    }
+    if !url.contains("sslmode=")
+        && let Some(mode) = var("PGSSLMODE").and_then(|m| ssl_mode(&m))
+    {
+        config.ssl_mode(mode);
+    }
+    if config.get_password().is_some() {
+        return;
+    }
+    if let Some(pw) = var("PGPASSWORD") {
         config.password(pw);
+    } else if let Some(pw) = password_file(config) {
+        config.password(pw);
+    }
+}
+
+/// libpq's sslmode words that the `postgres` crate has; `verify-*` are `require` here, as
+/// this store always verifies the server's certificate.
+fn ssl_mode(word: &str) -> Option<SslMode> {
+    match word {
+        "disable" => Some(SslMode::Disable),
+        "allow" | "prefer" => Some(SslMode::Prefer),
+        "require" | "verify-ca" | "verify-full" => Some(SslMode::Require),
+        _ => None,
+    }
+}
+
+/// The password for this connection from the password file; a file that is not used is
+/// said once on stderr (libpq warns the same way).
+fn password_file(config: &Config) -> Option<String> {
+    let path = pgpass::path()?;
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        _ => "localhost".to_owned(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user().unwrap_or_default();
+    let want = pgpass::Want {
+        host: &host,
+        port: &port,
+        database: config.get_dbname().unwrap_or(user),
+        user,
+    };
+    match pgpass::lookup(&path, &want) {
+        Ok(found) => found,
+        Err(note) => {
+            eprintln!("note: {}", crate::text::Escaped(&note));
+            None
+        }
     }
 }
 
@@ -311,8 +388,7 @@ pub fn refuse_url(db: &std::path::Path) -> Result<()> {
     let text = db.to_string_lossy();
     if is_url(&text) {
         bail!(
-            "{} is a PostgreSQL store, which only `tacho runs push` uses so far; save to a local \
-             --db PATH and push it",
+            "{} is a PostgreSQL store, and this needs a local results file; pass --db PATH",
             redact(&text)
         );
     }

@@ -1,0 +1,155 @@
+//! Where results live — a local SQLite file or a shared PostgreSQL server — behind one set of
+//! operations, so every command that saves or reads runs works on either with the same meaning.
+
+use super::pg::{self, PgStore};
+use super::{NewRun, RunStatus, RunSummary, Store, StoredRun};
+use anyhow::Result;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Where `--db` (or `TACHO_DB`) says results go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// An SQLite file on this machine.
+    File(PathBuf),
+    /// A PostgreSQL server, by its URL (which may hold a password: show it through
+    /// [`Place::shown`]).
+    Server(String),
+}
+
+impl Place {
+    /// `--db`, else `$TACHO_DB`, else the default local file; a `postgres://` URL names a
+    /// server.
+    pub fn resolve(explicit: Option<&Path>) -> Result<Place> {
+        let path = super::resolve_path(explicit)?;
+        let text = path.to_string_lossy();
+        Ok(if pg::is_url(&text) {
+            Place::Server(text.into_owned())
+        } else {
+            Place::File(path)
+        })
+    }
+
+    /// The place for messages: the path, or the URL without its password.
+    pub fn shown(&self) -> String {
+        match self {
+            Place::File(p) => p.display().to_string(),
+            Place::Server(url) => pg::redact(url),
+        }
+    }
+}
+
+/// An open results store of either kind.
+pub enum Results {
+    /// A local SQLite file.
+    Local(Store),
+    /// A shared PostgreSQL server.
+    Shared(PgStore),
+}
+
+impl Results {
+    /// Opens for writing: a local file is created if needed, a server's tables migrated.
+    pub fn open(place: &Place) -> Result<Results> {
+        Ok(match place {
+            Place::File(p) => Results::Local(Store::open(p)?),
+            Place::Server(url) => Results::Shared(PgStore::connect(url)?),
+        })
+    }
+
+    /// Opens for reading what is there: `Ok(None)` when a local file does not exist yet (a
+    /// server is always there, or its error says why not).
+    pub fn open_existing(place: &Place) -> Result<Option<Results>> {
+        Ok(match place {
+            Place::File(p) => Store::open_existing(p)?.map(Results::Local),
+            Place::Server(url) => Some(Results::Shared(PgStore::connect(url)?)),
+        })
+    }
+
+    /// Where the results are, for messages.
+    pub fn shown(&self) -> String {
+        match self {
+            Results::Local(s) => s.path().display().to_string(),
+            Results::Shared(s) => s.shown().to_owned(),
+        }
+    }
+
+    /// Refuses a write to a store opened for reading only.
+    pub fn writable(&self) -> Result<()> {
+        match self {
+            Results::Local(s) => s.writable(),
+            Results::Shared(_) => Ok(()),
+        }
+    }
+
+    /// All runs, oldest first.
+    pub fn list(&mut self) -> Result<Vec<RunSummary>> {
+        match self {
+            Results::Local(s) => s.list(),
+            Results::Shared(s) => s.list(),
+        }
+    }
+
+    /// The run with `id`, its tests and their figures.
+    pub fn load(&mut self, id: i64) -> Result<StoredRun> {
+        match self {
+            Results::Local(s) => s.load(id),
+            Results::Shared(s) => s.load(id),
+        }
+    }
+
+    /// The run with `id` for comparing (the local store leaves out per-repeat detail).
+    pub fn load_summary(&mut self, id: i64) -> Result<StoredRun> {
+        match self {
+            Results::Local(s) => s.load_summary(id),
+            Results::Shared(s) => s.load(id),
+        }
+    }
+
+    /// Saves a whole run in one transaction; returns its id.
+    pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+        match self {
+            Results::Local(s) => s.insert_run(run),
+            Results::Shared(s) => s.insert_run(run),
+        }
+    }
+
+    /// Starts a run whose tests arrive one by one.
+    pub fn begin_run(&mut self, run: &NewRun) -> Result<i64> {
+        match self {
+            Results::Local(s) => s.begin_run(run),
+            Results::Shared(s) => s.begin_run(run),
+        }
+    }
+
+    /// Saves test number `seq` of a run begun with [`Results::begin_run`].
+    pub fn add_test(&mut self, run_id: i64, seq: usize, test: &Value) -> Result<()> {
+        match self {
+            Results::Local(s) => s.add_test(run_id, seq, test),
+            Results::Shared(s) => s.add_test(run_id, seq, test),
+        }
+    }
+
+    /// Records how a run ended and its final document fields.
+    pub fn finish_run(&mut self, run_id: i64, run: &NewRun) -> Result<()> {
+        match self {
+            Results::Local(s) => s.finish_run(run_id, run),
+            Results::Shared(s) => s.finish_run(run_id, run),
+        }
+    }
+
+    /// Sets the status of a run.
+    pub fn set_status(&mut self, run_id: i64, status: RunStatus) -> Result<()> {
+        match self {
+            Results::Local(s) => s.set_status(run_id, status),
+            Results::Shared(s) => s.set_status(run_id, status),
+        }
+    }
+
+    /// Removes runs with all their tests; fails without removing anything if one is missing.
+    pub fn remove(&mut self, ids: &[i64]) -> Result<()> {
+        match self {
+            Results::Local(s) => s.remove(ids),
+            Results::Shared(s) => s.remove(ids),
+        }
+    }
+}

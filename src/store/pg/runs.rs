@@ -1,0 +1,292 @@
+//! Saving, listing, loading and removing runs in the shared store: the same operations, with
+//! the same meaning, as the SQLite store's (`store::runs`).
+//!
+//! The shared store keeps no figures table: a test's figures are taken from its JSON when it
+//! is loaded ([`figures::of_test`]), which is what the SQLite store's table holds too.
+
+use super::{PgStore, error_chain};
+use crate::kernel::{SysRoot, process};
+use crate::store::figures;
+use crate::store::run::{NewRun, RunStatus, StoredRun, StoredTest};
+use crate::store::runs::{RawRun, RunSummary, hostname, target_path};
+use anyhow::{Result, anyhow, bail};
+use postgres::Row;
+use serde_json::Value;
+
+/// The run columns [`raw`] reads by position, first in every query of runs.
+const RUN_COLUMNS: &str = "id, uuid::TEXT, created_at, label, kind, status, source, \
+    tool_version, suite_name, suite_version, hostname, target_path, host_json, target_json, \
+    extra_json, owner";
+
+impl PgStore {
+    /// All runs, oldest first.
+    pub fn list(&mut self) -> Result<Vec<RunSummary>> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT {RUN_COLUMNS}, (SELECT count(*) FROM tests t WHERE t.run_id = r.id)
+                     FROM runs r ORDER BY id"
+                ),
+                &[],
+            )
+            .map_err(|e| self.fail(&e))?;
+        let root = SysRoot::real();
+        rows.iter()
+            .map(|row| {
+                let run = raw(row);
+                let tests: i64 = row.get(16);
+                let stored = run.stored(status(&root, &run), Vec::new())?;
+                Ok(RunSummary::of(
+                    &stored,
+                    run.hostname.clone(),
+                    run.target_path.clone(),
+                    tests,
+                ))
+            })
+            .collect()
+    }
+
+    /// The run with `id`, its tests and their figures.
+    pub fn load(&mut self, id: i64) -> Result<StoredRun> {
+        let mut tx = self
+            .client
+            .transaction()
+            .map_err(|e| fail(&self.shown, &e))?;
+        let row = tx
+            .query_opt(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
+                &[&id],
+            )
+            .map_err(|e| fail(&self.shown, &e))?;
+        let Some(row) = row else {
+            bail!(
+                "no run {id} in {} (tacho runs list shows the stored ones)",
+                self.shown
+            );
+        };
+        let tests = tx
+            .query(
+                "SELECT name, json FROM tests WHERE run_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .map_err(|e| fail(&self.shown, &e))?
+            .iter()
+            .map(|t| {
+                let json: Value = serde_json::from_str(t.get::<_, &str>(1)).unwrap_or(Value::Null);
+                StoredTest {
+                    name: t.get(0),
+                    figures: figures::of_test(&json),
+                    json,
+                }
+            })
+            .collect();
+        tx.commit().map_err(|e| fail(&self.shown, &e))?;
+        let run = raw(&row);
+        run.stored(status(&SysRoot::real(), &run), tests)
+    }
+
+    /// Saves a whole run in one transaction; returns its id.
+    pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+        let shown = self.shown.clone();
+        let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
+        let id = insert_row(&mut tx, run, None).map_err(|e| fail(&shown, &e))?;
+        for (seq, test) in run.tests.iter().enumerate() {
+            insert_test(&mut tx, id, seq as i64, &test.value()).map_err(|e| fail(&shown, &e))?;
+        }
+        tx.commit().map_err(|e| fail(&shown, &e))?;
+        Ok(id)
+    }
+
+    /// Starts a run whose tests arrive one by one ([`PgStore::add_test`]), marked with this
+    /// process so a reader on this machine can tell an abandoned run from a running one.
+    pub fn begin_run(&mut self, run: &NewRun) -> Result<i64> {
+        let mut run = run.clone();
+        run.tests.clear();
+        run.status = RunStatus::Running;
+        let owner = process::identity(&SysRoot::real(), std::process::id());
+        let shown = self.shown.clone();
+        let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
+        let id = insert_row(&mut tx, &run, owner.as_deref()).map_err(|e| fail(&shown, &e))?;
+        tx.commit().map_err(|e| fail(&shown, &e))?;
+        Ok(id)
+    }
+
+    /// Saves test number `seq` of a run begun with [`PgStore::begin_run`].
+    pub fn add_test(&mut self, run_id: i64, seq: usize, test: &Value) -> Result<()> {
+        let shown = self.shown.clone();
+        let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
+        insert_test(&mut tx, run_id, seq as i64, test).map_err(|e| fail(&shown, &e))?;
+        tx.commit().map_err(|e| fail(&shown, &e))
+    }
+
+    /// Records how a run ended and its final document fields.
+    pub fn finish_run(&mut self, run_id: i64, run: &NewRun) -> Result<()> {
+        self.client
+            .execute(
+                "UPDATE runs SET status = $2, host_json = $3, target_json = $4, extra_json = $5,
+                 hostname = $6, target_path = $7 WHERE id = $1",
+                &[
+                    &run_id,
+                    &run.status.as_str(),
+                    &run.host.to_string(),
+                    &run.target.to_string(),
+                    &Value::Object(run.extra.clone()).to_string(),
+                    &hostname(run),
+                    &target_path(run),
+                ],
+            )
+            .map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
+
+    /// Sets the status of a run (to `failed` when a benchmark stops on an error).
+    pub fn set_status(&mut self, run_id: i64, status: RunStatus) -> Result<()> {
+        self.client
+            .execute(
+                "UPDATE runs SET status = $2 WHERE id = $1",
+                &[&run_id, &status.as_str()],
+            )
+            .map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
+
+    /// Removes runs with all their tests; fails without removing anything if one is missing.
+    pub fn remove(&mut self, ids: &[i64]) -> Result<()> {
+        let shown = self.shown.clone();
+        let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
+        for &id in ids {
+            let n = tx
+                .execute("DELETE FROM runs WHERE id = $1", &[&id])
+                .map_err(|e| fail(&shown, &e))?;
+            if n == 0 {
+                bail!(
+                    "no run {id} in {shown} (tacho runs list shows the stored ones); nothing removed"
+                );
+            }
+        }
+        tx.commit().map_err(|e| fail(&shown, &e))
+    }
+
+    fn fail(&self, e: &postgres::Error) -> anyhow::Error {
+        fail(&self.shown, e)
+    }
+}
+
+fn fail(shown: &str, e: &postgres::Error) -> anyhow::Error {
+    anyhow!("shared store {shown}: {}", error_chain(e))
+}
+
+/// A run row (without tests) from a row that starts with [`RUN_COLUMNS`].
+fn raw(r: &Row) -> RawRun {
+    RawRun {
+        id: r.get(0),
+        uuid: r.get(1),
+        created_at: r.get(2),
+        label: r.get(3),
+        kind: r.get(4),
+        status: r.get(5),
+        source: r.get(6),
+        tool_version: r.get(7),
+        suite_name: r.get(8),
+        suite_version: r.get(9),
+        hostname: r.get(10),
+        target_path: r.get(11),
+        host_json: r.get(12),
+        target_json: r.get(13),
+        extra_json: r.get(14),
+        owner: r.get(15),
+        tests: Vec::new(),
+    }
+}
+
+/// A run's status as a reader sees it. A `running` run saved from this machine (same boot)
+/// whose process is gone is `abandoned`; one saved from another machine or an earlier boot
+/// cannot be checked from here and stays as stored.
+fn status(root: &SysRoot, run: &RawRun) -> Option<RunStatus> {
+    let stored = RunStatus::parse(&run.status)?;
+    let Some(owner) = run
+        .owner
+        .as_deref()
+        .filter(|_| stored == RunStatus::Running)
+    else {
+        return Some(stored);
+    };
+    let boot = crate::kernel::read_text(&root.proc.join("sys/kernel/random/boot_id")).ok();
+    if owner.split(' ').next() != boot.as_deref().map(str::trim) {
+        return Some(stored);
+    }
+    Some(crate::store::runs::current_status(
+        root,
+        stored,
+        Some(owner.to_owned()),
+    ))
+}
+
+fn insert_row(
+    tx: &mut postgres::Transaction,
+    run: &NewRun,
+    owner: Option<&str>,
+) -> Result<i64, postgres::Error> {
+    let created = run.created_at.clone().unwrap_or_else(|| {
+        let secs = run.created_unix.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64)
+        });
+        chrono::DateTime::from_timestamp(secs, 0)
+            .unwrap_or_default()
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    });
+    let row = tx.query_one(
+        "INSERT INTO runs (uuid, created_at, label, kind, status, source, tool_version,
+            suite_name, suite_version, hostname, target_path, host_json, target_json,
+            extra_json, owner)
+         VALUES ($1::TEXT::UUID, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+         RETURNING id",
+        &[
+            &uuid::Uuid::new_v4().to_string(),
+            &created,
+            &run.label,
+            &run.kind.as_str(),
+            &run.status.as_str(),
+            &run.source.as_str(),
+            &run.tool_version,
+            &run.suite.as_ref().map(|s| &s.0),
+            &run.suite.as_ref().map(|s| s.1),
+            &hostname(run),
+            &target_path(run),
+            &run.host.to_string(),
+            &run.target.to_string(),
+            &Value::Object(run.extra.clone()).to_string(),
+            &owner,
+        ],
+    )?;
+    Ok(row.get(0))
+}
+
+fn insert_test(
+    tx: &mut postgres::Transaction,
+    run_id: i64,
+    seq: i64,
+    test: &Value,
+) -> Result<(), postgres::Error> {
+    let text = |k: &str| test.get(k).and_then(Value::as_str);
+    let int = |k: &str| test.get(k).and_then(Value::as_i64);
+    tx.execute(
+        "INSERT INTO tests (run_id, seq, name, rw, bs_bytes, iodepth, numjobs, json)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        &[
+            &run_id,
+            &seq,
+            &text("name").unwrap_or("?"),
+            &text("rw"),
+            &int("bs_bytes"),
+            &int("iodepth"),
+            &int("numjobs"),
+            &test.to_string(),
+        ],
+    )?;
+    Ok(())
+}
