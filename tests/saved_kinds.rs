@@ -146,6 +146,18 @@ fn cpu_and_mem_runs_are_saved_with_their_repeats() {
         &["runs", "export", "1", "-o", export.to_str().unwrap()],
     ));
     assert!(o.status.success(), "{}", stderr(&o));
+    // The export keeps the run's id: importing it here again finds run 1 and adds nothing.
+    let o = run(&with_db(&db, &["runs", "import", export.to_str().unwrap()]));
+    assert!(
+        stdout(&o).contains("run 1 already holds the run"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(kinds(&db), ["cpu", "mem", "mem"]);
+    // Without its run id the document imports as a copy.
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
+    doc["run"].as_object_mut().unwrap().remove("uuid");
+    std::fs::write(&export, doc.to_string()).unwrap();
     let direct = dir.path().join("direct.json");
     let mut args = cpu.to_vec();
     args.extend(["--json", "--no-save"]);

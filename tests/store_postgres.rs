@@ -286,6 +286,33 @@ fn every_runs_command_works_on_the_shared_store_as_on_a_file() {
         count(&mut c, "SELECT count(*) FROM tests WHERE run_id = 1"),
         0
     );
+    // A run exported from a host keeps its run id: importing it twice stores it once.
+    let file = dir.path().join("export.json");
+    let o = run(&[
+        "runs",
+        "export",
+        "1",
+        "--db",
+        local,
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let import = || {
+        json_ok(&run(&[
+            "runs",
+            "import",
+            "--db",
+            &pg.url,
+            "--json",
+            file.to_str().unwrap(),
+        ]))
+    };
+    let (first, again) = (import(), import());
+    assert_eq!(first["runs"][0]["already_there"], false);
+    assert_eq!(again["runs"][0]["already_there"], true);
+    assert_eq!(again["runs"][0]["id"], first["runs"][0]["id"]);
+    assert_eq!(listed(&pg.url).len(), 2);
 }
 
 #[test]

@@ -204,10 +204,10 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
     let mut store = Results::open(&Place::resolve(db.db.as_deref())?)?;
     let mut imported = Vec::new();
     for (file, run) in &parsed {
-        let id = store.insert_run(run)?;
+        let (id, new) = store.import_run(run)?;
         imported.push(json!({
             "id": id, "file": file.display().to_string(), "source": run.source,
-            "label": run.label, "tests": run.tests.len(),
+            "label": run.label, "tests": run.tests.len(), "already_there": !new,
         }));
     }
     let mut out = std::io::stdout().lock();
@@ -219,6 +219,15 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
         writeln!(out)?;
     } else {
         for r in &imported {
+            if r["already_there"] == true {
+                writeln!(
+                    out,
+                    "run {} already holds the run in {} (same run id); not imported again",
+                    r["id"],
+                    Escaped(r["file"].as_str().unwrap_or(""))
+                )?;
+                continue;
+            }
             writeln!(
                 out,
                 "imported run {} from {} ({} tests, {})",

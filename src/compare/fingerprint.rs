@@ -292,6 +292,7 @@ mod tests {
 
     fn run(id: i64, host: Value, extra: Value) -> StoredRun {
         StoredRun {
+            uuid: None,
             id,
             created_at: String::new(),
             label: None,

@@ -23,6 +23,7 @@ fn test(name: &str, iops: &[f64]) -> StoredTest {
 
 fn run(id: i64, suite_version: i64, tests: Vec<StoredTest>) -> StoredRun {
     StoredRun {
+        uuid: None,
         id,
         created_at: "2026-01-01T00:00:00Z".into(),
         label: Some(format!("label {id}")),

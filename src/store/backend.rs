@@ -107,9 +107,14 @@ impl Results {
 
     /// Saves a whole run in one transaction; returns its id.
     pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+        self.import_run(run).map(|(id, _)| id)
+    }
+
+    /// Saves a run unless one with its run id is here: `(id, new)`.
+    pub fn import_run(&mut self, run: &NewRun) -> Result<(i64, bool)> {
         match self {
-            Results::Local(s) => s.insert_run(run),
-            Results::Shared(s) => s.insert_run(run),
+            Results::Local(s) => s.import_run(run),
+            Results::Shared(s) => s.import_run(run),
         }
     }
 

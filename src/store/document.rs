@@ -264,6 +264,7 @@ mod tests {
         assert!(run.extra.contains_key("future_field"));
         assert!(!run.extra.contains_key("host"));
         let stored = StoredRun {
+            uuid: None,
             id: 7,
             created_at: "2026-01-01T00:00:00Z".into(),
             label: Some("x".into()),

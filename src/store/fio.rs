@@ -70,6 +70,7 @@ pub fn to_run(doc: &Value) -> Result<NewRun, Invalid> {
     );
     extra.insert("warnings".into(), Value::Array(warnings));
     Ok(NewRun {
+        uuid: None,
         kind: RunKind::Disk,
         source: RunSource::Fio,
         label: None,

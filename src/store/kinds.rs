@@ -40,6 +40,7 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
         .and_then(Value::as_i64)
         .map(|v| (kind.to_string(), v));
     Ok(NewRun {
+        uuid: None,
         kind,
         source,
         label: None,

@@ -58,6 +58,9 @@ pub struct NewRun {
     pub extra: Map<String, Value>,
     /// The tests, in document order.
     pub tests: Vec<NewTest>,
+    /// The run id the host that made the run gave it, when the document carries one (an
+    /// export): importing it again finds it there. `None`: a new run, given a new id.
+    pub uuid: Option<String>,
 }
 
 /// A test about to be saved: its JSON object as compact text. Held as text rather than as a
@@ -107,6 +110,8 @@ pub struct StoredRun {
     pub extra: Map<String, Value>,
     /// The tests, in the order they were saved.
     pub tests: Vec<StoredTest>,
+    /// The run id made on the host that saved it, the same in every store it is copied to.
+    pub uuid: Option<String>,
 }
 
 /// A test read back from the store: its full JSON object and its indexed figures.
@@ -169,7 +174,17 @@ impl NewRun {
             }
         }
         let interrupted = obj.get("interrupted").and_then(Value::as_bool) == Some(true);
+        let uuid = text(run.and_then(|r| r.get("uuid")));
+        if let Some(u) = uuid
+            .as_deref()
+            .filter(|u| uuid::Uuid::parse_str(u).is_err())
+        {
+            return Err(Invalid(format!(
+                "run.uuid {u:?} is not a run id; remove it to import the run as a new one"
+            )));
+        }
         Ok(NewRun {
+            uuid,
             kind,
             source,
             label: text(run.and_then(|r| r.get("label"))),
@@ -211,6 +226,7 @@ impl StoredRun {
                 "kind": self.kind,
                 "status": self.status,
                 "source": self.source,
+                "uuid": self.uuid,
             }),
         );
         doc.insert("host".into(), self.host.clone());

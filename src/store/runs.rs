@@ -141,6 +141,7 @@ impl RawRun {
                 _ => Map::new(),
             },
             tests,
+            uuid: Some(self.uuid.clone()),
         })
     }
 }
@@ -166,20 +167,36 @@ pub struct RawTest {
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
 
 impl Store {
-    /// Saves a whole run (import) in one transaction; returns its id.
+    /// Saves a whole run in one transaction; returns its id (that of the run already here
+    /// when one has its run id: see [`Store::import_run`]).
     pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+        self.import_run(run).map(|(id, _)| id)
+    }
+
+    /// Saves an imported run unless a run with its run id is already here: `(id, true)` for a
+    /// new run, `(id of the one here, false)` for one imported (or saved) before.
+    pub fn import_run(&mut self, run: &NewRun) -> Result<(i64, bool)> {
         self.writable()?;
         let fail = |e: rusqlite::Error| super::describe(&self.path, e);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
+        if let Some(uuid) = &run.uuid {
+            let here = tx
+                .query_row("SELECT id FROM runs WHERE uuid = ?1", [uuid], |r| r.get(0))
+                .optional()
+                .map_err(fail)?;
+            if let Some(id) = here {
+                return Ok((id, false));
+            }
+        }
         let id = insert_run_row(&tx, run).map_err(fail)?;
         for (seq, test) in run.tests.iter().enumerate() {
             insert_test(&tx, id, seq as i64, &test.value()).map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
-        Ok(id)
+        Ok((id, true))
     }
 
     /// Starts a run whose tests arrive one by one ([`Store::add_test`]).
@@ -497,7 +514,7 @@ impl<'de> serde::Deserialize<'de> for Summary {
 /// `r`); a query's own columns follow and are read by name.
 const RUN_COLUMNS: &str = "r.id, r.created_at, r.label, r.kind, r.status, r.source, \
     r.tool_version, r.suite_name, r.suite_version, r.host_json, r.target_json, r.extra_json, \
-    r.owner";
+    r.owner, r.uuid";
 
 /// A run (without its tests) from a row that starts with [`RUN_COLUMNS`].
 fn read_run(r: &Row, root: &SysRoot) -> rusqlite::Result<StoredRun> {
@@ -524,6 +541,7 @@ fn read_run(r: &Row, root: &SysRoot) -> rusqlite::Result<StoredRun> {
         target: json(10)?,
         extra,
         tests: Vec::new(),
+        uuid: r.get(13)?,
     })
 }
 
@@ -577,7 +595,9 @@ fn insert_run_row(tx: &rusqlite::Transaction, run: &NewRun) -> rusqlite::Result<
             run.host.to_string(),
             run.target.to_string(),
             Value::Object(run.extra.clone()).to_string(),
-            uuid::Uuid::new_v4().to_string(),
+            run.uuid
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         ],
     )?;
     Ok(tx.last_insert_rowid())

@@ -86,16 +86,26 @@ impl PgStore {
         run.stored(status(&SysRoot::real(), &run), tests)
     }
 
-    /// Saves a whole run in one transaction; returns its id.
-    pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+    /// Saves a whole run in one transaction unless a run with its run id is already here:
+    /// `(id, true)` for a new run, `(id of the one here, false)` for one uploaded before (a
+    /// retried import, or a run pushed earlier).
+    pub fn import_run(&mut self, run: &NewRun) -> Result<(i64, bool)> {
         let shown = self.shown.clone();
-        let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
-        let id = insert_row(&mut tx, run, None).map_err(|e| fail(&shown, &e))?;
+        let fail = |e: postgres::Error| fail(&shown, &e);
+        let mut tx = self.client.transaction().map_err(fail)?;
+        let Some(id) = insert_row(&mut tx, run, None).map_err(fail)? else {
+            // Only a run id can conflict: the run is there.
+            let uuid = run.uuid.as_deref().unwrap_or_default();
+            let row = tx
+                .query_one("SELECT id FROM runs WHERE uuid = $1::TEXT::UUID", &[&uuid])
+                .map_err(fail)?;
+            return Ok((row.get(0), false));
+        };
         for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&mut tx, id, seq as i64, &test.value()).map_err(|e| fail(&shown, &e))?;
+            insert_test(&mut tx, id, seq as i64, &test.value()).map_err(fail)?;
         }
-        tx.commit().map_err(|e| fail(&shown, &e))?;
-        Ok(id)
+        tx.commit().map_err(fail)?;
+        Ok((id, true))
     }
 
     /// Starts a run whose tests arrive one by one ([`PgStore::add_test`]), marked with this
@@ -109,7 +119,7 @@ impl PgStore {
         let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
         let id = insert_row(&mut tx, &run, owner.as_deref()).map_err(|e| fail(&shown, &e))?;
         tx.commit().map_err(|e| fail(&shown, &e))?;
-        Ok(id)
+        id.ok_or_else(|| anyhow!("shared store {shown}: a run with this run id is already there"))
     }
 
     /// Saves test number `seq` of a run begun with [`PgStore::begin_run`].
@@ -223,11 +233,12 @@ fn status(root: &SysRoot, run: &RawRun) -> Option<RunStatus> {
     ))
 }
 
+/// Inserts the run's row; `None` when a run with its run id is already there.
 fn insert_row(
     tx: &mut postgres::Transaction,
     run: &NewRun,
     owner: Option<&str>,
-) -> Result<i64, postgres::Error> {
+) -> Result<Option<i64>, postgres::Error> {
     let created = run.created_at.clone().unwrap_or_else(|| {
         let secs = run.created_unix.unwrap_or_else(|| {
             std::time::SystemTime::now()
@@ -239,14 +250,18 @@ fn insert_row(
             .format("%Y-%m-%dT%H:%M:%SZ")
             .to_string()
     });
-    let row = tx.query_one(
+    let uuid = run
+        .uuid
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let row = tx.query_opt(
         "INSERT INTO runs (uuid, created_at, label, kind, status, source, tool_version,
             suite_name, suite_version, hostname, target_path, host_json, target_json,
             extra_json, owner)
          VALUES ($1::TEXT::UUID, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-         RETURNING id",
+         ON CONFLICT (uuid) DO NOTHING RETURNING id",
         &[
-            &uuid::Uuid::new_v4().to_string(),
+            &uuid,
             &created,
             &run.label,
             &run.kind.as_str(),
@@ -263,7 +278,7 @@ fn insert_row(
             &owner,
         ],
     )?;
-    Ok(row.get(0))
+    Ok(row.map(|r| r.get(0)))
 }
 
 fn insert_test(
