@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod results;
-pub(crate) use results::{CompareArgs, DbArg, FormatArgs, RecordArgs, RunsCommand, SaveArgs};
+pub(crate) use results::{
+    CompareArgs, DbArg, FormatArgs, RecordArgs, RunFilter, RunsCommand, SaveArgs, SaveDocArgs,
+};
 pub mod errors;
 mod help;
 mod kit;
@@ -511,6 +513,9 @@ pub(crate) struct CheckArgs {
     /// reverting them [default when given alone: both]
     #[arg(long, value_parser = choice::<crate::report::fix_script::ScriptKind>(), value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
     pub emit_script: Option<crate::report::fix_script::ScriptKind>,
+
+    #[command(flatten)]
+    pub save: SaveDocArgs,
 }
 
 #[derive(Debug, Args)]
@@ -518,6 +523,9 @@ pub(crate) struct SnapshotArgs {
     /// Write the snapshot to FILE (it must not exist yet) instead of stdout
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub save: SaveDocArgs,
 }
 
 #[derive(Debug, Args)]

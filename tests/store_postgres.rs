@@ -7,8 +7,9 @@
 
 mod common;
 
+use common::pg::TestDb;
 use common::*;
-use postgres::{Client, NoTls};
+use postgres::Client;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -17,59 +18,6 @@ const FIO: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/fio/three-jobs.json"
 );
-
-/// A database of its own on the test server, dropped when the test ends (even on failure).
-struct TestDb {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl TestDb {
-    /// `None` (after `skip`) when no server is configured.
-    fn new(tag: &str) -> Option<TestDb> {
-        let Ok(admin) = std::env::var("TACHO_TEST_PG") else {
-            skip("TACHO_TEST_PG is not set: no PostgreSQL server to test against");
-            return None;
-        };
-        let name = format!(
-            "tacho_{tag}_{}_{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos()
-        );
-        let (path, query) = admin.split_once('?').unwrap_or((admin.as_str(), ""));
-        let (base, _) = path
-            .rsplit_once('/')
-            .expect("TACHO_TEST_PG has a /DATABASE");
-        let url = match query {
-            "" => format!("{base}/{name}"),
-            q => format!("{base}/{name}?{q}"),
-        };
-        let mut client = Client::connect(&admin, NoTls).expect("cannot reach TACHO_TEST_PG");
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
-        Some(TestDb { admin, name, url })
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(&self.url, NoTls).unwrap()
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
 
 /// A local SQLite store with `n` imported runs.
 fn local_store(dir: &Path, n: usize) -> String {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::*;
 use crate::kernel::fixture::{mkdir, symlink, write};
-use crate::report::check::{write_json, write_text};
+use crate::report::check::{document, write_text};
 use crate::report::fix_script::{ScriptKind, write_script};
 use tempfile::TempDir;
 
@@ -1028,16 +1028,14 @@ fn reports_and_scripts() {
     );
     let findings = tree.judge(Profile::Redis);
 
-    let mut json = Vec::new();
-    write_json(
-        &mut json,
+    let v = document(
+        Some("db-1"),
         &findings,
         Profile::Redis,
         Some(Severity::Warn),
         &[],
-    )
-    .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    );
+    assert_eq!(v["host"]["hostname"], "db-1");
     assert_eq!(v["schema"], "tacho.check.v1");
     assert_eq!(v["profile"], "redis");
     assert_eq!(v["only"], "warn");

@@ -20,6 +20,22 @@ pub struct SaveArgs {
     pub label: Option<String>,
 }
 
+/// Saving a `check` or `snapshot` result, which is not saved unless asked.
+#[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Results")]
+pub struct SaveDocArgs {
+    /// Also save the result in the results database (for `tacho drift` across hosts)
+    #[arg(long)]
+    pub save: bool,
+
+    #[command(flatten)]
+    pub db: DbArg,
+
+    /// Name the saved result, e.g. "after tuning"
+    #[arg(long, value_name = "TEXT", value_parser = parse_label, requires = "save")]
+    pub label: Option<String>,
+}
+
 /// Saving a disk benchmark run, which can also feed Prometheus.
 #[derive(Debug, Args, Default, Clone)]
 #[command(next_help_heading = "Results")]
@@ -43,6 +59,20 @@ pub struct DbArg {
     pub db: Option<PathBuf>,
 }
 
+/// Which runs `runs list` shows.
+#[derive(Debug, Args, Default, Clone)]
+pub struct RunFilter {
+    /// Runs of hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
+    #[arg(long, value_name = "PATTERN")]
+    pub host: Option<String>,
+    /// Runs made since then (2026-11-01, yesterday, 7d ago, RFC 3339)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Runs of this kind only
+    #[arg(long, value_name = "KIND", value_parser = ["disk", "cpu", "mem", "time", "check", "snapshot"])]
+    pub kind: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
     /// List the stored runs, oldest first
@@ -52,6 +82,8 @@ pub enum RunsCommand {
         /// Print one JSON document (schema tacho.runs.v1)
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        filter: RunFilter,
     },
     /// Show one run: its figures, warnings and machine fingerprint
     Show {
@@ -128,7 +160,7 @@ pub struct FormatArgs {
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Runs to compare (see tacho runs list); the first is the baseline unless --baseline
-    #[arg(required = true, value_name = "ID", value_parser = parse_id)]
+    #[arg(required_unless_present = "by", value_name = "ID", value_parser = parse_id)]
     pub ids: Vec<i64>,
     /// Run the others are measured against [default: the first ID]
     #[arg(long, value_name = "ID", value_parser = parse_id)]
@@ -136,6 +168,25 @@ pub struct CompareArgs {
     /// Exit 1 when a figure got significantly worse than the baseline by more than PCT percent
     #[arg(long, value_name = "PCT", value_parser = parse_pct)]
     pub fail_on_regression: Option<f64>,
+    /// Compare hosts instead of runs: the latest finished run of each host, with the peer
+    /// median and the host that stands out (median and MAD), and why (its fingerprint)
+    #[arg(long, value_name = "host", value_parser = ["host"], conflicts_with_all = ["ids", "baseline", "fail_on_regression"])]
+    pub by: Option<String>,
+    /// With --by host: runs of this suite only (e.g. quick)
+    #[arg(long, value_name = "NAME", requires = "by")]
+    pub suite: Option<String>,
+    /// With --by host: runs of this kind [default: disk]
+    #[arg(long, value_name = "KIND", value_parser = ["disk", "cpu", "mem", "time"], requires = "by")]
+    pub kind: Option<String>,
+    /// With --by host: hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
+    #[arg(long, value_name = "PATTERN", requires = "by")]
+    pub host: Option<String>,
+    /// With --by host: runs made since then (2026-11-01, yesterday, 7d ago, RFC 3339)
+    #[arg(long, value_name = "TIME", requires = "by")]
+    pub since: Option<String>,
+    /// With --by host: exit 1 when a host stands out
+    #[arg(long, requires = "by")]
+    pub strict: bool,
     #[command(flatten)]
     pub db: DbArg,
     #[command(flatten)]

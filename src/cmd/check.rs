@@ -17,6 +17,24 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             profile: args.profile,
         },
     );
+    let document = crate::report::check::document(
+        facts.host.hostname.as_deref(),
+        &findings,
+        args.profile,
+        args.only,
+        &facts.unreadable,
+    );
+    if args.save.save {
+        // Every finding, whatever `--only` lists: drift compares whole results.
+        let whole = crate::report::check::document(
+            facts.host.hostname.as_deref(),
+            &findings,
+            args.profile,
+            None,
+            &facts.unreadable,
+        );
+        super::record::save_document(&args.save, &whole)?;
+    }
     let mut stdout = std::io::stdout().lock();
     if let Some(kind) = args.emit_script {
         let host = facts.host.hostname.as_deref().unwrap_or("this host");
@@ -27,13 +45,8 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             .collect();
         crate::report::fix_script::write_script(&mut stdout, &listed, kind, host)?;
     } else if args.json {
-        crate::report::check::write_json(
-            &mut stdout,
-            &findings,
-            args.profile,
-            args.only,
-            &facts.unreadable,
-        )?;
+        serde_json::to_writer_pretty(&mut stdout, &document)?;
+        writeln!(stdout)?;
     } else {
         crate::report::check::write_text(
             &mut stdout,

@@ -3,13 +3,22 @@
 use super::output::{self, Format};
 use super::runs::load_summaries;
 use crate::cli::CompareArgs;
-use crate::compare;
-use crate::report::results::{self, Text};
+use crate::compare::{self, fleet};
+use crate::history::when;
+use crate::report::{
+    self,
+    results::{self, Text},
+};
+use crate::snapshot::explain::glob;
+use crate::store::RunKind;
 use crate::text::Escaped;
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use std::process::ExitCode;
 
 pub fn run(args: &CompareArgs) -> Result<ExitCode> {
+    if args.by.is_some() {
+        return by_host(args);
+    }
     let ids = ordered_ids(&args.ids, args.baseline);
     if ids.len() < 2 {
         bail!(
@@ -84,6 +93,72 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `compare --by host`: the latest finished run of each host, against its peers.
+fn by_host(args: &CompareArgs) -> Result<ExitCode> {
+    let kind = args
+        .kind
+        .as_deref()
+        .and_then(RunKind::parse)
+        .unwrap_or(RunKind::Disk);
+    let (store, place) = super::runs::open_existing(&args.db)?;
+    let Some(mut store) = store else {
+        bail!(
+            "there is no results database at {} yet; save runs from each host there (--db) or \
+             import them (tacho runs import)",
+            place.shown()
+        );
+    };
+    let since = args.since.as_deref().map(since_utc).transpose()?;
+    let picked = store.latest_per_host(kind, args.suite.as_deref(), since.as_deref())?;
+    let picked: Vec<(String, i64)> = picked
+        .into_iter()
+        .filter(|(host, _)| args.host.as_deref().is_none_or(|p| glob(p, host)))
+        .collect();
+    if picked.len() < 2 {
+        bail!(
+            "compare --by host needs finished {kind} runs from at least two hosts{}; found {} \
+             (tacho runs list shows each run's host)",
+            args.suite
+                .as_deref()
+                .map(|s| format!(" of suite {s}"))
+                .unwrap_or_default(),
+            picked.len()
+        );
+    }
+    let runs = picked
+        .iter()
+        .map(|(_, id)| store.load_summary(*id))
+        .collect::<Result<Vec<_>>>()?;
+    let f = fleet::by_host(runs);
+    let mut out = std::io::stdout().lock();
+    match Format::from(&args.format) {
+        Format::Table => report::fleet::write_text(&f, false, &mut out)?,
+        Format::Markdown => report::fleet::write_text(&f, true, &mut out)?,
+        Format::Json => report::fleet::write_json(&f, &mut out)?,
+        Format::Csv => report::fleet::write_csv(&f, &mut out)?,
+        Format::Html(path) => {
+            let mut page = Vec::new();
+            let title = format!("tacho: {} hosts, latest {kind} run of each", f.hosts.len());
+            report::fleet::write_html(&f, &title, &mut page)?;
+            output::write_page(&path, &page)?;
+        }
+    }
+    Ok(if args.strict && !f.outliers.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `--since` as the store's RFC 3339 UTC text.
+pub fn since_utc(text: &str) -> Result<String> {
+    let now = chrono::Local::now();
+    let t = when::parse(text, &now).map_err(|e| anyhow!("--since: {e}"))?;
+    Ok(t.with_timezone(&chrono::Utc)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string())
 }
 
 /// The baseline first, then the other ids in the order given, each once.

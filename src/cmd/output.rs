@@ -34,7 +34,12 @@ impl From<&FormatArgs> for Format {
 pub fn html(path: &Path, c: &Comparison, title: &str, run_warnings: &[String]) -> Result<()> {
     let mut page = Vec::new();
     html::write(c, title, run_warnings, &mut page)?;
-    crate::report::write_file_atomically(path, &String::from_utf8_lossy(&page)).with_context(
+    write_page(path, &page)
+}
+
+/// Writes a page to `--html FILE` (atomically) and says so on stderr.
+pub fn write_page(path: &Path, page: &[u8]) -> Result<()> {
+    crate::report::write_file_atomically(path, &String::from_utf8_lossy(page)).with_context(
         || {
             format!(
                 "cannot write {}; pass a writable --html FILE",

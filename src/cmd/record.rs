@@ -182,6 +182,19 @@ impl RunSaver {
     }
 }
 
+/// Saves a `check` or `snapshot` document as a run (`--save`) and says where on stderr.
+pub fn save_document(args: &crate::cli::SaveDocArgs, doc: &serde_json::Value) -> Result<()> {
+    let mut run = crate::store::kinds::to_run(doc, RunSource::Bench).map_err(|e| anyhow!(e))?;
+    run.label = args.label.clone();
+    let mut store = Results::open(&Place::resolve(args.db.db.as_deref())?)?;
+    let id = store.insert_run(&run)?;
+    eprintln!(
+        "saved as run {id} in {} (tacho runs show {id})",
+        crate::text::Escaped(&store.shown())
+    );
+    Ok(())
+}
+
 /// Refuses a results database that could not be used, without creating it: an existing file
 /// must be tacho's (it is opened and checked); for a new one, an existing directory must take
 /// a new file (a missing directory is created when the run is saved). A server is connected

@@ -1,7 +1,7 @@
 //! `tacho runs list|show|rm|export|import`: the stored runs.
 
 use super::output::{self, Format};
-use crate::cli::{DbArg, RunsCommand};
+use crate::cli::{DbArg, RunFilter, RunsCommand};
 use crate::compare;
 use crate::report::results::{self, Text};
 use crate::store::{self, Place, Results, Store, StoredRun, pg};
@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 pub fn run(command: RunsCommand) -> Result<ExitCode> {
     match command {
-        RunsCommand::List { db, json } => list(&db, json),
+        RunsCommand::List { db, json, filter } => list(&db, json, &filter),
         RunsCommand::Show { id, db, format } => show(id, &db, &Format::from(&format)),
         RunsCommand::Rm { ids, db } => rm(&ids, &db),
         RunsCommand::Export { ids, output, db } => export(&ids, output.as_deref(), &db),
@@ -109,12 +109,26 @@ fn load_with(
     ids.iter().map(|&id| each(&mut store, id)).collect()
 }
 
-fn list(db: &DbArg, json: bool) -> Result<()> {
+fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
+    let since = filter
+        .since
+        .as_deref()
+        .map(super::compare::since_utc)
+        .transpose()?;
     let (store, _) = open_existing(db)?;
-    let runs = match store {
+    let mut runs = match store {
         Some(mut s) => s.list()?,
         None => Vec::new(),
     };
+    runs.retain(|r| {
+        filter.kind.as_deref().is_none_or(|k| r.kind.as_str() == k)
+            && since.as_deref().is_none_or(|s| r.created_at.as_str() >= s)
+            && filter.host.as_deref().is_none_or(|p| {
+                r.hostname
+                    .as_deref()
+                    .is_some_and(|h| crate::snapshot::explain::glob(p, h))
+            })
+    });
     let mut out = std::io::stdout().lock();
     if json {
         results::list_json(&runs, &mut out)?;

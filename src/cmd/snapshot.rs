@@ -11,6 +11,12 @@ use crate::snapshot::Snapshot;
 
 pub fn run(args: &SnapshotArgs) -> Result<ExitCode> {
     let snap = Snapshot::capture(&SysRoot::real());
+    if args.save.save {
+        super::record::save_document(&args.save, &serde_json::to_value(&snap)?)?;
+        if args.output.is_none() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let mut text = serde_json::to_string_pretty(&snap)?;
     text.push('\n');
     match &args.output {

@@ -228,6 +228,8 @@ fn method(
             ("repeats", repeats),
             ("threads", distinct(&|t| text(&t.threads))),
         ],
+        // Compared by `tacho drift`, not here: their documents are the fingerprint.
+        RunKind::Check | RunKind::Snapshot => Vec::new(),
         RunKind::Time => vec![
             ("runs", repeats),
             (

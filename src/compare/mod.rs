@@ -6,6 +6,7 @@
 //! not by name, so a fio job and a tacho test of the same work line up.
 
 pub mod fingerprint;
+pub mod fleet;
 mod head;
 mod stored;
 

@@ -28,6 +28,13 @@ struct Document<'a> {
     findings: Vec<&'a Finding>,
     /// Files that exist but could not be read: their rules were not judged.
     unreadable: &'a [String],
+    /// The machine judged, so a saved or collected document says whose it is.
+    host: Host<'a>,
+}
+
+#[derive(Serialize)]
+struct Host<'a> {
+    hostname: Option<&'a str>,
 }
 
 fn counts(findings: &[Finding]) -> Counts {
@@ -40,16 +47,17 @@ fn counts(findings: &[Finding]) -> Counts {
     }
 }
 
-/// Writes the findings as one `tacho.check.v1` JSON document, those below `only` left out of the
-/// list but counted.
-pub fn write_json(
-    out: &mut impl Write,
+/// The findings as one `tacho.check.v1` JSON document, those below `only` left out of the list
+/// but counted.
+pub fn document(
+    hostname: Option<&str>,
     findings: &[Finding],
     profile: Profile,
     only: Option<Severity>,
     unreadable: &[String],
-) -> std::io::Result<()> {
+) -> serde_json::Value {
     let doc = Document {
+        host: Host { hostname },
         schema: "tacho.check.v1",
         tool_version: env!("CARGO_PKG_VERSION"),
         profile,
@@ -62,8 +70,7 @@ pub fn write_json(
             .collect(),
         unreadable,
     };
-    serde_json::to_writer_pretty(&mut *out, &doc)?;
-    writeln!(out)
+    serde_json::to_value(doc).unwrap_or_default()
 }
 
 /// The table: verdict, then each group's findings; ok ones take one line, the others show

@@ -7,6 +7,7 @@ pub(crate) mod diff;
 pub(crate) mod disk_totals;
 pub(crate) mod files;
 pub(crate) mod fix_script;
+pub(crate) mod fleet;
 mod grid;
 pub mod history;
 pub mod html;

@@ -155,7 +155,7 @@ pub fn explain(key: &str) -> Option<((usize, usize), &'static str)> {
 }
 
 /// `*` matches any run of characters (including dots); everything else literally.
-pub(super) fn glob(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     let (first, rest) = parts.split_first().expect("split yields one part at least");
     let Some(mut remaining) = text.strip_prefix(first) else {

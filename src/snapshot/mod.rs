@@ -6,7 +6,7 @@
 //! ([`noise`]) so that two snapshots of one machine are equal.
 
 pub mod diff;
-mod explain;
+pub(crate) mod explain;
 pub mod noise;
 mod shape;
 

@@ -2,7 +2,7 @@
 //! operations, so every command that saves or reads runs works on either with the same meaning.
 
 use super::pg::{self, PgStore};
-use super::{NewRun, RunStatus, RunSummary, Store, StoredRun};
+use super::{NewRun, RunKind, RunStatus, RunSummary, Store, StoredRun};
 use anyhow::Result;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -86,6 +86,19 @@ impl Results {
         match self {
             Results::Local(s) => s.list(),
             Results::Shared(s) => s.list(),
+        }
+    }
+
+    /// The latest finished run of `kind` of each host, as (host, id).
+    pub fn latest_per_host(
+        &mut self,
+        kind: RunKind,
+        suite: Option<&str>,
+        since: Option<&str>,
+    ) -> Result<Vec<(String, i64)>> {
+        match self {
+            Results::Local(s) => s.latest_per_host(kind, suite, since),
+            Results::Shared(s) => s.latest_per_host(kind, suite, since),
         }
     }
 

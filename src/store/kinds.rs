@@ -17,6 +17,8 @@ pub fn kind_of_schema(schema: &str) -> Option<RunKind> {
         "tacho.cpu.v1" => Some(RunKind::Cpu),
         "tacho.mem.v1" => Some(RunKind::Mem),
         "tacho.time.v1" => Some(RunKind::Time),
+        "tacho.check.v1" => Some(RunKind::Check),
+        crate::snapshot::SCHEMA => Some(RunKind::Snapshot),
         _ => None,
     }
 }
@@ -32,8 +34,16 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
     let (tests, consumed): (Vec<Value>, &[&str]) = match kind {
         RunKind::Cpu => (cpu_tests(obj)?, &["single_thread", "all_threads"]),
         RunKind::Mem => (mem_tests(obj)?, &["levels"]),
-        _ => (time_tests(obj)?, &["results"]),
+        RunKind::Time => (time_tests(obj)?, &["results"]),
+        // Kept whole: drift reads the document, and there are no figures to compare.
+        RunKind::Check | RunKind::Snapshot | RunKind::Disk => (Vec::new(), &[]),
     };
+    if let Some(v) = obj.get("host").filter(|h| !h.is_object()) {
+        return Err(Invalid(format!(
+            "\"host\" is {}; it must be an object",
+            crate::text::json_kind(v)
+        )));
+    }
     let own = ["schema", "tool_version", "host", "suite_version"];
     let suite = obj
         .get("suite_version")
@@ -45,7 +55,8 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
         source,
         label: None,
         created_at: None,
-        created_unix: None,
+        // A snapshot says when it was taken (one collected from a host and imported later).
+        created_unix: obj.get("taken_at_unix_s").and_then(Value::as_i64),
         status: if obj.get("interrupted").and_then(Value::as_bool) == Some(true) {
             RunStatus::Interrupted
         } else {

@@ -341,6 +341,10 @@ stored_word! {
         Cpu = "cpu",
         Mem = "mem",
         Time = "time",
+        /// `tacho check --save`: the settings audit, whole.
+        Check = "check",
+        /// `tacho snapshot --save`: the configuration, whole.
+        Snapshot = "snapshot",
     }
 }
 

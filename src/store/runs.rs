@@ -341,6 +341,25 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// The latest finished run of `kind` (of `suite`, when given; made at or after `since`, an
+    /// RFC 3339 UTC time, when given) of each host, as (host, id), by host.
+    pub fn latest_per_host(
+        &self,
+        kind: RunKind,
+        suite: Option<&str>,
+        since: Option<&str>,
+    ) -> Result<Vec<(String, i64)>> {
+        let mut stmt = self
+            .conn
+            .prepare(LATEST_PER_HOST)
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![kind, suite, since], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(Iterator::collect)
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
     /// The run with `id`, its tests and their figures.
     pub fn load(&self, id: i64) -> Result<StoredRun> {
         self.load_with(id, false)
@@ -509,6 +528,14 @@ impl<'de> serde::Deserialize<'de> for Summary {
         d.deserialize_map(Visit)
     }
 }
+
+/// The latest finished run of a kind per host (`?1` kind, `?2` suite or NULL, `?3` earliest
+/// `created_at` or NULL); the same text runs on PostgreSQL with `$n` for `?n`.
+pub(crate) const LATEST_PER_HOST: &str = "
+    SELECT hostname, max(id) FROM runs
+    WHERE kind = ?1 AND status = 'finished' AND hostname IS NOT NULL
+      AND (?2 IS NULL OR suite_name = ?2) AND (?3 IS NULL OR created_at >= ?3)
+    GROUP BY hostname ORDER BY hostname";
 
 /// The columns [`read_run`] reads by position, first in every query of runs (table alias
 /// `r`); a query's own columns follow and are read by name.

@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod netns;
+pub mod pg;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@
 use super::{PgStore, error_chain};
 use crate::kernel::{SysRoot, process};
 use crate::store::figures;
-use crate::store::run::{NewRun, RunStatus, StoredRun, StoredTest};
-use crate::store::runs::{RawRun, RunSummary, hostname, target_path};
+use crate::store::run::{NewRun, RunKind, RunStatus, StoredRun, StoredTest};
+use crate::store::runs::{LATEST_PER_HOST, RawRun, RunSummary, hostname, target_path};
 use anyhow::{Result, anyhow, bail};
 use postgres::Row;
 use serde_json::Value;
@@ -45,6 +45,24 @@ impl PgStore {
                 ))
             })
             .collect()
+    }
+
+    /// As [`crate::store::Store::latest_per_host`].
+    pub fn latest_per_host(
+        &mut self,
+        kind: RunKind,
+        suite: Option<&str>,
+        since: Option<&str>,
+    ) -> Result<Vec<(String, i64)>> {
+        let sql = LATEST_PER_HOST
+            .replace("?1", "$1")
+            .replace("?2", "$2::TEXT")
+            .replace("?3", "$3::TEXT");
+        let rows = self
+            .client
+            .query(&sql, &[&kind.as_str(), &suite, &since])
+            .map_err(|e| self.fail(&e))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// The run with `id`, its tests and their figures.

@@ -1,0 +1,295 @@
+//! `tacho compare --by host`: the outlier verdicts first, then the hosts' headline figures
+//! with the peer median — a row per figure and a column per host, or a row per host when
+//! there are many — as text, Markdown, JSON (`tacho.fleet.v1`), CSV or an HTML page.
+
+use super::grid::Grid;
+use super::html::esc;
+use crate::compare::fleet::{Fleet, Outlier};
+use crate::compare::{Comparison, Row};
+use crate::text::Escaped;
+use serde_json::json;
+use std::io::{self, Write};
+
+/// Up to this many hosts, hosts are columns; beyond, they are rows.
+const HOSTS_AS_COLUMNS: usize = 6;
+/// Figures shown as columns when hosts are rows (outliers' figures first); the rest are in
+/// `--csv` and `--json`.
+const FIGURES_AS_COLUMNS: usize = 4;
+
+/// One line per outlier, and the fingerprint entries where it differs from its peers.
+pub fn verdicts(f: &Fleet) -> Vec<String> {
+    let c = &f.comparison;
+    if f.outliers.is_empty() {
+        return vec![format!(
+            "no outlier among {} hosts (each host's figure against its peers' median and MAD)",
+            f.hosts.len()
+        )];
+    }
+    let mut out = Vec::new();
+    for o in &f.outliers {
+        let row = &c.rows[o.row];
+        let more = match o.more_rows.len() {
+            0 => String::new(),
+            1 => "; 1 more figure stands out".into(),
+            n => format!("; {n} more figures stand out"),
+        };
+        out.push(format!(
+            "{}: {} {} {} against a median of {} over {} peers ({:.1}× worse){more}",
+            f.hosts[o.host],
+            c.row_title(row),
+            row.metric_label(),
+            row.metric.format(o.value),
+            row.metric.format(o.peer_median),
+            o.peers,
+            o.times_worse,
+        ));
+        for d in &o.differences {
+            out.push(format!(
+                "  {}: {} vs {} on {} of {} peers",
+                d.key, d.value, d.peers_value, d.peers_with, d.peers
+            ));
+        }
+    }
+    out
+}
+
+/// The verdicts, then the table, for a terminal (`markdown`: as Markdown).
+pub fn write_text(f: &Fleet, markdown: bool, out: &mut impl Write) -> io::Result<()> {
+    for line in verdicts(f) {
+        writeln!(out, "{}", Escaped(&line))?;
+    }
+    writeln!(out)?;
+    let grid = grid(f);
+    if markdown {
+        grid.write_markdown(out)
+    } else {
+        grid.write_text(out)
+    }
+}
+
+fn headline(c: &Comparison) -> impl Iterator<Item = (usize, &Row)> {
+    c.rows.iter().enumerate().filter(|(_, r)| r.headline)
+}
+
+fn cell(row: &Row, host: usize) -> String {
+    row.cells
+        .get(host)
+        .and_then(Option::as_ref)
+        .map_or_else(|| "-".into(), |c| row.metric.format(c.value))
+}
+
+fn grid(f: &Fleet) -> Grid {
+    let c = &f.comparison;
+    let flagged = |host: usize, r: usize| {
+        f.outliers
+            .iter()
+            .any(|o| o.host == host && (o.row == r || o.more_rows.contains(&r)))
+    };
+    let mark = |host: usize, r: usize, text: String| {
+        if flagged(host, r) {
+            format!("{text} !")
+        } else {
+            text
+        }
+    };
+    let median = |r: usize| f.medians[r].map_or_else(|| "-".into(), |m| c.rows[r].metric.format(m));
+    if f.hosts.len() <= HOSTS_AS_COLUMNS {
+        let mut header = vec!["test".to_string(), "figure".to_string()];
+        header.extend(f.hosts.iter().cloned());
+        header.push("median".into());
+        let rows = headline(c)
+            .map(|(r, row)| {
+                let mut cells = vec![c.row_title(row), row.metric_label().to_string()];
+                cells.extend((0..f.hosts.len()).map(|h| mark(h, r, cell(row, h))));
+                cells.push(median(r));
+                cells
+            })
+            .collect();
+        let mut right = vec![false, false];
+        right.extend(std::iter::repeat_n(true, f.hosts.len() + 1));
+        return Grid {
+            header,
+            rows,
+            right,
+        };
+    }
+    // Many hosts: a row each, and the figures that matter most as columns.
+    let mut shown: Vec<usize> = Vec::new();
+    for o in &f.outliers {
+        for r in std::iter::once(o.row).chain(o.more_rows.iter().copied()) {
+            if !shown.contains(&r) {
+                shown.push(r);
+            }
+        }
+    }
+    for (r, _) in headline(c) {
+        if !shown.contains(&r) {
+            shown.push(r);
+        }
+    }
+    shown.truncate(FIGURES_AS_COLUMNS);
+    let mut header = vec!["host".to_string()];
+    header.extend(
+        shown
+            .iter()
+            .map(|&r| format!("{} {}", c.row_title(&c.rows[r]), c.rows[r].metric_label())),
+    );
+    let mut rows: Vec<Vec<String>> = (0..f.hosts.len())
+        .map(|h| {
+            let mut cells = vec![f.hosts[h].clone()];
+            cells.extend(shown.iter().map(|&r| mark(h, r, cell(&c.rows[r], h))));
+            cells
+        })
+        .collect();
+    let mut last = vec!["median".to_string()];
+    last.extend(shown.iter().map(|&r| median(r)));
+    rows.push(last);
+    let mut right = vec![false];
+    right.extend(std::iter::repeat_n(true, shown.len()));
+    Grid {
+        header,
+        rows,
+        right,
+    }
+}
+
+fn outlier_json(f: &Fleet, o: &Outlier) -> serde_json::Value {
+    let c = &f.comparison;
+    let row = &c.rows[o.row];
+    json!({
+        "host": f.hosts[o.host],
+        "run_id": c.runs[o.host].id,
+        "test": c.tests[row.test].name,
+        "direction": row.direction,
+        "metric": row.metric.key(),
+        "value": o.value,
+        "peer_median": o.peer_median,
+        "peers": o.peers,
+        "times_worse": o.times_worse,
+        "more_figures": o.more_rows.len(),
+        "differences": o.differences.iter().map(|d| json!({
+            "key": d.key, "value": d.value, "peers_value": d.peers_value,
+            "peers_with": d.peers_with, "peers": d.peers,
+        })).collect::<Vec<_>>(),
+        "verdict": verdicts(&Fleet { outliers: vec![o.clone()], ..f.clone() })[0],
+    })
+}
+
+/// One `tacho.fleet.v1` document: hosts, every figure with its median and each host's value,
+/// and the outliers.
+pub fn write_json(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
+    let c = &f.comparison;
+    let figures: Vec<serde_json::Value> = c
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(r, row)| {
+            let values: serde_json::Map<String, serde_json::Value> = (0..f.hosts.len())
+                .filter_map(|h| {
+                    let v = row.cells.get(h)?.as_ref()?.value;
+                    Some((f.hosts[h].clone(), json!(v)))
+                })
+                .collect();
+            json!({
+                "test": c.tests[row.test].name,
+                "direction": row.direction,
+                "metric": row.metric.key(),
+                "headline": row.headline,
+                "median": f.medians[r],
+                "values": values,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "schema": "tacho.fleet.v1",
+        "hosts": f.hosts.iter().zip(&c.runs).map(|(h, r)| json!({
+            "host": h, "run_id": r.id, "created_at": r.created_at,
+        })).collect::<Vec<_>>(),
+        "outliers": f.outliers.iter().map(|o| outlier_json(f, o)).collect::<Vec<_>>(),
+        "figures": figures,
+        "warnings": c.warnings,
+    });
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)
+}
+
+/// CSV, one line per figure and host: `test,direction,metric,host,value,median,outlier`.
+pub fn write_csv(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
+    let c = &f.comparison;
+    let mut w = csv::Writer::from_writer(out);
+    let fail = |e: csv::Error| io::Error::other(e.to_string());
+    w.write_record([
+        "test",
+        "direction",
+        "metric",
+        "host",
+        "value",
+        "median",
+        "outlier",
+    ])
+    .map_err(fail)?;
+    for (r, row) in c.rows.iter().enumerate() {
+        for (h, host) in f.hosts.iter().enumerate() {
+            let Some(cell) = row.cells.get(h).and_then(Option::as_ref) else {
+                continue;
+            };
+            let outlier = f
+                .outliers
+                .iter()
+                .any(|o| o.host == h && (o.row == r || o.more_rows.contains(&r)));
+            w.write_record([
+                c.tests[row.test].name.as_str(),
+                row.direction,
+                row.metric.key(),
+                host,
+                &cell.value.to_string(),
+                &f.medians[r].map_or_else(String::new, |m| m.to_string()),
+                if outlier { "yes" } else { "no" },
+            ])
+            .map_err(fail)?;
+        }
+    }
+    w.flush()
+}
+
+/// A self-contained page: the verdicts, then the table with outliers' cells highlighted.
+pub fn write_html(f: &Fleet, title: &str, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title><style>\
+         body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right}}\
+         td:first-child,th:first-child{{text-align:left}}.outlier{{background:#f8c4c4;\
+         font-weight:bold}}.verdict{{color:#a00}}</style></head><body><h1>{}</h1>",
+        esc(title),
+        esc(title)
+    )?;
+    writeln!(out, "<ul>")?;
+    for line in verdicts(f) {
+        let class = if f.outliers.is_empty() {
+            ""
+        } else {
+            " class=\"verdict\""
+        };
+        writeln!(out, "<li{class}>{}</li>", esc(&line))?;
+    }
+    writeln!(out, "</ul>")?;
+    let grid = grid(f);
+    writeln!(out, "<table><tr>")?;
+    for h in &grid.header {
+        write!(out, "<th>{}</th>", esc(h))?;
+    }
+    writeln!(out, "</tr>")?;
+    for row in &grid.rows {
+        write!(out, "<tr>")?;
+        for (j, cell) in row.iter().enumerate() {
+            // Column 0 holds names from the runs, which could end in the mark themselves.
+            match cell.strip_suffix(" !").filter(|_| j > 0) {
+                Some(v) => write!(out, "<td class=\"outlier\">{}</td>", esc(v))?,
+                None => write!(out, "<td>{}</td>", esc(cell))?,
+            }
+        }
+        writeln!(out, "</tr>")?;
+    }
+    writeln!(out, "</table></body></html>")
+}
