@@ -159,7 +159,7 @@ fn bad_urls_and_logins_are_one_line_without_the_password() {
     assert!(!line.contains("Wr0ngSecret"), "password printed: {line}");
 }
 
-/// The run documents of `runs export`, without the id a store assigns.
+/// The run documents of `runs export`, without the ids each store gave its imports.
 fn exported(db: &str, ids: &[&str]) -> Vec<serde_json::Value> {
     let mut args = vec!["runs", "export", "--db", db];
     args.extend(ids);
@@ -169,7 +169,9 @@ fn exported(db: &str, ids: &[&str]) -> Vec<serde_json::Value> {
         .into_iter::<serde_json::Value>()
         .map(|d| {
             let mut d = d.unwrap();
-            d["run"].as_object_mut().unwrap().remove("id");
+            let run = d["run"].as_object_mut().unwrap();
+            run.remove("id");
+            assert!(run.remove("uuid").is_some_and(|u| u.is_string()));
             d
         })
         .collect()
