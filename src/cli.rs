@@ -64,6 +64,9 @@ pub(crate) enum Command {
     /// Compare two snapshots (files, or `live` for this machine), performance-relevant
     /// differences first
     Diff(DiffArgs),
+    /// Settings that differ across hosts, from each host's latest `snapshot --save` and
+    /// `check --save`, performance-relevant ones first
+    Drift(DriftArgs),
     /// Time commands repeatedly (hyperfine's options and JSON export; runs interleaved)
     Time(Box<TimeArgs>),
     /// Latency of single small I/Os at an interval, as ioping: a line per request, then
@@ -526,6 +529,30 @@ pub(crate) struct SnapshotArgs {
 
     #[command(flatten)]
     pub save: SaveDocArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  tacho snapshot --save --db postgres://tacho@db/results   (on each host)\n  \
+tacho drift --db postgres://tacho@db/results\n  tacho drift --host 'db-*' --strict"
+)]
+pub(crate) struct DriftArgs {
+    /// Hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
+    #[arg(long, value_name = "PATTERN")]
+    pub host: Option<String>,
+    /// Snapshots and checks saved since then (2026-11-01, yesterday, 7d ago, RFC 3339)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// List every difference, not only the first 50 of the ones not known to matter
+    #[arg(long)]
+    pub all: bool,
+    /// Exit 1 when a setting known to matter for performance differs
+    #[arg(long)]
+    pub strict: bool,
+    #[command(flatten)]
+    pub db: DbArg,
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 #[derive(Debug, Args)]

@@ -153,6 +153,29 @@ pub fn json_kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
+/// Sorts `db-2` before `db-10`: runs of digits compare as numbers.
+pub fn natural_key(name: &str) -> Vec<(String, u128)> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            let mut digits = c.to_string();
+            while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                digits.push(d);
+            }
+            out.push((
+                std::mem::take(&mut text),
+                digits.parse().unwrap_or(u128::MAX),
+            ));
+        } else {
+            text.push(c);
+        }
+    }
+    out.push((text, 0));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

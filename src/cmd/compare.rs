@@ -27,6 +27,17 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         );
     }
     let runs = load_summaries(&args.db, &ids)?;
+    if let Some(saved) = runs
+        .iter()
+        .find(|r| matches!(r.kind, RunKind::Check | RunKind::Snapshot))
+    {
+        bail!(
+            "run {} is a saved {}, which has no figures to compare; compare settings across \
+             hosts with tacho drift (or two snapshot files with tacho diff)",
+            saved.id,
+            saved.kind
+        );
+    }
     if let Some(other) = runs.iter().find(|r| r.kind != runs[0].kind) {
         bail!(
             "no tests in common: run {} is a {} run and run {} a {} run; compare runs of one \

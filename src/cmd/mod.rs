@@ -5,6 +5,7 @@ mod compare;
 pub(crate) mod cpu;
 mod diff;
 pub(crate) mod disk;
+mod drift;
 pub(crate) mod files;
 mod history;
 mod interrupt;
@@ -73,6 +74,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check::run(&args),
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Diff(args) => diff::run(&args),
+        Command::Drift(args) => drift::run(&args),
         Command::Time(args) => time::run(&args),
         Command::Ping(args) => ping::run(&args),
         Command::Stress(args) => stress::run(&args),

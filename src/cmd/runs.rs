@@ -140,6 +140,19 @@ fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
 
 fn show(id: i64, db: &DbArg, format: &Format) -> Result<()> {
     let run = load(db, &[id])?.remove(0);
+    if matches!(run.kind, store::RunKind::Check | store::RunKind::Snapshot)
+        && !matches!(format, Format::Json)
+    {
+        writeln!(
+            std::io::stdout().lock(),
+            "run {id}: {} of {} at {} (tacho runs show {id} --json prints it whole; tacho drift \
+             compares hosts)",
+            run.kind,
+            Escaped(&compare::fleet::host_of(&run)),
+            run.created_at
+        )?;
+        return Ok(());
+    }
     let c = compare::compare(std::slice::from_ref(&run));
     let mut out = std::io::stdout().lock();
     match format {

@@ -72,7 +72,7 @@ pub struct Difference {
 /// Lines up `runs` (the latest of each host; each run's label is set to its host) and finds
 /// the outliers.
 pub fn by_host(mut runs: Vec<StoredRun>) -> Fleet {
-    runs.sort_by_cached_key(|r| natural_key(&host_of(r)));
+    runs.sort_by_cached_key(|r| crate::text::natural_key(&host_of(r)));
     let hosts: Vec<String> = runs.iter().map(host_of).collect();
     for (run, host) in runs.iter_mut().zip(&hosts) {
         run.label = Some(host.clone());
@@ -138,29 +138,6 @@ pub fn host_of(run: &StoredRun) -> String {
         .and_then(|h| h.as_str())
         .unwrap_or("?")
         .to_owned()
-}
-
-/// Sorts `db-2` before `db-10`: runs of digits compare as numbers.
-fn natural_key(name: &str) -> Vec<(String, u128)> {
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut chars = name.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() {
-            let mut digits = c.to_string();
-            while let Some(d) = chars.next_if(char::is_ascii_digit) {
-                digits.push(d);
-            }
-            out.push((
-                std::mem::take(&mut text),
-                digits.parse().unwrap_or(u128::MAX),
-            ));
-        } else {
-            text.push(c);
-        }
-    }
-    out.push((text, 0));
-    out
 }
 
 /// (host index, value) of each host with the figure.

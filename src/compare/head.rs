@@ -73,7 +73,7 @@ impl RunHead {
 /// Where a run came from, by command: `bench disk`, `time`, `fio`, `import`.
 pub fn source_text(source: RunSource, kind: RunKind) -> String {
     match (source, kind) {
-        (RunSource::Bench, RunKind::Time) => "time".into(),
+        (RunSource::Bench, RunKind::Time | RunKind::Check | RunKind::Snapshot) => kind.to_string(),
         (RunSource::Bench, kind) => format!("bench {kind}"),
         (source, _) => source.to_string(),
     }

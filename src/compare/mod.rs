@@ -5,6 +5,7 @@
 //! Tests are matched by what they do (pattern, block size, queue depth, jobs, mix, flushes),
 //! not by name, so a fio job and a tacho test of the same work line up.
 
+pub mod drift;
 pub mod fingerprint;
 pub mod fleet;
 mod head;

@@ -5,6 +5,7 @@ pub(crate) mod check;
 pub(crate) mod cpu;
 pub(crate) mod diff;
 pub(crate) mod disk_totals;
+pub(crate) mod drift;
 pub(crate) mod files;
 pub(crate) mod fix_script;
 pub(crate) mod fleet;
