@@ -12,7 +12,7 @@ use crate::report::{
 use crate::snapshot::explain::glob;
 use crate::store::RunKind;
 use crate::text::Escaped;
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use std::process::ExitCode;
 
 pub fn run(args: &CompareArgs) -> Result<ExitCode> {
@@ -121,7 +121,7 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
             place.shown()
         );
     };
-    let since = args.since.as_deref().map(since_utc).transpose()?;
+    let since = args.since.as_deref().map(when::since_utc).transpose()?;
     let picked = store.latest_per_host(kind, args.suite.as_deref(), since.as_deref())?;
     let picked: Vec<(String, i64)> = picked
         .into_iter()
@@ -161,15 +161,6 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// `--since` as the store's RFC 3339 UTC text.
-pub fn since_utc(text: &str) -> Result<String> {
-    let now = chrono::Local::now();
-    let t = when::parse(text, &now).map_err(|e| anyhow!("--since: {e}"))?;
-    Ok(t.with_timezone(&chrono::Utc)
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string())
 }
 
 /// The baseline first, then the other ids in the order given, each once.

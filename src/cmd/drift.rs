@@ -23,7 +23,7 @@ pub fn run(args: &DriftArgs) -> Result<ExitCode> {
     let since = args
         .since
         .as_deref()
-        .map(super::compare::since_utc)
+        .map(crate::history::when::since_utc)
         .transpose()?;
     let wanted = |host: &String| args.host.as_deref().is_none_or(|p| glob(p, host));
     let mut hosts: BTreeMap<String, (Option<StoredRun>, Option<StoredRun>)> = BTreeMap::new();

@@ -113,7 +113,7 @@ fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
     let since = filter
         .since
         .as_deref()
-        .map(super::compare::since_utc)
+        .map(crate::history::when::since_utc)
         .transpose()?;
     let (store, _) = open_existing(db)?;
     let mut runs = match store {

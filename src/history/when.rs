@@ -6,6 +6,16 @@
 
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
 
+/// A `--since TIME` as the results store's RFC 3339 UTC text (`2026-11-01T00:00:00Z`), so it
+/// compares with a run's `created_at` as text.
+pub fn since_utc(text: &str) -> anyhow::Result<String> {
+    let now = chrono::Local::now();
+    let t = parse(text, &now).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    Ok(t.with_timezone(&chrono::Utc)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string())
+}
+
 /// Parses `text` relative to `now` (in `now`'s zone). A bare time of day means the latest one
 /// not after `now`: `03:00` typed at 01:00 is last night's.
 pub fn parse<Tz: TimeZone>(text: &str, now: &DateTime<Tz>) -> Result<DateTime<Tz>, String> {
