@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """A fleet uploading to the shared PostgreSQL store: HOSTS simulated hosts with RUNS runs each,
 pushed by WRITERS concurrent `tacho runs push` processes (each push retried once, as a host
-whose first upload timed out would), then checked: every run present exactly once.
+whose first upload timed out would), then checked: every run present exactly once. Then the
+fleet is read back: `tacho compare --by host` over every host's latest run (host-017's runs
+are planted 10x slower: it must be the one outlier) and, after each host uploads a snapshot
+(this machine's, renamed; THP `always` planted on 3 hosts), `tacho drift` over all of them,
+each timed over 3 calls (median).
 
 Usage:
     cargo build --release
@@ -17,6 +21,8 @@ here is a pass/fail test: machines are noisy.
 """
 
 import argparse
+import json
+import statistics
 import os
 import sqlite3
 import subprocess
@@ -35,12 +41,35 @@ def psql(admin, sql):
     return out.stdout.strip()
 
 
-def make_host(tmp, i, runs):
+def slow_fixture(tmp):
+    """The fio fixture with every job 10x slower: a tenth of the IOPS, ten times the latency."""
+    doc = json.load(open(FIO))
+    for job in doc["jobs"]:
+        for d in ("read", "write"):
+            side = job.get(d, {})
+            for k in ("iops", "bw", "bw_bytes", "iops_mean", "bw_mean"):
+                if k in side:
+                    side[k] = side[k] / 10
+            for lat in ("clat_ns", "lat_ns", "slat_ns"):
+                stats = side.get(lat, {})
+                for k in ("min", "max", "mean"):
+                    if k in stats:
+                        stats[k] = stats[k] * 10
+                for p, v in list(stats.get("percentile", {}).items()):
+                    stats["percentile"][p] = v * 10
+    path = os.path.join(tmp, "slow.json")
+    json.dump(doc, open(path, "w"))
+    return path
+
+
+def make_host(tmp, i, runs, slow):
     db = os.path.join(tmp, f"host-{i:03}.db")
-    subprocess.run([TACHO, "runs", "import", "--db", db] + [FIO] * runs, check=True,
+    fixture = slow if i == 17 else FIO
+    subprocess.run([TACHO, "runs", "import", "--db", db] + [fixture] * runs, check=True,
                    stdout=subprocess.DEVNULL)
     con = sqlite3.connect(db)
-    con.execute("UPDATE runs SET hostname = ?", (f"host-{i:03}",))
+    con.execute("UPDATE runs SET hostname = ?, host_json = ?",
+                (f"host-{i:03}", json.dumps({"hostname": f"host-{i:03}"})))
     con.commit()
     con.close()
     return db
@@ -55,6 +84,43 @@ def push_all(url, dbs, writers):
     with ThreadPoolExecutor(writers) as pool:
         list(pool.map(push, dbs))
     return time.monotonic() - start
+
+
+def timed(args):
+    """The median wall time of 3 calls, and the last call's output."""
+    times = []
+    for _ in range(3):
+        start = time.monotonic()
+        out = subprocess.run([TACHO] + args, capture_output=True, text=True)
+        times.append(time.monotonic() - start)
+    return statistics.median(times), out
+
+
+def read_back(url, tmp, hosts, writers):
+    """compare --by host and drift over the fleet; True when each finds what was planted."""
+    t, out = timed(["compare", "--by", "host", "--db", url, "--json"])
+    outliers = [o["host"] for o in json.loads(out.stdout)["outliers"]]
+    print(f"compare --by host over {hosts} hosts: {t:.2f} s; outliers: {outliers}")
+    snap = json.loads(subprocess.run([TACHO, "snapshot"], check=True, capture_output=True,
+                                     text=True).stdout)
+    files = []
+    for i in range(hosts):
+        snap["host"]["hostname"] = f"host-{i:03}"
+        snap["thp"]["enabled"] = "always" if i in (2, 7, 31) else "never"
+        path = os.path.join(tmp, f"snap-{i:03}.json")
+        json.dump(snap, open(path, "w"))
+        files.append(path)
+    chunks = [files[k::writers] for k in range(writers)]
+    with ThreadPoolExecutor(writers) as pool:
+        list(pool.map(lambda c: subprocess.run([TACHO, "runs", "import", "--db", url] + c,
+                                               check=True, stdout=subprocess.DEVNULL), chunks))
+    t, out = timed(["drift", "--db", url, "--json"])
+    settings = json.loads(out.stdout)["settings"]
+    thp = [s for s in settings if s["key"] == "thp.enabled"]
+    planted = thp and thp[0]["values"][0]["hosts"] == ["host-002", "host-007", "host-031"]
+    print(f"drift over {hosts} hosts' snapshots: {t:.2f} s; {len(settings)} settings differ; "
+          f"THP always on {thp[0]['values'][0]['hosts'] if thp else 'none'}")
+    return outliers == ["host-017"] and bool(planted)
 
 
 def main():
@@ -73,7 +139,8 @@ def main():
     try:
         with tempfile.TemporaryDirectory(prefix="tacho-fleet-") as tmp:
             t0 = time.monotonic()
-            dbs = [make_host(tmp, i, a.runs) for i in range(a.hosts)]
+            slow = slow_fixture(tmp)
+            dbs = [make_host(tmp, i, a.runs, slow) for i in range(a.hosts)]
             print(f"prepared {a.hosts} host stores x {a.runs} runs in "
                   f"{time.monotonic() - t0:.1f} s")
             first = push_all(url, dbs, a.writers)
@@ -89,6 +156,7 @@ def main():
             print(f"server: {runs} runs, {distinct} distinct ids, {hosts} hosts, {tests} tests")
             ok = runs == distinct == total and hosts == a.hosts and tests == 3 * total
             print("every run present once" if ok else "MISMATCH")
+            ok = read_back(url, tmp, a.hosts, a.writers) and ok
             sys.exit(0 if ok else 1)
     finally:
         psql(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -139,8 +139,8 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
         );
     }
     let runs = picked
-        .iter()
-        .map(|(_, id)| store.load_summary(*id))
+        .into_iter()
+        .map(|(host, id)| Ok((host, store.load_summary(id)?)))
         .collect::<Result<Vec<_>>>()?;
     let f = fleet::by_host(runs);
     let mut out = std::io::stdout().lock();

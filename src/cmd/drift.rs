@@ -54,8 +54,8 @@ pub fn run(args: &DriftArgs) -> Result<ExitCode> {
         checks: hosts.values().filter(|h| h.1.is_some()).count(),
     };
     let mut named: Vec<(String, BTreeMap<String, String>)> = hosts
-        .iter()
-        .map(|(host, (snap, check))| (host.clone(), settings(snap.as_ref(), check.as_ref())))
+        .into_iter()
+        .map(|(host, (snap, check))| (host, settings(snap, check.as_ref())))
         .collect();
     named.sort_by_cached_key(|(h, _)| crate::text::natural_key(h));
     let found = drift::drift(&named);

@@ -27,13 +27,14 @@ pub struct Drift {
 
 /// The settings of one host: its snapshot's, and `check.ID[.SUBJECT]` → severity.
 pub fn settings(
-    snapshot: Option<&StoredRun>,
+    snapshot: Option<StoredRun>,
     check: Option<&StoredRun>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     if let Some(run) = snapshot {
-        let mut doc = run.extra.clone();
-        doc.insert("host".into(), run.host.clone());
+        // Taken, not cloned: a snapshot holds thousands of settings.
+        let mut doc = run.extra;
+        doc.insert("host".into(), run.host);
         out = flatten(&Value::Object(doc));
     }
     let findings = check
@@ -59,16 +60,25 @@ pub fn settings(
 /// verdict is compared among the hosts with a saved check, a snapshot setting among those
 /// with a saved snapshot: a host without one has no value to differ in.
 pub fn drift(hosts: &[(String, BTreeMap<String, String>)]) -> Vec<Drift> {
-    let keys: BTreeSet<&String> = hosts.iter().flat_map(|(_, s)| s.keys()).collect();
     let has = |settings: &BTreeMap<String, String>, check: bool| {
         settings.keys().any(|k| k.starts_with("check.") == check)
     };
-    let mut out: Vec<Drift> = keys
+    // (has a snapshot, has a check) per host, worked out once.
+    let kinds: Vec<(bool, bool)> = hosts
+        .iter()
+        .map(|(_, s)| (has(s, false), has(s, true)))
+        .collect();
+    let mut out: Vec<Drift> = differing(hosts, &kinds)
         .into_iter()
         .filter_map(|key| {
             let check = key.starts_with("check.");
             let mut groups: BTreeMap<Option<&String>, Vec<String>> = BTreeMap::new();
-            for (host, settings) in hosts.iter().filter(|(_, s)| has(s, check)) {
+            let holders = hosts
+                .iter()
+                .zip(&kinds)
+                .filter(|(_, k)| if check { k.1 } else { k.0 })
+                .map(|(h, _)| h);
+            for (host, settings) in holders {
                 groups
                     .entry(settings.get(key))
                     .or_default()
@@ -95,6 +105,64 @@ pub fn drift(hosts: &[(String, BTreeMap<String, String>)]) -> Vec<Drift> {
         })
         .collect();
     out.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.key.cmp(&b.key)));
+    out
+}
+
+/// The keys whose value is not the same on every host that could have it: each host's
+/// settings are walked beside the first such host's in key order (most settings are the
+/// same everywhere, so this is one pass per host instead of a lookup per key and host).
+fn differing<'a>(
+    hosts: &'a [(String, BTreeMap<String, String>)],
+    kinds: &[(bool, bool)],
+) -> BTreeSet<&'a String> {
+    let mut out = BTreeSet::new();
+    for check in [false, true] {
+        let mut holders = hosts
+            .iter()
+            .zip(kinds)
+            .filter(|(_, k)| if check { k.1 } else { k.0 })
+            .map(|((_, s), _)| s);
+        let Some(first) = holders.next() else {
+            continue;
+        };
+        let part = |m: &'a BTreeMap<String, String>| {
+            m.iter()
+                .filter(move |(k, _)| k.starts_with("check.") == check)
+        };
+        for other in holders {
+            let (mut a, mut b) = (part(first).peekable(), part(other).peekable());
+            loop {
+                match (a.peek(), b.peek()) {
+                    (None, None) => break,
+                    (Some((ka, _)), None) => {
+                        out.insert(*ka);
+                        a.next();
+                    }
+                    (None, Some((kb, _))) => {
+                        out.insert(*kb);
+                        b.next();
+                    }
+                    (Some((ka, va)), Some((kb, vb))) => match ka.cmp(kb) {
+                        std::cmp::Ordering::Less => {
+                            out.insert(*ka);
+                            a.next();
+                        }
+                        std::cmp::Ordering::Greater => {
+                            out.insert(*kb);
+                            b.next();
+                        }
+                        std::cmp::Ordering::Equal => {
+                            if va != vb {
+                                out.insert(*ka);
+                            }
+                            a.next();
+                            b.next();
+                        }
+                    },
+                }
+            }
+        }
+    }
     out
 }
 
@@ -184,5 +252,31 @@ mod tests {
     fn the_same_everywhere_is_no_drift() {
         let hosts = vec![host("a", &[("k", "1")]), host("b", &[("k", "1")])];
         assert!(drift(&hosts).is_empty());
+    }
+
+    proptest::proptest! {
+        /// The one-pass walk finds exactly the keys a lookup per key and host finds.
+        #[test]
+        fn reports_exactly_the_keys_that_differ(
+            maps in proptest::collection::vec(
+                proptest::collection::btree_map("(check\\.)?[a-c]", "[xy]", 0..5), 2..6),
+        ) {
+            let hosts: Vec<(String, BTreeMap<String, String>)> = maps
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| (format!("h{i}"), m))
+                .collect();
+            let found: BTreeSet<String> = drift(&hosts).into_iter().map(|d| d.key).collect();
+            let keys: BTreeSet<&String> = hosts.iter().flat_map(|(_, s)| s.keys()).collect();
+            for key in keys {
+                let check = key.starts_with("check.");
+                let values: BTreeSet<Option<&String>> = hosts
+                    .iter()
+                    .filter(|(_, s)| s.keys().any(|k| k.starts_with("check.") == check))
+                    .map(|(_, s)| s.get(key))
+                    .collect();
+                proptest::prop_assert_eq!(values.len() > 1, found.contains(key), "{}", key);
+            }
+        }
     }
 }

@@ -69,14 +69,17 @@ pub struct Difference {
     pub peers: usize,
 }
 
-/// Lines up `runs` (the latest of each host; each run's label is set to its host) and finds
-/// the outliers.
-pub fn by_host(mut runs: Vec<StoredRun>) -> Fleet {
-    runs.sort_by_cached_key(|r| crate::text::natural_key(&host_of(r)));
-    let hosts: Vec<String> = runs.iter().map(host_of).collect();
-    for (run, host) in runs.iter_mut().zip(&hosts) {
-        run.label = Some(host.clone());
-    }
+/// Lines up `runs` (the latest of each host, with the host the store files it under; each
+/// run's label is set to its host) and finds the outliers.
+pub fn by_host(mut runs: Vec<(String, StoredRun)>) -> Fleet {
+    runs.sort_by_cached_key(|(host, _)| crate::text::natural_key(host));
+    let (hosts, runs): (Vec<String>, Vec<StoredRun>) = runs
+        .into_iter()
+        .map(|(host, mut run)| {
+            run.label = Some(host.clone());
+            (host, run)
+        })
+        .unzip();
     let comparison = super::compare(&runs);
     let medians = comparison
         .rows
@@ -259,7 +262,7 @@ mod tests {
             .map(|i| host_run(i, &format!("db-{i}"), 300_000.0 + 1000.0 * i as f64, "none"))
             .collect();
         runs.push(host_run(11, "db-17", 4_100_000.0, "writeback"));
-        let fleet = by_host(runs);
+        let fleet = by_host(runs.into_iter().map(|r| (host_of(&r), r)).collect());
         assert_eq!(fleet.outliers.len(), 1, "{:?}", fleet.outliers);
         let o = &fleet.outliers[0];
         assert_eq!(fleet.hosts[o.host], "db-17");
@@ -280,7 +283,11 @@ mod tests {
                 )
             })
             .collect();
-        assert!(by_host(runs).outliers.is_empty());
+        assert!(
+            by_host(runs.into_iter().map(|r| (host_of(&r), r)).collect())
+                .outliers
+                .is_empty()
+        );
     }
 
     #[test]
