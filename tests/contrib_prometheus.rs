@@ -125,6 +125,34 @@ fn every_metric_the_alerts_and_dashboard_use_is_exported() {
     used.extend(names_in(&dashboard_exprs().join("\n")));
     used.extend(names_in(&dashboard_variable_queries()));
     assert!(!used.is_empty(), "no tacho_ metric in alerts.yml");
+    // A results store holding an etcd-suite run of this host, so the stored-benchmark
+    // families the alerts use are exported for real.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let doc = serde_json::json!({
+        "schema": "tacho.bench.v1",
+        "host": {"hostname": host.trim()},
+        "suite": {"name": "etcd", "version": 1},
+        "tests": [{"name": "etcd wal", "rw": "write", "bs_bytes": 2300, "iodepth": 1,
+                   "numjobs": 1,
+                   "write": {"iops": 450.0, "bw_bytes_per_s": 1_035_000.0,
+                             "lat_ns": {"p99": 2_000_000.0}},
+                   "sync": {"lat_ns": {"p99": 3_100_000.0, "mean": 1_200_000.0}}}],
+    });
+    let file = dir.path().join("etcd.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let o = tacho()
+        .args([
+            "runs",
+            "import",
+            "--db",
+            db.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let port = common::free_port();
     let addr = format!("127.0.0.1:{port}");
     let mut top = Top(tacho()
@@ -138,6 +166,7 @@ fn every_metric_the_alerts_and_dashboard_use_is_exported() {
             "--listen",
             &addr,
         ])
+        .env("TACHO_DB", &db)
         .spawn_piped());
     // The first JSON line means a sample exists and the server is up.
     let mut first = String::new();
@@ -151,6 +180,13 @@ fn every_metric_the_alerts_and_dashboard_use_is_exported() {
         .filter_map(|l| l.split(' ').next())
         .map(String::from)
         .collect();
+    let body = common::http_get(port, "/metrics");
+    assert!(
+        body.contains(
+            "tacho_stored_bench_latency_seconds{suite=\"etcd\",test=\"etcd wal\",direction=\"sync\",quantile=\"0.99\"} 0.0031\n"
+        ),
+        "the stored etcd run is exported: {body}"
+    );
     let binary = std::fs::read(env!("CARGO_BIN_EXE_tacho")).unwrap();
     for name in &used {
         if CONDITIONAL.contains(&name.as_str()) {

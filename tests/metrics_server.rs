@@ -119,7 +119,7 @@ fn poll(port: u16) -> Result<(), String> {
     if expected != Some(answer.len()) {
         return Err(format!("{} bytes, {expected:?} announced", answer.len()));
     }
-    if !body.contains("# TYPE tacho_cpu_user_pct gauge") || !body.ends_with('\n') {
+    if !body.contains("# TYPE tacho_cpu_user_ratio gauge") || !body.ends_with('\n') {
         return Err(format!("not the metrics text: {body:.200}"));
     }
     Ok(())

@@ -169,16 +169,16 @@ fn listen_serves_prometheus_text_on_loopback() {
     );
     assert!(metrics.contains("text/plain; version=0.0.4"), "{metrics}");
     for name in [
-        "tacho_cpu_user_pct ",
+        "tacho_cpu_user_ratio ",
         "tacho_memory_available_bytes ",
         "tacho_load_runnable ",
-        "# TYPE tacho_disk_util_pct gauge",
+        "# TYPE tacho_disk_util_ratio gauge",
     ] {
         assert!(metrics.contains(name), "missing {name}");
     }
     let disk = sample["disks"][0]["name"].as_str().unwrap();
     assert!(
-        metrics.contains(&format!("tacho_disk_w_await_ms{{device=\"{disk}\"")),
+        metrics.contains(&format!("tacho_disk_w_await_seconds{{device=\"{disk}\"")),
         "{metrics}"
     );
     assert!(missing.contains(" 404 "), "{missing}");

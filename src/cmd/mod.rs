@@ -23,6 +23,7 @@ pub(crate) mod stress;
 pub(crate) mod time;
 pub(crate) mod top;
 mod top_latency;
+mod top_metrics;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;

@@ -55,6 +55,10 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         }
     }
     let metrics = args.listen.map(server::serve).transpose()?;
+    if let Some(m) = &metrics {
+        let mut host = super::top_metrics::HostMetrics::default();
+        m.append_each(move || host.text());
+    }
     if let Some(addr) = args.listen.filter(|a| !a.ip().is_loopback()) {
         eprintln!(
             "warning: serving on {addr}, beyond this machine: anyone who can reach it sees the \

@@ -3,6 +3,7 @@
 //! ([`bench`], [`time`]), and a `tacho top` sample for `/metrics` ([`top`]).
 
 pub mod bench;
+pub mod host;
 pub mod time;
 pub mod top;
 
@@ -35,6 +36,14 @@ impl Family {
             help: help.into(),
             kind: "gauge",
             lines: Vec::new(),
+        }
+    }
+
+    /// A counter: a total since the exporter started (`_total`).
+    pub fn counter(name: impl Into<String>, help: impl Into<String>) -> Family {
+        Family {
+            kind: "counter",
+            ..Family::new(name, help)
         }
     }
 

@@ -1,9 +1,11 @@
 //! The figures of a sample as Prometheus text exposition (format 0.0.4) for `/metrics`.
 //!
-//! Metric names are the JSON field names under a `tacho_<section>_` prefix (so
-//! `disks[].util_pct` is `tacho_disk_util_pct{device="vda"}`), which keeps the two outputs
-//! in step without a second list of names. Every metric is a gauge: the values are rates and
-//! shares over the last interval, not counters.
+//! Metric names are the JSON field names under a `tacho_<section>_` prefix, turned into
+//! Prometheus's base units by their suffix ([`base_units`]: `disks[].util_pct` is
+//! `tacho_disk_util_ratio{device="vda"}` from 0 to 1, `w_await_ms` is `w_await_seconds`,
+//! `wkb_per_s` is `w_bytes_per_second`), which keeps the two outputs in step without a second
+//! list of names. The figures of the last interval (rates, shares) are gauges; the totals since
+//! start of `--accumulate` are counters (`_total`).
 
 use std::collections::BTreeMap;
 
@@ -16,17 +18,22 @@ use crate::diagnose::model::TopSample;
 pub fn render(s: &TopSample) -> String {
     let mut families: BTreeMap<String, Family> = BTreeMap::new();
     let json = serde_json::to_value(s).unwrap_or(Value::Null);
-    let mut add = |name: String, labels: &[(&str, &str)], v: &Value| {
+    let mut add = |field: String, labels: &[(&str, &str)], v: &Value| {
         let value = match v {
             Value::Number(n) => n.as_f64(),
             Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
             _ => None,
         };
         if let Some(value) = value {
-            families
-                .entry(name.clone())
-                .or_insert_with(|| Family::new(name.as_str(), help(&name)))
-                .sample(labels, None, value);
+            let (name, value) = base_units(&field, value);
+            let family = families.entry(name.clone()).or_insert_with(|| {
+                if name.ends_with("_total") {
+                    Family::counter(name.as_str(), help(&field))
+                } else {
+                    Family::new(name.as_str(), help(&field))
+                }
+            });
+            family.sample(labels, None, value);
         }
     };
     let fields = |v: &Value| v.as_object().cloned().unwrap_or_default();
@@ -175,17 +182,17 @@ pub fn render(s: &TopSample) -> String {
             let pid = p.pid.to_string();
             let labels = [("pid", pid.as_str()), ("comm", p.comm.as_str())];
             add(
-                "tacho_accumulated_process_read_bytes".into(),
+                "tacho_process_read_bytes_total".into(),
                 &labels,
                 &Value::from(p.read_bytes),
             );
             add(
-                "tacho_accumulated_process_write_bytes".into(),
+                "tacho_process_write_bytes_total".into(),
                 &labels,
                 &Value::from(p.write_bytes),
             );
             add(
-                "tacho_accumulated_process_cpu_s".into(),
+                "tacho_process_cpu_seconds_total".into(),
                 &labels,
                 &Value::from(p.user_s + p.system_s),
             );
@@ -193,17 +200,17 @@ pub fn render(s: &TopSample) -> String {
         for u in &acc.services {
             let labels = [("unit", u.unit.as_str())];
             add(
-                "tacho_accumulated_service_read_bytes".into(),
+                "tacho_service_read_bytes_total".into(),
                 &labels,
                 &Value::from(u.read_bytes),
             );
             add(
-                "tacho_accumulated_service_write_bytes".into(),
+                "tacho_service_write_bytes_total".into(),
                 &labels,
                 &Value::from(u.write_bytes),
             );
             add(
-                "tacho_accumulated_service_cpu_s".into(),
+                "tacho_service_cpu_seconds_total".into(),
                 &labels,
                 &Value::from(u.cpu_s),
             );
@@ -216,8 +223,37 @@ pub fn render(s: &TopSample) -> String {
 }
 
 /// HELP for a metric named after a `tacho.top.v2` field: where to read what it means.
-fn help(name: &str) -> String {
-    format!("tacho top figure {name}; see the field of the same name in tacho top --json.")
+fn help(field: &str) -> String {
+    format!(
+        "tacho top figure {field} in base units (seconds, bytes, ratios 0-1); see tacho top \
+         --json for the field."
+    )
+}
+
+/// A field's name and value in Prometheus's base units, by the field's suffix: kB/s → bytes
+/// per second, `_per_s` → `_per_second`, percent → ratio (0–1), ms/µs/ns and `_s` →
+/// seconds, kB → bytes, Mb/s → bytes per second. Other names are kept.
+pub(crate) fn base_units(field: &str, v: f64) -> (String, f64) {
+    // Multiplied or divided (dividing keeps 94 % an exact 0.94).
+    const RULES: [(&str, &str, f64, f64); 9] = [
+        ("kb_per_s", "_bytes_per_second", 1024.0, 1.0),
+        ("_per_s", "_per_second", 1.0, 1.0),
+        ("_pct", "_ratio", 1.0, 100.0),
+        ("_ms", "_seconds", 1.0, 1e3),
+        ("_us", "_seconds", 1.0, 1e6),
+        ("_ns", "_seconds", 1.0, 1e9),
+        ("_kb", "_bytes", 1024.0, 1.0),
+        ("_mbps", "_bytes_per_second", 125_000.0, 1.0),
+        ("_s", "_seconds", 1.0, 1.0),
+    ];
+    for (suffix, unit, mul, div) in RULES {
+        if let Some(stem) = field.strip_suffix(suffix) {
+            // `rkb_per_s` → `r_bytes_per_second`; `util_pct` → `util_ratio`.
+            let stem = stem.strip_suffix('_').unwrap_or(stem);
+            return (format!("{stem}{unit}"), v * mul / div);
+        }
+    }
+    (field.to_owned(), v)
 }
 
 fn text(v: &Value) -> String {
@@ -235,12 +271,12 @@ mod tests {
     fn every_figure_is_a_gauge_labelled_by_what_it_is_about() {
         let text = render(&fixture_top_sample());
         assert!(
-            text.contains("# TYPE tacho_disk_util_pct gauge\n"),
+            text.contains("# TYPE tacho_disk_util_ratio gauge\n"),
             "{text}"
         );
-        assert!(text.contains("tacho_disk_util_pct{device=\"vda\",name=\"vda\"} "));
-        assert!(text.contains("# HELP tacho_interval_s tacho top figure tacho_interval_s;"));
-        assert!(text.contains("tacho_interval_s 1\n"), "{text}");
+        assert!(text.contains("tacho_disk_util_ratio{device=\"vda\",name=\"vda\"} "));
+        assert!(text.contains("# HELP tacho_interval_seconds tacho top figure tacho_interval_s "));
+        assert!(text.contains("tacho_interval_seconds 1\n"), "{text}");
         let mut s = fixture_top_sample();
         s.links = vec![crate::diagnose::model::net::Link {
             name: "eth0".into(),
@@ -256,14 +292,17 @@ mod tests {
         }];
         let links = render(&s);
         assert!(
-            links.contains("tacho_link_tx_utilisation_pct{interface=\"eth0\"} 94\n"),
+            links.contains("tacho_link_tx_utilisation_ratio{interface=\"eth0\"} 0.94\n"),
             "{links}"
         );
-        assert!(!links.contains("tacho_link_rx_overruns_per_s"), "{links}");
+        assert!(
+            !links.contains("tacho_link_rx_overruns_per_second"),
+            "{links}"
+        );
         // Each family once, its samples together.
         let types = text
             .lines()
-            .filter(|l| l.starts_with("# TYPE tacho_disk_util_pct "));
+            .filter(|l| l.starts_with("# TYPE tacho_disk_util_ratio "));
         assert_eq!(types.count(), 1);
     }
 
@@ -303,14 +342,59 @@ mod tests {
         let text = render(&s);
         for line in [
             "tacho_tcp_established 3\n",
-            "tacho_tcp_process_tx_share_pct{process=\"php-fpm (pid 3111)\"} 75\n",
+            "tacho_tcp_process_tx_share_ratio{process=\"php-fpm (pid 3111)\"} 0.75\n",
             "tacho_tcp_peer_retrans{peer=\"10.0.0.5:5432\"} 8\n",
-            "tacho_tcp_service_tx_bytes_per_s{service=\"php-fpm.service\"} 1000\n",
-            "tacho_dns_queries_per_s 2\n",
+            "tacho_tcp_service_tx_bytes_per_second{service=\"php-fpm.service\"} 1000\n",
+            "tacho_dns_queries_per_second 2\n",
             "tacho_dns_answers{rcode=\"NXDOMAIN\"} 3\n",
             "tacho_dns_queries{type=\"AAAA\"} 4\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn names_and_values_are_in_base_units() {
+        let cases = [
+            (
+                "tacho_disk_wkb_per_s",
+                2.0,
+                "tacho_disk_w_bytes_per_second",
+                2048.0,
+            ),
+            ("tacho_disk_r_per_s", 5.0, "tacho_disk_r_per_second", 5.0),
+            ("tacho_disk_util_pct", 50.0, "tacho_disk_util_ratio", 0.5),
+            (
+                "tacho_disk_w_await_ms",
+                4.0,
+                "tacho_disk_w_await_seconds",
+                0.004,
+            ),
+            (
+                "tacho_disk_rareq_sz_kb",
+                4.0,
+                "tacho_disk_rareq_sz_bytes",
+                4096.0,
+            ),
+            (
+                "tacho_link_shaped_mbps",
+                8.0,
+                "tacho_link_shaped_bytes_per_second",
+                1e6,
+            ),
+            ("tacho_interval_s", 1.0, "tacho_interval_seconds", 1.0),
+            (
+                "tacho_memory_free_bytes",
+                7.0,
+                "tacho_memory_free_bytes",
+                7.0,
+            ),
+            ("tacho_load_load1", 0.5, "tacho_load_load1", 0.5),
+        ];
+        for (field, v, name, want) in cases {
+            let (n, got) = base_units(field, v);
+            assert_eq!(n, name);
+            assert!((got - want).abs() < 1e-12, "{field}: {got}");
         }
     }
 }

@@ -31,19 +31,34 @@ const THREAD_STACK: usize = 64 * 1024;
 /// After an accept error (out of file descriptors or memory), before trying again.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
+/// Text appended to every sample's (the host's own figures), made by the caller.
+type Extra = Box<dyn FnMut() -> String + Send>;
+
 /// The text served; replaced after every sample.
 #[derive(Clone, Default)]
-pub struct Latest(Arc<Mutex<Option<Arc<[u8]>>>>);
+pub struct Latest {
+    body: Arc<Mutex<Option<Arc<[u8]>>>>,
+    extra: Arc<Mutex<Option<Extra>>>,
+}
 
 impl Latest {
-    /// Replaces the text served from now on.
-    pub fn set(&self, text: String) {
+    /// Replaces the text served from now on (followed by [`Latest::append_each`]'s text).
+    pub fn set(&self, mut text: String) {
+        if let Some(extra) = lock(&self.extra).as_mut() {
+            text.push_str(&extra());
+        }
         let body: Arc<[u8]> = Arc::from(text.into_bytes());
-        *lock(&self.0) = Some(body);
+        *lock(&self.body) = Some(body);
+    }
+
+    /// Appends what `extra` returns to every sample's text from now on; it runs on the
+    /// sampling thread, once per sample, so it should cache what is costly.
+    pub fn append_each(&self, extra: impl FnMut() -> String + Send + 'static) {
+        *lock(&self.extra) = Some(Box::new(extra));
     }
 
     fn get(&self) -> Option<Arc<[u8]>> {
-        lock(&self.0).clone()
+        lock(&self.body).clone()
     }
 }
 
