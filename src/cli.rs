@@ -358,6 +358,12 @@ pub(crate) struct TopArgs {
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
 
+    /// TLS and basic authentication for --listen, in the exporter toolkit's YAML (as
+    /// node_exporter's --web.config.file): tls_server_config (cert_file, key_file) and
+    /// basic_auth_users (bcrypt hashes)
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub web_config: Option<PathBuf>,
+
     /// Add totals since start (bytes read and written, CPU time) per process and per
     /// service to every sample, as iotop -a
     #[arg(long)]

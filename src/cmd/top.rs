@@ -54,7 +54,16 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
             Err(reason) => eprintln!("note: {reason}; showing the /proc figures instead"),
         }
     }
-    let metrics = args.listen.map(server::serve).transpose()?;
+    let web = args
+        .web_config
+        .as_deref()
+        .map(crate::report::top::webconfig::WebConfig::load)
+        .transpose()?
+        .unwrap_or_default();
+    let metrics = args
+        .listen
+        .map(|addr| server::serve(addr, web))
+        .transpose()?;
     if let Some(m) = &metrics {
         let mut host = super::top_metrics::HostMetrics::default();
         m.append_each(move || host.text());

@@ -7,6 +7,7 @@ pub(crate) mod dns;
 pub(crate) mod latency;
 pub mod server;
 pub mod text;
+pub mod webconfig;
 
 use std::io::Write;
 

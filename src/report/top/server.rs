@@ -13,8 +13,10 @@
 //!
 //! Plain threads and `httparse` rather than an async stack: at most 64 short connections and
 //! one tiny answer need no runtime, and blocking sockets with timeouts keep every bound
-//! visible in a few lines.
+//! visible in a few lines. With `--web-config` ([`WebConfig`]) the same exchange runs inside
+//! a rustls session (the handshake within the same 5 s) and asks for a bcrypt-checked user.
 
+use super::webconfig::WebConfig;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -26,8 +28,11 @@ const MAX_HEADERS: usize = 32;
 /// From accept to the last byte of the answer.
 const CONNECTION_TIME: Duration = Duration::from_secs(5);
 const MAX_CONNECTIONS: usize = 64;
-/// A connection's thread holds the 8 KiB head buffer and little else.
+/// A connection's thread holds the 8 KiB head buffer and little else…
 const THREAD_STACK: usize = 64 * 1024;
+/// …unless it runs a TLS handshake, whose key exchange and certificate code need far more
+/// (virtual memory, touched only as used).
+const TLS_THREAD_STACK: usize = 1024 * 1024;
 /// After an accept error (out of file descriptors or memory), before trying again.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
@@ -69,7 +74,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Binds `addr` (an error names it, e.g. when the port is taken) and serves from a thread.
 /// Until the first interval completes, /metrics answers 503 with a reason.
-pub fn serve(addr: SocketAddr) -> anyhow::Result<Latest> {
+pub fn serve(addr: SocketAddr, web: WebConfig) -> anyhow::Result<Latest> {
     let listener = TcpListener::bind(addr).map_err(|e| {
         anyhow::anyhow!("cannot listen on {addr}: {e}; pick a free port with --listen")
     })?;
@@ -78,7 +83,7 @@ pub fn serve(addr: SocketAddr) -> anyhow::Result<Latest> {
     let shared = latest.clone();
     std::thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || accept_loop(&listener, &shared))?;
+        .spawn(move || accept_loop(&listener, &shared, &web))?;
     Ok(latest)
 }
 
@@ -110,7 +115,7 @@ struct Slots {
     live: Vec<Slot>,
 }
 
-fn accept_loop(listener: &TcpListener, latest: &Latest) {
+fn accept_loop(listener: &TcpListener, latest: &Latest, web: &WebConfig) {
     let cap = connection_cap();
     let slots = Arc::new(Mutex::new(Slots::default()));
     loop {
@@ -127,11 +132,17 @@ fn accept_loop(listener: &TcpListener, latest: &Latest) {
             continue; // dropped: closed at once
         };
         let (slots_t, latest_t, stream_t) = (Arc::clone(&slots), latest.clone(), stream);
+        let web_t = web.clone();
+        let stack = if web.tls.is_some() {
+            TLS_THREAD_STACK
+        } else {
+            THREAD_STACK
+        };
         let spawned = std::thread::Builder::new()
-            .stack_size(THREAD_STACK)
+            .stack_size(stack)
             .spawn(move || {
                 // A client that hung up or timed out is its own problem.
-                let _ = serve_one(&stream_t, &latest_t, &slots_t, id);
+                let _ = serve_one(&stream_t, &latest_t, &slots_t, id, &web_t);
                 lock(&slots_t).live.retain(|s| s.id != id);
             });
         if spawned.is_err() {
@@ -196,9 +207,41 @@ fn left(deadline: Instant) -> io::Result<Duration> {
         .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))
 }
 
-/// Reads one request head and answers it; anything after the head is ignored.
-fn serve_one(stream: &TcpStream, latest: &Latest, slots: &Mutex<Slots>, id: u64) -> io::Result<()> {
+/// Serves one connection, in TLS when configured, within [`CONNECTION_TIME`].
+fn serve_one(
+    stream: &TcpStream,
+    latest: &Latest,
+    slots: &Mutex<Slots>,
+    id: u64,
+    web: &WebConfig,
+) -> io::Result<()> {
     let deadline = Instant::now() + CONNECTION_TIME;
+    let Some(tls) = &web.tls else {
+        return exchange(&mut &*stream, stream, deadline, latest, slots, id, web);
+    };
+    let mut session = rustls::ServerConnection::new(Arc::clone(tls)).map_err(io::Error::other)?;
+    // Timeouts first: the handshake happens inside the first read.
+    stream.set_read_timeout(Some(left(deadline)?))?;
+    stream.set_write_timeout(Some(left(deadline)?))?;
+    let mut socket = stream;
+    let mut io = rustls::Stream::new(&mut session, &mut socket);
+    exchange(&mut io, stream, deadline, latest, slots, id, web)?;
+    session.send_close_notify();
+    let _ = session.write_tls(&mut socket);
+    Ok(())
+}
+
+/// Reads one request head from `io` and answers it; anything after the head is ignored.
+/// `stream` is the socket under `io`, whose timeouts bound each read and write.
+fn exchange(
+    io: &mut (impl Read + Write),
+    stream: &TcpStream,
+    deadline: Instant,
+    latest: &Latest,
+    slots: &Mutex<Slots>,
+    id: u64,
+    web: &WebConfig,
+) -> io::Result<()> {
     let mut head = [0u8; MAX_HEAD];
     let mut len = 0;
     let answer = loop {
@@ -206,7 +249,7 @@ fn serve_one(stream: &TcpStream, latest: &Latest, slots: &Mutex<Slots>, id: u64)
             break Answer::plain(431, "request head over 8 KiB\n");
         }
         stream.set_read_timeout(Some(left(deadline)?))?;
-        let n = (&*stream).read(&mut head[len..])?;
+        let n = io.read(&mut head[len..])?;
         if n == 0 {
             return Ok(());
         }
@@ -218,7 +261,7 @@ fn serve_one(stream: &TcpStream, latest: &Latest, slots: &Mutex<Slots>, id: u64)
         if !fresh.windows(4).any(|w| w == b"\r\n\r\n") && !fresh.windows(2).any(|w| w == b"\n\n") {
             continue;
         }
-        if let Some(answer) = answer_head(&head[..len], latest) {
+        if let Some(answer) = answer_head(&head[..len], latest, web) {
             break answer;
         }
     };
@@ -226,21 +269,39 @@ fn serve_one(stream: &TcpStream, latest: &Latest, slots: &Mutex<Slots>, id: u64)
         slot.waiting = false;
     }
     stream.set_write_timeout(Some(left(deadline)?))?;
-    let mut out = stream;
-    out.write_all(answer.head.as_bytes())?;
+    io.write_all(answer.head.as_bytes())?;
     if let Some(body) = &answer.body {
-        out.write_all(body)?;
+        io.write_all(body)?;
     }
-    out.flush()?;
-    stream.shutdown(Shutdown::Write)
+    io.flush()?;
+    if web.tls.is_none() {
+        stream.shutdown(Shutdown::Write)?;
+    }
+    Ok(())
 }
 
 /// The answer to a request head, or None while it is incomplete.
-fn answer_head(head: &[u8], latest: &Latest) -> Option<Answer> {
+fn answer_head(head: &[u8], latest: &Latest, web: &WebConfig) -> Option<Answer> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     match request.parse(head) {
-        Ok(httparse::Status::Complete(_)) => Some(route(&request, latest)),
+        Ok(httparse::Status::Complete(_)) => {
+            let authorization = request
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("authorization"))
+                .map(|h| h.value);
+            if let Some(auth) = &web.auth
+                && !auth.allows(authorization)
+            {
+                return Some(Answer::new(
+                    401,
+                    "WWW-Authenticate: Basic realm=\"tacho\"\r\n",
+                    Arc::from(&b"a user and password are required\n"[..]),
+                ));
+            }
+            Some(route(&request, latest))
+        }
         Ok(httparse::Status::Partial) => None,
         Err(httparse::Error::TooManyHeaders) => {
             Some(Answer::plain(431, "more than 32 request headers\n"))
@@ -260,6 +321,7 @@ impl Answer {
         let reason = match status {
             200 => "OK",
             400 => "Bad Request",
+            401 => "Unauthorized",
             404 => "Not Found",
             405 => "Method Not Allowed",
             431 => "Request Header Fields Too Large",
@@ -315,7 +377,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn answer(raw: &[u8], latest: &Latest) -> Answer {
-        answer_head(raw, latest).expect("a complete head")
+        answer_head(raw, latest, &WebConfig::default()).expect("a complete head")
     }
 
     #[test]
@@ -357,7 +419,7 @@ mod tests {
             let latest = Latest::default();
             latest.set("m 1\n".into());
             for input in [raw.clone(), [prefix.as_bytes(), &raw[..], b"\r\n\r\n"].concat()] {
-                if let Some(a) = answer_head(&input, &latest) {
+                if let Some(a) = answer_head(&input, &latest, &WebConfig::default()) {
                     prop_assert!(a.head.starts_with("HTTP/1.1 "));
                     prop_assert!(a.head.ends_with("Connection: close\r\n\r\n"));
                     if let Some(body) = &a.body {
