@@ -295,6 +295,11 @@ pub(crate) struct FilesArgs {
     #[arg(long)]
     pub summary: bool,
 
+    /// Count bytes read and written per process and file, and each file's fsync/fdatasync
+    /// calls with their latency, with eBPF (root); report at the end (or on Ctrl-C)
+    #[arg(long, conflicts_with_all = ["summary", "output", "timestamps", "sector"])]
+    pub bytes: bool,
+
     /// Let the kernel queue events without limit instead of dropping them past 16384 (uses
     /// kernel memory while tacho falls behind)
     #[arg(long)]

@@ -4,6 +4,7 @@
 //! when the kernel or the environment refuses, so callers fall back to `/proc` and say so once.
 
 pub(crate) mod block;
+pub(crate) mod files;
 
 use std::path::Path;
 

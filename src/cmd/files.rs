@@ -23,6 +23,11 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
         return super::sector::run(&root, &args.sector, args.relative, args.json);
     }
     let config = resolve(&root, args)?;
+    if args.bytes
+        && let Some(code) = super::files_bytes::run(args)?
+    {
+        return Ok(code);
+    }
     // Checked before fanotify is touched, so the message names both capabilities even where
     // fanotify_init would succeed unprivileged (kernels from 5.13 allow limited groups).
     if !procs::has_capability(&root, CAP_SYS_ADMIN)

@@ -7,6 +7,7 @@ mod diff;
 pub(crate) mod disk;
 mod drift;
 pub(crate) mod files;
+mod files_bytes;
 mod history;
 mod interrupt;
 mod man;

@@ -14,6 +14,7 @@ mod bytes;
 pub mod fanotify;
 pub mod fiemap;
 pub mod filter;
+pub mod inode_paths;
 pub mod ops;
 pub mod proc_events;
 pub mod procs;

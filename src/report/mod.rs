@@ -7,6 +7,7 @@ pub(crate) mod diff;
 pub(crate) mod disk_totals;
 pub(crate) mod drift;
 pub(crate) mod files;
+pub(crate) mod files_bytes;
 pub(crate) mod fix_script;
 pub(crate) mod fleet;
 mod grid;

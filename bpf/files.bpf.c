@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0
+// Bytes per process and file, and sync latency, for tacho files --bytes.
+//
+// At every read/write-family syscall's entry the fd is remembered per thread; at its exit the
+// returned byte count is added to (process, device, inode) of the regular file the fd names.
+// fsync, fdatasync and sync_file_range are timed entry -> exit into a log2 histogram per
+// (process, device, inode), with the sizes of the writes seen on that file (smallest, largest)
+// so userspace can say what the application does before it syncs. Syscall numbers are
+// x86-64's (the object is built for that target only).
+//
+// The few kernel structs used are declared here with preserve_access_index (CO-RE relocates the
+// field offsets against the running kernel's BTF at load), so no vmlinux.h is committed.
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+struct pt_regs {
+	unsigned long di;
+} __attribute__((preserve_access_index));
+
+struct super_block {
+	__u32 s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	unsigned short i_mode;
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct {
+	struct fdtable *fdt;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	struct files_struct *files;
+} __attribute__((preserve_access_index));
+
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define SLOTS 32
+
+/* x86-64 syscall numbers. */
+#define NR_read 0
+#define NR_write 1
+#define NR_pread64 17
+#define NR_pwrite64 18
+#define NR_readv 19
+#define NR_writev 20
+#define NR_fsync 74
+#define NR_fdatasync 75
+#define NR_sync_file_range 277
+#define NR_preadv 295
+#define NR_pwritev 296
+#define NR_preadv2 327
+#define NR_pwritev2 328
+
+enum kind { READ = 1, WRITE = 2, SYNC = 3 };
+
+/* A syscall in flight on one thread. */
+struct call {
+	__u64 start_ns;
+	__u32 fd;
+	__u32 kind;
+};
+
+struct file_key {
+	__u32 tgid;
+	__u32 dev;
+	__u64 ino;
+};
+
+struct file_val {
+	__u64 read_bytes;
+	__u64 reads;
+	__u64 write_bytes;
+	__u64 writes;
+	__u64 write_min;
+	__u64 write_max;
+	__u64 syncs;
+	__u64 sync_ns;
+	__u64 sync_hist[SLOTS];
+	char comm[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct call);
+} calls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct file_key);
+	__type(value, struct file_val);
+} by_file SEC(".maps");
+
+static __always_inline __u32 log2_slot(__u64 v)
+{
+	/* Branch-free floor(log2(v)), capped at the last slot; 0 and 1 go to slot 0. */
+	__u32 slot = 0, shift;
+	shift = (v > 0xFFFFFFFF) << 5; v >>= shift; slot |= shift;
+	shift = (v > 0xFFFF) << 4; v >>= shift; slot |= shift;
+	shift = (v > 0xFF) << 3; v >>= shift; slot |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; slot |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; slot |= shift;
+	slot |= (v >> 1);
+	return slot < SLOTS ? slot : SLOTS - 1;
+}
+
+static __always_inline __u32 kind_of(long id)
+{
+	switch (id) {
+	case NR_read: case NR_pread64: case NR_readv: case NR_preadv: case NR_preadv2:
+		return READ;
+	case NR_write: case NR_pwrite64: case NR_writev: case NR_pwritev: case NR_pwritev2:
+		return WRITE;
+	case NR_fsync: case NR_fdatasync: case NR_sync_file_range:
+		return SYNC;
+	}
+	return 0;
+}
+
+/* The regular file behind `fd` of the current process, as (device, inode); 0 otherwise. */
+static __always_inline int file_of(__u32 fd, struct file_key *key)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	key->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	key->ino = BPF_CORE_READ(inode, i_ino);
+	return 1;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 kind = kind_of(id);
+	if (!kind)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call c = { .start_ns = bpf_ktime_get_ns(), .fd = (__u32)BPF_CORE_READ(regs, di), .kind = kind };
+	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct call *c = bpf_map_lookup_elem(&calls, &tid);
+	if (!c)
+		return 0;
+	struct call done = *c;
+	bpf_map_delete_elem(&calls, &tid);
+	if (ret < 0)
+		return 0;
+	struct file_key key = { .tgid = id >> 32 };
+	if (!file_of(done.fd, &key))
+		return 0;
+	struct file_val *val = bpf_map_lookup_elem(&by_file, &key);
+	if (!val) {
+		struct file_val fresh = {};
+		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
+		bpf_map_update_elem(&by_file, &key, &fresh, BPF_NOEXIST);
+		val = bpf_map_lookup_elem(&by_file, &key);
+		if (!val)
+			return 0;
+	}
+	__u64 n = (__u64)ret;
+	if (done.kind == READ) {
+		__sync_fetch_and_add(&val->read_bytes, n);
+		__sync_fetch_and_add(&val->reads, 1);
+	} else if (done.kind == WRITE) {
+		__sync_fetch_and_add(&val->write_bytes, n);
+		__sync_fetch_and_add(&val->writes, 1);
+		/* Racy between threads of one process, which only blurs the range a little. */
+		if (n && (!val->write_min || n < val->write_min))
+			val->write_min = n;
+		if (n > val->write_max)
+			val->write_max = n;
+	} else {
+		__u64 ns = bpf_ktime_get_ns() - done.start_ns;
+		__sync_fetch_and_add(&val->syncs, 1);
+		__sync_fetch_and_add(&val->sync_ns, ns);
+		__u32 slot = log2_slot(ns / 1000);
+		if (slot < SLOTS)
+			__sync_fetch_and_add(&val->sync_hist[slot], 1);
+	}
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,147 @@
+//! Bytes per process and file, and sync latency (bpf/files.bpf.c): what each process read and
+//! wrote through read/write-family syscalls to each regular file, and how long its fsync,
+//! fdatasync and sync_file_range calls took, keyed by (process, device, inode). The kernel
+//! keeps totals since the tracer started; [`FileTracer::totals`] reads them.
+
+use aya::maps::HashMap as BpfHashMap;
+use aya::programs::BtfTracePoint;
+use aya::{Btf, Ebpf, Pod};
+
+use super::refusal;
+
+/// The object built by `bpf/build.sh` from `bpf/files.bpf.c`.
+static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/files.bpf.o");
+
+/// Log2 slots of the sync latency histogram; slot `i` holds `[2^i, 2^(i+1))` µs.
+pub(crate) const SLOTS: usize = 32;
+
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct FileKey {
+    tgid: u32,
+    dev: u32,
+    ino: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct FileVal {
+    read_bytes: u64,
+    reads: u64,
+    write_bytes: u64,
+    writes: u64,
+    write_min: u64,
+    write_max: u64,
+    syncs: u64,
+    sync_ns: u64,
+    sync_hist: [u64; SLOTS],
+    comm: [u8; 16],
+}
+
+// SAFETY: plain #[repr(C)] integers and byte arrays laid out as the C structs of
+// bpf/files.bpf.c (no implicit holes: every field is 4- or 8-byte aligned in order); any bit
+// pattern is valid.
+unsafe impl Pod for FileKey {}
+// SAFETY: as above.
+unsafe impl Pod for FileVal {}
+
+/// What one process did to one file since the tracer started.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub(crate) struct FileIo {
+    /// Thread-group id (the process id).
+    pub(crate) pid: u32,
+    /// Its command name when it first touched the file, raw from the kernel (escape it).
+    pub(crate) comm: String,
+    /// The file's device as userspace numbers it (major, minor).
+    pub(crate) dev: (u32, u32),
+    /// The file's inode number.
+    pub(crate) ino: u64,
+    /// Bytes returned by read-family calls.
+    pub(crate) read_bytes: u64,
+    /// Read-family calls that returned.
+    pub(crate) reads: u64,
+    /// Bytes written by write-family calls.
+    pub(crate) write_bytes: u64,
+    /// Write-family calls that returned.
+    pub(crate) writes: u64,
+    /// Smallest and largest single write (bytes); `None` without writes.
+    pub(crate) write_range: Option<(u64, u64)>,
+    /// fsync, fdatasync and sync_file_range calls.
+    pub(crate) syncs: u64,
+    /// Their total time, ns.
+    pub(crate) sync_ns: u64,
+    /// Their latencies, counts per log2 µs slot.
+    #[serde(skip)]
+    pub(crate) sync_hist: Vec<u64>,
+}
+
+/// The loaded and attached programs.
+pub(crate) struct FileTracer {
+    ebpf: Ebpf,
+}
+
+impl FileTracer {
+    /// Loads and attaches the programs; the error is a one-line reason for a note.
+    pub(crate) fn start() -> Result<FileTracer, String> {
+        if let Some(reason) = super::unavailable_reason() {
+            return Err(reason);
+        }
+        let btf = Btf::from_sys_fs().map_err(|e| refusal("reading kernel BTF", &e))?;
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| refusal("loading maps", &e))?;
+        for (name, tracepoint) in [("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")] {
+            let program: &mut BtfTracePoint = ebpf
+                .program_mut(name)
+                .ok_or_else(|| format!("eBPF object lacks program {name}"))?
+                .try_into()
+                .map_err(|e| refusal(name, &e))?;
+            program
+                .load(tracepoint, &btf)
+                .map_err(|e| refusal(tracepoint, &e))?;
+            program.attach().map_err(|e| refusal(tracepoint, &e))?;
+        }
+        Ok(FileTracer { ebpf })
+    }
+
+    /// Every (process, file) seen since the start, most bytes first.
+    pub(crate) fn totals(&self) -> Vec<FileIo> {
+        let mut out = Vec::new();
+        if let Some(map) = self.ebpf.map("by_file")
+            && let Ok(map) = BpfHashMap::<_, FileKey, FileVal>::try_from(map)
+        {
+            for (key, val) in map.iter().flatten() {
+                out.push(file_io(&key, &val));
+            }
+        }
+        out.sort_by(|a, b| {
+            (b.read_bytes + b.write_bytes)
+                .cmp(&(a.read_bytes + a.write_bytes))
+                .then(b.syncs.cmp(&a.syncs))
+                .then(a.pid.cmp(&b.pid))
+        });
+        out
+    }
+}
+
+fn file_io(key: &FileKey, val: &FileVal) -> FileIo {
+    let end = val
+        .comm
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(val.comm.len());
+    FileIo {
+        pid: key.tgid,
+        comm: String::from_utf8_lossy(&val.comm[..end]).into_owned(),
+        // The kernel's s_dev packs major in the top 12 bits, minor in the low 20.
+        dev: (key.dev >> 20, key.dev & 0xfffff),
+        ino: key.ino,
+        read_bytes: val.read_bytes,
+        reads: val.reads,
+        write_bytes: val.write_bytes,
+        writes: val.writes,
+        write_range: (val.writes > 0 && val.write_max > 0)
+            .then_some((val.write_min, val.write_max)),
+        syncs: val.syncs,
+        sync_ns: val.sync_ns,
+        sync_hist: val.sync_hist.to_vec(),
+    }
+}

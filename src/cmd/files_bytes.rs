@@ -1,0 +1,103 @@
+//! `tacho files --bytes`: counts bytes per process and file with eBPF until the duration or
+//! Ctrl-C, finding each file's path while its process holds it open, then reports.
+
+use crate::bpf::files::{FileIo, FileTracer};
+use crate::cli::FilesArgs;
+use crate::files::inode_paths::{self, FileId};
+use crate::kernel::SysRoot;
+use crate::report::files_bytes::{self as show, Row};
+use anyhow::Result;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often paths are looked up while counting: a file opened, written and closed faster
+/// than this may stay known by its inode only.
+const LOOK: Duration = Duration::from_millis(100);
+
+/// Runs the byte count; `Ok(None)` when eBPF is refused (after saying why), so the caller
+/// watches as without `--bytes`.
+pub fn run(args: &FilesArgs) -> Result<Option<ExitCode>> {
+    let tracer = match FileTracer::start() {
+        Ok(t) => t,
+        Err(reason) => {
+            eprintln!(
+                "tacho: note: {}; --bytes needs it, so files are watched without byte counts",
+                crate::text::Escaped(&reason)
+            );
+            return Ok(None);
+        }
+    };
+    let root = SysRoot::real();
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    eprintln!(
+        "tacho: counting bytes per process and file{}",
+        if args.duration.is_some() {
+            ""
+        } else {
+            "; Ctrl-C to stop"
+        }
+    );
+    let start = Instant::now();
+    let deadline = args.duration.map(|d| start + d);
+    let mut paths: HashMap<(u32, FileId), PathBuf> = HashMap::new();
+    loop {
+        learn_paths(&root, &tracer.totals(), &mut paths);
+        if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        std::thread::sleep(LOOK);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let me = std::process::id();
+    let rows: Vec<Row> = tracer
+        .totals()
+        .into_iter()
+        .filter(|io| io.pid != me)
+        .map(|io| {
+            let path = paths.get(&(io.pid, (io.dev, io.ino))).cloned();
+            Row { io, path }
+        })
+        .filter(|r| wanted(args, r))
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        show::write_json(&rows, seconds, &mut out)?;
+    } else {
+        show::write_text(&rows, seconds, &mut out)?;
+    }
+    Ok(Some(ExitCode::SUCCESS))
+}
+
+/// Finds the paths of files not yet named, among their processes' open descriptors.
+fn learn_paths(root: &SysRoot, totals: &[FileIo], paths: &mut HashMap<(u32, FileId), PathBuf>) {
+    let mut missing: HashMap<u32, HashSet<FileId>> = HashMap::new();
+    for io in totals {
+        let id = (io.dev, io.ino);
+        if !paths.contains_key(&(io.pid, id)) {
+            missing.entry(io.pid).or_default().insert(id);
+        }
+    }
+    for (pid, ids) in missing {
+        for (id, path) in inode_paths::open_paths(root, pid, &ids) {
+            paths.insert((pid, id), path);
+        }
+    }
+}
+
+/// `--pid`, `--comm` and `--path` (a prefix of the file's path), and their exclusions.
+fn wanted(args: &FilesArgs, r: &Row) -> bool {
+    let pid = r.io.pid as i32;
+    (args.pid.is_empty() || args.pid.contains(&pid))
+        && (args.comm.is_empty() || args.comm.contains(&r.io.comm))
+        && (args.path.is_empty()
+            || r.path
+                .as_ref()
+                .is_some_and(|p| args.path.iter().any(|prefix| p.starts_with(prefix))))
+        && !args.exclude_pid.contains(&pid)
+        && !args.exclude_comm.contains(&r.io.comm)
+}

@@ -1,0 +1,61 @@
+//! Paths of files known by (device, inode), found among a process's open descriptors
+//! (`/proc/PID/fd`): what the byte tracer knows of a file is its inode, and a path is what a
+//! person reads. A file the process has already closed is not found here; it stays known by
+//! its device and inode.
+
+use crate::kernel::SysRoot;
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+/// A file as (major, minor, inode).
+pub type FileId = ((u32, u32), u64);
+
+/// The paths of those of `wanted` that process `pid` has open now.
+pub fn open_paths(root: &SysRoot, pid: u32, wanted: &HashSet<FileId>) -> HashMap<FileId, PathBuf> {
+    let mut found = HashMap::new();
+    let dir = root.proc.join(pid.to_string()).join("fd");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let link = entry.path();
+        // Follows the descriptor to the open file itself: no path lookup another user could
+        // redirect, the kernel hands over the very inode.
+        let Ok(meta) = std::fs::metadata(&link) else {
+            continue;
+        };
+        let dev = meta.dev();
+        let id = ((rustix::fs::major(dev), rustix::fs::minor(dev)), meta.ino());
+        if wanted.contains(&id)
+            && !found.contains_key(&id)
+            && let Ok(path) = std::fs::read_link(&link)
+        {
+            found.insert(id, path);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_this_process_holds_open_is_found_by_its_inode() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let meta = file.as_file().metadata().unwrap();
+        let id = (
+            (rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev())),
+            meta.ino(),
+        );
+        let other = ((0, 0), 1);
+        let found = open_paths(
+            &SysRoot::real(),
+            std::process::id(),
+            &[id, other].into_iter().collect(),
+        );
+        assert_eq!(found.get(&id), Some(&file.path().to_path_buf()));
+        assert!(!found.contains_key(&other));
+    }
+}

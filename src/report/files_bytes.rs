@@ -1,0 +1,130 @@
+//! `tacho files --bytes`: bytes read and written per process and file, then each process's
+//! syncs per file with their latency, the sizes written before them and the `bench disk` test
+//! that mimics it. Text or one JSON document (`tacho.files.bytes.v1`).
+
+use crate::bpf::block::percentile_us;
+use crate::bpf::files::FileIo;
+use crate::text::Escaped;
+use crate::units::{format_bytes_approx, format_latency_ns};
+use serde_json::json;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+/// A traced (process, file) with its path when found.
+pub struct Row {
+    /// What the tracer counted.
+    pub io: FileIo,
+    /// The file's path, when the process had it open while tacho looked.
+    pub path: Option<PathBuf>,
+}
+
+impl Row {
+    fn file(&self) -> String {
+        match &self.path {
+            Some(p) => p.display().to_string(),
+            None => format!(
+                "inode {} on {}:{} (closed before its path was seen)",
+                self.io.ino, self.io.dev.0, self.io.dev.1
+            ),
+        }
+    }
+}
+
+/// Writes that small, each followed by a sync, are what etcd's WAL does and what `bench disk
+/// --suite etcd` measures.
+const SMALL_WRITE: u64 = 16 * 1024;
+
+/// The sync line of a row, when it synced: count, latency and what to benchmark.
+pub fn sync_line(r: &Row) -> Option<String> {
+    let io = &r.io;
+    if io.syncs == 0 {
+        return None;
+    }
+    let pct = |q| {
+        percentile_us(&io.sync_hist, q).map_or_else(|| "-".into(), |us| format_latency_ns(us * 1e3))
+    };
+    let mut line = format!(
+        "{} (pid {}) {}: {} syncs, mean {}, p50 {}, p99 {}",
+        io.comm,
+        io.pid,
+        r.file(),
+        io.syncs,
+        format_latency_ns(io.sync_ns as f64 / io.syncs as f64),
+        pct(0.5),
+        pct(0.99),
+    );
+    if let Some((min, max)) = io.write_range {
+        let sizes = if min == max {
+            format_bytes_approx(min)
+        } else {
+            format!("{}–{}", format_bytes_approx(min), format_bytes_approx(max))
+        };
+        line.push_str(&format!("; writes {sizes} between them"));
+        if max <= SMALL_WRITE && io.writes >= io.syncs / 2 {
+            line.push_str(": try `tacho bench disk --suite etcd`");
+        }
+    }
+    Some(line)
+}
+
+/// The table, then the syncs.
+pub fn write_text(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "bytes per process and file over {seconds:.1} s (eBPF, read/write-family syscalls on regular files)"
+    )?;
+    writeln!(
+        out,
+        "{:>8}  {:<15}  {:>10}  {:>10}  {:>8}  {:>8}  {:>6}  FILE",
+        "PID", "COMMAND", "READ", "WRITTEN", "READS", "WRITES", "SYNCS"
+    )?;
+    for r in rows {
+        writeln!(
+            out,
+            "{:>8}  {:<15}  {:>10}  {:>10}  {:>8}  {:>8}  {:>6}  {}",
+            r.io.pid,
+            Escaped(&r.io.comm).to_string(),
+            format_bytes_approx(r.io.read_bytes),
+            format_bytes_approx(r.io.write_bytes),
+            r.io.reads,
+            r.io.writes,
+            r.io.syncs,
+            Escaped(&r.file()),
+        )?;
+    }
+    let syncs: Vec<String> = rows.iter().filter_map(sync_line).collect();
+    if !syncs.is_empty() {
+        writeln!(out, "\nsyncs (fsync, fdatasync, sync_file_range):")?;
+        for line in syncs {
+            writeln!(out, "  {}", Escaped(&line))?;
+        }
+    }
+    Ok(())
+}
+
+/// One `tacho.files.bytes.v1` document.
+pub fn write_json(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Result<()> {
+    let files: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let io = &r.io;
+            let us = |q| percentile_us(&io.sync_hist, q);
+            json!({
+                "pid": io.pid, "comm": io.comm,
+                "path": r.path, "dev": format!("{}:{}", io.dev.0, io.dev.1), "inode": io.ino,
+                "read_bytes": io.read_bytes, "reads": io.reads,
+                "write_bytes": io.write_bytes, "writes": io.writes,
+                "write_min_bytes": io.write_range.map(|w| w.0),
+                "write_max_bytes": io.write_range.map(|w| w.1),
+                "syncs": io.syncs,
+                "sync_mean_ns": (io.syncs > 0).then(|| io.sync_ns as f64 / io.syncs as f64),
+                "sync_p50_ns": us(0.5).map(|u| u * 1e3),
+                "sync_p99_ns": us(0.99).map(|u| u * 1e3),
+                "suggestion": sync_line(r).filter(|l| l.contains("try `")).map(|_| "tacho bench disk --suite etcd"),
+            })
+        })
+        .collect();
+    let doc = json!({"schema": "tacho.files.bytes.v1", "seconds": seconds, "files": files});
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)
+}

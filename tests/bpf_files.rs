@@ -1,0 +1,127 @@
+//! `tacho files --bytes` (eBPF, root): bytes per process and file exactly as written, an
+//! fdatasync loop's sync count and latency with the `bench disk` test that mimics it, and the
+//! fallback with a note when the kernel refuses bpf().
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Writes 100, 200 and 300 writes of 1000 bytes to a, b and c, then 50 times 2300 bytes each
+/// followed by fdatasync to wal; keeps the files open a moment so their paths can be seen.
+const WRITER: &str = r#"
+import os, sys, time
+d = sys.argv[1]
+fs = {n: open(os.path.join(d, n), "wb", buffering=0) for n in ("a", "b", "c", "wal")}
+for n, k in (("a", 100), ("b", 200), ("c", 300)):
+    for _ in range(k):
+        fs[n].write(b"x" * 1000)
+for _ in range(50):
+    fs["wal"].write(b"w" * 2300)
+    os.fdatasync(fs["wal"].fileno())
+time.sleep(1.5)
+print(os.getpid())
+"#;
+
+/// Runs `tacho files --bytes --json` over `dir` while `writer` runs; returns the document
+/// and the writer's pid.
+fn count(dir: &Path, wrap: Option<&str>) -> (Value, String, u32) {
+    let tacho = env!("CARGO_BIN_EXE_tacho");
+    let mut cmd = match wrap {
+        Some(helper) => {
+            let mut c = Command::new("python3");
+            c.arg(helper).arg(tacho);
+            c
+        }
+        None => Command::new(tacho),
+    };
+    cmd.args(["files", "--bytes", "--json", "--duration", "4", "--path"])
+        .arg(dir)
+        .stdin(Stdio::null());
+    let mut child = cmd.spawn_piped();
+    // Counting has begun once tacho says so (or it fell back).
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let writer = Command::new("python3")
+        .args(["-c", WRITER])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        writer.status.success(),
+        "{}",
+        String::from_utf8_lossy(&writer.stderr)
+    );
+    let pid: u32 = String::from_utf8_lossy(&writer.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let doc = serde_json::from_str(&text).unwrap_or(Value::Null);
+    (doc, first + &rest, pid)
+}
+
+fn file<'a>(doc: &'a Value, dir: &Path, name: &str, pid: u32) -> &'a Value {
+    let path = dir.join(name);
+    doc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pid"] == pid && f["path"].as_str() == path.to_str())
+        .unwrap_or_else(|| panic!("no {name} of pid {pid} in {doc}"))
+}
+
+#[test]
+fn bytes_per_file_and_sync_latency_are_counted_exactly() {
+    if !is_root() {
+        skip("bytes_per_file_and_sync_latency_are_counted_exactly: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (doc, err, pid) = count(dir.path(), None);
+    assert_eq!(doc["schema"], "tacho.files.bytes.v1", "{err}");
+    for (name, writes) in [("a", 100u64), ("b", 200), ("c", 300)] {
+        let f = file(&doc, dir.path(), name, pid);
+        assert_eq!(f["write_bytes"], writes * 1000, "{name}: {f}");
+        assert_eq!(f["writes"], writes, "{name}: {f}");
+        assert_eq!(f["read_bytes"], 0, "{name}: {f}");
+        assert_eq!(f["syncs"], 0, "{name}: {f}");
+        assert_eq!(f["comm"], "python3");
+    }
+    let wal = file(&doc, dir.path(), "wal", pid);
+    assert_eq!(wal["syncs"], 50, "{wal}");
+    assert_eq!(wal["write_bytes"], 50 * 2300, "{wal}");
+    assert_eq!(wal["write_min_bytes"], 2300);
+    assert_eq!(wal["write_max_bytes"], 2300);
+    let p50 = wal["sync_p50_ns"].as_f64().unwrap();
+    let p99 = wal["sync_p99_ns"].as_f64().unwrap();
+    assert!(p50 > 0.0 && p99 >= p50, "{wal}");
+    assert_eq!(wal["suggestion"], "tacho bench disk --suite etcd");
+}
+
+#[test]
+fn without_bpf_files_bytes_falls_back_with_a_note() {
+    if !is_root() {
+        skip("without_bpf_files_bytes_falls_back_with_a_note: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let helper = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/nobpf.py");
+    let (doc, err, _) = count(dir.path(), Some(helper));
+    assert!(err.contains("note: eBPF tracing refused"), "{err}");
+    assert!(err.contains("without byte counts"), "{err}");
+    // The watch without bytes still ran: fanotify events as JSON lines, not the bytes document.
+    assert!(
+        doc.is_null() || doc["schema"] != "tacho.files.bytes.v1",
+        "{doc}"
+    );
+    assert!(err.contains("watching"), "{err}");
+}
