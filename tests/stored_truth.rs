@@ -296,6 +296,8 @@ fn a_shortened_suite_is_marked_and_listed_as_a_method_change() {
     doc["suite"]["standard"] = json!(true);
     doc["suite"].as_object_mut().unwrap().remove("changed");
     doc["run"]["label"] = json!("standard");
+    // An edited copy is another run: without the original's run id it imports as a new one.
+    doc["run"].as_object_mut().unwrap().remove("uuid");
     let file = dir.path().join("standard.json");
     std::fs::write(&file, doc.to_string()).unwrap();
     ok(&run(&with_db(

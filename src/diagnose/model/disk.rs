@@ -79,6 +79,25 @@ pub struct Disk {
     /// Bytes written in the interval (for write amplification; not an iostat column).
     #[serde(skip)]
     pub write_bytes: Option<u64>,
+    /// Median time a request waited before the driver got it, in milliseconds (eBPF:
+    /// submission → dispatch); `None` without the tracer or without requests.
+    pub queue_p50_ms: Option<f64>,
+    /// Median time the device took to serve a request once dispatched, in milliseconds (eBPF:
+    /// dispatch → completion): the honest `svctm` iostat no longer prints.
+    pub service_p50_ms: Option<f64>,
+    /// 99th percentile of that service time, in milliseconds.
+    pub service_p99_ms: Option<f64>,
+}
+
+impl Disk {
+    /// Adds the traced queue and service times (log2 histograms, interpolated in a slot, so
+    /// within a factor of two of the exact value).
+    pub fn set_latency(&mut self, lat: &crate::bpf::block::DevLatency) {
+        let ms = |hist: &[u64], q| crate::bpf::block::percentile_us(hist, q).map(|us| us / 1e3);
+        self.queue_p50_ms = ms(&lat.queue, 0.5);
+        self.service_p50_ms = ms(&lat.service, 0.5);
+        self.service_p99_ms = ms(&lat.service, 0.99);
+    }
 }
 
 /// One direction's columns: requests/s, kB/s, merges/s, %merged, await, request size.
@@ -196,6 +215,9 @@ pub fn disk_between(
         util_pct: per_ms(millis(before.io_ms, after.io_ms)).map(|u| u * 100.0),
         write_bytes: count(before.sectors_written, after.sectors_written)
             .and_then(|s| s.checked_mul(SECTOR_BYTES)),
+        queue_p50_ms: None,
+        service_p50_ms: None,
+        service_p99_ms: None,
     }
 }
 

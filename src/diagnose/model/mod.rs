@@ -246,7 +246,15 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
             continue;
         };
         let group = membership.get(&after.name).cloned();
-        disks.push(disk::disk_between(before, after, info, group, dt));
+        let mut disk = disk::disk_between(before, after, info, group, dt);
+        if let Some(lat) = b
+            .block_latency
+            .as_ref()
+            .and_then(|l| l.get(&(after.major, after.minor)))
+        {
+            disk.set_latency(lat);
+        }
+        disks.push(disk);
     }
     let device_write_bytes: u64 = disks
         .iter()

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::bpf::block::{BlockTracer, ProcIo};
+use crate::bpf::block::{BlockTracer, DevLatency, ProcIo};
 use crate::kernel::btrfs::{self, BtrfsFs};
 use crate::kernel::cgroup::{self, CgroupIoScan};
 use crate::kernel::diskstats::{self, DiskCounters};
@@ -81,6 +81,10 @@ pub struct Sample {
     /// Why block I/O is not traced though it was asked for (no BPF, no BTF).
     #[serde(skip)]
     pub block_io_unavailable: Option<String>,
+    /// Per device (major, minor): queue and service time histograms since the previous
+    /// sample, traced with eBPF; not kept in the history.
+    #[serde(skip)]
+    pub block_latency: Option<std::collections::HashMap<(u32, u32), DevLatency>>,
     /// DNS counted since the previous sample (`--dns`), not kept in the history.
     #[serde(skip)]
     pub dns: Option<DnsCounts>,
@@ -221,10 +225,13 @@ impl Sampler {
         } else {
             conns::ConnScan::default()
         };
-        let (block_io, block_io_unavailable) = match &mut self.block {
-            None => (None, None),
-            Some(Ok(tracer)) => (Some(tracer.sample().procs), None),
-            Some(Err(why)) => (None, Some(why.clone())),
+        let (block_io, block_latency, block_io_unavailable) = match &mut self.block {
+            None => (None, None, None),
+            Some(Ok(tracer)) => {
+                let traced = tracer.sample();
+                (Some(traced.procs), Some(traced.latency), None)
+            }
+            Some(Err(why)) => (None, None, Some(why.clone())),
         };
         let (dns, dns_unavailable) = match &self.dns {
             None => (None, None),
@@ -256,6 +263,7 @@ impl Sampler {
             conns,
             block_io,
             block_io_unavailable,
+            block_latency,
             dns,
             dns_unavailable,
             details,

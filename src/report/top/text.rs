@@ -261,6 +261,31 @@ fn disks(out: &mut impl Write, disks: &[Disk]) -> io::Result<()> {
             v(d.util_pct, 6),
         )?;
     }
+    let traced: Vec<&Disk> = disks
+        .iter()
+        .filter(|d| d.service_p50_ms.is_some())
+        .collect();
+    if !traced.is_empty() {
+        // await = queue + service; eBPF tells them apart, which iostat's svctm could not.
+        writeln!(
+            out,
+            "
+Device           queue_p50  svc_p50  svc_p99   (ms, eBPF)"
+        )?;
+        for d in traced {
+            let v = |x: Option<f64>, w: usize| {
+                x.map_or(format!("{:>w$}", "-"), |x| format!("{x:>w$.3}"))
+            };
+            writeln!(
+                out,
+                "{:<16} {} {} {}",
+                Escaped(&d.name).to_string(),
+                v(d.queue_p50_ms, 9),
+                v(d.service_p50_ms, 8),
+                v(d.service_p99_ms, 8),
+            )?;
+        }
+    }
     Ok(())
 }
 
