@@ -45,6 +45,9 @@ pub(crate) enum Command {
     Bench(BenchArgs),
     /// Which process reads and writes which file, live (fanotify); or which file owns a sector
     Files(Box<FilesArgs>),
+    /// Where the CPU time goes, by function: samples every CPU (as perf top) and says which
+    /// function, process and kernel subsystem take it
+    Profile(ProfileArgs),
     /// Stored benchmark runs: list, show, rm, export, import (also fio JSON)
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -666,4 +669,40 @@ fn parse_block_size(text: &str) -> Result<u64, String> {
         n if n > 256 << 20 => Err("the block size must be at most 256M".into()),
         n => Ok(n),
     }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  sudo tacho profile\n  sudo tacho profile --pid 812 --duration 30s\n  \
+sudo tacho profile --folded > stacks.txt\n  sudo tacho profile --svg flame.svg"
+)]
+pub(crate) struct ProfileArgs {
+    /// Only this process's samples (every CPU is still sampled)
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// How long to sample
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_profile_duration)]
+    pub duration: Duration,
+    /// Samples per second on each CPU
+    #[arg(long, value_name = "HZ", default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub frequency: u64,
+    /// One JSON document (schema tacho.profile.v1)
+    #[arg(long, conflicts_with = "folded")]
+    pub json: bool,
+    /// Folded stacks (`process;root;…;leaf count`), as flame-graph tools read
+    #[arg(long)]
+    pub folded: bool,
+    /// Also write a flame graph to FILE (SVG)
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+fn parse_profile_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(24 * 3600) {
+        return Err(format!(
+            "the duration must be from 100ms to 24h, e.g. 10s or 2m (got {text})"
+        ));
+    }
+    Ok(d)
 }

@@ -20,6 +20,7 @@ pub(crate) mod kernel;
 pub(crate) mod membench;
 pub(crate) mod net;
 pub(crate) mod parallel;
+pub(crate) mod profile;
 pub mod report;
 pub(crate) mod safety;
 pub(crate) mod snapshot;

@@ -14,6 +14,7 @@ mod man;
 pub(crate) mod mem;
 mod output;
 mod ping;
+mod profile;
 mod progress;
 mod record;
 mod report;
@@ -68,6 +69,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }),
         },
         Command::Files(args) => files::run(&args),
+        Command::Profile(args) => profile::run(&args),
         Command::Runs(command) => runs::run(command),
         Command::Compare(args) => compare::run(&args),
         Command::Top(args) if history::wants_history(&args) => history::top(&args),

@@ -1,0 +1,183 @@
+//! Addresses to function names with `blazesym`: the kernel's from /proc/kallsyms (modules
+//! included), a process's from its ELF symbol tables and debug information and from its JIT
+//! perf map (`/tmp/perf-PID.map`, as PHP, Node and the JVM write them). An address without a
+//! symbol is named by its file and offset (`app+0x1139`) and marked unknown, so a stripped
+//! binary is said to be one, never hidden.
+
+use super::sampler::Stacks;
+use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+/// Kernel text lives in the upper half of the address space on every 64-bit architecture
+/// tacho builds for.
+pub fn is_kernel(addr: u64) -> bool {
+    addr >= 0xffff_8000_0000_0000
+}
+
+/// A named frame.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Frame {
+    /// The function, or `file+0xoffset` where no symbol covers the address.
+    pub name: String,
+    /// The binary or library (its file name), `[kernel]`, or `[jit]` for a perf map.
+    pub module: String,
+    /// A kernel frame.
+    pub kernel: bool,
+    /// False when no symbol was found.
+    pub known: bool,
+}
+
+/// Frames by (pid, address); kernel addresses under pid 0.
+pub type Frames = HashMap<(u32, u64), Frame>;
+
+/// Names every address of `stacks`.
+pub fn symbolize(stacks: &Stacks) -> Frames {
+    let symbolizer = Symbolizer::new();
+    let mut kernel: BTreeSet<u64> = BTreeSet::new();
+    let mut user: HashMap<u32, BTreeSet<u64>> = HashMap::new();
+    for (pid, stack) in stacks.keys() {
+        for &addr in stack {
+            if is_kernel(addr) {
+                kernel.insert(addr);
+            } else if *pid != 0 {
+                user.entry(*pid).or_default().insert(addr);
+            }
+        }
+    }
+    let mut out = Frames::new();
+    let kernel: Vec<u64> = kernel.into_iter().collect();
+    let source = Source::Kernel(Kernel::default());
+    let names = symbolizer
+        .symbolize(&source, Input::AbsAddr(&kernel))
+        .unwrap_or_default();
+    for (i, &addr) in kernel.iter().enumerate() {
+        let frame = match names.get(i) {
+            Some(Symbolized::Sym(sym)) => Frame {
+                name: sym.name.to_string(),
+                module: "[kernel]".into(),
+                kernel: true,
+                known: true,
+            },
+            _ => Frame {
+                name: format!("{addr:#x}"),
+                module: "[kernel]".into(),
+                kernel: true,
+                known: false,
+            },
+        };
+        out.insert((0, addr), frame);
+    }
+    for (pid, addrs) in user {
+        let addrs: Vec<u64> = addrs.into_iter().collect();
+        let mut process = Process::new(pid.into());
+        process.perf_map = true;
+        let names = symbolizer
+            .symbolize(&Source::Process(process), Input::AbsAddr(&addrs))
+            .unwrap_or_default();
+        let maps = read_maps(pid);
+        for (i, &addr) in addrs.iter().enumerate() {
+            let mapping = maps.iter().find(|m| m.start <= addr && addr < m.end);
+            let frame = match names.get(i) {
+                Some(Symbolized::Sym(sym)) => Frame {
+                    name: sym.name.to_string(),
+                    module: match (&sym.module, mapping) {
+                        (Some(m), _) => file_name(&m.to_string_lossy()),
+                        // A perf map's symbols lie in anonymous JIT memory.
+                        (None, None) | (None, Some(Mapping { path: None, .. })) => "[jit]".into(),
+                        (None, Some(m)) => file_name(m.path.as_deref().unwrap_or("?")),
+                    },
+                    kernel: false,
+                    known: true,
+                },
+                _ => match mapping {
+                    Some(m) => {
+                        let file = file_name(m.path.as_deref().unwrap_or("[anon]"));
+                        Frame {
+                            name: format!("{file}+{:#x}", addr - m.start + m.offset),
+                            module: file,
+                            kernel: false,
+                            known: false,
+                        }
+                    }
+                    None => Frame {
+                        name: format!("{addr:#x}"),
+                        module: "?".into(),
+                        kernel: false,
+                        known: false,
+                    },
+                },
+            };
+            out.insert((pid, addr), frame);
+        }
+    }
+    out
+}
+
+fn file_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map_or_else(|| path.to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
+/// One line of /proc/PID/maps.
+#[derive(Debug, PartialEq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// The file, when the mapping has one.
+    pub path: Option<String>,
+}
+
+fn read_maps(pid: u32) -> Vec<Mapping> {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|t| parse_maps(&t))
+        .unwrap_or_default()
+}
+
+/// Parses /proc/PID/maps text; malformed lines are left out.
+pub fn parse_maps(text: &str) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.splitn(6, ' ');
+            let (range, _perms, offset) = (f.next()?, f.next()?, f.next()?);
+            let (_dev, _inode) = (f.next()?, f.next()?);
+            let path = f.next().map(str::trim).filter(|p| p.starts_with('/'));
+            let (start, end) = range.split_once('-')?;
+            Some(Mapping {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path: path.map(str::to_owned),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_give_ranges_offsets_and_files() {
+        let text = "55d0c0a00000-55d0c0a01000 r-xp 00001000 fd:00 1234   /tmp/app\n\
+                    7ffd1000-7ffd2000 rw-p 00000000 00:00 0 [stack]\nnot a line\n";
+        let maps = parse_maps(text);
+        assert_eq!(maps.len(), 2);
+        assert_eq!(maps[0].offset, 0x1000);
+        assert_eq!(maps[0].path.as_deref(), Some("/tmp/app"));
+        assert_eq!(maps[1].path, None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_maps_text_parses_without_panic(text in "\\PC{0,300}") {
+            let _ = parse_maps(&text);
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! `tacho profile` output: the verdict, then functions by self share with total share, process
+//! and module, then notes (text); one `tacho.profile.v1` document (JSON); folded stacks for
+//! flame-graph tools; and a flame graph as SVG (inferno).
+
+use crate::profile::Profile;
+use crate::text::Escaped;
+use std::io::{self, Write};
+
+/// Functions listed in the text table.
+const SHOWN: usize = 25;
+
+/// Verdict, split, table, notes.
+pub fn write_text(p: &Profile, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "{}", Escaped(&p.verdict))?;
+    writeln!(
+        out,
+        "{} samples over {:.1} s at {} Hz per CPU: {} busy ({:.0}% kernel, {:.0}% user), {} idle",
+        p.samples, p.seconds, p.frequency_hz, p.busy_samples, p.kernel_pct, p.user_pct, p.idle_samples
+    )?;
+    if !p.subsystems.is_empty() {
+        let parts: Vec<String> = p
+            .subsystems
+            .iter()
+            .take(5)
+            .map(|s| format!("{:?} {:.0}%", s.subsystem, s.pct).to_lowercase())
+            .collect();
+        writeln!(out, "kernel: {}", parts.join(", "))?;
+    }
+    writeln!(
+        out,
+        "\n  SELF%  TOTAL%  FUNCTION                                  PROCESS          MODULE"
+    )?;
+    for f in p.functions.iter().take(SHOWN) {
+        writeln!(
+            out,
+            "{:>7.1} {:>7.1}  {:<40}  {:<15}  {}",
+            f.self_pct,
+            f.total_pct,
+            Escaped(&f.name).to_string(),
+            Escaped(&f.process).to_string(),
+            Escaped(&f.module),
+        )?;
+    }
+    for note in &p.notes {
+        writeln!(out, "note: {}", Escaped(note))?;
+    }
+    Ok(())
+}
+
+/// The document.
+pub fn write_json(p: &Profile, out: &mut impl Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, p)?;
+    writeln!(out)
+}
+
+/// One `stack count` line per distinct stack, as flame-graph tools read (names as text:
+/// these lines go to a file or a tool, and a frame with a newline would split its line, so
+/// control characters are escaped).
+pub fn write_folded(p: &Profile, out: &mut impl Write) -> io::Result<()> {
+    for (stack, n) in &p.folded {
+        writeln!(out, "{} {n}", Escaped(stack))?;
+    }
+    Ok(())
+}
+
+/// A flame graph of the folded stacks.
+pub fn write_svg(p: &Profile, title: &str, out: &mut impl Write) -> io::Result<()> {
+    let lines: Vec<String> = p
+        .folded
+        .iter()
+        .map(|(s, n)| format!("{} {n}", Escaped(s)))
+        .collect();
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title.to_owned();
+    opts.count_name = "samples".into();
+    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
+        .map_err(|e| io::Error::other(e.to_string()))
+}
