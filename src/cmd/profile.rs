@@ -17,7 +17,9 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
     if let Some(pid) = args.pid
         && !std::path::Path::new(&format!("/proc/{pid}")).exists()
     {
-        return Err(anyhow!("--pid {pid}: no such process; check the id with ps -e"));
+        return Err(anyhow!(
+            "--pid {pid}: no such process; check the id with ps -e"
+        ));
     }
     if let Some(path) = &args.svg {
         crate::report::outfile::check(path, crate::report::outfile::Existing::Replace)

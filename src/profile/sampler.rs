@@ -191,9 +191,8 @@ impl Ring {
         };
         let size = (self.len - self.page) as u64;
         // SAFETY: the data area follows the header page, `size` bytes long.
-        let data = unsafe {
-            std::slice::from_raw_parts(self.base.as_ptr().add(self.page), size as usize)
-        };
+        let data =
+            unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(self.page), size as usize) };
         let mut lost = 0;
         let mut at = tail;
         let mut record = Vec::new();

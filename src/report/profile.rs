@@ -15,7 +15,13 @@ pub fn write_text(p: &Profile, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "{} samples over {:.1} s at {} Hz per CPU: {} busy ({:.0}% kernel, {:.0}% user), {} idle",
-        p.samples, p.seconds, p.frequency_hz, p.busy_samples, p.kernel_pct, p.user_pct, p.idle_samples
+        p.samples,
+        p.seconds,
+        p.frequency_hz,
+        p.busy_samples,
+        p.kernel_pct,
+        p.user_pct,
+        p.idle_samples
     )?;
     if !p.subsystems.is_empty() {
         let parts: Vec<String> = p

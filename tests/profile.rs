@@ -1,0 +1,299 @@
+//! `tacho profile` (root): a C program built here spending its time in one function is named
+//! with ≥ 80% of its samples; the same program stripped is shown by address with "no symbols";
+//! a JIT function named only in a perf map is named; memory stress with THP `always` puts the
+//! kernel's memory code at the top with the verdict in words; the SVG renders in Chromium with
+//! the function; `--folded` is read by a flame-graph library; without permission, exit 2 with
+//! the sysctl and capability.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const BURN: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void burn_cycles(void) { for (;;) sink++; }
+int main(void) { printf("%d\n", getpid()); fflush(stdout); burn_cycles(); return 0; }
+"#;
+
+/// Spins in two bytes of anonymous executable memory (`jmp .`), named only in its perf map.
+const JIT: &str = r#"
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(void) {
+    unsigned char *p = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 1;
+    p[0] = 0xEB; p[1] = 0xFE;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%lx 2 jit_spin_loop\n", (unsigned long)p);
+    fclose(f);
+    printf("%d\n", getpid()); fflush(stdout);
+    ((void (*)(void))p)();
+    return 0;
+}
+"#;
+
+/// Builds `source` as `dir/name` with frame pointers.
+fn build(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let bin = dir.join(name);
+    let o = Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    bin
+}
+
+/// A spinning program, killed on drop (its perf map removed).
+struct Spinner {
+    child: Child,
+    pid: u32,
+}
+
+impl Spinner {
+    fn start(bin: &Path) -> Spinner {
+        let mut child = Command::new(bin).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        Spinner {
+            pid: line.trim().parse().unwrap(),
+            child,
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.pid));
+    }
+}
+
+fn profile(args: &[&str]) -> Value {
+    let mut all = vec!["profile", "--json"];
+    all.extend(args);
+    json_ok(&run(&all))
+}
+
+fn root_or_skip(test: &str) -> bool {
+    if !is_root() {
+        skip(&format!("{test}: needs root"));
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_hot_function_is_named_with_most_of_its_samples() {
+    if !root_or_skip("a_hot_function_is_named_with_most_of_its_samples") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "burner", BURN);
+    let spinner = Spinner::start(&bin);
+    let pid = spinner.pid.to_string();
+    let p = profile(&["--pid", &pid, "--duration", "2s"]);
+    let top = &p["functions"][0];
+    assert_eq!(top["name"], "burn_cycles", "{p}");
+    assert_eq!(top["module"], "burner");
+    assert!(top["self_pct"].as_f64().unwrap() >= 80.0, "{top}");
+    assert!(
+        p["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("in one user function: burn_cycles in burner"),
+        "{}",
+        p["verdict"]
+    );
+    // The same binary stripped: shown by address, and said to have no symbols.
+    let stripped = dir.path().join("stripped");
+    std::fs::copy(&bin, &stripped).unwrap();
+    let o = Command::new("strip").arg(&stripped).output().unwrap();
+    assert!(o.status.success());
+    drop(spinner);
+    let spinner = Spinner::start(&stripped);
+    let pid = spinner.pid.to_string();
+    let p = profile(&["--pid", &pid, "--duration", "2s"]);
+    let top = &p["functions"][0];
+    assert!(
+        top["name"].as_str().unwrap().starts_with("stripped+0x"),
+        "{top}"
+    );
+    assert_eq!(top["known"], false);
+    let notes = p["notes"].to_string();
+    assert!(notes.contains("stripped: no symbols"), "{notes}");
+}
+
+#[test]
+fn a_jit_function_in_a_perf_map_is_named() {
+    if !root_or_skip("a_jit_function_in_a_perf_map_is_named") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "jitter", JIT);
+    let spinner = Spinner::start(&bin);
+    let pid = spinner.pid.to_string();
+    let p = profile(&["--pid", &pid, "--duration", "2s"]);
+    let top = &p["functions"][0];
+    assert_eq!(top["name"], "jit_spin_loop", "{p}");
+    assert!(top["self_pct"].as_f64().unwrap() >= 80.0, "{top}");
+}
+
+/// Sets THP `enabled` to `always` and restores it on drop.
+struct ThpAlways(String);
+
+impl ThpAlways {
+    fn set() -> ThpAlways {
+        let path = "/sys/kernel/mm/transparent_hugepage/enabled";
+        let text = std::fs::read_to_string(path).unwrap();
+        let was = text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+            .unwrap()
+            .to_owned();
+        std::fs::write(path, "always").unwrap();
+        ThpAlways(was)
+    }
+}
+
+impl Drop for ThpAlways {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/sys/kernel/mm/transparent_hugepage/enabled", &self.0);
+    }
+}
+
+#[test]
+fn memory_stress_with_thp_always_puts_kernel_memory_work_first() {
+    if !root_or_skip("memory_stress_with_thp_always_puts_kernel_memory_work_first") {
+        return;
+    }
+    let _thp = ThpAlways::set();
+    let mut stress = tacho()
+        .args([
+            "stress",
+            "--vm",
+            "2",
+            "--vm-bytes",
+            "512M",
+            "--timeout",
+            "20s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let p = profile(&["--duration", "3s"]);
+    let _ = stress.kill();
+    let _ = stress.wait();
+    let verdict = p["verdict"].as_str().unwrap();
+    assert!(verdict.contains("% of CPU in the kernel:"), "{verdict}");
+    assert_eq!(p["subsystems"][0]["subsystem"], "thp", "{p}");
+    assert!(
+        verdict.contains("in page clearing and compaction for transparent huge pages"),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function() {
+    if !root_or_skip("folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "burner", BURN);
+    let spinner = Spinner::start(&bin);
+    let pid = spinner.pid.to_string();
+    let svg = dir.path().join("flame.svg");
+    let o = run(&[
+        "profile",
+        "--pid",
+        &pid,
+        "--duration",
+        "2s",
+        "--folded",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let folded = stdout(&o);
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with("burner;") && l.contains(";burn_cycles ")),
+        "{folded}"
+    );
+    // inferno, the flame-graph library, reads every line.
+    let mut opts = inferno::flamegraph::Options::default();
+    let mut out = Vec::new();
+    inferno::flamegraph::from_lines(&mut opts, folded.lines(), &mut out).unwrap();
+    assert!(String::from_utf8_lossy(&out).contains("burn_cycles"));
+    // Chromium renders tacho's SVG, with the function among its frames.
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let profile_dir = tempfile::tempdir().unwrap();
+    let o = chromium_command(chromium, profile_dir.path())
+        .arg("--dump-dom")
+        .arg(format!("file://{}", svg.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    assert!(dom.contains("burn_cycles"), "{dom}");
+    let shot = dir.path().join("flame.png");
+    let o = chromium_command(chromium, profile_dir.path())
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg("--window-size=1200,600")
+        .arg(format!("file://{}", svg.display()))
+        .output()
+        .unwrap();
+    assert!(shot.exists(), "no screenshot: {}", stderr(&o));
+    assert!(
+        std::fs::metadata(&shot).unwrap().len() > 5_000,
+        "a blank page"
+    );
+}
+
+/// Sets kernel.perf_event_paranoid and restores it on drop.
+struct Paranoid(String);
+
+impl Drop for Paranoid {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/kernel/perf_event_paranoid", &self.0);
+    }
+}
+
+#[test]
+fn without_permission_it_names_the_sysctl_and_capability() {
+    if !root_or_skip("without_permission_it_names_the_sysctl_and_capability") {
+        return;
+    }
+    let path = "/proc/sys/kernel/perf_event_paranoid";
+    let _restore = Paranoid(std::fs::read_to_string(path).unwrap());
+    std::fs::write(path, "3").unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_tacho"))
+        .args(["profile", "--duration", "1s"])
+        .output()
+        .unwrap();
+    let line = assert_error(&o);
+    assert!(line.contains("kernel.perf_event_paranoid"), "{line}");
+    assert!(line.contains("CAP_PERFMON"), "{line}");
+}
