@@ -377,6 +377,11 @@ pub(crate) struct TopArgs {
     #[arg(long)]
     pub accumulate: bool,
 
+    /// When the CPUs are saturated or system time is high, profile every CPU for 2 s (at
+    /// most once a minute) and print where the time goes under the verdict (root)
+    #[arg(long, requires = "batch")]
+    pub profile: bool,
+
     /// Count DNS on every interface, as dnstop: queries per second by client, server and type,
     /// answers by code, response times, the failing and slowest names (UDP; needs root for a
     /// packet socket)
@@ -686,6 +691,9 @@ pub(crate) struct ProfileArgs {
     /// Samples per second on each CPU
     #[arg(long, value_name = "HZ", default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub frequency: u64,
+    /// Print the table once at the end instead of refreshing it every second on a terminal
+    #[arg(long)]
+    pub batch: bool,
     /// One JSON document (schema tacho.profile.v1)
     #[arg(long, conflicts_with = "folded")]
     pub json: bool,

@@ -91,6 +91,14 @@ fn profile(args: &[&str]) -> Value {
     json_ok(&run(&all))
 }
 
+/// Held by every test here: each profiles the whole machine, so one test's load must not be
+/// in another's samples.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn root_or_skip(test: &str) -> bool {
     if !is_root() {
         skip(&format!("{test}: needs root"));
@@ -104,6 +112,7 @@ fn a_hot_function_is_named_with_most_of_its_samples() {
     if !root_or_skip("a_hot_function_is_named_with_most_of_its_samples") {
         return;
     }
+    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "burner", BURN);
     let spinner = Spinner::start(&bin);
@@ -145,6 +154,7 @@ fn a_jit_function_in_a_perf_map_is_named() {
     if !root_or_skip("a_jit_function_in_a_perf_map_is_named") {
         return;
     }
+    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "jitter", JIT);
     let spinner = Spinner::start(&bin);
@@ -183,6 +193,7 @@ fn memory_stress_with_thp_always_puts_kernel_memory_work_first() {
     if !root_or_skip("memory_stress_with_thp_always_puts_kernel_memory_work_first") {
         return;
     }
+    let _one = serial();
     let _thp = ThpAlways::set();
     let mut stress = tacho()
         .args([
@@ -216,6 +227,7 @@ fn folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function() {
     if !root_or_skip("folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function") {
         return;
     }
+    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "burner", BURN);
     let spinner = Spinner::start(&bin);
@@ -284,6 +296,7 @@ fn without_permission_it_names_the_sysctl_and_capability() {
     if !root_or_skip("without_permission_it_names_the_sysctl_and_capability") {
         return;
     }
+    let _one = serial();
     let path = "/proc/sys/kernel/perf_event_paranoid";
     let _restore = Paranoid(std::fs::read_to_string(path).unwrap());
     std::fs::write(path, "3").unwrap();
@@ -296,4 +309,68 @@ fn without_permission_it_names_the_sysctl_and_capability() {
     let line = assert_error(&o);
     assert!(line.contains("kernel.perf_event_paranoid"), "{line}");
     assert!(line.contains("CAP_PERFMON"), "{line}");
+}
+
+#[test]
+fn on_a_terminal_the_table_refreshes_every_second() {
+    if !root_or_skip("on_a_terminal_the_table_refreshes_every_second") {
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "burner", BURN);
+    let spinner = Spinner::start(&bin);
+    // `script` gives tacho a terminal and records what it drew.
+    let cmd = format!(
+        "{} profile --pid {} --duration 3500ms",
+        env!("CARGO_BIN_EXE_tacho"),
+        spinner.pid
+    );
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("script (util-linux) is installed");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let screen = String::from_utf8_lossy(&o.stdout);
+    let draws = screen.matches("\x1b[H\x1b[2J").count();
+    // A redraw after each of the three whole seconds, and the final table.
+    assert!(draws >= 3, "{draws} draws: {screen}");
+    let last = screen.rsplit("\x1b[H\x1b[2J").next().unwrap();
+    assert!(last.contains("burn_cycles"), "{last}");
+}
+
+#[test]
+fn top_adds_a_profile_under_a_cpu_verdict() {
+    if !root_or_skip("top_adds_a_profile_under_a_cpu_verdict") {
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "burner", BURN);
+    // One burner per CPU: the CPUs are saturated.
+    let spinners: Vec<Spinner> = (0..std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .map(|_| Spinner::start(&bin))
+        .collect();
+    let o = run(&[
+        "top",
+        "--batch",
+        "--profile",
+        "--count",
+        "2",
+        "--interval",
+        "1",
+        "--no-ebpf",
+    ]);
+    drop(spinners);
+    // Exit 1: a warning verdict (the saturated CPUs) was shown.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("profile of every CPU for 2 s (cpu_saturated): "),
+        "{text}"
+    );
+    let after = text.split("profile of every CPU").nth(1).unwrap();
+    assert!(after.contains("burn_cycles  (burner, burner)"), "{after}");
+    let line = assert_error(&run(&["top", "--profile", "--json", "--count", "1"]));
+    assert!(line.contains("--batch"), "{line}");
 }

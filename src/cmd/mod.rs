@@ -26,6 +26,7 @@ pub(crate) mod time;
 pub(crate) mod top;
 mod top_latency;
 mod top_metrics;
+mod top_profile;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;

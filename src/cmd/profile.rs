@@ -3,10 +3,13 @@
 
 use crate::cli::ProfileArgs;
 use crate::profile::sampler::{self, Sampler, Stacks};
-use crate::profile::{self, Filter, symbols};
+use crate::profile::symbols::{self, Frames};
+use crate::profile::{self, Filter, quick};
 use crate::report::profile as show;
 use anyhow::{Context, Result, anyhow};
+use blazesym::symbolize::Symbolizer;
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -32,33 +35,60 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         "tacho: sampling every CPU at {} Hz for {:.0?}; Ctrl-C to stop early",
         args.frequency, args.duration
     );
+    // On a terminal the table refreshes every second, as perf top's does.
+    let live = !args.json && !args.folded && !args.batch && std::io::stdout().is_terminal();
     let start = Instant::now();
     let mut stacks = Stacks::new();
     let mut comms: HashMap<u32, String> = HashMap::new();
     let mut batch = Vec::new();
+    let symbolizer = Symbolizer::new();
+    let mut frames = Frames::new();
+    let mut drawn = Instant::now();
+    let filter = Filter { pid: args.pid };
     while start.elapsed() < args.duration && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100).min(args.duration));
         sampler.drain(&mut batch);
         // Names are read while the processes live; one that exits keeps the name it had.
         for s in &batch {
-            comms.entry(s.pid).or_insert_with(|| comm(s.pid));
+            comms.entry(s.pid).or_insert_with(|| quick::comm(s.pid));
         }
         sampler::count(std::mem::take(&mut batch), &mut stacks);
+        if live && drawn.elapsed() >= Duration::from_secs(1) {
+            symbols::symbolize_new(&symbolizer, &stacks, &mut frames);
+            let p = profile::build(
+                &stacks,
+                &frames,
+                &comms,
+                &filter,
+                start.elapsed().as_secs_f64(),
+                args.frequency,
+                sampler.lost,
+            );
+            let mut out = std::io::stdout().lock();
+            // Home and clear, then the table so far.
+            write!(out, "\x1b[H\x1b[2J")?;
+            show::write_text(&p, &mut out)?;
+            out.flush()?;
+            drawn = Instant::now();
+        }
     }
     sampler.drain(&mut batch);
     sampler::count(batch, &mut stacks);
     let seconds = start.elapsed().as_secs_f64();
-    let frames = symbols::symbolize(&stacks);
+    symbols::symbolize_new(&symbolizer, &stacks, &mut frames);
     let p = profile::build(
         &stacks,
         &frames,
         &comms,
-        &Filter { pid: args.pid },
+        &filter,
         seconds,
         args.frequency,
         sampler.lost,
     );
     let mut out = std::io::stdout().lock();
+    if live {
+        write!(out, "\x1b[H\x1b[2J")?;
+    }
     if let Some(path) = &args.svg {
         let mut svg = Vec::new();
         show::write_svg(&p, &format!("tacho profile: {}", p.verdict), &mut svg)?;
@@ -79,10 +109,4 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn comm(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|c| c.trim_end_matches('\n').to_owned())
-        .unwrap_or_else(|_| format!("pid {pid}"))
 }

@@ -103,6 +103,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     }
     let mut stdout = std::io::stdout().lock();
     let mut warned = false;
+    let mut profiler = super::top_profile::OnCpuVerdict::default();
     let on_sample = |s: &TopSample| -> Result<()> {
         if let Some(m) = &metrics {
             m.set(prometheus::render(s));
@@ -110,7 +111,12 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         match mode {
             Mode::Json => write_json_line(&mut stdout, s)?,
             Mode::Text if args.net => text::write_network(&mut stdout, s)?,
-            Mode::Text => text::write_sample(&mut stdout, s)?,
+            Mode::Text => {
+                text::write_sample(&mut stdout, s)?;
+                if args.profile {
+                    profiler.after(s, &mut stdout)?;
+                }
+            }
             Mode::Screen | Mode::ServeOnly => {}
         }
         stdout.flush()?;

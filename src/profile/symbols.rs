@@ -32,25 +32,33 @@ pub struct Frame {
 /// Frames by (pid, address); kernel addresses under pid 0.
 pub type Frames = HashMap<(u32, u64), Frame>;
 
-/// Names every address of `stacks`.
-pub fn symbolize(stacks: &Stacks) -> Frames {
-    let symbolizer = Symbolizer::new();
+/// Names the addresses of `stacks` that `out` does not have yet (a live view names each
+/// address once; the symbolizer keeps the files it has parsed).
+pub fn symbolize_new(symbolizer: &Symbolizer, stacks: &Stacks, out: &mut Frames) {
     let mut kernel: BTreeSet<u64> = BTreeSet::new();
     let mut user: HashMap<u32, BTreeSet<u64>> = HashMap::new();
     for (pid, stack) in stacks.keys() {
         for &addr in stack {
             if is_kernel(addr) {
-                kernel.insert(addr);
-            } else if *pid != 0 {
+                if !out.contains_key(&(0, addr)) {
+                    kernel.insert(addr);
+                }
+            } else if *pid != 0 && !out.contains_key(&(*pid, addr)) {
                 user.entry(*pid).or_default().insert(addr);
             }
         }
     }
-    let mut out = Frames::new();
     let kernel: Vec<u64> = kernel.into_iter().collect();
+    if !kernel.is_empty() {
+        name_kernel(symbolizer, &kernel, out);
+    }
+    name_user(symbolizer, user, out);
+}
+
+fn name_kernel(symbolizer: &Symbolizer, kernel: &[u64], out: &mut Frames) {
     let source = Source::Kernel(Kernel::default());
     let names = symbolizer
-        .symbolize(&source, Input::AbsAddr(&kernel))
+        .symbolize(&source, Input::AbsAddr(kernel))
         .unwrap_or_default();
     for (i, &addr) in kernel.iter().enumerate() {
         let frame = match names.get(i) {
@@ -69,6 +77,9 @@ pub fn symbolize(stacks: &Stacks) -> Frames {
         };
         out.insert((0, addr), frame);
     }
+}
+
+fn name_user(symbolizer: &Symbolizer, user: HashMap<u32, BTreeSet<u64>>, out: &mut Frames) {
     for (pid, addrs) in user {
         let addrs: Vec<u64> = addrs.into_iter().collect();
         let mut process = Process::new(pid.into());
@@ -112,7 +123,6 @@ pub fn symbolize(stacks: &Stacks) -> Frames {
             out.insert((pid, addr), frame);
         }
     }
-    out
 }
 
 fn file_name(path: &str) -> String {
