@@ -18,6 +18,9 @@ the fio processes against fio's own io_bytes (2%), and the loop device's latency
 (queue + service, from the merged log2 histograms) against fio's completion latency (10%).
 
 Usage (root):  cargo build --release && python3 benches/bpf_vs_bcc.py [--rounds 3] [--runtime 8]
+               [--baseline OTHER/tacho] [--no-bpftrace]
+--baseline adds another tacho build as a watcher (to measure a change of the programs);
+--no-bpftrace leaves bpftrace out (more rounds in the same time).
 Nothing here is a pass/fail test: this VM's CPU swings 2x between runs.
 """
 
@@ -105,8 +108,8 @@ def run_with(watcher, dev, runtime, depth=32):
     return figures, {"first_s": first, "cpu": cpu, "out": rest, "diskstats": after - before}
 
 
-def tacho_watcher():
-    return watch([TACHO, "top", "--latency", "--json", "--interval", "1"],
+def tacho_watcher(binary=None):
+    return watch([binary or TACHO, "top", "--latency", "--json", "--interval", "1"],
                  lambda l: l.startswith("{"))
 
 
@@ -151,6 +154,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runtime", type=int, default=8)
+    ap.add_argument("--baseline")
+    ap.add_argument("--no-bpftrace", action="store_true")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: eBPF and loop devices need it")
@@ -165,9 +170,13 @@ def main():
         dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", img.name],
                              capture_output=True, text=True, check=True).stdout.strip()
         try:
-            rows = {"none": [], "tacho": [], "bpftrace": []}
+            rows = {"none": [], "tacho": [], "bpftrace": [], "baseline": []}
             agree = []
-            order = [("none", None), ("tacho", tacho_watcher), ("bpftrace", bpftrace_watcher)]
+            order = [("none", None), ("tacho", tacho_watcher)]
+            if not a.no_bpftrace:
+                order.append(("bpftrace", bpftrace_watcher))
+            if a.baseline:
+                order.append(("baseline", lambda: tacho_watcher(a.baseline)))
             for r in range(a.rounds):
                 for name, watcher in (order if r % 2 == 0 else order[::-1]):
                     figures, w = run_with(watcher, dev, a.runtime)
@@ -210,13 +219,17 @@ def startup():
 def report(rows, agree):
     base = [f["iops"] for f, _ in rows["none"]]
     print(f"\nfio alone: IOPS {', '.join(f'{x:,.0f}' for x in base)}")
-    for name in ("tacho", "bpftrace"):
+    for name in ("tacho", "baseline", "bpftrace"):
         for i, (f, w) in enumerate(rows[name]):
             loss = 100 * (1 - f["iops"] / base[i])
             first = f"{w['first_s']:.2f} s" if w["first_s"] is not None else "never"
             cpu = f"{100 * w['cpu']:.1f}%" if w["cpu"] is not None else "?"
             print(f"{name:9} round {i + 1}: first figures {first}, CPU {cpu} of a core, "
                   f"IOPS {f['iops']:,.0f} ({loss:+.1f}% lost)")
+    for name in ("tacho", "baseline", "bpftrace"):
+        losses = sorted(100 * (1 - f["iops"] / base[i]) for i, (f, _) in enumerate(rows[name]))
+        if losses:
+            print(f"{name}: median IOPS lost {losses[len(losses) // 2]:.1f}% over {len(losses)} rounds")
     t = [w["cpu"] for _, w in rows["tacho"] if w["cpu"]]
     b = [w["cpu"] for _, w in rows["bpftrace"] if w["cpu"]]
     if t and b:

@@ -15,6 +15,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include "log2.h"
 
 struct gendisk {
 	int major;
@@ -53,7 +54,6 @@ struct request {
 #define REQ_OP_MASK 0xff
 #define REQ_OP_WRITE 1
 #define PF_KTHREAD 0x00200000
-#define SLOTS 32
 
 /* What is known of a request in flight. */
 struct inflight {
@@ -124,19 +124,6 @@ static __always_inline __u32 rq_dev(struct request *rq)
 	if (!disk)
 		return 0;
 	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
-}
-
-static __always_inline __u32 log2_slot(__u64 v)
-{
-	/* Branch-free floor(log2(v)), capped at the last slot; 0 and 1 go to slot 0. */
-	__u32 slot = 0, shift;
-	shift = (v > 0xFFFFFFFF) << 5; v >>= shift; slot |= shift;
-	shift = (v > 0xFFFF) << 4; v >>= shift; slot |= shift;
-	shift = (v > 0xFF) << 3; v >>= shift; slot |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; slot |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; slot |= shift;
-	slot |= (v >> 1);
-	return slot < SLOTS ? slot : SLOTS - 1;
 }
 
 static __always_inline void hist_add(__u32 dev, __u32 kind, __u64 ns)

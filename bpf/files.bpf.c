@@ -15,6 +15,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include "log2.h"
 
 struct pt_regs {
 	unsigned long di;
@@ -49,7 +50,6 @@ struct task_struct {
 
 #define S_IFMT 00170000
 #define S_IFREG 0100000
-#define SLOTS 32
 
 /* x86-64 syscall numbers. */
 #define NR_read 0
@@ -107,19 +107,6 @@ struct {
 	__type(key, struct file_key);
 	__type(value, struct file_val);
 } by_file SEC(".maps");
-
-static __always_inline __u32 log2_slot(__u64 v)
-{
-	/* Branch-free floor(log2(v)), capped at the last slot; 0 and 1 go to slot 0. */
-	__u32 slot = 0, shift;
-	shift = (v > 0xFFFFFFFF) << 5; v >>= shift; slot |= shift;
-	shift = (v > 0xFFFF) << 4; v >>= shift; slot |= shift;
-	shift = (v > 0xFF) << 3; v >>= shift; slot |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; slot |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; slot |= shift;
-	slot |= (v >> 1);
-	return slot < SLOTS ? slot : SLOTS - 1;
-}
 
 static __always_inline __u32 kind_of(long id)
 {

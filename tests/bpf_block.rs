@@ -3,42 +3,12 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{LoopDev, SpawnPiped, is_root, skip, stderr, tacho, wait_output};
-
-/// Writes 64 KiB blocks with O_DIRECT over the whole device, round and round, until killed.
-const WRITER: &str = r#"
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
-size = os.lseek(fd, 0, os.SEEK_END)
-buf = mmap.mmap(-1, 65536)
-off = 0
-while True:
-    os.pwrite(fd, buf, off)
-    off = (off + 65536) % size
-"#;
-
-/// Kills the writer on drop, so a failing assertion leaves no process behind.
-struct Writer(Child);
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn writer(dev: &str) -> Writer {
-    Writer(
-        Command::new("python3")
-            .args(["-c", WRITER, dev])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("cannot start python3"),
-    )
-}
+use common::{
+    Killed, LoopDev, SpawnPiped, direct_writer, is_root, skip, stderr, tacho, wait_output,
+};
 
 #[test]
 fn two_writers_on_two_loop_devices_are_each_attributed_to_their_own() {
@@ -46,7 +16,7 @@ fn two_writers_on_two_loop_devices_are_each_attributed_to_their_own() {
     let (Some(a), Some(b)) = (LoopDev::new(test, 64 << 20), LoopDev::new(test, 64 << 20)) else {
         return;
     };
-    let (wa, wb) = (writer(a.path()), writer(b.path()));
+    let (wa, wb) = (direct_writer(a.path()), direct_writer(b.path()));
     let out = wait_output(
         tacho()
             .args([
@@ -175,7 +145,7 @@ fn a_buffered_writer_flushed_by_a_kworker_is_attributed_to_the_writer() {
     // Give the tracer time to attach before the pages are dirtied (it attaches in well under a
     // second; the interval is long, so this start-up margin costs nothing in accuracy).
     std::thread::sleep(Duration::from_secs(2));
-    let mut w = Writer(
+    let mut w = Killed(
         Command::new("python3")
             .args(["-c", BUFFERED, dev.path()])
             .stdout(Stdio::piped())

@@ -4,31 +4,10 @@
 
 mod common;
 
-use common::{LoopDev, is_root, skip, tacho};
+use common::{Killed, LoopDev, direct_writer, is_root, skip, tacho};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-const WRITER: &str = r#"
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
-size = os.lseek(fd, 0, os.SEEK_END)
-buf = mmap.mmap(-1, 65536)
-off = 0
-while True:
-    os.pwrite(fd, buf, off)
-    off = (off + 65536) % size
-"#;
-
-/// Kills the child on drop.
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::Stdio;
 
 #[test]
 fn a_busy_device_shows_queue_and_service_time_within_its_await() {
@@ -41,14 +20,8 @@ fn a_busy_device_shows_queue_and_service_time_within_its_await() {
     };
     let path = dev.dev.to_str().unwrap().to_owned();
     let name = path.trim_start_matches("/dev/").to_owned();
-    let _writer = Kill(
-        Command::new("python3")
-            .args(["-c", WRITER, &path])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut top = Kill(
+    let _writer = direct_writer(&path);
+    let mut top = Killed(
         tacho()
             .args(["top", "--json", "--interval", "500ms", "--count", "6"])
             .stdout(Stdio::piped())

@@ -6,10 +6,7 @@
 use std::collections::HashMap;
 
 use aya::maps::HashMap as BpfHashMap;
-use aya::programs::BtfTracePoint;
-use aya::{Btf, Ebpf, Pod};
-
-use super::refusal;
+use aya::{Ebpf, Pod};
 
 /// The object built by `bpf/build.sh` from `bpf/blockio.bpf.c`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/blockio.bpf.o");
@@ -142,22 +139,7 @@ const PROGRAMS: [(&str, &str); 4] = [
 impl BlockTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
     pub(crate) fn start() -> Result<BlockTracer, String> {
-        if let Some(reason) = super::unavailable_reason() {
-            return Err(reason);
-        }
-        let btf = Btf::from_sys_fs().map_err(|e| refusal("reading kernel BTF", &e))?;
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| refusal("loading maps", &e))?;
-        for (name, tracepoint) in PROGRAMS {
-            let program: &mut BtfTracePoint = ebpf
-                .program_mut(name)
-                .ok_or_else(|| format!("eBPF object lacks program {name}"))?
-                .try_into()
-                .map_err(|e| refusal(name, &e))?;
-            program
-                .load(tracepoint, &btf)
-                .map_err(|e| refusal(tracepoint, &e))?;
-            program.attach().map_err(|e| refusal(tracepoint, &e))?;
-        }
+        let ebpf = super::load(OBJECT, &PROGRAMS)?;
         let mut tracer = BlockTracer {
             ebpf,
             last_io: HashMap::new(),

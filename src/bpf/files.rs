@@ -4,10 +4,7 @@
 //! keeps totals since the tracer started; [`FileTracer::totals`] reads them.
 
 use aya::maps::HashMap as BpfHashMap;
-use aya::programs::BtfTracePoint;
-use aya::{Btf, Ebpf, Pod};
-
-use super::refusal;
+use aya::{Ebpf, Pod};
 
 /// The object built by `bpf/build.sh` from `bpf/files.bpf.c`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/files.bpf.o");
@@ -83,22 +80,10 @@ pub(crate) struct FileTracer {
 impl FileTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
     pub(crate) fn start() -> Result<FileTracer, String> {
-        if let Some(reason) = super::unavailable_reason() {
-            return Err(reason);
-        }
-        let btf = Btf::from_sys_fs().map_err(|e| refusal("reading kernel BTF", &e))?;
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| refusal("loading maps", &e))?;
-        for (name, tracepoint) in [("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")] {
-            let program: &mut BtfTracePoint = ebpf
-                .program_mut(name)
-                .ok_or_else(|| format!("eBPF object lacks program {name}"))?
-                .try_into()
-                .map_err(|e| refusal(name, &e))?;
-            program
-                .load(tracepoint, &btf)
-                .map_err(|e| refusal(tracepoint, &e))?;
-            program.attach().map_err(|e| refusal(tracepoint, &e))?;
-        }
+        let ebpf = super::load(
+            OBJECT,
+            &[("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")],
+        )?;
         Ok(FileTracer { ebpf })
     }
 

@@ -38,3 +38,25 @@ pub(crate) fn refusal(what: &str, err: &dyn std::error::Error) -> String {
         format!("eBPF tracing unavailable ({what}: {text})")
     }
 }
+
+/// Loads `object` and attaches each (program, BTF-typed tracepoint) pair; any refusal is the
+/// one-line reason callers print as a note.
+pub(crate) fn load(object: &[u8], programs: &[(&str, &str)]) -> Result<aya::Ebpf, String> {
+    if let Some(reason) = unavailable_reason() {
+        return Err(reason);
+    }
+    let btf = aya::Btf::from_sys_fs().map_err(|e| refusal("reading kernel BTF", &e))?;
+    let mut ebpf = aya::Ebpf::load(object).map_err(|e| refusal("loading maps", &e))?;
+    for &(name, tracepoint) in programs {
+        let program: &mut aya::programs::BtfTracePoint = ebpf
+            .program_mut(name)
+            .ok_or_else(|| format!("eBPF object lacks program {name}"))?
+            .try_into()
+            .map_err(|e| refusal(name, &e))?;
+        program
+            .load(tracepoint, &btf)
+            .map_err(|e| refusal(tracepoint, &e))?;
+        program.attach().map_err(|e| refusal(tracepoint, &e))?;
+    }
+    Ok(ebpf)
+}

@@ -1,46 +1,86 @@
-//! A short profile taken in one call, for `tacho top --batch --profile` to add the top
-//! functions to a CPU verdict.
+//! A profile being taken: samples drained from the rings every call of [`Session::step`], and
+//! a [`Profile`] of everything so far whenever asked (each address named once). `tacho
+//! profile` steps it and redraws; `tacho top --batch --profile` takes a short one in one call.
 
 use super::sampler::{self, Sampler, Stacks, StartError};
 use super::symbols::{self, Frames};
 use super::{Filter, Profile};
+use blazesym::symbolize::Symbolizer;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// Samples every CPU at `hz` for `duration` and builds the profile.
-pub fn profile_for(duration: Duration, hz: u64) -> Result<Profile, StartError> {
-    let mut sampler = Sampler::start(hz)?;
-    let start = Instant::now();
-    let mut stacks = Stacks::new();
-    let mut comms: HashMap<u32, String> = HashMap::new();
-    let mut batch = Vec::new();
-    while start.elapsed() < duration {
-        std::thread::sleep(Duration::from_millis(100).min(duration));
-        sampler.drain(&mut batch);
-        for s in &batch {
-            comms.entry(s.pid).or_insert_with(|| comm(s.pid));
-        }
-        sampler::count(std::mem::take(&mut batch), &mut stacks);
-    }
-    let mut frames = Frames::new();
-    symbols::symbolize_new(
-        &blazesym::symbolize::Symbolizer::new(),
-        &stacks,
-        &mut frames,
-    );
-    Ok(super::build(
-        &stacks,
-        &frames,
-        &comms,
-        &Filter { pid: None },
-        start.elapsed().as_secs_f64(),
-        hz,
-        sampler.lost,
-    ))
+/// How often the rings are drained.
+pub const STEP: Duration = Duration::from_millis(100);
+
+/// The sampler, what it has counted, and the names found so far.
+pub struct Session {
+    sampler: Sampler,
+    start: Instant,
+    hz: u64,
+    filter: Filter,
+    stacks: Stacks,
+    comms: HashMap<u32, String>,
+    symbolizer: Symbolizer,
+    frames: Frames,
 }
 
-/// A process's command name, read while it lives.
-pub fn comm(pid: u32) -> String {
+impl Session {
+    /// Starts sampling every CPU at `hz`.
+    pub fn start(hz: u64, filter: Filter) -> Result<Session, StartError> {
+        Ok(Session {
+            sampler: Sampler::start(hz)?,
+            start: Instant::now(),
+            hz,
+            filter,
+            stacks: Stacks::new(),
+            comms: HashMap::new(),
+            symbolizer: Symbolizer::new(),
+            frames: Frames::new(),
+        })
+    }
+
+    /// Time since the start.
+    pub fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// Counts what the rings hold now. Process names are read here, while the processes
+    /// live: one that exits keeps the name it had.
+    pub fn step(&mut self) {
+        let mut batch = Vec::new();
+        self.sampler.drain(&mut batch);
+        for s in &batch {
+            self.comms.entry(s.pid).or_insert_with(|| comm(s.pid));
+        }
+        sampler::count(batch, &mut self.stacks);
+    }
+
+    /// The profile of everything counted so far.
+    pub fn profile(&mut self) -> Profile {
+        symbols::symbolize_new(&self.symbolizer, &self.stacks, &mut self.frames);
+        super::build(
+            &self.stacks,
+            &self.frames,
+            &self.comms,
+            &self.filter,
+            self.elapsed().as_secs_f64(),
+            self.hz,
+            self.sampler.lost,
+        )
+    }
+}
+
+/// Samples every CPU at `hz` for `duration` and builds the profile.
+pub fn profile_for(duration: Duration, hz: u64) -> Result<Profile, StartError> {
+    let mut session = Session::start(hz, Filter { pid: None })?;
+    while session.elapsed() < duration {
+        std::thread::sleep(STEP.min(duration));
+        session.step();
+    }
+    Ok(session.profile())
+}
+
+fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|c| c.trim_end_matches('\n').to_owned())
         .unwrap_or_else(|_| format!("pid {pid}"))

@@ -692,3 +692,34 @@ pub fn chromium_command(chromium: &str, profile: &Path) -> Command {
     .arg(format!("--user-data-dir={}", profile.display()));
     cmd
 }
+
+/// A child process killed (and reaped) on drop, so a failing assertion leaves none behind.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Writes 64 KiB blocks with O_DIRECT over the whole of `dev`, round and round, until dropped.
+pub fn direct_writer(dev: &str) -> Killed {
+    const WRITER: &str = r#"
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
+size = os.lseek(fd, 0, os.SEEK_END)
+buf = mmap.mmap(-1, 65536)
+off = 0
+while True:
+    os.pwrite(fd, buf, off)
+    off = (off + 65536) % size
+"#;
+    Killed(
+        Command::new("python3")
+            .args(["-c", WRITER, dev])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("cannot start python3"),
+    )
+}
