@@ -85,6 +85,13 @@ impl Drop for Spinner {
     }
 }
 
+/// Profiles `bin` running alone (its own samples only) for 2 s.
+fn profile_spinning(bin: &Path) -> Value {
+    let spinner = Spinner::start(bin);
+    let pid = spinner.pid.to_string();
+    profile(&["--pid", &pid, "--duration", "2s"])
+}
+
 fn profile(args: &[&str]) -> Value {
     let mut all = vec!["profile", "--json"];
     all.extend(args);
@@ -115,9 +122,7 @@ fn a_hot_function_is_named_with_most_of_its_samples() {
     let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "burner", BURN);
-    let spinner = Spinner::start(&bin);
-    let pid = spinner.pid.to_string();
-    let p = profile(&["--pid", &pid, "--duration", "2s"]);
+    let p = profile_spinning(&bin);
     let top = &p["functions"][0];
     assert_eq!(top["name"], "burn_cycles", "{p}");
     assert_eq!(top["module"], "burner");
@@ -135,10 +140,7 @@ fn a_hot_function_is_named_with_most_of_its_samples() {
     std::fs::copy(&bin, &stripped).unwrap();
     let o = Command::new("strip").arg(&stripped).output().unwrap();
     assert!(o.status.success());
-    drop(spinner);
-    let spinner = Spinner::start(&stripped);
-    let pid = spinner.pid.to_string();
-    let p = profile(&["--pid", &pid, "--duration", "2s"]);
+    let p = profile_spinning(&stripped);
     let top = &p["functions"][0];
     assert!(
         top["name"].as_str().unwrap().starts_with("stripped+0x"),
@@ -157,9 +159,7 @@ fn a_jit_function_in_a_perf_map_is_named() {
     let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "jitter", JIT);
-    let spinner = Spinner::start(&bin);
-    let pid = spinner.pid.to_string();
-    let p = profile(&["--pid", &pid, "--duration", "2s"]);
+    let p = profile_spinning(&bin);
     let top = &p["functions"][0];
     assert_eq!(top["name"], "jit_spin_loop", "{p}");
     assert!(top["self_pct"].as_f64().unwrap() >= 80.0, "{top}");
