@@ -10,6 +10,24 @@ use common::{
     Killed, LoopDev, SpawnPiped, direct_writer, is_root, skip, stderr, tacho, wait_output,
 };
 
+/// One sample of `top --batch --latency` run under `setpriv` with these options.
+fn latency_under_setpriv(options: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(options)
+        .arg(env!("CARGO_BIN_EXE_tacho"))
+        .args([
+            "top",
+            "--batch",
+            "--latency",
+            "--interval",
+            "200ms",
+            "--count",
+            "1",
+        ])
+        .stdin(Stdio::null());
+    wait_output(cmd.spawn_piped(), Duration::from_secs(60))
+}
+
 #[test]
 fn two_writers_on_two_loop_devices_are_each_attributed_to_their_own() {
     let test = "two_writers_on_two_loop_devices_are_each_attributed_to_their_own";
@@ -85,20 +103,7 @@ fn without_bpf_top_latency_falls_back_with_a_note() {
         skip("without_bpf_top_latency_falls_back_with_a_note: needs root to drop to nobody");
         return;
     }
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_tacho"))
-        .args([
-            "top",
-            "--batch",
-            "--latency",
-            "--interval",
-            "200ms",
-            "--count",
-            "1",
-        ])
-        .stdin(Stdio::null());
-    let out = wait_output(cmd.spawn_piped(), Duration::from_secs(60));
+    let out = latency_under_setpriv(&["--reuid=nobody", "--regid=nogroup", "--clear-groups"]);
     let err = stderr(&out);
     assert!(err.contains("note: eBPF tracing needs root"), "{err}");
     assert_eq!(err.matches("eBPF").count(), 1, "the note once: {err}");
@@ -194,20 +199,7 @@ fn root_without_capabilities_is_refused_bpf_and_falls_back_with_a_note() {
         return;
     }
     // Root with an empty bounding set: the probe passes (uid 0), the kernel refuses bpf().
-    let mut cmd = Command::new("setpriv");
-    cmd.arg("--bounding-set=-all")
-        .arg(env!("CARGO_BIN_EXE_tacho"))
-        .args([
-            "top",
-            "--batch",
-            "--latency",
-            "--interval",
-            "200ms",
-            "--count",
-            "1",
-        ])
-        .stdin(Stdio::null());
-    let out = wait_output(cmd.spawn_piped(), Duration::from_secs(60));
+    let out = latency_under_setpriv(&["--bounding-set=-all"]);
     let err = stderr(&out);
     assert!(err.contains("note: eBPF tracing refused"), "{err}");
     assert!(err.contains("bpf() not permitted"), "{err}");

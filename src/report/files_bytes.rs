@@ -111,7 +111,14 @@ pub fn write_json(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Resul
             let us = |q| percentile_us(&io.sync_hist, q);
             json!({
                 "pid": io.pid, "comm": io.comm,
-                "path": r.path, "dev": format!("{}:{}", io.dev.0, io.dev.1), "inode": io.ino,
+                "path": r.path.as_ref().map(|p| p.to_string_lossy()),
+                // A name that is not UTF-8 keeps its exact bytes here, as `files --json` does.
+                "path_hex": r.path.as_ref().and_then(|p| {
+                    crate::text::hex_if_not_utf8(std::os::unix::ffi::OsStrExt::as_bytes(
+                        p.as_os_str(),
+                    ))
+                }),
+                "dev": format!("{}:{}", io.dev.0, io.dev.1), "inode": io.ino,
                 "read_bytes": io.read_bytes, "reads": io.reads,
                 "write_bytes": io.write_bytes, "writes": io.writes,
                 "write_min_bytes": io.write_range.map(|w| w.0),
@@ -127,4 +134,46 @@ pub fn write_json(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Resul
     let doc = json!({"schema": "tacho.files.bytes.v1", "seconds": seconds, "files": files});
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn row(path: &[u8]) -> Row {
+        Row {
+            io: FileIo {
+                pid: 1,
+                comm: "w\x1b[2J".into(),
+                dev: (8, 1),
+                ino: 12,
+                read_bytes: 0,
+                reads: 0,
+                write_bytes: 2300,
+                writes: 1,
+                write_range: Some((2300, 2300)),
+                syncs: 1,
+                sync_ns: 1000,
+                sync_hist: vec![1; 1],
+            },
+            path: Some(PathBuf::from(std::ffi::OsStr::from_bytes(path))),
+        }
+    }
+
+    #[test]
+    fn a_path_that_is_not_utf8_keeps_its_bytes_and_nothing_reaches_the_terminal_raw() {
+        let rows = [row(b"/tmp/a\xff\nb")];
+        let mut json = Vec::new();
+        write_json(&rows, 1.0, &mut json).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(doc["files"][0]["path_hex"], "2f746d702f61ff0a62");
+        let mut text = Vec::new();
+        write_text(&rows, 1.0, &mut text).unwrap();
+        assert!(
+            !text.contains(&0x1b) && !text.contains(&0xff),
+            "{}",
+            String::from_utf8_lossy(&text)
+        );
+    }
 }

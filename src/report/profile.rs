@@ -82,3 +82,39 @@ pub fn write_svg(p: &Profile, title: &str, out: &mut impl Write) -> io::Result<(
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
         .map_err(|e| io::Error::other(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn names_from_binaries_are_escaped_in_the_svg_and_the_folded_lines() {
+        let mut p = crate::profile::build(
+            &HashMap::new(),
+            &HashMap::new(),
+            &HashMap::new(),
+            &crate::profile::Filter { pid: None },
+            1.0,
+            99,
+            0,
+        );
+        p.folded = vec![("app;<script>alert(1)</script>;x\x1b[2Jy".into(), 3)];
+        let mut svg = Vec::new();
+        write_svg(&p, "t", &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(!svg.contains("<script>alert"), "{svg}");
+        assert!(
+            svg.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{svg}"
+        );
+        assert!(!svg.contains('\x1b'));
+        let mut folded = Vec::new();
+        write_folded(&p, &mut folded).unwrap();
+        assert!(
+            !folded.contains(&0x1b),
+            "{}",
+            String::from_utf8_lossy(&folded)
+        );
+    }
+}
