@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 CLANG=${CLANG:-clang-14}
 for src in *.bpf.c; do
-  "$CLANG" -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu \
+  "$CLANG" -target bpf -mcpu=v3 -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu \
     -fdebug-prefix-map="$PWD"=. -fno-ident -c "$src" -o "${src%.c}.o"
   # Drop the DWARF sections (BTF and .BTF.ext stay: the loader needs them for CO-RE).
   llvm-strip-14 -g "${src%.c}.o"

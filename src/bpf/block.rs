@@ -1,53 +1,23 @@
 //! Block I/O attribution (bpf/blockio.bpf.c): bytes and requests per submitting process, device
-//! and operation, and per-device log2 histograms of queue time (accounting start → dispatch)
-//! and service time (dispatch → completion). The kernel keeps running totals; [`BlockTracer::
-//! sample`] returns the change since the previous call.
+//! and operation, and per-device histograms of queue time (creation → dispatch), service time
+//! (dispatch → completion) and their sum. The kernel keeps running totals in arrays shared
+//! through mmap; [`BlockTracer::sample`] returns the change since the previous call.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
 
-use aya::maps::HashMap as BpfHashMap;
-use aya::{Ebpf, Pod};
+use aya::Ebpf;
+
+use super::hist::BUCKETS;
+use super::shared::SharedArray;
 
 /// The object built by `bpf/build.sh` from `bpf/blockio.bpf.c`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/blockio.bpf.o");
 
-/// Log2 slots of a histogram; slot `i` holds latencies in `[2^i, 2^(i+1))` µs (slot 0: < 2 µs).
-pub(crate) const SLOTS: usize = 32;
-
-#[repr(C)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct IoKey {
-    tgid: u32,
-    dev: u32,
-    op: u32,
-    pad: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct IoVal {
-    bytes: u64,
-    count: u64,
-    cgroup: u64,
-    comm: [u8; 16],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct HistKey {
-    dev: u32,
-    kind: u32,
-    slot: u32,
-    pad: u32,
-}
-
-// SAFETY: plain #[repr(C)] integers and byte arrays laid out as the C structs of
-// bpf/blockio.bpf.c (explicit padding fields, no implicit holes); any bit pattern is valid.
-unsafe impl Pod for IoKey {}
-// SAFETY: as above.
-unsafe impl Pod for IoVal {}
-// SAFETY: as above.
-unsafe impl Pod for HistKey {}
+/// Words of a `struct proc_slot`: key, bytes, count, cgroup, comm[16].
+const PROC_WORDS: usize = 6;
+/// Words of a `struct dev_slot`: dev, then queue, service and total histograms.
+const DEV_WORDS: usize = 1 + 3 * BUCKETS;
 
 /// The block operation of a request (the kernel's `REQ_OP_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -100,10 +70,12 @@ pub(crate) struct ProcIo {
 /// A device's latency histograms for one interval, counts per log2 µs slot.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub(crate) struct DevLatency {
-    /// Submission (accounting start) → dispatch to the driver.
+    /// Creation of the request from its first bio → dispatch to the driver.
     pub(crate) queue: Vec<u64>,
     /// Dispatch → completion: the time the device actually served.
     pub(crate) service: Vec<u64>,
+    /// Creation → completion: the request's whole time, as iostat's await counts it.
+    pub(crate) total: Vec<u64>,
 }
 
 /// What the tracer saw in one interval.
@@ -113,37 +85,54 @@ pub(crate) struct BlockSample {
     pub(crate) procs: Vec<ProcIo>,
     /// Per device.
     pub(crate) latency: HashMap<Dev, DevLatency>,
+    /// Requests not counted per process or device because the kernel's table was full.
+    pub(crate) dropped: u64,
 }
 
-/// The loaded and attached block programs, with the totals of the previous sample.
+/// The loaded and attached block programs, their shared arrays, and the totals of the previous
+/// sample (per array index, with the key that held it).
 pub(crate) struct BlockTracer {
-    ebpf: Ebpf,
-    last_io: HashMap<IoKey, (u64, u64)>,
-    last_hist: HashMap<HistKey, u64>,
+    _ebpf: Ebpf,
+    procs: SharedArray,
+    devs: SharedArray,
+    dropped: SharedArray,
+    last_proc: HashMap<usize, (u64, u64, u64)>,
+    last_dev: HashMap<usize, (u64, Vec<u64>)>,
+    last_dropped: u64,
 }
 
-/// (program in the object, kernel tracepoint) pairs.
 impl std::fmt::Debug for BlockTracer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("BlockTracer")
     }
 }
 
-const PROGRAMS: [(&str, &str); 4] = [
+/// (program in the object, kernel tracepoint) pairs always attached.
+const PROGRAMS: [(&str, &str); 3] = [
     ("dirty_folio", "writeback_dirty_folio"),
     ("io_start", "block_io_start"),
-    ("rq_issue", "block_rq_issue"),
     ("rq_complete", "block_rq_complete"),
 ];
+
+/// Attached besides when some queue lacks the kernel's dispatch stamp.
+const ISSUE: (&str, &str) = ("rq_issue", "block_rq_issue");
 
 impl BlockTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
     pub(crate) fn start() -> Result<BlockTracer, String> {
-        let ebpf = super::load(OBJECT, &PROGRAMS)?;
+        let mut programs = PROGRAMS.to_vec();
+        if !every_queue_stamps_dispatch(std::path::Path::new("/sys/block")) {
+            programs.push(ISSUE);
+        }
+        let ebpf = super::load(OBJECT, &programs)?;
         let mut tracer = BlockTracer {
-            ebpf,
-            last_io: HashMap::new(),
-            last_hist: HashMap::new(),
+            procs: SharedArray::map(&ebpf, "procs", PROC_WORDS)?,
+            devs: SharedArray::map(&ebpf, "devs", DEV_WORDS)?,
+            dropped: SharedArray::map(&ebpf, "dropped", 2)?,
+            _ebpf: ebpf,
+            last_proc: HashMap::new(),
+            last_dev: HashMap::new(),
+            last_dropped: 0,
         };
         // Totals from before this start are not this interval's.
         tracer.sample();
@@ -152,95 +141,129 @@ impl BlockTracer {
 
     /// The change since the previous call (or since start).
     pub(crate) fn sample(&mut self) -> BlockSample {
-        let mut out = BlockSample::default();
-        if let Some(map) = self.ebpf.map("io_by_proc")
-            && let Ok(map) = BpfHashMap::<_, IoKey, IoVal>::try_from(map)
-        {
-            for (key, val) in map.iter().flatten() {
-                let (bytes, count) = self
-                    .last_io
-                    .insert(key, (val.bytes, val.count))
-                    .unwrap_or((0, 0));
-                let (bytes, requests) = (
-                    val.bytes.saturating_sub(bytes),
-                    val.count.saturating_sub(count),
-                );
-                if requests == 0 && bytes == 0 {
-                    continue;
-                }
-                let end = val
-                    .comm
-                    .iter()
-                    .position(|&b| b == 0)
-                    .unwrap_or(val.comm.len());
-                out.procs.push(ProcIo {
-                    pid: key.tgid,
-                    comm: String::from_utf8_lossy(&val.comm[..end]).into_owned(),
-                    cgroup: val.cgroup,
-                    dev: split_dev(key.dev),
-                    op: Op::from_raw(key.op),
-                    bytes,
-                    requests,
-                });
-            }
-        }
-        out.procs
-            .sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.pid.cmp(&b.pid)));
-        if let Some(map) = self.ebpf.map("latency")
-            && let Ok(map) = BpfHashMap::<_, HistKey, u64>::try_from(map)
-        {
-            for (key, total) in map.iter().flatten() {
-                let before = self.last_hist.insert(key, total).unwrap_or(0);
-                let delta = total.saturating_sub(before);
-                let slot = key.slot as usize;
-                if delta == 0 || slot >= SLOTS {
-                    continue;
-                }
-                let dev = out
-                    .latency
-                    .entry(split_dev(key.dev))
-                    .or_insert_with(|| DevLatency {
-                        queue: vec![0; SLOTS],
-                        service: vec![0; SLOTS],
-                    });
-                let hist = if key.kind == 0 {
-                    &mut dev.queue
-                } else {
-                    &mut dev.service
-                };
-                hist[slot] += delta;
-            }
-        }
+        let mut out = BlockSample {
+            procs: self.sample_procs(),
+            latency: self.sample_devs(),
+            dropped: 0,
+        };
+        let dropped: u64 = self.dropped.value(0).iter().map(|w| w.load(Relaxed)).sum();
+        out.dropped = dropped.saturating_sub(self.last_dropped);
+        self.last_dropped = dropped;
         out
+    }
+
+    fn sample_procs(&mut self) -> Vec<ProcIo> {
+        let mut procs = Vec::new();
+        let mut idle_dead = Vec::new();
+        for index in 0..self.procs.entries() {
+            let v = self.procs.value(index);
+            let key = v[0].load(Relaxed);
+            if key == 0 {
+                self.last_proc.remove(&index);
+                continue;
+            }
+            let (bytes_now, count_now) = (v[1].load(Relaxed), v[2].load(Relaxed));
+            let (bytes, requests) = match self.last_proc.insert(index, (key, bytes_now, count_now))
+            {
+                Some((k, b, c)) if k == key => {
+                    (bytes_now.saturating_sub(b), count_now.saturating_sub(c))
+                }
+                _ => (bytes_now, count_now),
+            };
+            let (pid, dev, op) = split_key(key);
+            if bytes == 0 && requests == 0 {
+                if pid != 0 && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    idle_dead.push((index, key));
+                }
+                continue;
+            }
+            let mut comm = [0u8; 16];
+            comm[..8].copy_from_slice(&v[4].load(Relaxed).to_le_bytes());
+            comm[8..].copy_from_slice(&v[5].load(Relaxed).to_le_bytes());
+            let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+            procs.push(ProcIo {
+                pid,
+                comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
+                cgroup: v[3].load(Relaxed),
+                dev,
+                op,
+                bytes,
+                requests,
+            });
+        }
+        for (index, key) in idle_dead {
+            self.release(index, key);
+        }
+        procs.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.pid.cmp(&b.pid)));
+        procs
+    }
+
+    /// Frees the slot of a process that has exited and did no I/O for an interval, so the
+    /// table does not fill over days of short-lived processes. Counters are cleared before the
+    /// key, so the next claimer starts from zero; a request of the dead process still in
+    /// flight (idle for a whole interval) would count for the slot's next owner.
+    fn release(&mut self, index: usize, key: u64) {
+        let v = self.procs.value(index);
+        v[1].store(0, Relaxed);
+        v[2].store(0, Relaxed);
+        let _ = v[0].compare_exchange(key, 0, Relaxed, Relaxed);
+        self.last_proc.remove(&index);
+    }
+
+    fn sample_devs(&mut self) -> HashMap<Dev, DevLatency> {
+        let mut latency = HashMap::new();
+        for index in 0..self.devs.entries() {
+            let v = self.devs.value(index);
+            let key = v[0].load(Relaxed);
+            if key == 0 {
+                continue;
+            }
+            let now: Vec<u64> = v[1..].iter().map(|w| w.load(Relaxed)).collect();
+            let before = self.last_dev.insert(index, (key, now.clone()));
+            let delta: Vec<u64> = match before {
+                Some((k, b)) if k == key => now
+                    .iter()
+                    .zip(&b)
+                    .map(|(n, b)| n.saturating_sub(*b))
+                    .collect(),
+                _ => now,
+            };
+            if delta.iter().all(|&c| c == 0) {
+                continue;
+            }
+            latency.insert(
+                split_dev(key as u32),
+                DevLatency {
+                    queue: delta[..BUCKETS].to_vec(),
+                    service: delta[BUCKETS..2 * BUCKETS].to_vec(),
+                    total: delta[2 * BUCKETS..].to_vec(),
+                },
+            );
+        }
+        latency
     }
 }
 
-/// The latency (µs) below which `quantile` (0..1) of a log2 histogram falls, interpolated
-/// linearly inside the slot; `None` for an empty histogram.
-pub(crate) fn percentile_us(hist: &[u64], quantile: f64) -> Option<f64> {
-    let total: u64 = hist.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = quantile.clamp(0.0, 1.0) * total as f64;
-    let mut seen = 0u64;
-    for (slot, &count) in hist.iter().enumerate() {
-        if count == 0 {
-            continue;
-        }
-        if (seen + count) as f64 >= rank {
-            let low = if slot == 0 {
-                0.0
-            } else {
-                (1u64 << slot) as f64
-            };
-            let high = (1u64 << (slot + 1)) as f64;
-            let within = (rank - seen as f64) / count as f64;
-            return Some(low + (high - low) * within);
-        }
-        seen += count;
-    }
-    None
+/// (pid, device, operation) of a `proc_key` (bpf/blockio.bpf.c).
+fn split_key(key: u64) -> (u32, Dev, Op) {
+    let pid = ((key >> 34) & 0x3f_ffff) as u32;
+    let op = Op::from_raw(((key >> 32) & 3) as u32);
+    (pid, split_dev(key as u32), op)
+}
+
+/// Whether the kernel stamps the dispatch time of every multi-queue device's requests itself:
+/// it does where the queue keeps statistics, which writeback throttling turns on, and
+/// `wbt_lat_usec` is readable exactly where writeback throttling was set up (even if turned
+/// off since). Anything unreadable counts as not stamped, so rq_issue is attached.
+fn every_queue_stamps_dispatch(sys_block: &std::path::Path) -> bool {
+    let Ok(dir) = std::fs::read_dir(sys_block) else {
+        return false;
+    };
+    dir.flatten().all(|dev| {
+        let queue = dev.path().join("queue");
+        !dev.path().join("mq").exists()
+            || std::fs::read_to_string(queue.join("wbt_lat_usec")).is_ok()
+    })
 }
 
 #[cfg(test)]
@@ -248,12 +271,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_interpolate_within_a_slot() {
-        let mut hist = vec![0; SLOTS];
-        hist[3] = 10; // 8..16 µs
-        assert_eq!(percentile_us(&hist, 0.5), Some(12.0));
-        assert_eq!(percentile_us(&hist, 1.0), Some(16.0));
-        assert_eq!(percentile_us(&vec![0; SLOTS], 0.5), None);
+    fn keys_split_as_the_programs_pack_them() {
+        let key = (1u64 << 63) | (4_194_303u64 << 34) | (1u64 << 32) | ((7 << 20) | 3);
+        assert_eq!(split_key(key), (4_194_303, (7, 3), Op::Write));
+    }
+
+    #[test]
+    fn dispatch_is_stamped_only_where_every_queue_throttles_writeback() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = |name: &str, wbt: Option<&str>| {
+            let q = dir.path().join(name).join("queue");
+            std::fs::create_dir_all(&q).unwrap();
+            std::fs::create_dir_all(dir.path().join(name).join("mq")).unwrap();
+            if let Some(w) = wbt {
+                std::fs::write(q.join("wbt_lat_usec"), w).unwrap();
+            }
+        };
+        queue("vda", Some("75000"));
+        queue("loop0", Some("0"));
+        std::fs::create_dir_all(dir.path().join("dm-0")).unwrap(); // bio-based: no requests
+        assert!(every_queue_stamps_dispatch(dir.path()));
+        queue("nvme0n1", None);
+        assert!(!every_queue_stamps_dispatch(dir.path()));
+        assert!(!every_queue_stamps_dispatch(&dir.path().join("missing")));
     }
 
     #[test]

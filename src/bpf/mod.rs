@@ -5,6 +5,8 @@
 
 pub(crate) mod block;
 pub(crate) mod files;
+pub(crate) mod hist;
+mod shared;
 
 use std::path::Path;
 

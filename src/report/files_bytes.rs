@@ -2,8 +2,8 @@
 //! syncs per file with their latency, the sizes written before them and the `bench disk` test
 //! that mimics it. Text or one JSON document (`tacho.files.bytes.v1`).
 
-use crate::bpf::block::percentile_us;
 use crate::bpf::files::FileIo;
+use crate::bpf::hist::log2_percentile_us as percentile_us;
 use crate::text::Escaped;
 use crate::units::{format_bytes_approx, format_latency_ns};
 use serde_json::json;

@@ -90,10 +90,10 @@ pub struct Disk {
 }
 
 impl Disk {
-    /// Adds the traced queue and service times (log2 histograms, interpolated in a slot, so
-    /// within a factor of two of the exact value).
+    /// Adds the traced queue and service times (from buckets an eighth of an octave wide,
+    /// interpolated, so within a few percent of the exact value).
     pub fn set_latency(&mut self, lat: &crate::bpf::block::DevLatency) {
-        let ms = |hist: &[u64], q| crate::bpf::block::percentile_us(hist, q).map(|us| us / 1e3);
+        let ms = |hist: &[u64], q| crate::bpf::hist::percentile_us(hist, q).map(|us| us / 1e3);
         self.queue_p50_ms = ms(&lat.queue, 0.5);
         self.service_p50_ms = ms(&lat.service, 0.5);
         self.service_p99_ms = ms(&lat.service, 0.99);

@@ -1,12 +1,14 @@
-//! `tacho top --latency`: per-device queue and service time (log2 histograms and percentiles,
-//! like biolatency) and the bytes each process submitted to each device, from the eBPF block
-//! tracer. Text for `--batch`, one JSON object per interval for `--json`.
+//! `tacho top --latency`: per-device queue, service and total time (log2 histograms like
+//! biolatency, percentiles from finer buckets) and the bytes each process submitted to each
+//! device, from the eBPF block tracer. Text for `--batch`, one JSON object per interval for
+//! `--json`.
 
 use std::io::Write;
 
 use serde::Serialize;
 
-use crate::bpf::block::{BlockSample, Dev, DevLatency, Op, percentile_us};
+use crate::bpf::block::{BlockSample, Dev, DevLatency, Op};
+use crate::bpf::hist::{log2_us, percentile_us};
 use crate::text::escape;
 
 /// One device's latency in one interval.
@@ -15,29 +17,32 @@ struct DeviceOut<'a> {
     device: &'a str,
     major: u32,
     minor: u32,
-    queue: Split<'a>,
-    service: Split<'a>,
+    queue: Split,
+    service: Split,
+    total: Split,
 }
 
 /// One histogram with its percentiles (µs, `null` when no request completed).
 #[derive(Serialize)]
-struct Split<'a> {
+struct Split {
     requests: u64,
     p50_us: Option<f64>,
     p90_us: Option<f64>,
     p99_us: Option<f64>,
     /// Counts per log2 slot: slot i holds [2^i, 2^(i+1)) µs, slot 0 also below 1 µs.
-    log2_us: &'a [u64],
+    log2_us: Vec<u64>,
 }
 
-fn split(hist: &[u64]) -> Split<'_> {
-    let end = hist.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+fn split(hist: &[u64]) -> Split {
+    let mut log2 = log2_us(hist);
+    let end = log2.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+    log2.truncate(end);
     Split {
         requests: hist.iter().sum(),
         p50_us: percentile_us(hist, 0.50),
         p90_us: percentile_us(hist, 0.90),
         p99_us: percentile_us(hist, 0.99),
-        log2_us: &hist[..end],
+        log2_us: log2,
     }
 }
 
@@ -77,6 +82,7 @@ pub(crate) fn write_json(
                 minor: dev.1,
                 queue: split(&lat.queue),
                 service: split(&lat.service),
+                total: split(&lat.total),
             })
         })
         .collect();
@@ -99,6 +105,7 @@ pub(crate) fn write_json(
         "source": "ebpf",
         "devices": devices,
         "processes": processes,
+        "dropped_requests": sample.dropped,
     });
     serde_json::to_writer(&mut *out, &doc)?;
     writeln!(out)
@@ -114,14 +121,19 @@ pub(crate) fn write_text(
     let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     writeln!(
         out,
-        "Block latency (eBPF; µs): queue = submit→dispatch, service = dispatch→done"
+        "Block latency (eBPF; µs): queue = submit→dispatch, service = dispatch→done, total = both"
     )?;
     for dev in devices(sample) {
-        let Some(DevLatency { queue, service }) = sample.latency.get(&dev) else {
+        let Some(DevLatency {
+            queue,
+            service,
+            total,
+        }) = sample.latency.get(&dev)
+        else {
             continue;
         };
         let device = name(dev);
-        for (label, hist) in [("queue", queue), ("service", service)] {
+        for (label, hist) in [("queue", queue), ("service", service), ("total", total)] {
             let s = split(hist);
             writeln!(
                 out,
@@ -143,6 +155,13 @@ pub(crate) fn write_text(
                 )?;
             }
         }
+    }
+    if sample.dropped > 0 {
+        writeln!(
+            out,
+            "{} requests not counted: the tracer's process or device table is full",
+            sample.dropped
+        )?;
     }
     writeln!(
         out,

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: GPL-2.0
+// Log-linear latency buckets shared by tacho's BPF programs (mirrored in src/bpf/hist.rs).
+//
+// A latency is first converted to units of 1/1024 µs, so that every power-of-two octave from
+// 1 µs up starts exactly on a power of two microseconds (a log2 µs histogram is a sum of whole
+// octaves). Values below 8 units get a bucket each; above, each octave [2^o, 2^(o+1)) is split
+// into 8 equal buckets, so a bucket is at most 1/8 of its lower bound wide and a percentile
+// interpolated inside it is off by well under 10%. The last octave (from 2^31 µs) also holds
+// everything longer.
+#ifndef TACHO_HIST_H
+#define TACHO_HIST_H
+
+#define HIST_LAST_OCTAVE 41
+#define HIST_BUCKETS ((HIST_LAST_OCTAVE - 1) * 8)
+
+static __always_inline __u32 floor_log2(__u64 v)
+{
+	/* Branch-free floor(log2(v)) for v > 0. */
+	__u32 r = 0, shift;
+	shift = (v > 0xFFFFFFFF) << 5; v >>= shift; r |= shift;
+	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	return r | (__u32)(v >> 1);
+}
+
+static __always_inline __u32 hist_bucket(__u64 ns)
+{
+	__u64 v = (ns << 7) / 125; /* ns * 1024 / 1000 */
+	if (v < 8)
+		return v;
+	__u32 o = floor_log2(v);
+	if (o > HIST_LAST_OCTAVE)
+		return HIST_BUCKETS - 1;
+	return (o - 2) * 8 + ((v >> (o - 3)) & 7);
+}
+
+#endif

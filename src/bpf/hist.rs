@@ -1,0 +1,176 @@
+//! The block tracer's log-linear latency buckets (mirror of `bpf/hist.h`) and the figures read
+//! from them. A latency in nanoseconds is converted to units of 1/1024 µs; values under 8 units
+//! get a bucket each, and every octave `[2^o, 2^(o+1))` above is split into 8 equal buckets, so
+//! a percentile interpolated in its bucket is off by under 1/16 of the value. Octave 10 starts
+//! at exactly 1 µs, so the buckets also add up exactly to a log2 µs histogram (biolatency's).
+
+/// Buckets of one histogram (`HIST_BUCKETS` in bpf/hist.h).
+pub(crate) const BUCKETS: usize = 320;
+
+/// Slots of the log2 µs histogram the buckets fold into: slot `i` holds `[2^i, 2^(i+1))` µs,
+/// slot 0 also everything under 1 µs, the last one everything longer.
+pub(crate) const LOG2_SLOTS: usize = 32;
+
+/// The bucket of a latency, as `hist_bucket` in bpf/hist.h computes it (used by tests, and
+/// kept beside the bounds it must agree with).
+#[cfg(test)]
+pub(crate) fn bucket(ns: u64) -> usize {
+    let v = (ns << 7) / 125;
+    if v < 8 {
+        return v as usize;
+    }
+    let o = 63 - v.leading_zeros() as usize;
+    if o > 41 {
+        return BUCKETS - 1;
+    }
+    (o - 2) * 8 + ((v >> (o - 3)) & 7) as usize
+}
+
+/// The bounds of a bucket in µs, `[low, high)`.
+pub(crate) fn bounds_us(bucket: usize) -> (f64, f64) {
+    let (low, high) = if bucket < 8 {
+        (bucket as u64, bucket as u64 + 1)
+    } else {
+        let o = bucket / 8 + 2;
+        let sub = (bucket % 8) as u64;
+        ((8 + sub) << (o - 3), (9 + sub) << (o - 3))
+    };
+    (low as f64 / 1024.0, high as f64 / 1024.0)
+}
+
+/// The latency (µs) below which `quantile` (0..1) of the requests fall, interpolated linearly
+/// inside its bucket; `None` for an empty histogram.
+pub(crate) fn percentile_us(hist: &[u64], quantile: f64) -> Option<f64> {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = quantile.clamp(0.0, 1.0) * total as f64;
+    let mut seen = 0u64;
+    for (bucket, &count) in hist.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        if (seen + count) as f64 >= rank {
+            let (low, high) = bounds_us(bucket);
+            let within = (rank - seen as f64) / count as f64;
+            return Some(low + (high - low) * within);
+        }
+        seen += count;
+    }
+    None
+}
+
+/// The same counts as a log2 µs histogram (whole octaves add up exactly).
+pub(crate) fn log2_us(hist: &[u64]) -> Vec<u64> {
+    let mut out = vec![0; LOG2_SLOTS];
+    for (bucket, &count) in hist.iter().enumerate() {
+        // Octave 10 (bucket 64) is [1, 2) µs: log2 slot 0 also takes everything below it.
+        let slot = (bucket / 8 + 2).saturating_sub(10).min(LOG2_SLOTS - 1);
+        out[slot] += count;
+    }
+    out
+}
+
+/// The same percentile over a log2 µs histogram (slot `i` holds `[2^i, 2^(i+1))` µs, slot 0
+/// also below 1 µs), as the file tracer's sync latencies are kept.
+pub(crate) fn log2_percentile_us(hist: &[u64], quantile: f64) -> Option<f64> {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = quantile.clamp(0.0, 1.0) * total as f64;
+    let mut seen = 0u64;
+    for (slot, &count) in hist.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        if (seen + count) as f64 >= rank {
+            let low = if slot == 0 {
+                0.0
+            } else {
+                (1u64 << slot) as f64
+            };
+            let high = (1u64 << (slot + 1)) as f64;
+            let within = (rank - seen as f64) / count as f64;
+            return Some(low + (high - low) * within);
+        }
+        seen += count;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn octaves_start_on_whole_microseconds() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bounds_us(bucket(1_000)), (1.0, 1.125));
+        assert_eq!(bucket(1_000), 64);
+        assert_eq!(bounds_us(bucket(2_000)).0, 2.0);
+        assert_eq!(bounds_us(bucket(1_024_000)).0, 1024.0);
+        assert_eq!(bucket(u64::MAX >> 8), BUCKETS - 1);
+    }
+
+    #[test]
+    fn a_log2_view_folds_whole_octaves() {
+        let mut hist = vec![0; BUCKETS];
+        hist[bucket(500)] = 1; // under 1 µs
+        hist[bucket(1_500)] = 2; // [1, 2) µs
+        hist[bucket(12_000)] = 3; // [8, 16) µs
+        let log2 = log2_us(&hist);
+        assert_eq!(&log2[..5], &[3, 0, 0, 3, 0]);
+        assert_eq!(log2.iter().sum::<u64>(), 6);
+    }
+
+    #[test]
+    fn percentiles_interpolate_within_a_bucket() {
+        let mut hist = vec![0; BUCKETS];
+        hist[bucket(100_000)] = 10;
+        let (low, high) = bounds_us(bucket(100_000));
+        assert_eq!(percentile_us(&hist, 1.0), Some(high));
+        assert_eq!(percentile_us(&hist, 0.5), Some(low + (high - low) / 2.0));
+        assert_eq!(percentile_us(&vec![0; BUCKETS], 0.5), None);
+    }
+
+    #[test]
+    fn log2_percentiles_interpolate_within_a_slot() {
+        let mut hist = vec![0; LOG2_SLOTS];
+        hist[3] = 10; // 8..16 µs
+        assert_eq!(log2_percentile_us(&hist, 0.5), Some(12.0));
+        assert_eq!(log2_percentile_us(&hist, 1.0), Some(16.0));
+        assert_eq!(log2_percentile_us(&vec![0; LOG2_SLOTS], 0.5), None);
+    }
+
+    proptest! {
+        #[test]
+        fn every_latency_falls_inside_its_bucket(ns in 0u64..(1 << 50)) {
+            let b = bucket(ns);
+            // Past 2^32 µs (71 minutes) everything shares the last bucket.
+            if ns >= 4_294_967_296_000 {
+                prop_assert_eq!(b, BUCKETS - 1);
+                return Ok(());
+            }
+            prop_assert!(b < BUCKETS);
+            let (low, high) = bounds_us(b);
+            let us = ((ns << 7) / 125) as f64 / 1024.0;
+            prop_assert!(low <= us && us < high, "{ns} ns: {us} µs not in [{low}, {high})");
+            // Narrow enough for 10% agreement: a bucket above 8 units spans at most 1/8 of its low.
+            if b >= 8 {
+                prop_assert!(high - low <= low / 8.0 + 1e-12);
+            }
+        }
+
+        #[test]
+        fn a_percentile_of_one_value_is_within_its_bucket(ns in 8_000u64..(1 << 40), q in 0.0f64..1.0) {
+            let mut hist = vec![0; BUCKETS];
+            hist[bucket(ns)] = 7;
+            let p = percentile_us(&hist, q).unwrap();
+            let exact = ns as f64 / 1000.0;
+            prop_assert!((p - exact).abs() <= exact * 0.13, "{p} vs {exact}");
+        }
+    }
+}
