@@ -54,3 +54,125 @@ fn a_busy_device_shows_queue_and_service_time_within_its_await() {
         "service p50 {service} ms beyond twice the await {await_ms} ms: {d}"
     );
 }
+
+/// Merges the `buckets` ([low µs, high µs, count]) of one histogram over every JSON line.
+fn merged_buckets(lines: &[Value], device: &str, which: &str) -> Vec<(f64, f64, u64)> {
+    let mut merged: Vec<(f64, f64, u64)> = Vec::new();
+    for doc in lines {
+        for d in doc["devices"].as_array().into_iter().flatten() {
+            if d["device"] != device {
+                continue;
+            }
+            for b in d[which]["buckets"].as_array().unwrap() {
+                let (low, high, n) = (
+                    b[0].as_f64().unwrap(),
+                    b[1].as_f64().unwrap(),
+                    b[2].as_u64().unwrap(),
+                );
+                match merged.iter_mut().find(|m| m.0 == low) {
+                    Some(m) => m.2 += n,
+                    None => merged.push((low, high, n)),
+                }
+            }
+        }
+    }
+    merged.sort_by(|a, b| a.0.total_cmp(&b.0));
+    merged
+}
+
+/// The quantile of merged buckets, interpolated inside its bucket as tacho does.
+fn quantile(buckets: &[(f64, f64, u64)], q: f64) -> f64 {
+    let total: u64 = buckets.iter().map(|b| b.2).sum();
+    let rank = q * total as f64;
+    let mut seen = 0.0;
+    for &(low, high, n) in buckets {
+        if seen + n as f64 >= rank {
+            return low + (high - low) * (rank - seen) / n as f64;
+        }
+        seen += n as f64;
+    }
+    f64::NAN
+}
+
+#[test]
+fn a_slow_device_s_latency_percentiles_agree_with_fio_s_completion_latency() {
+    let test = "a_slow_device_s_latency_percentiles_agree_with_fio_s_completion_latency";
+    if !is_root() {
+        return skip(&format!("{test}: needs root"));
+    }
+    if !common::have_tool("fio") {
+        return skip(&format!("{test}: fio is not installed"));
+    }
+    // A device whose every read takes ~2 ms (a FUSE server sleeping under a loop device's
+    // image), so the block layer's time is nearly all of what fio sees per read; on a loop
+    // device over RAM, fio's syscall and wake-ups outweigh the device's ~10 µs.
+    let backing = tempfile::tempdir_in("/dev/shm").unwrap();
+    let fs = common::FuseMount::start(backing.path(), &["--delay", "0.002", "--direct-io"]);
+    let Some(dev) = LoopDev::new_in(test, 16 << 20, fs.path()) else {
+        return;
+    };
+    let path = dev.dev.to_str().unwrap().to_owned();
+    let name = path.trim_start_matches("/dev/").to_owned();
+    let mut top = Killed(
+        tacho()
+            .args(["top", "--latency", "--json", "--interval", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(top.0.stdout.take().unwrap()).lines();
+    // The first line means the programs are attached.
+    let first = lines.next().unwrap().unwrap();
+    let fio = std::process::Command::new("fio")
+        .args([
+            "--name=agree",
+            &format!("--filename={path}"),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=psync",
+            "--runtime=4",
+            "--time_based",
+            "--output-format=json",
+        ])
+        .output()
+        .unwrap();
+    assert!(fio.status.success(), "{}", common::stderr(&fio));
+    let report: Value = serde_json::from_slice(&fio.stdout).unwrap();
+    let read = &report["jobs"][0]["read"];
+    // One more interval holds fio's last reads.
+    let mut docs = vec![serde_json::from_str::<Value>(&first).unwrap()];
+    for _ in 0..6 {
+        let doc: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        let quiet = !doc["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["device"] == name.as_str());
+        docs.push(doc);
+        if quiet && docs.len() > 5 {
+            break;
+        }
+    }
+    let total = merged_buckets(&docs, &name, "total");
+    let traced: u64 = total.iter().map(|b| b.2).sum();
+    let reads = read["total_ios"].as_u64().unwrap();
+    assert!(
+        traced >= reads && traced <= reads + 2,
+        "{traced} traced vs fio's {reads}"
+    );
+    for (q, key) in [(0.5, "50.000000"), (0.9, "90.000000"), (0.99, "99.000000")] {
+        let ours = quantile(&total, q);
+        let fio_us = read["clat_ns"]["percentile"][key].as_f64().unwrap() / 1e3;
+        println!(
+            "p{}: tacho {ours:.0} µs, fio clat {fio_us:.0} µs",
+            q * 100.0
+        );
+        assert!(
+            (ours / fio_us - 1.0).abs() <= 0.10,
+            "p{}: tacho {ours:.0} µs vs fio clat {fio_us:.0} µs (over 10% apart)",
+            q * 100.0
+        );
+    }
+}

@@ -8,7 +8,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::bpf::block::{BlockSample, Dev, DevLatency, Op};
-use crate::bpf::hist::{log2_us, percentile_us};
+use crate::bpf::hist::{bounds_us, log2_us, percentile_us};
 use crate::text::escape;
 
 /// One device's latency in one interval.
@@ -31,6 +31,9 @@ struct Split {
     p99_us: Option<f64>,
     /// Counts per log2 slot: slot i holds [2^i, 2^(i+1)) µs, slot 0 also below 1 µs.
     log2_us: Vec<u64>,
+    /// The finer buckets the percentiles come from, non-empty ones only: [low µs, high µs,
+    /// count], so intervals can be merged without losing precision.
+    buckets: Vec<(f64, f64, u64)>,
 }
 
 fn split(hist: &[u64]) -> Split {
@@ -43,6 +46,15 @@ fn split(hist: &[u64]) -> Split {
         p90_us: percentile_us(hist, 0.90),
         p99_us: percentile_us(hist, 0.99),
         log2_us: log2,
+        buckets: hist
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(b, &c)| {
+                let (low, high) = bounds_us(b);
+                (low, high, c)
+            })
+            .collect(),
     }
 }
 
