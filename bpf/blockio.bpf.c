@@ -81,18 +81,24 @@ struct inflight {
 	__u32 dev;
 };
 
-/* Totals of one (process, device, operation); key 0 is a free slot (see proc_key). */
+/* Totals of one (process, device, operation); key 0 is a free slot (see proc_key). The key,
+ * read at creation on the submitter's CPU, and the counters, written at completion often on
+ * another, sit in separate cache lines so the two do not bounce one line between CPUs. */
 struct proc_slot {
 	__u64 key;
-	__u64 bytes;
-	__u64 count;
 	__u64 cgroup;
 	char comm[16];
+	__u64 pad[4];
+	__u64 bytes;
+	__u64 count;
+	__u64 pad2[6];
 };
 
-/* One device's histograms: queue, service and total time (hist.h buckets); dev 0 is free. */
+/* One device's histograms: queue, service and total time (hist.h buckets); dev 0 is free.
+ * The key has its cache line to itself, as above. */
 struct dev_slot {
 	__u64 dev;
+	__u64 pad[7];
 	__u64 hist[3][HIST_BUCKETS];
 };
 
@@ -286,6 +292,9 @@ static __always_inline void track(struct inflight *info)
 	bpf_map_update_elem(&inflight_spill, &info->rq, info, BPF_ANY);
 }
 
+/* Set by tacho at load: some queue keeps no I/O statistics, so the kernel may not stamp its
+ * requests' creation and io_start must (a clock read per request, skipped otherwise). */
+const volatile __u32 own_start = 0;
 
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(dirty_folio, void *folio, struct address_space *mapping)
@@ -322,7 +331,7 @@ int BPF_PROG(io_start, struct request *rq)
 	__u32 tgid = who ? who->tgid : bpf_get_current_pid_tgid() >> 32;
 	struct inflight info = {
 		.rq = addr_of(rq),
-		.start_ns = bpf_ktime_get_ns(),
+		.start_ns = own_start ? bpf_ktime_get_ns() : 0,
 		.proc = proc_slot(tgid, dev, op, who),
 		.dev = dev_slot(dev),
 	};
@@ -382,15 +391,17 @@ int BPF_PROG(rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 	}
 	if (!done)
 		return 0;
-	/* The kernel's own stamps where it keeps them, as iostat's await is computed from them:
-	 * creation (set just after block_io_start fired, so read here) unless I/O statistics are
-	 * off, and dispatch where the queue keeps statistics (writeback throttling turns them on;
-	 * elsewhere rq_issue is attached and recorded it). Both may be a plug's cached time. */
-	__u64 now = bpf_ktime_get_ns(), start = rq->start_time_ns, issue = rq->io_start_time_ns;
+	/* The kernel's own stamps, as iostat's await is computed from them: creation (set just
+	 * after block_io_start fired, so read here) and dispatch (set where the queue keeps
+	 * statistics; writeback throttling turns them on). Either may be a plug's cached time.
+	 * Where some queue lacks one, tacho loads these programs to stamp it themselves, and
+	 * their stamp wins: a queue without I/O statistics leaves a stale creation stamp from
+	 * the request's previous use (seen: 9 s). */
+	__u64 now = bpf_ktime_get_ns(), start = e->start_ns, issue = e->issue_ns;
 	if (!start)
-		start = e->start_ns;
+		start = rq->start_time_ns;
 	if (!issue)
-		issue = e->issue_ns;
+		issue = rq->io_start_time_ns;
 	__u32 dev = e->dev;
 	struct dev_slot *d = bpf_map_lookup_elem(&devs, &dev);
 	if (d) {

@@ -389,9 +389,9 @@ pub(crate) struct TopArgs {
     pub dns: bool,
 
     /// With --batch or --json: per-device block latency split into queue time (submit →
-    /// dispatch) and service time (dispatch → completion), log2 histograms and p50/p90/p99,
-    /// and the bytes each process submitted to each device, traced with eBPF (root); without
-    /// eBPF, the usual figures with a note
+    /// dispatch), service time (dispatch → completion) and their total, log2 histograms and
+    /// p50/p90/p99 (from buckets 1/16 of an octave wide), and the bytes each process submitted
+    /// to each device, traced with eBPF (root); without eBPF, the usual figures with a note
     #[arg(long, conflicts_with_all = ["replay", "from", "net", "dns", "listen"])]
     pub latency: bool,
 

@@ -176,3 +176,60 @@ fn a_slow_device_s_latency_percentiles_agree_with_fio_s_completion_latency() {
         );
     }
 }
+
+#[test]
+fn a_queue_without_io_statistics_still_gets_its_requests_timed() {
+    let test = "a_queue_without_io_statistics_still_gets_its_requests_timed";
+    if !is_root() {
+        return skip(&format!("{test}: needs root"));
+    }
+    let Some(dev) = LoopDev::new(test, 64 << 20) else {
+        return;
+    };
+    let path = dev.dev.to_str().unwrap().to_owned();
+    let name = path.trim_start_matches("/dev/").to_owned();
+    // Without I/O statistics the kernel leaves a request's creation stamp from its previous
+    // use (seconds old): tacho must see that at start and stamp creation itself.
+    std::fs::write(format!("/sys/block/{name}/queue/iostats"), "0").unwrap();
+    let _writer = direct_writer(&path);
+    let top = tacho()
+        .args([
+            "top",
+            "--latency",
+            "--json",
+            "--interval",
+            "500ms",
+            "--count",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    // Loop devices are reused: leave the next user the default.
+    std::fs::write(format!("/sys/block/{name}/queue/iostats"), "1").unwrap();
+    let mut timed = 0;
+    for line in String::from_utf8_lossy(&top.stdout).lines() {
+        let doc: Value = serde_json::from_str(line).unwrap();
+        for d in doc["devices"].as_array().unwrap() {
+            if d["device"] != name.as_str() || d["total"]["requests"].as_u64() == Some(0) {
+                continue;
+            }
+            let total = &d["total"];
+            let (p99, service) = (
+                total["p99_us"].as_f64().unwrap(),
+                d["service"]["p99_us"].as_f64().unwrap(),
+            );
+            // A 64 KiB write to a loop device over RAM takes microseconds to milliseconds; a
+            // stale stamp shows as seconds. Total holds service.
+            assert!(
+                p99 < 500_000.0,
+                "total p99 {p99} µs: a stale creation stamp? {d}"
+            );
+            assert!(
+                p99 * 1.07 >= service,
+                "total p99 {p99} µs below service p99 {service} µs: {d}"
+            );
+            timed += total["requests"].as_u64().unwrap();
+        }
+    }
+    assert!(timed > 100, "{name} had {timed} timed requests");
+}

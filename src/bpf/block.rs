@@ -14,10 +14,14 @@ use super::shared::SharedArray;
 /// The object built by `bpf/build.sh` from `bpf/blockio.bpf.c`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/blockio.bpf.o");
 
-/// Words of a `struct proc_slot`: key, bytes, count, cgroup, comm[16].
-const PROC_WORDS: usize = 6;
-/// Words of a `struct dev_slot`: dev, then queue, service and total histograms.
-const DEV_WORDS: usize = 1 + 3 * BUCKETS;
+/// Words of a `struct proc_slot`: key, cgroup, comm[16], padding; bytes, count, padding.
+const PROC_WORDS: usize = 16;
+/// Where the counters start in it (their own cache line).
+const PROC_BYTES: usize = 8;
+/// Words of a `struct dev_slot`: dev and padding, then queue, service and total histograms.
+const DEV_WORDS: usize = 8 + 3 * BUCKETS;
+/// Where the histograms start in it.
+const DEV_HIST: usize = 8;
 
 /// The block operation of a request (the kernel's `REQ_OP_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -120,11 +124,13 @@ const ISSUE: (&str, &str) = ("rq_issue", "block_rq_issue");
 impl BlockTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
     pub(crate) fn start() -> Result<BlockTracer, String> {
+        let sys_block = std::path::Path::new("/sys/block");
         let mut programs = PROGRAMS.to_vec();
-        if !every_queue_stamps_dispatch(std::path::Path::new("/sys/block")) {
+        if !every_queue_stamps(sys_block, "wbt_lat_usec") {
             programs.push(ISSUE);
         }
-        let ebpf = super::load(OBJECT, &programs)?;
+        let own_start = u32::from(!every_queue_stamps(sys_block, "iostats"));
+        let ebpf = super::load(OBJECT, &[("own_start", own_start)], &programs)?;
         let mut tracer = BlockTracer {
             procs: SharedArray::map(&ebpf, "procs", PROC_WORDS)?,
             devs: SharedArray::map(&ebpf, "devs", DEV_WORDS)?,
@@ -162,7 +168,8 @@ impl BlockTracer {
                 self.last_proc.remove(&index);
                 continue;
             }
-            let (bytes_now, count_now) = (v[1].load(Relaxed), v[2].load(Relaxed));
+            let (bytes_now, count_now) =
+                (v[PROC_BYTES].load(Relaxed), v[PROC_BYTES + 1].load(Relaxed));
             let (bytes, requests) = match self.last_proc.insert(index, (key, bytes_now, count_now))
             {
                 Some((k, b, c)) if k == key => {
@@ -178,13 +185,13 @@ impl BlockTracer {
                 continue;
             }
             let mut comm = [0u8; 16];
-            comm[..8].copy_from_slice(&v[4].load(Relaxed).to_le_bytes());
-            comm[8..].copy_from_slice(&v[5].load(Relaxed).to_le_bytes());
+            comm[..8].copy_from_slice(&v[2].load(Relaxed).to_le_bytes());
+            comm[8..].copy_from_slice(&v[3].load(Relaxed).to_le_bytes());
             let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
             procs.push(ProcIo {
                 pid,
                 comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
-                cgroup: v[3].load(Relaxed),
+                cgroup: v[1].load(Relaxed),
                 dev,
                 op,
                 bytes,
@@ -204,8 +211,8 @@ impl BlockTracer {
     /// flight (idle for a whole interval) would count for the slot's next owner.
     fn release(&mut self, index: usize, key: u64) {
         let v = self.procs.value(index);
-        v[1].store(0, Relaxed);
-        v[2].store(0, Relaxed);
+        v[PROC_BYTES].store(0, Relaxed);
+        v[PROC_BYTES + 1].store(0, Relaxed);
         let _ = v[0].compare_exchange(key, 0, Relaxed, Relaxed);
         self.last_proc.remove(&index);
     }
@@ -218,7 +225,7 @@ impl BlockTracer {
             if key == 0 {
                 continue;
             }
-            let now: Vec<u64> = v[1..].iter().map(|w| w.load(Relaxed)).collect();
+            let now: Vec<u64> = v[DEV_HIST..].iter().map(|w| w.load(Relaxed)).collect();
             let before = self.last_dev.insert(index, (key, now.clone()));
             let delta: Vec<u64> = match before {
                 Some((k, b)) if k == key => now
@@ -251,18 +258,20 @@ fn split_key(key: u64) -> (u32, Dev, Op) {
     (pid, split_dev(key as u32), op)
 }
 
-/// Whether the kernel stamps the dispatch time of every multi-queue device's requests itself:
-/// it does where the queue keeps statistics, which writeback throttling turns on, and
-/// `wbt_lat_usec` is readable exactly where writeback throttling was set up (even if turned
-/// off since). Anything unreadable counts as not stamped, so rq_issue is attached.
-fn every_queue_stamps_dispatch(sys_block: &std::path::Path) -> bool {
+/// Whether the kernel stamps the times of every multi-queue device's requests itself, judged by
+/// one file of each queue: `wbt_lat_usec` is readable exactly where writeback throttling was
+/// set up (even if turned off since), which keeps the queue's statistics on, and with them the
+/// dispatch stamp; `iostats` other than 0 means the creation stamp. Anything unreadable counts
+/// as not stamped, so the programs stamp it themselves.
+fn every_queue_stamps(sys_block: &std::path::Path, file: &str) -> bool {
     let Ok(dir) = std::fs::read_dir(sys_block) else {
         return false;
     };
     dir.flatten().all(|dev| {
         let queue = dev.path().join("queue");
         !dev.path().join("mq").exists()
-            || std::fs::read_to_string(queue.join("wbt_lat_usec")).is_ok()
+            || std::fs::read_to_string(queue.join(file))
+                .is_ok_and(|v| file != "iostats" || v.trim() != "0")
     })
 }
 
@@ -277,23 +286,26 @@ mod tests {
     }
 
     #[test]
-    fn dispatch_is_stamped_only_where_every_queue_throttles_writeback() {
+    fn the_kernel_stamps_times_only_where_every_queue_keeps_them() {
         let dir = tempfile::tempdir().unwrap();
-        let queue = |name: &str, wbt: Option<&str>| {
+        let queue = |name: &str, wbt: Option<&str>, iostats: &str| {
             let q = dir.path().join(name).join("queue");
             std::fs::create_dir_all(&q).unwrap();
             std::fs::create_dir_all(dir.path().join(name).join("mq")).unwrap();
             if let Some(w) = wbt {
                 std::fs::write(q.join("wbt_lat_usec"), w).unwrap();
             }
+            std::fs::write(q.join("iostats"), iostats).unwrap();
         };
-        queue("vda", Some("75000"));
-        queue("loop0", Some("0"));
+        queue("vda", Some("75000"), "1\n");
+        queue("loop0", Some("0"), "1\n");
         std::fs::create_dir_all(dir.path().join("dm-0")).unwrap(); // bio-based: no requests
-        assert!(every_queue_stamps_dispatch(dir.path()));
-        queue("nvme0n1", None);
-        assert!(!every_queue_stamps_dispatch(dir.path()));
-        assert!(!every_queue_stamps_dispatch(&dir.path().join("missing")));
+        assert!(every_queue_stamps(dir.path(), "wbt_lat_usec"));
+        assert!(every_queue_stamps(dir.path(), "iostats"));
+        queue("nvme0n1", None, "0\n");
+        assert!(!every_queue_stamps(dir.path(), "wbt_lat_usec"));
+        assert!(!every_queue_stamps(dir.path(), "iostats"));
+        assert!(!every_queue_stamps(&dir.path().join("missing"), "iostats"));
     }
 
     #[test]

@@ -82,6 +82,7 @@ impl FileTracer {
     pub(crate) fn start() -> Result<FileTracer, String> {
         let ebpf = super::load(
             OBJECT,
+            &[],
             &[("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")],
         )?;
         Ok(FileTracer { ebpf })

@@ -41,14 +41,25 @@ pub(crate) fn refusal(what: &str, err: &dyn std::error::Error) -> String {
     }
 }
 
-/// Loads `object` and attaches each (program, BTF-typed tracepoint) pair; any refusal is the
-/// one-line reason callers print as a note.
-pub(crate) fn load(object: &[u8], programs: &[(&str, &str)]) -> Result<aya::Ebpf, String> {
+/// Loads `object` with its `const volatile` globals set (name, value), and attaches each
+/// (program, BTF-typed tracepoint) pair; any refusal is the one-line reason callers print as a
+/// note.
+pub(crate) fn load(
+    object: &[u8],
+    globals: &[(&str, u32)],
+    programs: &[(&str, &str)],
+) -> Result<aya::Ebpf, String> {
     if let Some(reason) = unavailable_reason() {
         return Err(reason);
     }
     let btf = aya::Btf::from_sys_fs().map_err(|e| refusal("reading kernel BTF", &e))?;
-    let mut ebpf = aya::Ebpf::load(object).map_err(|e| refusal("loading maps", &e))?;
+    let mut loader = aya::EbpfLoader::new();
+    for (name, value) in globals {
+        loader.set_global(name, value, true);
+    }
+    let mut ebpf = loader
+        .load(object)
+        .map_err(|e| refusal("loading maps", &e))?;
     for &(name, tracepoint) in programs {
         let program: &mut aya::programs::BtfTracePoint = ebpf
             .program_mut(name)

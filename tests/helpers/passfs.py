@@ -37,7 +37,8 @@ class PassFs(Operations):
         self.root = root
         self.opts = opts
         self.reads = 0
-        self.lock = threading.Lock()
+        # Not "lock": fusepy would take it for the file-locking operation and call it.
+        self.reads_lock = threading.Lock()
 
     def _path(self, path):
         return os.path.join(self.root, path.lstrip("/"))
@@ -70,7 +71,7 @@ class PassFs(Operations):
         fail = self.opts.fail_after
         failing = False
         if fail is not None:
-            with self.lock:
+            with self.reads_lock:
                 self.reads += 1
                 if self.opts.fail_mode == "short":
                     failing = self.reads > fail
