@@ -293,8 +293,9 @@ pub(crate) struct FilesArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// At the end (or on Ctrl-C) rank files and processes by events per letter; events are
-    /// then not listed, unless --output is given
+    /// At the end (or on Ctrl-C) rank files and processes by events per letter, with the
+    /// bytes each read and wrote where eBPF allows (root); events are then not listed, unless
+    /// --output is given
     #[arg(long)]
     pub summary: bool,
 

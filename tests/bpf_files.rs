@@ -125,3 +125,71 @@ fn without_bpf_files_bytes_falls_back_with_a_note() {
     );
     assert!(err.contains("watching"), "{err}");
 }
+
+/// Writes 1000 bytes 100 times to a and 50000 bytes once to b, closing each at once (faster
+/// than tacho looks at /proc/PID/fd), then reads a back.
+const QUICK_WRITER: &str = r#"
+import os, sys
+d = sys.argv[1]
+with open(os.path.join(d, "a"), "wb", buffering=0) as f:
+    for _ in range(100):
+        f.write(b"x" * 1000)
+with open(os.path.join(d, "b"), "wb", buffering=0) as f:
+    f.write(b"y" * 50000)
+with open(os.path.join(d, "a"), "rb", buffering=0) as f:
+    assert len(f.read()) == 100000
+"#;
+
+#[test]
+fn the_summary_counts_bytes_per_file_beside_its_events() {
+    let test = "the_summary_counts_bytes_per_file_beside_its_events";
+    if !is_root() {
+        return skip(&format!("{test}: needs root"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .args(["files", "--summary", "--json", "--duration", "3", "--path"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Watching has begun once tacho says so.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.contains("watching"), "{first}");
+    let writer = Command::new("python3")
+        .args(["-c", QUICK_WRITER])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        writer.status.success(),
+        "{}",
+        String::from_utf8_lossy(&writer.stderr)
+    );
+    let out = wait_output(child, Duration::from_secs(60));
+    let trailer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = trailer["summary"]["files"].as_array().unwrap();
+    let row = |name: &str| {
+        let path = dir.path().join(name);
+        files
+            .iter()
+            .find(|f| f["path"].as_str() == path.to_str())
+            .unwrap_or_else(|| panic!("no {name} in {trailer}"))
+    };
+    // Named from the watch's events though each was closed within milliseconds.
+    assert_eq!(row("a")["write_bytes"], 100_000, "{trailer}");
+    assert_eq!(row("a")["read_bytes"], 100_000, "{trailer}");
+    assert_eq!(row("b")["write_bytes"], 50_000, "{trailer}");
+    assert_eq!(row("b")["read_bytes"], 0, "{trailer}");
+    let python = trailer["summary"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["comm"] == "python3")
+        .unwrap_or_else(|| panic!("no python3 in {trailer}"));
+    assert_eq!(python["write_bytes"], 150_000, "{trailer}");
+}

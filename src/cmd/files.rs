@@ -10,6 +10,7 @@ use crate::report::files::{self as output, EventWriter, Format};
 use crate::text::Escaped;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -50,9 +51,16 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
             timestamps: args.timestamps,
         }
     };
+    // The summary also counts bytes per file and process where eBPF allows (--bytes alone
+    // reports only those).
+    let beside = args
+        .summary
+        .then(super::files_bytes::Beside::start)
+        .flatten();
     let mut sink = Sink {
         events: out.map(|out| EventWriter { out, format }),
         summary: args.summary.then(Summary::default),
+        inodes: beside.is_some().then(HashMap::new),
     };
     eprintln!(
         "tacho: watching {}{}",
@@ -74,6 +82,17 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     let outcome = watcher.run(&mut sink, &stop)?;
+    if let (Some(beside), Some(summary)) = (beside, sink.summary.as_mut()) {
+        summary.counted_bytes();
+        let inodes = sink.inodes.take().unwrap_or_default();
+        for row in beside.finish(args, &inodes) {
+            let b = crate::files::summary::Bytes {
+                read: row.io.read_bytes,
+                written: row.io.write_bytes,
+            };
+            summary.add_bytes(row.io.pid as i32, &row.io.comm, row.path.as_deref(), b);
+        }
+    }
     finish(args, sink, &outcome)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -44,7 +44,7 @@ pub fn run(args: &FilesArgs) -> Result<Option<ExitCode>> {
     );
     let start = Instant::now();
     let deadline = args.duration.map(|d| start + d);
-    let mut paths: HashMap<(u32, FileId), PathBuf> = HashMap::new();
+    let mut paths: Paths = HashMap::new();
     loop {
         learn_paths(&root, &tracer.totals(), &mut paths);
         if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
@@ -53,17 +53,7 @@ pub fn run(args: &FilesArgs) -> Result<Option<ExitCode>> {
         std::thread::sleep(LOOK);
     }
     let seconds = start.elapsed().as_secs_f64();
-    let me = std::process::id();
-    let rows: Vec<Row> = tracer
-        .totals()
-        .into_iter()
-        .filter(|io| io.pid != me)
-        .map(|io| {
-            let path = paths.get(&(io.pid, (io.dev, io.ino))).cloned();
-            Row { io, path }
-        })
-        .filter(|r| wanted(args, r))
-        .collect();
+    let rows = rows(args, tracer.totals(), &paths);
     let mut out = std::io::stdout().lock();
     if args.json {
         show::write_json(&rows, seconds, &mut out)?;
@@ -73,8 +63,83 @@ pub fn run(args: &FilesArgs) -> Result<Option<ExitCode>> {
     Ok(Some(ExitCode::SUCCESS))
 }
 
+/// Paths learned per (process, file).
+type Paths = HashMap<(u32, FileId), PathBuf>;
+
+/// Bytes counted beside the `--summary` watch: a thread learns paths while the watch runs.
+pub(super) struct Beside {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(Vec<FileIo>, Paths)>,
+}
+
+impl Beside {
+    /// Starts counting when eBPF can (root, BTF, the load allowed); otherwise says once why
+    /// the summary has no byte counts and returns `None`.
+    pub(super) fn start() -> Option<Beside> {
+        let tracer = match FileTracer::start() {
+            Ok(t) => t,
+            Err(reason) => {
+                eprintln!(
+                    "tacho: note: {}; the summary counts events only, without bytes",
+                    crate::text::Escaped(&reason)
+                );
+                return None;
+            }
+        };
+        let done = Arc::new(AtomicBool::new(false));
+        let until = done.clone();
+        let thread = std::thread::spawn(move || {
+            let root = SysRoot::real();
+            let mut paths = HashMap::new();
+            loop {
+                learn_paths(&root, &tracer.totals(), &mut paths);
+                if until.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(LOOK);
+            }
+            (tracer.totals(), paths)
+        });
+        Some(Beside { done, thread })
+    }
+
+    /// Stops counting; the rows the filters of `args` keep, each with its path when known
+    /// (from the process's descriptors, else from the watch's events, `inodes`).
+    pub(super) fn finish(self, args: &FilesArgs, inodes: &HashMap<FileId, PathBuf>) -> Vec<Row> {
+        self.done.store(true, Ordering::Relaxed);
+        let Ok((totals, mut paths)) = self.thread.join() else {
+            return Vec::new();
+        };
+        for io in &totals {
+            let id = (io.dev, io.ino);
+            if let Some(path) = inodes.get(&id) {
+                paths.entry((io.pid, id)).or_insert_with(|| path.clone());
+            }
+        }
+        rows(args, totals, &paths)
+    }
+}
+
+/// The counted files of other processes than tacho, with their paths, filtered as `args` say.
+fn rows(
+    args: &FilesArgs,
+    totals: Vec<FileIo>,
+    paths: &HashMap<(u32, FileId), PathBuf>,
+) -> Vec<Row> {
+    let me = std::process::id();
+    totals
+        .into_iter()
+        .filter(|io| io.pid != me)
+        .map(|io| {
+            let path = paths.get(&(io.pid, (io.dev, io.ino))).cloned();
+            Row { io, path }
+        })
+        .filter(|r| wanted(args, r))
+        .collect()
+}
+
 /// Finds the paths of files not yet named, among their processes' open descriptors.
-fn learn_paths(root: &SysRoot, totals: &[FileIo], paths: &mut HashMap<(u32, FileId), PathBuf>) {
+fn learn_paths(root: &SysRoot, totals: &[FileIo], paths: &mut Paths) {
     let mut missing: HashMap<u32, HashSet<FileId>> = HashMap::new();
     for io in totals {
         let id = (io.dev, io.ino);

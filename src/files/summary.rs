@@ -37,12 +37,24 @@ impl Counts {
     }
 }
 
+/// Bytes read and written, from the eBPF file tracer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bytes {
+    pub read: u64,
+    pub written: u64,
+}
+
+/// Bytes per file, and per (pid, command name).
+type ByteCounts = (HashMap<PathBuf, Bytes>, HashMap<(i32, String), Bytes>);
+
 /// Running counts for the summary.
 #[derive(Debug, Default)]
 pub struct Summary {
     files: HashMap<PathBuf, Counts>,
     processes: HashMap<(i32, String), Counts>,
     events: u64,
+    /// Per file and per process, when the byte tracer ran beside the watch.
+    bytes: Option<ByteCounts>,
 }
 
 /// One ranked row of the JSON summary.
@@ -60,6 +72,12 @@ pub struct Row {
     pub pid: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comm: Option<String>,
+    /// Bytes read, when counted (eBPF, root).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
+    /// Bytes written, when counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_bytes: Option<u64>,
 }
 
 /// The summary as JSON (in the trailer of `--json`).
@@ -97,6 +115,43 @@ impl Summary {
         let mut procs: Vec<_> = self.processes.iter().collect();
         procs.sort_by(|a, b| b.1.events.cmp(&a.1.events).then_with(|| a.0.cmp(b.0)));
         procs
+    }
+
+    /// Notes that the byte tracer ran, so the tables show bytes (zero for files it saw none of).
+    pub fn counted_bytes(&mut self) {
+        self.bytes.get_or_insert_default();
+    }
+
+    /// Adds what the byte tracer counted for one process and file (its path when known).
+    pub fn add_bytes(&mut self, pid: i32, comm: &str, path: Option<&std::path::Path>, b: Bytes) {
+        let (files, procs) = self.bytes.get_or_insert_default();
+        let add = |into: &mut Bytes| {
+            into.read += b.read;
+            into.written += b.written;
+        };
+        if let Some(path) = path {
+            add(files.entry(path.to_path_buf()).or_default());
+        }
+        add(procs.entry((pid, comm.to_owned())).or_default());
+    }
+
+    /// Whether the byte tracer ran beside the watch.
+    pub(crate) fn has_bytes(&self) -> bool {
+        self.bytes.is_some()
+    }
+
+    /// Bytes of a file, when the byte tracer ran (zero for a file it did not see move data).
+    pub(crate) fn file_bytes(&self, path: &std::path::Path) -> Option<Bytes> {
+        self.bytes
+            .as_ref()
+            .map(|(files, _)| files.get(path).copied().unwrap_or_default())
+    }
+
+    /// Bytes of a process, when the byte tracer ran.
+    pub(crate) fn process_bytes(&self, key: &(i32, String)) -> Option<Bytes> {
+        self.bytes
+            .as_ref()
+            .map(|(_, procs)| procs.get(key).copied().unwrap_or_default())
     }
 
     /// Events counted so far.
@@ -156,26 +211,36 @@ impl Summary {
                 .ranked_files()
                 .into_iter()
                 .take(TOP_FILES)
-                .map(|(p, c)| Row {
-                    events: c.events,
-                    by_op: row(c),
-                    path: Some(p.to_string_lossy().into_owned()),
-                    path_hex: text::hex_if_not_utf8(p.as_os_str().as_bytes()),
-                    pid: None,
-                    comm: None,
+                .map(|(p, c)| {
+                    let b = self.file_bytes(p);
+                    Row {
+                        events: c.events,
+                        by_op: row(c),
+                        path: Some(p.to_string_lossy().into_owned()),
+                        path_hex: text::hex_if_not_utf8(p.as_os_str().as_bytes()),
+                        pid: None,
+                        comm: None,
+                        read_bytes: b.map(|b| b.read),
+                        write_bytes: b.map(|b| b.written),
+                    }
                 })
                 .collect(),
             processes: self
                 .ranked_processes()
                 .into_iter()
                 .take(TOP_PROCESSES)
-                .map(|((pid, comm), c)| Row {
-                    events: c.events,
-                    by_op: row(c),
-                    path: None,
-                    path_hex: None,
-                    pid: Some(*pid),
-                    comm: Some(comm.clone()),
+                .map(|(key, c)| {
+                    let b = self.process_bytes(key);
+                    Row {
+                        events: c.events,
+                        by_op: row(c),
+                        path: None,
+                        path_hex: None,
+                        pid: Some(key.0),
+                        comm: Some(key.1.clone()),
+                        read_bytes: b.map(|b| b.read),
+                        write_bytes: b.map(|b| b.written),
+                    }
                 })
                 .collect(),
         }

@@ -8,12 +8,14 @@
 use super::Shown;
 use super::fanotify::{self, EventBuf, Group, Mode};
 use super::filter::{Filter, FilterSpec};
+use super::inode_paths::FileId;
 use super::ops::{Op, Ops};
 use super::proc_events::{ProcEvent, ProcEvents};
 use super::procs::Comms;
 use super::resolve::{self, Resolver};
 use super::summary::Summary;
 use crate::kernel::SysRoot;
+use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -60,6 +62,10 @@ pub struct Sink<E> {
     /// The event stream; `None` when only the summary is wanted.
     pub events: Option<E>,
     pub summary: Option<Summary>,
+    /// The path of each file shown, by device and inode, when bytes are counted beside the
+    /// watch (the byte tracer knows files by inode; a file written and closed between its
+    /// looks at /proc/PID/fd is named from here).
+    pub inodes: Option<HashMap<FileId, PathBuf>>,
 }
 
 /// Receives the events a watch shows, as it reads them (a renderer in `report::files`).
@@ -422,13 +428,25 @@ impl Watcher {
             if self.filter.needs_comm() && !self.filter.pass_comm(comm) {
                 continue;
             }
-            let path = match (&event.dir, fd) {
+            let path = match (&event.dir, &fd) {
                 (Some(dir), _) => self.resolver.path_of_dir_entry(dir, event.name),
-                (None, Some(fd)) => path_of_descriptor(&fd),
+                (None, Some(fd)) => path_of_descriptor(fd),
                 (None, None) => PathBuf::from("(unknown)"),
             };
             if !self.filter.pass_path(&path) {
                 continue;
+            }
+            if let Some(inodes) = sink.inodes.as_mut() {
+                // The event's descriptor when it has one; else the resolved name, looked up
+                // without following a final symlink (nothing is opened).
+                let st = match &fd {
+                    Some(fd) => rustix::fs::fstat(fd),
+                    None => rustix::fs::lstat(&path),
+                };
+                if let Ok(st) = st {
+                    let dev = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
+                    inodes.insert((dev, st.st_ino), path.clone());
+                }
             }
             let shown = Shown {
                 time,

@@ -166,10 +166,33 @@ pub fn write_summary(out: &mut impl Write, summary: &Summary, seconds: f64) -> i
         .iter()
         .map(|op| format!("{:>7}", op.letter()))
         .collect();
+    // Bytes (eBPF) when they were counted: two more columns before the name.
+    let bytes = |b: Option<crate::files::summary::Bytes>| {
+        b.map_or(String::new(), |b| {
+            format!(
+                "{:>10}{:>10}",
+                crate::units::format_bytes_approx(b.read),
+                crate::units::format_bytes_approx(b.written)
+            )
+        })
+    };
+    let counted = summary.has_bytes();
+    let bytes_header = if counted {
+        format!("{:>10}{:>10}", "read", "written")
+    } else {
+        String::new()
+    };
     writeln!(out)?;
-    writeln!(out, "{:>8}{header}  file", "events")?;
+    writeln!(out, "{:>8}{header}{bytes_header}  file", "events")?;
     for (path, c) in summary.ranked_files().into_iter().take(TOP_FILES) {
-        writeln!(out, "{:>8}{}  {}", c.events, cells(c), text::path(path))?;
+        writeln!(
+            out,
+            "{:>8}{}{}  {}",
+            c.events,
+            cells(c),
+            bytes(summary.file_bytes(path)),
+            text::path(path)
+        )?;
     }
     if summary.file_count() > TOP_FILES {
         writeln!(
@@ -180,9 +203,17 @@ pub fn write_summary(out: &mut impl Write, summary: &Summary, seconds: f64) -> i
         )?;
     }
     writeln!(out)?;
-    writeln!(out, "{:>8}{header}  process", "events")?;
-    for ((pid, comm), c) in summary.ranked_processes().into_iter().take(TOP_PROCESSES) {
-        writeln!(out, "{:>8}{}  {}({pid})", c.events, cells(c), Escaped(comm))?;
+    writeln!(out, "{:>8}{header}{bytes_header}  process", "events")?;
+    for (key, c) in summary.ranked_processes().into_iter().take(TOP_PROCESSES) {
+        writeln!(
+            out,
+            "{:>8}{}{}  {}({})",
+            c.events,
+            cells(c),
+            bytes(summary.process_bytes(key)),
+            Escaped(&key.1),
+            key.0
+        )?;
     }
     Ok(())
 }
