@@ -6,7 +6,9 @@
 // fsync, fdatasync and sync_file_range are timed entry -> exit into a log2 histogram per
 // (process, device, inode), with the sizes of the writes seen on that file (smallest, largest)
 // so userspace can say what the application does before it syncs. Syscall numbers are
-// x86-64's (the object is built for that target only).
+// x86-64's (the object is built for that target only). Reads and writes submitted through
+// io_uring never pass those syscalls: their completions (io_uring_complete) are counted too,
+// for the task that submitted them.
 //
 // The few kernel structs used are declared here with preserve_access_index (CO-RE relocates the
 // field offsets against the running kernel's BTF at load), so no vmlinux.h is committed.
@@ -46,7 +48,34 @@ struct files_struct {
 
 struct task_struct {
 	struct files_struct *files;
+	int tgid;
+	char comm[16];
 } __attribute__((preserve_access_index));
+
+struct io_uring_task {
+	struct task_struct *task;
+} __attribute__((preserve_access_index));
+
+struct io_kiocb {
+	struct file *file;
+	__u8 opcode;
+	struct io_uring_task *tctx;
+} __attribute__((preserve_access_index));
+
+struct io_uring_cqe {
+	__s32 res;
+} __attribute__((preserve_access_index));
+
+/* io_uring opcodes (uapi, stable). */
+#define IORING_OP_READV 1
+#define IORING_OP_WRITEV 2
+#define IORING_OP_READ_FIXED 4
+#define IORING_OP_WRITE_FIXED 5
+#define IORING_OP_READ 22
+#define IORING_OP_WRITE 23
+#define IORING_OP_READ_MULTISHOT 49
+#define IORING_OP_READV_FIXED 60
+#define IORING_OP_WRITEV_FIXED 61
 
 #define S_IFMT 00170000
 #define S_IFREG 0100000
@@ -121,6 +150,19 @@ static __always_inline __u32 kind_of(long id)
 	return 0;
 }
 
+/* A regular file as (device, inode) into key; 0 for anything else. */
+static __always_inline int inode_of(struct file *f, struct file_key *key)
+{
+	if (!f)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	key->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	key->ino = BPF_CORE_READ(inode, i_ino);
+	return 1;
+}
+
 /* The regular file behind `fd` of the current process, as (device, inode); 0 otherwise. */
 static __always_inline int file_of(__u32 fd, struct file_key *key)
 {
@@ -130,14 +172,37 @@ static __always_inline int file_of(__u32 fd, struct file_key *key)
 		return 0;
 	struct file **fds = BPF_CORE_READ(fdt, fd);
 	struct file *f = 0;
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
 		return 0;
-	struct inode *inode = BPF_CORE_READ(f, f_inode);
-	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
-		return 0;
-	key->dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	key->ino = BPF_CORE_READ(inode, i_ino);
-	return 1;
+	return inode_of(f, key);
+}
+
+/* The totals of key, created (named after `task`'s command) when new. */
+static __always_inline struct file_val *totals(struct file_key *key, struct task_struct *task)
+{
+	struct file_val *val = bpf_map_lookup_elem(&by_file, key);
+	if (val)
+		return val;
+	struct file_val fresh = {};
+	BPF_CORE_READ_STR_INTO(&fresh.comm, task, comm);
+	bpf_map_update_elem(&by_file, key, &fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&by_file, key);
+}
+
+static __always_inline void add_io(struct file_val *val, __u32 kind, __u64 n)
+{
+	if (kind == READ) {
+		__sync_fetch_and_add(&val->read_bytes, n);
+		__sync_fetch_and_add(&val->reads, 1);
+	} else if (kind == WRITE) {
+		__sync_fetch_and_add(&val->write_bytes, n);
+		__sync_fetch_and_add(&val->writes, 1);
+		/* Racy between threads of one process, which only blurs the range a little. */
+		if (n && (!val->write_min || n < val->write_min))
+			val->write_min = n;
+		if (n > val->write_max)
+			val->write_max = n;
+	}
 }
 
 SEC("tp_btf/sys_enter")
@@ -167,27 +232,11 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	struct file_key key = { .tgid = id >> 32 };
 	if (!file_of(done.fd, &key))
 		return 0;
-	struct file_val *val = bpf_map_lookup_elem(&by_file, &key);
-	if (!val) {
-		struct file_val fresh = {};
-		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
-		bpf_map_update_elem(&by_file, &key, &fresh, BPF_NOEXIST);
-		val = bpf_map_lookup_elem(&by_file, &key);
-		if (!val)
-			return 0;
-	}
-	__u64 n = (__u64)ret;
-	if (done.kind == READ) {
-		__sync_fetch_and_add(&val->read_bytes, n);
-		__sync_fetch_and_add(&val->reads, 1);
-	} else if (done.kind == WRITE) {
-		__sync_fetch_and_add(&val->write_bytes, n);
-		__sync_fetch_and_add(&val->writes, 1);
-		/* Racy between threads of one process, which only blurs the range a little. */
-		if (n && (!val->write_min || n < val->write_min))
-			val->write_min = n;
-		if (n > val->write_max)
-			val->write_max = n;
+	struct file_val *val = totals(&key, bpf_get_current_task_btf());
+	if (!val)
+		return 0;
+	if (done.kind != SYNC) {
+		add_io(val, done.kind, (__u64)ret);
 	} else {
 		__u64 ns = bpf_ktime_get_ns() - done.start_ns;
 		__sync_fetch_and_add(&val->syncs, 1);
@@ -196,6 +245,38 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (slot < SLOTS)
 			__sync_fetch_and_add(&val->sync_hist[slot], 1);
 	}
+	return 0;
+}
+
+/* An io_uring read or write completed: its bytes count for the task that submitted it (the
+ * completion may run in an interrupt or a kernel worker). Requests complete once, except
+ * multishot reads, whose every completion carries its own bytes. */
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(uring_complete, void *ring, struct io_kiocb *req, struct io_uring_cqe *cqe)
+{
+	__u32 kind;
+	switch (BPF_CORE_READ(req, opcode)) {
+	case IORING_OP_READV: case IORING_OP_READ_FIXED: case IORING_OP_READ:
+	case IORING_OP_READ_MULTISHOT: case IORING_OP_READV_FIXED:
+		kind = READ;
+		break;
+	case IORING_OP_WRITEV: case IORING_OP_WRITE_FIXED: case IORING_OP_WRITE:
+	case IORING_OP_WRITEV_FIXED:
+		kind = WRITE;
+		break;
+	default:
+		return 0;
+	}
+	int res = BPF_CORE_READ(cqe, res);
+	struct task_struct *task = BPF_CORE_READ(req, tctx, task);
+	if (res < 0 || !task)
+		return 0;
+	struct file_key key = { .tgid = BPF_CORE_READ(task, tgid) };
+	if (!inode_of(BPF_CORE_READ(req, file), &key))
+		return 0;
+	struct file_val *val = totals(&key, task);
+	if (val)
+		add_io(val, kind, (__u64)res);
 	return 0;
 }
 

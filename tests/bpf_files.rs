@@ -193,3 +193,68 @@ fn the_summary_counts_bytes_per_file_beside_its_events() {
         .unwrap_or_else(|| panic!("no python3 in {trailer}"));
     assert_eq!(python["write_bytes"], 150_000, "{trailer}");
 }
+
+#[test]
+fn reads_and_writes_through_io_uring_are_counted() {
+    let test = "reads_and_writes_through_io_uring_are_counted";
+    if !is_root() {
+        return skip(&format!("{test}: needs root"));
+    }
+    if !have_tool("fio") {
+        return skip(&format!("{test}: fio is not installed"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .args([
+            "files",
+            "--bytes",
+            "--json",
+            "--duration",
+            "4",
+            "--comm",
+            "fio",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.contains("counting bytes"), "{first}");
+    // 8 MiB written then read in 4 KiB requests through io_uring: no read or write syscall
+    // carries the data.
+    for rw in ["write", "read"] {
+        let fio = Command::new("fio")
+            .args([
+                "--name=uring",
+                "--bs=4k",
+                "--size=8m",
+                "--ioengine=io_uring",
+                "--iodepth=8",
+            ])
+            .arg(format!("--rw={rw}"))
+            .arg(format!("--directory={}", dir.path().display()))
+            .output()
+            .unwrap();
+        assert!(
+            fio.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fio.stderr)
+        );
+    }
+    let out = wait_output(child, Duration::from_secs(60));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["files"].as_array().unwrap();
+    let wrote = rows
+        .iter()
+        .find(|f| f["write_bytes"] == 8 << 20)
+        .unwrap_or_else(|| panic!("no file with 8 MiB written in {doc}"));
+    assert_eq!(wrote["writes"], 2048, "{wrote}");
+    let read = rows
+        .iter()
+        .find(|f| f["read_bytes"] == 8 << 20 && f["inode"] == wrote["inode"])
+        .unwrap_or_else(|| panic!("the same file's 8 MiB read back is missing in {doc}"));
+    assert_eq!(read["reads"], 2048, "{read}");
+}

@@ -1,5 +1,5 @@
 //! Bytes per process and file, and sync latency (bpf/files.bpf.c): what each process read and
-//! wrote through read/write-family syscalls to each regular file, and how long its fsync,
+//! wrote through read/write-family syscalls and io_uring to each regular file, and how long its fsync,
 //! fdatasync and sync_file_range calls took, keyed by (process, device, inode). The kernel
 //! keeps totals since the tracer started; [`FileTracer::totals`] reads them.
 
@@ -80,11 +80,13 @@ pub(crate) struct FileTracer {
 impl FileTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
     pub(crate) fn start() -> Result<FileTracer, String> {
-        let ebpf = super::load(
+        let mut ebpf = super::load(
             OBJECT,
             &[],
             &[("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")],
         )?;
+        // Reads and writes through io_uring, where the kernel has it.
+        super::attach_if_possible(&mut ebpf, "uring_complete", "io_uring_complete");
         Ok(FileTracer { ebpf })
     }
 

@@ -61,15 +61,31 @@ pub(crate) fn load(
         .load(object)
         .map_err(|e| refusal("loading maps", &e))?;
     for &(name, tracepoint) in programs {
-        let program: &mut aya::programs::BtfTracePoint = ebpf
-            .program_mut(name)
-            .ok_or_else(|| format!("eBPF object lacks program {name}"))?
-            .try_into()
-            .map_err(|e| refusal(name, &e))?;
-        program
-            .load(tracepoint, &btf)
-            .map_err(|e| refusal(tracepoint, &e))?;
-        program.attach().map_err(|e| refusal(tracepoint, &e))?;
+        attach(&mut ebpf, &btf, name, tracepoint)?;
     }
     Ok(ebpf)
+}
+
+/// Attaches one more program of a loaded object where the kernel has its tracepoint (io_uring's,
+/// say, which a kernel built without io_uring lacks); false when it could not.
+pub(crate) fn attach_if_possible(ebpf: &mut aya::Ebpf, name: &str, tracepoint: &str) -> bool {
+    aya::Btf::from_sys_fs().is_ok_and(|btf| attach(ebpf, &btf, name, tracepoint).is_ok())
+}
+
+fn attach(
+    ebpf: &mut aya::Ebpf,
+    btf: &aya::Btf,
+    name: &str,
+    tracepoint: &str,
+) -> Result<(), String> {
+    let program: &mut aya::programs::BtfTracePoint = ebpf
+        .program_mut(name)
+        .ok_or_else(|| format!("eBPF object lacks program {name}"))?
+        .try_into()
+        .map_err(|e| refusal(name, &e))?;
+    program
+        .load(tracepoint, btf)
+        .map_err(|e| refusal(tracepoint, &e))?;
+    program.attach().map_err(|e| refusal(tracepoint, &e))?;
+    Ok(())
 }
