@@ -11,20 +11,10 @@
 #ifndef TACHO_HIST_H
 #define TACHO_HIST_H
 
+#include "log2.h"
+
 #define HIST_LAST_OCTAVE 41
 #define HIST_BUCKETS ((HIST_LAST_OCTAVE - 2) * 16)
-
-static __always_inline __u32 floor_log2(__u64 v)
-{
-	/* Branch-free floor(log2(v)) for v > 0. */
-	__u32 r = 0, shift;
-	shift = (v > 0xFFFFFFFF) << 5; v >>= shift; r |= shift;
-	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	return r | (__u32)(v >> 1);
-}
 
 static __always_inline __u32 hist_bucket(__u64 ns)
 {

@@ -126,6 +126,24 @@ fn without_bpf_files_bytes_falls_back_with_a_note() {
     assert!(err.contains("watching"), "{err}");
 }
 
+/// tacho with `args`, once its first line on stderr (which must hold `says`) shows it has begun.
+fn started(args: &[&str], says: &str) -> std::process::Child {
+    let mut child = tacho()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.contains(says), "{first}");
+    // The rest is drained so tacho's last lines on stderr do not meet a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
 /// Writes 1000 bytes 100 times to a and 50000 bytes once to b, closing each at once (faster
 /// than tacho looks at /proc/PID/fd), then reads a back.
 const QUICK_WRITER: &str = r#"
@@ -147,19 +165,18 @@ fn the_summary_counts_bytes_per_file_beside_its_events() {
         return skip(&format!("{test}: needs root"));
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = tacho()
-        .args(["files", "--summary", "--json", "--duration", "3", "--path"])
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Watching has begun once tacho says so.
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    err.read_line(&mut first).unwrap();
-    assert!(first.contains("watching"), "{first}");
+    let child = started(
+        &[
+            "files",
+            "--summary",
+            "--json",
+            "--duration",
+            "3",
+            "--path",
+            dir.path().to_str().unwrap(),
+        ],
+        "watching",
+    );
     let writer = Command::new("python3")
         .args(["-c", QUICK_WRITER])
         .arg(dir.path())
@@ -171,6 +188,7 @@ fn the_summary_counts_bytes_per_file_beside_its_events() {
         String::from_utf8_lossy(&writer.stderr)
     );
     let out = wait_output(child, Duration::from_secs(60));
+    assert!(out.status.success(), "{out:?}");
     let trailer: Value = serde_json::from_slice(&out.stdout).unwrap();
     let files = trailer["summary"]["files"].as_array().unwrap();
     let row = |name: &str| {
@@ -245,6 +263,7 @@ fn reads_and_writes_through_io_uring_are_counted() {
         );
     }
     let out = wait_output(child, Duration::from_secs(60));
+    assert!(out.status.success(), "{out:?}");
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = doc["files"].as_array().unwrap();
     let wrote = rows

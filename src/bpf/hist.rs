@@ -41,6 +41,23 @@ pub(crate) fn bounds_us(bucket: usize) -> (f64, f64) {
 /// The latency (µs) below which `quantile` (0..1) of the requests fall, interpolated linearly
 /// inside its bucket; `None` for an empty histogram.
 pub(crate) fn percentile_us(hist: &[u64], quantile: f64) -> Option<f64> {
+    percentile(hist, quantile, bounds_us)
+}
+
+/// The same over a log2 µs histogram (slot `i` holds `[2^i, 2^(i+1))` µs, slot 0 also below
+/// 1 µs), as the file tracer's sync latencies are kept.
+pub(crate) fn log2_percentile_us(hist: &[u64], quantile: f64) -> Option<f64> {
+    percentile(hist, quantile, |slot| {
+        let low = if slot == 0 {
+            0.0
+        } else {
+            (1u64 << slot) as f64
+        };
+        (low, (1u64 << (slot + 1)) as f64)
+    })
+}
+
+fn percentile(hist: &[u64], quantile: f64, bounds: impl Fn(usize) -> (f64, f64)) -> Option<f64> {
     let total: u64 = hist.iter().sum();
     if total == 0 {
         return None;
@@ -52,7 +69,7 @@ pub(crate) fn percentile_us(hist: &[u64], quantile: f64) -> Option<f64> {
             continue;
         }
         if (seen + count) as f64 >= rank {
-            let (low, high) = bounds_us(bucket);
+            let (low, high) = bounds(bucket);
             let within = (rank - seen as f64) / count as f64;
             return Some(low + (high - low) * within);
         }
@@ -70,34 +87,6 @@ pub(crate) fn log2_us(hist: &[u64]) -> Vec<u64> {
         out[slot] += count;
     }
     out
-}
-
-/// The same percentile over a log2 µs histogram (slot `i` holds `[2^i, 2^(i+1))` µs, slot 0
-/// also below 1 µs), as the file tracer's sync latencies are kept.
-pub(crate) fn log2_percentile_us(hist: &[u64], quantile: f64) -> Option<f64> {
-    let total: u64 = hist.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = quantile.clamp(0.0, 1.0) * total as f64;
-    let mut seen = 0u64;
-    for (slot, &count) in hist.iter().enumerate() {
-        if count == 0 {
-            continue;
-        }
-        if (seen + count) as f64 >= rank {
-            let low = if slot == 0 {
-                0.0
-            } else {
-                (1u64 << slot) as f64
-            };
-            let high = (1u64 << (slot + 1)) as f64;
-            let within = (rank - seen as f64) / count as f64;
-            return Some(low + (high - low) * within);
-        }
-        seen += count;
-    }
-    None
 }
 
 #[cfg(test)]
