@@ -277,3 +277,52 @@ fn reads_and_writes_through_io_uring_are_counted() {
         .unwrap_or_else(|| panic!("the same file's 8 MiB read back is missing in {doc}"));
     assert_eq!(read["reads"], 2048, "{read}");
 }
+
+#[test]
+fn bytes_of_files_closed_at_once_are_named_from_the_watch() {
+    let test = "bytes_of_files_closed_at_once_are_named_from_the_watch";
+    if !is_root() {
+        return skip(&format!("{test}: needs root"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = started(
+        &[
+            "files",
+            "--bytes",
+            "--json",
+            "--duration",
+            "3",
+            "--path",
+            dir.path().to_str().unwrap(),
+        ],
+        "counting bytes",
+    );
+    let writer = Command::new("python3")
+        .args(["-c", QUICK_WRITER])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        writer.status.success(),
+        "{}",
+        String::from_utf8_lossy(&writer.stderr)
+    );
+    let out = wait_output(child, Duration::from_secs(60));
+    assert!(out.status.success(), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum = |name: &str, key: &str| -> u64 {
+        let path = dir.path().join(name);
+        doc["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["path"].as_str() == path.to_str())
+            .map(|f| f[key].as_u64().unwrap())
+            .sum()
+    };
+    // Each file was opened, written and closed within milliseconds, between two looks at
+    // the writer's descriptors: only the watch's events can name it.
+    assert_eq!(sum("a", "write_bytes"), 100_000, "{doc}");
+    assert_eq!(sum("a", "read_bytes"), 100_000, "{doc}");
+    assert_eq!(sum("b", "write_bytes"), 50_000, "{doc}");
+}

@@ -25,7 +25,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     }
     let config = resolve(&root, args)?;
     if args.bytes
-        && let Some(code) = super::files_bytes::run(args)?
+        && let Some(code) = super::files_bytes::run(args, config.clone())?
     {
         return Ok(code);
     }
@@ -55,7 +55,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     // reports only those).
     let beside = args
         .summary
-        .then(super::files_bytes::Beside::start)
+        .then(|| super::files_bytes::Beside::start("the summary counts events only, without bytes"))
         .flatten();
     let mut sink = Sink {
         events: out.map(|out| EventWriter { out, format }),

@@ -4,7 +4,9 @@
 use crate::bpf::files::{FileIo, FileTracer};
 use crate::cli::FilesArgs;
 use crate::files::inode_paths::{self, FileId};
+use crate::files::watch::{Sink, WatchConfig, Watcher};
 use crate::kernel::SysRoot;
+use crate::report::files::EventWriter;
 use crate::report::files_bytes::{self as show, Row};
 use anyhow::Result;
 use std::collections::{HashMap, HashSet};
@@ -19,17 +21,13 @@ use std::time::{Duration, Instant};
 const LOOK: Duration = Duration::from_millis(100);
 
 /// Runs the byte count; `Ok(None)` when eBPF is refused (after saying why), so the caller
-/// watches as without `--bytes`.
-pub fn run(args: &FilesArgs) -> Result<Option<ExitCode>> {
-    let tracer = match FileTracer::start() {
-        Ok(t) => t,
-        Err(reason) => {
-            eprintln!(
-                "tacho: note: {}; --bytes needs it, so files are watched without byte counts",
-                crate::text::Escaped(&reason)
-            );
-            return Ok(None);
-        }
+/// watches as without `--bytes`. Files are named from their processes' descriptors, and from
+/// a fanotify watch of `config` beside it (a file written and closed between two looks at the
+/// descriptors is named by the watch's events).
+pub fn run(args: &FilesArgs, config: WatchConfig) -> Result<Option<ExitCode>> {
+    let Some(beside) = Beside::start("--bytes needs it, so files are watched without byte counts")
+    else {
+        return Ok(None);
     };
     let root = SysRoot::real();
     let stop = Arc::new(AtomicBool::new(false));
@@ -43,17 +41,31 @@ pub fn run(args: &FilesArgs) -> Result<Option<ExitCode>> {
         }
     );
     let start = Instant::now();
-    let deadline = args.duration.map(|d| start + d);
-    let mut paths: Paths = HashMap::new();
-    loop {
-        learn_paths(&root, &tracer.totals(), &mut paths);
-        if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
+    let inodes = match Watcher::new(&root, config) {
+        Ok(mut watcher) => {
+            let mut sink: Sink<EventWriter> = Sink {
+                events: None,
+                summary: None,
+                inodes: Some(HashMap::new()),
+            };
+            watcher.run(&mut sink, &stop)?;
+            sink.inodes.unwrap_or_default()
         }
-        std::thread::sleep(LOOK);
-    }
+        Err(e) => {
+            eprintln!(
+                "tacho: note: files closed within {} ms may stay unnamed ({})",
+                LOOK.as_millis(),
+                crate::text::Escaped(&e.to_string())
+            );
+            let deadline = args.duration.map(|d| start + d);
+            while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+                std::thread::sleep(LOOK);
+            }
+            HashMap::new()
+        }
+    };
     let seconds = start.elapsed().as_secs_f64();
-    let rows = rows(args, tracer.totals(), &paths);
+    let rows = beside.finish(args, &inodes);
     let mut out = std::io::stdout().lock();
     if args.json {
         show::write_json(&rows, seconds, &mut out)?;
@@ -73,16 +85,13 @@ pub(super) struct Beside {
 }
 
 impl Beside {
-    /// Starts counting when eBPF can (root, BTF, the load allowed); otherwise says once why
-    /// the summary has no byte counts and returns `None`.
-    pub(super) fn start() -> Option<Beside> {
+    /// Starts counting when eBPF can (root, BTF, the load allowed); otherwise says once why,
+    /// then `without` (what the command does instead), and returns `None`.
+    pub(super) fn start(without: &str) -> Option<Beside> {
         let tracer = match FileTracer::start() {
             Ok(t) => t,
             Err(reason) => {
-                eprintln!(
-                    "tacho: note: {}; the summary counts events only, without bytes",
-                    crate::text::Escaped(&reason)
-                );
+                eprintln!("tacho: note: {}; {without}", crate::text::Escaped(&reason));
                 return None;
             }
         };

@@ -49,6 +49,7 @@ pub enum WatchError {
 }
 
 /// What to watch and how to report it.
+#[derive(Clone)]
 pub struct WatchConfig {
     /// Mount points whose filesystems are watched.
     pub mounts: Vec<PathBuf>,
