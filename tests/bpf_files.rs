@@ -158,28 +158,14 @@ with open(os.path.join(d, "a"), "rb", buffering=0) as f:
     assert len(f.read()) == 100000
 "#;
 
-#[test]
-fn the_summary_counts_bytes_per_file_beside_its_events() {
-    let test = "the_summary_counts_bytes_per_file_beside_its_events";
-    if !is_root() {
-        return skip(&format!("{test}: needs root"));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let child = started(
-        &[
-            "files",
-            "--summary",
-            "--json",
-            "--duration",
-            "3",
-            "--path",
-            dir.path().to_str().unwrap(),
-        ],
-        "watching",
-    );
+/// `tacho files MODE --json` over `dir` for 3 s while QUICK_WRITER runs there; its document.
+fn under_quick_writer(mode: &str, says: &str, dir: &Path) -> Value {
+    let path = dir.to_str().unwrap();
+    let args = ["files", mode, "--json", "--duration", "3", "--path", path];
+    let child = started(&args, says);
     let writer = Command::new("python3")
         .args(["-c", QUICK_WRITER])
-        .arg(dir.path())
+        .arg(dir)
         .output()
         .unwrap();
     assert!(
@@ -189,7 +175,17 @@ fn the_summary_counts_bytes_per_file_beside_its_events() {
     );
     let out = wait_output(child, Duration::from_secs(60));
     assert!(out.status.success(), "{out:?}");
-    let trailer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_summary_counts_bytes_per_file_beside_its_events() {
+    let test = "the_summary_counts_bytes_per_file_beside_its_events";
+    if !is_root() {
+        return skip(&format!("{test}: needs root"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trailer = under_quick_writer("--summary", "watching", dir.path());
     let files = trailer["summary"]["files"].as_array().unwrap();
     let row = |name: &str| {
         let path = dir.path().join(name);
@@ -285,31 +281,7 @@ fn bytes_of_files_closed_at_once_are_named_from_the_watch() {
         return skip(&format!("{test}: needs root"));
     }
     let dir = tempfile::tempdir().unwrap();
-    let child = started(
-        &[
-            "files",
-            "--bytes",
-            "--json",
-            "--duration",
-            "3",
-            "--path",
-            dir.path().to_str().unwrap(),
-        ],
-        "counting bytes",
-    );
-    let writer = Command::new("python3")
-        .args(["-c", QUICK_WRITER])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        writer.status.success(),
-        "{}",
-        String::from_utf8_lossy(&writer.stderr)
-    );
-    let out = wait_output(child, Duration::from_secs(60));
-    assert!(out.status.success(), "{out:?}");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = under_quick_writer("--bytes", "counting bytes", dir.path());
     let sum = |name: &str, key: &str| -> u64 {
         let path = dir.path().join(name);
         doc["files"]
