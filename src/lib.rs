@@ -17,6 +17,7 @@ pub(crate) mod files;
 pub(crate) mod history;
 pub(crate) mod io;
 pub(crate) mod kernel;
+pub(crate) mod mapping;
 pub(crate) mod membench;
 pub(crate) mod net;
 pub(crate) mod parallel;

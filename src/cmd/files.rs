@@ -4,13 +4,12 @@ use crate::cli::FilesArgs;
 use crate::files::filter::FilterSpec;
 use crate::files::procs::{self, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN};
 use crate::files::summary::Summary;
-use crate::files::watch::{self, Outcome, Sink, WatchConfig, WatchError, Watcher};
+use crate::files::watch::{self, Names, Outcome, Sink, WatchConfig, WatchError, Watcher};
 use crate::kernel::SysRoot;
 use crate::report::files::{self as output, EventWriter, Format};
 use crate::text::Escaped;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -60,7 +59,7 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     let mut sink = Sink {
         events: out.map(|out| EventWriter { out, format }),
         summary: args.summary.then(Summary::default),
-        inodes: beside.is_some().then(HashMap::new),
+        inodes: beside.is_some().then(Names::default),
     };
     eprintln!(
         "tacho: watching {}{}",

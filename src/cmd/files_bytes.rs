@@ -4,7 +4,7 @@
 use crate::bpf::files::{FileIo, FileTracer};
 use crate::cli::FilesArgs;
 use crate::files::inode_paths::{self, FileId};
-use crate::files::watch::{Sink, WatchConfig, Watcher};
+use crate::files::watch::{Names, Sink, WatchConfig, Watcher};
 use crate::kernel::SysRoot;
 use crate::report::files::EventWriter;
 use crate::report::files_bytes::{self as show, Row};
@@ -46,7 +46,7 @@ pub fn run(args: &FilesArgs, config: WatchConfig) -> Result<Option<ExitCode>> {
             let mut sink: Sink<EventWriter> = Sink {
                 events: None,
                 summary: None,
-                inodes: Some(HashMap::new()),
+                inodes: Some(Names::default()),
             };
             watcher.run(&mut sink, &stop)?;
             sink.inodes.unwrap_or_default()
@@ -61,7 +61,7 @@ pub fn run(args: &FilesArgs, config: WatchConfig) -> Result<Option<ExitCode>> {
             while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
                 std::thread::sleep(LOOK);
             }
-            HashMap::new()
+            Names::default()
         }
     };
     let seconds = start.elapsed().as_secs_f64();
@@ -114,7 +114,7 @@ impl Beside {
 
     /// Stops counting; the rows the filters of `args` keep, each with its path when known
     /// (from the process's descriptors, else from the watch's events, `inodes`).
-    pub(super) fn finish(self, args: &FilesArgs, inodes: &HashMap<FileId, PathBuf>) -> Vec<Row> {
+    pub(super) fn finish(self, args: &FilesArgs, inodes: &Names) -> Vec<Row> {
         self.done.store(true, Ordering::Relaxed);
         let Ok((totals, mut paths)) = self.thread.join() else {
             return Vec::new();

@@ -66,7 +66,39 @@ pub struct Sink<E> {
     /// The path of each file shown, by device and inode, when bytes are counted beside the
     /// watch (the byte tracer knows files by inode; a file written and closed between its
     /// looks at /proc/PID/fd is named from here).
-    pub inodes: Option<HashMap<FileId, PathBuf>>,
+    pub inodes: Option<Names>,
+}
+
+/// Paths of the files a watch showed, by device and inode (see [`Sink::inodes`]).
+#[derive(Debug, Default)]
+pub struct Names {
+    by_inode: HashMap<FileId, PathBuf>,
+    /// Names already looked up: a write storm to one file is one lookup, not one per event.
+    seen: std::collections::HashSet<PathBuf>,
+}
+
+impl Names {
+    /// Notes the inode behind an event's path: from the event's descriptor when it has one,
+    /// else by looking the name up without following a final symlink (nothing is opened) --
+    /// once per name, again only when an event may have put a new file there.
+    fn learn(&mut self, path: &Path, fd: Option<&OwnedFd>, ops: Ops) {
+        let renewed = ops.contains(Op::Create) || ops.contains(Op::MovedTo);
+        let st = match fd {
+            Some(fd) => rustix::fs::fstat(fd),
+            None if renewed || !self.seen.contains(path) => rustix::fs::lstat(path),
+            None => return,
+        };
+        self.seen.insert(path.to_path_buf());
+        if let Ok(st) = st {
+            let dev = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
+            self.by_inode.insert((dev, st.st_ino), path.to_path_buf());
+        }
+    }
+
+    /// The path of a file, by (device, inode).
+    pub fn get(&self, id: &FileId) -> Option<&PathBuf> {
+        self.by_inode.get(id)
+    }
 }
 
 /// Receives the events a watch shows, as it reads them (a renderer in `report::files`).
@@ -438,16 +470,7 @@ impl Watcher {
                 continue;
             }
             if let Some(inodes) = sink.inodes.as_mut() {
-                // The event's descriptor when it has one; else the resolved name, looked up
-                // without following a final symlink (nothing is opened).
-                let st = match &fd {
-                    Some(fd) => rustix::fs::fstat(fd),
-                    None => rustix::fs::lstat(&path),
-                };
-                if let Ok(st) = st {
-                    let dev = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
-                    inodes.insert((dev, st.st_ino), path.clone());
-                }
+                inodes.learn(&path, fd.as_ref(), ops);
             }
             let shown = Shown {
                 time,

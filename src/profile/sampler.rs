@@ -5,10 +5,10 @@
 //! (ip, pid/tid, call chain) and `PERF_RECORD_LOST` are asked for, and the well-kept crates
 //! for this (`perf-event2`) do not expose call chains from all-CPU sampling.
 
+use crate::mapping::Mapping;
 use perf_event_open_sys::bindings as sys;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::ptr::NonNull;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Data pages per CPU ring (plus one header page): 512 KiB, room for a second of 999 Hz
@@ -52,23 +52,12 @@ pub struct Sampler {
     pub lost: u64,
 }
 
+/// One CPU's event and its ring (header page, then the data pages), touched only through
+/// &mut self. The mapping is declared first so it is unmapped before the event is closed.
 struct Ring {
+    map: Mapping,
     _fd: OwnedFd,
-    base: NonNull<u8>,
-    len: usize,
     page: usize,
-}
-
-// SAFETY: the mapping belongs to this ring alone and is only touched through &mut self.
-unsafe impl Send for Ring {}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: base/len are exactly what mmap returned.
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.len);
-        }
-    }
 }
 
 impl Sampler {
@@ -143,39 +132,16 @@ fn open(cpu: i32, hz: u64) -> Result<Ring, StartError> {
     }
     // SAFETY: fd was just returned by the kernel and is owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sysconf reads a constant of the running system.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    let len = page * (DATA_PAGES + 1);
-    // SAFETY: a shared read-write mapping of the event's ring, of a length the kernel accepts
-    // (1 + 2^n pages); checked for MAP_FAILED below.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(StartError::Other(format!(
-            "cannot map the sample ring of CPU {cpu}: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    let base = NonNull::new(base.cast()).ok_or_else(|| StartError::Other("null ring".into()))?;
-    Ok(Ring {
-        _fd: fd,
-        base,
-        len,
-        page,
-    })
+    let page = Mapping::page_size();
+    // A length the kernel accepts for a perf ring: 1 + 2^n pages.
+    let map = Mapping::shared(fd.as_fd(), page * (DATA_PAGES + 1))
+        .map_err(|e| StartError::Other(format!("cannot map the sample ring of CPU {cpu}: {e}")))?;
+    Ok(Ring { map, _fd: fd, page })
 }
 
 impl Ring {
     fn header(&self) -> *mut sys::perf_event_mmap_page {
-        self.base.as_ptr().cast()
+        self.map.as_ptr().cast()
     }
 
     /// Parses the records between tail and head, then frees them; returns samples lost.
@@ -189,10 +155,10 @@ impl Ring {
             let tail = &*(&raw const (*header).data_tail as *const AtomicU64);
             (head.load(Ordering::Acquire), tail.load(Ordering::Relaxed))
         };
-        let size = (self.len - self.page) as u64;
+        let size = (self.map.len() - self.page) as u64;
         // SAFETY: the data area follows the header page, `size` bytes long.
         let data =
-            unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(self.page), size as usize) };
+            unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.page), size as usize) };
         let mut lost = 0;
         let mut at = tail;
         let mut record = Vec::new();

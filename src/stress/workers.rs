@@ -66,55 +66,27 @@ pub fn cpu(load_pct: u8, stop: &AtomicBool, ops: &AtomicU64) {
     std::hint::black_box(sink);
 }
 
-/// An anonymous private mapping, unmapped on drop: memory returns to the kernel at once, as a
-/// large `malloc`/`free` pair does (glibc maps big blocks the same way).
-struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
+/// An anonymous private mapping (see [`crate::mapping::Mapping::anonymous`]) that the worker
+/// writes page by page.
+struct Block(crate::mapping::Mapping);
 
-impl Mapping {
-    fn new(len: usize) -> Result<Mapping, WorkerError> {
-        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(WorkerError::Allocate {
-                len,
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(Mapping {
-            ptr: ptr.cast(),
-            len,
-        })
+impl Block {
+    fn new(len: usize) -> Result<Block, WorkerError> {
+        crate::mapping::Mapping::anonymous(len)
+            .map(Block)
+            .map_err(|source| WorkerError::Allocate { len, source })
     }
 
     /// Writes one byte in each page from `from`, at most `pages` pages; returns pages touched.
     fn touch(&mut self, from: usize, pages: usize, value: u8) -> usize {
-        let total = self.len.div_ceil(PAGE);
+        let total = self.0.len().div_ceil(PAGE);
         let end = (from + pages).min(total);
         for p in from..end {
             // SAFETY: p * PAGE < len, inside the mapping this struct owns; a volatile write
             // so the compiler keeps every touch.
-            unsafe { self.ptr.add(p * PAGE).write_volatile(value) };
+            unsafe { self.0.as_ptr().add(p * PAGE).write_volatile(value) };
         }
         end.saturating_sub(from)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping created in `new`, once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
@@ -131,13 +103,13 @@ pub fn vm(
 ) -> Result<(), WorkerError> {
     let len = usize::try_from(bytes).map_err(|_| WorkerError::VmTooLarge)?;
     let pages = len.div_ceil(PAGE);
-    let mut kept: Option<Mapping> = None;
+    let mut kept: Option<Block> = None;
     let mut round = 0u8;
     while !stop.load(Ordering::Relaxed) {
         round = round.wrapping_add(1).max(1);
         let mut map = match kept.take() {
             Some(m) => m,
-            None => Mapping::new(len)?,
+            None => Block::new(len)?,
         };
         let mut done = 0;
         while done < pages && !stop.load(Ordering::Relaxed) {

@@ -1,0 +1,77 @@
+//! Memory mappings unmapped when dropped: shared ones of a kernel object's descriptor (the
+//! profiler's perf rings, the block tracer's BPF arrays) and anonymous ones (the memory stress
+//! worker's blocks). The one owner of the `unsafe` mmap/munmap pair.
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+
+/// `len` bytes mapped readable and writable.
+pub(crate) struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; what its users do with it
+// concurrently is theirs to make sound (the ring is read through &mut self, BPF arrays through
+// atomics).
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `fd` from its start, `MAP_SHARED`; the error is mmap's.
+    pub(crate) fn shared(fd: BorrowedFd<'_>, len: usize) -> std::io::Result<Mapping> {
+        Self::map(len, libc::MAP_SHARED, fd.as_raw_fd())
+    }
+
+    /// `len` bytes of fresh private memory, returned to the kernel at once on drop (as a large
+    /// `malloc`/`free` pair is); the error is mmap's.
+    pub(crate) fn anonymous(len: usize) -> std::io::Result<Mapping> {
+        Self::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)
+    }
+
+    fn map(len: usize, flags: libc::c_int, fd: libc::c_int) -> std::io::Result<Mapping> {
+        // SAFETY: a new mapping placed by the kernel (no fixed address, so nothing existing
+        // is replaced), checked for MAP_FAILED below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let base = NonNull::new(base.cast())
+            .ok_or_else(|| std::io::Error::other("mmap returned a null address"))?;
+        Ok(Mapping { base, len })
+    }
+
+    /// The first mapped byte.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// How many bytes are mapped.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The system's page size (what mapping lengths are rounded to).
+    pub(crate) fn page_size() -> usize {
+        // SAFETY: sysconf reads a constant of the running system.
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly what mmap returned, and nothing borrows the mapping
+        // past its owner's life.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
