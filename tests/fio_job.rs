@@ -286,3 +286,67 @@ fn what_tacho_does_not_do_is_refused_by_name() {
     ]));
     assert!(err.contains("--fio-job") || err.contains("--rw"), "{err}");
 }
+
+/// A job file is read with a cap: `/dev/zero` (which never ends) is an error, not an
+/// out-of-memory kill (issue 28).
+#[test]
+fn an_endless_job_file_is_refused_at_one_mebibyte() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "bench",
+        "disk",
+        dir.path().to_str().unwrap(),
+        "--fio-job",
+        "/dev/zero",
+    ]);
+    let err = assert_error(&o);
+    assert!(err.contains("larger than 1 MiB"), "{err}");
+    assert!(common::entries(dir.path()).is_empty(), "left files behind");
+}
+
+/// Buffers that cannot fit in memory are refused with the figures before anything is
+/// written: `--bs 256M --iodepth 64` on the command line, numjobs × iodepth in a job file.
+#[test]
+fn io_buffers_beyond_available_memory_are_refused_with_the_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let avail: u64 = std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
+        .expect("MemAvailable")
+        * 1024;
+    // Twice what is available, in 256 MiB blocks: more than any machine can give.
+    let depth = (2 * avail / (256 << 20) + 1).to_string();
+    let o = run(&[
+        "bench",
+        "disk",
+        d,
+        "--rw",
+        "randread",
+        "--bs",
+        "256M",
+        "--iodepth",
+        &depth,
+        "--size",
+        "1G",
+    ]);
+    let err = assert_error(&o);
+    assert!(
+        err.contains("for I/O buffers") && err.contains("available"),
+        "{err}"
+    );
+    let job = dir.path().join("big.fio");
+    // 256 jobs of 4096 I/Os in flight (the most a job file may ask), in blocks big enough.
+    let bs = (2 * avail / (256 * 4096)).div_ceil(4096) * 4096;
+    std::fs::write(
+        &job,
+        format!("[big]\nrw=randread\nbs={bs}\niodepth=4096\nnumjobs=256\nsize=1G\n"),
+    )
+    .unwrap();
+    let o = run(&["bench", "disk", d, "--fio-job", job.to_str().unwrap()]);
+    let err = assert_error(&o);
+    assert!(err.contains("for I/O buffers"), "{err}");
+    assert_eq!(common::entries(dir.path()), vec!["big.fio".to_string()]);
+}

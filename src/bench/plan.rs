@@ -4,8 +4,9 @@
 use super::suite::{self, Suite, SuiteTest};
 use super::target::{Inspected, Kind};
 use crate::choice::Choice;
+use crate::io::buffer::ALIGN;
 use crate::io::{BsShare, EngineKind, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
-use crate::units::format_size;
+use crate::units::{format_bytes_approx, format_size};
 use anyhow::{Context, Result, bail};
 use std::time::Duration;
 
@@ -89,6 +90,52 @@ impl Plan {
     pub fn any_direct(&self) -> bool {
         self.tests.iter().any(|t| t.spec.direct)
     }
+
+    /// Refuses a plan whose memory (one aligned buffer per I/O in flight in every job, what
+    /// both engines allocate, plus each job's histograms) would take more than half of
+    /// `available` bytes (MemAvailable), so a typo such as `--bs 256M --iodepth 64` is an
+    /// error, not tacho or a neighbour OOM-killed. Tests run one after another, so the largest
+    /// one counts.
+    pub fn check_memory(&self, available: u64) -> Result<()> {
+        let Some((t, need)) = self
+            .tests
+            .iter()
+            .map(|t| (t, memory_needed(&t.spec)))
+            .max_by_key(|(_, need)| *need)
+        else {
+            return Ok(());
+        };
+        if need <= available / 2 {
+            return Ok(());
+        }
+        bail!(
+            "test {} needs about {} of memory for I/O buffers (block size {} × iodepth {} × {} \
+             job{}), more than half of the {} available; lower the block size, iodepth or numjobs",
+            t.name,
+            format_bytes_approx(need),
+            format_size(t.spec.bs),
+            t.spec.iodepth,
+            t.spec.numjobs,
+            if t.spec.numjobs == 1 { "" } else { "s" },
+            format_bytes_approx(available)
+        )
+    }
+}
+
+/// What a test holds in memory while it runs, as measured with `/usr/bin/time -v`: per I/O in
+/// flight its block rounded up to the alignment plus up to one alignment of padding; per job
+/// about 1 MiB (latency histograms, timeline, ring).
+fn memory_needed(spec: &JobSpec) -> u64 {
+    let align = ALIGN as u64;
+    let per_io = spec
+        .bs
+        .div_ceil(align)
+        .saturating_add(1)
+        .saturating_mul(align);
+    let per_job = per_io
+        .saturating_mul(u64::from(spec.iodepth))
+        .saturating_add(1 << 20);
+    per_job.saturating_mul(u64::from(spec.numjobs))
 }
 
 /// Options that describe one custom test and so make no sense with a suite.

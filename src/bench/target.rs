@@ -14,6 +14,7 @@ use super::result::{TargetInfo, Warning};
 use super::testfile::{TestFile, remove_stale_files};
 use crate::kernel::blockdev::{self, BlockDevice};
 use crate::kernel::{SysRoot, mounts};
+use crate::safety::links::{self, Unresolved};
 use crate::safety::{self, DeviceState};
 use anyhow::{Context, Result, bail};
 use rustix::fs::{FileType, Mode, OFlags};
@@ -64,26 +65,36 @@ pub struct Opened {
     handle: OwnedFd,
 }
 
-/// Resolves and opens the target, once.
+/// Resolves and opens the target, once. A link on the way is followed (as dd and mkfs do)
+/// only when root or the running user owns it: another user's link could be re-pointed at a
+/// device with data on it.
 pub fn open(path: &Path) -> Result<Opened> {
     // O_PATH: no open of a device or FIFO happens, so looking has no side effect.
-    let handle = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(
-        |e| match e {
-            Errno::NOENT => anyhow::anyhow!(
-                "target {} does not exist; give an existing directory, file or block device",
-                path.display()
-            ),
-            Errno::ACCESS | Errno::PERM => anyhow::anyhow!(
-                "no permission to look at {}; run as a user who can read it",
-                path.display()
-            ),
-            _ => anyhow::anyhow!(
-                "cannot read target {}: {}",
-                path.display(),
-                std::io::Error::from(e)
-            ),
-        },
-    )?;
+    let handle = links::open_trusted(path).map_err(|e| match e {
+        Unresolved::Open(Errno::NOENT) => anyhow::anyhow!(
+            "target {} does not exist; give an existing directory, file or block device",
+            path.display()
+        ),
+        Unresolved::Open(Errno::ACCESS | Errno::PERM) => anyhow::anyhow!(
+            "no permission to look at {}; run as a user who can read it",
+            path.display()
+        ),
+        Unresolved::Open(e) => anyhow::anyhow!(
+            "cannot read target {}: {}",
+            path.display(),
+            std::io::Error::from(e)
+        ),
+        Unresolved::ForeignLink { link, uid } => anyhow::anyhow!(
+            "refusing target {}: it goes through the symbolic link {}, owned by uid {uid}, who \
+             could point it anywhere (a device with data, say); give the path it leads to",
+            path.display(),
+            link.display()
+        ),
+        Unresolved::TooManyLinks => anyhow::anyhow!(
+            "target {} goes through more than 40 symbolic links (a loop?); give the real path",
+            path.display()
+        ),
+    })?;
     Ok(Opened {
         path: path.to_path_buf(),
         handle,

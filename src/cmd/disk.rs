@@ -14,6 +14,7 @@ use crate::cli::DiskArgs;
 use crate::io::{self, Control, EngineKind};
 use crate::kernel::host::Host;
 use crate::kernel::link::{self, Link};
+use crate::kernel::meminfo::read_meminfo;
 use crate::kernel::tunables::Tunables;
 use crate::kernel::{SysRoot, blockdev};
 use crate::report;
@@ -51,6 +52,9 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     if args.print_fio {
         std::io::stdout().write_all(fio_cmd::commands(&plan, &inspected).as_bytes())?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(available) = read_meminfo(&root).ok().and_then(|m| m.get("MemAvailable")) {
+        plan.check_memory(available)?;
     }
     let virtual_disk = inspected
         .device
@@ -188,10 +192,28 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     })
 }
 
+/// A fio job file is a few KiB; anything past this is not one (`/dev/zero` would never end).
+const JOB_FILE_LIMIT: u64 = 1 << 20;
+
 /// The jobs of a fio job file, each refused option named.
 fn read_jobs(file: &Path) -> Result<Vec<fiojob::Job>> {
-    let text = std::fs::read_to_string(file)
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(JOB_FILE_LIMIT + 1).read_to_end(&mut bytes))
         .map_err(|e| anyhow::anyhow!("cannot read the job file {}: {e}", file.display()))?;
+    if bytes.len() as u64 > JOB_FILE_LIMIT {
+        bail!(
+            "the job file {} is larger than 1 MiB, which no fio job file is; give a fio job file",
+            file.display()
+        );
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        anyhow::anyhow!(
+            "the job file {} is not text (UTF-8); give a fio job file",
+            file.display()
+        )
+    })?;
     let sections =
         fiojob::parse(&text).map_err(|e| anyhow::anyhow!("job file {}: {e}", file.display()))?;
     sections

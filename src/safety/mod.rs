@@ -7,6 +7,7 @@
 //! filesystem, RAID, LVM, LUKS or swap signature is refused unless `--destroy-data` is given.
 
 mod blkid;
+pub mod links;
 mod probe;
 mod refusal;
 mod signatures;
