@@ -495,3 +495,70 @@ fn html_report_renders_in_headless_chromium() {
         "chart colours: blue {blue}, orange {orange} pixels"
     );
 }
+
+/// fio 3.33 writes an etcd-style job's flushes only in `sync.lat_ns` (`total_ios` is 0): the
+/// import keeps them, and compare judges fio's run against the etcd run's limit instead of
+/// saying "PASS → none" (issue 29).
+#[test]
+fn fios_fdatasync_latency_is_imported_and_judged_against_the_etcd_runs_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("etcd.db");
+    let work = tempfile::tempdir().unwrap();
+    json_ok(&run(&with_db(
+        &db,
+        &[
+            "bench",
+            "disk",
+            work.path().to_str().unwrap(),
+            "--suite",
+            "etcd",
+            "--repeat",
+            "1",
+            "--runtime",
+            "300ms",
+            // A limit no disk misses, so the run exits 0 whatever this VM's flushes take.
+            "--threshold",
+            "1s",
+            "--json",
+        ],
+    )));
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fio/etcd-fdatasync.json");
+    let fio: Value = serde_json::from_slice(&std::fs::read(&fixture).unwrap()).unwrap();
+    let flushes = fio["jobs"][0]["sync"]["lat_ns"]["N"].as_u64().unwrap();
+    let p99 = fio["jobs"][0]["sync"]["lat_ns"]["percentile"]["99.000000"]
+        .as_f64()
+        .unwrap();
+    let ids = import(&db, &fixture);
+    let shown = stdout(&run(&with_db(&db, &["runs", "show", &ids[0].to_string()])));
+    assert!(
+        shown.contains(&format!("{flushes} flushes")),
+        "no flushes in: {shown}"
+    );
+    let c = json_ok(&run(&with_db(
+        &db,
+        &["compare", "1", &ids[0].to_string(), "--json"],
+    )));
+    let judged = &c["runs"][1]["judgement"];
+    assert_eq!(judged["value_ns"].as_f64(), Some(p99), "{judged}");
+    assert_eq!(judged["threshold_ns"].as_f64(), Some(1e9));
+    assert_eq!(judged["judged_by_compare"], true);
+    assert_eq!(c["runs"][0]["judgement"]["judged_by_compare"], false);
+    let status = if p99 >= 10e6 {
+        "fail"
+    } else if p99 >= 8e6 {
+        "marginal"
+    } else {
+        "pass"
+    };
+    assert_eq!(judged["status"], status);
+    let text = stdout(&run(&with_db(&db, &["compare", "1", &ids[0].to_string()])));
+    let row = text
+        .lines()
+        .find(|l| l.contains("p99 flush latency"))
+        .unwrap_or_else(|| panic!("no flush row: {text}"));
+    assert!(
+        !row.trim_end().ends_with('-'),
+        "fio's flush p99 is missing: {row}"
+    );
+}

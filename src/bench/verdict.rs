@@ -15,6 +15,22 @@ pub fn device_class(q1_read_p50_ns: u64) -> &'static str {
     }
 }
 
+/// A pass by less than this share of the threshold is called marginal.
+const MARGINAL_FRACTION: f64 = 0.2;
+
+/// The etcd check's status for a fdatasync p99 against its limit: `fail` at or over it,
+/// `marginal` within a fifth of it, else `pass`. Both the live run and `compare` (for a run
+/// that recorded no judgement, such as fio's) judge with it.
+pub fn etcd_status(p99_ns: f64, limit_ns: f64) -> &'static str {
+    if p99_ns >= limit_ns {
+        "fail"
+    } else if p99_ns >= limit_ns * (1.0 - MARGINAL_FRACTION) {
+        "marginal"
+    } else {
+        "pass"
+    }
+}
+
 /// The one-line answer at the top of the disk report: the target, then its headline figures or the
 /// suite's judgement.
 pub fn verdict(report: &BenchReport) -> String {

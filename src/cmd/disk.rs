@@ -9,7 +9,7 @@ use crate::bench::result::{
     BenchReport, Judgement, SCHEMA, SuiteRef, TargetInfo, TestResult, Warning,
 };
 use crate::bench::target::{self, Inspected, Target};
-use crate::bench::{backing, fio_cmd, fiojob, run, suite};
+use crate::bench::{backing, fio_cmd, fiojob, run, suite, verdict};
 use crate::cli::DiskArgs;
 use crate::io::{self, Control, EngineKind};
 use crate::kernel::host::Host;
@@ -24,9 +24,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-
-/// A pass by less than this share of the threshold is called marginal.
-const MARGINAL_FRACTION: f64 = 0.2;
 
 /// Runs `tacho bench disk`: the exit status is 1 when the etcd suite's threshold failed, 130 after
 /// Ctrl-C.
@@ -296,15 +293,8 @@ fn judge(threshold: Option<std::time::Duration>, tests: &[TestResult]) -> Option
         .lat_ns
         .p99;
     let limit = threshold.as_nanos() as u64;
-    let status = if p99 >= limit {
-        "fail"
-    } else if p99 as f64 >= limit as f64 * (1.0 - MARGINAL_FRACTION) {
-        "marginal"
-    } else {
-        "pass"
-    };
     Some(Judgement {
-        status,
+        status: verdict::etcd_status(p99 as f64, limit as f64),
         metric: "fdatasync p99",
         value_ns: p99,
         threshold_ns: limit,

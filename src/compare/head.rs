@@ -99,6 +99,9 @@ pub struct Judgement {
     pub value_ns: f64,
     /// The threshold, in nanoseconds.
     pub threshold_ns: f64,
+    /// Judged by the comparison against another run's limit: the run recorded no judgement
+    /// (fio's, say) but measured the same figure.
+    pub by_compare: bool,
 }
 
 impl Judgement {
@@ -109,18 +112,55 @@ impl Judgement {
             metric: j.metric.get()?.clone(),
             value_ns: *j.value_ns.get()?,
             threshold_ns: *j.threshold_ns.get()?,
+            by_compare: false,
         })
     }
 
-    /// `FAIL: fdatasync p99 189µs, limit 1.00µs`, as the live run judged.
+    /// `FAIL: fdatasync p99 189µs, limit 1.00µs`, as the live run judged (or the comparison,
+    /// which says so).
     pub fn describe(&self) -> String {
         format!(
-            "{}: {} {}, limit {}",
+            "{}: {} {}, limit {}{}",
             self.status.to_uppercase(),
             self.metric,
             format_latency_ns(self.value_ns),
-            format_latency_ns(self.threshold_ns)
+            format_latency_ns(self.threshold_ns),
+            if self.by_compare {
+                " (judged here: the run recorded no judgement)"
+            } else {
+                ""
+            }
         )
+    }
+}
+
+/// Gives a run that recorded no judgement the first judged run's, on the same figure (the
+/// fdatasync p99 of the test the judged run was judged on), so an etcd check compares with
+/// fio's run of the same job: `PASS → FAIL`, not `PASS → none`.
+pub(super) fn judge_unjudged(runs: &mut [RunHead], rows: &[super::Row]) {
+    let Some((judged, limit)) = runs
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| Some((i, r.judgement.as_ref()?.threshold_ns)))
+    else {
+        return;
+    };
+    let row = rows.iter().find(|r| {
+        r.direction == "sync"
+            && r.metric == super::Metric::LatP99
+            && r.cells.get(judged).is_some_and(Option::is_some)
+    });
+    let Some(row) = row else { return };
+    for (run, cell) in runs.iter_mut().zip(&row.cells) {
+        if let (None, Some(cell)) = (&run.judgement, cell) {
+            run.judgement = Some(Judgement {
+                status: crate::bench::verdict::etcd_status(cell.value, limit).to_string(),
+                metric: "fdatasync p99".to_string(),
+                value_ns: cell.value,
+                threshold_ns: limit,
+                by_compare: true,
+            });
+        }
     }
 }
 

@@ -375,9 +375,11 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
             ));
         }
     }
+    let mut heads: Vec<RunHead> = runs.iter().map(head).collect();
+    head::judge_unjudged(&mut heads, &rows);
     Comparison {
         common: common_tests(&matched),
-        runs: runs.iter().map(head).collect(),
+        runs: heads,
         tests,
         rows,
         fingerprint: fingerprint::table(runs),

@@ -306,7 +306,7 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
                 "target": r.target,
                 "judgement": r.judgement.as_ref().map(|j| json!({
                     "status": j.status, "metric": j.metric, "value_ns": j.value_ns,
-                    "threshold_ns": j.threshold_ns,
+                    "threshold_ns": j.threshold_ns, "judged_by_compare": j.by_compare,
                 })),
                 "warnings": r.warnings,
             })

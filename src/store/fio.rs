@@ -294,27 +294,46 @@ fn direction(clones: &[&Value], dir: &str) -> Option<(Value, bool)> {
     ))
 }
 
-/// fsync/fdatasync latency, when the job flushed.
+/// fsync/fdatasync latency, when the job flushed: clones' percentiles weighted by their flush
+/// counts, as [`direction`] weights I/Os. fio 3.x leaves `sync.total_ios` at 0 and counts the
+/// flushes only in `sync.lat_ns.N`.
 fn sync_of(clones: &[&Value]) -> Option<Value> {
-    let parts: Vec<&Value> = clones.iter().filter_map(|c| c.get("sync")).collect();
-    let count: u64 = parts
+    let parts: Vec<(&Value, f64)> = clones
         .iter()
-        .filter_map(|s| s.get("total_ios").and_then(Value::as_u64))
-        .sum();
-    if count == 0 {
+        .filter_map(|c| {
+            let sync = c.get("sync")?;
+            let lat = sync.get("lat_ns")?;
+            let count = sync
+                .get("total_ios")
+                .and_then(Value::as_u64)
+                .filter(|n| *n > 0)
+                .or_else(|| lat.get("N").and_then(Value::as_u64))?;
+            (count > 0).then_some((lat, count as f64))
+        })
+        .collect();
+    let count: f64 = parts.iter().map(|(_, n)| n).sum();
+    if count <= 0.0 {
         return None;
     }
-    let first = parts.first()?.get("lat_ns")?;
+    let weighted = |get: &dyn Fn(&Value) -> Option<f64>| -> Option<f64> {
+        let mut sum = 0.0;
+        for (lat, n) in &parts {
+            sum += get(lat)? * n;
+        }
+        Some((sum / count).round())
+    };
     let mut lat = Map::new();
-    lat.insert("mean".into(), json!(first.get("mean")));
+    lat.insert("mean".into(), json!(weighted(&|l| l.get("mean")?.as_f64())));
     for (key, fio_key) in PERCENTILES {
-        lat.insert(
-            key.into(),
-            json!(first.pointer(&format!("/percentile/{fio_key}"))),
-        );
+        let value = weighted(&|l| l.get("percentile")?.get(fio_key)?.as_f64());
+        lat.insert(key.into(), json!(value));
     }
-    lat.insert("max".into(), json!(first.get("max")));
-    Some(json!({"count": count, "lat_ns": lat}))
+    let max = parts
+        .iter()
+        .filter_map(|(l, _)| l.get("max").and_then(Value::as_f64))
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    lat.insert("max".into(), json!(max));
+    Some(json!({"count": count as u64, "lat_ns": lat}))
 }
 
 #[cfg(test)]
