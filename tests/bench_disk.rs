@@ -140,6 +140,78 @@ fn fdatasync_every_write_is_counted() {
     assert_eq!(u64_of(&t["sync_every"], "every"), 1);
 }
 
+/// With repeats, every figure of a row comes from the same data (all repeats pooled): the
+/// rate is the I/Os over the repeats' time together, and with a flush after every write the
+/// flush rate printed under it equals it (issue 29: 2.23k IOPS beside 3.46k flushes/s).
+#[test]
+fn a_rows_figures_come_from_the_same_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let args = |json: bool| {
+        let mut a = vec!["bench", "disk", d, "--size", "4M", "--runtime", "300ms"];
+        a.extend([
+            "--buffered",
+            "--rw",
+            "write",
+            "--bs",
+            "4k",
+            "--engine",
+            "sync",
+        ]);
+        a.extend(["--fdatasync", "1", "--repeat", "3"]);
+        if json {
+            a.push("--json");
+        }
+        a
+    };
+    let v = json_ok(&run(&args(true)));
+    let t = &tests_of(&v)[0];
+    let secs: f64 = t["repeats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| f64_of(r, "runtime_s"))
+        .sum();
+    let w = &t["write"];
+    let pooled = u64_of(w, "ios") as f64 / secs;
+    assert!(
+        (f64_of(w, "iops") - pooled).abs() <= pooled * 1e-9,
+        "IOPS {} is not the pooled {pooled}",
+        w["iops"]
+    );
+    let flushes = u64_of(&t["sync"], "count") as f64 / secs;
+    assert!(
+        (flushes - pooled).abs() <= pooled * 0.01 + 3.0 / secs,
+        "{flushes} flushes/s beside {pooled} IOPS"
+    );
+    // The table shows the same two rates (three significant digits each).
+    let text = stdout(&run(&args(false)));
+    let rate = |prefix: &str| -> String {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} row in {text}"));
+        line.trim_start()[prefix.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let name = t["name"].as_str().unwrap();
+    let (iops, flush) = (rate(name), rate("└ fdatasync (flushes/s)"));
+    let num = |s: &str| -> f64 {
+        let (n, m) = match s.strip_suffix('k') {
+            Some(n) => (n, 1e3),
+            None => (s, 1.0),
+        };
+        n.parse::<f64>().unwrap() * m
+    };
+    assert!(
+        (num(&iops) - num(&flush)).abs() <= num(&iops) * 0.02,
+        "table: {iops} IOPS beside {flush} flushes/s in {text}"
+    );
+}
+
 #[test]
 fn fsync_every_four_writes() {
     let v = bench_in_tempdir(&["--buffered", "--rw", "write", "--fsync", "4"]);
