@@ -326,3 +326,25 @@ fn zero_size_names_the_option() {
     assert_mentions(&line, &["--size"]);
     assert!(!line.contains("is empty"), "blames the target: {line}");
 }
+
+/// `files --sector` without root would examine a handful of files and answer "no file": it
+/// says that it needs root instead (issue 29).
+#[test]
+fn files_sector_without_root_says_it_needs_root() {
+    let mut cmd = if is_root() {
+        let Some(cmd) = as_nobody() else {
+            skip("files_sector_without_root: neither setpriv nor runuser works");
+            return;
+        };
+        cmd
+    } else {
+        Command::new("env")
+    };
+    let o = cmd
+        .arg(env!("CARGO_BIN_EXE_tacho"))
+        .args(["files", "--sector", "/dev/vda", "2048"])
+        .output()
+        .unwrap();
+    let err = assert_error(&o);
+    assert!(err.contains("needs root"), "{err}");
+}

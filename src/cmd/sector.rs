@@ -9,6 +9,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(root: &SysRoot, words: &[String], relative: bool, json: bool) -> Result<ExitCode> {
+    // As another user most files cannot be opened for their extent maps: the answer would be
+    // "no file" after looking at a handful, which is wrong, not partial.
+    if !rustix::process::geteuid().is_root() {
+        bail!(
+            "files --sector needs root: it reads the extent map of every file on the \
+             filesystem, and most are not readable by this user; run it with sudo"
+        );
+    }
     let Some((dev, sectors)) = words.split_first() else {
         bail!("--sector needs a device and at least one sector, e.g. --sector /dev/sda1 2048");
     };
