@@ -77,6 +77,9 @@ pub struct HostCacheProbe {
     pub recent_writes_cached: bool,
     /// Flushes return far faster than the medium reads: not carried out, or power-safe cache.
     pub flushes_not_carried_out: bool,
+    /// False when nothing was seen but nothing could have been: the "cold" blocks were laid
+    /// out by this same run moments before, so a cache below would hold them too.
+    pub conclusive: bool,
     /// The finding in words, with the figures.
     pub summary: String,
 }
@@ -87,6 +90,12 @@ impl HostCacheProbe {
         self.recent_writes_cached || self.flushes_not_carried_out
     }
 }
+
+/// Why a probe that saw nothing over a just-written region could not have seen anything.
+const JUST_WRITTEN: &str = "the host-cache probe could not tell: the blocks it read as cold \
+    were written by this run's layout moments before, so a cache below the target would hold \
+    them as well as the probe's own writes; to probe, run on an existing file or device with \
+    --destroy-data (whose data is older), or with a --size larger than the host's cache";
 
 /// What became of the probe: figures, or why it did not run (in words).
 #[derive(Debug, Clone, PartialEq)]
@@ -120,11 +129,13 @@ pub fn min_region() -> u64 {
 
 /// Runs the probe on `file`, a writable O_DIRECT descriptor of the target, over its first
 /// `region` bytes in I/Os of `block` bytes; overwrites one block in each of up to 256 slots.
+/// `just_written`: this run laid the region out, so its cold blocks are recent too.
 /// `None` when the region is smaller than [`min_region`] or `ctl` stopped it.
 pub fn probe(
     file: &File,
     region: u64,
     block: u64,
+    just_written: bool,
     ctl: &Control,
 ) -> Result<Option<HostCacheProbe>, EngineError> {
     let slots = region / SLOT;
@@ -174,6 +185,13 @@ pub fn probe(
         flush: median(&flush_ns),
     };
     let (cached, unflushed, summary) = judge(&medians);
+    // What was seen stands (hot reads beat even recent cold ones); nothing seen says nothing.
+    let conclusive = cached || unflushed || !just_written;
+    let summary = if conclusive {
+        format!("{summary} (over {})", format_size(region))
+    } else {
+        format!("{JUST_WRITTEN} ({summary})")
+    };
     Ok(Some(HostCacheProbe {
         block_bytes: block,
         region_bytes: region,
@@ -187,7 +205,8 @@ pub fn probe(
         flush_ns: medians.flush as u64,
         recent_writes_cached: cached,
         flushes_not_carried_out: unflushed,
-        summary: format!("{summary} (over {})", format_size(region)),
+        conclusive,
+        summary,
     }))
 }
 

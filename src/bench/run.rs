@@ -80,7 +80,9 @@ pub fn run(
                     .into(),
             )
         } else {
-            probe_cache(target, plan.region_bytes, plan.lbs, ctl)
+            // A test file tacho laid out holds only blocks written moments ago.
+            let just_written = target.test_file.is_some();
+            probe_cache(target, plan.region_bytes, plan.lbs, just_written, ctl)
         };
         progress.finish();
         outcome
@@ -166,7 +168,13 @@ pub fn run(
 
 /// Runs the probe on a prepared target over its first `region` bytes, when the run may write
 /// there and the target takes O_DIRECT; otherwise says why not. `lbs` is the logical block size.
-fn probe_cache(target: &Target, region: u64, lbs: u64, ctl: &Control) -> ProbeOutcome {
+fn probe_cache(
+    target: &Target,
+    region: u64,
+    lbs: u64,
+    just_written: bool,
+    ctl: &Control,
+) -> ProbeOutcome {
     let skip = |why: String| ProbeOutcome::Skipped(why);
     if !target.writes {
         return skip(
@@ -183,11 +191,14 @@ fn probe_cache(target: &Target, region: u64, lbs: u64, ctl: &Control) -> ProbeOu
         }
         Err(e) => return skip(format!("the host-cache probe cannot open the target: {e}")),
     };
-    match hostcache::probe(&file, region, block, ctl) {
+    match hostcache::probe(&file, region, block, just_written, ctl) {
         Ok(Some(found)) => ProbeOutcome::Ran(found),
         Ok(None) if ctl.stopped() => skip("the host-cache probe was interrupted".into()),
         Ok(None) => skip(format!(
-            "the host-cache probe needs a region of at least {}; use a larger --size",
+            "the host-cache probe did not run: it spreads its reads over at least {} and the \
+             region is {}; use --size {} or more (or --no-probe-cache)",
+            format_size(hostcache::min_region()),
+            format_size(region),
             format_size(hostcache::min_region())
         )),
         Err(e) => skip(format!("the host-cache probe failed: {e}")),

@@ -143,6 +143,11 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
                     code: "host-cache",
                     message: found.summary.clone(),
                 });
+            } else if !found.conclusive {
+                report.warnings.push(Warning {
+                    code: "host-cache-unprobed",
+                    message: found.summary.clone(),
+                });
             } else if let Some(vm) = report.warnings.iter_mut().find(|w| w.code == "vm-detected") {
                 // The probe looked from inside: say so next to "cannot be verified".
                 vm.message.push_str(
@@ -152,14 +157,12 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
             }
             report.host_cache = Some(found);
         }
-        // Skipped by default (in a VM), the vm-detected warning already says what is unknown.
-        Some(ProbeOutcome::Skipped(why)) if options.probe_cache == Some(true) => {
-            report.warnings.push(Warning {
-                code: "host-cache-unprobed",
-                message: why,
-            })
-        }
-        Some(ProbeOutcome::Skipped(_)) | None => {}
+        // Asked for, or on by default (a virtual disk): either way the reader is told why not.
+        Some(ProbeOutcome::Skipped(why)) => report.warnings.push(Warning {
+            code: "host-cache-unprobed",
+            message: why,
+        }),
+        None => {}
     }
     honesty::sort_by_weight(&mut report.warnings);
     report.judgement = judge(plan.threshold, &outcome.tests);
