@@ -293,3 +293,40 @@ fn a_probe_over_a_just_laid_out_test_file_says_it_could_not_tell() {
         assert!(!m.contains("nothing seen (over"), "{m}");
     }
 }
+
+/// A loop device that goes through its backing file's page cache (losetup's default) is RAM
+/// to a benchmark as soon as its data was touched: said as `loop-buffered`, naming the file and
+/// the fix; with `--direct-io=on` nothing is said (issue 29).
+#[test]
+fn a_loop_device_through_the_page_cache_is_named() {
+    let bench = |lo: &DataLoop| {
+        let o = tacho()
+            .args(["bench", "disk"])
+            .arg(&lo.lo.dev)
+            .args(["--no-probe-cache", "--destroy-data", "--rw", "read"])
+            .args(["--runtime", "300ms", "--json"])
+            .output()
+            .unwrap();
+        json_ok(&o)
+    };
+    let Some(buffered) = DataLoop::new("loop-buffered", disk_dir(), &[]) else {
+        return;
+    };
+    let doc = bench(&buffered);
+    let w = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "loop-buffered")
+        .unwrap_or_else(|| panic!("no loop-buffered warning: {doc}"));
+    let m = w["message"].as_str().unwrap();
+    let image = buffered.lo.image().to_str().unwrap();
+    assert!(m.contains(image) && m.contains("--direct-io=on"), "{m}");
+    drop(buffered);
+    let Some(direct) = DataLoop::new("loop-direct", disk_dir(), &["--direct-io=on"]) else {
+        return;
+    };
+    let doc = bench(&direct);
+    let codes = common::warning_codes(&doc);
+    assert!(!codes.contains(&"loop-buffered".to_string()), "{codes:?}");
+}

@@ -29,9 +29,10 @@ pub struct Context<'a> {
 
 /// Codes in the order a reader should see them: what makes a figure wrong first, then what
 /// makes it doubtful, then where it ran. Codes not listed sit between the two groups.
-const BY_WEIGHT: [&str; 10] = [
+const BY_WEIGHT: [&str; 11] = [
     "memory-backed",
     "host-cache",
+    "loop-buffered",
     "sparse-file",
     "cache-suspected",
     "faster-than-device",

@@ -69,6 +69,13 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     )?;
     warnings.extend(inspected.notes.iter().cloned());
     warnings.extend(job_note);
+    let device = inspected.device.as_ref();
+    if let Some(message) = device.and_then(|d| backing::buffered_loop(&root, d)) {
+        warnings.push(Warning {
+            code: "loop-buffered",
+            message,
+        });
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;

@@ -145,6 +145,16 @@ pub fn from_sys_dir(dir: &Path) -> Result<BlockDevice> {
     })
 }
 
+/// Whether a loop device does direct I/O on its backing file (`loop/dio`): `Some(false)` means
+/// its reads and writes go through the backing file's page cache. `None` for other devices or
+/// a kernel without the attribute.
+pub fn loop_direct_io(dev: &BlockDevice) -> Option<bool> {
+    if dev.kind != DeviceKind::Loop {
+        return None;
+    }
+    read_flag(&dev.sys_path.join("loop/dio")).ok().flatten()
+}
+
 /// A 0/1 attribute; missing is `None`, anything else is a parse error.
 fn read_flag(path: &Path) -> Result<Option<bool>> {
     match read_optional(path)?.as_deref().map(str::trim) {
