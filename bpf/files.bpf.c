@@ -2,7 +2,8 @@
 // Bytes per process and file, and sync latency, for tacho files --bytes.
 //
 // At every read/write-family syscall's entry the fd is remembered per thread; at its exit the
-// returned byte count is added to (process, device, inode) of the regular file the fd names.
+// returned byte count is added to (process, device, inode, generation) of the regular file the
+// fd names.
 // fsync, fdatasync and sync_file_range are timed entry -> exit into a log2 histogram per
 // (process, device, inode), with the sizes of the writes seen on that file (smallest, largest)
 // so userspace can say what the application does before it syncs. Syscall numbers are
@@ -30,10 +31,24 @@ struct super_block {
 struct inode {
 	unsigned short i_mode;
 	unsigned long i_ino;
+	__u32 i_generation;
 	struct super_block *i_sb;
 } __attribute__((preserve_access_index));
 
+struct qstr {
+	const unsigned char *name;
+} __attribute__((preserve_access_index));
+
+struct dentry {
+	struct qstr d_name;
+} __attribute__((preserve_access_index));
+
+struct path {
+	struct dentry *dentry;
+} __attribute__((preserve_access_index));
+
 struct file {
+	struct path f_path;
 	struct inode *f_inode;
 } __attribute__((preserve_access_index));
 
@@ -104,11 +119,19 @@ struct call {
 	__u32 kind;
 };
 
+/* A file is (device, inode, generation): an inode number freed by a deleted file and given to
+ * a new one comes with a new generation (ext4, xfs, btrfs and tmpfs draw or count them), so the
+ * two files' counts never merge. */
 struct file_key {
 	__u32 tgid;
 	__u32 dev;
 	__u64 ino;
+	__u32 gen;
+	__u32 pad;
 };
+
+/* Bytes kept of a file's last path component, NUL included. */
+#define NAME_LEN 56
 
 struct file_val {
 	__u64 read_bytes;
@@ -121,6 +144,9 @@ struct file_val {
 	__u64 sync_ns;
 	__u64 sync_hist[SLOTS];
 	char comm[16];
+	/* The file's last path component at its first I/O: userspace names the file only with a
+	 * path that ends in it (a reused inode's new file never lends its name). */
+	char name[NAME_LEN];
 };
 
 struct {
@@ -160,11 +186,12 @@ static __always_inline int inode_of(struct file *f, struct file_key *key)
 		return 0;
 	key->dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	key->ino = BPF_CORE_READ(inode, i_ino);
+	key->gen = BPF_CORE_READ(inode, i_generation);
 	return 1;
 }
 
-/* The regular file behind `fd` of the current process, as (device, inode); 0 otherwise. */
-static __always_inline int file_of(__u32 fd, struct file_key *key)
+/* The file behind `fd` of the current process; 0 when there is none. */
+static __always_inline struct file *file_of(__u32 fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
@@ -174,17 +201,22 @@ static __always_inline int file_of(__u32 fd, struct file_key *key)
 	struct file *f = 0;
 	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
 		return 0;
-	return inode_of(f, key);
+	return f;
 }
 
-/* The totals of key, created (named after `task`'s command) when new. */
-static __always_inline struct file_val *totals(struct file_key *key, struct task_struct *task)
+/* The totals of key, created (named after `task`'s command and `f`'s last path component)
+ * when new. */
+static __always_inline struct file_val *totals(struct file_key *key, struct task_struct *task,
+					       struct file *f)
 {
 	struct file_val *val = bpf_map_lookup_elem(&by_file, key);
 	if (val)
 		return val;
 	struct file_val fresh = {};
 	BPF_CORE_READ_STR_INTO(&fresh.comm, task, comm);
+	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
+	if (name)
+		bpf_probe_read_kernel_str(&fresh.name, sizeof(fresh.name), name);
 	bpf_map_update_elem(&by_file, key, &fresh, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&by_file, key);
 }
@@ -230,9 +262,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	if (ret < 0)
 		return 0;
 	struct file_key key = { .tgid = id >> 32 };
-	if (!file_of(done.fd, &key))
+	struct file *f = file_of(done.fd);
+	if (!inode_of(f, &key))
 		return 0;
-	struct file_val *val = totals(&key, bpf_get_current_task_btf());
+	struct file_val *val = totals(&key, bpf_get_current_task_btf(), f);
 	if (!val)
 		return 0;
 	if (done.kind != SYNC) {
@@ -272,9 +305,10 @@ int BPF_PROG(uring_complete, void *ring, struct io_kiocb *req, struct io_uring_c
 	if (res < 0 || !task)
 		return 0;
 	struct file_key key = { .tgid = BPF_CORE_READ(task, tgid) };
-	if (!inode_of(BPF_CORE_READ(req, file), &key))
+	struct file *f = BPF_CORE_READ(req, file);
+	if (!inode_of(f, &key))
 		return 0;
-	struct file_val *val = totals(&key, task);
+	struct file_val *val = totals(&key, task, f);
 	if (val)
 		add_io(val, kind, (__u64)res);
 	return 0;

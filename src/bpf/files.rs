@@ -1,6 +1,6 @@
 //! Bytes per process and file, and sync latency (bpf/files.bpf.c): what each process read and
 //! wrote through read/write-family syscalls and io_uring to each regular file, and how long its fsync,
-//! fdatasync and sync_file_range calls took, keyed by (process, device, inode). The kernel
+//! fdatasync and sync_file_range calls took, keyed by (process, device, inode, generation). The kernel
 //! keeps totals since the tracer started; [`FileTracer::totals`] reads them.
 
 use aya::maps::HashMap as BpfHashMap;
@@ -18,7 +18,12 @@ struct FileKey {
     tgid: u32,
     dev: u32,
     ino: u64,
+    generation: u32,
+    pad: u32,
 }
+
+/// Bytes the kernel keeps of a file's last path component, NUL included (`NAME_LEN`).
+const NAME_LEN: usize = 56;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -33,6 +38,7 @@ struct FileVal {
     sync_ns: u64,
     sync_hist: [u64; SLOTS],
     comm: [u8; 16],
+    name: [u8; NAME_LEN],
 }
 
 // SAFETY: plain #[repr(C)] integers and byte arrays laid out as the C structs of
@@ -53,6 +59,12 @@ pub(crate) struct FileIo {
     pub(crate) dev: (u32, u32),
     /// The file's inode number.
     pub(crate) ino: u64,
+    /// The inode's generation: a reused inode number comes with a new one.
+    pub(crate) generation: u32,
+    /// The file's last path component at its first I/O, raw from the kernel (at most 55
+    /// bytes): a path names this file only if it ends in it.
+    #[serde(skip)]
+    pub(crate) name: Vec<u8>,
     /// Bytes returned by read-family calls.
     pub(crate) read_bytes: u64,
     /// Read-family calls that returned.
@@ -110,18 +122,21 @@ impl FileTracer {
     }
 }
 
+/// A C string's bytes, up to its NUL.
+fn until_nul(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    &bytes[..end]
+}
+
 fn file_io(key: &FileKey, val: &FileVal) -> FileIo {
-    let end = val
-        .comm
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(val.comm.len());
     FileIo {
         pid: key.tgid,
-        comm: String::from_utf8_lossy(&val.comm[..end]).into_owned(),
+        comm: String::from_utf8_lossy(until_nul(&val.comm)).into_owned(),
         // The kernel's s_dev packs major in the top 12 bits, minor in the low 20.
         dev: (key.dev >> 20, key.dev & 0xfffff),
         ino: key.ino,
+        generation: key.generation,
+        name: until_nul(&val.name).to_vec(),
         read_bytes: val.read_bytes,
         reads: val.reads,
         write_bytes: val.write_bytes,

@@ -75,8 +75,9 @@ pub fn run(args: &FilesArgs, config: WatchConfig) -> Result<Option<ExitCode>> {
     Ok(Some(ExitCode::SUCCESS))
 }
 
-/// Paths learned per (process, file).
-type Paths = HashMap<(u32, FileId), PathBuf>;
+/// Paths seen per (process, device and inode): more than one when a deleted file's inode
+/// number was given to a new file. Each counted file takes the one that ends in its own name.
+type Paths = HashMap<(u32, FileId), Vec<PathBuf>>;
 
 /// Bytes counted beside the `--summary` watch: a thread learns paths while the watch runs.
 pub(super) struct Beside {
@@ -122,7 +123,7 @@ impl Beside {
         for io in &totals {
             let id = (io.dev, io.ino);
             if let Some(path) = inodes.get(&id) {
-                paths.entry((io.pid, id)).or_insert_with(|| path.clone());
+                add_path(&mut paths, (io.pid, id), path);
             }
         }
         rows(args, totals, &paths)
@@ -130,35 +131,45 @@ impl Beside {
 }
 
 /// The counted files of other processes than tacho, with their paths, filtered as `args` say.
-fn rows(
-    args: &FilesArgs,
-    totals: Vec<FileIo>,
-    paths: &HashMap<(u32, FileId), PathBuf>,
-) -> Vec<Row> {
+fn rows(args: &FilesArgs, totals: Vec<FileIo>, paths: &Paths) -> Vec<Row> {
     let me = std::process::id();
     totals
         .into_iter()
         .filter(|io| io.pid != me)
         .map(|io| {
-            let path = paths.get(&(io.pid, (io.dev, io.ino))).cloned();
+            let path = named(paths, &io).cloned();
             Row { io, path }
         })
         .filter(|r| wanted(args, r))
         .collect()
 }
 
+/// The path seen for `io`'s device and inode that ends in the file's own name, if any.
+fn named<'a>(paths: &'a Paths, io: &FileIo) -> Option<&'a PathBuf> {
+    paths
+        .get(&(io.pid, (io.dev, io.ino)))?
+        .iter()
+        .find(|p| inode_paths::names_match(p, &io.name))
+}
+
+fn add_path(paths: &mut Paths, key: (u32, FileId), path: &PathBuf) {
+    let seen = paths.entry(key).or_default();
+    if !seen.contains(path) {
+        seen.push(path.clone());
+    }
+}
+
 /// Finds the paths of files not yet named, among their processes' open descriptors.
 fn learn_paths(root: &SysRoot, totals: &[FileIo], paths: &mut Paths) {
     let mut missing: HashMap<u32, HashSet<FileId>> = HashMap::new();
     for io in totals {
-        let id = (io.dev, io.ino);
-        if !paths.contains_key(&(io.pid, id)) {
-            missing.entry(io.pid).or_default().insert(id);
+        if named(paths, io).is_none() {
+            missing.entry(io.pid).or_default().insert((io.dev, io.ino));
         }
     }
     for (pid, ids) in missing {
         for (id, path) in inode_paths::open_paths(root, pid, &ids) {
-            paths.insert((pid, id), path);
+            add_path(paths, (pid, id), &path);
         }
     }
 }

@@ -6,7 +6,7 @@
 use crate::kernel::SysRoot;
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A file as (major, minor, inode).
 pub type FileId = ((u32, u32), u64);
@@ -37,6 +37,28 @@ pub fn open_paths(root: &SysRoot, pid: u32, wanted: &HashSet<FileId>) -> HashMap
     found
 }
 
+/// Bytes the kernel keeps of a name (`NAME_LEN` of bpf/files.bpf.c, less its NUL): a longer
+/// name arrives cut to this.
+const KERNEL_NAME_MAX: usize = 55;
+
+/// Whether `path` (a descriptor's link, perhaps ending in `" (deleted)"`) can name the file the
+/// kernel knew by the last component `name`: the same component, or its first 55 bytes when
+/// the kernel's copy was cut. An inode number reused by a new file never lends the new
+/// file's path to the old one's counts.
+pub fn names_match(path: &Path, name: &[u8]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(last) = path.file_name() else {
+        return false;
+    };
+    let last = last.as_bytes();
+    let last = last.strip_suffix(b" (deleted)").unwrap_or(last);
+    if name.len() >= KERNEL_NAME_MAX {
+        last.starts_with(name)
+    } else {
+        last == name
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +79,20 @@ mod tests {
         );
         assert_eq!(found.get(&id), Some(&file.path().to_path_buf()));
         assert!(!found.contains_key(&other));
+    }
+
+    #[test]
+    fn a_path_names_a_file_only_by_the_kernels_last_component() {
+        assert!(names_match(Path::new("/tmp/a"), b"a"));
+        assert!(names_match(Path::new("/tmp/a (deleted)"), b"a"));
+        assert!(!names_match(Path::new("/tmp/b"), b"a"));
+        assert!(!names_match(Path::new("/tmp/ab"), b"a"));
+        assert!(!names_match(Path::new("/"), b"a"));
+        let long = "n".repeat(80);
+        assert!(names_match(
+            &Path::new("/x").join(&long),
+            &long.as_bytes()[..55]
+        ));
+        assert!(!names_match(Path::new("/x/nn"), &long.as_bytes()[..55]));
     }
 }

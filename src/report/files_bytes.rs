@@ -22,9 +22,13 @@ impl Row {
     fn file(&self) -> String {
         match &self.path {
             Some(p) => p.display().to_string(),
+            // The kernel's last component, never a path another file holds now.
             None => format!(
-                "inode {} on {}:{} (closed before its path was seen)",
-                self.io.ino, self.io.dev.0, self.io.dev.1
+                "…/{} (inode {} on {}:{}; no path seen while it was open)",
+                String::from_utf8_lossy(&self.io.name),
+                self.io.ino,
+                self.io.dev.0,
+                self.io.dev.1
             ),
         }
     }
@@ -118,7 +122,12 @@ pub fn write_json(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Resul
                         p.as_os_str(),
                     ))
                 }),
+                // The last component the kernel saw at the first I/O, and the inode's
+                // generation: a row whose path was not seen is still told apart.
+                "name": String::from_utf8_lossy(&io.name),
+                "name_hex": crate::text::hex_if_not_utf8(&io.name),
                 "dev": format!("{}:{}", io.dev.0, io.dev.1), "inode": io.ino,
+                "generation": io.generation,
                 "read_bytes": io.read_bytes, "reads": io.reads,
                 "write_bytes": io.write_bytes, "writes": io.writes,
                 "write_min_bytes": io.write_range.map(|w| w.0),
@@ -148,6 +157,8 @@ mod tests {
                 comm: "w\x1b[2J".into(),
                 dev: (8, 1),
                 ino: 12,
+                generation: 7,
+                name: b"a".to_vec(),
                 read_bytes: 0,
                 reads: 0,
                 write_bytes: 2300,
