@@ -9,6 +9,7 @@ use common::cgroup::Cgroup;
 use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -288,9 +289,20 @@ fn a_cpu_burner_is_named_in_the_cpu_verdict_with_its_user_time() {
         );
     }
     let burners: Vec<u64> = procs.0.iter().map(|c| u64::from(c.id())).collect();
+    // The burners are one command: named as one culprit (python3: N processes) with the
+    // largest under it, or alone when only one of them was busy in the interval.
+    let pids = |c: &Value| -> Vec<u64> {
+        let mut all: Vec<u64> = c["pid"].as_u64().into_iter().collect();
+        if let Some(members) = c["members"].as_array() {
+            all.extend(members.iter().filter_map(|m| m["pid"].as_u64()));
+        }
+        all
+    };
+    let names_a_burner = |c: &Value| pids(c).iter().any(|p| burners.contains(p));
     let s = top.wait_for("a burner named in cpu_saturated", |s| {
         s["findings"].as_array().unwrap().iter().any(|f| {
-            f["code"] == "cpu_saturated" && culprit_pids(f).iter().any(|p| burners.contains(p))
+            f["code"] == "cpu_saturated"
+                && f["culprits"].as_array().unwrap().iter().any(names_a_burner)
         })
     });
     let f = s["findings"]
@@ -304,7 +316,7 @@ fn a_cpu_burner_is_named_in_the_cpu_verdict_with_its_user_time() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| burners.contains(&c["pid"].as_u64().unwrap_or(0)))
+        .find(|c| names_a_burner(c))
         .unwrap();
     assert_eq!(c["comm"], "python3");
     // A pure-Python loop spends its time in user mode.
@@ -312,14 +324,13 @@ fn a_cpu_burner_is_named_in_the_cpu_verdict_with_its_user_time() {
         c["user_pct"].as_f64().unwrap() > c["system_pct"].as_f64().unwrap(),
         "{c:#}"
     );
-    let pid = c["pid"].as_u64().unwrap();
-    assert!(
-        f["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("python3 (pid {pid}")),
-        "{f:#}"
-    );
+    let message = f["message"].as_str().unwrap();
+    let named = match (c["pid"].as_u64(), c["processes"].as_u64()) {
+        (Some(pid), _) => format!("python3 (pid {pid}"),
+        (None, Some(n)) => format!("python3: {n} processes"),
+        _ => panic!("neither a process nor a group: {c:#}"),
+    };
+    assert!(message.contains(&named), "{f:#}");
 }
 
 #[test]
@@ -489,4 +500,74 @@ impl Drop for Unstall {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// A shell loop's short-lived `dd`s are one command's writes: the verdict folds them into one
+/// culprit ("from dd: N processes, M exited") with the largest under it, instead of naming
+/// three equal strangers and leaving the rest unnamed (issue 29).
+#[test]
+fn a_shell_loops_short_lived_writers_are_one_culprit() {
+    const SIZE: u64 = 64 << 20;
+    let test = "culprit_fold";
+    if !is_root() {
+        return skip(&format!("{test}: eBPF tracing needs root"));
+    }
+    let Some(dev) = LoopDev::new(test, SIZE) else {
+        return;
+    };
+    let top = Top::start_with(&[]);
+    let script = format!(
+        "while :; do dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none; done",
+        dev.path()
+    );
+    /// The shell loop's process group, killed (dd included) on drop.
+    struct Group(Child);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            // SAFETY: signals the process group this test started.
+            unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = self.0.wait();
+        }
+    }
+    let _loop = Group(
+        Command::new("sh")
+            .args(["-c", &script])
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let name = dev.name();
+    let s = top.wait_for("dd's processes folded in the verdict", |s| {
+        findings(s, &name).iter().any(|f| {
+            let c = &f["culprits"][0];
+            c["comm"] == "dd" && c["processes"].as_u64().is_some_and(|n| n >= 2)
+        })
+    });
+    let f = findings(&s, &name)
+        .into_iter()
+        .find(|f| f["culprits"][0]["processes"].is_u64())
+        .unwrap();
+    let c = &f["culprits"][0];
+    assert!(c["pid"].is_null(), "{c:#}");
+    assert!(c["share_pct"].as_f64().unwrap() > 80.0, "{c:#}");
+    let members = c["members"].as_array().unwrap();
+    assert!(
+        !members.is_empty()
+            && members
+                .iter()
+                .all(|m| m["comm"] == "dd" && m["pid"].is_u64()),
+        "{c:#}"
+    );
+    let n = c["processes"].as_u64().unwrap();
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("from dd: {n} processes")),
+        "{message}"
+    );
+    // Only one dd at a time: no other row names dd alone.
+    let alone = f["culprits"].as_array().unwrap()[1..]
+        .iter()
+        .filter(|c| c["comm"] == "dd")
+        .count();
+    assert_eq!(alone, 0, "{f:#}");
 }

@@ -370,6 +370,9 @@ fn an_io_stall_names_the_busiest_device_and_its_writer() {
         rss_growth_bytes: None,
         major_faults_per_s: None,
         swap_bytes: None,
+        processes: None,
+        exited_processes: None,
+        members: Vec::new(),
     };
     s.culprits
         .disks

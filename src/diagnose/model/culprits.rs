@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::Disk;
+use super::fold::fold;
 use super::process::Delta;
 use crate::bpf::block::{Op, ProcIo};
 use crate::diagnose::sample::Sample;
@@ -74,6 +75,15 @@ pub struct Culprit {
     /// Swap in use (VmSwap), bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swap_bytes: Option<u64>,
+    /// Set when this is one command's processes folded together (see `fold`): how many.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<usize>,
+    /// How many of those exited during the interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exited_processes: Option<usize>,
+    /// The largest of those processes, each as its own culprit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<Culprit>,
 }
 
 impl Culprit {
@@ -91,7 +101,7 @@ impl Culprit {
     }
 
     /// A culprit known only by what is given (no figures of its own yet).
-    fn named(
+    pub(super) fn named(
         pid: Option<u32>,
         comm: String,
         unit: Option<String>,
@@ -111,11 +121,33 @@ impl Culprit {
             rss_growth_bytes: None,
             major_faults_per_s: None,
             swap_bytes: None,
+            processes: None,
+            exited_processes: None,
+            members: Vec::new(),
         }
     }
 
-    /// `dd (pid 4242, session-3.scope)`.
+    /// `dd (pid 4242, session-3.scope)`, or for one command's processes folded together
+    /// `dd: 9 processes, 8 exited, in session-3.scope (largest: pid 31797 12%, …)`.
     pub fn who(&self) -> String {
+        if let Some(n) = self.processes {
+            let mut line = format!("{}: {n} processes", self.comm);
+            if let Some(gone) = self.exited_processes.filter(|g| *g > 0) {
+                line.push_str(&format!(", {gone} exited"));
+            }
+            if let Some(u) = self.unit.as_ref().filter(|u| **u != self.comm) {
+                line.push_str(&format!(", in {u}"));
+            }
+            let largest: Vec<String> = self
+                .members
+                .iter()
+                .filter_map(|m| Some(format!("pid {} {:.0}%", m.pid?, m.share_pct)))
+                .collect();
+            if !largest.is_empty() {
+                line.push_str(&format!(" (largest: {})", largest.join(", ")));
+            }
+            return line;
+        }
         let mut inner = Vec::new();
         if let Some(p) = self.pid {
             inner.push(format!("pid {p}"));
@@ -179,19 +211,23 @@ pub fn culprits(
         system_pct: Some(pct(d.stime)),
         ..Culprit::of(d, part as f64 * 100.0 / whole.max(1) as f64, cpu_source(d))
     };
-    out.cpu = by_cpu
-        .iter()
-        .take(MAX_CULPRITS)
-        .map(|d| cpu_culprit(d, d.utime + d.stime, total))
-        .collect();
+    out.cpu = fold(
+        by_cpu
+            .iter()
+            .map(|d| cpu_culprit(d, d.utime + d.stime, total))
+            .collect(),
+        MAX_CULPRITS,
+    );
     let system: u64 = deltas.iter().map(|d| d.stime).sum();
     let mut by_system: Vec<&Delta> = deltas.iter().filter(|d| d.stime > 0).collect();
     by_system.sort_by_key(|d| std::cmp::Reverse(d.stime));
-    out.system = by_system
-        .iter()
-        .take(MAX_CULPRITS)
-        .map(|d| cpu_culprit(d, d.stime, system))
-        .collect();
+    out.system = fold(
+        by_system
+            .iter()
+            .map(|d| cpu_culprit(d, d.stime, system))
+            .collect(),
+        MAX_CULPRITS,
+    );
     out.memory = memory(deltas, dt);
     out
 }
@@ -269,7 +305,7 @@ fn traced_culprits(
     }
     let source = "eBPF block tracepoints: the process submitting each request (writeback \
                   counted for the process that dirtied the pages)";
-    let mut out: Vec<Culprit> = by_pid
+    let out: Vec<Culprit> = by_pid
         .into_iter()
         .map(|(pid, (bytes, comm))| {
             let share = bytes as f64 * 100.0 / total as f64;
@@ -293,9 +329,7 @@ fn traced_culprits(
             }
         })
         .collect();
-    out.sort_by(|x, y| y.share_pct.total_cmp(&x.share_pct));
-    out.truncate(MAX_CULPRITS);
-    Some(out)
+    Some(fold(out, MAX_CULPRITS))
 }
 
 /// Who moved the bytes of device `d` in its busier direction; `None` when it moved none.
@@ -491,7 +525,5 @@ fn disk<'p>(
             });
         }
     }
-    out.sort_by(|x, y| y.share_pct.total_cmp(&x.share_pct));
-    out.truncate(MAX_CULPRITS);
-    Some((dir, out))
+    Some((dir, fold(out, MAX_CULPRITS)))
 }

@@ -10,6 +10,7 @@ pub mod culprits;
 pub mod disk;
 pub(crate) mod dns;
 pub mod finding;
+mod fold;
 pub mod groups;
 pub mod memory;
 pub mod net;
