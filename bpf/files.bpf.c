@@ -18,10 +18,13 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <linux/aio_abi.h>
+#include <linux/uio.h>
 #include "log2.h"
 
 struct pt_regs {
 	unsigned long di;
+	unsigned long dx;
 } __attribute__((preserve_access_index));
 
 struct super_block {
@@ -109,14 +112,21 @@ struct io_uring_cqe {
 #define NR_pwritev 296
 #define NR_preadv2 327
 #define NR_pwritev2 328
+#define NR_io_submit 209
 
-enum kind { READ = 1, WRITE = 2, SYNC = 3 };
+/* iocbs of one io_submit looked at, and iovecs of one vectored iocb. */
+#define MAX_IOCBS 32
+#define MAX_IOVECS 8
 
-/* A syscall in flight on one thread. */
+enum kind { READ = 1, WRITE = 2, SYNC = 3, AIO = 4 };
+
+/* A syscall in flight on one thread (for io_submit, `arg` is the iocb pointer array and `fd`
+ * unused). */
 struct call {
 	__u64 start_ns;
 	__u32 fd;
 	__u32 kind;
+	__u64 arg;
 };
 
 /* A file is (device, inode, generation): an inode number freed by a deleted file and given to
@@ -163,6 +173,14 @@ struct {
 	__type(value, struct file_val);
 } by_file SEC(".maps");
 
+/* A new entry is built here, not on the 512-byte stack (the value alone is 400 bytes). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct file_val);
+} scratch SEC(".maps");
+
 static __always_inline __u32 kind_of(long id)
 {
 	switch (id) {
@@ -172,6 +190,8 @@ static __always_inline __u32 kind_of(long id)
 		return WRITE;
 	case NR_fsync: case NR_fdatasync: case NR_sync_file_range:
 		return SYNC;
+	case NR_io_submit:
+		return AIO;
 	}
 	return 0;
 }
@@ -212,12 +232,16 @@ static __always_inline struct file_val *totals(struct file_key *key, struct task
 	struct file_val *val = bpf_map_lookup_elem(&by_file, key);
 	if (val)
 		return val;
-	struct file_val fresh = {};
-	BPF_CORE_READ_STR_INTO(&fresh.comm, task, comm);
+	__u32 zero = 0;
+	struct file_val *fresh = bpf_map_lookup_elem(&scratch, &zero);
+	if (!fresh)
+		return 0;
+	__builtin_memset(fresh, 0, sizeof(*fresh));
+	BPF_CORE_READ_STR_INTO(&fresh->comm, task, comm);
 	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
 	if (name)
-		bpf_probe_read_kernel_str(&fresh.name, sizeof(fresh.name), name);
-	bpf_map_update_elem(&by_file, key, &fresh, BPF_NOEXIST);
+		bpf_probe_read_kernel_str(&fresh->name, sizeof(fresh->name), name);
+	bpf_map_update_elem(&by_file, key, fresh, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&by_file, key);
 }
 
@@ -237,6 +261,56 @@ static __always_inline void add_io(struct file_val *val, __u32 kind, __u64 n)
 	}
 }
 
+/* The bytes one iocb asks to move: aio_nbytes, or for a vectored one the sum of its first
+ * MAX_IOVECS iovecs. */
+static __always_inline __u64 iocb_bytes(struct iocb *cb)
+{
+	if (cb->aio_lio_opcode == IOCB_CMD_PREAD || cb->aio_lio_opcode == IOCB_CMD_PWRITE)
+		return cb->aio_nbytes;
+	struct iovec *vec = (struct iovec *)cb->aio_buf;
+	__u64 n = 0;
+	for (int i = 0; i < MAX_IOVECS && i < cb->aio_nbytes; i++) {
+		struct iovec v;
+		if (bpf_probe_read_user(&v, sizeof(v), &vec[i]))
+			break;
+		n += v.iov_len;
+	}
+	return n;
+}
+
+/* The first `submitted` iocbs of an io_submit (libaio: databases, fio's libaio engine): each
+ * read or write counts its requested bytes for its file at submission, as AIO completions pass
+ * no tracepoint. */
+static __always_inline int aio_submitted(__u32 tgid, struct iocb **iocbs, long submitted)
+{
+	for (int i = 0; i < MAX_IOCBS && i < submitted; i++) {
+		struct iocb *p = 0;
+		struct iocb cb;
+		if (bpf_probe_read_user(&p, sizeof(p), &iocbs[i]) ||
+		    bpf_probe_read_user(&cb, sizeof(cb), p))
+			return 0;
+		__u32 kind;
+		switch (cb.aio_lio_opcode) {
+		case IOCB_CMD_PREAD: case IOCB_CMD_PREADV:
+			kind = READ;
+			break;
+		case IOCB_CMD_PWRITE: case IOCB_CMD_PWRITEV:
+			kind = WRITE;
+			break;
+		default:
+			continue;
+		}
+		struct file_key key = { .tgid = tgid };
+		struct file *f = file_of(cb.aio_fildes);
+		if (!inode_of(f, &key))
+			continue;
+		struct file_val *val = totals(&key, bpf_get_current_task_btf(), f);
+		if (val)
+			add_io(val, kind, iocb_bytes(&cb));
+	}
+	return 0;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
@@ -245,6 +319,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct call c = { .start_ns = bpf_ktime_get_ns(), .fd = (__u32)BPF_CORE_READ(regs, di), .kind = kind };
+	if (kind == AIO)
+		c.arg = BPF_CORE_READ(regs, dx);
 	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
 	return 0;
 }
@@ -261,6 +337,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	bpf_map_delete_elem(&calls, &tid);
 	if (ret < 0)
 		return 0;
+	if (done.kind == AIO)
+		return aio_submitted(id >> 32, (struct iocb **)done.arg, ret);
 	struct file_key key = { .tgid = id >> 32 };
 	struct file *f = file_of(done.fd);
 	if (!inode_of(f, &key))

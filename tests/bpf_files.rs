@@ -385,3 +385,69 @@ fn a_reused_inode_number_keeps_two_files_apart() {
     }
     assert_ne!(old_row["generation"], new_row["generation"]);
 }
+
+/// fio's libaio engine (as InnoDB and other databases write) submits with io_submit, which
+/// passes no read or write syscall: its bytes are counted at submission, for its file, as fio
+/// reports them (issue 29: `--bytes` did not list fio at all).
+#[test]
+fn libaio_reads_and_writes_are_counted_for_their_file() {
+    if !is_root() {
+        skip("libaio_reads_and_writes: files --bytes needs root (eBPF)");
+        return;
+    }
+    if !have_tool("fio") {
+        skip("libaio_reads_and_writes: fio is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().to_str().unwrap();
+    let args = [
+        "files",
+        "--bytes",
+        "--json",
+        "--duration",
+        "6",
+        "--path",
+        path,
+    ];
+    let child = started(&args, "counting bytes");
+    let file = dir.path().join("fiofile");
+    let fio = Command::new("fio")
+        .arg(format!("--filename={}", file.display()))
+        .args(["--name=aio", "--ioengine=libaio", "--direct=1"])
+        .args([
+            "--rw=randrw",
+            "--bs=16k",
+            "--iodepth=8",
+            "--size=32M",
+            "--io_size=64M",
+        ])
+        .arg("--output-format=json")
+        .output()
+        .unwrap();
+    assert!(
+        fio.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fio.stderr)
+    );
+    let report: Value = serde_json::from_slice(&fio.stdout).unwrap();
+    let job = &report["jobs"][0];
+    let out = wait_output(child, Duration::from_secs(60));
+    assert!(out.status.success(), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = doc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["comm"] == "fio" && f["path"].as_str() == file.to_str())
+        .unwrap_or_else(|| panic!("fio's libaio file is not counted: {doc}"));
+    // Laying the file out is written by plain write() calls, before the timed jobs.
+    let written = row["write_bytes"].as_u64().unwrap();
+    let read = row["read_bytes"].as_u64().unwrap();
+    assert_eq!(read, job["read"]["io_bytes"].as_u64().unwrap(), "{row}");
+    assert!(
+        written >= job["write"]["io_bytes"].as_u64().unwrap(),
+        "{written} written < fio's {}: {row}",
+        job["write"]["io_bytes"]
+    );
+}

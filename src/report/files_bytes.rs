@@ -75,7 +75,7 @@ pub fn sync_line(r: &Row) -> Option<String> {
 pub fn write_text(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
-        "bytes per process and file over {seconds:.1} s (eBPF, read/write-family syscalls and io_uring on regular files)"
+        "bytes per process and file over {seconds:.1} s (eBPF, read/write-family syscalls, io_uring and libaio on regular files)"
     )?;
     writeln!(
         out,
