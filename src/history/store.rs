@@ -602,6 +602,8 @@ pub fn is_disk_full(e: &anyhow::Error) -> bool {
 }
 
 mod codec;
+#[cfg(test)]
+mod hostile_tests;
 mod private;
 #[cfg(test)]
 mod tests;

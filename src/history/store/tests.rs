@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 const FIX: &str = "tests/fixtures/top/firecracker";
 
 /// A record of the captured tree, stamped at `unix_s`.
-fn record(unix_s: f64) -> Record {
+pub(super) fn record(unix_s: f64) -> Record {
     let root = SysRoot::new(format!("{FIX}/a/proc"), format!("{FIX}/sys"));
     let mut sampler = Sampler::new(root).unwrap();
     let mut sample = sampler.sample().unwrap();
