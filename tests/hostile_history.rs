@@ -306,6 +306,8 @@ schema("columns", "CREATE TABLE samples (id INTEGER PRIMARY KEY, unix_s TEXT, da
 "#;
 
 /// Runs tacho with `args` (at most a minute) and returns its output and peak resident memory.
+// The child is reaped by wait4, for its resource usage; clippy sees no `wait()`.
+#[allow(clippy::zombie_processes)]
 fn run_measured(args: &[&str]) -> (Output, u64) {
     let child = tacho()
         .args(args)
