@@ -452,8 +452,9 @@ pub struct HistoryRecordArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_interval, default_value = "10s")]
     pub interval: Duration,
 
-    /// The history file [default: $TACHO_HISTORY, else /var/lib/tacho/history/history.db as
-    /// root, else $XDG_DATA_HOME/tacho/history.db]
+    /// The history file, in a directory only you and root can write (a bare name is in the
+    /// current one) [default: $TACHO_HISTORY, else /var/lib/tacho/history/history.db as root,
+    /// else $XDG_DATA_HOME/tacho/history.db]
     #[arg(long, value_name = "PATH", conflicts_with = "dir")]
     pub file: Option<PathBuf>,
 

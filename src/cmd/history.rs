@@ -23,7 +23,7 @@ use crate::report::top::{text, write_json_line};
 /// The unit `--print-unit` prints and `contrib/` ships.
 const UNIT: &str = include_str!("../../contrib/tacho-record.service");
 /// Intervals judged before a replayed moment, so a device's await baseline is as it was live.
-const BASELINE_INTERVALS: f64 = 60.0;
+const BASELINE_INTERVALS: usize = 60;
 
 /// `tacho record`.
 pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
@@ -65,6 +65,12 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     let mut prev: Option<crate::diagnose::sample::Sample> = None;
     loop {
         let sample = sampler.sample()?;
+        if n == 0 {
+            // Once: a sandbox that hides the network leaves it out of every sample silently.
+            for note in network_notes(&sample) {
+                eprintln!("note: {}", crate::text::Escaped(&note));
+            }
+        }
         let connections = prev.as_ref().and_then(|a| {
             let dt = sample.taken.duration_since(a.taken).as_secs_f64();
             crate::diagnose::model::conns::between(a, &sample, dt, 0)
@@ -107,6 +113,26 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What the first sample says the recorder cannot see of the network, each with its fix.
+fn network_notes(sample: &crate::diagnose::sample::Sample) -> Vec<String> {
+    let mut notes = Vec::new();
+    if sample.net.iter().all(|n| n.name == "lo") {
+        notes.push(
+            "no network interface but lo is visible (a private network namespace, such as \
+             systemd's PrivateNetwork=yes), so no network traffic is recorded; run the \
+             recorder in the host's network namespace"
+                .to_string(),
+        );
+    }
+    if let Some(why) = &sample.conns.unavailable {
+        notes.push(format!(
+            "TCP connections cannot be read ({why}), so none are recorded; allow AF_NETLINK \
+             sockets (systemd: RestrictAddressFamilies=AF_UNIX AF_NETLINK)"
+        ));
+    }
+    notes
+}
+
 /// `7d`, `12h` for the start-up line.
 fn age(d: Duration) -> String {
     let s = d.as_secs();
@@ -139,8 +165,7 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
             bail!("--to must be after --from");
         }
         let history = History::open(&path)?;
-        let records = history.range(from, to)?;
-        let summary = summary::summarise(&records, from, to, usize::from(args.top));
+        let summary = summary::summarise(&history, from, to, usize::from(args.top))?;
         let mut out = std::io::stdout().lock();
         if args.json {
             serde_json::to_writer_pretty(&mut out, &summary)?;
@@ -191,10 +216,16 @@ fn interval(
     top: usize,
     sort: crate::diagnose::model::SortKey,
 ) -> Result<TopSample> {
-    let (_, last) = history
-        .interval_at(end)?
-        .ok_or_else(|| anyhow!("the history has no interval at that time"))?;
-    let records = history.range(end - BASELINE_INTERVALS * last.interval_s, end)?;
+    // At most the baseline's samples, however many rows a file crowds into that time.
+    let mut records = history.recent(end, BASELINE_INTERVALS + 1)?;
+    let since = records.last().map_or(end, |last| {
+        end - BASELINE_INTERVALS as f64 * last.interval_s
+    });
+    let keep_from = records
+        .iter()
+        .rposition(|r| r.sample.unix_time_s < since)
+        .unwrap_or(0);
+    records.drain(..keep_from);
     let mut judge = Judge::new();
     let mut shown = None;
     for pair in records.windows(2) {

@@ -62,9 +62,8 @@ pub fn day_writers(
     let mut day = first_day;
     while day <= today {
         let (start, end) = (midnight(day), midnight(day + chrono::Days::new(1)));
-        let records = history.range(start, end)?;
-        if records.len() >= 2 {
-            let s = super::summary::summarise(&records, start, end, usize::MAX);
+        let s = super::summary::summarise(history, start, end, usize::MAX)?;
+        if s.intervals + s.gaps > 0 {
             out.push(writers_of(&day.to_string(), &s, top));
         }
         day = day + chrono::Days::new(1);
@@ -125,7 +124,7 @@ fn midnight(day: NaiveDate) -> f64 {
 
 /// The disks' counters of the sample at `t`.
 fn at(history: &History, t: f64) -> Result<Option<Vec<DiskCounters>>> {
-    Ok(history.range(t, t)?.pop().map(|r| r.sample.disks))
+    Ok(history.recent(t, 1)?.pop().map(|r| r.sample.disks))
 }
 
 /// Each disk present in both readings: its bytes read and written between them.
@@ -159,8 +158,8 @@ mod tests {
 
     #[test]
     fn a_days_amplification_is_disk_over_all_process_writes_and_writers_are_ranked() {
-        use crate::history::summary::{DiskTotal, ProcessTotal, ServiceTotal, summarise};
-        let mut s = summarise(&[], 0.0, 86_400.0, 5);
+        use crate::history::summary::{DiskTotal, ProcessTotal, ServiceTotal, Window};
+        let mut s = Window::new(0.0, 86_400.0).finish(5);
         let disk = |name: &str, write_bytes| DiskTotal {
             name: name.into(),
             display_name: name.into(),

@@ -1,7 +1,6 @@
 //! The SQLite file: creation (safe among other users), appending, retention and reading.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,6 +21,10 @@ const APPLICATION_ID: i32 = 0x7468_7374;
 const VERSION: i64 = 1;
 /// Readers and the recorder wait this long for each other's transactions.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// A scan decodes this many rows per CPU at a time...
+const ROWS_PER_THREAD: usize = 2;
+/// ... or fewer, once they hold this many compressed bytes.
+const BATCH_BYTES: usize = 16 << 20;
 
 /// One stored sample with what the model needs to judge it later on another process.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,33 +110,50 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
 
 impl History {
     /// Opens the file for recording, creating it (and its directory, mode 0700) if needed.
-    /// Refuses a directory or file another user could replace, and a link as the file.
+    /// Refuses a directory or file another user could replace or reach, and a link as the
+    /// file. A filesystem too full to start on is named as such, and a file made for nothing
+    /// is removed.
     pub fn create(path: &Path) -> Result<History> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            make_private_dir(dir)?;
-        }
+        let file = private::private_file(path)?;
+        let existed = std::fs::symlink_metadata(&file).is_ok();
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NOFOLLOW
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| describe(path, e))?;
-        check_owner(path)?;
-        // The file holds every process's name and command activity: not for other users.
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .with_context(|| format!("cannot make {} private", path.display()))?;
-        let h = History {
-            conn,
-            path: path.to_path_buf(),
-        };
-        h.conn
-            .busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| describe(path, e))?;
-        h.check_format(true)?;
-        h.init().map_err(|e| describe(path, e))?;
-        Ok(h)
+        let opened = Connection::open_with_flags(&file, flags).map_err(|e| describe(path, e));
+        let ready = opened.and_then(|conn| {
+            // The file holds every process's name and command activity: not for other users.
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("cannot make {} private", path.display()))?;
+            let h = History {
+                conn,
+                path: path.to_path_buf(),
+            };
+            h.guard().map_err(|e| describe(path, e))?;
+            h.check_format(true)?;
+            h.init().map_err(|e| describe(path, e))?;
+            Ok(h)
+        });
+        ready.map_err(|e| {
+            if !existed {
+                private::remove_new(&file);
+            }
+            if is_disk_full(&e) {
+                let dir = file.parent().unwrap_or(Path::new("/"));
+                return anyhow!(
+                    "the filesystem holding {} is full, so the history cannot start there; \
+                     free some space on it, or pass --file PATH on another filesystem",
+                    dir.display()
+                );
+            }
+            e
+        })
     }
 
-    /// Opens an existing file for reading, while a recorder may be writing it.
+    /// Opens an existing file for reading, while a recorder may be writing it, creating
+    /// nothing: SQLite's `-wal` and `-shm` are used when the recorder left them (it is running,
+    /// or was killed), and otherwise the file alone is read as immutable, so another user's
+    /// history or one on a read-only filesystem is read as it is.
     pub fn open(path: &Path) -> Result<History> {
         let meta = std::fs::symlink_metadata(path).map_err(|e| {
             anyhow!(
@@ -147,35 +167,72 @@ impl History {
                 path.display()
             );
         }
+        let companion = |suffix: &str| -> Result<Option<std::fs::Metadata>> {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            match std::fs::symlink_metadata(&name) {
+                Ok(m) if m.is_file() => Ok(Some(m)),
+                Ok(_) => bail!(
+                    "{} is not a regular file; move it away and read the history again",
+                    Path::new(&name).display()
+                ),
+                Err(_) => Ok(None),
+            }
+        };
+        let (wal, shm) = (companion("-wal")?, companion("-shm")?);
+        let mode = match (&wal, &shm) {
+            (Some(_), Some(_)) => "mode=ro",
+            (Some(w), None) if w.len() > 0 => bail!(
+                "the last samples of {} are in its -wal file, which SQLite cannot read without \
+                 creating a -shm file beside it; run `tacho record` on it once (as its owner), \
+                 or copy the files elsewhere and read the copy",
+                path.display()
+            ),
+            _ => "immutable=1",
+        };
+        let uri = format!("file:{}?{mode}", crate::store::uri_path(path));
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NOFOLLOW
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| describe(path, e))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| describe(path, e))?;
+        let conn = Connection::open_with_flags(uri, flags).map_err(|e| describe(path, e))?;
         let h = History {
             conn,
             path: path.to_path_buf(),
         };
+        h.guard().map_err(|e| describe(path, e))?;
         h.check_format(false)?;
         Ok(h)
     }
 
-    /// Refuses a file that is not a tacho history (another SQLite file, or not SQLite).
+    /// Bounds what this connection may be made to hold and run: values of at most
+    /// [`codec::MAX_BLOB`], no function with side effects from the file's schema, and a
+    /// wait for the other side's transactions.
+    fn guard(&self) -> rusqlite::Result<()> {
+        self.conn.set_limit(
+            rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH,
+            codec::MAX_BLOB as i32,
+        )?;
+        self.conn.pragma_update(None, "trusted_schema", false)?;
+        self.conn.busy_timeout(BUSY_TIMEOUT)
+    }
+
+    /// Refuses a file that is not a tacho history (another SQLite file, or not SQLite), or
+    /// whose `samples` is not the table tacho makes: a view can be endless or return
+    /// anything.
     fn check_format(&self, may_initialise: bool) -> Result<()> {
-        let q = || -> rusqlite::Result<(i32, i64, i64)> {
-            let app: i32 = self
-                .conn
-                .query_row("PRAGMA application_id", [], |r| r.get(0))?;
-            let ver: i64 = self
-                .conn
-                .query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            let tables: i64 =
-                self.conn
-                    .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-            Ok((app, ver, tables))
-        };
-        let (app, ver, tables) = q().map_err(|e| describe(&self.path, e))?;
+        let fail = |e| describe(&self.path, e);
+        // One snapshot: a recorder creating this file meanwhile is seen wholly or not at all.
+        let snapshot = self.conn.unchecked_transaction().map_err(fail)?;
+        let (app, ver, tables): (i32, i64, i64) = snapshot
+            .query_row(
+                "SELECT (SELECT application_id FROM pragma_application_id), \
+                 (SELECT user_version FROM pragma_user_version), \
+                 (SELECT count(*) FROM sqlite_master)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .map_err(fail)?;
         let fresh = app == 0 && tables == 0;
         if fresh && may_initialise {
             return Ok(());
@@ -194,9 +251,39 @@ impl History {
                 self.path.display()
             );
         }
+        let kinds: Vec<String> = snapshot
+            .prepare(
+                "SELECT type || ' ' || coalesce(sql, '') FROM sqlite_master WHERE name = 'samples'",
+            )
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .map_err(fail)?;
+        let columns: Vec<(String, String, i64, i64)> = snapshot
+            .prepare("SELECT name, upper(type), pk, hidden FROM pragma_table_xinfo('samples')")
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                    .collect()
+            })
+            .map_err(fail)?;
+        let want = [
+            ("id", "INTEGER", 1, 0),
+            ("unix_s", "REAL", 0, 0),
+            ("data", "BLOB", 0, 0),
+        ];
+        let same = columns.len() == want.len()
+            && columns
+                .iter()
+                .zip(want)
+                .all(|(c, w)| (c.0.as_str(), c.1.as_str(), c.2, c.3) == w);
+        let table = matches!(kinds.as_slice(), [k] if k.starts_with("table CREATE TABLE"));
+        if !table || !same {
+            bail!(
+                "{} is not a tacho history file: its samples are not the table tacho records \
+                 (a view, or other columns); name the file `tacho record` writes",
+                self.path.display()
+            );
+        }
         Ok(())
     }
-
     fn init(&self) -> rusqlite::Result<()> {
         // Both must be set before the first table. auto_vacuum lets retention give pages
         // back; 1 KiB pages: a compressed sample (~8 KiB with 300 processes) spills into
@@ -223,7 +310,7 @@ impl History {
 
     /// Appends one sample in its own transaction: either all of it is stored or nothing.
     pub fn append(&self, rec: &Record) -> Result<()> {
-        let blob = encode(rec)?;
+        let blob = codec::encode(rec)?;
         self.conn
             .execute(
                 "INSERT INTO samples (unix_s, data) VALUES (?1, ?2)",
@@ -315,94 +402,126 @@ impl History {
             .map(|(f, l)| (u64::try_from(n).unwrap_or(0), f, l)))
     }
 
-    /// Samples from the last one at or before `from` (the start of the first interval) to
-    /// `to`, oldest first, with `taken` rebuilt from their wall-clock times.
-    pub fn range(&self, from: f64, to: f64) -> Result<Vec<Record>> {
+    /// Feeds `each` the samples from the last one at or before `from` (the start of the
+    /// first interval) to `to`, oldest first, with `taken` rebuilt from their wall-clock
+    /// times. Rows are read and decoded (on every CPU: a day's summary is mostly inflating
+    /// and parsing) a few at a time, each batch in its own read, so memory stays bounded
+    /// whatever the window and the recorder is never held up.
+    pub fn scan(&self, from: f64, to: f64, mut each: impl FnMut(Record)) -> Result<()> {
+        let fail = |e| describe(&self.path, e);
+        let start: f64 = self
+            .conn
+            .query_row(
+                "SELECT coalesce((SELECT max(unix_s) FROM samples WHERE unix_s <= ?1), ?1)",
+                params![from],
+                |r| r.get(0),
+            )
+            .map_err(fail)?;
+        let threads = crate::parallel::usable_cpus();
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT unix_s, id, data FROM samples WHERE unix_s <= ?3 \
+                 AND (unix_s > ?1 OR (unix_s = ?1 AND id > ?2)) ORDER BY unix_s, id",
+            )
+            .map_err(fail)?;
+        let mut after = (start, i64::MIN);
+        let mut base = None;
+        let anchor = Instant::now();
+        loop {
+            let mut rows = Vec::new();
+            let mut bytes = 0;
+            let mut cursor = stmt.query(params![after.0, after.1, to]).map_err(fail)?;
+            while rows.len() < threads * ROWS_PER_THREAD && bytes < BATCH_BYTES {
+                let Some(r) = cursor.next().map_err(fail)? else {
+                    break;
+                };
+                let row: (f64, i64, Vec<u8>) = (
+                    r.get(0).map_err(fail)?,
+                    r.get(1).map_err(fail)?,
+                    r.get(2).map_err(fail)?,
+                );
+                bytes += row.2.len();
+                rows.push(row);
+            }
+            drop(cursor);
+            let Some(&(t, id, _)) = rows.last() else {
+                return Ok(());
+            };
+            after = (t, id);
+            for mut rec in self.decode_all(&rows, threads)? {
+                let base = *base.get_or_insert(rec.sample.unix_time_s);
+                rec.sample.taken = instant_at(anchor, base, rec.sample.unix_time_s);
+                each(rec);
+            }
+        }
+    }
+
+    /// The last `n` samples at or before `at`, oldest first, with `taken` rebuilt: the
+    /// interval a replay shows and the ones that lead up to it.
+    pub fn recent(&self, at: f64, n: usize) -> Result<Vec<Record>> {
         let fail = |e| describe(&self.path, e);
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT data FROM samples WHERE unix_s <= ?2 AND unix_s >= coalesce(
-                   (SELECT max(unix_s) FROM samples WHERE unix_s <= ?1), ?1)
-                 ORDER BY unix_s",
+                "SELECT unix_s, id, data FROM samples WHERE unix_s <= ?1 \
+                 ORDER BY unix_s DESC, id DESC LIMIT ?2",
             )
             .map_err(fail)?;
-        let blobs: Vec<Vec<u8>> = stmt
-            .query_map(params![from, to], |r| r.get::<_, Vec<u8>>(0))
+        let mut rows: Vec<(f64, i64, Vec<u8>)> = stmt
+            .query_map(params![at, i64::try_from(n).unwrap_or(i64::MAX)], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
             .map_err(fail)?
             .collect::<rusqlite::Result<_>>()
             .map_err(fail)?;
-        let mut out = self.decode_all(&blobs)?;
-        rebuild_instants(&mut out);
-        Ok(out)
+        rows.reverse();
+        let mut records = self.decode_all(&rows, crate::parallel::usable_cpus())?;
+        let anchor = Instant::now();
+        if let Some(base) = records.first().map(|r| r.sample.unix_time_s) {
+            for r in &mut records {
+                r.sample.taken = instant_at(anchor, base, r.sample.unix_time_s);
+            }
+        }
+        Ok(records)
     }
 
-    /// The sample at or before `at` and the one before it: one interval as `top` showed it.
-    /// Falls back to the first interval when `at` is before the history starts.
-    pub fn interval_at(&self, at: f64) -> Result<Option<(Record, Record)>> {
-        let fail = |e| describe(&self.path, e);
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT data FROM (SELECT data, unix_s FROM samples WHERE unix_s <= ?1 \
-                 ORDER BY unix_s DESC LIMIT 2) ORDER BY unix_s",
-            )
-            .map_err(fail)?;
-        let mut rows: Vec<Vec<u8>> = stmt
-            .query_map(params![at], |r| r.get(0))
-            .map_err(fail)?
-            .collect::<rusqlite::Result<_>>()
-            .map_err(fail)?;
-        if rows.len() < 2 {
-            let mut first = self
-                .conn
-                .prepare("SELECT data FROM samples ORDER BY unix_s LIMIT 2")
-                .map_err(fail)?;
-            rows = first
-                .query_map([], |r| r.get(0))
-                .map_err(fail)?
-                .collect::<rusqlite::Result<_>>()
-                .map_err(fail)?;
-        }
-        if rows.len() != 2 {
-            return Ok(None);
-        }
-        let mut pair = rows
-            .iter()
-            .map(|b| self.decode(b))
-            .collect::<Result<Vec<_>>>()?;
-        rebuild_instants(&mut pair);
-        let (Some(b), Some(a)) = (pair.pop(), pair.pop()) else {
-            return Ok(None);
-        };
-        Ok(Some((a, b)))
-    }
-
-    /// Times of all samples, oldest first (for stepping through a replay).
+    /// Times of all samples, oldest first (for stepping through a replay and finding days).
     pub fn times(&self) -> Result<Vec<f64>> {
         let fail = |e| describe(&self.path, e);
         let mut stmt = self
             .conn
             .prepare("SELECT unix_s FROM samples ORDER BY unix_s")
             .map_err(fail)?;
-        let times = stmt
+        let times: Vec<f64> = stmt
             .query_map([], |r| r.get(0))
             .map_err(fail)?
             .collect::<rusqlite::Result<_>>()
             .map_err(fail)?;
+        if let Some(t) = times.iter().find(|&&t| !codec::plausible_time(t)) {
+            bail!(
+                "{} holds a damaged sample (its time {t} is not a sample time); it was not \
+                 written by this tacho's recorder: move it away and start `tacho record` again",
+                self.path.display()
+            );
+        }
         Ok(times)
     }
 
-    /// Decodes rows on every CPU: a day's summary is mostly inflating and parsing samples,
-    /// and each row stands alone. Keeps the rows' order.
-    fn decode_all(&self, blobs: &[Vec<u8>]) -> Result<Vec<Record>> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    /// Decodes `rows` (time, id, blob) on up to `threads` threads, keeping their order.
+    fn decode_all(&self, rows: &[(f64, i64, Vec<u8>)], threads: usize) -> Result<Vec<Record>> {
         let path = self.path.as_path();
-        let chunk = blobs.len().div_ceil(threads).max(1);
+        let chunk = rows.len().div_ceil(threads).max(1);
         let parts: Vec<Result<Vec<Record>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = blobs
+            let handles: Vec<_> = rows
                 .chunks(chunk)
-                .map(|rows| scope.spawn(move || rows.iter().map(|b| decode_row(path, b)).collect()))
+                .map(|rows| {
+                    scope.spawn(move || {
+                        rows.iter()
+                            .map(|(t, _, blob)| decode_row(path, blob, *t))
+                            .collect()
+                    })
+                })
                 .collect();
             handles
                 .into_iter()
@@ -412,147 +531,64 @@ impl History {
                 })
                 .collect()
         });
-        let mut out = Vec::with_capacity(blobs.len());
+        let mut out = Vec::with_capacity(rows.len());
         for part in parts {
             out.extend(part?);
         }
         Ok(out)
     }
-
-    fn decode(&self, blob: &[u8]) -> Result<Record> {
-        decode_row(&self.path, blob)
-    }
 }
 
-/// A row of the history at `path`, or why it cannot be one.
-fn decode_row(path: &Path, blob: &[u8]) -> Result<Record> {
-    decode(blob).map_err(|e| {
-        anyhow!(
-            "{} holds a damaged sample ({e}); it was not written by this tacho's \
-             recorder: move it away and start `tacho record` again",
-            path.display()
-        )
-    })
+/// A row of the history at `path` stored at `unix_s`, or why it cannot be one.
+fn decode_row(path: &Path, blob: &[u8], unix_s: f64) -> Result<Record> {
+    codec::decode(blob, unix_s).map_err(|e| damaged(path, &e))
 }
 
-/// Samples are stored as JSON compressed with zlib: JSON keeps the row readable by any later
-/// tacho whose `Sample` gained fields (serde defaults), and the repeated keys of ~300
-/// processes compress to a small fraction (measured in docs/benchmarks.md).
-fn encode(rec: &Record) -> Result<Vec<u8>> {
-    let json = serde_json::to_vec(rec).context("cannot encode a sample")?;
-    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
-    z.write_all(&json)?;
-    Ok(z.finish()?)
+/// A sample tacho's recorder did not write, as one line saying what to do.
+fn damaged(path: &Path, e: &dyn std::fmt::Display) -> anyhow::Error {
+    anyhow!(
+        "{} holds a damaged sample ({e}); it was not written by this tacho's recorder: move \
+         it away and start `tacho record` again",
+        path.display()
+    )
 }
 
-/// The inverse of [`encode`], bounded so a hostile row cannot exhaust memory.
-fn decode(blob: &[u8]) -> Result<Record> {
-    const LIMIT: u64 = 256 << 20;
-    let mut json = Vec::new();
-    flate2::read::ZlibDecoder::new(blob)
-        .take(LIMIT)
-        .read_to_end(&mut json)?;
-    Ok(serde_json::from_slice(&json)?)
-}
-
-/// Gives each record a monotonic `taken` consistent with its wall-clock time.
-fn rebuild_instants(records: &mut [Record]) {
-    let Some(base) = records
-        .iter()
-        .map(|r| r.sample.unix_time_s)
-        .min_by(f64::total_cmp)
-    else {
-        return;
-    };
-    let anchor = Instant::now();
-    for r in records {
-        let since = (r.sample.unix_time_s - base).max(0.0);
-        r.sample.taken = anchor + Duration::from_secs_f64(since);
-    }
-}
-
-/// Creates `dir` (and missing parents) with mode 0700, then refuses it unless it is a real
-/// directory owned by this user (or root) that no other user can write: otherwise another
-/// user could swap the history file under the recorder.
-fn make_private_dir(dir: &Path) -> Result<()> {
-    let me = rustix::process::geteuid().as_raw();
-    // Checked before anything is created, so a refusal leaves nothing behind; what is
-    // created below is this user's, mode 0700.
-    let absolute =
-        std::path::absolute(dir).with_context(|| format!("cannot inspect {}", dir.display()))?;
-    if let Some(open) = absolute
-        .ancestors()
-        .skip(1)
-        .filter(|a| a.exists())
-        .find(|a| !safe_ancestor(a, me))
-    {
-        bail!(
-            "{} is in {}, which another user could rename or replace (theirs, or writable \
-             by others without the sticky bit); pass --file PATH in a directory only you and \
-             root control",
-            dir.display(),
-            open.display()
-        );
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| {
-            format!(
-                "cannot create {} for the history; pass --file PATH",
-                dir.display()
-            )
-        })?;
-    let meta = std::fs::symlink_metadata(dir)
-        .with_context(|| format!("cannot inspect {}", dir.display()))?;
-    if !meta.is_dir() || (meta.uid() != me && meta.uid() != 0) || meta.mode() & 0o022 != 0 {
-        bail!(
-            "{} is a link, belongs to another user, or others can write it; the history must \
-             live in a private directory: pass --file PATH in one",
-            dir.display()
-        );
-    }
-    Ok(())
-}
-
-/// Whether no other user can swap what `dir` holds: it belongs to this user or root, and
-/// others cannot write it, or only as in /tmp (the sticky bit keeps them from renaming
-/// entries they do not own).
-fn safe_ancestor(dir: &Path, me: u32) -> bool {
-    std::fs::metadata(dir).is_ok_and(|m| {
-        (m.uid() == me || m.uid() == 0) && (m.mode() & 0o022 == 0 || m.mode() & 0o1000 != 0)
-    })
-}
-
-/// Refuses a history file owned by another user (it could be theirs to read back).
-fn check_owner(path: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(path)
-        .with_context(|| format!("cannot inspect {}", path.display()))?;
-    let me = rustix::process::geteuid().as_raw();
-    if !meta.is_file() || meta.uid() != me {
-        bail!(
-            "{} is not a regular file of this user; pass --file PATH",
-            path.display()
-        );
-    }
-    Ok(())
+/// The monotonic instant of a sample taken at `unix_s`, `anchor` standing for `base`.
+fn instant_at(anchor: Instant, base: f64, unix_s: f64) -> Instant {
+    let since = Duration::try_from_secs_f64((unix_s - base).max(0.0)).unwrap_or_default();
+    anchor.checked_add(since).unwrap_or(anchor)
 }
 
 /// A database error as one line naming the file and what to do.
 fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    if matches!(
+        e,
+        rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..)
+    ) {
+        return damaged(path, &e);
+    }
     match e.sqlite_error_code() {
+        Some(ErrorCode::TooBig) => {
+            damaged(path, &format!("a value over {} MiB", codec::MAX_BLOB >> 20))
+        }
         Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => anyhow!(
             "{} is not a tacho history file (not SQLite, or damaged: {e}); name the file \
              `tacho record` writes (its --file; --history when reading)",
             path.display()
         ),
-        Some(ErrorCode::DiskFull) => anyhow::Error::new(DiskFull).context(format!(
-            "{} not written ({e}); each interval is tried again, whole or not at all",
-            path.display()
-        )),
+        // A full filesystem can also fail SQLite's shared-memory file, as an I/O error.
+        Some(ErrorCode::DiskFull) => disk_full(path, &e),
+        Some(ErrorCode::SystemIoFailure) if private::filesystem_full(path) => disk_full(path, &e),
         _ => anyhow!("history {}: {e}", path.display()),
     }
+}
+
+/// A write refused for want of space: the recorder complains once and tries the next sample.
+fn disk_full(path: &Path, e: &rusqlite::Error) -> anyhow::Error {
+    anyhow::Error::new(DiskFull).context(format!(
+        "{} not written ({e}); each interval is tried again, whole or not at all",
+        path.display()
+    ))
 }
 
 /// Marks a write refused because the disk is full: the recorder then complains and goes on.
@@ -565,5 +601,9 @@ pub fn is_disk_full(e: &anyhow::Error) -> bool {
     e.downcast_ref::<DiskFull>().is_some()
 }
 
+mod codec;
+#[cfg(test)]
+mod hostile_tests;
+mod private;
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use crate::diagnose::findings::{Judge, Severity};
 use crate::diagnose::model::{self, SortKey, TopSample};
-use crate::history::Record;
+use crate::history::{History, Record};
+use anyhow::Result;
 
 /// Schema of the `--from/--to --json` document.
 pub const SCHEMA: &str = "tacho.history.v1";
@@ -135,27 +136,60 @@ pub struct Peak {
     pub unix_s: f64,
 }
 
-/// Judges every interval of `records` (oldest first, as `History::range` gives them) and
+/// Judges every interval of the history from the sample at or before `from` to `to` and
 /// sums those ending inside `from..=to`; `top` bounds the process and service lists.
-pub fn summarise(records: &[Record], from: f64, to: f64, top: usize) -> Summary {
-    let mut acc = Accumulator::default();
-    let mut judge = Judge::new();
-    let mut gaps = 0;
-    for pair in records.windows(2) {
-        let (a, b) = (&pair[0], &pair[1]);
-        let dt = b.sample.unix_time_s - a.sample.unix_time_s;
-        if dt <= 0.0 || dt > GAP_FACTOR * b.interval_s.max(a.interval_s) + 1.0 {
-            gaps += 1;
-            judge = Judge::new();
-            continue;
-        }
-        let s = judged(a, b, &mut judge, 0, SortKey::Io);
-        if b.sample.unix_time_s > from && b.sample.unix_time_s <= to {
-            acc.add(&s, a.sample.unix_time_s);
-            acc.add_processes(a, b);
+pub fn summarise(history: &History, from: f64, to: f64, top: usize) -> Result<Summary> {
+    let mut window = Window::new(from, to);
+    history.scan(from, to, |rec| window.push(rec))?;
+    Ok(window.finish(top))
+}
+
+/// A summary being built from samples fed oldest first; only the last one is kept.
+pub struct Window {
+    from: f64,
+    to: f64,
+    acc: Accumulator,
+    judge: Judge,
+    gaps: usize,
+    last: Option<Record>,
+}
+
+impl Window {
+    /// An empty summary of `from..=to`.
+    pub fn new(from: f64, to: f64) -> Window {
+        Window {
+            from,
+            to,
+            acc: Accumulator::default(),
+            judge: Judge::new(),
+            gaps: 0,
+            last: None,
         }
     }
-    acc.finish(from, to, gaps, top)
+
+    /// Judges the interval ending at `b` (after the one before it), summing it when it ends
+    /// inside the window.
+    pub fn push(&mut self, b: Record) {
+        if let Some(a) = self.last.take() {
+            let dt = b.sample.unix_time_s - a.sample.unix_time_s;
+            if dt <= 0.0 || dt > GAP_FACTOR * b.interval_s.max(a.interval_s) + 1.0 {
+                self.gaps += 1;
+                self.judge = Judge::new();
+            } else {
+                let s = judged(&a, &b, &mut self.judge, 0, SortKey::Io);
+                if b.sample.unix_time_s > self.from && b.sample.unix_time_s <= self.to {
+                    self.acc.add(&s, a.sample.unix_time_s);
+                    self.acc.add_processes(&a, &b);
+                }
+            }
+        }
+        self.last = Some(b);
+    }
+
+    /// The summary, `top` processes and services long.
+    pub fn finish(self, top: usize) -> Summary {
+        self.acc.finish(self.from, self.to, self.gaps, top)
+    }
 }
 
 /// One interval as `tacho top` would have shown it, judged with the history in `judge`.

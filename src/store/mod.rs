@@ -207,7 +207,7 @@ fn writable(path: &Path) -> bool {
 
 /// `path` for an SQLite `file:` URI: every byte but unreserved ones and `/` percent-encoded,
 /// so `?`, `#` and `%` in a name (and bytes that are not UTF-8) stay part of the path.
-fn uri_path(path: &Path) -> String {
+pub(crate) fn uri_path(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let mut out = String::new();
     for &b in path.as_os_str().as_bytes() {

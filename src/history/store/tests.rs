@@ -1,11 +1,12 @@
 use super::*;
 use crate::diagnose::sample::Sampler;
 use crate::kernel::SysRoot;
+use std::os::unix::fs::MetadataExt;
 
 const FIX: &str = "tests/fixtures/top/firecracker";
 
 /// A record of the captured tree, stamped at `unix_s`.
-fn record(unix_s: f64) -> Record {
+pub(super) fn record(unix_s: f64) -> Record {
     let root = SysRoot::new(format!("{FIX}/a/proc"), format!("{FIX}/sys"));
     let mut sampler = Sampler::new(root).unwrap();
     let mut sample = sampler.sample().unwrap();
@@ -29,7 +30,8 @@ fn samples_come_back_as_written() {
         h.append(&record(t)).unwrap();
     }
     let r = History::open(&path).unwrap();
-    let back = r.range(100.5, 102.0).unwrap();
+    let mut back = Vec::new();
+    r.scan(100.5, 102.0, |rec| back.push(rec)).unwrap();
     // The sample at or before the start opens the first interval.
     let times: Vec<f64> = back.iter().map(|r| r.sample.unix_time_s).collect();
     assert_eq!(times, [100.0, 101.0, 102.0]);
@@ -43,8 +45,13 @@ fn samples_come_back_as_written() {
         back[2].sample.taken - back[0].sample.taken,
         Duration::from_secs(2)
     );
-    let (a, b) = r.interval_at(101.5).unwrap().unwrap();
-    assert_eq!((a.sample.unix_time_s, b.sample.unix_time_s), (100.0, 101.0));
+    let last_two: Vec<f64> = r
+        .recent(101.5, 2)
+        .unwrap()
+        .iter()
+        .map(|r| r.sample.unix_time_s)
+        .collect();
+    assert_eq!(last_two, [100.0, 101.0]);
     let mode = std::fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777;
     assert_eq!(mode, 0o700);
 }
@@ -102,6 +109,10 @@ fn a_damaged_row_is_one_error_not_a_panic() {
             [],
         )
         .unwrap();
-    let e = History::open(&path).unwrap().range(0.0, 3.0).err().unwrap();
+    let e = History::open(&path)
+        .unwrap()
+        .scan(0.0, 3.0, drop)
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("damaged sample"), "{e}");
 }
