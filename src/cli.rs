@@ -455,7 +455,13 @@ pub struct HistoryRecordArgs {
     /// The history file, in a directory only you and root can write (a bare name is in the
     /// current one) [default: $TACHO_HISTORY, else /var/lib/tacho/history/history.db as root,
     /// else $XDG_DATA_HOME/tacho/history.db]
-    #[arg(long, value_name = "PATH", conflicts_with = "dir")]
+    // `--history`, as `top` and `report disk` name the same file; `--file` was its first name.
+    #[arg(
+        long = "history",
+        alias = "file",
+        value_name = "PATH",
+        conflicts_with = "dir"
+    )]
     pub file: Option<PathBuf>,
 
     /// Keep the history as history.db in this directory (created 0700)

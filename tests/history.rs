@@ -63,7 +63,7 @@ impl Drop for Recorder {
 
 fn start_recorder(history: &Path, interval: &str) -> Recorder {
     let child = tacho()
-        .args(["record", "--interval", interval, "--file"])
+        .args(["record", "--interval", interval, "--history"])
         .arg(history)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -299,7 +299,7 @@ fn a_foreign_or_damaged_history_is_refused_in_one_line() {
         for args in [
             vec!["top", "--replay", "--batch", "--history", f],
             vec!["top", "--from", "1h ago", "--history", f],
-            vec!["record", "--count", "1", "--file", f],
+            vec!["record", "--count", "1", "--history", f],
         ] {
             let line = assert_error(&run(&args));
             assert!(line.contains("not a tacho history"), "{args:?}: {line}");
@@ -349,7 +349,7 @@ fn a_full_disk_is_one_complaint_and_the_recorder_goes_on() {
     let log = logs.path().join("stderr");
     let mut rec = Recorder(
         tacho()
-            .args(["record", "--interval", "100ms", "--file"])
+            .args(["record", "--interval", "100ms", "--history"])
             .arg(&history)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -406,11 +406,11 @@ fn a_history_under_a_directory_others_can_swap_is_refused() {
         "record",
         "--count",
         "1",
-        "--file",
+        "--history",
         history.to_str().unwrap(),
     ]));
     assert!(
-        line.contains(open.to_str().unwrap()) && line.contains("--file"),
+        line.contains(open.to_str().unwrap()) && line.contains("--history"),
         "{line}"
     );
     assert!(!open.join("private").exists(), "nothing created: {line}");
@@ -420,7 +420,7 @@ fn a_history_under_a_directory_others_can_swap_is_refused() {
         "record",
         "--count",
         "1",
-        "--file",
+        "--history",
         history.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -469,4 +469,21 @@ fn replay_shows_the_tcp_traffic_of_the_moment() {
         .unwrap_or_else(|| panic!("pid {me} not among {}", moment["connections"]));
     assert!(sender["tx_bytes_per_s"].as_f64().unwrap() > 1e6, "{sender}");
     assert!(v["time_unix_s"].as_f64().unwrap() > t1);
+}
+
+/// One name everywhere: `record --history FILE` writes what `top --history FILE` reads; the old
+/// `--file` still works and is no longer shown (issue 29).
+#[test]
+fn record_takes_the_same_history_option_as_its_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    for (option, name) in [("--history", "new.db"), ("--file", "old.db")] {
+        let history = dir.path().join(name);
+        let h = history.to_str().unwrap();
+        let o = run(&["record", "--count", "2", "--interval", "100ms", option, h]);
+        assert!(o.status.success(), "{option}: {}", stderr(&o));
+        json_ok(&run(&["top", "--replay", "--json", "--history", h]));
+    }
+    let help = stdout(&run(&["record", "--help"]));
+    assert!(help.contains("--history <PATH>"), "{help}");
+    assert!(!help.contains("--file"), "{help}");
 }

@@ -69,17 +69,17 @@ fn a_bare_history_name_in_a_shared_directory_is_refused_and_foreign_companions_t
         assert!(st.success());
     }
     let planted = entries(&shared);
-    for how in ["--file", "env", "--dir"] {
+    for how in ["--history", "env", "--dir"] {
         let mut cmd = tacho();
         cmd.current_dir(&shared).args(["record", "--count", "1"]);
         match how {
-            "--file" => cmd.args(["--file", "history.db"]),
+            "--history" => cmd.args(["--history", "history.db"]),
             "--dir" => cmd.args(["--dir", "."]),
             _ => cmd.env("TACHO_HISTORY", "history.db"),
         };
         let line = assert_error(&run_cmd(cmd));
         assert!(
-            line.contains(shared.to_str().unwrap()) && line.contains("--file"),
+            line.contains(shared.to_str().unwrap()) && line.contains("--history"),
             "{how}: {line}"
         );
         assert_eq!(entries(&shared), planted, "{how}: nothing made");
@@ -91,7 +91,7 @@ fn a_bare_history_name_in_a_shared_directory_is_refused_and_foreign_companions_t
     }
     // In a private directory, a bare name is fine; a companion of another user's is not.
     let private = tempfile::tempdir().unwrap();
-    let o = record_in(private.path(), &["--count", "1", "--file", "history.db"]);
+    let o = record_in(private.path(), &["--count", "1", "--history", "history.db"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let other = tempfile::tempdir().unwrap();
     let wal = other.path().join("history.db-wal");
@@ -99,7 +99,7 @@ fn a_bare_history_name_in_a_shared_directory_is_refused_and_foreign_companions_t
     std::os::unix::fs::chown(&wal, Some(NOBODY), Some(NOBODY)).unwrap();
     let line = assert_error(&record_in(
         other.path(),
-        &["--count", "1", "--file", "history.db"],
+        &["--count", "1", "--history", "history.db"],
     ));
     assert!(line.contains("history.db-wal"), "{line}");
     assert_eq!(entries(other.path()), ["history.db-wal"], "nothing made");
@@ -126,7 +126,7 @@ fn a_history_directory_reached_through_another_users_link_is_refused_before_anyt
             "record",
             "--count",
             "1",
-            "--file",
+            "--history",
             path.to_str().unwrap(),
         ]));
         assert!(line.contains("link of another user"), "{file}: {line}");
@@ -147,7 +147,7 @@ fn readers_create_nothing_beside_a_users_history_or_on_a_read_only_filesystem() 
     std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
     let history = theirs.join("h/history.db");
     let o = as_nobody(env!("CARGO_BIN_EXE_tacho"))
-        .args(["record", "--count", "3", "--interval", "100ms", "--file"])
+        .args(["record", "--count", "3", "--interval", "100ms", "--history"])
         .arg(&history)
         .env("TACHO_DB", theirs.join("runs.db"))
         .output()
@@ -169,7 +169,7 @@ fn readers_create_nothing_beside_a_users_history_or_on_a_read_only_filesystem() 
         "3",
         "--interval",
         "100ms",
-        "--file",
+        "--history",
         history.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -217,20 +217,20 @@ fn a_full_filesystem_at_start_is_named_with_its_fix_and_nothing_is_left() {
     };
     // A new history on a full filesystem.
     fill("filler");
-    let line = assert_error(&run(&["record", "--count", "1", "--file", h]));
+    let line = assert_error(&run(&["record", "--count", "1", "--history", h]));
     assert!(
         line.contains("full")
             && line.contains(private.to_str().unwrap())
-            && line.contains("--file"),
+            && line.contains("--history"),
         "{line}"
     );
     assert_empty(&private);
     // A history that exists, on a filesystem that filled up since.
     std::fs::remove_file(dir.path().join("filler")).unwrap();
-    let o = run(&["record", "--count", "1", "--file", h]);
+    let o = run(&["record", "--count", "1", "--history", h]);
     assert!(o.status.success(), "{}", stderr(&o));
     fill("filler");
-    let line = assert_error(&run(&["record", "--count", "1", "--file", h]));
+    let line = assert_error(&run(&["record", "--count", "1", "--history", h]));
     assert!(
         line.contains("full") && line.contains(private.to_str().unwrap()),
         "{line}"
@@ -246,7 +246,7 @@ fn three_recorders_starting_together_on_a_new_file_all_start() {
         let children: Vec<_> = (0..3)
             .map(|_| {
                 tacho()
-                    .args(["record", "--count", "1", "--file"])
+                    .args(["record", "--count", "1", "--history"])
                     .arg(&history)
                     .spawn_piped()
             })
@@ -365,7 +365,7 @@ fn hostile_histories_are_refused_in_one_line_without_a_panic_a_hang_or_a_bloat()
         "4",
         "--interval",
         "100ms",
-        "--file",
+        "--history",
         history.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -435,7 +435,7 @@ fn the_shipped_unit_leaves_the_recorder_its_network() {
     let record = |families: &[&str]| {
         let numbers: Vec<u32> = families.iter().map(|f| family_number(f)).collect();
         let mut cmd = tacho();
-        cmd.args(["record", "--count", "2", "--interval", "200ms", "--file"])
+        cmd.args(["record", "--count", "2", "--interval", "200ms", "--history"])
             .arg(dir.path().join("history.db"));
         let filter = socket_filter(&numbers);
         // SAFETY: between fork and exec the closure only calls prctl with a filter built
@@ -468,7 +468,7 @@ fn record_says_once_when_it_sees_no_network_but_lo() {
     let mut cmd = Command::new("unshare");
     cmd.arg("--net")
         .arg(env!("CARGO_BIN_EXE_tacho"))
-        .args(["record", "--count", "3", "--interval", "100ms", "--file"])
+        .args(["record", "--count", "3", "--interval", "100ms", "--history"])
         .arg(dir.path().join("history.db"))
         .env("TACHO_DB", scratch_db())
         .stdin(Stdio::null());

@@ -505,7 +505,7 @@ fn the_replay_screen_says_its_moment_and_steps() {
         "1s",
         "--count",
         "4",
-        "--file",
+        "--history",
         history.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -85,7 +85,7 @@ pub struct History {
     path: PathBuf,
 }
 
-/// `--file`, else `$TACHO_HISTORY`, else /var/lib/tacho/history/history.db for root, else
+/// `--history`, else `$TACHO_HISTORY`, else /var/lib/tacho/history/history.db for root, else
 /// `$XDG_DATA_HOME/tacho/history.db` (or `~/.local/share/tacho/history.db`), as the results
 /// store picks its file.
 pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
@@ -142,7 +142,7 @@ impl History {
                 let dir = file.parent().unwrap_or(Path::new("/"));
                 return anyhow!(
                     "the filesystem holding {} is full, so the history cannot start there; \
-                     free some space on it, or pass --file PATH on another filesystem",
+                     free some space on it, or pass --history PATH on another filesystem",
                     dir.display()
                 );
             }
@@ -240,7 +240,7 @@ impl History {
         if app != APPLICATION_ID {
             bail!(
                 "{} is not a tacho history file (another program's SQLite file, or empty); \
-                 name the file `tacho record` writes (its --file; --history when reading)",
+                 name the file `tacho record` writes (its --history)",
                 self.path.display()
             );
         }
@@ -573,7 +573,7 @@ fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
         }
         Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => anyhow!(
             "{} is not a tacho history file (not SQLite, or damaged: {e}); name the file \
-             `tacho record` writes (its --file; --history when reading)",
+             `tacho record` writes (its --history)",
             path.display()
         ),
         // A full filesystem can also fail SQLite's shared-memory file, as an I/O error.

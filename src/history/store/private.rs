@@ -21,7 +21,7 @@ const MAX_LINKS: usize = 40;
 pub(super) fn private_file(path: &Path) -> Result<PathBuf> {
     let name = path
         .file_name()
-        .ok_or_else(|| anyhow!("{} names no file; pass --file PATH", path.display()))?;
+        .ok_or_else(|| anyhow!("{} names no file; pass --history PATH", path.display()))?;
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -38,7 +38,7 @@ pub(super) fn private_file(path: &Path) -> Result<PathBuf> {
     if !meta.is_dir() || !mine(meta.uid(), me) || meta.mode() & 0o022 != 0 {
         bail!(
             "{} is a link, belongs to another user, or others can write it; the history must \
-             live in a private directory: pass --file PATH in one",
+             live in a private directory: pass --history PATH in one",
             real.display()
         );
     }
@@ -58,11 +58,14 @@ fn check_companions(file: &Path, me: u32) -> Result<()> {
         match std::fs::symlink_metadata(&name) {
             Ok(m) if m.is_file() && m.uid() == me => {}
             Ok(_) => bail!(
-                "{} is not a regular file of this user; remove it, or pass --file PATH",
+                "{} is not a regular file of this user; remove it, or pass --history PATH",
                 name.display()
             ),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => bail!("cannot inspect {}: {e}; pass --file PATH", name.display()),
+            Err(e) => bail!(
+                "cannot inspect {}: {e}; pass --history PATH",
+                name.display()
+            ),
         }
     }
     Ok(())
@@ -77,7 +80,7 @@ fn resolve(dir: &Path, me: u32) -> Result<(PathBuf, Vec<OsString>)> {
         std::path::absolute(dir).with_context(|| format!("cannot inspect {}", dir.display()))?;
     let refuse = |at: &Path, why: &str| {
         anyhow!(
-            "{} is reached through {}, {why}; pass --file PATH in a directory only you and \
+            "{} is reached through {}, {why}; pass --history PATH in a directory only you and \
              root control",
             dir.display(),
             at.display()
@@ -105,7 +108,10 @@ fn resolve(dir: &Path, me: u32) -> Result<(PathBuf, Vec<OsString>)> {
         let next = real.join(&part);
         match std::fs::symlink_metadata(&next) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(part),
-            Err(e) => bail!("cannot inspect {}: {e}; pass --file PATH", next.display()),
+            Err(e) => bail!(
+                "cannot inspect {}: {e}; pass --history PATH",
+                next.display()
+            ),
             Ok(m) if m.file_type().is_symlink() => {
                 if !mine(m.uid(), me) {
                     return Err(refuse(&next, "a link of another user"));
@@ -132,7 +138,7 @@ fn resolve(dir: &Path, me: u32) -> Result<(PathBuf, Vec<OsString>)> {
                 real = next;
             }
             Ok(_) => bail!(
-                "{} is not a directory; pass --file PATH in a directory",
+                "{} is not a directory; pass --history PATH in a directory",
                 next.display()
             ),
         }
@@ -161,7 +167,7 @@ fn make_level(dir: &Path, me: u32) -> Result<()> {
     {
         return Err(anyhow!(e)).with_context(|| {
             format!(
-                "cannot create {} for the history; pass --file PATH",
+                "cannot create {} for the history; pass --history PATH",
                 dir.display()
             )
         });
@@ -170,7 +176,7 @@ fn make_level(dir: &Path, me: u32) -> Result<()> {
         .with_context(|| format!("cannot inspect {}", dir.display()))?;
     if !meta.is_dir() || !mine(meta.uid(), me) || meta.mode() & 0o022 != 0 {
         bail!(
-            "{} appeared as a link or another user's while it was being made; pass --file \
+            "{} appeared as a link or another user's while it was being made; pass --history \
              PATH in a directory only you and root control",
             dir.display()
         );
