@@ -24,7 +24,9 @@ const DEV_WORDS: usize = 8 + 3 * BUCKETS;
 const DEV_HIST: usize = 8;
 
 /// The block operation of a request (the kernel's `REQ_OP_*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Op {
     /// REQ_OP_READ.
@@ -52,8 +54,9 @@ fn split_dev(dev: u32) -> Dev {
     (dev >> 20, dev & 0xfffff)
 }
 
-/// I/O one process submitted to one device in one interval.
-#[derive(Clone, Debug, serde::Serialize)]
+/// I/O one process submitted to one device in one interval (kept in `tacho record`'s history,
+/// so a replay blames as the live view did).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ProcIo {
     /// Thread-group id (the process id) of the submitter.
     pub(crate) pid: u32,

@@ -37,6 +37,9 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     };
     let history = History::create(&path)?;
     let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
+    // As live `top` does: each request's submitter, so a replay blames the writer exactly
+    // (not the shell that reaped it). Without eBPF, the samples say why and /proc stands in.
+    sampler.trace_block_io();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [
         signal_hook::consts::SIGINT,
@@ -69,6 +72,14 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
             // Once: a sandbox that hides the network leaves it out of every sample silently.
             for note in network_notes(&sample) {
                 eprintln!("note: {}", crate::text::Escaped(&note));
+            }
+            if let Some(why) = &sample.block_io_unavailable {
+                eprintln!(
+                    "note: {}",
+                    crate::text::Escaped(&format!(
+                        "block I/O is not traced ({why}), so writers are attributed from                          /proc and cgroup counters (likely, not exact)"
+                    ))
+                );
             }
         }
         let connections = prev.as_ref().and_then(|a| {

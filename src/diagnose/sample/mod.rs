@@ -75,11 +75,12 @@ pub struct Sample {
     #[serde(skip)]
     pub conns: conns::ConnScan,
     /// Block I/O per process, device and direction since the previous sample, traced with
-    /// eBPF ([`Sampler::trace_block_io`]); not kept in the history.
-    #[serde(skip)]
+    /// eBPF ([`Sampler::trace_block_io`]); kept in the history (absent from records written
+    /// before it was), so a replay names writers exactly where the recorder could trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_io: Option<Vec<ProcIo>>,
     /// Why block I/O is not traced though it was asked for (no BPF, no BTF).
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_io_unavailable: Option<String>,
     /// Per device (major, minor): queue and service time histograms since the previous
     /// sample, traced with eBPF; not kept in the history.
