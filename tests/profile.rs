@@ -374,3 +374,45 @@ fn top_adds_a_profile_under_a_cpu_verdict() {
     let line = assert_error(&run(&["top", "--profile", "--json", "--count", "1"]));
     assert!(line.contains("--batch"), "{line}");
 }
+
+/// A process that sleeps gives almost no busy samples: no verdict is made from them (not
+/// "100% of CPU in the kernel" from one sample), how busy the CPUs were is said, and `--svg`
+/// still writes a well-formed page saying so (inferno refuses an empty graph) (issue 29).
+#[test]
+fn an_idle_target_gets_no_verdict_and_an_svg_that_says_so() {
+    if !root_or_skip("an_idle_target_gets_no_verdict_and_an_svg_that_says_so") {
+        return;
+    }
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("idle.svg");
+    let pid = sleeper.id().to_string();
+    let v = profile(&[
+        "--pid",
+        &pid,
+        "--duration",
+        "1s",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let verdict = v["verdict"].as_str().unwrap();
+    assert!(verdict.contains("idle"), "{verdict}");
+    assert!(!verdict.contains("% of CPU in the kernel"), "{verdict}");
+    let check = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); \
+             print(''.join(r.itertext()))",
+        ])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "not XML: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(String::from_utf8_lossy(&check.stdout).contains("idle"));
+}

@@ -313,6 +313,11 @@ pub fn build(
 
 /// Kernel time this large is the story …
 const KERNEL_STORY_PCT: f64 = 30.0;
+/// Fewer busy samples than this make no verdict: one busy sample of a hundred is "100% in the
+/// kernel", which says nothing.
+pub const MIN_VERDICT_SAMPLES: u64 = 20;
+/// Below this share of busy samples the verdict says how busy the CPUs were.
+const SAY_BUSY_BELOW_PCT: f64 = 90.0;
 /// … as is one user function this large.
 const ONE_FUNCTION_PCT: f64 = 30.0;
 
@@ -344,6 +349,28 @@ fn verdict(
     if busy == 0 {
         return format!("the CPUs were idle: none of {samples} samples found work running");
     }
+    let busy_pct = 100.0 * busy as f64 / samples.max(1) as f64;
+    if busy < MIN_VERDICT_SAMPLES {
+        return format!(
+            "the CPUs were nearly idle: {busy} of {samples} samples ({busy_pct:.0}%) found work \
+             running, too few for a verdict; profile longer (--duration) or while the load runs"
+        );
+    }
+    let story = story(kernel_pct, subsystems, functions, top_of);
+    if busy_pct < SAY_BUSY_BELOW_PCT {
+        format!("{story} (the CPUs were {busy_pct:.0}% busy)")
+    } else {
+        story
+    }
+}
+
+/// What the busy samples say, in one line.
+fn story(
+    kernel_pct: f64,
+    subsystems: &[SubsystemShare],
+    functions: &[Function],
+    top_of: impl Fn(Subsystem) -> Option<String>,
+) -> String {
     let top_user = functions.iter().find(|f| !f.kernel);
     if kernel_pct >= KERNEL_STORY_PCT
         && let Some(sub) = subsystems.first()
@@ -420,8 +447,32 @@ mod tests {
         assert_eq!(p.functions[0].self_pct, 80.0);
         let main = p.functions.iter().find(|f| f.name == "main").unwrap();
         assert_eq!((main.self_samples, main.total_pct), (0, 100.0));
-        assert_eq!(p.verdict, "80% in one user function: spin in app");
+        // 100 of 150 samples busy: the verdict says how busy the CPUs were.
+        assert_eq!(
+            p.verdict,
+            "80% in one user function: spin in app (the CPUs were 67% busy)"
+        );
         assert!(p.folded.contains(&("app;main;spin".to_string(), 80)));
+    }
+
+    #[test]
+    fn too_few_busy_samples_make_no_verdict() {
+        let stacks = [((7, vec![K + 2]), 1), ((0, vec![K + 1]), 99)]
+            .into_iter()
+            .collect();
+        let f = frames(&[
+            (7, K + 2, "do_syscall_64", true, true),
+            (0, K + 1, "pv_native_safe_halt", true, true),
+        ]);
+        let comms = [(7, "app".to_string())].into_iter().collect();
+        let p = build(&stacks, &f, &comms, &Filter { pid: None }, 1.0, 99, 0);
+        assert_eq!((p.samples, p.busy_samples), (100, 1));
+        assert!(
+            p.verdict.starts_with("the CPUs were nearly idle: 1 of 100"),
+            "{}",
+            p.verdict
+        );
+        assert!(!p.verdict.contains("in the kernel"), "{}", p.verdict);
     }
 
     #[test]

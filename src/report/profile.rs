@@ -69,8 +69,18 @@ pub fn write_folded(p: &Profile, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-/// A flame graph of the folded stacks.
+/// A flame graph of the folded stacks; with too few busy samples for one, a page that says so
+/// (the verdict), so `--svg` always leaves a file that opens.
 pub fn write_svg(p: &Profile, title: &str, out: &mut impl Write) -> io::Result<()> {
+    if p.busy_samples < crate::profile::MIN_VERDICT_SAMPLES || p.folded.is_empty() {
+        return write!(
+            out,
+            "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" \
+             height=\"60\" xmlns=\"http://www.w3.org/2000/svg\"><text x=\"10\" y=\"35\" \
+             font-family=\"Verdana\" font-size=\"14\">{}</text></svg>\n",
+            crate::report::html::esc(&Escaped(title).to_string())
+        );
+    }
     let lines: Vec<String> = p
         .folded
         .iter()
@@ -99,7 +109,8 @@ mod tests {
             99,
             0,
         );
-        p.folded = vec![("app;<script>alert(1)</script>;x\x1b[2Jy".into(), 3)];
+        p.folded = vec![("app;<script>alert(1)</script>;x\x1b[2Jy".into(), 30)];
+        p.busy_samples = 30;
         let mut svg = Vec::new();
         write_svg(&p, "t", &mut svg).unwrap();
         let svg = String::from_utf8(svg).unwrap();
