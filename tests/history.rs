@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -61,6 +62,19 @@ impl Drop for Recorder {
     }
 }
 
+/// Load-making process groups, killed whole on drop.
+struct Load(Vec<std::process::Child>);
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // SAFETY: signals the process group this test started.
+            unsafe { libc::kill(-(c.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
 fn start_recorder(history: &Path, interval: &str) -> Recorder {
     let child = tacho()
         .args(["record", "--interval", interval, "--history"])
@@ -83,6 +97,29 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
     let name = format!("hburst{}", std::process::id() % 100_000);
     let writer = dir.path().join(&name);
     std::fs::copy("/bin/dd", &writer).unwrap();
+    // A busy machine (issue 29: 40–48 MiB of 64 counted at a load of 10 on 2 CPUs): more CPU
+    // workers than CPUs, and processes starting and exiting all the time.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let _load = Load(vec![
+        tacho()
+            .args([
+                "stress",
+                "--cpu",
+                &(2 * cpus).to_string(),
+                "--timeout",
+                "120s",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+        Command::new("sh")
+            .args(["-c", "while :; do /bin/true; done"])
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    ]);
     let _rec = start_recorder(&history, "1s");
     wait_for_interval_after(&history, 0.0);
 
@@ -163,7 +200,7 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
     let summary = json_ok(&o);
     assert_eq!(summary["schema"], "tacho.history.v1");
     let wrote = (CHUNKS * CHUNK) as f64;
-    let within = |got: f64| (got - wrote).abs() <= 0.05 * wrote;
+    let within = |got: f64| (got - wrote).abs() <= 0.02 * wrote;
     let proc_bytes = summary["top_io"]
         .as_array()
         .unwrap()
