@@ -571,3 +571,77 @@ fn a_shell_loops_short_lived_writers_are_one_culprit() {
         .count();
     assert_eq!(alone, 0, "{f:#}");
 }
+
+/// A loop device through the page cache of a file on the disk: the disk's writes are done by
+/// the flusher, but the verdict follows the loop device to its writer (`dd`, through loopN)
+/// instead of naming the kernel's worker (issue 29: "vda saturated … 97% of writes from
+/// kworker/…-flush").
+#[test]
+fn a_disk_written_through_a_loop_device_names_the_loops_writer() {
+    let test = "culprit_through_loop";
+    if !is_root() {
+        return skip(&format!("{test}: eBPF tracing needs root"));
+    }
+    let image = tempfile::Builder::new()
+        .suffix(".img")
+        .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    image.as_file().set_len(512 << 20).unwrap();
+    let Some(dev) = LoopDev::attach(test, image, &[]) else {
+        return;
+    };
+    // The disk holding the image, as top names it (its whole disk).
+    let disk = {
+        use std::os::unix::fs::MetadataExt;
+        let st = std::fs::metadata(dev.image()).unwrap().dev();
+        let sys = format!("/sys/dev/block/{}:{}", libc::major(st), libc::minor(st));
+        let real = std::fs::canonicalize(&sys).unwrap();
+        let name = |p: &std::path::Path| p.file_name().unwrap().to_str().unwrap().to_string();
+        if real.join("partition").exists() {
+            name(real.parent().unwrap())
+        } else {
+            name(&real)
+        }
+    };
+    let top = Top::start_with(&[]);
+    let script = format!(
+        "while :; do dd if=/dev/zero of={} bs=1M count=256 oflag=direct conv=fdatasync \
+         status=none; done",
+        dev.path()
+    );
+    struct Group(Child);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            // SAFETY: signals the process group this test started.
+            unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = self.0.wait();
+        }
+    }
+    let _writer = Group(
+        Command::new("sh")
+            .args(["-c", &script])
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let through = format!("serves {}", dev.name());
+    let s = top.wait_for("the disk's writes followed through the loop device", |s| {
+        findings(s, &disk).iter().any(|f| {
+            f["culprits"].as_array().unwrap().iter().any(|c| {
+                c["comm"] == "dd"
+                    && c["attribution"]["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.contains(&through))
+            })
+        })
+    });
+    for f in findings(&s, &disk) {
+        for c in f["culprits"].as_array().unwrap() {
+            let comm = c["comm"].as_str().unwrap();
+            assert!(
+                !(comm.contains("flush") || comm.contains("writeback") || comm.contains("-loop")),
+                "a kernel worker is still blamed: {f:#}"
+            );
+        }
+    }
+}

@@ -195,6 +195,7 @@ pub fn culprits(
             out.disks.insert(d.name.clone(), c);
         }
     }
+    super::loops::through_loops(&mut out.disks, disks, devices, MAX_CULPRITS);
     let pct = |ticks: u64| ticks as f64 / ticks_per_s / dt * 100.0;
     let total: u64 = deltas.iter().map(|d| d.utime + d.stime).sum();
     let mut by_cpu: Vec<&Delta> = deltas.iter().filter(|d| d.utime + d.stime > 0).collect();

@@ -263,6 +263,7 @@ mod tests {
             virtual_disk: false,
             slaves: vec![],
             dm_uuid: None,
+            backing: None,
         }
     }
 

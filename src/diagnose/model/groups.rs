@@ -138,6 +138,7 @@ mod tests {
             virtual_disk: false,
             slaves: slaves.iter().map(|s| s.to_string()).collect(),
             dm_uuid: uuid.map(str::to_string),
+            backing: None,
         }
     }
 

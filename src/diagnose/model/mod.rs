@@ -12,6 +12,7 @@ pub(crate) mod dns;
 pub mod finding;
 mod fold;
 pub mod groups;
+mod loops;
 pub mod memory;
 pub mod net;
 pub mod process;

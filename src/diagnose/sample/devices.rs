@@ -2,6 +2,7 @@
 //! call it, and what it is built on: read from sysfs once per device, not every sample.
 
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
 
 use serde::Serialize;
 
@@ -29,6 +30,10 @@ pub struct DeviceInfo {
     pub slaves: Vec<String>,
     /// Device-mapper UUID (`LVM-<vg uuid><lv uuid>`, `CRYPT-…`), for grouping LVM volumes.
     pub dm_uuid: Option<String>,
+    /// A loop device's backing file and the device (major, minor) of the filesystem holding
+    /// it: what the loop's writes become writes to (absent from records written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backing: Option<(String, (u32, u32))>,
 }
 
 impl DeviceInfo {
@@ -52,6 +57,7 @@ impl DeviceInfo {
             virtual_disk: name.starts_with("vd") || name.starts_with("xvd"),
             slaves: Vec::new(),
             dm_uuid: None,
+            backing: None,
         }
     }
 
@@ -68,13 +74,15 @@ impl DeviceInfo {
 /// Device descriptions by major:minor.
 pub type Devices = HashMap<(u32, u32), DeviceInfo>;
 
-/// Describes every device in `stats` not yet in `known`, and forgets devices that are gone.
+/// Describes every device in `stats` not yet in `known` (and every loop device again: it can
+/// be detached and attached to another file at any time), and forgets devices that are gone.
 pub fn refresh(root: &SysRoot, known: &mut Devices, stats: &[DiskCounters]) {
     known.retain(|devno, _| stats.iter().any(|s| (s.major, s.minor) == *devno));
     for s in stats {
-        known
-            .entry((s.major, s.minor))
-            .or_insert_with(|| describe(root, s));
+        let devno = (s.major, s.minor);
+        if known.get(&devno).is_none_or(|d| d.kind == DeviceKind::Loop) {
+            known.insert(devno, describe(root, s));
+        }
     }
 }
 
@@ -93,7 +101,17 @@ fn describe(root: &SysRoot, s: &DiskCounters) -> DeviceInfo {
         .flatten()
         .map(|u| u.trim().to_string())
         .filter(|u| !u.is_empty());
+    // The file as sysfs names it (" (deleted)" once unlinked: then it holds no name to stat).
+    let backing = dev.loop_backing_file.as_ref().and_then(|file| {
+        let meta = std::fs::metadata(file).ok()?;
+        let dev = meta.dev();
+        Some((
+            file.clone(),
+            (rustix::fs::major(dev), rustix::fs::minor(dev)),
+        ))
+    });
     DeviceInfo {
+        backing,
         virtual_disk: is_virtual(&dev),
         parent: (dev.kind == DeviceKind::Partition).then(|| dev.disk.clone()),
         name: s.name.clone(),
