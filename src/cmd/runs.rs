@@ -37,9 +37,8 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
     })?;
     if !pg::is_url(&url) {
         bail!(
-            "--db {} is not a PostgreSQL URL; runs push uploads to postgres://USER@HOST/DATABASE \
-             (the local file goes in --from)",
-            Escaped(&pg::redact(&url))
+            "--db is not a PostgreSQL URL; runs push uploads to postgres://USER@HOST/DATABASE \
+             (the local file goes in --from)"
         );
     }
     // TACHO_DB names the server here, so the local default cannot come from it.
@@ -73,7 +72,23 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
             counts.running
         )?;
     }
-    Ok(())
+    let Some((id, why)) = counts.failed.first() else {
+        return Ok(());
+    };
+    let others = match counts.failed.len() {
+        1 => String::new(),
+        n => {
+            let ids: Vec<String> = counts.failed[1..]
+                .iter()
+                .map(|(i, _)| i.to_string())
+                .collect();
+            format!(" ({} more not pushed: run {})", n - 1, ids.join(", "))
+        }
+    };
+    bail!(
+        "local run {id} was not pushed: {}{others}; every other run was",
+        Escaped(why)
+    )
 }
 
 /// The store, for commands that only read or remove: a missing file is not created.
