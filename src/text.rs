@@ -108,7 +108,10 @@ pub fn hex_if_not_utf8(bytes: &[u8]) -> Option<String> {
     Some(hex)
 }
 
-fn needs_escape(c: char) -> bool {
+/// Whether `c` is printed escaped: a control character or a bidirectional control. Every
+/// escaper (terminal, Markdown, HTML, CSV) asks this one function, so none lets through what
+/// another escapes.
+pub(crate) fn needs_escape(c: char) -> bool {
     c.is_control() || is_bidi_control(c)
 }
 

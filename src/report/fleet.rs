@@ -2,8 +2,9 @@
 //! with the peer median — a row per figure and a column per host, or a row per host when
 //! there are many — as text, Markdown, JSON (`tacho.fleet.v1`), CSV or an HTML page.
 
-use super::grid::Grid;
+use super::grid::{Grid, markdown_escape};
 use super::html::esc;
+use super::sheet::spreadsheet_text;
 use crate::compare::fleet::{Fleet, Outlier};
 use crate::compare::{Comparison, Row};
 use crate::text::Escaped;
@@ -56,7 +57,12 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
 /// The verdicts, then the table, for a terminal (`markdown`: as Markdown).
 pub fn write_text(f: &Fleet, markdown: bool, out: &mut impl Write) -> io::Result<()> {
     for line in verdicts(f) {
-        writeln!(out, "{}", Escaped(&line))?;
+        // Host names come from the runs: in Markdown they could open HTML or links.
+        if markdown {
+            writeln!(out, "{}", markdown_escape(&line))?;
+        } else {
+            writeln!(out, "{}", Escaped(&line))?;
+        }
     }
     writeln!(out)?;
     let grid = grid(f);
@@ -213,7 +219,8 @@ pub fn write_json(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
     writeln!(out)
 }
 
-/// CSV, one line per figure and host: `test,direction,metric,host,value,median,outlier`.
+/// CSV, one line per figure and host: `test,direction,metric,host,value,median,outlier`; test
+/// and host names (from the runs) written as spreadsheet text.
 pub fn write_csv(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
     let c = &f.comparison;
     let mut w = csv::Writer::from_writer(out);
@@ -238,10 +245,10 @@ pub fn write_csv(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
                 .iter()
                 .any(|o| o.host == h && (o.row == r || o.more_rows.contains(&r)));
             w.write_record([
-                c.tests[row.test].name.as_str(),
+                spreadsheet_text(&c.tests[row.test].name).as_str(),
                 row.direction,
                 row.metric.key(),
-                host,
+                &spreadsheet_text(host),
                 &cell.value.to_string(),
                 &f.medians[r].map_or_else(String::new, |m| m.to_string()),
                 if outlier { "yes" } else { "no" },

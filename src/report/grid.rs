@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use unicode_width::UnicodeWidthStr;
 
-use crate::text::escape;
+use crate::text::{escape, needs_escape};
 
 pub struct Grid {
     pub header: Vec<String>,
@@ -86,7 +86,8 @@ impl Grid {
 
 /// Text from runs (labels, paths) made inert in Markdown: renderers pass raw HTML through and
 /// treat `|`, `*`, `_`, `` ` ``, `[` and friends as markup. Newlines would end the table row,
-/// and other control characters reach the terminal of whoever reads the file: all escaped.
+/// other control characters reach the terminal of whoever reads the file, and bidirectional
+/// overrides reorder what the reader sees: all escaped.
 pub fn markdown_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -94,7 +95,7 @@ pub fn markdown_escape(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            c if c.is_control() => out.push_str(&escape(&c.to_string())),
+            c if needs_escape(c) => out.push_str(&escape(&c.to_string())),
             // Enough to neutralise emphasis, code, links (no `[`, no link), tables, strikeout.
             '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' => {
                 out.push('\\');
@@ -116,6 +117,7 @@ mod tests {
             markdown_escape("<script>a|b</script> *x* [l](u)"),
             "&lt;script&gt;a\\|b&lt;/script&gt; \\*x\\* \\[l\\](u)"
         );
+        assert_eq!(markdown_escape("a\u{202e}b"), "a\\u{202e}b");
     }
 
     #[test]

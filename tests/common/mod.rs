@@ -723,3 +723,42 @@ while True:
             .expect("cannot start python3"),
     )
 }
+
+/// Opens `csv` with Python's csv module (as a spreadsheet import would split it) and fails on
+/// any cell a spreadsheet would run as a formula (starting with `=`, `+`, `-` or `@`) or that
+/// holds a control character or a bidirectional control.
+pub fn assert_spreadsheet_safe(what: &str, csv: &str) {
+    const CHECK: &str = r#"
+import csv, io, sys
+BIDI = {0x200e, 0x200f, *range(0x202a, 0x202f), *range(0x2066, 0x206a)}
+bad = []
+rows = 0
+for row in csv.reader(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="")):
+    rows += 1
+    for cell in row:
+        if cell[:1] in ("=", "+", "-", "@") or any(
+            ord(c) < 32 or 127 <= ord(c) < 160 or ord(c) in BIDI for c in cell
+        ):
+            bad.append(cell)
+print(rows)
+if bad:
+    sys.exit("unsafe cells: " + repr(bad[:5]))
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", CHECK])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(csv.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{what}: {}\n{csv}", stderr(&o));
+    let rows: usize = stdout(&o).trim().parse().unwrap();
+    assert!(rows > 1, "{what}: a header and rows: {csv}");
+}
