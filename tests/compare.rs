@@ -7,6 +7,8 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
 
 const FIO: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -493,5 +495,125 @@ fn html_report_renders_in_headless_chromium() {
     assert!(
         blue > 1000 && orange > 1000,
         "chart colours: blue {blue}, orange {orange} pixels"
+    );
+}
+
+/// A `tacho.bench.v1` document of `host` with `tests` 4K random-read tests, each its own work
+/// (queue depth and jobs differ), written straight to `path` (no tree of 200,000 values).
+fn many_tests_doc(path: &std::path::Path, host: &str, tests: usize) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    write!(
+        out,
+        r#"{{"schema":"tacho.bench.v1","tool_version":"0.1.0","run":{{"created_at":"2026-11-20T10:00:00Z"}},"host":{{"hostname":"{host}"}},"target":{{"path":"/d"}},"warnings":[],"interrupted":false,"tests":["#
+    )
+    .unwrap();
+    for i in 0..tests {
+        let sep = if i == 0 { "" } else { "," };
+        write!(
+            out,
+            r#"{sep}{{"name":"t{i}","rw":"randread","bs_bytes":4096,"iodepth":{},"numjobs":{},"read":{{"iops":{},"bw_bytes_per_s":4096000.0,"lat_ns":{{"mean":1000.0,"p99":{}}}}}}}"#,
+            1 + i % 64,
+            1 + i / 64,
+            1000 + i,
+            2000 + i
+        )
+        .unwrap();
+    }
+    writeln!(out, "]}}").unwrap();
+}
+
+/// One imported run of 200,000 tests made `compare --by host` take 4.26 GB (issue 28): the
+/// loaders read, and the comparison holds, a bounded number of tests, and the JSON is written
+/// figure by figure; every format now completes under a 768 MiB address-space limit and says
+/// what it left out.
+#[test]
+fn compare_of_a_run_with_200000_tests_fits_in_bounded_memory() {
+    if !have_tool("prlimit") {
+        skip("prlimit (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("big.db");
+    let db = db.to_str().unwrap();
+    let mut args = vec!["runs".to_owned(), "import".into(), "--db".into(), db.into()];
+    for (host, tests) in [("a", 3), ("b", 3), ("c", 3), ("big", 200_000)] {
+        let path = dir.path().join(format!("{host}.json"));
+        many_tests_doc(&path, host, tests);
+        args.push(path.to_str().unwrap().to_owned());
+    }
+    let o = wait_output(tacho().args(&args).spawn_piped(), Duration::from_secs(600));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bounded = |extra: &[&str]| {
+        let child = Command::new("prlimit")
+            .arg(format!("--as={}", 768u64 << 20))
+            .arg(env!("CARGO_BIN_EXE_tacho"))
+            .args(extra)
+            .args(["--db", db])
+            .stdin(std::process::Stdio::null())
+            .spawn_piped();
+        let o = wait_output(child, Duration::from_secs(600));
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", stderr(&o));
+        o
+    };
+    for format in [&[][..], &["--csv"], &["--markdown"]] {
+        let mut args = vec!["compare", "--by", "host"];
+        args.extend(format);
+        bounded(&args);
+    }
+    let doc = json_ok(&bounded(&["compare", "--by", "host", "--json"]));
+    assert_eq!(doc["hosts"].as_array().unwrap().len(), 4);
+    let warnings = doc["warnings"].to_string();
+    assert!(warnings.contains("compared only the first"), "{warnings}");
+    let doc = json_ok(&bounded(&["compare", "1", "4", "--json"]));
+    assert!(
+        doc["warnings"]
+            .to_string()
+            .contains("compared only the first")
+    );
+}
+
+/// A label of 10 MB printed whole by `runs list` (and in compare's headings): tables cut long
+/// text with an ellipsis; JSON keeps it whole.
+#[test]
+fn long_labels_are_cut_in_tables_and_whole_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("label.db");
+    let db = db.to_str().unwrap();
+    let label = "L".repeat(10 << 20);
+    let doc = std::fs::read_to_string(FIO).unwrap();
+    let file = dir.path().join("fio.json");
+    std::fs::write(&file, doc).unwrap();
+    for _ in 0..2 {
+        let o = tacho()
+            .args(["runs", "import", "--db", db, "--label", "x"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    // The label goes in through the database: the command line holds at most 128 KiB.
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .execute("UPDATE runs SET label = ?1", [&label])
+        .unwrap();
+    for args in [
+        &["runs", "list", "--db", db][..],
+        &["compare", "1", "2", "--db", db],
+        &["compare", "1", "2", "--db", db, "--markdown"],
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(
+            o.stdout.len() < 64 << 10,
+            "{args:?}: {} bytes",
+            o.stdout.len()
+        );
+        assert!(stdout(&o).contains("LLL…"), "{args:?}");
+    }
+    let v = json_ok(&run(&["runs", "list", "--db", db, "--json"]));
+    assert_eq!(
+        v["runs"][0]["label"].as_str().map(str::len),
+        Some(label.len())
     );
 }

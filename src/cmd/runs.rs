@@ -102,9 +102,12 @@ pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
     load_with(db, ids, Results::load)
 }
 
-/// As [`load`], for comparing: tests without their per-repeat detail.
+/// As [`load`], for comparing: tests without their per-repeat detail, and no more of each
+/// run than a comparison of this many runs looks at ([`compare::tests_per_run`]; one more,
+/// so the comparison can say that some were left out).
 pub fn load_summaries(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
-    load_with(db, ids, Results::load_summary)
+    let most = compare::tests_per_run(ids.len()).saturating_add(1);
+    load_with(db, ids, |store, id| store.load_summary(id, most))
 }
 
 fn load_with(

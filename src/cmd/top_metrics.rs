@@ -75,6 +75,6 @@ fn latest_runs(host: Option<&str>) -> anyhow::Result<Vec<StoredRun>> {
     }
     latest
         .into_values()
-        .map(|id| store.load_summary(id))
+        .map(|id| store.load_summary(id, usize::MAX))
         .collect()
 }

@@ -182,41 +182,36 @@ fn outlier_json(f: &Fleet, o: &Outlier) -> serde_json::Value {
 }
 
 /// One `tacho.fleet.v1` document: hosts, every figure with its median and each host's value,
-/// and the outliers.
+/// and the outliers; the figures made into JSON one at a time as they are written.
 pub fn write_json(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
     let c = &f.comparison;
-    let figures: Vec<serde_json::Value> = c
-        .rows
-        .iter()
-        .enumerate()
-        .map(|(r, row)| {
-            let values: serde_json::Map<String, serde_json::Value> = (0..f.hosts.len())
-                .filter_map(|h| {
-                    let v = row.cells.get(h)?.as_ref()?.value;
-                    Some((f.hosts[h].clone(), json!(v)))
-                })
-                .collect();
-            json!({
-                "test": c.tests[row.test].name,
-                "direction": row.direction,
-                "metric": row.metric.key(),
-                "headline": row.headline,
-                "median": f.medians[r],
-                "values": values,
-            })
-        })
-        .collect();
     let doc = json!({
         "schema": "tacho.fleet.v1",
         "hosts": f.hosts.iter().zip(&c.runs).map(|(h, r)| json!({
             "host": h, "run_id": r.id, "created_at": r.created_at,
         })).collect::<Vec<_>>(),
         "outliers": f.outliers.iter().map(|o| outlier_json(f, o)).collect::<Vec<_>>(),
-        "figures": figures,
+        "figures": [],
         "warnings": c.warnings,
     });
-    serde_json::to_writer_pretty(&mut *out, &doc)?;
-    writeln!(out)
+    let figure = |(r, row): (usize, &Row)| {
+        let values: serde_json::Map<String, serde_json::Value> = (0..f.hosts.len())
+            .filter_map(|h| {
+                let v = row.cells.get(h)?.as_ref()?.value;
+                Some((f.hosts[h].clone(), json!(v)))
+            })
+            .collect();
+        json!({
+            "test": c.tests[row.test].name,
+            "direction": row.direction,
+            "metric": row.metric.key(),
+            "headline": row.headline,
+            "median": f.medians[r],
+            "values": values,
+        })
+    };
+    let doc = doc.as_object().expect("an object");
+    super::json::write_streaming(doc, "figures", c.rows.iter().enumerate(), figure, out)
 }
 
 /// CSV, one line per figure and host: `test,direction,metric,host,value,median,outlier`; test
