@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 pub const TINY: &[&str] = &["--size", "8M", "--runtime", "300ms"];
 
 /// Checks a Prometheus textfile with `promtool check metrics`; skips, saying so, where
-/// promtool is not installed (CI installs it).
+/// promtool is not installed (CI installs it). promtool does not look for a series written
+/// twice, which Prometheus refuses at scrape time: that is checked here.
 pub fn assert_promtool_accepts(path: &Path) {
+    assert_series_unique(&std::fs::read_to_string(path).unwrap());
     if !have_tool("promtool") {
         skip("promtool is not installed: the textfile's format is not checked");
         return;
@@ -33,6 +35,22 @@ pub fn assert_promtool_accepts(path: &Path) {
         "promtool: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// Fails when a series (name and labels) of Prometheus text has two samples: Prometheus
+/// refuses such a scrape, and promtool does not look for it.
+pub fn assert_series_unique(text: &str) {
+    let mut seen = std::collections::HashSet::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, _value) = line.rsplit_once(' ').expect("a series and its value");
+        assert!(
+            seen.insert(series),
+            "series written twice: {series}\n{text}"
+        );
+    }
 }
 
 /// `bench disk TARGET OPTIONS… TINY`: a small, short disk run.
