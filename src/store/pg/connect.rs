@@ -32,12 +32,12 @@ pub(super) struct Target {
 impl Target {
     /// Parses `url` and fills in what libpq would take from the environment.
     pub(super) fn parse(url: &str) -> Result<Target> {
+        // Not echoed: a URL that does not parse cannot be shown without its password.
         let mut config = Config::from_str(url).map_err(|e| {
             anyhow!(
-                "{} is not a usable PostgreSQL URL ({e}); write it as \
+                "the URL given is not a usable PostgreSQL URL ({e}); write it as \
                  postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require] \
-                 or, for a Unix socket, postgres:///DATABASE?host=/var/run/postgresql",
-                redact(url)
+                 or, for a Unix socket, postgres:///DATABASE?host=/var/run/postgresql"
             )
         })?;
         fill_from_env(url, &mut config);
