@@ -617,3 +617,37 @@ fn long_labels_are_cut_in_tables_and_whole_in_json() {
         Some(label.len())
     );
 }
+
+/// `compare --csv` writes an imported run's judgement (its status and metric are text from the
+/// file) as spreadsheet text, like test names (checked with Python's csv module).
+#[test]
+fn compare_csv_writes_an_imported_judgement_as_spreadsheet_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("judged.db");
+    let db = db.to_str().unwrap();
+    let mut args = vec!["runs".to_owned(), "import".into(), "--db".into(), db.into()];
+    for (i, status) in ["=HYPERLINK(\"http://x\")", "-1+2\u{1b}[2J"]
+        .iter()
+        .enumerate()
+    {
+        let doc = json!({
+            "schema": "tacho.bench.v1",
+            "host": {"hostname": "h"},
+            "judgement": {"status": status, "metric": "@fdatasync p99",
+                          "value_ns": 1000.0, "threshold_ns": 10_000_000.0},
+            "tests": [{"name": "wal", "rw": "write", "bs_bytes": 2300, "iodepth": 1,
+                       "numjobs": 1,
+                       "write": {"iops": 450.0, "bw_bytes_per_s": 1_035_000.0,
+                                 "lat_ns": {"p99": 2_000_000.0}}}],
+        });
+        let path = dir.path().join(format!("j{i}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        args.push(path.to_str().unwrap().to_owned());
+    }
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["compare", "1", "2", "--csv", "--db", db]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("judgement"), "{}", stdout(&o));
+    assert_spreadsheet_safe("compare --csv", &stdout(&o));
+}

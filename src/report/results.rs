@@ -442,7 +442,7 @@ fn judgement_csv<W: Write>(c: &Comparison, w: &mut csv::Writer<W>) -> anyhow::Re
     };
     type Field = fn(&crate::compare::Judgement) -> String;
     let fields: [(&str, Field); 3] = [
-        ("judgement", |j| j.status.clone()),
+        ("judgement", |j| spreadsheet_text(&j.status)),
         ("judged_value_ns", |j| j.value_ns.to_string()),
         ("threshold_ns", |j| j.threshold_ns.to_string()),
     ];
