@@ -7,7 +7,7 @@ use super::html::esc;
 use super::sheet::spreadsheet_text;
 use crate::compare::fleet::{Fleet, Outlier};
 use crate::compare::{Comparison, Row};
-use crate::text::Escaped;
+use crate::text::{Escaped, SHOWN_CHARS, cut};
 use serde_json::json;
 use std::io::{self, Write};
 
@@ -34,10 +34,11 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
             1 => "; 1 more figure stands out".into(),
             n => format!("; {n} more figures stand out"),
         };
+        // Names from the runs cut as in tables; the JSON's fields keep them whole.
         out.push(format!(
             "{}: {} {} {} against a median of {} over {} peers ({:.1}× worse){more}",
-            f.hosts[o.host],
-            c.row_title(row),
+            cut(&f.hosts[o.host], SHOWN_CHARS),
+            cut(&c.row_title(row), SHOWN_CHARS),
             row.metric_label(),
             row.metric.format(o.value),
             row.metric.format(o.peer_median),
@@ -47,7 +48,11 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
         for d in &o.differences {
             out.push(format!(
                 "  {}: {} vs {} on {} of {} peers",
-                d.key, d.value, d.peers_value, d.peers_with, d.peers
+                d.key,
+                cut(&d.value, SHOWN_CHARS),
+                cut(&d.peers_value, SHOWN_CHARS),
+                d.peers_with,
+                d.peers
             ));
         }
     }
