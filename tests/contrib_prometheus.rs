@@ -285,3 +285,52 @@ fn textfiles_of_repeated_job_and_command_names_give_unique_series() {
     assert!(text.contains("command=\"true #2\""), "{text}");
     common::assert_promtool_accepts(&prom);
 }
+
+/// A stored run of this host with 5,000 tests: `/metrics` exports its first 1,000, so the text
+/// copied into every scrape stays bounded.
+#[test]
+fn metrics_export_a_bounded_number_of_a_stored_runs_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let tests: Vec<serde_json::Value> = (0..5_000)
+        .map(|i| {
+            serde_json::json!({"name": format!("t{i}"), "rw": "randread", "bs_bytes": 4096,
+                "iodepth": 1 + i % 64, "numjobs": 1 + i / 64,
+                "read": {"iops": 450.0, "bw_bytes_per_s": 1_843_200.0,
+                         "lat_ns": {"p99": 2_000_000.0}}})
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "schema": "tacho.bench.v1",
+        "host": {"hostname": host.trim()},
+        "suite": {"name": "quick", "version": 1},
+        "tests": tests,
+    });
+    let file = dir.path().join("many.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let o = tacho()
+        .args(["runs", "import", "--db", db.to_str().unwrap()])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let port = common::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut top = Top(tacho()
+        .args(["top", "--json", "--interval", "200ms", "--count", "50"])
+        .args(["--listen", &addr])
+        .env("TACHO_DB", &db)
+        .spawn_piped());
+    let mut first = String::new();
+    BufReader::new(top.0.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with('{'), "no sample: {first}");
+    let body = common::http_get(port, "/metrics");
+    let exported = body
+        .lines()
+        .filter(|l| l.starts_with("tacho_stored_bench_iops{"))
+        .count();
+    assert_eq!(exported, 1_000, "stored tests exported");
+}
