@@ -155,19 +155,24 @@ fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
 }
 
 /// What libpq takes from the environment and the password file when the URL leaves it out,
-/// and the `postgres` crate does not: `PGHOST` (a directory: a Unix socket), `PGPORT`,
+/// and the `postgres` crate does not: `PGHOST` (a directory: a Unix socket; without it the local
+/// server's socket, as libpq, else localhost), `PGPORT`,
 /// `PGDATABASE`, `PGUSER` (else the name of the effective user), `PGSSLMODE`, then `PGPASSWORD`, then
 /// `PGPASSFILE` or `~/.pgpass`.
 fn fill_from_env(url: &str, config: &mut Config) {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
-        // `Config::host` takes a name starting with `/` as a socket directory.
-        config.host(&var("PGHOST").unwrap_or_else(|| "localhost".into()));
-    }
     if config.get_ports().is_empty()
         && let Some(port) = var("PGPORT").and_then(|p| p.parse().ok())
     {
         config.port(port);
+    }
+    if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        // `Config::host` takes a name starting with `/` as a socket directory.
+        let host = var("PGHOST")
+            .or_else(|| local_socket_dir(port))
+            .unwrap_or_else(|| "localhost".into());
+        config.host(&host);
     }
     if config.get_user().is_none() {
         let user = var("PGUSER")
@@ -195,6 +200,16 @@ fn fill_from_env(url: &str, config: &mut Config) {
     } else if let Some(pw) = password_file(config) {
         config.password(pw);
     }
+}
+
+/// The local server's socket directory when no host is named, as libpq on Debian, if the
+/// socket for `port` is there; else the caller uses TCP to localhost, as before sockets were
+/// supported. Not `/tmp` (libpq's upstream default): any user can put a socket there and be
+/// sent the password.
+fn local_socket_dir(port: u16) -> Option<String> {
+    let dir = "/var/run/postgresql";
+    let socket = std::fs::symlink_metadata(format!("{dir}/.s.PGSQL.{port}")).ok()?;
+    std::os::unix::fs::FileTypeExt::is_socket(&socket.file_type()).then(|| dir.to_owned())
 }
 
 /// The name of the user tacho runs as, which libpq logs in as by default (and peer
