@@ -108,7 +108,10 @@ pub fn hex_if_not_utf8(bytes: &[u8]) -> Option<String> {
     Some(hex)
 }
 
-fn needs_escape(c: char) -> bool {
+/// Whether `c` is printed escaped: a control character or a bidirectional control. Every
+/// escaper (terminal, Markdown, HTML, CSV) asks this one function, so none lets through what
+/// another escapes.
+pub(crate) fn needs_escape(c: char) -> bool {
     c.is_control() || is_bidi_control(c)
 }
 
@@ -150,6 +153,25 @@ pub fn json_kind(v: &serde_json::Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// Text from runs is cut to this many characters in tables and headings (labels, test names,
+/// hosts, paths), so a label of 100 MB prints as one short cell; JSON keeps it whole.
+pub const SHOWN_CHARS: usize = 64;
+
+/// `text` cut to `max` characters, the last of them an ellipsis when anything was left out.
+/// Cut before escaping, so an escape is never split.
+pub fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some(_) => {
+            let keep = text
+                .char_indices()
+                .nth(max.saturating_sub(1))
+                .map_or(0, |(i, _)| i);
+            std::borrow::Cow::Owned(format!("{}…", &text[..keep]))
+        }
     }
 }
 
@@ -203,6 +225,14 @@ mod tests {
         assert_eq!(EscapedBytes(b"a\xffb\n\xc3\xa9").to_string(), r"a\xffb\né");
         assert_eq!(path(Path::new(OsStr::from_bytes(b"/x/\xfe"))), r"/x/\xfe");
         assert_eq!(format!("{:>4}", EscapedBytes(b"\xff")), r"\xff");
+    }
+
+    #[test]
+    fn long_text_is_cut_with_an_ellipsis() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("abcd", 3), "ab…");
+        assert_eq!(cut("ééééé", 4), "ééé…");
+        assert_eq!(cut("", 0), "");
     }
 
     #[test]

@@ -7,6 +7,8 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
 
 const FIO: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -561,4 +563,158 @@ fn fios_fdatasync_latency_is_imported_and_judged_against_the_etcd_runs_limit() {
         !row.trim_end().ends_with('-'),
         "fio's flush p99 is missing: {row}"
     );
+}
+
+/// A `tacho.bench.v1` document of `host` with `tests` 4K random-read tests, each its own work
+/// (queue depth and jobs differ), written straight to `path` (no tree of 200,000 values).
+fn many_tests_doc(path: &std::path::Path, host: &str, tests: usize) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    write!(
+        out,
+        r#"{{"schema":"tacho.bench.v1","tool_version":"0.1.0","run":{{"created_at":"2026-11-20T10:00:00Z"}},"host":{{"hostname":"{host}"}},"target":{{"path":"/d"}},"warnings":[],"interrupted":false,"tests":["#
+    )
+    .unwrap();
+    for i in 0..tests {
+        let sep = if i == 0 { "" } else { "," };
+        write!(
+            out,
+            r#"{sep}{{"name":"t{i}","rw":"randread","bs_bytes":4096,"iodepth":{},"numjobs":{},"read":{{"iops":{},"bw_bytes_per_s":4096000.0,"lat_ns":{{"mean":1000.0,"p99":{}}}}}}}"#,
+            1 + i % 64,
+            1 + i / 64,
+            1000 + i,
+            2000 + i
+        )
+        .unwrap();
+    }
+    writeln!(out, "]}}").unwrap();
+}
+
+/// One imported run of 200,000 tests made `compare --by host` take 4.26 GB (issue 28): the
+/// loaders read, and the comparison holds, a bounded number of tests, and the JSON is written
+/// figure by figure; every format now completes under a 768 MiB address-space limit and says
+/// what it left out.
+#[test]
+fn compare_of_a_run_with_200000_tests_fits_in_bounded_memory() {
+    if !have_tool("prlimit") {
+        skip("prlimit (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("big.db");
+    let db = db.to_str().unwrap();
+    let mut args = vec!["runs".to_owned(), "import".into(), "--db".into(), db.into()];
+    for (host, tests) in [("a", 3), ("b", 3), ("c", 3), ("big", 200_000)] {
+        let path = dir.path().join(format!("{host}.json"));
+        many_tests_doc(&path, host, tests);
+        args.push(path.to_str().unwrap().to_owned());
+    }
+    let o = wait_output(tacho().args(&args).spawn_piped(), Duration::from_secs(600));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bounded = |extra: &[&str]| {
+        let child = Command::new("prlimit")
+            .arg(format!("--as={}", 768u64 << 20))
+            .arg(env!("CARGO_BIN_EXE_tacho"))
+            .args(extra)
+            .args(["--db", db])
+            .stdin(std::process::Stdio::null())
+            .spawn_piped();
+        let o = wait_output(child, Duration::from_secs(600));
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", stderr(&o));
+        o
+    };
+    for format in [&[][..], &["--csv"], &["--markdown"]] {
+        let mut args = vec!["compare", "--by", "host"];
+        args.extend(format);
+        bounded(&args);
+    }
+    let doc = json_ok(&bounded(&["compare", "--by", "host", "--json"]));
+    assert_eq!(doc["hosts"].as_array().unwrap().len(), 4);
+    let warnings = doc["warnings"].to_string();
+    assert!(warnings.contains("compared only the first"), "{warnings}");
+    let doc = json_ok(&bounded(&["compare", "1", "4", "--json"]));
+    assert!(
+        doc["warnings"]
+            .to_string()
+            .contains("compared only the first")
+    );
+}
+
+/// A label of 10 MB printed whole by `runs list` (and in compare's headings): tables cut long
+/// text with an ellipsis; JSON keeps it whole.
+#[test]
+fn long_labels_are_cut_in_tables_and_whole_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("label.db");
+    let db = db.to_str().unwrap();
+    let label = "L".repeat(10 << 20);
+    let doc = std::fs::read_to_string(FIO).unwrap();
+    let file = dir.path().join("fio.json");
+    std::fs::write(&file, doc).unwrap();
+    for _ in 0..2 {
+        let o = tacho()
+            .args(["runs", "import", "--db", db, "--label", "x"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    // The label goes in through the database: the command line holds at most 128 KiB.
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .execute("UPDATE runs SET label = ?1", [&label])
+        .unwrap();
+    for args in [
+        &["runs", "list", "--db", db][..],
+        &["compare", "1", "2", "--db", db],
+        &["compare", "1", "2", "--db", db, "--markdown"],
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(
+            o.stdout.len() < 64 << 10,
+            "{args:?}: {} bytes",
+            o.stdout.len()
+        );
+        assert!(stdout(&o).contains("LLL…"), "{args:?}");
+    }
+    let v = json_ok(&run(&["runs", "list", "--db", db, "--json"]));
+    assert_eq!(
+        v["runs"][0]["label"].as_str().map(str::len),
+        Some(label.len())
+    );
+}
+
+/// `compare --csv` writes an imported run's judgement (its status and metric are text from the
+/// file) as spreadsheet text, like test names (checked with Python's csv module).
+#[test]
+fn compare_csv_writes_an_imported_judgement_as_spreadsheet_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("judged.db");
+    let db = db.to_str().unwrap();
+    let mut args = vec!["runs".to_owned(), "import".into(), "--db".into(), db.into()];
+    for (i, status) in ["=HYPERLINK(\"http://x\")", "-1+2\u{1b}[2J"]
+        .iter()
+        .enumerate()
+    {
+        let doc = json!({
+            "schema": "tacho.bench.v1",
+            "host": {"hostname": "h"},
+            "judgement": {"status": status, "metric": "@fdatasync p99",
+                          "value_ns": 1000.0, "threshold_ns": 10_000_000.0},
+            "tests": [{"name": "wal", "rw": "write", "bs_bytes": 2300, "iodepth": 1,
+                       "numjobs": 1,
+                       "write": {"iops": 450.0, "bw_bytes_per_s": 1_035_000.0,
+                                 "lat_ns": {"p99": 2_000_000.0}}}],
+        });
+        let path = dir.path().join(format!("j{i}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        args.push(path.to_str().unwrap().to_owned());
+    }
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["compare", "1", "2", "--csv", "--db", db]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("judgement"), "{}", stdout(&o));
+    assert_spreadsheet_safe("compare --csv", &stdout(&o));
 }

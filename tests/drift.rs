@@ -130,3 +130,46 @@ fn snapshot_and_check_save_this_machine_and_drift_needs_two_hosts() {
     let line = assert_error(&run(&["compare", "1", "2", "--db", db]));
     assert!(line.contains("tacho drift"), "{line}");
 }
+
+/// Item 11 of issue 28: `drift --csv` writes host names and setting values from the runs as
+/// spreadsheet text: no cell a spreadsheet runs as a formula, no control byte (checked with
+/// Python's csv module); the Markdown list escapes overrides as well.
+#[test]
+fn drift_csv_and_markdown_keep_hostile_hosts_and_values_inert() {
+    let o = run(&["snapshot"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let snap: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("drift.db");
+    let db = db.to_str().unwrap();
+    let hosts = [
+        "db-1",
+        "=HYPERLINK(\"http://x\")",
+        "+cmd|' /C calc'!A0\u{202e}\u{1b}]0;x\u{7}",
+    ];
+    let mut args = vec!["runs", "import", "--db", db];
+    let mut files = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let mut doc = snap.clone();
+        doc["host"]["hostname"] = (*host).into();
+        doc["thp"]["enabled"] = match i {
+            0 => "never".into(),
+            1 => "-2+3\r\n@SUM(A1)".into(),
+            _ => "@x\u{202e}\u{1b}[2J".into(),
+        };
+        let path = dir.path().join(format!("h{i}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        files.push(path.to_str().unwrap().to_owned());
+    }
+    args.extend(files.iter().map(String::as_str));
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["drift", "--db", db, "--csv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_spreadsheet_safe("drift --csv", &stdout(&o));
+    let o = run(&["drift", "--db", db, "--markdown"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for raw in ["\u{202e}", "\u{1b}", "\u{7}", "\r"] {
+        assert!(!stdout(&o).contains(raw), "Markdown holds {raw:?}");
+    }
+}

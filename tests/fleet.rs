@@ -218,3 +218,69 @@ fn compare_by_host_needs_two_hosts() {
     let line = assert_error(&run(&["compare", "1", "--by", "host", "--db", db]));
     assert!(line.contains("cannot be used with"), "{line}");
 }
+
+/// A host name a stranger could give an imported run: a spreadsheet formula, HTML, a
+/// right-to-left override and a terminal escape.
+const HOSTILE_HOST: &str =
+    "=HYPERLINK(\"http://x\",\"<script>alert(1)</script>\")\u{202e}\u{1b}[2J";
+/// A test name that is a formula with a bell and an override in it.
+const HOSTILE_TEST: &str = "@SUM(A1)\u{7}\u{202e}[x](y)";
+
+/// Five hosts in a new store, the slow one (named in the verdict line) [`HOSTILE_HOST`],
+/// every test named [`HOSTILE_TEST`]; `compare --by host` with `extra` as its output.
+fn hostile_fleet(dir: &Path) -> impl Fn(&[&str]) -> String {
+    let db = dir.join("hostile.db").to_str().unwrap().to_owned();
+    let mut files = Vec::new();
+    for (i, host) in ["db-1", "db-2", "db-3", "db-4", HOSTILE_HOST]
+        .into_iter()
+        .enumerate()
+    {
+        let p99 = if i == 4 { 4100.0 } else { 300.0 + i as f64 };
+        let mut doc = bench_doc(host, p99, "write through", "2026-11-20T10:00:00Z");
+        doc["tests"][0]["name"] = HOSTILE_TEST.into();
+        let path = dir.join(format!("h{i}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        files.push(path.to_str().unwrap().to_owned());
+    }
+    import(&db, &files);
+    move |extra: &[&str]| {
+        let mut args = vec!["compare", "--by", "host", "--db", &db];
+        args.extend(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", stderr(&o));
+        stdout(&o)
+    }
+}
+
+/// Item 11 of issue 28: `compare --by host --csv` writes host and test names as spreadsheet
+/// text without control bytes (checked with Python's csv module).
+#[test]
+fn compare_by_host_csv_cells_are_never_formulas_or_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    let by_host = hostile_fleet(dir.path());
+    assert_spreadsheet_safe("compare --by host --csv", &by_host(&["--csv"]));
+}
+
+/// The Markdown weakness of issue 28: the verdict line of `compare --by host --markdown` is
+/// escaped like the table (no HTML, no links), and right-to-left overrides are escaped in
+/// Markdown, HTML and text alike.
+#[test]
+fn compare_by_host_escapes_markup_and_overrides_in_the_verdict_and_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let by_host = hostile_fleet(dir.path());
+    let md = by_host(&["--markdown"]);
+    assert!(md.lines().next().unwrap().contains("HYPERLINK"), "{md}");
+    for raw in ["<script>", "\u{202e}", "\u{1b}", "\u{7}", "[x](y)"] {
+        assert!(!md.contains(raw), "Markdown holds {raw:?}:\n{md}");
+    }
+    let text = by_host(&[]);
+    for raw in ["\u{202e}", "\u{1b}", "\u{7}"] {
+        assert!(!text.contains(raw), "text holds {raw:?}:\n{text}");
+    }
+    let page = dir.path().join("fleet.html");
+    by_host(&["--html", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    for raw in ["<script>", "\u{202e}", "\u{1b}", "\u{7}"] {
+        assert!(!html.contains(raw), "HTML holds {raw:?}");
+    }
+}

@@ -25,9 +25,10 @@ pub fn sq(s: &str) -> String {
     }
 }
 
-/// True when `s` can be put into a script line: no control character but the tab.
+/// True when `s` can be put into a script line: no control character but the tab, and no
+/// bidirectional control (which would make the line read differently from what runs).
 fn inert(s: &str) -> bool {
-    !s.chars().any(|c| c.is_control() && c != '\t')
+    !s.chars().any(|c| crate::text::needs_escape(c) && c != '\t')
 }
 
 /// The remedy when `value` (what it is: `what`) cannot be written into a command safely.

@@ -21,7 +21,7 @@ pub fn one_line(e: &clap::Error) -> String {
     // Whatever was typed, nothing reaches the terminal as a control character.
     text.chars()
         .map(|c| {
-            if c.is_control() {
+            if crate::text::needs_escape(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()

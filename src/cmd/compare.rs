@@ -138,9 +138,11 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
             picked.len()
         );
     }
+    // No more of each run than the comparison looks at (one more, so it can say so).
+    let most = compare::tests_per_run(picked.len()).saturating_add(1);
     let runs = picked
         .into_iter()
-        .map(|(host, id)| Ok((host, store.load_summary(id)?)))
+        .map(|(host, id)| Ok((host, store.load_summary(id, most)?)))
         .collect::<Result<Vec<_>>>()?;
     let f = fleet::by_host(runs);
     let mut out = std::io::stdout().lock();

@@ -37,9 +37,8 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
     })?;
     if !pg::is_url(&url) {
         bail!(
-            "--db {} is not a PostgreSQL URL; runs push uploads to postgres://USER@HOST/DATABASE \
-             (the local file goes in --from)",
-            Escaped(&pg::redact(&url))
+            "--db is not a PostgreSQL URL; runs push uploads to postgres://USER@HOST/DATABASE \
+             (the local file goes in --from)"
         );
     }
     // TACHO_DB names the server here, so the local default cannot come from it.
@@ -73,7 +72,23 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
             counts.running
         )?;
     }
-    Ok(())
+    let Some((id, why)) = counts.failed.first() else {
+        return Ok(());
+    };
+    let others = match counts.failed.len() {
+        1 => String::new(),
+        n => {
+            let ids: Vec<String> = counts.failed[1..]
+                .iter()
+                .map(|(i, _)| i.to_string())
+                .collect();
+            format!(" ({} more not pushed: run {})", n - 1, ids.join(", "))
+        }
+    };
+    bail!(
+        "local run {id} was not pushed: {}{others}; every other run was",
+        Escaped(why)
+    )
 }
 
 /// The store, for commands that only read or remove: a missing file is not created.
@@ -87,9 +102,12 @@ pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
     load_with(db, ids, Results::load)
 }
 
-/// As [`load`], for comparing: tests without their per-repeat detail.
+/// As [`load`], for comparing: tests without their per-repeat detail, and no more of each
+/// run than a comparison of this many runs looks at ([`compare::tests_per_run`]; one more,
+/// so the comparison can say that some were left out).
 pub fn load_summaries(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
-    load_with(db, ids, Results::load_summary)
+    let most = compare::tests_per_run(ids.len()).saturating_add(1);
+    load_with(db, ids, |store, id| store.load_summary(id, most))
 }
 
 fn load_with(

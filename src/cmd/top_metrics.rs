@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 /// How long gathered figures are served before they are gathered again.
 const REFRESH: Duration = Duration::from_secs(60);
 
+/// Tests of one stored run exported: the text is kept and copied into every scrape, so a run
+/// of 200,000 tests (imported under this host's name) would make each answer hundreds of MB.
+/// A real suite has tens.
+const TESTS_PER_RUN: usize = 1_000;
+
 /// The cached text and when it was made.
 #[derive(Default)]
 pub struct HostMetrics {
@@ -55,7 +60,8 @@ impl HostMetrics {
     }
 }
 
-/// The latest finished disk, cpu and mem run of each suite saved by this host.
+/// The latest finished disk, cpu and mem run of each suite saved by this host, each with at
+/// most [`TESTS_PER_RUN`] tests.
 fn latest_runs(host: Option<&str>) -> anyhow::Result<Vec<StoredRun>> {
     let Some(host) = host else {
         return Ok(Vec::new());
@@ -75,6 +81,6 @@ fn latest_runs(host: Option<&str>) -> anyhow::Result<Vec<StoredRun>> {
     }
     latest
         .into_values()
-        .map(|id| store.load_summary(id))
+        .map(|id| store.load_summary(id, TESTS_PER_RUN))
         .collect()
 }

@@ -4,6 +4,7 @@
 use super::stored::{ExtraView, Field, TargetView, WarningView, view};
 use crate::store::StoredRun;
 use crate::store::{RunKind, RunSource, RunStatus};
+use crate::text::{SHOWN_CHARS, cut};
 use crate::units::format_latency_ns;
 use serde_json::Value;
 
@@ -41,10 +42,10 @@ pub struct RunHead {
 }
 
 impl RunHead {
-    /// `run 3`, or `run 3 (label)`: each run named once.
+    /// `run 3`, or `run 3 (label)`: each run named once (a long label cut).
     pub fn name(&self) -> String {
         match &self.label {
-            Some(l) => format!("run {} ({l})", self.id),
+            Some(l) => format!("run {} ({})", self.id, cut(l, SHOWN_CHARS)),
             None => format!("run {}", self.id),
         }
     }
@@ -57,7 +58,7 @@ impl RunHead {
     /// A column header: `#3 label`, or `run 3` when unlabelled.
     pub fn column(&self) -> String {
         match &self.label {
-            Some(l) => format!("#{} {l}", self.id),
+            Some(l) => format!("#{} {}", self.id, cut(l, SHOWN_CHARS)),
             None => format!("run {}", self.id),
         }
     }

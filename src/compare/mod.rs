@@ -291,9 +291,28 @@ pub struct Comparison {
     pub common: usize,
 }
 
-/// Compares `runs`; the first is the baseline.
+/// At most this many (test, run) cells are compared: a comparison holds a row per figure of
+/// each test with a cell per run, so a run of 200,000 tests (or a thousand hosts of unlike
+/// tests) would otherwise take gigabytes. A real suite is tens of tests; a fleet of 1,000
+/// hosts still gets 100 tests each.
+pub const COMPARED_CELLS: usize = 100_000;
+
+/// Missing-test warnings listed by name; more are counted.
+const MISSING_LISTED: usize = 20;
+
+/// How many tests of each of `runs` runs are compared (see [`COMPARED_CELLS`]); the loaders
+/// read no more than this.
+pub fn tests_per_run(runs: usize) -> usize {
+    (COMPARED_CELLS / runs.max(1)).max(1)
+}
+
+/// Compares `runs`; the first is the baseline. Only the first [`tests_per_run`] matched
+/// tests are compared (a warning says so when there were more).
 pub fn compare(runs: &[StoredRun]) -> Comparison {
-    let matched = match_tests(runs);
+    let mut matched = match_tests(runs);
+    let cap = tests_per_run(runs.len());
+    let cut = matched.len() > cap;
+    matched.truncate(cap);
     let mut rows = Vec::new();
     for (index, (_, per_run)) in matched.iter().enumerate() {
         let throughput = throughput_metric(per_run);
@@ -336,6 +355,15 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
         .map(|(_, per_run)| test_info(per_run))
         .collect();
     let mut warnings = suite_warnings(runs);
+    if cut {
+        warnings.push(format!(
+            "compared only the first {cap} tests: a comparison of {} runs holds at most \
+             {COMPARED_CELLS} tests in all (compare fewer runs, or see every test of a run with \
+             tacho runs show ID)",
+            runs.len()
+        ));
+    }
+    let mut missing_tests = 0;
     for (_, per_run) in &matched {
         let missing: Vec<String> = runs
             .iter()
@@ -344,12 +372,21 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
             .map(|(r, _)| format!("run {}", r.id))
             .collect();
         if !missing.is_empty() && runs.len() > 1 {
-            warnings.push(format!(
-                "test {} is not in {}",
-                test_info(per_run).name,
-                missing.join(", ")
-            ));
+            missing_tests += 1;
+            if missing_tests <= MISSING_LISTED {
+                warnings.push(format!(
+                    "test {} is not in {}",
+                    test_info(per_run).name,
+                    missing.join(", ")
+                ));
+            }
         }
+    }
+    if missing_tests > MISSING_LISTED {
+        warnings.push(format!(
+            "{} more tests are not in every run",
+            missing_tests - MISSING_LISTED
+        ));
     }
     if runs.len() > 1 && common_tests(&matched) == 0 {
         let others: Vec<String> = runs[1..].iter().map(|r| r.id.to_string()).collect();

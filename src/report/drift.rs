@@ -3,6 +3,7 @@
 
 use super::grid::markdown_escape;
 use super::html::esc;
+use super::sheet::spreadsheet_text;
 use crate::compare::drift::Drift;
 use crate::text::Escaped;
 use serde_json::json;
@@ -150,7 +151,8 @@ pub fn write_json(drift: &[Drift], scope: &Scope, out: &mut impl Write) -> io::R
     writeln!(out)
 }
 
-/// CSV, one line per setting and host: `key,relevant,host,value`.
+/// CSV, one line per setting and host: `key,relevant,host,value`; keys, hosts and values
+/// (from the runs) written as spreadsheet text.
 pub fn write_csv(drift: &[Drift], out: &mut impl Write) -> io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     let fail = |e: csv::Error| io::Error::other(e.to_string());
@@ -160,8 +162,13 @@ pub fn write_csv(drift: &[Drift], out: &mut impl Write) -> io::Result<()> {
         let relevant = if d.relevant() { "yes" } else { "no" };
         for (value, hosts) in &d.groups {
             for host in hosts {
-                w.write_record([&d.key, relevant, host, value.as_deref().unwrap_or("")])
-                    .map_err(fail)?;
+                w.write_record([
+                    spreadsheet_text(&d.key).as_str(),
+                    relevant,
+                    &spreadsheet_text(host),
+                    &spreadsheet_text(value.as_deref().unwrap_or("")),
+                ])
+                .map_err(fail)?;
             }
         }
     }

@@ -81,11 +81,15 @@ fn header(out: &mut impl Write, what: &str, host: &str, n: usize) -> std::io::Re
 
 /// Writes `cmd` as script lines, commented out when `manual`. The commands quote every value
 /// read from the system (see `cmds`); a line that still holds a control character other than
-/// a tab (a carriage return would hide what precedes it from the admin reading the script)
-/// is written commented out and escaped, never run.
+/// a tab (a carriage return would hide what precedes it from the admin reading the script),
+/// or a bidirectional control (the line would read differently from what runs), is written
+/// commented out and escaped, never run.
 fn lines(out: &mut impl Write, cmd: &str, manual: bool) -> std::io::Result<()> {
     for line in cmd.split('\n') {
-        if line.chars().any(|c| c.is_control() && c != '\t') {
+        if line
+            .chars()
+            .any(|c| crate::text::needs_escape(c) && c != '\t')
+        {
             writeln!(
                 out,
                 "# not run, holds control characters: {}",

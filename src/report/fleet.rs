@@ -2,11 +2,12 @@
 //! with the peer median — a row per figure and a column per host, or a row per host when
 //! there are many — as text, Markdown, JSON (`tacho.fleet.v1`), CSV or an HTML page.
 
-use super::grid::Grid;
+use super::grid::{Grid, markdown_escape};
 use super::html::esc;
+use super::sheet::spreadsheet_text;
 use crate::compare::fleet::{Fleet, Outlier};
 use crate::compare::{Comparison, Row};
-use crate::text::Escaped;
+use crate::text::{Escaped, SHOWN_CHARS, cut};
 use serde_json::json;
 use std::io::{self, Write};
 
@@ -33,10 +34,11 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
             1 => "; 1 more figure stands out".into(),
             n => format!("; {n} more figures stand out"),
         };
+        // Names from the runs cut as in tables; the JSON's fields keep them whole.
         out.push(format!(
             "{}: {} {} {} against a median of {} over {} peers ({:.1}× worse){more}",
-            f.hosts[o.host],
-            c.row_title(row),
+            cut(&f.hosts[o.host], SHOWN_CHARS),
+            cut(&c.row_title(row), SHOWN_CHARS),
             row.metric_label(),
             row.metric.format(o.value),
             row.metric.format(o.peer_median),
@@ -46,7 +48,11 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
         for d in &o.differences {
             out.push(format!(
                 "  {}: {} vs {} on {} of {} peers",
-                d.key, d.value, d.peers_value, d.peers_with, d.peers
+                d.key,
+                cut(&d.value, SHOWN_CHARS),
+                cut(&d.peers_value, SHOWN_CHARS),
+                d.peers_with,
+                d.peers
             ));
         }
     }
@@ -56,7 +62,12 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
 /// The verdicts, then the table, for a terminal (`markdown`: as Markdown).
 pub fn write_text(f: &Fleet, markdown: bool, out: &mut impl Write) -> io::Result<()> {
     for line in verdicts(f) {
-        writeln!(out, "{}", Escaped(&line))?;
+        // Host names come from the runs: in Markdown they could open HTML or links.
+        if markdown {
+            writeln!(out, "{}", markdown_escape(&line))?;
+        } else {
+            writeln!(out, "{}", Escaped(&line))?;
+        }
     }
     writeln!(out)?;
     let grid = grid(f);
@@ -176,44 +187,40 @@ fn outlier_json(f: &Fleet, o: &Outlier) -> serde_json::Value {
 }
 
 /// One `tacho.fleet.v1` document: hosts, every figure with its median and each host's value,
-/// and the outliers.
+/// and the outliers; the figures made into JSON one at a time as they are written.
 pub fn write_json(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
     let c = &f.comparison;
-    let figures: Vec<serde_json::Value> = c
-        .rows
-        .iter()
-        .enumerate()
-        .map(|(r, row)| {
-            let values: serde_json::Map<String, serde_json::Value> = (0..f.hosts.len())
-                .filter_map(|h| {
-                    let v = row.cells.get(h)?.as_ref()?.value;
-                    Some((f.hosts[h].clone(), json!(v)))
-                })
-                .collect();
-            json!({
-                "test": c.tests[row.test].name,
-                "direction": row.direction,
-                "metric": row.metric.key(),
-                "headline": row.headline,
-                "median": f.medians[r],
-                "values": values,
-            })
-        })
-        .collect();
     let doc = json!({
         "schema": "tacho.fleet.v1",
         "hosts": f.hosts.iter().zip(&c.runs).map(|(h, r)| json!({
             "host": h, "run_id": r.id, "created_at": r.created_at,
         })).collect::<Vec<_>>(),
         "outliers": f.outliers.iter().map(|o| outlier_json(f, o)).collect::<Vec<_>>(),
-        "figures": figures,
+        "figures": [],
         "warnings": c.warnings,
     });
-    serde_json::to_writer_pretty(&mut *out, &doc)?;
-    writeln!(out)
+    let figure = |(r, row): (usize, &Row)| {
+        let values: serde_json::Map<String, serde_json::Value> = (0..f.hosts.len())
+            .filter_map(|h| {
+                let v = row.cells.get(h)?.as_ref()?.value;
+                Some((f.hosts[h].clone(), json!(v)))
+            })
+            .collect();
+        json!({
+            "test": c.tests[row.test].name,
+            "direction": row.direction,
+            "metric": row.metric.key(),
+            "headline": row.headline,
+            "median": f.medians[r],
+            "values": values,
+        })
+    };
+    let doc = doc.as_object().expect("an object");
+    super::json::write_streaming(doc, "figures", c.rows.iter().enumerate(), figure, out)
 }
 
-/// CSV, one line per figure and host: `test,direction,metric,host,value,median,outlier`.
+/// CSV, one line per figure and host: `test,direction,metric,host,value,median,outlier`; test
+/// and host names (from the runs) written as spreadsheet text.
 pub fn write_csv(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
     let c = &f.comparison;
     let mut w = csv::Writer::from_writer(out);
@@ -238,10 +245,10 @@ pub fn write_csv(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
                 .iter()
                 .any(|o| o.host == h && (o.row == r || o.more_rows.contains(&r)));
             w.write_record([
-                c.tests[row.test].name.as_str(),
+                spreadsheet_text(&c.tests[row.test].name).as_str(),
                 row.direction,
                 row.metric.key(),
-                host,
+                &spreadsheet_text(host),
                 &cell.value.to_string(),
                 &f.medians[r].map_or_else(String::new, |m| m.to_string()),
                 if outlier { "yes" } else { "no" },

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use unicode_width::UnicodeWidthStr;
 
-use crate::text::escape;
+use crate::text::{SHOWN_CHARS, cut, escape, needs_escape};
 
 pub struct Grid {
     pub header: Vec<String>,
@@ -14,7 +14,8 @@ pub struct Grid {
 
 impl Grid {
     /// Columns padded to their widest cell, two spaces apart; control characters in cells
-    /// (labels, test names, hosts and paths come from runs, imported ones included) escaped.
+    /// (labels, test names, hosts and paths come from runs, imported ones included) escaped,
+    /// and cells longer than [`SHOWN_CHARS`] cut with an ellipsis.
     pub fn write_text(&self, out: &mut impl Write) -> io::Result<()> {
         let escaped = self.escaped();
         let widths = escaped.widths();
@@ -38,10 +39,13 @@ impl Grid {
         Ok(())
     }
 
-    /// A GitHub-flavoured Markdown table; every cell escaped.
+    /// A GitHub-flavoured Markdown table; every cell escaped, and cut as in text.
     pub fn write_markdown(&self, out: &mut impl Write) -> io::Result<()> {
         let line = |cells: &[String]| {
-            let escaped: Vec<String> = cells.iter().map(|c| markdown_escape(c)).collect();
+            let escaped: Vec<String> = cells
+                .iter()
+                .map(|c| markdown_escape(&cut(c, SHOWN_CHARS)))
+                .collect();
             format!("| {} |", escaped.join(" | "))
         };
         writeln!(out, "{}", line(&self.header))?;
@@ -62,7 +66,11 @@ impl Grid {
     }
 
     fn escaped(&self) -> Grid {
-        let cells = |row: &Vec<String>| row.iter().map(|c| escape(c).into_owned()).collect();
+        let cells = |row: &Vec<String>| {
+            row.iter()
+                .map(|c| escape(&cut(c, SHOWN_CHARS)).into_owned())
+                .collect()
+        };
         Grid {
             header: cells(&self.header),
             rows: self.rows.iter().map(cells).collect(),
@@ -86,7 +94,8 @@ impl Grid {
 
 /// Text from runs (labels, paths) made inert in Markdown: renderers pass raw HTML through and
 /// treat `|`, `*`, `_`, `` ` ``, `[` and friends as markup. Newlines would end the table row,
-/// and other control characters reach the terminal of whoever reads the file: all escaped.
+/// other control characters reach the terminal of whoever reads the file, and bidirectional
+/// overrides reorder what the reader sees: all escaped.
 pub fn markdown_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -94,7 +103,7 @@ pub fn markdown_escape(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            c if c.is_control() => out.push_str(&escape(&c.to_string())),
+            c if needs_escape(c) => out.push_str(&escape(&c.to_string())),
             // Enough to neutralise emphasis, code, links (no `[`, no link), tables, strikeout.
             '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' => {
                 out.push('\\');
@@ -116,6 +125,7 @@ mod tests {
             markdown_escape("<script>a|b</script> *x* [l](u)"),
             "&lt;script&gt;a\\|b&lt;/script&gt; \\*x\\* \\[l\\](u)"
         );
+        assert_eq!(markdown_escape("a\u{202e}b"), "a\\u{202e}b");
     }
 
     #[test]

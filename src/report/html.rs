@@ -507,8 +507,9 @@ pub fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // Inert in a browser, but not for whoever `cat`s the file: shown escaped.
-            c if c.is_control() => out.push_str(&crate::text::escape(&c.to_string())),
+            // Inert in a browser, but not for whoever `cat`s the file: shown escaped. A
+            // bidirectional override is not inert in a browser either: it reorders the page.
+            c if crate::text::needs_escape(c) => out.push_str(&crate::text::escape(&c.to_string())),
             c => out.push(c),
         }
     }
@@ -525,6 +526,7 @@ mod tests {
             esc("<script>alert('x\"y')</script>&"),
             "&lt;script&gt;alert(&#39;x&quot;y&#39;)&lt;/script&gt;&amp;"
         );
+        assert_eq!(esc("rtl\u{202e}txt"), "rtl\\u{202e}txt");
         assert_eq!(esc("a\u{1b}[2J\n"), r"a\e[2J\n");
     }
 

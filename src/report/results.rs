@@ -312,26 +312,24 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
             })
         })
         .collect();
-    let rows: Vec<Value> = c
-        .rows
-        .iter()
-        .map(|row| {
-            let t = &c.tests[row.test];
-            json!({
-                "test": t.name, "rw": t.rw, "bs_bytes": t.bs_bytes, "iodepth": t.iodepth,
-                "numjobs": t.numjobs, "sync": t.sync_kind, "direction": row.direction, "metric": row.metric.key(),
-                "higher_is_better": row.metric.higher_is_better(), "headline": row.headline,
-                "cells": row.cells.iter().zip(&c.runs).map(|(cell, run)| cell.as_ref().map(|cell| json!({
-                    "run": run.id,
-                    "value": cell.value,
-                    "samples": cell.samples,
-                    "change_pct": cell.change_pct,
-                    "p_value": cell.significance.p_value(),
-                    "significance": cell.significance.code(),
-                }))).collect::<Vec<_>>(),
-            })
+    // Made into JSON one at a time as they are written: all rows as one tree took gigabytes
+    // for a run of many tests.
+    let row_json = |row: &crate::compare::Row| {
+        let t = &c.tests[row.test];
+        json!({
+            "test": t.name, "rw": t.rw, "bs_bytes": t.bs_bytes, "iodepth": t.iodepth,
+            "numjobs": t.numjobs, "sync": t.sync_kind, "direction": row.direction, "metric": row.metric.key(),
+            "higher_is_better": row.metric.higher_is_better(), "headline": row.headline,
+            "cells": row.cells.iter().zip(&c.runs).map(|(cell, run)| cell.as_ref().map(|cell| json!({
+                "run": run.id,
+                "value": cell.value,
+                "samples": cell.samples,
+                "change_pct": cell.change_pct,
+                "p_value": cell.significance.p_value(),
+                "significance": cell.significance.code(),
+            }))).collect::<Vec<_>>(),
         })
-        .collect();
+    };
     let fingerprint: Vec<Value> = c
         .fingerprint
         .iter()
@@ -343,7 +341,7 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
         "baseline": c.runs[0].id,
         "tests_in_common": c.common,
         "runs": runs,
-        "rows": rows,
+        "rows": [],
         "fingerprint": fingerprint,
         "warnings": c.warnings,
     });
@@ -365,8 +363,8 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
         doc["regressions"] = Value::Array(regressions);
         doc["judgement_regressions"] = Value::Array(judged);
     }
-    serde_json::to_writer_pretty(&mut *out, &doc)?;
-    writeln!(out)
+    let doc = doc.as_object().expect("an object");
+    super::json::write_streaming(doc, "rows", &c.rows, row_json, out)
 }
 
 /// Every figure, one row per test, direction and metric; per run its value, and for the
@@ -444,7 +442,7 @@ fn judgement_csv<W: Write>(c: &Comparison, w: &mut csv::Writer<W>) -> anyhow::Re
     };
     type Field = fn(&crate::compare::Judgement) -> String;
     let fields: [(&str, Field); 3] = [
-        ("judgement", |j| j.status.clone()),
+        ("judgement", |j| spreadsheet_text(&j.status)),
         ("judged_value_ns", |j| j.value_ns.to_string()),
         ("threshold_ns", |j| j.threshold_ns.to_string()),
     ];

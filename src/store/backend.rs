@@ -110,11 +110,12 @@ impl Results {
         }
     }
 
-    /// The run with `id` for comparing (the local store leaves out per-repeat detail).
-    pub fn load_summary(&mut self, id: i64) -> Result<StoredRun> {
+    /// The run with `id` for comparing, with its first `max_tests` tests (the local store
+    /// leaves out per-repeat detail).
+    pub fn load_summary(&mut self, id: i64, max_tests: usize) -> Result<StoredRun> {
         match self {
-            Results::Local(s) => s.load_summary(id),
-            Results::Shared(s) => s.load(id),
+            Results::Local(s) => s.load_summary(id, max_tests),
+            Results::Shared(s) => s.load_upto(id, max_tests),
         }
     }
 

@@ -211,6 +211,12 @@ impl<'de> serde::Deserialize<'de> for TestList {
 }
 
 fn parse_one(doc: Document) -> Result<NewRun, Invalid> {
+    let run = parse_kind(doc)?;
+    refuse_nul(&run)?;
+    Ok(run)
+}
+
+fn parse_kind(doc: Document) -> Result<NewRun, Invalid> {
     let Document { mut fields, tests } = doc;
     let run = match fields.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => {
@@ -239,6 +245,54 @@ fn parse_one(doc: Document) -> Result<NewRun, Invalid> {
         check_test(i, &test.value())?;
     }
     Ok(run)
+}
+
+/// Refuses a run with a NUL character in any string or key. PostgreSQL stores no NUL in text
+/// (`invalid byte sequence for encoding "UTF8": 0x00`), so such a run could be kept here but
+/// never pushed to or imported into a shared store; no real tool writes one.
+fn refuse_nul(run: &NewRun) -> Result<(), Invalid> {
+    let texts = [
+        ("label", run.label.as_deref()),
+        ("created_at", run.created_at.as_deref()),
+        ("tool_version", run.tool_version.as_deref()),
+        ("suite", run.suite.as_ref().map(|s| s.0.as_str())),
+    ];
+    let mut found = texts
+        .into_iter()
+        .find(|(_, t)| t.is_some_and(|t| t.contains('\0')))
+        .map(|(what, _)| what.to_owned());
+    found = found
+        .or_else(|| nul_in(&run.host).then(|| "host".into()))
+        .or_else(|| nul_in(&run.target).then(|| "target".into()))
+        .or_else(|| {
+            run.extra
+                .iter()
+                .find(|(k, v)| k.contains('\0') || nul_in(v))
+                .map(|(k, _)| crate::text::escape(k).into_owned())
+        })
+        .or_else(|| {
+            run.tests
+                .iter()
+                .position(|t| nul_in(&t.value()))
+                .map(|i| format!("test {}", i + 1))
+        });
+    match found {
+        None => Ok(()),
+        Some(at) => Err(Invalid(format!(
+            "{at} holds a NUL character (\\u0000), which no results store can keep as text \
+             (PostgreSQL refuses it); remove it from the file"
+        ))),
+    }
+}
+
+/// Whether a NUL character is in any string or key of `v`.
+fn nul_in(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(nul_in),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || nul_in(v)),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -362,18 +362,21 @@ impl Store {
 
     /// The run with `id`, its tests and their figures.
     pub fn load(&self, id: i64) -> Result<StoredRun> {
-        self.load_with(id, false)
+        self.load_with(id, false, usize::MAX)
     }
 
     /// The run with `id` for comparing: as [`Store::load`], but each test's JSON leaves out
     /// its figures and per-repeat detail ([`SUMMARY_SKIPS`]), which compare takes from the
     /// figures table. Parsing those into `Value`s was most of the time and memory of
-    /// comparing runs of many tests.
-    pub fn load_summary(&self, id: i64) -> Result<StoredRun> {
-        self.load_with(id, true)
+    /// comparing runs of many tests. Only the first `max_tests` tests are read, so the
+    /// memory a comparison takes is bounded however many tests a stored run holds.
+    pub fn load_summary(&self, id: i64, max_tests: usize) -> Result<StoredRun> {
+        self.load_with(id, true, max_tests)
     }
 
-    fn load_with(&self, id: i64, summary: bool) -> Result<StoredRun> {
+    fn load_with(&self, id: i64, summary: bool, max_tests: usize) -> Result<StoredRun> {
+        // SQLite reads a negative LIMIT as none.
+        let limit = i64::try_from(max_tests).unwrap_or(-1);
         // One read transaction: one snapshot of the run, and one lock taken instead of one
         // per statement.
         let snapshot = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
@@ -391,11 +394,11 @@ impl Store {
                 self.path.display()
             );
         };
-        let mut figures = self.figures(&snapshot, id)?.into_iter().peekable();
+        let mut figures = self.figures(&snapshot, id, limit)?.into_iter().peekable();
         let mut stmt = snapshot
-            .prepare("SELECT seq, name, json FROM tests WHERE run_id = ?1 ORDER BY seq")
+            .prepare("SELECT seq, name, json FROM tests WHERE run_id = ?1 ORDER BY seq LIMIT ?2")
             .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([id]).map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([id, limit]).map_err(|e| self.err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
             let (seq, name, json): (i64, String, String) =
                 (|| Ok::<_, rusqlite::Error>((row.get(0)?, row.get(1)?, row.get(2)?)))()
@@ -428,19 +431,27 @@ impl Store {
         Ok(run)
     }
 
-    /// Every figure of run `run_id` with its test's seq, in (seq, sample, direction) order:
-    /// one query for the run, not one per test.
-    fn figures(&self, conn: &rusqlite::Connection, run_id: i64) -> Result<Vec<(i64, Figures)>> {
+    /// Every figure of the first `limit` tests of run `run_id` (all for a negative limit) with
+    /// its test's seq, in (seq, sample, direction) order: one query for the run, not one per
+    /// test.
+    fn figures(
+        &self,
+        conn: &rusqlite::Connection,
+        run_id: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, Figures)>> {
         let mut stmt = conn
             .prepare(
                 "SELECT sample, direction, iops, bw_bytes_per_s, lat_mean_ns, lat_p50_ns,
                         lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns, lat_max_ns,
                         ops_per_s, seq
-                 FROM figures WHERE run_id = ?1 ORDER BY seq, sample, direction",
+                 FROM figures WHERE run_id = ?1 AND seq IN
+                     (SELECT seq FROM tests WHERE run_id = ?1 ORDER BY seq LIMIT ?2)
+                 ORDER BY seq, sample, direction",
             )
             .map_err(|e| self.err(e))?;
         let rows: Vec<Option<(i64, Figures)>> = stmt
-            .query_map([run_id], |r| {
+            .query_map([run_id, limit], |r| {
                 let direction: String = r.get(1)?;
                 // Tacho writes only DIRECTIONS; a row from a newer tacho with another
                 // direction is left out rather than shown under a wrong name.

@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 pub const TINY: &[&str] = &["--size", "8M", "--runtime", "300ms"];
 
 /// Checks a Prometheus textfile with `promtool check metrics`; skips, saying so, where
-/// promtool is not installed (CI installs it).
+/// promtool is not installed (CI installs it). promtool does not look for a series written
+/// twice, which Prometheus refuses at scrape time: that is checked here.
 pub fn assert_promtool_accepts(path: &Path) {
+    assert_series_unique(&std::fs::read_to_string(path).unwrap());
     if !have_tool("promtool") {
         skip("promtool is not installed: the textfile's format is not checked");
         return;
@@ -33,6 +35,22 @@ pub fn assert_promtool_accepts(path: &Path) {
         "promtool: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// Fails when a series (name and labels) of Prometheus text has two samples: Prometheus
+/// refuses such a scrape, and promtool does not look for it.
+pub fn assert_series_unique(text: &str) {
+    let mut seen = std::collections::HashSet::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, _value) = line.rsplit_once(' ').expect("a series and its value");
+        assert!(
+            seen.insert(series),
+            "series written twice: {series}\n{text}"
+        );
+    }
 }
 
 /// `bench disk TARGET OPTIONS… TINY`: a small, short disk run.
@@ -722,4 +740,43 @@ while True:
             .spawn()
             .expect("cannot start python3"),
     )
+}
+
+/// Opens `csv` with Python's csv module (as a spreadsheet import would split it) and fails on
+/// any cell a spreadsheet would run as a formula (starting with `=`, `+`, `-` or `@`) or that
+/// holds a control character or a bidirectional control.
+pub fn assert_spreadsheet_safe(what: &str, csv: &str) {
+    const CHECK: &str = r#"
+import csv, io, sys
+BIDI = {0x200e, 0x200f, *range(0x202a, 0x202f), *range(0x2066, 0x206a)}
+bad = []
+rows = 0
+for row in csv.reader(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="")):
+    rows += 1
+    for cell in row:
+        if cell[:1] in ("=", "+", "-", "@") or any(
+            ord(c) < 32 or 127 <= ord(c) < 160 or ord(c) in BIDI for c in cell
+        ):
+            bad.append(cell)
+print(rows)
+if bad:
+    sys.exit("unsafe cells: " + repr(bad[:5]))
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", CHECK])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(csv.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{what}: {}\n{csv}", stderr(&o));
+    let rows: usize = stdout(&o).trim().parse().unwrap();
+    assert!(rows > 1, "{what}: a header and rows: {csv}");
 }

@@ -52,11 +52,12 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
             "fsync/fdatasync latency, by quantile (1 is the maximum).",
         ),
     ];
-    for t in &report.tests {
+    let names = super::numbered(report.tests.iter().map(|t| t.name.as_str()));
+    for (t, name) in report.tests.iter().zip(&names) {
         for (direction, d) in [("read", t.read), ("write", t.write)] {
             let Some(d) = d else { continue };
             let labels = [
-                ("test", t.name.as_str()),
+                ("test", name.as_str()),
                 ("direction", direction),
                 ("device", device),
             ];
@@ -66,7 +67,7 @@ pub fn render(report: &BenchReport, info: &RunInfo) -> String {
         }
         if let Some(sync) = t.sync {
             let labels = [
-                ("test", t.name.as_str()),
+                ("test", name.as_str()),
                 ("direction", "sync"),
                 ("device", device),
             ];

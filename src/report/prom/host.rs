@@ -65,11 +65,12 @@ pub fn render(h: &HostFigures) -> String {
                 t.timestamp() as f64,
             );
         }
-        for test in &run.tests {
+        let names = super::numbered(run.tests.iter().map(|t| t.name.as_str()));
+        for (test, name) in run.tests.iter().zip(&names) {
             for f in test.figures.iter().filter(|f| f.sample == 0) {
                 let labels = [
                     ("suite", suite.as_str()),
-                    ("test", test.name.as_str()),
+                    ("test", name.as_str()),
                     ("direction", f.direction),
                 ];
                 if let Some(v) = f.iops {

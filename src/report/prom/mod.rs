@@ -100,6 +100,33 @@ impl Family {
     }
 }
 
+/// Names made unique in order, for a label that identifies a series: the first of a name
+/// keeps it, a repeat becomes `NAME #2`, `NAME #3`, … (skipping any name already taken). Two
+/// tests of one name in a run (two `[same]` sections of a job file, an imported run) would
+/// otherwise give two samples of one series, and Prometheus refuses the whole scrape.
+pub fn numbered<'a>(names: impl IntoIterator<Item = &'a str> + Clone) -> Vec<String> {
+    let mut taken: std::collections::HashSet<String> =
+        names.clone().into_iter().map(str::to_owned).collect();
+    let mut first = std::collections::HashSet::new();
+    let mut next: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    names
+        .into_iter()
+        .map(|name| {
+            if first.insert(name) {
+                return name.to_owned();
+            }
+            let k = next.entry(name).or_insert(2);
+            loop {
+                let candidate = format!("{name} #{k}");
+                *k += 1;
+                if taken.insert(candidate.clone()) {
+                    return candidate;
+                }
+            }
+        })
+        .collect()
+}
+
 /// Label values escape backslash, double quote and newline, as the format requires.
 pub fn escape_label(value: &str) -> String {
     value
@@ -133,6 +160,14 @@ mod tests {
         assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
         assert_eq!(number(f64::INFINITY), "+Inf");
         assert_eq!(number(0.5), "0.5");
+    }
+
+    #[test]
+    fn repeated_names_are_numbered_apart() {
+        assert_eq!(
+            numbered(["a", "b", "a", "a #2", "a"]),
+            ["a", "b", "a #3", "a #2", "a #4"]
+        );
     }
 
     #[test]

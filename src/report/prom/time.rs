@@ -21,8 +21,9 @@ pub fn render(report: &TimeReport, info: &RunInfo) -> String {
         "tacho_time_peak_memory_bytes",
         "Largest resident memory of one run of the command.",
     );
-    for r in report.results.iter().map(|t| &t.result) {
-        let labels = [("command", r.command.as_str())];
+    let commands = super::numbered(report.results.iter().map(|t| t.result.command.as_str()));
+    for (r, command) in report.results.iter().map(|t| &t.result).zip(&commands) {
+        let labels = [("command", command.as_str())];
         for (q, v) in [("0", r.min), ("0.5", r.median), ("1", r.max)] {
             time.sample(&labels, Some(q), v);
         }
@@ -60,8 +61,10 @@ pub fn render_failure(tallies: &[CommandTally], info: &RunInfo, tool_version: &s
         "Exit code of the command's last run before the failure stopped tacho time; -1 when a \
          signal or --max-time ended it.",
     );
-    for t in tallies.iter().filter(|t| t.runs > 0) {
-        let labels = [("command", t.command.as_str())];
+    // Numbered over every command, as `render` numbers them, so a command keeps its label.
+    let commands = super::numbered(tallies.iter().map(|t| t.command.as_str()));
+    for (t, command) in tallies.iter().zip(&commands).filter(|(t, _)| t.runs > 0) {
+        let labels = [("command", command.as_str())];
         failed.sample(&labels, None, t.failed as f64);
         code.sample(&labels, None, f64::from(t.last_exit_code.unwrap_or(-1)));
     }

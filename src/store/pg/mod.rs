@@ -6,17 +6,18 @@
 //! The schema is versioned in `tacho_schema` and migrated in one transaction holding an
 //! advisory lock, so hosts that connect to a new database at the same moment migrate it once.
 //!
-//! The connection URL may carry a password: every message shows it through [`redact`].
+//! The connection URL may carry a password: every message shows it through [`redact`], and
+//! it is sent only over TLS or a Unix socket (`connect`).
 
+mod connect;
 mod pgpass;
 mod runs;
 
 use super::{RawRun, Store};
 use anyhow::{Result, anyhow, bail};
-use postgres::config::{Host, SslMode};
-use postgres::error::SqlState;
-use postgres::{Client, Config};
-use std::str::FromStr;
+use connect::Target;
+pub use connect::redact;
+use postgres::Client;
 
 /// Whether `--db` (or `TACHO_DB`) names a PostgreSQL server rather than an SQLite file.
 pub fn is_url(db: &str) -> bool {
@@ -84,22 +85,14 @@ pub struct PushCounts {
     pub present: usize,
     /// Runs still being saved locally, left for a later push.
     pub running: usize,
+    /// Runs that could not be uploaded (local id, why), left out while the others went.
+    pub failed: Vec<(i64, String)>,
 }
 
 impl PgStore {
     /// Connects to `url` and migrates the schema; errors are one line naming the fix.
     pub fn connect(url: &str) -> Result<PgStore> {
-        let shown = redact(url);
-        let mut config = Config::from_str(url).map_err(|e| {
-            anyhow!(
-                "{shown} is not a usable PostgreSQL URL ({e}); write it as \
-                 postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require]"
-            )
-        })?;
-        fill_from_env(url, &mut config);
-        let mut client = config
-            .connect(tls()?)
-            .map_err(|e| connect_error(&shown, &e))?;
+        let (mut client, shown) = Target::parse(url)?.connect()?;
         migrate(&mut client).map_err(|e| {
             anyhow!(
                 "cannot set up the tables in {shown} ({}); the user needs CREATE on the database",
@@ -115,7 +108,9 @@ impl PgStore {
     }
 
     /// Uploads every finished run of `local` the server does not have yet, one transaction per
-    /// run, so an interrupted push leaves only whole runs and the next one carries on.
+    /// run, so an interrupted push leaves only whole runs and the next one carries on. A run
+    /// the server refuses is counted in [`PushCounts::failed`] and the rest still go: one bad
+    /// run must not hold back every later one.
     pub fn push(&mut self, local: &Store) -> Result<PushCounts> {
         let mut counts = PushCounts::default();
         for run in local.raw_runs()? {
@@ -123,21 +118,21 @@ impl PgStore {
                 counts.running += 1;
                 continue;
             }
-            if uuid::Uuid::parse_str(&run.uuid).is_err() {
-                bail!(
-                    "local run {} has no valid run id ({:?}); it was edited by hand: export and \
-                     re-import it",
-                    run.id,
-                    run.uuid
-                );
+            if let Some(why) = unsendable(&run) {
+                counts.failed.push((run.id, why));
+                continue;
             }
-            if self
-                .insert(&run)
-                .map_err(|e| anyhow!("upload to {} failed: {}", self.shown, error_chain(&e)))?
-            {
-                counts.new += 1;
-            } else {
-                counts.present += 1;
+            match self.insert(&run) {
+                Ok(true) => counts.new += 1,
+                Ok(false) => counts.present += 1,
+                // Without a connection no later run can go either.
+                Err(e) if e.is_closed() => bail!(
+                    "upload to {} failed after {} new run(s): {}; push again to carry on",
+                    self.shown,
+                    counts.new,
+                    error_chain(&e)
+                ),
+                Err(e) => counts.failed.push((run.id, error_chain(&e))),
             }
         }
         Ok(counts)
@@ -197,22 +192,39 @@ impl PgStore {
     }
 }
 
-/// TLS for `sslmode=prefer|require`, with rustls (no OpenSSL in the binary). Unlike libpq,
-/// the server's certificate is always verified against the system's CA store
-/// (/etc/ssl/certs): tacho sends results and a password, so an unverified server is no better
-/// than none. `sslmode=disable` is the choice for a trusted network without certificates.
-fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
-    let mut roots = rustls::RootCertStore::empty();
-    // Unreadable or malformed system certificates are left out; the rest still verify.
-    let found = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(found.certs);
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| anyhow!("cannot set up TLS: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+/// Why a local run cannot be uploaded as it is, found before it is sent: a run id edited by
+/// hand, or a NUL character in a text column (PostgreSQL stores none; older tacho versions
+/// imported such runs).
+fn unsendable(run: &RawRun) -> Option<String> {
+    if uuid::Uuid::parse_str(&run.uuid).is_err() {
+        return Some(format!(
+            "it has no valid run id ({}); it was edited by hand: export and re-import it",
+            crate::text::Escaped(&run.uuid)
+        ));
+    }
+    let texts = [
+        ("label", run.label.as_deref()),
+        ("host name", run.hostname.as_deref()),
+        ("target", run.target_path.as_deref()),
+        ("tool version", run.tool_version.as_deref()),
+        ("suite", run.suite_name.as_deref()),
+        ("date", Some(run.created_at.as_str())),
+    ];
+    let column = texts
+        .iter()
+        .find(|(_, t)| t.is_some_and(|t| t.contains('\0')))
+        .map(|(what, _)| (*what).to_owned())
+        .or_else(|| {
+            let i = run.tests.iter().position(|t| {
+                t.name.contains('\0') || t.rw.as_deref().is_some_and(|r| r.contains('\0'))
+            })?;
+            Some(format!("test {}'s name", i + 1))
+        })?;
+    Some(format!(
+        "its {column} holds a NUL character, which PostgreSQL cannot store; remove the run \
+         (tacho runs rm {id}) or export it, edit the file and import it again",
+        id = run.id
+    ))
 }
 
 /// Applies the missing schema steps in one transaction under an advisory lock.
@@ -239,119 +251,6 @@ fn migrate(client: &mut Client) -> Result<(), postgres::Error> {
     tx.commit()
 }
 
-/// What libpq takes from the environment and the password file when the URL leaves it out,
-/// and the `postgres` crate does not: `PGHOST`, `PGPORT`, `PGDATABASE`, `PGUSER` (else the
-/// login name), `PGSSLMODE`, then `PGPASSWORD`, then `PGPASSFILE` or `~/.pgpass`.
-fn fill_from_env(url: &str, config: &mut Config) {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    if config.get_hosts().is_empty() {
-        config.host(&var("PGHOST").unwrap_or_else(|| "localhost".into()));
-    }
-    if config.get_ports().is_empty()
-        && let Some(port) = var("PGPORT").and_then(|p| p.parse().ok())
-    {
-        config.port(port);
-    }
-    if config.get_user().is_none() {
-        let user = var("PGUSER")
-            .or_else(|| var("USER"))
-            .unwrap_or_else(|| "postgres".into());
-        config.user(&user);
-    }
-    if config.get_dbname().is_none()
-        && let Some(db) = var("PGDATABASE")
-    {
-        config.dbname(&db);
-    }
-    if !url.contains("sslmode=")
-        && let Some(mode) = var("PGSSLMODE").and_then(|m| ssl_mode(&m))
-    {
-        config.ssl_mode(mode);
-    }
-    if config.get_password().is_some() {
-        return;
-    }
-    if let Some(pw) = var("PGPASSWORD") {
-        config.password(pw);
-    } else if let Some(pw) = password_file(config) {
-        config.password(pw);
-    }
-}
-
-/// libpq's sslmode words that the `postgres` crate has; `verify-*` are `require` here, as
-/// this store always verifies the server's certificate.
-fn ssl_mode(word: &str) -> Option<SslMode> {
-    match word {
-        "disable" => Some(SslMode::Disable),
-        "allow" | "prefer" => Some(SslMode::Prefer),
-        "require" | "verify-ca" | "verify-full" => Some(SslMode::Require),
-        _ => None,
-    }
-}
-
-/// The password for this connection from the password file; a file that is not used is
-/// said once on stderr (libpq warns the same way).
-fn password_file(config: &Config) -> Option<String> {
-    let path = pgpass::path()?;
-    let host = match config.get_hosts().first() {
-        Some(Host::Tcp(h)) => h.clone(),
-        _ => "localhost".to_owned(),
-    };
-    let port = config
-        .get_ports()
-        .first()
-        .copied()
-        .unwrap_or(5432)
-        .to_string();
-    let user = config.get_user().unwrap_or_default();
-    let want = pgpass::Want {
-        host: &host,
-        port: &port,
-        database: config.get_dbname().unwrap_or(user),
-        user,
-    };
-    match pgpass::lookup(&path, &want) {
-        Ok(found) => found,
-        Err(note) => {
-            eprintln!("note: {}", crate::text::Escaped(&note));
-            None
-        }
-    }
-}
-
-/// A connection failure as one line saying what went wrong and what to do.
-fn connect_error(shown: &str, e: &postgres::Error) -> anyhow::Error {
-    let code = e.code();
-    if code == Some(&SqlState::INVALID_PASSWORD)
-        || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
-    {
-        return anyhow!(
-            "PostgreSQL at {shown} refused the login ({}); check the user and password in the \
-             URL or PGPASSWORD",
-            e.as_db_error()
-                .map_or("authentication failed", |d| d.message())
-        );
-    }
-    if code == Some(&SqlState::INVALID_CATALOG_NAME) {
-        return anyhow!(
-            "PostgreSQL at {shown} has no such database; create it (createdb) or fix the URL"
-        );
-    }
-    let text = error_chain(e);
-    if text.contains("certificate") || text.contains("TLS") {
-        return anyhow!(
-            "TLS to PostgreSQL at {shown} failed ({text}); add the server's CA to the system \
-             store (/usr/local/share/ca-certificates, update-ca-certificates) or, on a trusted \
-             network only, add sslmode=disable to the URL"
-        );
-    }
-    anyhow!(
-        "cannot reach PostgreSQL at {shown} ({}); check the host and port and that the server \
-         is running",
-        error_chain(e)
-    )
-}
-
 /// The error and its causes on one line (the crate's top level says only "error connecting").
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
@@ -361,26 +260,6 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     parts.join(": ")
-}
-
-/// `url` with any password replaced by `***`, for messages.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let mut shown = match rest.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    };
-    // A password may also come as a query parameter.
-    if let Some(at) = shown.find("password=") {
-        let end = shown[at..].find('&').map_or(shown.len(), |e| at + e);
-        shown.replace_range(at..end, "password=***");
-    }
-    shown
 }
 
 /// Refuses a PostgreSQL URL where only a local SQLite file works.
@@ -393,39 +272,4 @@ pub fn refuse_url(db: &std::path::Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(
-            redact("postgres://u:s3cret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(
-            redact("postgres://h/db?password=s3cret&sslmode=disable"),
-            "postgres://h/db?password=***&sslmode=disable"
-        );
-        assert!(!redact("postgresql://a:b:c@d@h/x").contains("b:c"));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn redact_hides_any_password(
-            user in "[a-z]{1,8}",
-            pw in "[A-Za-z0-9!#$%^*()_+=~.-]{6,20}",
-            host in "[a-z0-9.]{1,12}",
-            query in proptest::option::of("[a-z]{1,6}=[a-z]{1,6}"),
-        ) {
-            let q = query.map(|q| format!("?{q}")).unwrap_or_default();
-            let shown = redact(&format!("postgres://{user}:{pw}@{host}/db{q}"));
-            proptest::prop_assert!(!shown.contains(&pw), "{}", shown);
-            let shown = redact(&format!("postgres://{host}/db?password={pw}"));
-            proptest::prop_assert!(!shown.contains(&pw), "{}", shown);
-        }
-    }
 }

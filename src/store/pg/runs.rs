@@ -67,6 +67,14 @@ impl PgStore {
 
     /// The run with `id`, its tests and their figures.
     pub fn load(&mut self, id: i64) -> Result<StoredRun> {
+        self.load_upto(id, usize::MAX)
+    }
+
+    /// As [`PgStore::load`], with only the first `max_tests` tests (see
+    /// [`crate::store::Store::load_summary`]).
+    pub fn load_upto(&mut self, id: i64, max_tests: usize) -> Result<StoredRun> {
+        // LIMIT NULL is no limit.
+        let limit = i64::try_from(max_tests).ok();
         let mut tx = self
             .client
             .transaction()
@@ -85,8 +93,8 @@ impl PgStore {
         };
         let tests = tx
             .query(
-                "SELECT name, json FROM tests WHERE run_id = $1 ORDER BY seq",
-                &[&id],
+                "SELECT name, json FROM tests WHERE run_id = $1 ORDER BY seq LIMIT $2",
+                &[&id, &limit],
             )
             .map_err(|e| fail(&self.shown, &e))?
             .iter()
