@@ -4,7 +4,7 @@
 //! off the list. Folded, the verdict says what the admin needs: "81% of writes from dd: 9
 //! processes, 8 exited, in session-3.scope", with the largest ones under it.
 
-use super::culprits::{Attribution, Culprit};
+use super::blame::{Attribution, Culprit};
 
 /// Processes named under a folded culprit.
 const MEMBERS: usize = 3;

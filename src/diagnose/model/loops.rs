@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::Disk;
-use super::culprits::{Attribution, Culprit};
+use super::blame::{Attribution, Culprit};
 use super::fold::fold;
 use crate::diagnose::sample::devices::Devices;
 use crate::kernel::blockdev::DeviceKind;

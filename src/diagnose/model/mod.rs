@@ -4,6 +4,7 @@
 //! deltas; nothing reads the kernel. Findings are added by `findings`, which needs history.
 
 pub mod accumulate;
+mod blame;
 pub mod conns;
 pub mod cpu;
 pub mod culprits;
