@@ -92,6 +92,29 @@ impl Drop for Procs {
     }
 }
 
+/// A shell loop in its own process group, killed whole (its children included) on drop.
+struct Group(Child);
+
+impl Group {
+    fn shell(script: &str) -> Group {
+        Group(
+            Command::new("sh")
+                .args(["-c", script])
+                .process_group(0)
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: signals the process group this test started.
+        unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
 /// Python that writes 1 MiB blocks with O_DIRECT over the first `size` bytes of `dev`,
 /// round and round (for `seconds`, when given), then prints how much it wrote.
 const WRITER: &str = r#"
@@ -520,22 +543,7 @@ fn a_shell_loops_short_lived_writers_are_one_culprit() {
         "while :; do dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none; done",
         dev.path()
     );
-    /// The shell loop's process group, killed (dd included) on drop.
-    struct Group(Child);
-    impl Drop for Group {
-        fn drop(&mut self) {
-            // SAFETY: signals the process group this test started.
-            unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL) };
-            let _ = self.0.wait();
-        }
-    }
-    let _loop = Group(
-        Command::new("sh")
-            .args(["-c", &script])
-            .process_group(0)
-            .spawn()
-            .unwrap(),
-    );
+    let _loop = Group::shell(&script);
     let name = dev.name();
     let s = top.wait_for("dd's processes folded in the verdict", |s| {
         findings(s, &name).iter().any(|f| {
@@ -609,21 +617,7 @@ fn a_disk_written_through_a_loop_device_names_the_loops_writer() {
          status=none; done",
         dev.path()
     );
-    struct Group(Child);
-    impl Drop for Group {
-        fn drop(&mut self) {
-            // SAFETY: signals the process group this test started.
-            unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL) };
-            let _ = self.0.wait();
-        }
-    }
-    let _writer = Group(
-        Command::new("sh")
-            .args(["-c", &script])
-            .process_group(0)
-            .spawn()
-            .unwrap(),
-    );
+    let _writer = Group::shell(&script);
     let through = format!("serves {}", dev.name());
     let s = top.wait_for("the disk's writes followed through the loop device", |s| {
         findings(s, &disk).iter().any(|f| {
