@@ -269,6 +269,82 @@ fn a_perf_map_planted_by_another_user_names_nothing() {
     assert_eq!(p["functions"][0]["known"], false, "{p}");
 }
 
+/// Removes the file that stalls the FUSE server's stat, on drop (before the mount goes).
+struct Unstall(PathBuf);
+
+impl Drop for Unstall {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
+    let test = "a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler";
+    if !root_or_skip(test) {
+        return;
+    }
+    let fusepy = Command::new(PYTHON).args(["-c", "import fusepy"]).status();
+    if !fusepy.is_ok_and(|s| s.success()) {
+        return skip(&format!("{test}: python3-fusepy is not installed"));
+    }
+    let _one = serial();
+    let backing = open_tempdir();
+    build(backing.path(), "burner", BURN);
+    let flags = tempfile::tempdir().unwrap();
+    let stall = flags.path().join("stall");
+    // A binary on a filesystem whose stat never answers while `stall` exists (a user's FUSE
+    // server can do that to the files of its processes).
+    let fuse = FuseMount::start(
+        backing.path(),
+        &["--stall-getattr", stall.to_str().unwrap()],
+    );
+    let spinner = Spinner::start(&fuse.path().join("burner"));
+    let unstall = Unstall(stall.clone());
+    std::fs::write(&stall, "").unwrap();
+    // The kernel's cached attributes of the file last a second.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = spinner.pid.to_string();
+    let mut child = tacho()
+        .args(["profile", "--json", "--pid", &pid, "--duration", "1s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    // Sampling is over; naming the burner's functions waits on the stalled server.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: signals the child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    // Generous: only a tacho that ignores SIGTERM takes this long. (A thread inside a FUSE
+    // request the server has taken cannot be killed, even by SIGKILL, so the process itself
+    // is gone only once the server answers: tacho's part is to stop waiting for it.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut stopped = false;
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match said.recv_timeout(left) {
+            Ok(line) if line.contains("stopped while naming functions") => {
+                stopped = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    drop(unstall);
+    let status = wait_limited(&mut child, std::time::Duration::from_secs(30));
+    assert!(stopped, "tacho went on waiting for names after SIGTERM");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    drop(spinner);
+    drop(fuse);
+}
+
 /// Sets THP `enabled` to `always` and restores it on drop.
 struct ThpAlways(String);
 
