@@ -449,6 +449,7 @@ fn the_network_panel_names_the_top_sender_and_dns() {
         by_service: Vec::new(),
         by_process: vec![ConnGroup {
             key: "evil\u{1b}[2J (pid 7)".into(),
+            key_hex: None,
             pid: Some(7),
             unit: None,
             connections: 1,

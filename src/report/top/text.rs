@@ -300,7 +300,7 @@ fn processes(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
             out,
             "{:>7} {:<16} {:>7.2} {:>6.2} {:>6.2} {} {} {} {:>6}",
             p.pid,
-            Escaped(&p.comm),
+            crate::text::exact(&p.comm, p.comm_hex.as_deref()),
             p.cpu_pct,
             p.user_pct,
             p.system_pct,
