@@ -366,8 +366,7 @@ fn names_that_are_not_utf8_print_their_bytes_in_top_and_connections_keep_them() 
     let last: Value = serde_json::from_slice(
         o.stdout
             .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .last()
+            .rfind(|l| !l.is_empty())
             .unwrap(),
     )
     .unwrap();
