@@ -318,11 +318,13 @@ fn names_that_are_not_utf8_print_their_bytes_in_top_and_connections_keep_them() 
     ) {
         return;
     }
-    // A busy process named `tacho\xff\xfe`: its line in the table shows those bytes.
+    // A busy process named `tacho\xff\xfe`: its lines in the table and in the accumulated
+    // totals show those bytes.
     let bad = named_spinner(b"tacho\xff\xfe");
     let o = run(&[
         "top",
         "--batch",
+        "--accumulate",
         "--count",
         "1",
         "--interval",
@@ -335,11 +337,18 @@ fn names_that_are_not_utf8_print_their_bytes_in_top_and_connections_keep_them() 
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let pid = bad.0.id().to_string();
     let text = stdout(&o);
-    let line = text
+    let lines: Vec<&str> = text
         .lines()
-        .find(|l| l.trim_start().starts_with(&format!("{pid} ")))
-        .unwrap_or_else(|| panic!("no line for pid {pid}:\n{text}"));
-    assert!(line.contains(r"tacho\xff\xfe"), "{line}");
+        .filter(|l| l.trim_start().starts_with(&format!("{pid} ")))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "pid {pid} in the table and the totals:\n{text}"
+    );
+    for line in lines {
+        assert!(line.contains(r"tacho\xff\xfe"), "{line}");
+    }
     drop(bad);
 
     // A TCP sender with such a name: the connection and its process group keep the bytes.

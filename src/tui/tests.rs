@@ -339,6 +339,7 @@ fn a_toggles_accumulated_mode_and_the_header_says_since_when() {
         processes: vec![AccumulatedProcess {
             pid: 4242,
             comm: "backupd".into(),
+            comm_hex: None,
             unit: Some("backup.service".into()),
             read_bytes: 0,
             write_bytes: 283 << 20,

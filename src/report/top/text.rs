@@ -339,7 +339,7 @@ fn accumulated(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
             out,
             "{:>7} {:<19} {:<24} {:>10} {:>10} {:>10.2}{}",
             p.pid,
-            Escaped(&p.comm),
+            crate::text::exact(&p.comm, p.comm_hex.as_deref()),
             Escaped(p.unit.as_deref().unwrap_or("-")),
             format_bytes_approx(p.read_bytes),
             format_bytes_approx(p.write_bytes),
