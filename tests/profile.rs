@@ -278,23 +278,30 @@ impl Drop for Unstall {
     }
 }
 
-#[test]
-fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
-    let test = "a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler";
+/// A burner running from a FUSE filesystem whose stat never answers (as a user's FUSE server
+/// can do to the files of its processes), with `tacho profile` for 1 s started on it. Dropped
+/// in field order: the stall ends first.
+struct Stalled {
+    _unstall: Unstall,
+    _spinner: Spinner,
+    _fuse: FuseMount,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+/// None (after a SKIP line) without root or python3-fusepy.
+fn stalled_profile(test: &str) -> Option<(Stalled, Child)> {
     if !root_or_skip(test) {
-        return;
+        return None;
     }
     let fusepy = Command::new(PYTHON).args(["-c", "import fusepy"]).status();
     if !fusepy.is_ok_and(|s| s.success()) {
-        return skip(&format!("{test}: python3-fusepy is not installed"));
+        skip(&format!("{test}: python3-fusepy is not installed"));
+        return None;
     }
-    let _one = serial();
     let backing = open_tempdir();
     build(backing.path(), "burner", BURN);
     let flags = tempfile::tempdir().unwrap();
     let stall = flags.path().join("stall");
-    // A binary on a filesystem whose stat never answers while `stall` exists (a user's FUSE
-    // server can do that to the files of its processes).
     let fuse = FuseMount::start(
         backing.path(),
         &["--stall-getattr", stall.to_str().unwrap()],
@@ -305,12 +312,28 @@ fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
     // The kernel's cached attributes of the file last a second.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let pid = spinner.pid.to_string();
-    let mut child = tacho()
+    let child = tacho()
         .args(["profile", "--json", "--pid", &pid, "--duration", "1s"])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let stalled = Stalled {
+        _unstall: unstall,
+        _spinner: spinner,
+        _fuse: fuse,
+        _dirs: [backing, flags],
+    };
+    Some((stalled, child))
+}
+
+#[test]
+fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
+    let test = "a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler";
+    let _one = serial();
+    let Some((stalled, mut child)) = stalled_profile(test) else {
+        return;
+    };
     let (lines, said) = std::sync::mpsc::channel();
     let err = BufReader::new(child.stderr.take().unwrap());
     std::thread::spawn(move || {
@@ -337,12 +360,55 @@ fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
             Err(_) => break,
         }
     }
-    drop(unstall);
+    drop(stalled);
     let status = wait_limited(&mut child, std::time::Duration::from_secs(30));
     assert!(stopped, "tacho went on waiting for names after SIGTERM");
     assert_eq!(status.code(), Some(130), "{status:?}");
-    drop(spinner);
-    drop(fuse);
+}
+
+#[test]
+fn a_stalled_binary_costs_its_names_not_the_profile() {
+    let test = "a_stalled_binary_costs_its_names_not_the_profile";
+    let _one = serial();
+    let Some((stalled, mut child)) = stalled_profile(test) else {
+        return;
+    };
+    // The document is out once naming is given up (30 s); the process itself ends only once
+    // the server answers, which the kernel waits for.
+    let (lines, said) = std::sync::mpsc::channel();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let done = line == "}";
+            let _ = lines.send(line);
+            if done {
+                return;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut doc = String::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match said.recv_timeout(left) {
+            Ok(line) => {
+                doc.push_str(&line);
+                if line == "}" {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    drop(stalled);
+    let status = wait_limited(&mut child, std::time::Duration::from_secs(30));
+    let p: Value = serde_json::from_str(&doc).unwrap_or_else(|e| panic!("{e}: {doc:?}"));
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        p["notes"].to_string().contains("gave up after 30 s"),
+        "{}",
+        p["notes"]
+    );
+    assert!(p["busy_samples"].as_u64().unwrap() > 0, "{p}");
 }
 
 /// Sets THP `enabled` to `always` and restores it on drop.

@@ -3,7 +3,7 @@
 //! profile` steps it and redraws; `tacho top --batch --profile` takes a short one in one call.
 
 use super::sampler::{self, Sampler, Stacks, StartError};
-use super::symbols::{Frames, Namer};
+use super::symbols::{Frames, NAMING_LIMIT, Namer, Naming};
 use super::{Filter, Profile};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -58,10 +58,11 @@ impl Session {
     /// The profile of everything counted so far; `None` when `stop` was raised while its
     /// functions were being named.
     pub fn profile(&mut self, stop: &AtomicBool) -> Option<Profile> {
-        if !self.namer.name_new(&self.stacks, &mut self.frames, stop) {
+        let naming = self.namer.name_new(&self.stacks, &mut self.frames, stop);
+        if naming == Naming::Stopped {
             return None;
         }
-        Some(super::build(
+        let mut p = super::build(
             &self.stacks,
             &self.frames,
             &self.comms,
@@ -69,7 +70,15 @@ impl Session {
             self.elapsed().as_secs_f64(),
             self.hz,
             self.sampler.lost,
-        ))
+        );
+        if naming == Naming::GaveUp {
+            p.notes.push(format!(
+                "function names: gave up after {} s waiting for a file that does not answer (a \
+                 binary on a stalled filesystem?); functions not named by then are shown as ?",
+                NAMING_LIMIT.as_secs()
+            ));
+        }
+        Some(p)
     }
 }
 

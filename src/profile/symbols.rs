@@ -6,8 +6,8 @@
 //!
 //! Naming opens other users' files (binaries, debug info, /proc/PID/maps), and a user can make
 //! such an open or read wait forever (a FUSE file that never answers), so it runs on a thread
-//! of its own ([`Namer`]): the caller waits only while its stop flag is down, and Ctrl-C or
-//! SIGTERM still ends tacho.
+//! of its own ([`Namer`]): the caller waits only while its stop flag is down and for at most
+//! [`NAMING_LIMIT`], so Ctrl-C or SIGTERM still ends tacho and `top --profile` goes on.
 
 use super::perfmap::{self, PerfMap};
 use super::sampler::Stacks;
@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Kernel text lives in the upper half of the address space on every 64-bit architecture
 /// tacho builds for.
@@ -46,6 +46,21 @@ type Request = (Vec<u64>, HashMap<u32, BTreeSet<u64>>);
 
 /// How often a wait for names looks at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
+/// The longest wait for one round of names (parsing a large binary's debug information the
+/// first time takes seconds; a file that never answers takes forever).
+pub const NAMING_LIMIT: Duration = Duration::from_secs(30);
+
+/// How a round of naming ended.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Naming {
+    /// Every address asked for has a frame.
+    Done,
+    /// The stop flag was raised first.
+    Stopped,
+    /// [`NAMING_LIMIT`] passed first (now, or in an earlier round): frames not named are
+    /// left out.
+    GaveUp,
+}
 
 /// A thread that owns the symbolizer (and the perf maps read so far) and names addresses.
 pub struct Namer {
@@ -82,11 +97,11 @@ impl Namer {
     }
 
     /// Names the addresses of `stacks` that `out` does not have yet (a live view names each
-    /// address once; the symbolizer keeps the files it has parsed). False when `stop` was
-    /// raised first: the names found by then are not waited for.
-    pub fn name_new(&mut self, stacks: &Stacks, out: &mut Frames, stop: &AtomicBool) -> bool {
+    /// address once; the symbolizer keeps the files it has parsed), unless `stop` is raised or
+    /// [`NAMING_LIMIT`] passes first.
+    pub fn name_new(&mut self, stacks: &Stacks, out: &mut Frames, stop: &AtomicBool) -> Naming {
         if self.abandoned {
-            return false;
+            return Naming::GaveUp;
         }
         let mut kernel: BTreeSet<u64> = BTreeSet::new();
         let mut user: HashMap<u32, BTreeSet<u64>> = HashMap::new();
@@ -102,27 +117,32 @@ impl Namer {
             }
         }
         if kernel.is_empty() && user.is_empty() {
-            return true;
+            return Naming::Done;
         }
         if self
             .requests
             .send((kernel.into_iter().collect(), user))
             .is_err()
         {
-            return true; // the thread is gone (it panicked): the frames stay unnamed
+            return Naming::Done; // the thread is gone (it panicked): the frames stay unnamed
         }
+        let start = Instant::now();
         loop {
             if stop.load(Ordering::Relaxed) {
                 self.abandoned = true;
-                return false;
+                return Naming::Stopped;
+            }
+            if start.elapsed() >= NAMING_LIMIT {
+                self.abandoned = true;
+                return Naming::GaveUp;
             }
             match self.answers.recv_timeout(POLL) {
                 Ok(frames) => {
                     out.extend(frames);
-                    return true;
+                    return Naming::Done;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return true,
+                Err(RecvTimeoutError::Disconnected) => return Naming::Done,
             }
         }
     }
