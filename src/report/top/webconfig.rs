@@ -223,8 +223,13 @@ struct Turn<'a> {
 }
 
 impl<'a> Turn<'a> {
-    /// A place for `peer`, unless it holds one already or [`WAITING`] are taken.
+    /// A place for `peer`, unless it holds one already or [`WAITING`] are taken. An IPv6
+    /// client counts by its /64, which one host is usually given whole.
     fn take(waiting: &'a Mutex<HashSet<IpAddr>>, peer: IpAddr) -> Option<Turn<'a>> {
+        let peer = match peer {
+            IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+            v4 => v4,
+        };
         let mut w = lock(waiting);
         if w.len() >= WAITING || !w.insert(peer) {
             return None;
@@ -310,6 +315,11 @@ mod tests {
             Verdict::Allowed
         );
         drop((turn, others));
+        // One /64 is one client.
+        let net = |i: u16| IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, i]);
+        let first = Turn::take(&a.waiting, net(1));
+        assert!(first.is_some() && Turn::take(&a.waiting, net(2)).is_none());
+        drop(first);
         assert_eq!(
             a.verdict(Some(&basic("prom:guess")), stranger),
             Verdict::Denied
