@@ -95,17 +95,43 @@ pub fn os(s: &OsStr) -> String {
     EscapedBytes(s.as_bytes()).to_string_plain()
 }
 
+/// A name kept as lossy text beside its `<name>_hex` (see [`hex_if_not_utf8`]), for a
+/// terminal: escaped from its exact bytes when the hex holds them, so a byte that is not
+/// UTF-8 shows as `\xNN`, never as U+FFFD.
+pub fn exact(text: &str, hex: Option<&str>) -> String {
+    match hex.and_then(unhex) {
+        Some(bytes) => EscapedBytes(&bytes).to_string_plain(),
+        None => escape(text).into_owned(),
+    }
+}
+
+/// The bytes of lowercase or uppercase hexadecimal; `None` for anything else.
+fn unhex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// The bytes in lowercase hexadecimal when they are not valid UTF-8, for the `<name>_hex`
 /// field that sits beside a lossy string in JSON; `None` (field omitted) for valid UTF-8.
 pub fn hex_if_not_utf8(bytes: &[u8]) -> Option<String> {
     if std::str::from_utf8(bytes).is_ok() {
         return None;
     }
+    Some(hex(bytes))
+}
+
+/// The bytes in lowercase hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
     let mut hex = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         let _ = write!(hex, "{b:02x}");
     }
-    Some(hex)
+    hex
 }
 
 /// Whether `c` is printed escaped: a control character or a bidirectional control. Every
@@ -202,6 +228,20 @@ pub fn natural_key(name: &str) -> Vec<(String, u128)> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_name_with_its_hex_is_shown_from_its_exact_bytes() {
+        let bytes = b"ab\xff\x1b";
+        let lossy = String::from_utf8_lossy(bytes);
+        let hex = hex_if_not_utf8(bytes);
+        assert_eq!(exact(&lossy, hex.as_deref()), r"ab\xff\e");
+        assert_eq!(exact("plain\n", None), r"plain\n");
+        assert_eq!(
+            exact("x\u{fffd}", Some("zz")),
+            "x\u{fffd}",
+            "not hex: the text"
+        );
+    }
 
     #[test]
     fn controls_are_escaped_like_ls() {

@@ -288,6 +288,153 @@ fn top_prints_a_hostile_process_name_escaped_and_json_keeps_its_bytes() {
     assert_eq!(p["comm_hex"], "746163686ffffe");
 }
 
+/// Renames itself to bytes that are not UTF-8 (prctl), then `SCRIPT` (python, `sys.argv[1]`
+/// is its argument); prints its pid first.
+fn renamed_python(name: &[u8], script: &str, arg: &str) -> Killed {
+    let hex: String = name.iter().map(|b| format!("{b:02x}")).collect();
+    let script = format!(
+        "import ctypes, os, sys\n\
+         ctypes.CDLL(None).prctl(15, bytes.fromhex('{hex}'), 0, 0, 0)\n\
+         print(os.getpid(), flush=True)\n{script}"
+    );
+    let mut child = Command::new("python3")
+        .args(["-c", &script, arg])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cannot start python3");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    Killed(child)
+}
+
+#[test]
+fn names_that_are_not_utf8_print_their_bytes_in_top_and_connections_keep_them() {
+    if !needs(
+        "names_that_are_not_utf8_print_their_bytes_in_top",
+        &["python3"],
+    ) {
+        return;
+    }
+    // A busy process named `tacho\xff\xfe`: its lines in the table and in the accumulated
+    // totals show those bytes.
+    let bad = named_spinner(b"tacho\xff\xfe");
+    let o = run(&[
+        "top",
+        "--batch",
+        "--accumulate",
+        "--count",
+        "1",
+        "--interval",
+        "1s",
+        "--sort",
+        "cpu",
+        "--top",
+        "1000",
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let pid = bad.0.id().to_string();
+    let text = stdout(&o);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(&format!("{pid} ")))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "pid {pid} in the table and the totals:\n{text}"
+    );
+    for line in lines {
+        assert!(line.contains(r"tacho\xff\xfe"), "{line}");
+    }
+    drop(bad);
+
+    // A TCP sender with such a name: the connection and its process group keep the bytes.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while conn.read(&mut buf).is_ok_and(|n| n > 0) {}
+            });
+        }
+    });
+    let sender = renamed_python(
+        b"send\xff",
+        "import socket, time\n\
+         s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+         while True:\n    s.sendall(b'x' * 65536)\n    time.sleep(0.01)\n",
+        &port,
+    );
+    let o = run(&["top", "--json", "--count", "2", "--interval", "1s"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let last: Value = serde_json::from_slice(
+        o.stdout
+            .split(|&b| b == b'\n')
+            .rfind(|l| !l.is_empty())
+            .unwrap(),
+    )
+    .unwrap();
+    let pid = sender.0.id();
+    let conns = &last["connections"];
+    let conn = conns["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["pid"] == pid)
+        .unwrap_or_else(|| panic!("no connection of pid {pid}: {conns}"));
+    assert_eq!(conn["comm"], "send\u{fffd}");
+    assert_eq!(unhex(&conn["comm_hex"]), b"send\xff");
+    let group = conns["by_process"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["pid"] == pid)
+        .unwrap_or_else(|| panic!("no group of pid {pid}: {conns}"));
+    let mut key = b"send\xff".to_vec();
+    key.extend(format!(" (pid {pid})").bytes());
+    assert_eq!(unhex(&group["key_hex"]), key);
+}
+
+#[test]
+fn files_bytes_prints_names_that_are_not_utf8_by_their_bytes() {
+    if !needs("files_bytes_prints_names_that_are_not_utf8", &["python3"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tacho()
+        .args(["files", "--bytes", "--duration", "4", "--path"])
+        .arg(dir.path())
+        .spawn_piped();
+    // Counting has begun once tacho says so.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    // A writer named `w\xff` writes a file named `f\xfe` and keeps it open a while.
+    let writer = renamed_python(
+        b"w\xff",
+        "import time\n\
+         f = open(os.path.join(os.fsencode(sys.argv[1]), b'f\\xfe'), 'wb', buffering=0)\n\
+         for _ in range(10): f.write(b'x' * 1000)\n\
+         time.sleep(3)\n",
+        dir.path().to_str().unwrap(),
+    );
+    let o = wait_output(child, Duration::from_secs(60));
+    drop(writer);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{first}{}", stderr(&o));
+    assert!(!text.contains('\u{fffd}'), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains(r"w\xff"))
+        .unwrap_or_else(|| panic!("no line for the writer w\\xff ({first}):\n{text}"));
+    assert!(line.ends_with(r"/f\xfe"), "{line}");
+}
+
 // ---------------------------------------------------------------- files
 
 /// `tacho files ARGS` started and watching; its stdout lines arrive on the channel.

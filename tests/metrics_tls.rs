@@ -158,3 +158,99 @@ fn bad_web_configs_stop_tacho_with_one_line() {
     let line = assert_error(&run(&["top", "--web-config", "x.yml", "--batch"]));
     assert!(line.contains("--listen"), "{line}");
 }
+
+/// One plain-HTTP GET of /metrics with `user:password`: the status code, or None when no
+/// answer came within `limit`.
+fn get_status(port: u16, user_pw: &str, limit: Duration) -> Option<u16> {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let start = Instant::now();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = std::net::TcpStream::connect_timeout(&addr, limit).ok()?;
+    let auth = base64::engine::general_purpose::STANDARD.encode(user_pw);
+    s.write_all(
+        format!("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\n\r\n")
+            .as_bytes(),
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    let mut got = 0;
+    while got < head.len() {
+        let left = limit.checked_sub(start.elapsed())?;
+        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .ok()?;
+        match s.read(&mut head[got..]) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got += n,
+        }
+    }
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+#[test]
+fn a_flood_of_wrong_passwords_does_not_lock_out_the_scraper() {
+    let dir = tempfile::tempdir().unwrap();
+    let hash = bcrypt::hash("s3cret-Pw", 8).unwrap();
+    let config = dir.path().join("web.yml");
+    std::fs::write(
+        &config,
+        format!("basic_auth_users:\n  prometheus: '{hash}'\n"),
+    )
+    .unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let _top = Top(tacho()
+        .args(["top", "--listen", &addr, "--interval", "200ms", "--no-ebpf"])
+        .arg("--web-config")
+        .arg(&config)
+        .spawn_piped());
+    let right = "prometheus:s3cret-Pw";
+    // The scraper's first scrape: its password is checked (and remembered).
+    let start = Instant::now();
+    while get_status(port, right, Duration::from_secs(5)) != Some(200) {
+        assert!(start.elapsed() < Duration::from_secs(30), "no first scrape");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // 64 clients guessing passwords, each asking again as soon as it is answered (a short
+    // pause keeps the flood from being only a CPU hog on a small machine).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..64)
+        .map(|t| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    let _ = get_status(
+                        port,
+                        &format!("prometheus:guess-{t}-{n}"),
+                        Duration::from_secs(6),
+                    );
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let scrape = |n: usize| -> usize {
+        (0..n)
+            .filter(|_| {
+                let answered = get_status(port, right, Duration::from_secs(1)) == Some(200);
+                std::thread::sleep(Duration::from_millis(150));
+                answered
+            })
+            .count()
+    };
+    // Each scrape must be answered within 1 s.
+    let during = scrape(40);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for f in flood {
+        f.join().unwrap();
+    }
+    let after = scrape(8);
+    assert!(
+        during >= 36,
+        "{during} of 40 scrapes answered during the flood"
+    );
+    assert_eq!(after, 8, "{after} of 8 scrapes answered after the flood");
+}

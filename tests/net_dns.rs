@@ -163,3 +163,101 @@ fn without_root_dns_is_named_in_a_note() {
     );
     assert!(s.get("dns").is_none());
 }
+
+/// Sends, as nobody, 50 datagrams to 127.0.0.1:53 that say they are SERVFAIL answers.
+const FORGE: &str = r#"
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+q = b"".join(bytes([len(p)]) + p for p in [b"forged", b"test"]) + b"\0" + struct.pack(">HH", 1, 1)
+for i in range(50):
+    s.sendto(struct.pack(">HHHHHH", i, 0x8182, 1, 0, 0, 0) + q, ("127.0.0.1", 53))
+"#;
+
+#[test]
+fn answers_forged_by_another_user_make_no_dns_verdict() {
+    if !is_root() || !have_tool("setpriv") || !have_tool("python3") {
+        return skip("forged dns answers: needs root, setpriv and python3");
+    }
+    let mut top = tacho()
+        .args(["top", "--dns", "--json", "--interval", "1s", "--count", "4"])
+        .args(["--no-ebpf"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(top.stdout.take().unwrap()).lines();
+    // The capture is running once the first sample is out.
+    let first = lines.next().expect("a first sample").unwrap();
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .args(["/usr/bin/python3", "-c", FORGE])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut samples: Vec<Value> = vec![serde_json::from_str(&first).unwrap()];
+    samples.extend(lines.map(|l| serde_json::from_str(&l.unwrap()).unwrap()));
+    let _ = top.wait();
+    assert_eq!(samples.len(), 4);
+    for s in &samples {
+        let codes: Vec<&str> = s["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["code"].as_str())
+            .collect();
+        assert!(!codes.contains(&"dns_failures"), "{codes:?}: {}", s["dns"]);
+    }
+    assert_eq!(total(&samples, "rcodes").get("SERVFAIL"), None);
+    let unmatched: u64 = samples
+        .iter()
+        .map(|s| s["dns"]["unmatched"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(unmatched, 50, "{samples:?}");
+}
+
+/// Sends, as nobody, one query from each of 6,000 loopback addresses to another each.
+const SPREAD: &str = r#"
+import socket, struct
+q = struct.pack(">HHHHHH", 1, 0x0100, 1, 0, 0, 0) + b"\x06spread\x04test\x00" + struct.pack(">HH", 1, 1)
+for i in range(6000):
+    a, b = divmod(i, 250)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.1.%d.%d" % (a, b + 1), 0))
+    s.sendto(q, ("127.2.%d.%d" % (a, b + 1), 53))
+    s.close()
+"#;
+
+#[test]
+fn clients_and_servers_by_the_thousand_are_bounded_and_counted() {
+    if !is_root() || !have_tool("setpriv") || !have_tool("python3") {
+        return skip("dns spread: needs root, setpriv and python3");
+    }
+    let mut top = tacho()
+        .args(["top", "--dns", "--json", "--interval", "2s", "--count", "3"])
+        .args(["--no-ebpf"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(top.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a first sample").unwrap();
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .args(["/usr/bin/python3", "-c", SPREAD])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut samples: Vec<Value> = vec![serde_json::from_str(&first).unwrap()];
+    samples.extend(lines.map(|l| serde_json::from_str(&l.unwrap()).unwrap()));
+    let _ = top.wait();
+    let sum = |field: &str| -> u64 {
+        samples
+            .iter()
+            .map(|s| s["dns"][field].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let dns: Vec<&Value> = samples.iter().map(|s| &s["dns"]).collect();
+    // 4,096 clients and servers are kept per interval; the queries of the rest are counted.
+    assert!(sum("sources_dropped") > 0, "{dns:?}");
+    assert!(sum("destinations_dropped") > 0, "{dns:?}");
+}

@@ -42,6 +42,29 @@ int main(void) {
 }
 "#;
 
+/// Spins in anonymous executable memory like [`JIT`] but writes no perf map of its own:
+/// with `fifo` as its argument it makes its perf map a FIFO (as any user may, for a process
+/// of theirs). Prints its pid and the JIT code's address.
+const JIT_QUIET: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    unsigned char *p = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 1;
+    p[0] = 0xEB; p[1] = 0xFE;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    if (argc > 1 && strcmp(argv[1], "fifo") == 0 && mkfifo(path, 0644) != 0) return 2;
+    printf("%d %lx\n", getpid(), (unsigned long)p); fflush(stdout);
+    ((void (*)(void))p)();
+    return 0;
+}
+"#;
+
 /// Builds `source` as `dir/name` with frame pointers.
 fn build(dir: &Path, name: &str, source: &str) -> PathBuf {
     let src = dir.join(format!("{name}.c"));
@@ -65,15 +88,22 @@ struct Spinner {
 
 impl Spinner {
     fn start(bin: &Path) -> Spinner {
-        let mut child = Command::new(bin).stdout(Stdio::piped()).spawn().unwrap();
+        Spinner::spawn(Command::new(bin)).0
+    }
+
+    /// Starts `cmd`, which prints its pid first on its line; returns the rest of that line.
+    fn spawn(mut cmd: Command) -> (Spinner, String) {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        Spinner {
-            pid: line.trim().parse().unwrap(),
+        let (pid, rest) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
+        let spinner = Spinner {
+            pid: pid.parse().unwrap_or_else(|_| panic!("no pid in {line:?}")),
             child,
-        }
+        };
+        (spinner, rest.to_string())
     }
 }
 
@@ -163,6 +193,222 @@ fn a_jit_function_in_a_perf_map_is_named() {
     let top = &p["functions"][0];
     assert_eq!(top["name"], "jit_spin_loop", "{p}");
     assert!(top["self_pct"].as_f64().unwrap() >= 80.0, "{top}");
+}
+
+/// `nobody`'s command line for `program` through setpriv.
+fn as_nobody(program: &Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(program);
+    c
+}
+
+/// A directory of the test's that `nobody` may enter (for its programs).
+fn open_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn a_fifo_planted_as_a_perf_map_does_not_hang_the_profiler() {
+    let test = "a_fifo_planted_as_a_perf_map_does_not_hang_the_profiler";
+    if !root_or_skip(test) {
+        return;
+    }
+    if !have_tool("setpriv") {
+        return skip(&format!("{test}: setpriv is not installed"));
+    }
+    let _one = serial();
+    let dir = open_tempdir();
+    let bin = build(dir.path(), "fifojit", JIT_QUIET);
+    // nobody's process, whose perf map is a FIFO no one writes: opening it blocks.
+    let mut cmd = as_nobody(&bin);
+    cmd.arg("fifo");
+    let (spinner, _) = Spinner::spawn(cmd);
+    let pid = spinner.pid.to_string();
+    let child = tacho()
+        .args(["profile", "--json", "--pid", &pid, "--duration", "2s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Generous: only a hang (blocked in open) takes this long.
+    let o = wait_output(child, std::time::Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p = parse_json(&o);
+    let top = &p["functions"][0];
+    assert_eq!(top["known"], false, "{p}");
+}
+
+#[test]
+fn a_perf_map_planted_by_another_user_names_nothing() {
+    let test = "a_perf_map_planted_by_another_user_names_nothing";
+    if !root_or_skip(test) {
+        return;
+    }
+    if !have_tool("setpriv") {
+        return skip(&format!("{test}: setpriv is not installed"));
+    }
+    let _one = serial();
+    let dir = open_tempdir();
+    let bin = build(dir.path(), "quietjit", JIT_QUIET);
+    // root's JIT process writes no perf map; nobody writes one for it, naming its code.
+    let (spinner, addr) = Spinner::spawn(Command::new(&bin));
+    let map = format!("/tmp/perf-{}.map", spinner.pid);
+    let o = as_nobody(Path::new("sh"))
+        .arg("-c")
+        .arg(format!("echo '{addr} 2 planted_by_nobody' > {map}"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pid = spinner.pid.to_string();
+    let p = profile(&["--pid", &pid, "--duration", "2s"]);
+    assert!(!p.to_string().contains("planted_by_nobody"), "{p}");
+    assert_eq!(p["functions"][0]["known"], false, "{p}");
+}
+
+/// Removes the file that stalls the FUSE server's stat, on drop (before the mount goes).
+struct Unstall(PathBuf);
+
+impl Drop for Unstall {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A burner running from a FUSE filesystem whose stat never answers (as a user's FUSE server
+/// can do to the files of its processes), with `tacho profile` for 1 s started on it. Dropped
+/// in field order: the stall ends first.
+struct Stalled {
+    _unstall: Unstall,
+    _spinner: Spinner,
+    _fuse: FuseMount,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+/// None (after a SKIP line) without root or python3-fusepy.
+fn stalled_profile(test: &str) -> Option<(Stalled, Child)> {
+    if !root_or_skip(test) {
+        return None;
+    }
+    let fusepy = Command::new(PYTHON).args(["-c", "import fusepy"]).status();
+    if !fusepy.is_ok_and(|s| s.success()) {
+        skip(&format!("{test}: python3-fusepy is not installed"));
+        return None;
+    }
+    let backing = open_tempdir();
+    build(backing.path(), "burner", BURN);
+    let flags = tempfile::tempdir().unwrap();
+    let stall = flags.path().join("stall");
+    let fuse = FuseMount::start(
+        backing.path(),
+        &["--stall-getattr", stall.to_str().unwrap()],
+    );
+    let spinner = Spinner::start(&fuse.path().join("burner"));
+    let unstall = Unstall(stall.clone());
+    std::fs::write(&stall, "").unwrap();
+    // The kernel's cached attributes of the file last a second.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = spinner.pid.to_string();
+    let child = tacho()
+        .args(["profile", "--json", "--pid", &pid, "--duration", "1s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stalled = Stalled {
+        _unstall: unstall,
+        _spinner: spinner,
+        _fuse: fuse,
+        _dirs: [backing, flags],
+    };
+    Some((stalled, child))
+}
+
+#[test]
+fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
+    let test = "a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler";
+    let _one = serial();
+    let Some((stalled, mut child)) = stalled_profile(test) else {
+        return;
+    };
+    let (lines, said) = std::sync::mpsc::channel();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    // Sampling is over; naming the burner's functions waits on the stalled server.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: signals the child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    // Generous: only a tacho that ignores SIGTERM takes this long. (A thread inside a FUSE
+    // request the server has taken cannot be killed, even by SIGKILL, so the process itself
+    // is gone only once the server answers: tacho's part is to stop waiting for it.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut stopped = false;
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match said.recv_timeout(left) {
+            Ok(line) if line.contains("stopped while naming functions") => {
+                stopped = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    drop(stalled);
+    let status = wait_limited(&mut child, std::time::Duration::from_secs(30));
+    assert!(stopped, "tacho went on waiting for names after SIGTERM");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
+#[test]
+fn a_stalled_binary_costs_its_names_not_the_profile() {
+    let test = "a_stalled_binary_costs_its_names_not_the_profile";
+    let _one = serial();
+    let Some((stalled, mut child)) = stalled_profile(test) else {
+        return;
+    };
+    // The document is out once naming is given up (30 s); the process itself ends only once
+    // the server answers, which the kernel waits for.
+    let (lines, said) = std::sync::mpsc::channel();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let done = line == "}";
+            let _ = lines.send(line);
+            if done {
+                return;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut doc = String::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match said.recv_timeout(left) {
+            Ok(line) => {
+                doc.push_str(&line);
+                if line == "}" {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    drop(stalled);
+    let status = wait_limited(&mut child, std::time::Duration::from_secs(30));
+    let p: Value = serde_json::from_str(&doc).unwrap_or_else(|e| panic!("{e}: {doc:?}"));
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        p["notes"].to_string().contains("gave up after 30 s"),
+        "{}",
+        p["notes"]
+    );
+    assert!(p["busy_samples"].as_u64().unwrap() > 0, "{p}");
 }
 
 /// Sets THP `enabled` to `always` and restores it on drop.
@@ -280,6 +526,67 @@ fn folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function() {
         std::fs::metadata(&shot).unwrap().len() > 5_000,
         "a blank page"
     );
+}
+
+/// [`BURN`] under a name chosen to break a terminal and an XML document.
+const BURN_NAMED: &str = r#"
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void burn_cycles(void) { for (;;) sink++; }
+int main(void) {
+    prctl(PR_SET_NAME, "\x1b]0;pwn\x07<&x", 0, 0, 0);
+    printf("%d\n", getpid()); fflush(stdout); burn_cycles(); return 0;
+}
+"#;
+
+#[test]
+fn a_hostile_process_name_reaches_the_svg_title_escaped_and_the_svg_is_xml() {
+    if !root_or_skip("a_hostile_process_name_reaches_the_svg_title_escaped_and_the_svg_is_xml") {
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "burner", BURN_NAMED);
+    let spinner = Spinner::start(&bin);
+    let pid = spinner.pid.to_string();
+    let svg = dir.path().join("flame.svg");
+    let o = run(&[
+        "profile",
+        "--pid",
+        &pid,
+        "--duration",
+        "2s",
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bytes = std::fs::read(&svg).unwrap();
+    assert!(
+        !bytes.iter().any(|&b| b == 0x1b || b == 0x07),
+        "a raw control character in the SVG"
+    );
+    // An XML parser reads it, and the title names the process escaped.
+    let o = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E\n\
+             t = E.parse(sys.argv[1]).getroot()\n\
+             print(''.join(e.text or '' for e in t.iter('{http://www.w3.org/2000/svg}text') \
+             if e.get('id') == 'title'))",
+        ])
+        .arg(&svg)
+        .output()
+        .expect("python3 is installed");
+    assert!(
+        o.status.success(),
+        "not XML: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let title = String::from_utf8_lossy(&o.stdout);
+    assert!(title.contains(r"burn_cycles in \e]0;pwn\a<&x"), "{title}");
 }
 
 /// Sets kernel.perf_event_paranoid and restores it on drop.

@@ -1,6 +1,7 @@
 //! `tacho ping`: ioping's latency probe. One small I/O at a time, one per interval, at a
 //! random offset of a working set, each timed on its own; then ioping's summary (requests,
-//! min/avg/max/mdev, IOPS and throughput over the time spent in requests).
+//! min/avg/max/mdev, IOPS and throughput over the time spent in requests), kept as running
+//! figures ([`Tally`]) so that an endless ping runs in constant memory.
 //!
 //! The first request is a warm-up (ioping's `-a 1`): shown, not counted.
 
@@ -73,49 +74,76 @@ pub struct Summary {
     pub bytes_per_s: f64,
 }
 
-/// The summary of the counted requests; `None` when there are none.
-pub fn summarize(requests: &[Request]) -> Option<Summary> {
-    let counted: Vec<&Request> = requests.iter().filter(|r| !r.warmup).collect();
-    if counted.is_empty() {
-        return None;
+/// Running figures of the counted requests: exactly what the summary needs, in constant
+/// memory (the mean and the squared deviations by Welford's method, which stays exact where a
+/// sum of squares of nanoseconds would lose digits).
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    requests: u64,
+    total_ns: u64,
+    bytes: u64,
+    min_ns: u64,
+    max_ns: u64,
+    mean_ns: f64,
+    squared_deviations: f64,
+}
+
+impl Tally {
+    /// Counts `r`, unless it is the warm-up.
+    pub fn add(&mut self, r: &Request) {
+        if r.warmup {
+            return;
+        }
+        let first = self.requests == 0;
+        self.requests += 1;
+        self.total_ns = self.total_ns.saturating_add(r.time_ns);
+        self.bytes = self.bytes.saturating_add(r.bytes);
+        self.min_ns = if first {
+            r.time_ns
+        } else {
+            self.min_ns.min(r.time_ns)
+        };
+        self.max_ns = self.max_ns.max(r.time_ns);
+        let x = r.time_ns as f64;
+        let delta = x - self.mean_ns;
+        self.mean_ns += delta / self.requests as f64;
+        self.squared_deviations += delta * (x - self.mean_ns);
     }
-    let n = counted.len() as f64;
-    let total_ns: u64 = counted.iter().map(|r| r.time_ns).sum();
-    let bytes = counted.iter().map(|r| r.bytes).sum();
-    let avg = total_ns as f64 / n;
-    let var = counted
-        .iter()
-        .map(|r| (r.time_ns as f64 - avg).powi(2))
-        .sum::<f64>()
-        / n;
-    let secs = (total_ns as f64 / 1e9).max(1e-9);
-    Some(Summary {
-        requests: counted.len() as u64,
-        total_ns,
-        bytes,
-        min_ns: counted.iter().map(|r| r.time_ns).min().unwrap_or(0),
-        avg_ns: avg.round() as u64,
-        max_ns: counted.iter().map(|r| r.time_ns).max().unwrap_or(0),
-        mdev_ns: var.sqrt().round() as u64,
-        iops: n / secs,
-        bytes_per_s: bytes as f64 / secs,
-    })
+
+    /// The summary of the counted requests; `None` when there are none.
+    pub fn summary(&self) -> Option<Summary> {
+        if self.requests == 0 {
+            return None;
+        }
+        let n = self.requests as f64;
+        let secs = (self.total_ns as f64 / 1e9).max(1e-9);
+        Some(Summary {
+            requests: self.requests,
+            total_ns: self.total_ns,
+            bytes: self.bytes,
+            min_ns: self.min_ns,
+            avg_ns: (self.total_ns as f64 / n).round() as u64,
+            max_ns: self.max_ns,
+            mdev_ns: (self.squared_deviations / n).max(0.0).sqrt().round() as u64,
+            iops: n / secs,
+            bytes_per_s: self.bytes as f64 / secs,
+        })
+    }
 }
 
 /// Pings `target` until `count` requests are made or `ctl` stops it, handing each request to
-/// `on_request` as it completes. Returns every request made.
+/// `on_request` as it completes (nothing is kept here). Returns how many were made.
 pub fn run(
     target: &Target,
     opts: &PingOptions,
     ctl: &Control,
     on_request: &mut dyn FnMut(&Request),
-) -> Result<Vec<Request>, EngineError> {
+) -> Result<u64, EngineError> {
     let file = target.open(opts.direct).map_err(EngineError::Open)?;
     let fd = file.as_raw_fd();
     let mut rng = fastrand::Rng::new();
     let mut buf = AlignedBuf::random(opts.size as usize, &mut rng);
     let slots = (opts.work_size / opts.size).max(1);
-    let mut done = Vec::new();
     let mut n = 0;
     while opts.count.is_none_or(|c| n < c) && !ctl.stopped() {
         n += 1;
@@ -161,13 +189,12 @@ pub fn run(
             warmup: n <= WARMUP,
         };
         on_request(&request);
-        done.push(request);
         if opts.count.is_some_and(|c| n >= c) {
             break;
         }
         sleep_until(started + opts.interval, ctl);
     }
-    Ok(done)
+    Ok(n)
 }
 
 /// Sleeps until `deadline`, waking early when `ctl` is stopped.
@@ -198,7 +225,12 @@ mod tests {
     #[test]
     fn the_summary_is_iopings() {
         // The warm-up (1 ms) is left out; 100, 200, 300 µs remain.
-        let s = summarize(&[
+        let tally = |reqs: &[Request]| {
+            let mut t = Tally::default();
+            reqs.iter().for_each(|r| t.add(r));
+            t.summary()
+        };
+        let s = tally(&[
             req(1, 1_000_000),
             req(2, 100_000),
             req(3, 200_000),
@@ -214,6 +246,6 @@ mod tests {
         assert_eq!(s.total_ns, 600_000);
         assert!((s.iops - 5000.0).abs() < 1e-6);
         assert!((s.bytes_per_s - 3.0 * 4096.0 / 600e-6).abs() < 1e-3);
-        assert!(summarize(&[req(1, 5)]).is_none());
+        assert!(tally(&[req(1, 5)]).is_none());
     }
 }

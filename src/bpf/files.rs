@@ -53,8 +53,12 @@ unsafe impl Pod for FileVal {}
 pub(crate) struct FileIo {
     /// Thread-group id (the process id).
     pub(crate) pid: u32,
-    /// Its command name when it first touched the file, raw from the kernel (escape it).
+    /// Its command name when it first touched the file, invalid UTF-8 shown as U+FFFD
+    /// (escape it).
     pub(crate) comm: String,
+    /// The name's exact bytes in hex, only when they are not UTF-8 (see [`crate::text`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) comm_hex: Option<String>,
     /// The file's device as userspace numbers it (major, minor).
     pub(crate) dev: (u32, u32),
     /// The file's inode number.
@@ -132,6 +136,7 @@ fn file_io(key: &FileKey, val: &FileVal) -> FileIo {
     FileIo {
         pid: key.tgid,
         comm: String::from_utf8_lossy(until_nul(&val.comm)).into_owned(),
+        comm_hex: crate::text::hex_if_not_utf8(until_nul(&val.comm)),
         // The kernel's s_dev packs major in the top 12 bits, minor in the low 20.
         dev: (key.dev >> 20, key.dev & 0xfffff),
         ino: key.ino,

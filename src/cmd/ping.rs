@@ -5,7 +5,7 @@ use crate::bench::target::{self, Kind, Target};
 use crate::cli::PingArgs;
 use crate::io::Control;
 use crate::kernel::SysRoot;
-use crate::report::ping::{self as out, PingReport, PingTarget};
+use crate::report::ping::{self as out, JsonDocument, PingTarget};
 use crate::units::format_size;
 use anyhow::{Context, Result, bail};
 use std::io::Write;
@@ -90,28 +90,31 @@ pub fn run(args: &PingArgs) -> Result<ExitCode> {
         direct: !args.buffered,
     };
     let mut stdout = std::io::stdout().lock();
+    // Running figures, not the requests: an endless ping runs in constant memory.
+    let mut tally = ping::Tally::default();
+    let mut json = if args.json {
+        Some(JsonDocument::start(&who, &mut stdout)?)
+    } else {
+        None
+    };
     let mut printed = Ok(());
-    let requests = ping::run(&target, &opts, &ctl, &mut |r| {
-        if !args.json && printed.is_ok() {
-            printed = out::write_request(&who, r, &mut stdout).and_then(|()| stdout.flush());
+    let made = ping::run(&target, &opts, &ctl, &mut |r| {
+        tally.add(r);
+        if printed.is_ok() {
+            printed = match json.as_mut() {
+                Some(doc) => doc.request(r, &mut stdout),
+                None => out::write_request(&who, r, &mut stdout).and_then(|()| stdout.flush()),
+            };
         }
     })
     .map_err(|e| anyhow::anyhow!("{e} (target {})", target.path.display()))?;
     drop(target);
-    let summary = ping::summarize(&requests);
-    let interrupted = args.count.is_some_and(|c| (requests.len() as u64) < c);
-    if args.json {
-        let report = PingReport {
-            schema: out::SCHEMA,
-            target: &who,
-            requests: &requests,
-            summary,
-            interrupted,
-        };
-        out::write_json(&report, &mut stdout)?;
-    } else {
-        printed?;
-        out::write_summary(&who, summary.as_ref(), &mut stdout)?;
+    printed?;
+    let summary = tally.summary();
+    let interrupted = args.count.is_some_and(|c| made < c);
+    match json {
+        Some(doc) => doc.finish(summary.as_ref(), interrupted, &mut stdout)?,
+        None => out::write_summary(&who, summary.as_ref(), &mut stdout)?,
     }
     Ok(if interrupted {
         ExitCode::from(super::EXIT_INTERRUPTED)

@@ -43,7 +43,9 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         std::thread::sleep(STEP.min(args.duration));
         session.step();
         if live && drawn.elapsed() >= Duration::from_secs(1) {
-            let p = session.profile();
+            let Some(p) = session.profile(&stop) else {
+                break;
+            };
             let mut out = std::io::stdout().lock();
             write!(out, "{CLEAR}")?;
             show::write_text(&p, &mut out)?;
@@ -52,7 +54,19 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         }
     }
     session.step();
-    let p = session.profile();
+    // After a Ctrl-C that ended the sampling, a second one exits at once
+    // (stop_on_signals); otherwise the first one stops the naming.
+    let unraised = AtomicBool::new(false);
+    let naming_stop = if stop.load(Ordering::Relaxed) {
+        &unraised
+    } else {
+        &*stop
+    };
+    let Some(p) = session.profile(naming_stop) else {
+        // Naming was stalled by a file that does not answer (a user's FUSE binary, say).
+        eprintln!("tacho: stopped while naming functions; nothing printed");
+        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+    };
     let mut out = std::io::stdout().lock();
     if live {
         write!(out, "{CLEAR}")?;

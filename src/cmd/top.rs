@@ -114,7 +114,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
             Mode::Text => {
                 text::write_sample(&mut stdout, s)?;
                 if args.profile {
-                    profiler.after(s, &mut stdout)?;
+                    profiler.after(s, &mut stdout, &stop)?;
                 }
             }
             Mode::Screen | Mode::ServeOnly => {}

@@ -6,6 +6,7 @@ use crate::diagnose::model::TopSample;
 use crate::profile::quick::profile_for;
 use crate::text::Escaped;
 use std::io::Write;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// Verdicts a profile explains.
@@ -29,8 +30,13 @@ pub struct OnCpuVerdict {
 
 impl OnCpuVerdict {
     /// Profiles and prints after a sample with a CPU verdict, unless one was taken within the
-    /// minute or sampling is refused.
-    pub fn after(&mut self, s: &TopSample, out: &mut impl Write) -> anyhow::Result<()> {
+    /// minute or sampling is refused; nothing is printed once `stop` is raised.
+    pub fn after(
+        &mut self,
+        s: &TopSample,
+        out: &mut impl Write,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<()> {
         let Some(finding) = s.findings.iter().find(|f| CPU_CODES.contains(&f.code)) else {
             return Ok(());
         };
@@ -38,8 +44,9 @@ impl OnCpuVerdict {
             return Ok(());
         }
         self.last = Some(Instant::now());
-        match profile_for(PROFILE_TIME, 99) {
-            Ok(p) => {
+        match profile_for(PROFILE_TIME, 99, stop) {
+            Ok(None) => {}
+            Ok(Some(p)) => {
                 writeln!(
                     out,
                     "\nprofile of every CPU for 2 s ({}): {}",

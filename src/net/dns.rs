@@ -4,7 +4,12 @@
 //! Packets are IP datagrams (the capture gives them without the link header); IP and UDP are
 //! sliced by `etherparse` and DNS is parsed by `simple-dns`, both bounds-checked crates, so a
 //! hostile packet is at worst skipped. What is kept is bounded: at most [`MAX_PENDING`]
-//! unanswered queries and [`MAX_NAMES`] names per interval (the rest are counted, unnamed).
+//! unanswered queries, and per interval [`MAX_NAMES`] names, clients and servers each (the
+//! rest are counted as dropped).
+//!
+//! Any local user can send a datagram to port 53 that says it is an answer, so an answer
+//! counts only when it comes from port 53 to the port a query came from, with that query's
+//! id and name: anything else is counted as unmatched, never by its response code.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
@@ -43,7 +48,7 @@ pub struct NameCounts {
 pub struct DnsCounts {
     /// Queries seen (from a client to a server).
     pub queries: u64,
-    /// Answers seen, matched to a query or not.
+    /// Answers matched to a query in flight.
     pub answers: u64,
     /// Queries given up after 5 s without an answer.
     pub unanswered: u64,
@@ -59,6 +64,12 @@ pub struct DnsCounts {
     pub names: BTreeMap<String, NameCounts>,
     /// Queries whose name was not kept because the table was full.
     pub names_dropped: u64,
+    /// Queries whose client was not kept in `sources` (at most [`MAX_NAMES`] clients).
+    pub sources_dropped: u64,
+    /// Queries whose server was not kept in `destinations` (at most [`MAX_NAMES`]).
+    pub destinations_dropped: u64,
+    /// Datagrams that said they were answers but matched no query in flight.
+    pub unmatched: u64,
     /// Response times of matched answers, milliseconds.
     pub response_ms: Vec<f64>,
     /// Datagrams on port 53 that were not DNS.
@@ -92,7 +103,7 @@ impl DnsTracker {
         };
         if dns.has_flags(PacketFlag::RESPONSE) {
             self.answer(src, dst, dns.id(), rcode(&dns), name, at);
-        } else {
+        } else if dst.port() == 53 {
             self.query(src, dst, dns.id(), name, qtype, at);
         }
     }
@@ -109,8 +120,14 @@ impl DnsTracker {
         let c = &mut self.counts;
         c.queries += 1;
         *c.qtypes.entry(qtype).or_default() += 1;
-        *c.sources.entry(client.ip().to_string()).or_default() += 1;
-        *c.destinations.entry(server.to_string()).or_default() += 1;
+        match bounded_entry(&mut c.sources, client.ip().to_string()) {
+            Some(n) => *n += 1,
+            None => c.sources_dropped += 1,
+        }
+        match bounded_entry(&mut c.destinations, server.to_string()) {
+            Some(n) => *n += 1,
+            None => c.destinations_dropped += 1,
+        }
         if let Some(n) = name_entry(c, &name) {
             n.queries += 1;
         }
@@ -130,22 +147,23 @@ impl DnsTracker {
         name: String,
         at: Instant,
     ) {
+        let key = (client, server, id);
+        let matched = server.port() == 53 && self.pending.get(&key).is_some_and(|p| p.name == name);
         let c = &mut self.counts;
+        if !matched {
+            c.unmatched += 1;
+            return;
+        }
+        let Some(query) = self.pending.remove(&key) else {
+            return;
+        };
+        let ms = at.saturating_duration_since(query.sent).as_secs_f64() * 1e3;
         c.answers += 1;
         *c.rcodes.entry(rcode.clone()).or_default() += 1;
-        let ms = self
-            .pending
-            .remove(&(client, server, id))
-            .filter(|p| p.name == name)
-            .map(|p| at.saturating_duration_since(p.sent).as_secs_f64() * 1e3);
-        if let Some(ms) = ms {
-            c.response_ms.push(ms);
-        }
+        c.response_ms.push(ms);
         if let Some(n) = name_entry(c, &name) {
             *n.rcodes.entry(rcode).or_default() += 1;
-            if let Some(ms) = ms {
-                n.max_ms = Some(n.max_ms.map_or(ms, |m| m.max(ms)));
-            }
+            n.max_ms = Some(n.max_ms.map_or(ms, |m| m.max(ms)));
         }
     }
 
@@ -179,6 +197,14 @@ fn name_entry<'a>(c: &'a mut DnsCounts, name: &str) -> Option<&'a mut NameCounts
         return None;
     }
     Some(c.names.entry(name.to_string()).or_default())
+}
+
+/// The count of `key`, unless `map` is full ([`MAX_NAMES`]) and lacks it.
+fn bounded_entry(map: &mut BTreeMap<String, u64>, key: String) -> Option<&mut u64> {
+    if map.len() >= MAX_NAMES && !map.contains_key(&key) {
+        return None;
+    }
+    Some(map.entry(key).or_default())
 }
 
 /// `NOERROR`, `NXDOMAIN`, `SERVFAIL`, … as dig prints them.
@@ -296,6 +322,52 @@ mod tests {
         let c = t.take(t0);
         assert_eq!(c.names.len(), MAX_NAMES);
         assert_eq!(c.names_dropped, 10);
+    }
+
+    #[test]
+    fn answers_that_match_no_query_are_not_counted_by_code() {
+        use simple_dns::RCODE;
+        let t0 = Instant::now();
+        let mut t = DnsTracker::default();
+        t.packet(&datagram(C, 40000, S, 53, &dns(7, "a.test", None)), t0);
+        let fail = |id, name| dns(id, name, Some(RCODE::ServerFailure));
+        // Not from port 53; the wrong id; the wrong name; the wrong client port; no query.
+        t.packet(&datagram(S, 5353, C, 40000, &fail(7, "a.test")), t0);
+        t.packet(&datagram(S, 53, C, 40000, &fail(8, "a.test")), t0);
+        t.packet(&datagram(S, 53, C, 40000, &fail(7, "b.test")), t0);
+        t.packet(&datagram(S, 53, C, 40001, &fail(7, "a.test")), t0);
+        t.packet(
+            &datagram(C, 40002, [127, 0, 0, 1], 53, &fail(1, "x.test")),
+            t0,
+        );
+        let c = t.take(t0);
+        assert_eq!((c.answers, c.unmatched), (0, 5));
+        assert!(c.rcodes.is_empty(), "{:?}", c.rcodes);
+        // The real answer still matches.
+        t.packet(&datagram(S, 53, C, 40000, &fail(7, "a.test")), t0);
+        let c = t.take(t0);
+        assert_eq!((c.answers, c.rcodes["SERVFAIL"]), (1, 1));
+    }
+
+    #[test]
+    fn clients_and_servers_are_bounded_and_the_rest_counted() {
+        let t0 = Instant::now();
+        let mut t = DnsTracker::default();
+        for i in 0..(MAX_NAMES as u32 + 10) {
+            let [_, a, b, c] = i.to_be_bytes();
+            let client = [10, a, b, c];
+            let server = [172, a, b, c];
+            t.packet(
+                &datagram(client, 4000, server, 53, &dns(1, "n.test", None)),
+                t0,
+            );
+        }
+        let c = t.take(t0);
+        assert_eq!((c.sources.len(), c.sources_dropped), (MAX_NAMES, 10));
+        assert_eq!(
+            (c.destinations.len(), c.destinations_dropped),
+            (MAX_NAMES, 10)
+        );
     }
 
     proptest! {

@@ -3,6 +3,7 @@
 //! self and total share, processes, the user/kernel split with the kernel's subsystems in
 //! words ([`subsystem`]), folded stacks for flame graphs, and a one-line verdict.
 
+pub mod perfmap;
 pub mod quick;
 pub mod sampler;
 pub mod subsystem;

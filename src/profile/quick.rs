@@ -3,10 +3,10 @@
 //! profile` steps it and redraws; `tacho top --batch --profile` takes a short one in one call.
 
 use super::sampler::{self, Sampler, Stacks, StartError};
-use super::symbols::{self, Frames};
+use super::symbols::{Frames, NAMING_LIMIT, Namer, Naming};
 use super::{Filter, Profile};
-use blazesym::symbolize::Symbolizer;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// How often the rings are drained.
@@ -20,7 +20,7 @@ pub struct Session {
     filter: Filter,
     stacks: Stacks,
     comms: HashMap<u32, String>,
-    symbolizer: Symbolizer,
+    namer: Namer,
     frames: Frames,
 }
 
@@ -34,7 +34,7 @@ impl Session {
             filter,
             stacks: Stacks::new(),
             comms: HashMap::new(),
-            symbolizer: Symbolizer::new(),
+            namer: Namer::start(),
             frames: Frames::new(),
         })
     }
@@ -55,10 +55,14 @@ impl Session {
         sampler::count(batch, &mut self.stacks);
     }
 
-    /// The profile of everything counted so far.
-    pub fn profile(&mut self) -> Profile {
-        symbols::symbolize_new(&self.symbolizer, &self.stacks, &mut self.frames);
-        super::build(
+    /// The profile of everything counted so far; `None` when `stop` was raised while its
+    /// functions were being named.
+    pub fn profile(&mut self, stop: &AtomicBool) -> Option<Profile> {
+        let naming = self.namer.name_new(&self.stacks, &mut self.frames, stop);
+        if naming == Naming::Stopped {
+            return None;
+        }
+        let mut p = super::build(
             &self.stacks,
             &self.frames,
             &self.comms,
@@ -66,18 +70,34 @@ impl Session {
             self.elapsed().as_secs_f64(),
             self.hz,
             self.sampler.lost,
-        )
+        );
+        if naming == Naming::GaveUp {
+            p.notes.push(format!(
+                "function names: gave up after {} s waiting for a file that does not answer (a \
+                 binary on a stalled filesystem?); functions not named by then are shown as ?",
+                NAMING_LIMIT.as_secs()
+            ));
+        }
+        Some(p)
     }
 }
 
-/// Samples every CPU at `hz` for `duration` and builds the profile.
-pub fn profile_for(duration: Duration, hz: u64) -> Result<Profile, StartError> {
+/// Samples every CPU at `hz` for `duration` and builds the profile; `Ok(None)` when `stop`
+/// was raised first.
+pub fn profile_for(
+    duration: Duration,
+    hz: u64,
+    stop: &AtomicBool,
+) -> Result<Option<Profile>, StartError> {
     let mut session = Session::start(hz, Filter { pid: None })?;
     while session.elapsed() < duration {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(None);
+        }
         std::thread::sleep(STEP.min(duration));
         session.step();
     }
-    Ok(session.profile())
+    Ok(session.profile(stop))
 }
 
 fn comm(pid: u32) -> String {

@@ -1,14 +1,23 @@
 //! Addresses to function names with `blazesym`: the kernel's from /proc/kallsyms (modules
 //! included), a process's from its ELF symbol tables and debug information and from its JIT
-//! perf map (`/tmp/perf-PID.map`, as PHP, Node and the JVM write them). An address without a
-//! symbol is named by its file and offset (`app+0x1139`) and marked unknown, so a stripped
-//! binary is said to be one, never hidden.
+//! perf map (`/tmp/perf-PID.map`, as PHP, Node and the JVM write them; read by
+//! [`super::perfmap`]). An address without a symbol is named by its file and offset
+//! (`app+0x1139`) and marked unknown, so a stripped binary is said to be one, never hidden.
+//!
+//! Naming opens other users' files (binaries, debug info, /proc/PID/maps), and a user can make
+//! such an open or read wait forever (a FUSE file that never answers), so it runs on a thread
+//! of its own ([`Namer`]): the caller waits only while its stop flag is down and for at most
+//! [`NAMING_LIMIT`], so Ctrl-C or SIGTERM still ends tacho and `top --profile` goes on.
 
+use super::perfmap::{self, PerfMap};
 use super::sampler::Stacks;
 use blazesym::symbolize::source::{Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
 
 /// Kernel text lives in the upper half of the address space on every 64-bit architecture
 /// tacho builds for.
@@ -32,27 +41,111 @@ pub struct Frame {
 /// Frames by (pid, address); kernel addresses under pid 0.
 pub type Frames = HashMap<(u32, u64), Frame>;
 
-/// Names the addresses of `stacks` that `out` does not have yet (a live view names each
-/// address once; the symbolizer keeps the files it has parsed).
-pub fn symbolize_new(symbolizer: &Symbolizer, stacks: &Stacks, out: &mut Frames) {
-    let mut kernel: BTreeSet<u64> = BTreeSet::new();
-    let mut user: HashMap<u32, BTreeSet<u64>> = HashMap::new();
-    for (pid, stack) in stacks.keys() {
-        for &addr in stack {
-            if is_kernel(addr) {
-                if !out.contains_key(&(0, addr)) {
-                    kernel.insert(addr);
+/// Kernel addresses, and user addresses by process, to be named.
+type Request = (Vec<u64>, HashMap<u32, BTreeSet<u64>>);
+
+/// How often a wait for names looks at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+/// The longest wait for one round of names (parsing a large binary's debug information the
+/// first time takes seconds; a file that never answers takes forever).
+pub const NAMING_LIMIT: Duration = Duration::from_secs(30);
+
+/// How a round of naming ended.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Naming {
+    /// Every address asked for has a frame.
+    Done,
+    /// The stop flag was raised first.
+    Stopped,
+    /// [`NAMING_LIMIT`] passed first (now, or in an earlier round): frames not named are
+    /// left out.
+    GaveUp,
+}
+
+/// A thread that owns the symbolizer (and the perf maps read so far) and names addresses.
+pub struct Namer {
+    requests: Sender<Request>,
+    answers: Receiver<Frames>,
+    /// A request was given up on: its answer may still come, so no other is sent.
+    abandoned: bool,
+}
+
+impl Namer {
+    /// Starts the naming thread.
+    pub fn start() -> Namer {
+        let (requests, inbox) = mpsc::channel::<Request>();
+        let (outbox, answers) = mpsc::channel();
+        std::thread::spawn(move || {
+            let symbolizer = Symbolizer::new();
+            let mut perf_maps: HashMap<u32, Option<PerfMap>> = HashMap::new();
+            for (kernel, user) in inbox {
+                let mut out = Frames::new();
+                if !kernel.is_empty() {
+                    name_kernel(&symbolizer, &kernel, &mut out);
                 }
-            } else if *pid != 0 && !out.contains_key(&(*pid, addr)) {
-                user.entry(*pid).or_default().insert(addr);
+                name_user(&symbolizer, &mut perf_maps, user, &mut out);
+                if outbox.send(out).is_err() {
+                    break;
+                }
+            }
+        });
+        Namer {
+            requests,
+            answers,
+            abandoned: false,
+        }
+    }
+
+    /// Names the addresses of `stacks` that `out` does not have yet (a live view names each
+    /// address once; the symbolizer keeps the files it has parsed), unless `stop` is raised or
+    /// [`NAMING_LIMIT`] passes first.
+    pub fn name_new(&mut self, stacks: &Stacks, out: &mut Frames, stop: &AtomicBool) -> Naming {
+        if self.abandoned {
+            return Naming::GaveUp;
+        }
+        let mut kernel: BTreeSet<u64> = BTreeSet::new();
+        let mut user: HashMap<u32, BTreeSet<u64>> = HashMap::new();
+        for (pid, stack) in stacks.keys() {
+            for &addr in stack {
+                if is_kernel(addr) {
+                    if !out.contains_key(&(0, addr)) {
+                        kernel.insert(addr);
+                    }
+                } else if *pid != 0 && !out.contains_key(&(*pid, addr)) {
+                    user.entry(*pid).or_default().insert(addr);
+                }
+            }
+        }
+        if kernel.is_empty() && user.is_empty() {
+            return Naming::Done;
+        }
+        if self
+            .requests
+            .send((kernel.into_iter().collect(), user))
+            .is_err()
+        {
+            return Naming::Done; // the thread is gone (it panicked): the frames stay unnamed
+        }
+        let start = Instant::now();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                self.abandoned = true;
+                return Naming::Stopped;
+            }
+            if start.elapsed() >= NAMING_LIMIT {
+                self.abandoned = true;
+                return Naming::GaveUp;
+            }
+            match self.answers.recv_timeout(POLL) {
+                Ok(frames) => {
+                    out.extend(frames);
+                    return Naming::Done;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Naming::Done,
             }
         }
     }
-    let kernel: Vec<u64> = kernel.into_iter().collect();
-    if !kernel.is_empty() {
-        name_kernel(symbolizer, &kernel, out);
-    }
-    name_user(symbolizer, user, out);
 }
 
 fn name_kernel(symbolizer: &Symbolizer, kernel: &[u64], out: &mut Frames) {
@@ -79,26 +172,45 @@ fn name_kernel(symbolizer: &Symbolizer, kernel: &[u64], out: &mut Frames) {
     }
 }
 
-fn name_user(symbolizer: &Symbolizer, user: HashMap<u32, BTreeSet<u64>>, out: &mut Frames) {
+fn name_user(
+    symbolizer: &Symbolizer,
+    perf_maps: &mut HashMap<u32, Option<PerfMap>>,
+    user: HashMap<u32, BTreeSet<u64>>,
+    out: &mut Frames,
+) {
     for (pid, addrs) in user {
         let addrs: Vec<u64> = addrs.into_iter().collect();
         let mut process = Process::new(pid.into());
-        process.perf_map = true;
+        // blazesym would open the perf map by name and map it into memory: see perfmap.
+        process.perf_map = false;
         let names = symbolizer
             .symbolize(&Source::Process(process), Input::AbsAddr(&addrs))
             .unwrap_or_default();
         let maps = read_maps(pid);
         for (i, &addr) in addrs.iter().enumerate() {
             let mapping = maps.iter().find(|m| m.start <= addr && addr < m.end);
-            let frame = match names.get(i) {
-                Some(Symbolized::Sym(sym)) => Frame {
+            // A perf map's functions lie in anonymous JIT memory.
+            let jit = match mapping {
+                None | Some(Mapping { path: None, .. }) => perf_maps
+                    .entry(pid)
+                    .or_insert_with(|| perfmap::load(pid))
+                    .as_ref()
+                    .and_then(|m| m.find(addr)),
+                Some(_) => None,
+            };
+            let frame = match (names.get(i), jit) {
+                (Some(Symbolized::Sym(sym)), _) => Frame {
                     name: sym.name.to_string(),
                     module: match (&sym.module, mapping) {
                         (Some(m), _) => file_name(&m.to_string_lossy()),
-                        // A perf map's symbols lie in anonymous JIT memory.
-                        (None, None) | (None, Some(Mapping { path: None, .. })) => "[jit]".into(),
-                        (None, Some(m)) => file_name(m.path.as_deref().unwrap_or("?")),
+                        (None, m) => file_name(m.and_then(|m| m.path.as_deref()).unwrap_or("?")),
                     },
+                    kernel: false,
+                    known: true,
+                },
+                (_, Some(name)) => Frame {
+                    name: name.to_owned(),
+                    module: "[jit]".into(),
                     kernel: false,
                     known: true,
                 },

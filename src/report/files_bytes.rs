@@ -4,7 +4,7 @@
 
 use crate::bpf::files::FileIo;
 use crate::bpf::hist::log2_percentile_us as percentile_us;
-use crate::text::Escaped;
+use crate::text;
 use crate::units::{format_bytes_approx, format_latency_ns};
 use serde_json::json;
 use std::io::{self, Write};
@@ -19,13 +19,14 @@ pub struct Row {
 }
 
 impl Row {
+    /// The file for a terminal: its path escaped from its exact bytes.
     fn file(&self) -> String {
         match &self.path {
-            Some(p) => p.display().to_string(),
+            Some(p) => crate::text::path(p),
             // The kernel's last component, never a path another file holds now.
             None => format!(
                 "…/{} (inode {} on {}:{}; no path seen while it was open)",
-                String::from_utf8_lossy(&self.io.name),
+                crate::text::EscapedBytes(&self.io.name),
                 self.io.ino,
                 self.io.dev.0,
                 self.io.dev.1
@@ -38,7 +39,8 @@ impl Row {
 /// --suite etcd` measures.
 const SMALL_WRITE: u64 = 16 * 1024;
 
-/// The sync line of a row, when it synced: count, latency and what to benchmark.
+/// The sync line of a row, when it synced: count, latency and what to benchmark (names
+/// escaped for a terminal).
 pub fn sync_line(r: &Row) -> Option<String> {
     let io = &r.io;
     if io.syncs == 0 {
@@ -49,7 +51,7 @@ pub fn sync_line(r: &Row) -> Option<String> {
     };
     let mut line = format!(
         "{} (pid {}) {}: {} syncs, mean {}, p50 {}, p99 {}",
-        io.comm,
+        text::exact(&io.comm, io.comm_hex.as_deref()),
         io.pid,
         r.file(),
         io.syncs,
@@ -87,20 +89,20 @@ pub fn write_text(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Resul
             out,
             "{:>8}  {:<15}  {:>10}  {:>10}  {:>8}  {:>8}  {:>6}  {}",
             r.io.pid,
-            Escaped(&r.io.comm).to_string(),
+            text::exact(&r.io.comm, r.io.comm_hex.as_deref()),
             format_bytes_approx(r.io.read_bytes),
             format_bytes_approx(r.io.write_bytes),
             r.io.reads,
             r.io.writes,
             r.io.syncs,
-            Escaped(&r.file()),
+            r.file(),
         )?;
     }
     let syncs: Vec<String> = rows.iter().filter_map(sync_line).collect();
     if !syncs.is_empty() {
         writeln!(out, "\nsyncs (fsync, fdatasync, sync_file_range):")?;
         for line in syncs {
-            writeln!(out, "  {}", Escaped(&line))?;
+            writeln!(out, "  {line}")?;
         }
     }
     Ok(())
@@ -114,7 +116,7 @@ pub fn write_json(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Resul
             let io = &r.io;
             let us = |q| percentile_us(&io.sync_hist, q);
             json!({
-                "pid": io.pid, "comm": io.comm,
+                "pid": io.pid, "comm": io.comm, "comm_hex": io.comm_hex,
                 "path": r.path.as_ref().map(|p| p.to_string_lossy()),
                 // A name that is not UTF-8 keeps its exact bytes here, as `files --json` does.
                 "path_hex": r.path.as_ref().and_then(|p| {
@@ -154,7 +156,8 @@ mod tests {
         Row {
             io: FileIo {
                 pid: 1,
-                comm: "w\x1b[2J".into(),
+                comm: "w\x1b[2J\u{fffd}".into(),
+                comm_hex: Some("771b5b324aff".into()),
                 dev: (8, 1),
                 ino: 12,
                 generation: 7,
@@ -186,5 +189,11 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&text)
         );
+        // Bytes that are not UTF-8 show as \xNN, in the table and in the sync line.
+        let text = String::from_utf8(text).unwrap();
+        assert!(!text.contains('\u{fffd}'), "{text}");
+        assert_eq!(text.matches(r"w\e[2J\xff").count(), 2, "{text}");
+        assert_eq!(text.matches(r"/tmp/a\xff\nb").count(), 2, "{text}");
+        assert_eq!(doc["files"][0]["comm_hex"], "771b5b324aff");
     }
 }

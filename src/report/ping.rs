@@ -26,21 +26,6 @@ pub struct PingTarget {
     pub work_bytes: u64,
 }
 
-/// The JSON document.
-#[derive(Debug, Serialize)]
-pub struct PingReport<'a> {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// What was pinged.
-    pub target: &'a PingTarget,
-    /// Every request, the warm-up included.
-    pub requests: &'a [Request],
-    /// Over the counted requests; null when none was counted.
-    pub summary: Option<Summary>,
-    /// Ctrl-C or SIGTERM stopped it before `--count` requests.
-    pub interrupted: bool,
-}
-
 fn label(t: &PingTarget) -> String {
     let under: Vec<&str> = [t.filesystem.as_deref(), t.device.as_deref()]
         .into_iter()
@@ -99,8 +84,46 @@ pub fn write_summary(t: &PingTarget, s: Option<&Summary>, out: &mut impl Write) 
     )
 }
 
-/// The JSON document, pretty-printed, with a newline.
-pub fn write_json(report: &PingReport, out: &mut impl Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, report)?;
-    writeln!(out)
+/// The JSON document (`schema`, `target`, every request, `summary`, `interrupted`), written
+/// as the requests come so that an endless ping keeps none of them: [`JsonDocument::start`]
+/// before the first, [`JsonDocument::request`] for each, [`JsonDocument::finish`] after the
+/// last. A run that fails midway leaves it unfinished (the error is on stderr, exit 2).
+pub struct JsonDocument {
+    requests: u64,
+}
+
+impl JsonDocument {
+    /// Writes the head, up to the opening of the request list.
+    pub fn start(target: &PingTarget, out: &mut impl Write) -> io::Result<JsonDocument> {
+        write!(
+            out,
+            "{{\n  \"schema\": {},\n  \"target\": {},\n  \"requests\": [",
+            serde_json::to_string(SCHEMA)?,
+            serde_json::to_string(target)?
+        )?;
+        Ok(JsonDocument { requests: 0 })
+    }
+
+    /// Writes one request.
+    pub fn request(&mut self, r: &Request, out: &mut impl Write) -> io::Result<()> {
+        let comma = if self.requests == 0 { "" } else { "," };
+        self.requests += 1;
+        write!(out, "{comma}\n    {}", serde_json::to_string(r)?)
+    }
+
+    /// Closes the list and writes the summary over the counted requests (null when none was
+    /// counted) and whether Ctrl-C or SIGTERM stopped it before `--count` requests.
+    pub fn finish(
+        self,
+        summary: Option<&Summary>,
+        interrupted: bool,
+        out: &mut impl Write,
+    ) -> io::Result<()> {
+        let close = if self.requests == 0 { "]" } else { "\n  ]" };
+        writeln!(
+            out,
+            "{close},\n  \"summary\": {},\n  \"interrupted\": {interrupted}\n}}",
+            serde_json::to_string(&summary)?
+        )
+    }
 }

@@ -70,7 +70,9 @@ pub fn write_folded(p: &Profile, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// A flame graph of the folded stacks; with too few busy samples for one, a page that says so
-/// (the verdict), so `--svg` always leaves a file that opens.
+/// (the verdict), so `--svg` always leaves a file that opens. The title (which names processes
+/// and functions) and the frames are escaped as on a terminal, then as XML: a control
+/// character is not allowed in XML even as a character reference.
 pub fn write_svg(p: &Profile, title: &str, out: &mut impl Write) -> io::Result<()> {
     if p.busy_samples < crate::profile::MIN_VERDICT_SAMPLES || p.folded.is_empty() {
         return write!(
@@ -78,19 +80,28 @@ pub fn write_svg(p: &Profile, title: &str, out: &mut impl Write) -> io::Result<(
             "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" \
              height=\"60\" xmlns=\"http://www.w3.org/2000/svg\"><text x=\"10\" y=\"35\" \
              font-family=\"Verdana\" font-size=\"14\">{}</text></svg>\n",
-            crate::report::html::esc(&Escaped(title).to_string())
+            crate::report::html::esc(&xml_text(title))
         );
     }
     let lines: Vec<String> = p
         .folded
         .iter()
-        .map(|(s, n)| format!("{} {n}", Escaped(s)))
+        .map(|(s, n)| format!("{} {n}", xml_text(s)))
         .collect();
     let mut opts = inferno::flamegraph::Options::default();
-    opts.title = title.to_owned();
+    opts.title = xml_text(title);
     opts.count_name = "samples".into();
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
         .map_err(|e| io::Error::other(e.to_string()))
+}
+
+/// `text` escaped as on a terminal, and without the two characters that are neither controls
+/// nor allowed in XML (U+FFFE, U+FFFF).
+fn xml_text(text: &str) -> String {
+    Escaped(text)
+        .to_string()
+        .replace('\u{fffe}', "\\u{fffe}")
+        .replace('\u{ffff}', "\\u{ffff}")
 }
 
 #[cfg(test)]
@@ -109,11 +120,13 @@ mod tests {
             99,
             0,
         );
-        p.folded = vec![("app;<script>alert(1)</script>;x\x1b[2Jy".into(), 30)];
+        p.folded = vec![("app;<script>alert(1)</script>;x\x1b[2Jy\u{ffff}".into(), 30)];
         p.busy_samples = 30;
         let mut svg = Vec::new();
-        write_svg(&p, "t", &mut svg).unwrap();
+        write_svg(&p, "t\x07\u{fffe}", &mut svg).unwrap();
         let svg = String::from_utf8(svg).unwrap();
+        assert!(!svg.contains(['\x07', '\u{fffe}', '\u{ffff}']), "{svg}");
+        assert!(svg.contains("t\\a\\u{fffe}"), "{svg}");
         assert!(!svg.contains("<script>alert"), "{svg}");
         assert!(
             svg.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),

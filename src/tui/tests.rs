@@ -339,6 +339,7 @@ fn a_toggles_accumulated_mode_and_the_header_says_since_when() {
         processes: vec![AccumulatedProcess {
             pid: 4242,
             comm: "backupd".into(),
+            comm_hex: None,
             unit: Some("backup.service".into()),
             read_bytes: 0,
             write_bytes: 283 << 20,
@@ -449,6 +450,7 @@ fn the_network_panel_names_the_top_sender_and_dns() {
         by_service: Vec::new(),
         by_process: vec![ConnGroup {
             key: "evil\u{1b}[2J (pid 7)".into(),
+            key_hex: None,
             pid: Some(7),
             unit: None,
             connections: 1,

@@ -19,8 +19,11 @@ use crate::diagnose::sample::Sample;
 pub struct AccumulatedProcess {
     /// Process id.
     pub pid: u32,
-    /// Command name.
+    /// Command name, invalid UTF-8 shown as U+FFFD.
     pub comm: String,
+    /// The name's exact bytes in hex, only when they are not UTF-8 (see [`crate::text`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm_hex: Option<String>,
     /// Its service, when known.
     pub unit: Option<String>,
     /// Bytes fetched from storage since the start.
@@ -92,6 +95,7 @@ impl Accumulator {
                 .or_insert_with(|| AccumulatedProcess {
                     pid: d.pid,
                     comm: d.comm.clone(),
+                    comm_hex: d.comm_hex.clone(),
                     unit: None,
                     read_bytes: 0,
                     write_bytes: 0,

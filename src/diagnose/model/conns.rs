@@ -23,8 +23,11 @@ pub struct Connection {
     pub remote: String,
     /// The process holding the socket, when found.
     pub pid: Option<u32>,
-    /// Its command name (escape before printing).
+    /// Its command name, invalid UTF-8 shown as U+FFFD (escape before printing).
     pub comm: Option<String>,
+    /// The name's exact bytes in hex, only when they are not UTF-8 (see [`crate::text`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm_hex: Option<String>,
     /// Bytes sent and acknowledged per second.
     pub tx_bytes_per_s: f64,
     /// Bytes received per second.
@@ -37,11 +40,17 @@ pub struct Connection {
     pub send_queue_bytes: u32,
 }
 
+/// A group's key, the key's bytes in hex when they are not UTF-8, and its process.
+type GroupKey = (String, Option<String>, Option<u32>);
+
 /// Connections summed by peer address or by process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnGroup {
     /// `10.0.0.5:5432`, or `iperf3 (pid 3111)` (escape before printing).
     pub key: String,
+    /// The key's exact bytes in hex, only when the process's name is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_hex: Option<String>,
     /// The process, for a group by process.
     pub pid: Option<u32>,
     /// Its service (systemd unit or container scope), for a group by process.
@@ -116,12 +125,12 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<
         .filter(|d| d.tx + d.rx > 0)
         .collect();
     let owner = |c: &TcpConn| b.conns.owners.get(&c.inode).copied();
-    let comm = |pid: u32| {
+    let name = |pid: u32| {
         b.processes
             .processes
             .iter()
             .find(|p| p.pid == pid)
-            .map(|p| p.comm.clone())
+            .map(|p| (p.comm.clone(), p.comm_hex.clone()))
     };
     let total_tx: u64 = deltas.iter().map(|d| d.tx).sum();
     let endpoint = |e: Option<std::net::SocketAddr>| e.map_or("?".into(), |e| e.to_string());
@@ -133,11 +142,13 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<
         .take(listed.max(TOP))
         .map(|d| {
             let pid = owner(d.conn);
+            let (comm, comm_hex) = pid.and_then(name).unzip();
             Connection {
                 local: endpoint(d.conn.local),
                 remote: endpoint(d.conn.remote),
                 pid,
-                comm: pid.and_then(comm),
+                comm,
+                comm_hex: comm_hex.flatten(),
                 tx_bytes_per_s: d.tx as f64 / dt,
                 rx_bytes_per_s: d.rx as f64 / dt,
                 retrans_pct: (d.segs > 0).then(|| d.retrans as f64 / d.segs as f64 * 100.0),
@@ -147,12 +158,15 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<
         })
         .collect();
     let unit = |pid: u32| b.conns.units.get(&pid).cloned();
-    let group = |key_of: &dyn Fn(&Delta) -> (String, Option<u32>)| {
+    let group = |key_of: &dyn Fn(&Delta) -> GroupKey| {
         let mut groups: HashMap<String, ConnGroup> = HashMap::new();
         for d in &deltas {
-            let (key, pid) = key_of(d);
-            let g = groups.entry(key.clone()).or_insert(ConnGroup {
+            let (key, key_hex, pid) = key_of(d);
+            // Two names that differ only in bytes that are not UTF-8 stay two groups.
+            let g = groups.entry(key_hex.clone().unwrap_or_else(|| key.clone()));
+            let g = g.or_insert(ConnGroup {
                 key,
+                key_hex,
                 pid,
                 unit: pid.and_then(unit),
                 connections: 0,
@@ -180,17 +194,19 @@ pub(crate) fn between(a: &Sample, b: &Sample, dt: f64, listed: usize) -> Option<
         v.truncate(TOP_GROUPS);
         v
     };
-    let by_remote = group(&|d| (endpoint(d.conn.remote), None));
+    let by_remote = group(&|d| (endpoint(d.conn.remote), None, None));
     let by_process = group(&|d| match owner(d.conn) {
         Some(pid) => {
-            let name = comm(pid).unwrap_or_else(|| "?".into());
-            (format!("{name} (pid {pid})"), Some(pid))
+            let (comm, hex) = name(pid).unwrap_or_else(|| ("?".into(), None));
+            let suffix = format!(" (pid {pid})");
+            let hex = hex.map(|h| h + &crate::text::hex(suffix.as_bytes()));
+            (format!("{comm}{suffix}"), hex, Some(pid))
         }
-        None => ("unknown process".into(), None),
+        None => ("unknown process".into(), None, None),
     });
     let by_service = group(&|d| {
         let u = owner(d.conn).and_then(unit);
-        (u.unwrap_or_else(|| "no known service".into()), None)
+        (u.unwrap_or_else(|| "no known service".into()), None, None)
     });
     Some(Conns {
         established: b.conns.conns.len(),

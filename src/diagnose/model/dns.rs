@@ -53,6 +53,13 @@ pub struct Dns {
     pub slowest: Vec<DnsName>,
     /// Queries whose name was not kept (the name table was full).
     pub names_dropped: u64,
+    /// Queries whose client was not kept (the client table was full).
+    pub sources_dropped: u64,
+    /// Queries whose server was not kept (the server table was full).
+    pub destinations_dropped: u64,
+    /// Datagrams that said they were answers but matched no query in flight (not counted
+    /// as answers: anyone can send them).
+    pub unmatched: u64,
     /// Datagrams on port 53 that were not DNS.
     pub malformed: u64,
 }
@@ -101,6 +108,9 @@ pub(crate) fn between(c: &DnsCounts, dt: f64) -> Dns {
         failing,
         slowest,
         names_dropped: c.names_dropped,
+        sources_dropped: c.sources_dropped,
+        destinations_dropped: c.destinations_dropped,
+        unmatched: c.unmatched,
         malformed: c.malformed,
     }
 }

@@ -312,6 +312,7 @@ mod tests {
         let mut s = fixture_top_sample();
         let group = |key: &str, pid| ConnGroup {
             key: key.into(),
+            key_hex: None,
             pid,
             unit: None,
             connections: 2,

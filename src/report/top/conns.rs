@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use crate::diagnose::model::conns::{ConnGroup, Conns};
-use crate::text::Escaped;
+use crate::text::exact;
 
 /// Writes the section when connections moved data in the interval.
 pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
@@ -34,7 +34,9 @@ pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
     )?;
     for t in &c.top {
         let who = match (&t.comm, t.pid) {
-            (Some(comm), Some(pid)) => format!("{} ({pid})", Escaped(comm)),
+            (Some(comm), Some(pid)) => {
+                format!("{} ({pid})", exact(comm, t.comm_hex.as_deref()))
+            }
             _ => "?".into(),
         };
         writeln!(
@@ -67,7 +69,7 @@ fn groups(out: &mut impl Write, title: &str, list: &[ConnGroup]) -> io::Result<(
         writeln!(
             out,
             "  {:<32} {:>5} {:>10.1} {:>10.1} {:>6.0} {:>7}",
-            Escaped(&g.key).to_string(),
+            exact(&g.key, g.key_hex.as_deref()),
             g.connections,
             g.tx_bytes_per_s / 1024.0,
             g.rx_bytes_per_s / 1024.0,

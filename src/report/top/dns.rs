@@ -34,6 +34,30 @@ pub fn write(out: &mut impl Write, dns: Option<&Dns>) -> io::Result<()> {
             writeln!(out, "  {title:<8} {}", joined(counts))?;
         }
     }
+    if d.unmatched > 0 {
+        writeln!(
+            out,
+            "  unmatched {} answers matched no query in flight (not counted)",
+            d.unmatched
+        )?;
+    }
+    let dropped = [
+        (d.names_dropped, "name"),
+        (d.sources_dropped, "client"),
+        (d.destinations_dropped, "server"),
+    ];
+    if dropped.iter().any(|(n, _)| *n > 0) {
+        let parts: Vec<String> = dropped
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, by)| format!("{n} by {by}"))
+            .collect();
+        writeln!(
+            out,
+            "  dropped  queries not listed (table full): {}",
+            parts.join(", ")
+        )?;
+    }
     names(out, "failing", &d.failing, |n| joined(&n.failures))?;
     names(out, "slowest", &d.slowest, |n| {
         n.max_ms.map_or("-".into(), |m| format!("{m:.1} ms"))
@@ -102,6 +126,16 @@ mod tests {
             "{text:?}"
         );
         assert!(text.contains("failing  evil\\e]0;pwned\\a.test"), "{text}");
+        c.unmatched = 5;
+        c.sources_dropped = 7;
+        let mut out = Vec::new();
+        write(&mut out, Some(&between(&c, 2.0))).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("unmatched 5 answers matched no query"),
+            "{text}"
+        );
+        assert!(text.contains("(table full): 7 by client\n"), "{text}");
         let mut none = Vec::new();
         write(&mut none, None).unwrap();
         assert!(none.is_empty());

@@ -16,9 +16,9 @@
 //! visible in a few lines. With `--web-config` ([`WebConfig`]) the same exchange runs inside
 //! a rustls session (the handshake within the same 5 s) and asks for a bcrypt-checked user.
 
-use super::webconfig::WebConfig;
+use super::webconfig::{Verdict, WebConfig};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -242,6 +242,10 @@ fn exchange(
     id: u64,
     web: &WebConfig,
 ) -> io::Result<()> {
+    // Password checks are rationed per client address (see webconfig).
+    let peer = stream
+        .peer_addr()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip().to_canonical());
     let mut head = [0u8; MAX_HEAD];
     let mut len = 0;
     let answer = loop {
@@ -261,7 +265,7 @@ fn exchange(
         if !fresh.windows(4).any(|w| w == b"\r\n\r\n") && !fresh.windows(2).any(|w| w == b"\n\n") {
             continue;
         }
-        if let Some(answer) = answer_head(&head[..len], latest, web) {
+        if let Some(answer) = answer_head(&head[..len], latest, web, peer) {
             break answer;
         }
     };
@@ -281,7 +285,7 @@ fn exchange(
 }
 
 /// The answer to a request head, or None while it is incomplete.
-fn answer_head(head: &[u8], latest: &Latest, web: &WebConfig) -> Option<Answer> {
+fn answer_head(head: &[u8], latest: &Latest, web: &WebConfig, peer: IpAddr) -> Option<Answer> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     match request.parse(head) {
@@ -291,14 +295,22 @@ fn answer_head(head: &[u8], latest: &Latest, web: &WebConfig) -> Option<Answer> 
                 .iter()
                 .find(|h| h.name.eq_ignore_ascii_case("authorization"))
                 .map(|h| h.value);
-            if let Some(auth) = &web.auth
-                && !auth.allows(authorization)
-            {
-                return Some(Answer::new(
-                    401,
-                    "WWW-Authenticate: Basic realm=\"tacho\"\r\n",
-                    Arc::from(&b"a user and password are required\n"[..]),
-                ));
+            match web.auth.as_ref().map(|a| a.verdict(authorization, peer)) {
+                None | Some(Verdict::Allowed) => {}
+                Some(Verdict::Denied) => {
+                    return Some(Answer::new(
+                        401,
+                        "WWW-Authenticate: Basic realm=\"tacho\"\r\n",
+                        Arc::from(&b"a user and password are required\n"[..]),
+                    ));
+                }
+                Some(Verdict::Busy) => {
+                    return Some(Answer::new(
+                        429,
+                        "Retry-After: 1\r\n",
+                        Arc::from(&b"a password check is under way; retry in a second\n"[..]),
+                    ));
+                }
             }
             Some(route(&request, latest))
         }
@@ -324,6 +336,7 @@ impl Answer {
             401 => "Unauthorized",
             404 => "Not Found",
             405 => "Method Not Allowed",
+            429 => "Too Many Requests",
             431 => "Request Header Fields Too Large",
             _ => "Service Unavailable",
         };
@@ -377,7 +390,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn answer(raw: &[u8], latest: &Latest) -> Answer {
-        answer_head(raw, latest, &WebConfig::default()).expect("a complete head")
+        answer_head(
+            raw,
+            latest,
+            &WebConfig::default(),
+            Ipv4Addr::LOCALHOST.into(),
+        )
+        .expect("a complete head")
     }
 
     #[test]
@@ -419,7 +438,7 @@ mod tests {
             let latest = Latest::default();
             latest.set("m 1\n".into());
             for input in [raw.clone(), [prefix.as_bytes(), &raw[..], b"\r\n\r\n"].concat()] {
-                if let Some(a) = answer_head(&input, &latest, &WebConfig::default()) {
+                if let Some(a) = answer_head(&input, &latest, &WebConfig::default(), Ipv4Addr::LOCALHOST.into()) {
                     prop_assert!(a.head.starts_with("HTTP/1.1 "));
                     prop_assert!(a.head.ends_with("Connection: close\r\n\r\n"));
                     if let Some(body) = &a.body {

@@ -12,23 +12,35 @@
 //!
 //! Options of that format tacho does not carry out (client certificates, cipher and version
 //! choices, HTTP headers) are refused by name rather than ignored. Checking a bcrypt hash costs
-//! tens of milliseconds of CPU by design, so a client could make tacho spend a core: checks run
-//! one at a time, and each distinct `Authorization` header's verdict is remembered (a bounded
-//! table), so a scraper pays once and a flood of wrong passwords costs at most one core.
+//! tens of milliseconds of CPU by design, so a client could make tacho spend a core, or queue
+//! so many checks that the scraper waits behind them. So: a credential that passed is
+//! remembered by its SHA-256 digest in a table of its own, which wrong ones never evict (a
+//! scraper pays bcrypt once, then a hash); wrong ones are remembered in another, bounded
+//! table; checks run one at a time, and at most [`WAITING`] may be under way or waiting, at
+//! most one per client address: any other request that would need one is answered at once
+//! with 429. A flood of wrong passwords costs at most one core and never delays a scraper
+//! whose credential has passed before.
 
 use anyhow::{Context, Result, anyhow, bail};
 use base64::Engine;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The largest web configuration file read (a real one is a few hundred bytes).
 const FILE_LIMIT: u64 = 1 << 20;
-/// Verdicts remembered; the table is emptied when full (a flood of distinct headers).
+/// Wrong credentials remembered; the table is emptied when full (a flood of distinct headers).
 const REMEMBERED: usize = 256;
+/// Credentials that passed, remembered; only a client that knows a password can add one, so
+/// beyond this a new one is checked each time rather than another forgotten.
+const REMEMBERED_GOOD: usize = 64;
+/// bcrypt checks under way or waiting for their turn, at most (one per client address).
+pub(crate) const WAITING: usize = 4;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,11 +66,28 @@ pub struct WebConfig {
 }
 
 /// Basic authentication against bcrypt hashes, with the verdicts remembered.
+#[derive(Default)]
 pub struct Auth {
     users: BTreeMap<String, String>,
-    verdicts: Mutex<HashMap<Vec<u8>, bool>>,
+    /// SHA-256 of `Authorization` headers that passed.
+    good: Mutex<HashSet<[u8; 32]>>,
+    /// SHA-256 of headers that did not.
+    bad: Mutex<HashSet<[u8; 32]>>,
+    /// Addresses of clients whose check is under way or waiting.
+    waiting: Mutex<HashSet<IpAddr>>,
     /// Held while a hash is checked: one check at a time.
     checking: Mutex<()>,
+}
+
+/// What a request's credentials earn it.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Verdict {
+    /// A user with the right password.
+    Allowed,
+    /// No credentials, or wrong ones.
+    Denied,
+    /// Not checked: a check of this address's is under way, or [`WAITING`] are.
+    Busy,
 }
 
 impl WebConfig {
@@ -95,8 +124,7 @@ impl WebConfig {
                 }
                 Some(Arc::new(Auth {
                     users,
-                    verdicts: Mutex::default(),
-                    checking: Mutex::default(),
+                    ..Auth::default()
                 }))
             }
             _ => None,
@@ -136,48 +164,95 @@ fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
 }
 
 impl Auth {
-    /// Whether an `Authorization` header value names a user with the right password.
-    pub fn allows(&self, header: Option<&[u8]>) -> bool {
+    /// What an `Authorization` header value from a client at `peer` earns.
+    pub fn verdict(&self, header: Option<&[u8]>, peer: IpAddr) -> Verdict {
         let Some(header) = header else {
-            return false;
+            return Verdict::Denied;
         };
-        if let Some(known) = lock(&self.verdicts).get(header) {
-            return *known;
+        let digest: [u8; 32] = Sha256::digest(header).into();
+        if lock(&self.good).contains(&digest) {
+            return Verdict::Allowed;
         }
-        let verdict = {
+        if lock(&self.bad).contains(&digest) {
+            return Verdict::Denied;
+        }
+        let Some((user, password)) = credentials(header) else {
+            return Verdict::Denied;
+        };
+        let Some(hash) = self.users.get(&user) else {
+            return Verdict::Denied;
+        };
+        let Some(_turn) = Turn::take(&self.waiting, peer) else {
+            return Verdict::Busy;
+        };
+        let right = {
             let _one = lock(&self.checking);
             // Another connection may have checked the same header meanwhile.
-            match lock(&self.verdicts).get(header) {
-                Some(known) => *known,
-                None => self.check(header),
+            if lock(&self.good).contains(&digest) {
+                return Verdict::Allowed;
             }
+            if lock(&self.bad).contains(&digest) {
+                return Verdict::Denied;
+            }
+            bcrypt::verify(password, hash).unwrap_or(false)
         };
-        let mut verdicts = lock(&self.verdicts);
-        if verdicts.len() >= REMEMBERED {
-            verdicts.clear();
+        let (table, limit) = if right {
+            (&self.good, REMEMBERED_GOOD)
+        } else {
+            (&self.bad, REMEMBERED)
+        };
+        let mut table = lock(table);
+        if table.len() >= limit && !right {
+            table.clear();
         }
-        verdicts.insert(header.to_vec(), verdict);
-        verdict
+        if table.len() < limit {
+            table.insert(digest);
+        }
+        if right {
+            Verdict::Allowed
+        } else {
+            Verdict::Denied
+        }
     }
+}
 
-    fn check(&self, header: &[u8]) -> bool {
-        let Some(encoded) = header.strip_prefix(b"Basic ") else {
-            return false;
+/// A place among the checks under way or waiting, given back on drop.
+struct Turn<'a> {
+    waiting: &'a Mutex<HashSet<IpAddr>>,
+    peer: IpAddr,
+}
+
+impl<'a> Turn<'a> {
+    /// A place for `peer`, unless it holds one already or [`WAITING`] are taken. An IPv6
+    /// client counts by its /64, which one host is usually given whole.
+    fn take(waiting: &'a Mutex<HashSet<IpAddr>>, peer: IpAddr) -> Option<Turn<'a>> {
+        let peer = match peer {
+            IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+            v4 => v4,
         };
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim_ascii())
-        else {
-            return false;
-        };
-        let Ok(text) = String::from_utf8(decoded) else {
-            return false;
-        };
-        let Some((user, password)) = text.split_once(':') else {
-            return false;
-        };
-        self.users
-            .get(user)
-            .is_some_and(|hash| bcrypt::verify(password, hash).unwrap_or(false))
+        let mut w = lock(waiting);
+        if w.len() >= WAITING || !w.insert(peer) {
+            return None;
+        }
+        Some(Turn { waiting, peer })
     }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        lock(self.waiting).remove(&self.peer);
+    }
+}
+
+/// The user and password of a `Basic` header.
+fn credentials(header: &[u8]) -> Option<(String, String)> {
+    let encoded = header.strip_prefix(b"Basic ")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim_ascii())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -191,10 +266,11 @@ mod tests {
     fn auth(password: &str) -> Auth {
         Auth {
             users: [("prom".to_string(), bcrypt::hash(password, 4).unwrap())].into(),
-            verdicts: Mutex::default(),
-            checking: Mutex::default(),
+            ..Auth::default()
         }
     }
+
+    const HERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
     fn basic(user_pw: &str) -> Vec<u8> {
         let b64 = base64::engine::general_purpose::STANDARD.encode(user_pw);
@@ -204,13 +280,56 @@ mod tests {
     #[test]
     fn the_right_password_passes_and_others_do_not() {
         let a = auth("s3cret");
-        assert!(a.allows(Some(&basic("prom:s3cret"))));
-        assert!(a.allows(Some(&basic("prom:s3cret"))), "remembered");
-        assert!(!a.allows(Some(&basic("prom:wrong"))));
-        assert!(!a.allows(Some(&basic("other:s3cret"))));
-        assert!(!a.allows(Some(b"Bearer x")));
-        assert!(!a.allows(Some(b"Basic !!!")));
-        assert!(!a.allows(None));
+        let v = |h: &[u8]| a.verdict(Some(h), HERE);
+        assert_eq!(v(&basic("prom:s3cret")), Verdict::Allowed);
+        assert_eq!(v(&basic("prom:s3cret")), Verdict::Allowed, "remembered");
+        assert_eq!(v(&basic("prom:wrong")), Verdict::Denied);
+        assert_eq!(v(&basic("other:s3cret")), Verdict::Denied);
+        assert_eq!(v(b"Bearer x"), Verdict::Denied);
+        assert_eq!(v(b"Basic !!!"), Verdict::Denied);
+        assert_eq!(a.verdict(None, HERE), Verdict::Denied);
+    }
+
+    #[test]
+    fn checks_are_limited_per_address_and_in_all_and_a_known_credential_skips_them() {
+        let a = auth("s3cret");
+        assert_eq!(
+            a.verdict(Some(&basic("prom:s3cret")), HERE),
+            Verdict::Allowed
+        );
+        // A check of this address's is under way: another waits for nothing.
+        let turn = Turn::take(&a.waiting, HERE).unwrap();
+        assert_eq!(a.verdict(Some(&basic("prom:guess")), HERE), Verdict::Busy);
+        // WAITING checks of other addresses: a new address waits for nothing either.
+        let others: Vec<Turn> = (1..WAITING as u8)
+            .map(|i| Turn::take(&a.waiting, IpAddr::from([10, 0, 0, i])).unwrap())
+            .collect();
+        let stranger = IpAddr::from([10, 0, 1, 1]);
+        assert_eq!(
+            a.verdict(Some(&basic("prom:guess")), stranger),
+            Verdict::Busy
+        );
+        // Neither waits a credential that passed before.
+        assert_eq!(
+            a.verdict(Some(&basic("prom:s3cret")), HERE),
+            Verdict::Allowed
+        );
+        drop((turn, others));
+        // One /64 is one client.
+        let net = |i: u16| IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, i]);
+        let first = Turn::take(&a.waiting, net(1));
+        assert!(first.is_some() && Turn::take(&a.waiting, net(2)).is_none());
+        drop(first);
+        assert_eq!(
+            a.verdict(Some(&basic("prom:guess")), stranger),
+            Verdict::Denied
+        );
+        // Wrong ones by the thousand do not evict the right one.
+        for i in 0..(2 * REMEMBERED) {
+            lock(&a.bad).clear();
+            let _ = a.verdict(Some(&basic(&format!("prom:{i}"))), HERE);
+        }
+        assert!(lock(&a.good).len() == 1);
     }
 
     #[test]
@@ -242,12 +361,9 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn any_header_is_answered_without_panic(header in proptest::collection::vec(0u8.., 0..80)) {
-            let a = Auth {
-                users: BTreeMap::new(),
-                verdicts: Mutex::default(),
-                checking: Mutex::default(),
-            };
-            proptest::prop_assert!(!a.allows(Some(&header)));
+            let a = Auth::default();
+            let here = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+            proptest::prop_assert_eq!(a.verdict(Some(&header), here), Verdict::Denied);
         }
     }
 }
