@@ -660,3 +660,44 @@ fn snapshot_keeps_mount_points_that_are_not_utf8_apart() {
     want.sort();
     assert_eq!(got, want);
 }
+
+/// The verdict's culprits show a name that is not UTF-8 by its bytes, as the table does, and
+/// the JSON keeps them in `comm_hex` (issue 28: U+FFFD in `top --batch`).
+#[test]
+fn verdicts_name_culprits_that_are_not_utf8_by_their_bytes() {
+    if !needs("verdicts_name_culprits_that_are_not_utf8", &["python3"]) {
+        return;
+    }
+    // More spinners than CPUs: a CPU verdict that must name them.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners: Vec<Killed> = (0..=cpus).map(|_| named_spinner(b"spin\xff\xfe")).collect();
+    let mut found = None;
+    for _ in 0..10 {
+        let o = run(&["top", "--json", "--count", "2", "--interval", "1s"]);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+        let last = stdout(&o).lines().last().unwrap_or_default().to_string();
+        let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+        let cpu = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == "cpu_saturated")
+            .cloned();
+        if let Some(f) = cpu.filter(|f| f["message"].as_str().unwrap().contains(r"spin\xff\xfe")) {
+            found = Some(f);
+            break;
+        }
+    }
+    drop(spinners);
+    let f = found.expect("no CPU verdict named the spinners by their bytes");
+    let message = f["message"].as_str().unwrap();
+    assert!(!message.contains('\u{fffd}'), "{message}");
+    assert!(
+        f["culprits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["comm_hex"] == "7370696efffe"),
+        "{f:#}"
+    );
+}

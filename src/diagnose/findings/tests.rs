@@ -358,6 +358,7 @@ fn an_io_stall_names_the_busiest_device_and_its_writer() {
     let dd = Culprit {
         pid: Some(4242),
         comm: "dd".into(),
+        comm_hex: None,
         unit: Some("session-3.scope".into()),
         share_pct: 100.0,
         exited: false,

@@ -30,6 +30,9 @@ pub struct Culprit {
     pub pid: Option<u32>,
     /// Command name (the cgroup's last component when there is no process).
     pub comm: String,
+    /// The name's exact bytes in hex when they are not UTF-8 (`comm` is then lossy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm_hex: Option<String>,
     /// The service it runs in.
     pub unit: Option<String>,
     /// Its share of the resource in the interval (of the device's bytes in the direction
@@ -72,6 +75,7 @@ impl Culprit {
     pub(super) fn of(d: &Delta, share_pct: f64, attribution: Attribution) -> Culprit {
         Culprit {
             exited: d.exited,
+            comm_hex: d.comm_hex.clone(),
             ..Culprit::named(
                 Some(d.pid),
                 d.comm.clone(),
@@ -93,6 +97,7 @@ impl Culprit {
         Culprit {
             pid,
             comm,
+            comm_hex: None,
             unit,
             share_pct,
             exited: false,
@@ -111,9 +116,12 @@ impl Culprit {
 
     /// `dd (pid 4242, session-3.scope)`, or for one command's processes folded together
     /// `dd: 9 processes, 8 exited, in session-3.scope (largest: pid 31797 12%, …)`.
+    /// A name that is not UTF-8 shows its bytes (`\xff`), as the process table does; the
+    /// later escaping of the whole verdict leaves that as it is.
     pub fn who(&self) -> String {
+        let comm = crate::text::exact(&self.comm, self.comm_hex.as_deref());
         if let Some(n) = self.processes {
-            let mut line = format!("{}: {n} processes", self.comm);
+            let mut line = format!("{comm}: {n} processes");
             if let Some(gone) = self.exited_processes.filter(|g| *g > 0) {
                 line.push_str(&format!(", {gone} exited"));
             }
@@ -141,9 +149,9 @@ impl Culprit {
             inner.push("exited".into());
         }
         if inner.is_empty() {
-            self.comm.clone()
+            comm
         } else {
-            format!("{} ({})", self.comm, inner.join(", "))
+            format!("{comm} ({})", inner.join(", "))
         }
     }
 }

@@ -19,6 +19,7 @@ pub(super) fn fold(list: Vec<Culprit>, keep: usize) -> Vec<Culprit> {
             c.pid.is_some()
                 && first.pid.is_some()
                 && first.comm == c.comm
+                && first.comm_hex == c.comm_hex
                 && first.unit == c.unit
                 && exact(first) == exact(&c)
         };
@@ -52,6 +53,7 @@ fn folded(mut members: Vec<Culprit>) -> Culprit {
     let group = Culprit {
         pid: None,
         comm: first.comm.clone(),
+        comm_hex: first.comm_hex.clone(),
         unit: first.unit.clone(),
         share_pct: members.iter().map(|m| m.share_pct).sum(),
         exited: exited == members.len(),
