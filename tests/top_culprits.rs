@@ -156,6 +156,22 @@ fn findings<'a>(s: &'a Value, subject: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Findings about `device`: its own, or one that names it (an I/O stall names the busiest
+/// device and its writers when the device itself is not busy enough for a verdict).
+fn about<'a>(s: &'a Value, device: &str) -> Vec<&'a Value> {
+    s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["subject"] == device
+                || f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(&format!("device {device} ")))
+        })
+        .collect()
+}
+
 fn culprit_pids(f: &Value) -> Vec<u64> {
     f["culprits"]
         .as_array()
@@ -546,12 +562,12 @@ fn a_shell_loops_short_lived_writers_are_one_culprit() {
     let _loop = Group::shell(&script);
     let name = dev.name();
     let s = top.wait_for("dd's processes folded in the verdict", |s| {
-        findings(s, &name).iter().any(|f| {
+        about(s, &name).iter().any(|f| {
             let c = &f["culprits"][0];
             c["comm"] == "dd" && c["processes"].as_u64().is_some_and(|n| n >= 2)
         })
     });
-    let f = findings(&s, &name)
+    let f = about(&s, &name)
         .into_iter()
         .find(|f| f["culprits"][0]["processes"].is_u64())
         .unwrap();
@@ -620,7 +636,7 @@ fn a_disk_written_through_a_loop_device_names_the_loops_writer() {
     let _writer = Group::shell(&script);
     let through = format!("serves {}", dev.name());
     let s = top.wait_for("the disk's writes followed through the loop device", |s| {
-        findings(s, &disk).iter().any(|f| {
+        about(s, &disk).iter().any(|f| {
             f["culprits"].as_array().unwrap().iter().any(|c| {
                 c["comm"] == "dd"
                     && c["attribution"]["reason"]
@@ -629,7 +645,7 @@ fn a_disk_written_through_a_loop_device_names_the_loops_writer() {
             })
         })
     });
-    for f in findings(&s, &disk) {
+    for f in about(&s, &disk) {
         for c in f["culprits"].as_array().unwrap() {
             let comm = c["comm"].as_str().unwrap();
             assert!(
