@@ -74,13 +74,25 @@ impl DeviceInfo {
 /// Device descriptions by major:minor.
 pub type Devices = HashMap<(u32, u32), DeviceInfo>;
 
-/// Describes every device in `stats` not yet in `known` (and every loop device again: it can
-/// be detached and attached to another file at any time), and forgets devices that are gone.
+/// Describes every device in `stats` not yet in `known`, and again a loop device whose backing
+/// file changed (it can be detached and attached to another at any time: one sysfs read per
+/// loop device and sample tells); forgets devices that are gone.
 pub fn refresh(root: &SysRoot, known: &mut Devices, stats: &[DiskCounters]) {
     known.retain(|devno, _| stats.iter().any(|s| (s.major, s.minor) == *devno));
     for s in stats {
         let devno = (s.major, s.minor);
-        if known.get(&devno).is_none_or(|d| d.kind == DeviceKind::Loop) {
+        let stale = match known.get(&devno) {
+            None => true,
+            Some(d) if d.kind == DeviceKind::Loop => {
+                let file = root
+                    .sys
+                    .join(format!("dev/block/{}:{}/loop/backing_file", s.major, s.minor));
+                let now = read_optional(&file).ok().flatten();
+                now.as_deref().map(str::trim) != d.backing.as_ref().map(|b| b.0.as_str())
+            }
+            Some(_) => false,
+        };
+        if stale {
             known.insert(devno, describe(root, s));
         }
     }
