@@ -11,7 +11,7 @@ use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 const BURN: &str = r#"
 #include <stdio.h>
@@ -468,28 +468,36 @@ fn memory_stress_with_thp_always_puts_kernel_memory_work_first() {
     );
 }
 
-#[test]
-fn folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function() {
-    if !root_or_skip("folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function") {
-        return;
-    }
-    let _one = serial();
+/// Builds `source` as `burner`, profiles it for 2 s with `mode` (`--folded`, `--json`) and
+/// `--svg`; the directory (kept alive), the SVG's path and the finished run.
+fn spin_with_svg(source: &str, mode: &str) -> (tempfile::TempDir, PathBuf, Output) {
     let dir = tempfile::tempdir().unwrap();
-    let bin = build(dir.path(), "burner", BURN);
+    let bin = build(dir.path(), "burner", source);
     let spinner = Spinner::start(&bin);
     let pid = spinner.pid.to_string();
     let svg = dir.path().join("flame.svg");
+    let svg_arg = svg.to_str().unwrap();
     let o = run(&[
         "profile",
         "--pid",
         &pid,
         "--duration",
         "2s",
-        "--folded",
+        mode,
         "--svg",
-        svg.to_str().unwrap(),
+        svg_arg,
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (dir, svg, o)
+}
+
+#[test]
+fn folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function() {
+    if !root_or_skip("folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function") {
+        return;
+    }
+    let _one = serial();
+    let (dir, svg, o) = spin_with_svg(BURN, "--folded");
     let folded = stdout(&o);
     assert!(
         folded
@@ -547,22 +555,7 @@ fn a_hostile_process_name_reaches_the_svg_title_escaped_and_the_svg_is_xml() {
         return;
     }
     let _one = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let bin = build(dir.path(), "burner", BURN_NAMED);
-    let spinner = Spinner::start(&bin);
-    let pid = spinner.pid.to_string();
-    let svg = dir.path().join("flame.svg");
-    let o = run(&[
-        "profile",
-        "--pid",
-        &pid,
-        "--duration",
-        "2s",
-        "--json",
-        "--svg",
-        svg.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (_dir, svg, _) = spin_with_svg(BURN_NAMED, "--json");
     let bytes = std::fs::read(&svg).unwrap();
     assert!(
         !bytes.iter().any(|&b| b == 0x1b || b == 0x07),

@@ -84,9 +84,10 @@ pub fn refresh(root: &SysRoot, known: &mut Devices, stats: &[DiskCounters]) {
         let stale = match known.get(&devno) {
             None => true,
             Some(d) if d.kind == DeviceKind::Loop => {
-                let file = root
-                    .sys
-                    .join(format!("dev/block/{}:{}/loop/backing_file", s.major, s.minor));
+                let file = root.sys.join(format!(
+                    "dev/block/{}:{}/loop/backing_file",
+                    s.major, s.minor
+                ));
                 let now = read_optional(&file).ok().flatten();
                 now.as_deref().map(str::trim) != d.backing.as_ref().map(|b| b.0.as_str())
             }
