@@ -141,20 +141,25 @@ fn a_slow_device_s_latency_percentiles_agree_with_fio_s_completion_latency() {
     assert!(fio.status.success(), "{}", common::stderr(&fio));
     let report: Value = serde_json::from_slice(&fio.stdout).unwrap();
     let read = &report["jobs"][0]["read"];
-    // One more interval holds fio's last reads.
+    // fio has exited, so the first quiet interval after a busy one holds its last reads. How
+    // many busy intervals come first depends on how long fio took to start (a loaded CI run
+    // once needed more than the six a fixed count allowed, and lost the last read).
     let mut docs = vec![serde_json::from_str::<Value>(&first).unwrap()];
-    for _ in 0..6 {
+    let mut busy_seen = false;
+    for _ in 0..20 {
         let doc: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-        let quiet = !doc["devices"]
+        let busy = doc["devices"]
             .as_array()
             .unwrap()
             .iter()
             .any(|d| d["device"] == name.as_str());
         docs.push(doc);
-        if quiet && docs.len() > 5 {
+        if busy_seen && !busy {
             break;
         }
+        busy_seen |= busy;
     }
+    assert!(busy_seen, "the device never showed in {} intervals", docs.len());
     let total = merged_buckets(&docs, &name, "total");
     let traced: u64 = total.iter().map(|b| b.2).sum();
     let reads = read["total_ios"].as_u64().unwrap();
