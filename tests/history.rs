@@ -282,6 +282,11 @@ fn kill_9_while_recording_loses_nothing_already_written() {
     let mut kills = 0;
     for i in 0..24u64 {
         let mut rec = start_recorder(&history, "100ms");
+        if i == 0 {
+            // Something is written before the kills begin, however long a loaded machine
+            // takes to start the recorder (24 kills within its start-up recorded nothing).
+            wait_for_interval_after(&history, 0.0);
+        }
         // Kill at varying points of the write cycle.
         std::thread::sleep(Duration::from_millis(150 + (i * 37) % 400));
         rec.0.kill().unwrap();
@@ -413,8 +418,9 @@ fn a_full_disk_is_one_complaint_and_the_recorder_goes_on() {
     }
     // SAFETY: signalling the child this test started.
     unsafe { libc::kill(rec.0.id() as i32, libc::SIGTERM) };
-    assert!(wait_limited(&mut rec.0, LIMIT).success());
+    let status = wait_limited(&mut rec.0, LIMIT);
     let err = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "the recorder ended with {status}: {err}");
     let complaints: Vec<&str> = err.lines().filter(|l| l.starts_with("tacho: ")).collect();
     assert_eq!(complaints.len(), 1, "one line per full-disk episode: {err}");
     assert!(complaints[0].contains("disk is full"), "{err}");
