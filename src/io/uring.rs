@@ -155,7 +155,7 @@ struct Slots {
 const CANARY: u8 = 0xA5;
 
 /// How long painted buffers are kept before the check: longer than the slow reads of the
-/// tests that fail a run mid-way (tests/engine_errors.rs).
+/// tests that fail a run mid-way (tests/it/engine_errors.rs).
 const LATE_WRITE_WINDOW: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Slots {

@@ -400,7 +400,7 @@ mod tests {
     #[test]
     fn a_real_exit_is_recorded_with_its_bytes_when_root() {
         let Ok(mut l) = ExitListener::register(configured_cpus()) else {
-            // Needs CAP_NET_ADMIN; tests/top_culprits.rs checks it end to end as root.
+            // Needs CAP_NET_ADMIN; tests/it/top_culprits.rs checks it end to end as root.
             return;
         };
         let out = std::env::temp_dir().join(format!("tacho-ts-{}", std::process::id()));
