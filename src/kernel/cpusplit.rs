@@ -79,3 +79,43 @@ impl CpuSplit {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_is_taken_out_of_user_and_parts_add_up() {
+        let a = CpuTicks::default();
+        let b = CpuTicks {
+            user: 40,
+            nice: 10,
+            system: 10,
+            irq: 5,
+            softirq: 5,
+            iowait: 10,
+            steal: 5,
+            idle: 15,
+            guest: 10,
+            guest_nice: 0,
+        };
+        let s = CpuSplit::between(&a, &b).unwrap();
+        // 100 ticks: user 30 (40 less 10 guest), guest 10.
+        assert_eq!((s.user_pct, s.guest_pct, s.softirq_pct), (30.0, 10.0, 5.0));
+        let sum = s.user_pct
+            + s.nice_pct
+            + s.system_pct
+            + s.irq_pct
+            + s.softirq_pct
+            + s.iowait_pct
+            + s.steal_pct
+            + s.guest_pct
+            + s.idle_pct;
+        assert!((sum - 100.0).abs() < 1e-9);
+        assert_eq!(s.busy_pct(), 75.0);
+        assert_eq!(CpuSplit::between(&b, &b), None);
+        // Backwards counters count as 0, never underflow.
+        let back = CpuSplit::between(&b, &CpuTicks { idle: 30, ..a }).unwrap();
+        assert_eq!(back.idle_pct, 100.0);
+    }
+}
