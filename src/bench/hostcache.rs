@@ -130,7 +130,7 @@ pub fn min_region() -> u64 {
 /// Runs the probe on `file`, a writable O_DIRECT descriptor of the target, over its first
 /// `region` bytes in I/Os of `block` bytes; overwrites one block in each of up to 256 slots.
 /// `just_written`: this run laid the region out, so its cold blocks are recent too.
-/// `None` when the region is smaller than [`min_region`] or `ctl` stopped it.
+/// `None` when the region is smaller than [`min_region`], `ctl` stopped it, or no round ran.
 pub fn probe(
     file: &File,
     region: u64,
@@ -176,13 +176,27 @@ pub fn probe(
                 .map_err(|e| EngineError::io("flush", at, e))
         })?);
     }
+    use crate::stats::{median, quantile};
+    // Every round times each step, so these are empty only if no round ran: then nothing
+    // was measured, which is no figure (not a zero).
+    let (Some(cold_read), Some(cold_read_p25), Some(hot_read), Some(hot_read_p75)) = (
+        median(&cold_ns),
+        quantile(&mut cold_ns, 0.25),
+        median(&hot_ns),
+        quantile(&mut hot_ns, 0.75),
+    ) else {
+        return Ok(None);
+    };
+    let (Some(write), Some(flush)) = (median(&write_ns), median(&flush_ns)) else {
+        return Ok(None);
+    };
     let medians = Medians {
-        cold_read: median(&cold_ns),
-        cold_read_p25: quantile(&mut cold_ns, 0.25),
-        hot_read: median(&hot_ns),
-        hot_read_p75: quantile(&mut hot_ns, 0.75),
-        write: median(&write_ns),
-        flush: median(&flush_ns),
+        cold_read,
+        cold_read_p25,
+        hot_read,
+        hot_read_p75,
+        write,
+        flush,
     };
     let (cached, unflushed, summary) = judge(&medians);
     // What was seen stands (hot reads beat even recent cold ones); nothing seen says nothing.
@@ -289,15 +303,6 @@ fn whole(op: &'static str, offset: u64, got: usize, want: usize) -> Result<(), E
             want: want as u64,
         })
     }
-}
-
-fn median(xs: &[f64]) -> f64 {
-    crate::stats::median(xs).unwrap_or(0.0)
-}
-
-/// The value a share `q` of the samples lies below (nearest rank), 0 for none; sorts them.
-fn quantile(xs: &mut [f64], q: f64) -> f64 {
-    crate::stats::quantile(xs, q).unwrap_or(0.0)
 }
 
 #[cfg(test)]
