@@ -303,54 +303,43 @@ schema("generated", "CREATE TABLE samples (id INTEGER PRIMARY KEY, unix_s REAL N
 schema("columns", "CREATE TABLE samples (id INTEGER PRIMARY KEY, unix_s TEXT, data TEXT, more BLOB)")
 "#;
 
+/// Python starts tacho from its own small image and reports the peak of its children
+/// (RUSAGE_CHILDREN), tacho's own. A child started straight from this test binary would carry,
+/// in its ru_maxrss, the test binary's peak at the moment of the exec (the kernel keeps the old
+/// image's high-water mark), over a gigabyte in a binary running hundreds of tests.
+const MEASURE: &str = "import resource, subprocess, sys
+try:
+    r = subprocess.run(sys.argv[2:], timeout=60).returncode
+except subprocess.TimeoutExpired:
+    sys.exit('tacho ran past a minute')
+open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(r if r >= 0 else 128 - r)
+";
+
 /// Runs tacho with `args` (at most a minute) and returns its output and peak resident memory.
-// The child is reaped by wait4, for its resource usage; clippy sees no `wait()`.
-#[allow(clippy::zombie_processes)]
 fn run_measured(args: &[&str]) -> (Output, u64) {
-    let child = tacho()
+    let dir = tempfile::tempdir().unwrap();
+    let peak = dir.path().join("maxrss");
+    let template = tacho();
+    let mut command = Command::new(PYTHON);
+    for (key, value) in template.get_envs() {
+        match value {
+            Some(v) => command.env(key, v),
+            None => command.env_remove(key),
+        };
+    }
+    let output = command
+        .args(["-c", MEASURE])
+        .arg(&peak)
+        .arg(template.get_program())
         .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let (mut out, mut err) = (child.stdout.unwrap(), child.stderr.unwrap());
-    let readers = [
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut out, &mut b).ok();
-            b
-        }),
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut err, &mut b).ok();
-            b
-        }),
-    ];
-    let start = std::time::Instant::now();
-    let (status, usage) = loop {
-        let mut status = 0;
-        // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: waits for this test's own child, writing into the two locals.
-        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if got == pid {
-            break (status, usage);
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            // SAFETY: ends this test's own child, which it has not reaped.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("tacho {args:?} ran past a minute");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let [out, err] = readers.map(|r| r.join().unwrap());
-    let output = Output {
-        status: std::os::unix::process::ExitStatusExt::from_raw(status),
-        stdout: out,
-        stderr: err,
-    };
-    (output, usage.ru_maxrss as u64 * 1024)
+    let kib: u64 = std::fs::read_to_string(&peak)
+        .unwrap_or_else(|e| panic!("no peak for {args:?} ({e}): {}", stderr(&output)))
+        .parse()
+        .unwrap();
+    (output, kib * 1024)
 }
 
 #[test]
