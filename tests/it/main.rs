@@ -39,7 +39,6 @@ mod report_disk;
 mod safety;
 mod saved_kinds;
 mod sector;
-mod snapshot_diff;
 mod store;
 mod store_postgres;
 mod stored_truth;

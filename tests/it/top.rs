@@ -489,12 +489,17 @@ fn process_files_kept_open_are_closed_when_their_processes_exit() {
         .map(|_| Command::new("sleep").arg("60").spawn().unwrap())
         .collect();
     let pids: Vec<u32> = sleepers.iter().map(|s| s.id()).collect();
-    // Three samples later (a line may already wait in the pipe, the next scan may have begun
-    // before the last spawn) every sleeper has been read: its stat and io are kept open.
-    next_sample();
-    next_sample();
-    next_sample();
-    let during = fds_on(tacho_pid, &pids);
+    // Within a few samples (a line may already wait in the pipe, the next scan may have begun
+    // before the last spawn, and a loaded machine delays the scans) every sleeper has been
+    // read: its stat and io are kept open.
+    let mut during = 0;
+    for _ in 0..20 {
+        next_sample();
+        during = fds_on(tacho_pid, &pids);
+        if during >= 200 {
+            break;
+        }
+    }
     for s in &mut sleepers {
         let _ = s.kill();
         let _ = s.wait();

@@ -15,6 +15,7 @@ fn fixture(name: &str) -> String {
 
 #[test]
 fn iommu_strict_difference_is_first_and_explained() {
+    let _kernel_wide = crate::common::kernel_wide();
     let (a, b) = (fixture("a.json"), fixture("b.json"));
     let o = run(&["diff", &a, &b]);
     assert_eq!(
@@ -65,6 +66,7 @@ fn iommu_strict_difference_is_first_and_explained() {
 
 #[test]
 fn a_snapshot_equals_the_machine_it_was_taken_on() {
+    let _kernel_wide = crate::common::kernel_wide();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("now.json");
     let o = run(&["snapshot", "-o", file.to_str().unwrap()]);
@@ -89,6 +91,7 @@ fn a_snapshot_equals_the_machine_it_was_taken_on() {
 
 #[test]
 fn bad_input() {
+    let _kernel_wide = crate::common::kernel_wide();
     let dir = tempfile::tempdir().unwrap();
     let existing = dir.path().join("taken.json");
     std::fs::write(&existing, "keep me").unwrap();
