@@ -406,6 +406,11 @@ pub(crate) struct TopArgs {
     #[arg(long)]
     pub net: bool,
 
+    /// With --batch: list idle devices and TCP connections that moved no data too (left out
+    /// by default, as `iostat -z` leaves out idle devices)
+    #[arg(long)]
+    pub show_idle: bool,
+
     /// Show a recorded moment from the history instead of live figures (keys: left/right or
     /// p/n step one sample, q quits); with --batch or --json, print that one interval
     #[arg(long, help_heading = "History (tacho record)")]

@@ -205,11 +205,12 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
     };
     if args.json || args.batch || !std::io::stdout().is_terminal() {
         let s = load(index, top, sort)?;
-        let mut out = std::io::stdout().lock();
         if args.json {
-            write_json_line(&mut out, &s)?;
+            write_json_line(&mut std::io::stdout().lock(), &s)?;
         } else {
-            text::write_sample(&mut out, &s)?;
+            let width = crate::fit::stdout_width();
+            let mut out = crate::fit::Fit::new(std::io::stdout().lock(), width);
+            text::Batch::new(width, args.show_idle).write_sample(&mut out, &s)?;
         }
         return Ok(ExitCode::SUCCESS);
     }

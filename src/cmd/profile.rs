@@ -48,8 +48,9 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
             };
             let mut out = std::io::stdout().lock();
             write!(out, "{CLEAR}")?;
-            show::write_text(&p, &mut out)?;
-            out.flush()?;
+            let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
+            show::write_text(&p, &mut fitted)?;
+            fitted.flush()?;
             drawn = Instant::now();
         }
     }
@@ -87,7 +88,9 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
     } else if args.folded {
         show::write_folded(&p, &mut out)?;
     } else {
-        show::write_text(&p, &mut out)?;
+        let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
+        show::write_text(&p, &mut fitted)?;
+        fitted.flush()?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

@@ -101,7 +101,9 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
-    let mut stdout = std::io::stdout().lock();
+    let width = crate::fit::stdout_width();
+    let mut stdout = crate::fit::Fit::new(std::io::stdout().lock(), width);
+    let mut batch = text::Batch::new(width, args.show_idle);
     let mut warned = false;
     let mut profiler = super::top_profile::OnCpuVerdict::default();
     let on_sample = |s: &TopSample| -> Result<()> {
@@ -110,9 +112,9 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         }
         match mode {
             Mode::Json => write_json_line(&mut stdout, s)?,
-            Mode::Text if args.net => text::write_network(&mut stdout, s)?,
+            Mode::Text if args.net => batch.write_network(&mut stdout, s)?,
             Mode::Text => {
-                text::write_sample(&mut stdout, s)?;
+                batch.write_sample(&mut stdout, s)?;
                 if args.profile {
                     profiler.after(s, &mut stdout, &stop)?;
                 }

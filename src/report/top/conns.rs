@@ -6,11 +6,13 @@ use std::io::{self, Write};
 use crate::diagnose::model::conns::{ConnGroup, Conns};
 use crate::text::exact;
 
-/// Writes the section when connections moved data in the interval.
-pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
+/// Writes the section when connections moved data in the interval; a connection or group
+/// that moved none is listed only when `show_idle`.
+pub fn write(out: &mut impl Write, conns: Option<&Conns>, show_idle: bool) -> io::Result<()> {
     let Some(c) = conns.filter(|c| !c.top.is_empty()) else {
         return Ok(());
     };
+    let moved = |tx: f64, rx: f64| show_idle || tx > 0.0 || rx > 0.0;
     let kb = |b: f64| b / 1024.0;
     writeln!(
         out,
@@ -24,15 +26,26 @@ pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
             String::new()
         }
     )?;
-    groups(out, "PROCESS", &c.by_process)?;
-    groups(out, "SERVICE", &c.by_service)?;
-    groups(out, "PEER", &c.by_remote)?;
+    for (title, list) in [
+        ("PROCESS", &c.by_process),
+        ("SERVICE", &c.by_service),
+        ("PEER", &c.by_remote),
+    ] {
+        let busy = list
+            .iter()
+            .filter(|g| moved(g.tx_bytes_per_s, g.rx_bytes_per_s));
+        groups(out, title, busy)?;
+    }
     writeln!(
         out,
         "  {:<24} {:<24} {:<20} {:>10} {:>10} {:>7} {:>8}",
         "LOCAL", "PEER", "PROCESS", "txkB/s", "rxkB/s", "retr%", "rtt_ms"
     )?;
-    for t in &c.top {
+    for t in c
+        .top
+        .iter()
+        .filter(|t| moved(t.tx_bytes_per_s, t.rx_bytes_per_s))
+    {
         let who = match (&t.comm, t.pid) {
             (Some(comm), Some(pid)) => {
                 format!("{} ({pid})", exact(comm, t.comm_hex.as_deref()))
@@ -54,13 +67,17 @@ pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
     Ok(())
 }
 
-fn groups(out: &mut impl Write, title: &str, list: &[ConnGroup]) -> io::Result<()> {
+fn groups<'a>(
+    out: &mut impl Write,
+    title: &str,
+    list: impl Iterator<Item = &'a ConnGroup>,
+) -> io::Result<()> {
     writeln!(
         out,
         "  {title:<32} {:>5} {:>10} {:>10} {:>6} {:>7}",
         "conns", "txkB/s", "rxkB/s", "tx%", "retr%"
     )?;
-    for g in list.iter().take(5) {
+    for g in list.take(5) {
         let retr = if g.segs_out > 0 {
             format!("{:.1}", g.retrans as f64 / g.segs_out as f64 * 100.0)
         } else {
