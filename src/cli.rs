@@ -304,6 +304,10 @@ pub(crate) struct FilesArgs {
     #[arg(long, conflicts_with_all = ["summary", "output", "timestamps", "sector"])]
     pub bytes: bool,
 
+    /// With --bytes: list the N busiest process and file pairs (0: all); --json lists all
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "bytes")]
+    pub top: usize,
+
     /// Let the kernel queue events without limit instead of dropping them past 16384 (uses
     /// kernel memory while tacho falls behind)
     #[arg(long)]
