@@ -417,3 +417,31 @@ fn on_a_narrow_terminal_the_report_fits_and_piped_it_stays_wide() {
     assert!(header.len() > 100, "{header}");
     assert_empty(dir.path());
 }
+
+/// `bench disk --json` carries `verdict`: the words the text report leads with.
+#[test]
+fn json_has_the_verdict_the_text_leads_with() {
+    let v = bench_in_tempdir(&["--rw", "randread", "--buffered"]);
+    let verdict = v["verdict"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no verdict in {v}"));
+    assert!(
+        verdict.contains("IOPS") || verdict.contains("read"),
+        "{verdict}"
+    );
+    // The same run's text would lead with the same words; a second run differs in figures
+    // only, so compare what comes before the first figure.
+    let dir = tempfile::tempdir().unwrap();
+    let text = stdout(&run(&tiny_disk(
+        dir.path().to_str().unwrap(),
+        &["--rw", "randread", "--buffered"],
+    )));
+    let first = text.lines().next().unwrap();
+    let words = |s: &str| {
+        s.split(|c: char| c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(words(verdict), words(first), "{verdict}\n{first}");
+}

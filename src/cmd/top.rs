@@ -49,7 +49,22 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
             bail!("--latency shows text or JSON: add --batch or --json");
         }
         let top = usize::from(args.top);
-        match super::top_latency::run(mode == Mode::Json, interval, args.count, top, sleep_until)? {
+        // The verdict as top gives it; no second block tracer beside the latency one, so
+        // disk culprits come from the cgroup counters and /proc.
+        let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
+        let opts = ModelOptions::for_this_host(top, args.sort, sampler.delayacct);
+        let mut judge = Judge::new();
+        let mut prev = sampler.sample()?;
+        let mut verdict = move || -> Result<String> {
+            let cur = sampler.sample()?;
+            let mut s = model::between(&prev, &cur, sampler.devices(), &opts);
+            judge.judge(&mut s);
+            prev = cur;
+            Ok(s.verdict)
+        };
+        let json = mode == Mode::Json;
+        let count = args.count;
+        match super::top_latency::run(json, interval, count, top, sleep_until, &mut verdict)? {
             Ok(code) => return Ok(code),
             Err(reason) => eprintln!("note: {reason}; showing the /proc figures instead"),
         }
