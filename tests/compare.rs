@@ -718,3 +718,43 @@ fn compare_csv_writes_an_imported_judgement_as_spreadsheet_text() {
     assert!(stdout(&o).contains("judgement"), "{}", stdout(&o));
     assert_spreadsheet_safe("compare --csv", &stdout(&o));
 }
+
+/// The compare page opens with one line per kind of test warning, naming the tests it
+/// concerns, not one identical line per test above the charts.
+#[test]
+fn html_warnings_are_one_line_per_kind_with_their_tests() {
+    let noisy = |label: &str| {
+        let mut doc = repeated(label, &[50_000.0, 50_100.0]);
+        let one = doc["tests"][0].clone();
+        let tests: Vec<Value> = ["T1", "T2", "T3"]
+            .iter()
+            .map(|name| {
+                let mut t = one.clone();
+                t["name"] = json!(name);
+                t["warnings"] = json!([{
+                    "code": "spread-high",
+                    "message": format!("{name}: the 3 repeats differ by 20% (more than 10%)"),
+                }]);
+                t
+            })
+            .collect();
+        doc["tests"] = json!(tests);
+        doc
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = import_docs(dir.path(), &[noisy("a"), noisy("b")]);
+    let html = dir.path().join("r.html");
+    let o = run(&with_db(
+        &db,
+        &["compare", "1", "2", "--html", html.to_str().unwrap()],
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let lines: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("<li class=\"warning\">") && l.contains("spread-high"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains("T1: the 3 repeats"), "{}", lines[0]);
+    assert!(lines[0].contains("(also: T2, T3)"), "{}", lines[0]);
+}
