@@ -89,6 +89,10 @@ pub fn write_svg(p: &Profile, title: &str, out: &mut impl Write) -> io::Result<(
         .map(|(s, n)| format!("{} {n}", xml_text(s)))
         .collect();
     let mut opts = inferno::flamegraph::Options::default();
+    // Upside down (an icicle graph): the frames every stack rests on are drawn at the top, so
+    // the page opens on them. Upright, a whole-system graph is as tall as its deepest stack,
+    // and the window first showed the empty space above that stack's thin tip.
+    opts.direction = inferno::flamegraph::Direction::Inverted;
     opts.title = xml_text(title);
     opts.count_name = "samples".into();
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
