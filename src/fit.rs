@@ -42,7 +42,9 @@ fn width_of(stream: &(impl IsTerminal + AsFd)) -> Option<usize> {
 }
 
 /// `text` broken at spaces into lines at most `width` columns wide; lines after the first
-/// start with `indent` spaces. A word wider than a whole line is split (the only cut).
+/// start with `indent` spaces. Spaces between words on one line are kept as they were (a
+/// table's alignment survives); a break drops them. A word wider than a whole line is split
+/// (the only cut).
 pub(crate) fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
     let width = width.max(indent + 1);
     let mut lines = Vec::new();
@@ -50,14 +52,22 @@ pub(crate) fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
     // Columns used on `line`, and whether it holds a word yet (not only the indent).
     let mut used = 0;
     let mut has_word = false;
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        if has_word && used + 1 + word.width() > width {
+    // Spaces seen since the last word, beyond the one that separates every two.
+    let mut more_spaces = 0;
+    for word in text.split(' ') {
+        if word.is_empty() {
+            more_spaces += 1;
+            continue;
+        }
+        let spaces = if has_word { more_spaces + 1 } else { 0 };
+        more_spaces = 0;
+        if has_word && used + spaces + word.width() > width {
             lines.push(std::mem::take(&mut line));
             has_word = false;
         }
         if has_word {
-            line.push(' ');
-            used += 1;
+            line.push_str(&" ".repeat(spaces));
+            used += spaces;
         } else {
             used = if lines.is_empty() { 0 } else { indent };
             line = " ".repeat(used);
@@ -78,6 +88,25 @@ pub(crate) fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
         lines.push(line);
     }
     lines
+}
+
+/// `text` cut to `width` columns, its last an ellipsis when anything was left out.
+pub(crate) fn ellipsis(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let cw = c.width().unwrap_or(0);
+        if used + cw + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += cw;
+    }
+    out.push('…');
+    out
 }
 
 /// One line fitted into `width`: as it is when it fits, else wrapped at spaces, every piece
@@ -293,6 +322,10 @@ mod tests {
             ]
         );
         assert_eq!(wrap("short", 20, 2), ["short"]);
+        assert_eq!(
+            wrap("ok    thp    THP madvise as recommended", 20, 4),
+            ["ok    thp    THP", "    madvise as", "    recommended"]
+        );
         assert_eq!(wrap("", 20, 2), [""]);
     }
 

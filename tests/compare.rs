@@ -758,3 +758,32 @@ fn html_warnings_are_one_line_per_kind_with_their_tests() {
     assert!(lines[0].contains("T1: the 3 repeats"), "{}", lines[0]);
     assert!(lines[0].contains("(also: T2, T3)"), "{}", lines[0]);
 }
+
+/// On a terminal 80 columns wide (COLUMNS over the terminal's 200), `compare` fits: warnings
+/// wrap at words and the table cuts its test names before anything wraps; piped, the names
+/// are whole.
+#[test]
+fn on_a_narrow_terminal_compare_fits() {
+    let long = |label: &str, iops: f64| {
+        let mut doc = repeated(label, &[iops, iops * 1.01]);
+        doc["tests"][0]["name"] = json!("RND4K Q32T1 read with a name long enough to need cutting");
+        doc["warnings"] = json!([{"code": "vm-detected", "message": "word ".repeat(40)}]);
+        doc
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = import_docs(dir.path(), &[long("a", 50_000.0), long("b", 40_000.0)]);
+    let mut cmd = tacho();
+    cmd.args(with_db(&db, &["compare", "1", "2"]))
+        .env("COLUMNS", "80");
+    let (shown, o) = on_terminal(cmd, 200, false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(wider_than(&shown, 80), Vec::<String>::new(), "{shown}");
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("RND4K Q32T1 read with") && l.contains("…  IOPS")),
+        "{shown}"
+    );
+    let piped = stdout(&run(&with_db(&db, &["compare", "1", "2"])));
+    assert!(piped.contains("long enough to need cutting"), "{piped}");
+}

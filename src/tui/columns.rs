@@ -112,20 +112,12 @@ impl<'c> Fitted<'c> {
     }
 }
 
-/// `text` cut to `width` columns with a final "…" when wider.
+/// `text` cut to `width` columns with a final "…" when wider ([`crate::fit::ellipsis`]).
 pub(crate) fn ellipsis(text: String, width: usize) -> String {
     if text.width() <= width {
         return text;
     }
-    let mut out = String::new();
-    for c in text.chars() {
-        if out.width() + unicode_width::UnicodeWidthChar::width(c).unwrap_or(0) + 1 > width {
-            break;
-        }
-        out.push(c);
-    }
-    out.push('…');
-    out
+    crate::fit::ellipsis(&text, width)
 }
 
 /// A figure in at most `width` columns: two decimals where they fit (as iostat prints), then
