@@ -769,3 +769,30 @@ fn the_whole_system_flame_graph_opens_on_its_widest_frames() {
         .unwrap();
     assert!(y < 100.0, "the root frame is at y={y} of {height} px");
 }
+
+/// On a terminal 80 columns wide (COLUMNS over the terminal's 200), `profile --batch` fits:
+/// the verdict and the sample line wrap at words, the table leaves out its module column;
+/// piped, the module is there.
+#[test]
+fn on_a_narrow_terminal_profile_fits() {
+    if !root_or_skip("on_a_narrow_terminal_profile_fits") {
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "burner", BURN);
+    let spinner = Spinner::start(&bin);
+    let pid = spinner.pid.to_string();
+    let args = ["profile", "--pid", &pid, "--duration", "1500ms", "--batch"];
+    let mut cmd = tacho();
+    cmd.args(args).env("COLUMNS", "80");
+    let (shown, o) = on_terminal(cmd, 200, false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(shown.contains("burn_cycles"), "{shown}");
+    assert_eq!(wider_than(&shown, 80), Vec::<String>::new(), "{shown}");
+    let header = shown.lines().find(|l| l.contains("FUNCTION")).unwrap();
+    assert!(!header.contains("MODULE"), "{header}");
+    let piped = stdout(&run(&args));
+    let header = piped.lines().find(|l| l.contains("FUNCTION")).unwrap();
+    assert!(header.contains("MODULE"), "{header}");
+}

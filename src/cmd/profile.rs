@@ -48,8 +48,9 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
             };
             let mut out = std::io::stdout().lock();
             write!(out, "{CLEAR}")?;
-            let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
-            show::write_text(&p, &mut fitted)?;
+            let width = crate::fit::stdout_width();
+            let mut fitted = crate::fit::Fit::new(&mut out, width);
+            show::write_text(&p, &mut fitted, width)?;
             fitted.flush()?;
             drawn = Instant::now();
         }
@@ -88,8 +89,9 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
     } else if args.folded {
         show::write_folded(&p, &mut out)?;
     } else {
-        let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
-        show::write_text(&p, &mut fitted)?;
+        let width = crate::fit::stdout_width();
+        let mut fitted = crate::fit::Fit::new(&mut out, width);
+        show::write_text(&p, &mut fitted, width)?;
         fitted.flush()?;
     }
     out.flush()?;
