@@ -5,7 +5,6 @@
 
 use crate::bench::run::{Progress, Work};
 use crate::io::Control;
-use crate::text::cut;
 use crate::units::{format_bandwidth, format_count, format_time_left};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Mutex;
@@ -63,11 +62,13 @@ impl Bar {
         let literal = |s: &str| s.replace('{', "{{").replace('}', "}}");
         let mut template = String::new();
         if let Some(line) = run_line {
-            template.push_str(&literal(&cut(line, width)));
+            template.push_str(&literal(&crate::fit::ellipsis(line, width)));
             template.push('\n');
         }
         if label_room > 0 {
-            let label = format!("{:>label_room$}", cut(label, label_room));
+            // A test's name may come from a job file: escaped like any text from a file.
+            let label = crate::fit::ellipsis(&crate::text::escape(label), label_room);
+            let label = format!("{label:>label_room$}");
             template.push_str(&literal(&label));
             template.push(' ');
         }
@@ -92,7 +93,7 @@ impl Bar {
     /// Rates cut to the room the template keeps for them.
     fn rates(&self, text: String) -> String {
         let (_, _, _, room) = layout(self.width.unwrap_or(DEFAULT_WIDTH));
-        cut(&text, room).into_owned()
+        crate::fit::ellipsis(&text, room)
     }
 }
 
