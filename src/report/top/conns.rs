@@ -4,11 +4,31 @@
 use std::io::{self, Write};
 
 use crate::diagnose::model::conns::{ConnGroup, Conns};
+use crate::fit::{Col, table};
 use crate::text::exact;
 
+/// The busiest connections' columns (an empty first one indents the table under its
+/// section); on a narrow terminal the local address goes first, then the round trip time.
+const CONNECTION_COLUMNS: [Col; 8] = [
+    Col::text("", 0, 1),
+    Col::text("LOCAL", 3, 24),
+    Col::text("PEER", 0, 24),
+    Col::text("PROCESS", 0, 20),
+    Col::num("txkB/s", 0, 10),
+    Col::num("rxkB/s", 0, 10),
+    Col::num("retr%", 1, 7),
+    Col::num("rtt_ms", 2, 8),
+];
+
 /// Writes the section when connections moved data in the interval; a connection or group
-/// that moved none is listed only when `show_idle`.
-pub fn write(out: &mut impl Write, conns: Option<&Conns>, show_idle: bool) -> io::Result<()> {
+/// that moved none is listed only when `show_idle`. The busiest connections' table fits
+/// `width` (a terminal's).
+pub fn write(
+    out: &mut impl Write,
+    conns: Option<&Conns>,
+    show_idle: bool,
+    width: Option<usize>,
+) -> io::Result<()> {
     let Some(c) = conns.filter(|c| !c.top.is_empty()) else {
         return Ok(());
     };
@@ -36,34 +56,30 @@ pub fn write(out: &mut impl Write, conns: Option<&Conns>, show_idle: bool) -> io
             .filter(|g| moved(g.tx_bytes_per_s, g.rx_bytes_per_s));
         groups(out, title, busy)?;
     }
-    writeln!(
-        out,
-        "  {:<24} {:<24} {:<20} {:>10} {:>10} {:>7} {:>8}",
-        "LOCAL", "PEER", "PROCESS", "txkB/s", "rxkB/s", "retr%", "rtt_ms"
-    )?;
-    for t in c
+    let rows: Vec<Vec<String>> = c
         .top
         .iter()
         .filter(|t| moved(t.tx_bytes_per_s, t.rx_bytes_per_s))
-    {
-        let who = match (&t.comm, t.pid) {
-            (Some(comm), Some(pid)) => {
-                format!("{} ({pid})", exact(comm, t.comm_hex.as_deref()))
-            }
-            _ => "?".into(),
-        };
-        writeln!(
-            out,
-            "  {:<24} {:<24} {:<20} {:>10.1} {:>10.1} {:>7} {:>8.2}",
-            t.local,
-            t.remote,
-            who,
-            kb(t.tx_bytes_per_s),
-            kb(t.rx_bytes_per_s),
-            t.retrans_pct.map_or("-".into(), |p| format!("{p:.1}")),
-            t.rtt_ms
-        )?;
-    }
+        .map(|t| {
+            let who = match (&t.comm, t.pid) {
+                (Some(comm), Some(pid)) => {
+                    format!("{} ({pid})", exact(comm, t.comm_hex.as_deref()))
+                }
+                _ => "?".into(),
+            };
+            vec![
+                String::new(),
+                t.local.clone(),
+                t.remote.clone(),
+                who,
+                format!("{:.1}", kb(t.tx_bytes_per_s)),
+                format!("{:.1}", kb(t.rx_bytes_per_s)),
+                t.retrans_pct.map_or("-".into(), |p| format!("{p:.1}")),
+                format!("{:.2}", t.rtt_ms),
+            ]
+        })
+        .collect();
+    table(out, &CONNECTION_COLUMNS, &rows, width)?;
     Ok(())
 }
 

@@ -43,7 +43,7 @@ impl Batch {
         processes(out, s, self.width)?;
         cgroups(out, s)?;
         write_amplification(out, s)?;
-        network(out, s, self.show_idle)?;
+        network(out, s, self.show_idle, self.width)?;
         accumulated(out, s)?;
         writeln!(out)
     }
@@ -52,7 +52,7 @@ impl Batch {
     /// service and peer with the busiest connections, and DNS.
     pub fn write_network(&mut self, out: &mut impl Write, s: &TopSample) -> io::Result<()> {
         self.head(out, s)?;
-        network(out, s, self.show_idle)?;
+        network(out, s, self.show_idle, self.width)?;
         writeln!(out)
     }
 
@@ -86,9 +86,14 @@ impl Batch {
     }
 }
 
-fn network(out: &mut impl Write, s: &TopSample, show_idle: bool) -> io::Result<()> {
-    net(out, s)?;
-    super::conns::write(out, s.connections.as_ref(), show_idle)?;
+fn network(
+    out: &mut impl Write,
+    s: &TopSample,
+    show_idle: bool,
+    width: Option<usize>,
+) -> io::Result<()> {
+    net(out, s, width)?;
+    super::conns::write(out, s.connections.as_ref(), show_idle, width)?;
     super::dns::write(out, s.dns.as_ref())
 }
 
@@ -486,26 +491,40 @@ fn cgroups(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     Ok(())
 }
 
-fn net(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    writeln!(
-        out,
-        "\nIFACE          rxkB/s     txkB/s   rxpck/s   txpck/s  rxerr/s  txerr/s rxdrop/s txdrop/s"
-    )?;
-    for n in &s.net {
-        writeln!(
-            out,
-            "{:<10} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
-            Escaped(&n.name),
-            n.rx_bytes_per_s / 1024.0,
-            n.tx_bytes_per_s / 1024.0,
-            n.rx_packets_per_s,
-            n.tx_packets_per_s,
-            n.rx_errors_per_s,
-            n.tx_errors_per_s,
-            n.rx_drops_per_s,
-            n.tx_drops_per_s
-        )?;
-    }
+/// sar -n DEV's columns and EDEV's error and drop rates; on a narrow terminal the drops go
+/// first, then the errors, then the packet rates.
+const NET_COLUMNS: [Col; 9] = [
+    Col::text("IFACE", 0, 10),
+    Col::num("rxkB/s", 0, 10),
+    Col::num("txkB/s", 0, 10),
+    Col::num("rxpck/s", 2, 9),
+    Col::num("txpck/s", 2, 9),
+    Col::num("rxerr/s", 3, 8),
+    Col::num("txerr/s", 3, 8),
+    Col::num("rxdrop/s", 4, 8),
+    Col::num("txdrop/s", 4, 8),
+];
+
+fn net(out: &mut impl Write, s: &TopSample, width: Option<usize>) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = s
+        .net
+        .iter()
+        .map(|n| {
+            vec![
+                Escaped(&n.name).to_string(),
+                format!("{:.2}", n.rx_bytes_per_s / 1024.0),
+                format!("{:.2}", n.tx_bytes_per_s / 1024.0),
+                format!("{:.1}", n.rx_packets_per_s),
+                format!("{:.1}", n.tx_packets_per_s),
+                format!("{:.1}", n.rx_errors_per_s),
+                format!("{:.1}", n.tx_errors_per_s),
+                format!("{:.1}", n.rx_drops_per_s),
+                format!("{:.1}", n.tx_drops_per_s),
+            ]
+        })
+        .collect();
+    writeln!(out)?;
+    table(out, &NET_COLUMNS, &rows, width)?;
     for l in &s.links {
         if let (Some(mbps), Some(rx), Some(tx)) =
             (l.speed_mbps, l.rx_utilisation_pct, l.tx_utilisation_pct)
