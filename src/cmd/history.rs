@@ -182,7 +182,9 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
             serde_json::to_writer_pretty(&mut out, &summary)?;
             writeln!(out)?;
         } else {
-            crate::report::history::write_summary(&mut out, &summary)?;
+            let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
+            crate::report::history::write_summary(&mut fitted, &summary)?;
+            fitted.flush()?;
         }
         return Ok(ExitCode::SUCCESS);
     }
