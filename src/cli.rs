@@ -304,6 +304,10 @@ pub(crate) struct FilesArgs {
     #[arg(long, conflicts_with_all = ["summary", "output", "timestamps", "sector"])]
     pub bytes: bool,
 
+    /// With --bytes: list the N busiest process and file pairs (0: all); --json lists all
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "bytes")]
+    pub top: usize,
+
     /// Let the kernel queue events without limit instead of dropping them past 16384 (uses
     /// kernel memory while tacho falls behind)
     #[arg(long)]
@@ -405,6 +409,11 @@ pub(crate) struct TopArgs {
     /// service and peer with the busiest connections, DNS with --dns), after the verdicts
     #[arg(long)]
     pub net: bool,
+
+    /// With --batch: list idle devices and TCP connections that moved no data too (left out
+    /// by default, as `iostat -z` leaves out idle devices)
+    #[arg(long)]
+    pub show_idle: bool,
 
     /// Show a recorded moment from the history instead of live figures (keys: left/right or
     /// p/n step one sample, q quits); with --batch or --json, print that one interval

@@ -14,6 +14,7 @@ pub(crate) mod compare;
 pub(crate) mod cpubench;
 pub(crate) mod diagnose;
 pub(crate) mod files;
+pub(crate) mod fit;
 pub(crate) mod history;
 pub(crate) mod io;
 pub(crate) mod kernel;

@@ -104,6 +104,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         .map_err(|_| DurationError::OutOfRange(text.into()))
 }
 
+/// A time left, to the second, in the largest units that matter: `1 m 40 s`, `45 s`, `2 h 5 m`.
+pub fn format_time_left(left: Duration) -> String {
+    let s = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, sec) => format!("{sec} s"),
+        (0, min, 0) => format!("{min} m"),
+        (0, min, sec) => format!("{min} m {sec} s"),
+        (h, 0, _) => format!("{h} h"),
+        (h, min, _) => format!("{h} h {min} m"),
+    }
+}
+
 /// `4KiB`, `1MiB`, `2300B`: exact when the value is a whole multiple, for test names.
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
@@ -178,6 +190,15 @@ fn three_digits(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_left_in_the_units_that_matter() {
+        assert_eq!(format_time_left(Duration::from_secs(100)), "1 m 40 s");
+        assert_eq!(format_time_left(Duration::from_millis(44_200)), "45 s");
+        assert_eq!(format_time_left(Duration::from_secs(120)), "2 m");
+        assert_eq!(format_time_left(Duration::from_secs(7530)), "2 h 5 m");
+        assert_eq!(format_time_left(Duration::ZERO), "0 s");
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -20,6 +20,9 @@ pub trait Progress: Sync {
     fn tick(&self, ctl: &Control);
     /// The run ended: clear whatever is shown.
     fn finish(&self);
+    /// Test `n` of `of` (counted from 1) starts, with about `left` of planned time to go
+    /// (this test's included). Said only for runs of more than one test.
+    fn whole_run(&self, n: usize, of: usize, left: Duration);
 }
 
 /// How much of a phase there is, for a progress bar.
@@ -88,10 +91,13 @@ pub fn run(
         outcome
     });
     let mut interrupted = false;
-    for test in &plan.tests {
+    for (i, test) in plan.tests.iter().enumerate() {
         if ctl.stopped() {
             interrupted = true;
             break;
+        }
+        if plan.tests.len() > 1 {
+            progress.whole_run(i + 1, plan.tests.len(), planned_time(plan, i));
         }
         let spec = &test.spec;
         let flags = spec.open_sync.map_or(0, |s| s.flag());
@@ -164,6 +170,15 @@ pub fn run(
         probe,
         interrupted,
     })
+}
+
+/// The planned time of the tests from index `from` on: each one's ramp and runtime, times the
+/// repeats. A test bounded by its size (dd, etcd) may end sooner: its runtime is its cap.
+fn planned_time(plan: &Plan, from: usize) -> Duration {
+    plan.tests[from..]
+        .iter()
+        .map(|t| (t.spec.ramp + t.spec.runtime) * plan.repeat)
+        .sum()
 }
 
 /// Runs the probe on a prepared target over its first `region` bytes, when the run may write

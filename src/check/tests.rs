@@ -1066,7 +1066,7 @@ fn reports_and_scripts() {
 
     let mut text = Vec::new();
     write_text(
-        &mut text,
+        &mut crate::fit::Fit::new(&mut text, None),
         &findings,
         Profile::Redis,
         None,
@@ -1136,7 +1136,9 @@ proptest::proptest! {
         tree.write(rel, &content);
         let findings = tree.judge(Profile::Postgres);
         let mut out = Vec::new();
-        write_text(&mut out, &findings, Profile::Postgres, None, &[]).unwrap();
+        let mut fit = crate::fit::Fit::new(&mut out, None);
+        write_text(&mut fit, &findings, Profile::Postgres, None, &[]).unwrap();
+        drop(fit);
         write_script(&mut out, &findings, ScriptKind::Both, "x").unwrap();
     }
 }

@@ -48,8 +48,9 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
         serde_json::to_writer_pretty(&mut stdout, &document)?;
         writeln!(stdout)?;
     } else {
+        let mut fitted = crate::fit::Fit::new(&mut stdout, crate::fit::stdout_width());
         crate::report::check::write_text(
-            &mut stdout,
+            &mut fitted,
             &findings,
             args.profile,
             args.only,

@@ -51,7 +51,11 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     let c = compare::compare(&runs);
     let mut out = std::io::stdout().lock();
     match Format::from(&args.format) {
-        Format::Table => results::compare_text(&c, Text::Terminal, &mut out)?,
+        Format::Table => {
+            let width = crate::fit::stdout_width();
+            let mut fitted = crate::fit::Fit::new(&mut out, width);
+            results::compare_text(&c, Text::Terminal(width), &mut fitted)?;
+        }
         Format::Markdown => results::compare_text(&c, Text::Markdown, &mut out)?,
         Format::Json => results::compare_json(&c, args.fail_on_regression, &mut out)?,
         Format::Csv => results::csv(&c, &mut out)?,
@@ -147,7 +151,11 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
     let f = fleet::by_host(runs);
     let mut out = std::io::stdout().lock();
     match Format::from(&args.format) {
-        Format::Table => report::fleet::write_text(&f, false, &mut out)?,
+        Format::Table => report::fleet::write_text(
+            &f,
+            false,
+            &mut crate::fit::Fit::new(&mut out, crate::fit::stdout_width()),
+        )?,
         Format::Markdown => report::fleet::write_text(&f, true, &mut out)?,
         Format::Json => report::fleet::write_json(&f, &mut out)?,
         Format::Csv => report::fleet::write_csv(&f, &mut out)?,

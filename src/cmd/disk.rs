@@ -176,11 +176,12 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     report.tests = outcome.tests;
     report.interrupted = outcome.interrupted;
 
-    let mut out = std::io::stdout().lock();
     let printed = if args.json {
-        report::json::write(&report, &mut out)
+        report::json::write(&report, &mut std::io::stdout().lock())
     } else {
-        report::table::write(&report, &mut out)
+        let width = crate::fit::stdout_width();
+        let mut out = crate::fit::Fit::new(std::io::stdout().lock(), width);
+        report::table::write(&report, &mut out, width).and_then(|()| out.flush())
     };
     // Saved whatever became of the output: a reader that closed the pipe early (`| head`)
     // did not make the run fail.

@@ -70,7 +70,7 @@ pub fn run(args: &FilesArgs, config: WatchConfig) -> Result<Option<ExitCode>> {
     if args.json {
         show::write_json(&rows, seconds, &mut out)?;
     } else {
-        show::write_text(&rows, seconds, &mut out)?;
+        show::write_text(&rows, seconds, args.top, &mut out)?;
     }
     Ok(Some(ExitCode::SUCCESS))
 }

@@ -182,7 +182,9 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
             serde_json::to_writer_pretty(&mut out, &summary)?;
             writeln!(out)?;
         } else {
-            crate::report::history::write_summary(&mut out, &summary)?;
+            let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
+            crate::report::history::write_summary(&mut fitted, &summary)?;
+            fitted.flush()?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -205,11 +207,12 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
     };
     if args.json || args.batch || !std::io::stdout().is_terminal() {
         let s = load(index, top, sort)?;
-        let mut out = std::io::stdout().lock();
         if args.json {
-            write_json_line(&mut out, &s)?;
+            write_json_line(&mut std::io::stdout().lock(), &s)?;
         } else {
-            text::write_sample(&mut out, &s)?;
+            let width = crate::fit::stdout_width();
+            let mut out = crate::fit::Fit::new(std::io::stdout().lock(), width);
+            text::Batch::new(width, args.show_idle).write_sample(&mut out, &s)?;
         }
         return Ok(ExitCode::SUCCESS);
     }

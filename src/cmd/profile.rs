@@ -48,8 +48,10 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
             };
             let mut out = std::io::stdout().lock();
             write!(out, "{CLEAR}")?;
-            show::write_text(&p, &mut out)?;
-            out.flush()?;
+            let width = crate::fit::stdout_width();
+            let mut fitted = crate::fit::Fit::new(&mut out, width);
+            show::write_text(&p, &mut fitted, width)?;
+            fitted.flush()?;
             drawn = Instant::now();
         }
     }
@@ -87,7 +89,10 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
     } else if args.folded {
         show::write_folded(&p, &mut out)?;
     } else {
-        show::write_text(&p, &mut out)?;
+        let width = crate::fit::stdout_width();
+        let mut fitted = crate::fit::Fit::new(&mut out, width);
+        show::write_text(&p, &mut fitted, width)?;
+        fitted.flush()?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

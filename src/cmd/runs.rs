@@ -174,7 +174,11 @@ fn show(id: i64, db: &DbArg, format: &Format) -> Result<()> {
     let c = compare::compare(std::slice::from_ref(&run));
     let mut out = std::io::stdout().lock();
     match format {
-        Format::Table => results::show_text(&run, &c, Text::Terminal, &mut out)?,
+        Format::Table => {
+            let width = crate::fit::stdout_width();
+            let mut fitted = crate::fit::Fit::new(&mut out, width);
+            results::show_text(&run, &c, Text::Terminal(width), &mut fitted)?;
+        }
         Format::Markdown => results::show_text(&run, &c, Text::Markdown, &mut out)?,
         Format::Json => {
             serde_json::to_writer_pretty(&mut out, &run.to_document())?;

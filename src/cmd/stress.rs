@@ -18,16 +18,18 @@ pub fn run(args: &StressArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     let plan = resolve(args, &root)?;
     let stop = interrupt::stop_flag()?;
-    let mut out = std::io::stdout().lock();
     let json = args.json;
+    // JSON stays whole: a wrapped string would no longer parse.
+    let width = crate::fit::stdout_width().filter(|_| !json);
+    let mut out = crate::fit::Fit::new(std::io::stdout().lock(), width);
     if !json {
         writeln!(out, "{}", report::describe(&plan))?;
-        writeln!(out, "{}", report::header())?;
+        writeln!(out, "{}", report::header(width))?;
     }
     let mut print_error = None;
     let report = stress::run(&plan, &root, &stop, &mut |s: &Second| {
         if !json && print_error.is_none() {
-            let line = report::line(s);
+            let line = report::line(s, width);
             if let Err(e) = writeln!(out, "{line}").and_then(|_| out.flush()) {
                 print_error = Some(e);
             }

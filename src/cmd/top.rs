@@ -49,7 +49,22 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
             bail!("--latency shows text or JSON: add --batch or --json");
         }
         let top = usize::from(args.top);
-        match super::top_latency::run(mode == Mode::Json, interval, args.count, top, sleep_until)? {
+        // The verdict as top gives it; no second block tracer beside the latency one, so
+        // disk culprits come from the cgroup counters and /proc.
+        let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
+        let opts = ModelOptions::for_this_host(top, args.sort, sampler.delayacct);
+        let mut judge = Judge::new();
+        let mut prev = sampler.sample()?;
+        let mut verdict = move || -> Result<String> {
+            let cur = sampler.sample()?;
+            let mut s = model::between(&prev, &cur, sampler.devices(), &opts);
+            judge.judge(&mut s);
+            prev = cur;
+            Ok(s.verdict)
+        };
+        let json = mode == Mode::Json;
+        let count = args.count;
+        match super::top_latency::run(json, interval, count, top, sleep_until, &mut verdict)? {
             Ok(code) => return Ok(code),
             Err(reason) => eprintln!("note: {reason}; showing the /proc figures instead"),
         }
@@ -101,7 +116,9 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
-    let mut stdout = std::io::stdout().lock();
+    let width = crate::fit::stdout_width();
+    let mut stdout = crate::fit::Fit::new(std::io::stdout().lock(), width);
+    let mut batch = text::Batch::new(width, args.show_idle);
     let mut warned = false;
     let mut profiler = super::top_profile::OnCpuVerdict::default();
     let on_sample = |s: &TopSample| -> Result<()> {
@@ -110,9 +127,9 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         }
         match mode {
             Mode::Json => write_json_line(&mut stdout, s)?,
-            Mode::Text if args.net => text::write_network(&mut stdout, s)?,
+            Mode::Text if args.net => batch.write_network(&mut stdout, s)?,
             Mode::Text => {
-                text::write_sample(&mut stdout, s)?;
+                batch.write_sample(&mut stdout, s)?;
                 if args.profile {
                     profiler.after(s, &mut stdout, &stop)?;
                 }

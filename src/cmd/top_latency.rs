@@ -13,13 +13,15 @@ use crate::report::top::latency;
 
 /// Runs the tracer until `count` intervals or a signal; `Err(reason)` when eBPF is unavailable,
 /// so the caller falls back to the /proc figures with a note. `sleep_until` is top's
-/// signal-aware sleep (passed in: this module is top's helper, not its dependency).
+/// signal-aware sleep and `verdict` judges the interval just ended as top does (both passed
+/// in: this module is top's helper, not its dependency); every interval leads with it.
 pub(crate) fn run(
     json: bool,
     interval: Duration,
     count: Option<u64>,
     top: usize,
     sleep_until: fn(Instant, &AtomicBool) -> bool,
+    verdict: &mut dyn FnMut() -> Result<String>,
 ) -> Result<std::result::Result<ExitCode, String>> {
     let mut tracer = match BlockTracer::start() {
         Ok(t) => t,
@@ -29,7 +31,8 @@ pub(crate) fn run(
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
-    let mut stdout = std::io::stdout().lock();
+    let width = crate::fit::stdout_width().filter(|_| !json);
+    let mut stdout = crate::fit::Fit::new(std::io::stdout().lock(), width);
     let mut due = Instant::now();
     let mut done = 0u64;
     while count.is_none_or(|c| done < c) {
@@ -38,9 +41,12 @@ pub(crate) fn run(
             break;
         }
         let sample = tracer.sample();
+        let said = verdict()?;
         if json {
-            latency::write_json(&mut stdout, interval.as_secs_f64(), &sample, &device_name)?;
+            let seconds = interval.as_secs_f64();
+            latency::write_json(&mut stdout, seconds, &said, &sample, &device_name)?;
         } else {
+            writeln!(stdout, "{}", crate::text::Escaped(&said))?;
             latency::write_text(&mut stdout, &sample, top, &device_name)?;
         }
         stdout.flush()?;

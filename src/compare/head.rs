@@ -190,19 +190,20 @@ pub(super) fn head(run: &StoredRun) -> RunHead {
     }
 }
 
-/// `[code]: message` of the run's warnings and its tests', each once.
+/// `[code]: message` of the run's warnings, then one line per kind of its tests' warnings:
+/// the first test's sentence and the other tests it concerns (thirteen noisy tests make one
+/// line, not thirteen above the figures).
 pub fn run_warnings(run: &StoredRun) -> Vec<String> {
-    let of = |ws: &Field<Vec<Field<WarningView>>>| -> Vec<String> {
-        let none = WarningView::default();
+    let none = WarningView::default();
+    let of = |ws: &Field<Vec<Field<WarningView>>>| -> Vec<(String, String)> {
         ws.get()
             .map(|ws| {
                 ws.iter()
                     .map(|w| {
                         let w = w.get().unwrap_or(&none);
-                        format!(
-                            "[{}]: {}",
-                            w.code.get().map_or("?", String::as_str),
-                            w.message.get().map_or("", String::as_str)
+                        (
+                            w.code.get().map_or("?", String::as_str).to_string(),
+                            w.message.get().map_or("", String::as_str).to_string(),
                         )
                     })
                     .collect()
@@ -210,15 +211,35 @@ pub fn run_warnings(run: &StoredRun) -> Vec<String> {
             .unwrap_or_default()
     };
     let extra: ExtraView = view(&Value::Object(run.extra.clone()));
-    let mut out = of(&extra.warnings);
+    let mut out: Vec<String> = Vec::new();
+    for (code, message) in of(&extra.warnings) {
+        let line = format!("[{code}]: {message}");
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    // Per kind, in the order first seen: the first sentence and the other tests' names.
+    let mut kinds: Vec<(String, String, Vec<&str>)> = Vec::new();
     for t in &run.tests {
         // Only the field read: a run may hold many tests.
         let warnings = t.json.get("warnings").map_or(Field::Absent, view);
-        for w in of(&warnings) {
-            if !out.contains(&w) {
-                out.push(w);
+        for (code, message) in of(&warnings) {
+            match kinds.iter_mut().find(|(c, _, _)| *c == code) {
+                Some((_, _, others)) => {
+                    if !others.contains(&t.name.as_str()) {
+                        others.push(&t.name);
+                    }
+                }
+                None => kinds.push((code, message, Vec::new())),
             }
         }
+    }
+    for (code, message, others) in kinds {
+        let mut line = format!("[{code}]: {message}");
+        if !others.is_empty() {
+            line.push_str(&format!(" (also: {})", others.join(", ")));
+        }
+        out.push(line);
     }
     out
 }

@@ -6,6 +6,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::check::{Finding, Group, Profile, Severity, verdict};
+use crate::fit::Fit;
 use crate::text::Escaped;
 
 #[derive(Serialize)]
@@ -74,9 +75,10 @@ pub fn document(
 }
 
 /// The table: verdict, then each group's findings; ok ones take one line, the others show
-/// their evidence, why, and the commands.
+/// their evidence, why, and the commands. Lines wider than `out`'s width wrap, except the
+/// commands: broken over lines they could not be copied and run.
 pub fn write_text(
-    out: &mut impl Write,
+    out: &mut Fit<impl Write>,
     findings: &[Finding],
     profile: Profile,
     only: Option<Severity>,
@@ -147,11 +149,13 @@ pub fn write_text(
                 };
                 // A command's own lines stay lines; what is inside each is escaped.
                 let lines: Vec<String> = cmd.split('\n').map(|l| Escaped(l).to_string()).collect();
+                out.set_wrapping(false);
                 writeln!(
                     out,
                     "{pad}{name}{manual}: {}",
                     lines.join(&format!("\n{pad}  "))
                 )?;
+                out.set_wrapping(true);
             }
         }
     }

@@ -1,8 +1,9 @@
 //! `tacho report disk`: each disk's lifetime figures and endurance projection as text, and the
 //! `tacho.report-disk.v1` JSON document.
 //!
-//! Bytes are decimal (GB, TB) here, unlike elsewhere in tacho, because drive makers rate
-//! endurance in decimal terabytes written (TBW) and admins compare against that figure.
+//! Bytes are binary (GiB, TiB) as everywhere in tacho, except the bytes written that the
+//! projection sets against a drive's rating: drive makers rate endurance in decimal terabytes
+//! written (TBW), so that one figure is in decimal TB beside it.
 
 use std::io::{self, Write};
 
@@ -57,12 +58,12 @@ fn disk_block(disk: &DiskTotals, out: &mut impl Write) -> io::Result<()> {
             out,
             "  {:<12}{} written, {} read in {:.1} days",
             "since boot",
-            si(sb.bytes_written as f64),
-            si(sb.bytes_read as f64),
+            size(sb.bytes_written as f64),
+            size(sb.bytes_read as f64),
             sb.days
         )?;
         match crate::totals::rate_since_boot(Some(sb)) {
-            Some(rate) => writeln!(out, " ({}/day written)", si(rate.bytes_written_per_day))?,
+            Some(rate) => writeln!(out, " ({}/day written)", size(rate.bytes_written_per_day))?,
             None => writeln!(out)?,
         }
     }
@@ -101,7 +102,7 @@ fn heading(h: &DriveHealth) -> String {
 }
 
 fn health_lines(h: &DriveHealth, out: &mut impl Write) -> io::Result<()> {
-    let or_dash = |v: Option<u64>| v.map_or("-".to_string(), |b| si(b as f64));
+    let or_dash = |v: Option<u64>| v.map_or("-".to_string(), |b| size(b as f64));
     writeln!(
         out,
         "  {:<12}{} written, {} read",
@@ -159,14 +160,14 @@ fn projection(p: &Projection, rate: &DailyRate) -> String {
     };
     format!(
         "at {}/day ({basis}), {} written = {:.0}% of {rating}; {end}",
-        si(p.bytes_per_day),
+        size(p.bytes_per_day),
         si(p.bytes_written as f64),
         p.percent_used
     )
 }
 
 fn daily_table(days: &[DayTotals], out: &mut impl Write) -> io::Result<()> {
-    let or_dash = |v: Option<u64>| v.map_or("-".to_string(), |b| si(b as f64));
+    let or_dash = |v: Option<u64>| v.map_or("-".to_string(), |b| size(b as f64));
     writeln!(
         out,
         "{:<12}{:<12}{:>10}{:>10}{:>10}",
@@ -197,8 +198,8 @@ fn writers_block(day: &DayWriters, out: &mut impl Write) -> io::Result<()> {
         out,
         "{}: write amplification {amp} (device {} / processes {}, {} recorded)",
         Escaped(&day.day),
-        si(day.device_bytes_written as f64),
-        si(day.process_bytes_written as f64),
+        size(day.device_bytes_written as f64),
+        size(day.process_bytes_written as f64),
         recorded(day.covered_s)
     )?;
     for w in day.processes.iter().chain(&day.services) {
@@ -206,7 +207,7 @@ fn writers_block(day: &DayWriters, out: &mut impl Write) -> io::Result<()> {
         writeln!(
             out,
             "  {:>10}  {}{pid}",
-            si(w.bytes_written as f64),
+            size(w.bytes_written as f64),
             Escaped(&w.name)
         )?;
     }
@@ -222,7 +223,13 @@ fn recorded(seconds: f64) -> String {
     }
 }
 
-/// Decimal bytes with three significant digits: `812 B`, `93.0 GB`, `19.7 TB`.
+/// Bytes in binary units, as tacho shows them everywhere: `812 B`, `86.6 GiB`.
+fn size(bytes: f64) -> String {
+    crate::units::format_bytes_approx(bytes.max(0.0) as u64)
+}
+
+/// Decimal bytes with three significant digits, for bytes set against a TBW rating: `812 B`,
+/// `93.0 GB`, `19.7 TB`.
 fn si(bytes: f64) -> String {
     const UNITS: [&str; 6] = ["B", "kB", "MB", "GB", "TB", "PB"];
     let mut value = bytes;

@@ -73,8 +73,8 @@ pub fn sync_line(r: &Row) -> Option<String> {
     Some(line)
 }
 
-/// The table, then the syncs.
-pub fn write_text(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Result<()> {
+/// The table of the first `top` rows (0: all), then the syncs of every row.
+pub fn write_text(rows: &[Row], seconds: f64, top: usize, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "bytes per process and file over {seconds:.1} s (eBPF, read/write-family syscalls, io_uring and libaio on regular files)"
@@ -84,7 +84,12 @@ pub fn write_text(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Resul
         "{:>8}  {:<15}  {:>10}  {:>10}  {:>8}  {:>8}  {:>6}  FILE",
         "PID", "COMMAND", "READ", "WRITTEN", "READS", "WRITES", "SYNCS"
     )?;
-    for r in rows {
+    let shown = if top == 0 {
+        rows.len()
+    } else {
+        top.min(rows.len())
+    };
+    for r in &rows[..shown] {
         writeln!(
             out,
             "{:>8}  {:<15}  {:>10}  {:>10}  {:>8}  {:>8}  {:>6}  {}",
@@ -97,6 +102,9 @@ pub fn write_text(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Resul
             r.io.syncs,
             r.file(),
         )?;
+    }
+    if shown < rows.len() {
+        writeln!(out, "({} more; --top 0 lists them all)", rows.len() - shown)?;
     }
     let syncs: Vec<String> = rows.iter().filter_map(sync_line).collect();
     if !syncs.is_empty() {
@@ -183,7 +191,7 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(doc["files"][0]["path_hex"], "2f746d702f61ff0a62");
         let mut text = Vec::new();
-        write_text(&rows, 1.0, &mut text).unwrap();
+        write_text(&rows, 1.0, 0, &mut text).unwrap();
         assert!(
             !text.contains(&0x1b) && !text.contains(&0xff),
             "{}",

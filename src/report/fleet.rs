@@ -74,7 +74,7 @@ pub fn write_text(f: &Fleet, markdown: bool, out: &mut impl Write) -> io::Result
     if markdown {
         grid.write_markdown(out)
     } else {
-        grid.write_text(out)
+        grid.write_text(out, None)
     }
 }
 

@@ -5,6 +5,9 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::text::{SHOWN_CHARS, cut, escape, needs_escape};
 
+/// The first column is never cut narrower than this to fit a terminal.
+const NARROWEST_NAMES: usize = 12;
+
 pub struct Grid {
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
@@ -15,10 +18,27 @@ pub struct Grid {
 impl Grid {
     /// Columns padded to their widest cell, two spaces apart; control characters in cells
     /// (labels, test names, hosts and paths come from runs, imported ones included) escaped,
-    /// and cells longer than [`SHOWN_CHARS`] cut with an ellipsis.
-    pub fn write_text(&self, out: &mut impl Write) -> io::Result<()> {
-        let escaped = self.escaped();
-        let widths = escaped.widths();
+    /// and cells longer than [`SHOWN_CHARS`] cut with an ellipsis. Rows wider than `width` (a
+    /// terminal's) cut the first column (the names) first, to no fewer than
+    /// [`NARROWEST_NAMES`] columns.
+    pub fn write_text(&self, out: &mut impl Write, width: Option<usize>) -> io::Result<()> {
+        let mut escaped = self.escaped();
+        let mut widths = escaped.widths();
+        let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+        if let (Some(width), Some(first)) = (width, widths.first().copied())
+            && total > width
+        {
+            let keep = first
+                .saturating_sub(total - width)
+                .max(NARROWEST_NAMES)
+                .min(first);
+            widths[0] = keep;
+            for row in std::iter::once(&mut escaped.header).chain(&mut escaped.rows) {
+                if let Some(cell) = row.first_mut() {
+                    *cell = crate::fit::ellipsis(cell, keep);
+                }
+            }
+        }
         for row in std::iter::once(&escaped.header).chain(&escaped.rows) {
             let mut line = String::new();
             for (i, cell) in row.iter().enumerate() {
@@ -136,7 +156,7 @@ mod tests {
             right: vec![false],
         };
         let mut out = Vec::new();
-        g.write_text(&mut out).unwrap();
+        g.write_text(&mut out, None).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "label\na\\e[2J\\nb\n");
         let mut out = Vec::new();
         g.write_markdown(&mut out).unwrap();
@@ -152,7 +172,7 @@ mod tests {
             right: vec![false, true],
         };
         let mut out = Vec::new();
-        g.write_text(&mut out).unwrap();
+        g.write_text(&mut out, None).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "test       IOPS\nlong name     1\n"

@@ -3,9 +3,17 @@
 use crate::bench::result::BenchReport;
 use std::io::{self, Write};
 
-/// Writes the report as one pretty-printed `tacho.bench.v1` JSON document and a newline.
+/// Writes the report as one pretty-printed `tacho.bench.v1` JSON document and a newline,
+/// with `verdict`: the words the text report leads with.
 pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, report)?;
+    let mut doc = serde_json::to_value(report)?;
+    if let Some(fields) = doc.as_object_mut() {
+        fields.insert(
+            "verdict".into(),
+            crate::bench::verdict::verdict(report).into(),
+        );
+    }
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
 }
 

@@ -2,6 +2,7 @@
 //! and module, then notes (text); one `tacho.profile.v1` document (JSON); folded stacks for
 //! flame-graph tools; and a flame graph as SVG (inferno).
 
+use crate::fit::{Col, table};
 use crate::profile::Profile;
 use crate::text::Escaped;
 use std::io::{self, Write};
@@ -9,8 +10,17 @@ use std::io::{self, Write};
 /// Functions listed in the text table.
 const SHOWN: usize = 25;
 
-/// Verdict, split, table, notes.
-pub fn write_text(p: &Profile, out: &mut impl Write) -> io::Result<()> {
+/// The table's columns; on a narrow terminal the module goes first, then the total share.
+const COLUMNS: [Col; 5] = [
+    Col::num("SELF%", 0, 7),
+    Col::num("TOTAL%", 2, 7),
+    Col::text("FUNCTION", 0, 40),
+    Col::text("PROCESS", 1, 15),
+    Col::text("MODULE", 3, 16),
+];
+
+/// Verdict, split, table (in the columns that fit `width`, a terminal's), notes.
+pub fn write_text(p: &Profile, out: &mut impl Write, width: Option<usize>) -> io::Result<()> {
     writeln!(out, "{}", Escaped(&p.verdict))?;
     writeln!(
         out,
@@ -32,21 +42,22 @@ pub fn write_text(p: &Profile, out: &mut impl Write) -> io::Result<()> {
             .collect();
         writeln!(out, "kernel: {}", parts.join(", "))?;
     }
-    writeln!(
-        out,
-        "\n  SELF%  TOTAL%  FUNCTION                                  PROCESS          MODULE"
-    )?;
-    for f in p.functions.iter().take(SHOWN) {
-        writeln!(
-            out,
-            "{:>7.1} {:>7.1}  {:<40}  {:<15}  {}",
-            f.self_pct,
-            f.total_pct,
-            Escaped(&f.name).to_string(),
-            Escaped(&f.process).to_string(),
-            Escaped(&f.module),
-        )?;
-    }
+    let rows: Vec<Vec<String>> = p
+        .functions
+        .iter()
+        .take(SHOWN)
+        .map(|f| {
+            vec![
+                format!("{:.1}", f.self_pct),
+                format!("{:.1}", f.total_pct),
+                Escaped(&f.name).to_string(),
+                Escaped(&f.process).to_string(),
+                Escaped(&f.module).to_string(),
+            ]
+        })
+        .collect();
+    writeln!(out)?;
+    table(out, &COLUMNS, &rows, width)?;
     for note in &p.notes {
         writeln!(out, "note: {}", Escaped(note))?;
     }
@@ -89,6 +100,10 @@ pub fn write_svg(p: &Profile, title: &str, out: &mut impl Write) -> io::Result<(
         .map(|(s, n)| format!("{} {n}", xml_text(s)))
         .collect();
     let mut opts = inferno::flamegraph::Options::default();
+    // Upside down (an icicle graph): the frames every stack rests on are drawn at the top, so
+    // the page opens on them. Upright, a whole-system graph is as tall as its deepest stack,
+    // and the window first showed the empty space above that stack's thin tip.
+    opts.direction = inferno::flamegraph::Direction::Inverted;
     opts.title = xml_text(title);
     opts.count_name = "samples".into();
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)

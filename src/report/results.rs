@@ -30,8 +30,8 @@ const SHOW_METRICS: [Metric; 8] = [
 /// Terminal or Markdown: the same content, escaped for Markdown in the latter.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Text {
-    /// Plain text for a terminal, escaped for it.
-    Terminal,
+    /// Plain text for a terminal (as wide as given, when it is one), escaped for it.
+    Terminal(Option<usize>),
     /// GitHub-flavoured Markdown, escaped for it.
     Markdown,
 }
@@ -39,14 +39,14 @@ pub enum Text {
 impl Text {
     fn esc(self, s: &str) -> String {
         match self {
-            Text::Terminal => Escaped(s).to_string(),
+            Text::Terminal(_) => Escaped(s).to_string(),
             Text::Markdown => markdown_escape(s),
         }
     }
 
     fn grid(self, g: &Grid, out: &mut impl Write) -> io::Result<()> {
         match self {
-            Text::Terminal => g.write_text(out),
+            Text::Terminal(width) => g.write_text(out, width),
             Text::Markdown => g.write_markdown(out),
         }
     }
@@ -54,14 +54,14 @@ impl Text {
     /// A list item: indented under a heading in terminals, a bullet in Markdown.
     fn item(self, s: &str) -> String {
         match self {
-            Text::Terminal => format!("  {}", Escaped(s)),
+            Text::Terminal(_) => format!("  {}", Escaped(s)),
             Text::Markdown => format!("- {}", markdown_escape(s)),
         }
     }
 
     fn heading(self, s: &str) -> String {
         match self {
-            Text::Terminal => format!("{}:", Escaped(s)),
+            Text::Terminal(_) => format!("{}:", Escaped(s)),
             Text::Markdown => format!("### {}", markdown_escape(s)),
         }
     }
@@ -114,7 +114,7 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
             true, false, false, false, false, false, false, true, false, false,
         ],
     };
-    grid.write_text(out)
+    grid.write_text(out, None)
 }
 
 /// Writes the stored runs as one `tacho.runs.v1` JSON document.

@@ -1,5 +1,6 @@
 //! `tacho stress` for people: what runs, a line per second, and the summary.
 
+use crate::fit::{Col, header_cells, table_line};
 use crate::stress::{Plan, Second, StressReport};
 use crate::text::Escaped;
 use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_size};
@@ -36,35 +37,37 @@ pub fn describe(p: &Plan) -> String {
     )
 }
 
-/// Column headings of the per-second lines.
-pub fn header() -> String {
-    format!(
-        "{:>6} {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
-        "time",
-        "cpu ops/s",
-        "vm touched/s",
-        "syncs/s",
-        "hdd write/s",
-        "user%",
-        "sys%",
-        "iowait%",
-        "thp_alloc",
-        "thp_fall",
-        "compact"
-    )
+/// The per-second columns; on a narrow terminal the THP and compaction counters go first,
+/// then the CPU split.
+const COLUMNS: [Col; 11] = [
+    Col::num("time", 0, 6),
+    Col::num("cpu ops/s", 1, 10),
+    Col::num("vm touched/s", 1, 12),
+    Col::num("syncs/s", 1, 9),
+    Col::num("hdd write/s", 1, 12),
+    Col::num("user%", 2, 6),
+    Col::num("sys%", 2, 6),
+    Col::num("iowait%", 2, 7),
+    Col::num("thp_alloc", 4, 9),
+    Col::num("thp_fall", 4, 8),
+    Col::num("compact", 4, 8),
+];
+
+/// Column headings of the per-second lines, in the columns that fit in `width`.
+pub fn header(width: Option<usize>) -> String {
+    table_line(&COLUMNS, &header_cells(&COLUMNS), width)
 }
 
 /// One second of the run, aligned under [`header`].
-pub fn line(s: &Second) -> String {
+pub fn line(s: &Second, width: Option<usize>) -> String {
     let pct = |f: fn(&crate::diagnose::model::cpu::CpuSplit) -> f64| {
         s.cpu
             .as_ref()
             .map_or("-".into(), |c| format!("{:.1}", f(c)))
     };
     let vm = |k: &str| s.vmstat.get(k).map_or("-".into(), |v| v.to_string());
-    format!(
-        "{:>5.1}s {:>10} {:>12} {:>9} {:>12} {:>6} {:>6} {:>7} {:>9} {:>8} {:>8}",
-        s.t_s,
+    let cells = [
+        format!("{:.1}s", s.t_s),
         format_count(s.cpu_ops_per_s),
         format_bandwidth(s.vm_touched_bytes_per_s),
         format_count(s.io_syncs_per_s),
@@ -74,8 +77,9 @@ pub fn line(s: &Second) -> String {
         pct(|c| c.iowait_pct),
         vm("thp_fault_alloc"),
         vm("thp_fault_fallback"),
-        vm("compact_stall")
-    )
+        vm("compact_stall"),
+    ];
+    table_line(&COLUMNS, &cells, width)
 }
 
 /// The closing line: done or stopped after how long, the machine's CPU split, the vmstat increases

@@ -7,20 +7,25 @@ use crate::text::Escaped;
 use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_latency_ns};
 use std::io::{self, Write};
 
-const HEADER: [&str; 8] = [
-    "IOPS",
-    "bandwidth",
-    "mean",
-    "p50",
-    "p99",
-    "p99.9",
-    "max",
-    "spread",
+/// The figure columns and their priority on a narrow terminal (0 kept longest): IOPS,
+/// bandwidth and p99 say what the disk does, the others refine it.
+const HEADER: [(&str, u8); 8] = [
+    ("IOPS", 0),
+    ("bandwidth", 1),
+    ("mean", 4),
+    ("p50", 2),
+    ("p99", 1),
+    ("p99.9", 3),
+    ("max", 5),
+    ("spread", 3),
 ];
 
+/// Each figure column's width, two spaces apart.
+const CELL: usize = 10;
+
 /// Writes the disk report for a terminal: verdict, a table of the tests, the target and the
-/// warnings.
-pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+/// warnings; the table leaves out its least important columns to fit `width` (a terminal's).
+pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -> io::Result<()> {
     writeln!(out, "{}", Escaped(&verdict(report)))?;
     // Reasons to doubt the figures come right under the verdict, before anyone reads the table.
     // The run's and the tests' together, what makes a figure wrong first.
@@ -45,15 +50,23 @@ pub fn write(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
         .max()
         .unwrap_or(4)
         .max(4);
+    let sizes: Vec<(usize, u8)> = std::iter::once((name_width, 0))
+        .chain(HEADER.iter().map(|&(_, p)| (CELL, p)))
+        .collect();
+    let shown = crate::fit::choose(&sizes, 2, width.unwrap_or(usize::MAX));
     write!(out, "{:<name_width$}", "test")?;
-    for h in &HEADER {
-        write!(out, "  {h:>10}")?;
+    for (i, (h, _)) in HEADER.iter().enumerate() {
+        if shown.contains(&(i + 1)) {
+            write!(out, "  {h:>CELL$}")?;
+        }
     }
     writeln!(out)?;
     for row in &rows {
         write!(out, "{:<name_width$}", Escaped(&row.label))?;
-        for cell in &row.cells {
-            write!(out, "  {cell:>10}")?;
+        for (i, cell) in row.cells.iter().enumerate() {
+            if shown.contains(&(i + 1)) {
+                write!(out, "  {cell:>CELL$}")?;
+            }
         }
         writeln!(out)?;
     }

@@ -47,24 +47,14 @@ impl Column {
     }
 }
 
-/// The columns shown in `width` (their indexes, in table order): by priority, stopping at the
-/// first that does not fit, so a column is never shown while a more important one is not.
+/// The columns shown in `width` (their indexes, in table order), one space apart: the
+/// least important left out first, as every plain-text table does ([`crate::fit::choose`]).
 pub(crate) fn choose(columns: &[Column], width: u16) -> Vec<usize> {
-    let mut by_priority: Vec<usize> = (0..columns.len()).collect();
-    by_priority.sort_by_key(|&i| columns[i].priority);
-    let mut used = 0u16;
-    let mut shown = Vec::new();
-    for i in by_priority {
-        // One space between columns.
-        let need = columns[i].full_width() + u16::from(!shown.is_empty());
-        if used + need > width && !shown.is_empty() {
-            break;
-        }
-        used += need;
-        shown.push(i);
-    }
-    shown.sort_unstable();
-    shown
+    let sizes: Vec<(usize, u8)> = columns
+        .iter()
+        .map(|c| (usize::from(c.full_width()), c.priority))
+        .collect();
+    crate::fit::choose(&sizes, 1, usize::from(width))
 }
 
 /// A fitted table: the header row, the widths, and a function making body rows.
@@ -122,20 +112,12 @@ impl<'c> Fitted<'c> {
     }
 }
 
-/// `text` cut to `width` columns with a final "…" when wider.
+/// `text` cut to `width` columns with a final "…" when wider ([`crate::fit::ellipsis`]).
 pub(crate) fn ellipsis(text: String, width: usize) -> String {
     if text.width() <= width {
         return text;
     }
-    let mut out = String::new();
-    for c in text.chars() {
-        if out.width() + unicode_width::UnicodeWidthChar::width(c).unwrap_or(0) + 1 > width {
-            break;
-        }
-        out.push(c);
-    }
-    out.push('…');
-    out
+    crate::fit::ellipsis(&text, width)
 }
 
 /// A figure in at most `width` columns: two decimals where they fit (as iostat prints), then

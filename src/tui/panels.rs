@@ -12,11 +12,12 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Table};
 
 use super::columns::{Column, Fitted, figure};
-use super::wrap::{flow, wrap};
+use super::wrap::flow;
 use super::{Shown, UiState, keys, tables};
 use crate::diagnose::findings::Severity;
 use crate::diagnose::model::TopSample;
 use crate::diagnose::model::cpu::CpuSplit;
+use crate::fit::wrap;
 use crate::text::Escaped;
 use crate::units::format_bytes_approx as bytes;
 

@@ -808,3 +808,79 @@ if bad:
     let rows: usize = stdout(&o).trim().parse().unwrap();
     assert!(rows > 1, "{what}: a header and rows: {csv}");
 }
+
+/// What tacho printed on a pseudo-terminal `cols` columns wide: stdout always, stderr too when
+/// `stderr_too` (else piped, in the returned output), with the terminal's CR LF turned back
+/// into LF. `cmd` is [`tacho()`] with its arguments and environment (`COLUMNS` if any).
+pub fn on_terminal(mut cmd: Command, cols: u16, stderr_too: bool) -> (String, Output) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors into the given integers; no name is asked.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty failed");
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (mut master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let reader = std::thread::spawn(move || {
+        let mut drawn = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Ends with EIO once the child, the last holder of the other side, has exited.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            drawn.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&drawn).replace("\r\n", "\n")
+    });
+    cmd.stdout(Stdio::from(slave.try_clone().unwrap()));
+    cmd.stderr(if stderr_too {
+        Stdio::from(slave.try_clone().unwrap())
+    } else {
+        Stdio::piped()
+    });
+    let mut child = cmd.spawn().expect("cannot start tacho");
+    drop(slave);
+    drop(cmd);
+    let err = child.stderr.take();
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut err) = err {
+            let _ = err.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let status = wait_limited(&mut child, RUN_LIMIT);
+    let output = Output {
+        status,
+        stdout: Vec::new(),
+        stderr: err_reader.join().unwrap(),
+    };
+    (reader.join().unwrap(), output)
+}
+
+/// The lines of `text` wider than `cols` columns (control sequences not counted).
+pub fn wider_than(text: &str, cols: usize) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.chars().filter(|c| !c.is_control()).count() > cols)
+        .map(str::to_string)
+        .collect()
+}

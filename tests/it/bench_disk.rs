@@ -382,3 +382,64 @@ fn completions_and_man() {
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains(".TH"), "man page is roff");
 }
+
+/// Lines of a disk report on a terminal narrower than it: COLUMNS (over the terminal's own
+/// 160) makes it 80 wide; the verdict and warnings wrap at words and the table leaves out its
+/// least important columns, while piped output keeps every column on one line each.
+#[test]
+fn on_a_narrow_terminal_the_report_fits_and_piped_it_stays_wide() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = tiny_disk(
+        dir.path().to_str().unwrap(),
+        &["--suite", "quick", "--ramp", "0"],
+    );
+    let mut cmd = tacho();
+    cmd.args(&args).env("COLUMNS", "80");
+    let (shown, o) = on_terminal(cmd, 160, false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(shown.contains("SEQ1M Q8T1 read"), "{shown}");
+    assert_eq!(wider_than(&shown, 80), Vec::<String>::new(), "{shown}");
+    let header = shown.lines().find(|l| l.starts_with("test ")).unwrap();
+    for kept in ["IOPS", "bandwidth", "p99"] {
+        assert!(header.contains(kept), "{header}");
+    }
+    assert!(!header.contains("max"), "{header}");
+
+    let piped = run(&args);
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    let text = stdout(&piped);
+    let header = text.lines().find(|l| l.starts_with("test ")).unwrap();
+    for all in ["IOPS", "mean", "p99.9", "max", "spread"] {
+        assert!(header.contains(all), "{header}");
+    }
+    assert!(header.len() > 100, "{header}");
+    assert_empty(dir.path());
+}
+
+/// `bench disk --json` carries `verdict`: the words the text report leads with.
+#[test]
+fn json_has_the_verdict_the_text_leads_with() {
+    let v = bench_in_tempdir(&["--rw", "randread", "--buffered"]);
+    let verdict = v["verdict"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no verdict in {v}"));
+    assert!(
+        verdict.contains("IOPS") || verdict.contains("read"),
+        "{verdict}"
+    );
+    // The same run's text would lead with the same words; a second run differs in figures
+    // only, so compare what comes before the first figure.
+    let dir = tempfile::tempdir().unwrap();
+    let text = stdout(&run(&tiny_disk(
+        dir.path().to_str().unwrap(),
+        &["--rw", "randread", "--buffered"],
+    )));
+    let first = text.lines().next().unwrap();
+    let words = |s: &str| {
+        s.split(|c: char| c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(words(verdict), words(first), "{verdict}\n{first}");
+}

@@ -5,7 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{
-    Killed, LoopDev, SpawnPiped, direct_writer, is_root, skip, stderr, tacho, wait_output,
+    Killed, LoopDev, SpawnPiped, direct_writer, is_root, run, skip, stderr, stdout, tacho,
+    wait_output,
 };
 
 /// One sample of `top --batch --latency` run under `setpriv` with these options.
@@ -205,4 +206,42 @@ fn root_without_capabilities_is_refused_bpf_and_falls_back_with_a_note() {
         !String::from_utf8_lossy(&out.stdout).trim().is_empty(),
         "no /proc figures: {err}"
     );
+}
+
+/// `top --latency` leads every interval with the verdict `top` gives, in text (its first line)
+/// and in JSON (`verdict`).
+#[test]
+fn top_latency_leads_with_the_verdict() {
+    if !is_root() {
+        skip("top_latency_leads_with_the_verdict: needs root for eBPF");
+        return;
+    }
+    let each = ["top", "--latency", "--count", "2", "--interval", "300ms"];
+    let mut batch = each.to_vec();
+    batch.push("--batch");
+    let o = run(&batch);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    let heads: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with("Block latency"))
+        .collect();
+    assert_eq!(heads.len(), 2, "{text}");
+    for i in heads {
+        let verdict = lines[..i].last().copied().unwrap_or("");
+        assert!(
+            !verdict.is_empty() && !verdict.starts_with(' ') && verdict.contains(':'),
+            "no verdict before the figures:\n{text}"
+        );
+    }
+    let mut json = each.to_vec();
+    json.push("--json");
+    let o = run(&json);
+    for line in stdout(&o).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            v["verdict"].as_str().is_some_and(|s| !s.is_empty()),
+            "{line}"
+        );
+    }
 }

@@ -449,3 +449,50 @@ fn libaio_reads_and_writes_are_counted_for_their_file() {
         job["write"]["io_bytes"]
     );
 }
+
+/// `files --bytes` lists the `--top N` busiest pairs (20 by default, 0 all) and says how many
+/// more there are; tacho's own reads (of /proc, of its BPF objects) are never among them.
+#[test]
+fn bytes_lists_the_top_pairs_and_never_tacho_itself() {
+    if !is_root() {
+        skip("bytes_lists_the_top_pairs_and_never_tacho_itself: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tacho"))
+        .args(["files", "--bytes", "--duration", "4", "--top", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let me = child.id();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let writer = Command::new("python3")
+        .args(["-c", WRITER])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(writer.status.success());
+    let out = wait_output(child, Duration::from_secs(60));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{first}{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with(' '))
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with("more; --top 0 lists them all)")),
+        "{text}"
+    );
+    let pids: Vec<&str> = rows
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(!pids.contains(&me.to_string().as_str()), "{text}");
+}

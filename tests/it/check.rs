@@ -238,3 +238,38 @@ fn check_attempts_no_write_under_strace() {
         offending.join("\n")
     );
 }
+
+/// On a terminal 80 columns wide (COLUMNS over the terminal's 200), the verdict, titles,
+/// evidence and reasons wrap at words; the commands to fix, persist and revert stay whole
+/// (a command broken over lines could not be copied and run), and piped output stays wide.
+#[test]
+fn on_a_narrow_terminal_check_wraps_its_prose_and_keeps_commands_whole() {
+    let mut cmd = tacho();
+    cmd.arg("check").env("COLUMNS", "80");
+    let (shown, o) = on_terminal(cmd, 200, false);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let command = |l: &str| {
+        let l = l.trim_start();
+        ["fix", "persist", "revert"]
+            .iter()
+            .any(|c| l.starts_with(&format!("{c}: ")) || l.starts_with(&format!("{c} (by hand): ")))
+    };
+    let wide: Vec<String> = wider_than(&shown, 80)
+        .into_iter()
+        .filter(|l| !command(l))
+        .collect();
+    assert_eq!(wide, Vec::<String>::new(), "{shown}");
+    let piped = stdout(&run(&["check"]));
+    assert!(
+        piped.lines().any(|l| l.chars().count() > 80 && !command(l)),
+        "nothing to wrap: {piped}"
+    );
+    // The commands are the same lines as piped, whole.
+    let commands = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| command(l))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(commands(&shown), commands(&piped));
+}

@@ -716,3 +716,72 @@ fn compare_csv_writes_an_imported_judgement_as_spreadsheet_text() {
     assert!(stdout(&o).contains("judgement"), "{}", stdout(&o));
     assert_spreadsheet_safe("compare --csv", &stdout(&o));
 }
+
+/// The compare page opens with one line per kind of test warning, naming the tests it
+/// concerns, not one identical line per test above the charts.
+#[test]
+fn html_warnings_are_one_line_per_kind_with_their_tests() {
+    let noisy = |label: &str| {
+        let mut doc = repeated(label, &[50_000.0, 50_100.0]);
+        let one = doc["tests"][0].clone();
+        let tests: Vec<Value> = ["T1", "T2", "T3"]
+            .iter()
+            .map(|name| {
+                let mut t = one.clone();
+                t["name"] = json!(name);
+                t["warnings"] = json!([{
+                    "code": "spread-high",
+                    "message": format!("{name}: the 3 repeats differ by 20% (more than 10%)"),
+                }]);
+                t
+            })
+            .collect();
+        doc["tests"] = json!(tests);
+        doc
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = import_docs(dir.path(), &[noisy("a"), noisy("b")]);
+    let html = dir.path().join("r.html");
+    let o = run(&with_db(
+        &db,
+        &["compare", "1", "2", "--html", html.to_str().unwrap()],
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let lines: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("<li class=\"warning\">") && l.contains("spread-high"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains("T1: the 3 repeats"), "{}", lines[0]);
+    assert!(lines[0].contains("(also: T2, T3)"), "{}", lines[0]);
+}
+
+/// On a terminal 80 columns wide (COLUMNS over the terminal's 200), `compare` fits: warnings
+/// wrap at words and the table cuts its test names before anything wraps; piped, the names
+/// are whole.
+#[test]
+fn on_a_narrow_terminal_compare_fits() {
+    let long = |label: &str, iops: f64| {
+        let mut doc = repeated(label, &[iops, iops * 1.01]);
+        doc["tests"][0]["name"] = json!("RND4K Q32T1 read with a name long enough to need cutting");
+        doc["warnings"] = json!([{"code": "vm-detected", "message": "word ".repeat(40)}]);
+        doc
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = import_docs(dir.path(), &[long("a", 50_000.0), long("b", 40_000.0)]);
+    let mut cmd = tacho();
+    cmd.args(with_db(&db, &["compare", "1", "2"]))
+        .env("COLUMNS", "80");
+    let (shown, o) = on_terminal(cmd, 200, false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(wider_than(&shown, 80), Vec::<String>::new(), "{shown}");
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("RND4K Q32T1 read with") && l.contains("…  IOPS")),
+        "{shown}"
+    );
+    let piped = stdout(&run(&with_db(&db, &["compare", "1", "2"])));
+    assert!(piped.contains("long enough to need cutting"), "{piped}");
+}

@@ -4,7 +4,7 @@
 //! it; an option tacho does not carry out is refused by name.
 
 use crate::common;
-use crate::common::{assert_error, have_tool, json_ok, run, stdout};
+use crate::common::{assert_error, have_tool, json_ok, on_terminal, run, stdout, tacho};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -348,4 +348,29 @@ fn io_buffers_beyond_available_memory_are_refused_with_the_figure() {
     let err = assert_error(&o);
     assert!(err.contains("for I/O buffers"), "{err}");
     assert_eq!(common::entries(dir.path()), vec!["big.fio".to_string()]);
+}
+
+/// A job's name comes from its file: on the progress bar (a terminal) it is escaped like any
+/// text from a file, so an ESC c in it does not reset the terminal, and braces in it are
+/// shown, not taken for the bar's own fields.
+#[test]
+fn a_jobs_name_on_the_progress_bar_is_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("hostile.fio");
+    std::fs::write(
+        &job,
+        format!(
+            "[global]\nfilename={}\nsize=4m\nioengine=psync\nruntime=1\ntime_based\n\n\
+             [\u{1b}cpwn {{msg}}]\nrw=read\n",
+            dir.path().join("f").display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = tacho();
+    cmd.args(["bench", "disk", "--no-probe-cache", "--fio-job"])
+        .arg(&job);
+    let (drawn, o) = on_terminal(cmd, 120, true);
+    assert!(o.status.success(), "{drawn}");
+    assert!(!drawn.contains("\u{1b}cpwn"), "ESC c reached the terminal");
+    assert!(drawn.contains("\\ecpwn {msg} ["), "{drawn:?}");
 }

@@ -126,7 +126,7 @@ fn captures_give_their_figures_and_a_projection() {
         text.contains("Samsung SSD 970 EVO Plus 250GB · NVMe"),
         "{text}"
     );
-    assert!(text.contains("1.01 TB written, 1.04 TB read"), "{text}");
+    assert!(text.contains("939 GiB written, 966 GiB read"), "{text}");
     assert!(text.contains("of the 150 TBW warranty"), "{text}");
     assert!(text.contains("(since boot, "), "{text}");
 
@@ -192,4 +192,22 @@ fn bad_input_is_one_line_and_exit_2() {
         ["x.json"],
         "nothing left behind"
     );
+}
+
+/// `report disk` counts bytes in GiB and MiB as every other command does; only the figure set
+/// against a TBW rating stays in decimal TB, as the rating is.
+#[test]
+fn bytes_are_in_binary_units_as_everywhere() {
+    let Some(disk) = virtio_disk() else {
+        return skip("no virtio disk vda on this machine");
+    };
+    let text = stdout(&run(&["report", "disk", disk]));
+    let since_boot = text
+        .lines()
+        .find(|l| l.contains("since boot"))
+        .unwrap_or_else(|| panic!("{text}"));
+    for decimal in [" kB", " MB", " GB", " TB"] {
+        assert!(!since_boot.contains(decimal), "{since_boot}");
+    }
+    assert!(since_boot.contains("iB"), "{since_boot}");
 }

@@ -211,3 +211,21 @@ fn human_output_prints_a_line_per_interval() {
     assert!(lines[2].trim_start().starts_with("0."), "{out}");
     assert!(lines.last().unwrap().starts_with("done after"), "{out}");
 }
+
+/// On a terminal 80 columns wide (COLUMNS over the terminal's 200) no line of `stress` is
+/// wider: the per-second table leaves out its least important columns (THP, compaction)
+/// and keeps the workers' rates; piped, every column is there.
+#[test]
+fn on_a_narrow_terminal_stress_fits() {
+    let args = ["stress", "--cpu", "1", "--timeout", "1500ms"];
+    let mut cmd = tacho();
+    cmd.args(args).env("COLUMNS", "80");
+    let (shown, o) = on_terminal(cmd, 200, false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(wider_than(&shown, 80), Vec::<String>::new(), "{shown}");
+    let header = shown.lines().find(|l| l.contains("cpu ops/s")).unwrap();
+    assert!(!header.contains("compact"), "{header}");
+    let piped = stdout(&run(&args));
+    let header = piped.lines().find(|l| l.contains("cpu ops/s")).unwrap();
+    assert!(header.contains("compact") && header.len() > 80, "{header}");
+}

@@ -245,3 +245,80 @@ fn a_shortened_suite_is_marked_non_standard() {
     assert_eq!(t["rwmixread"], 57);
     assert!(t["read"].is_object() && t["write"].is_object());
 }
+
+/// A suite says where the whole run is: a line per test in a log ("test 1 of 7, about … left"),
+/// and on a terminal a line above the bar, neither ever wider than the terminal (each line the
+/// bar draws starts a row: none is the wrapped tail of another).
+#[test]
+fn a_suite_tells_test_n_of_all_and_the_time_left_and_its_bar_never_wraps() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().to_str().unwrap();
+    let args = [
+        "bench",
+        "disk",
+        target,
+        "--suite",
+        "quick",
+        "--size",
+        "8M",
+        "--runtime",
+        "300ms",
+        "--ramp",
+        "0",
+        "--repeat",
+        "1",
+    ];
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = stderr(&o);
+    assert!(log.contains("test 1 of 7, about 3 s left"), "{log}");
+    assert!(log.contains("test 7 of 7, about 1 s left"), "{log}");
+
+    for cols in [50u16, 80] {
+        let mut cmd = tacho();
+        cmd.args(args).env_remove("COLUMNS");
+        let (drawn, o) = on_terminal(cmd, cols, true);
+        assert!(o.status.success(), "{drawn}");
+        assert!(drawn.contains("test 2 of 7, about"), "{drawn}");
+        // The bar pads each of its lines to the terminal's width: cut what it drew at every
+        // redraw into rows, and each row begins one of its lines.
+        let plain = strip_csi(&drawn);
+        for piece in plain.split(['\r', '\n']) {
+            let chars: Vec<char> = piece.chars().collect();
+            for row in chars.chunks(usize::from(cols)) {
+                let row: String = row.iter().collect();
+                let row = row.trim();
+                let begins = row.is_empty()
+                    || row.starts_with("test ")
+                    || row.contains('[')
+                    || row.contains("IOPS")
+                    || !piece.contains('[');
+                assert!(
+                    begins,
+                    "{cols} columns: {row:?} is the tail of a wrapped line in {piece:?}"
+                );
+            }
+        }
+    }
+    assert_empty(dir.path());
+}
+
+/// `text` without its CSI control sequences (cursor moves, line clears).
+fn strip_csi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.next() == Some('[') {
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -540,3 +540,61 @@ fn net_shows_only_the_network_after_the_verdicts() {
     );
     assert!(text.contains(" UTC  interval "), "{text}");
 }
+
+/// `top --batch` as `iostat -z`: an idle device (a fresh loop device) is left out, with a line
+/// saying how many and which flag lists them, and `--show-idle` lists it; a note is printed
+/// once, not with every sample (run as nobody, the note that other users' /proc/PID/io is
+/// unreadable comes every sample); on a terminal 80 columns wide (COLUMNS), no line is wider.
+#[test]
+fn batch_hides_idle_devices_says_each_note_once_and_fits_the_terminal() {
+    if !is_root() {
+        skip("batch_hides_idle_devices: needs root for a loop device and setpriv");
+        return;
+    }
+    let Some(lo) = LoopDev::new("top-idle", 16 << 20) else {
+        skip("batch_hides_idle_devices: no loop device could be attached");
+        return;
+    };
+    let name = lo.name();
+    let sample = ["top", "--batch", "--count", "3", "--interval", "300ms"];
+    let listed = |text: &str| {
+        text.lines()
+            .any(|l| l.split(' ').next() == Some(name.as_str()))
+    };
+    let o = run(&sample);
+    let text = stdout(&o);
+    assert!(!listed(&text), "{name} listed while idle:\n{text}");
+    assert!(
+        text.contains("idle devices not listed; --show-idle lists them"),
+        "{text}"
+    );
+    let mut all = sample.to_vec();
+    all.push("--show-idle");
+    let text = stdout(&run(&all));
+    assert!(listed(&text), "{name} not listed with --show-idle:\n{text}");
+
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_tacho"))
+        .args(sample)
+        .env("TACHO_DB", scratch_db());
+    let o = run_cmd(cmd);
+    let text = stdout(&o);
+    let notes: Vec<&str> = text.lines().filter(|l| l.starts_with("  note: ")).collect();
+    assert!(
+        notes.iter().any(|n| n.contains("/proc/PID/io unreadable")),
+        "{text}"
+    );
+    for n in &notes {
+        let words = |l: &str| l.replace(|c: char| c.is_ascii_digit(), "");
+        let times = notes.iter().filter(|m| words(m) == words(n)).count();
+        assert_eq!(times, 1, "said {times} times: {n}\n{text}");
+    }
+
+    let mut cmd = tacho();
+    cmd.args(sample).env("COLUMNS", "80");
+    let (shown, o) = on_terminal(cmd, 200, false);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    assert!(shown.contains("%util"), "{shown}");
+    assert_eq!(wider_than(&shown, 80), Vec::<String>::new(), "{shown}");
+}

@@ -727,3 +727,83 @@ fn an_idle_target_gets_no_verdict_and_an_svg_that_says_so() {
     );
     assert!(String::from_utf8_lossy(&check.stdout).contains("idle"));
 }
+
+/// Burns in a stack 80 calls deep, so a whole-system flame graph is taller than a window.
+const BURN_DEEP: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void burn_cycles(void) { for (;;) sink++; }
+__attribute__((noinline)) void down(int n) { if (n > 0) down(n - 1); else burn_cycles(); sink++; }
+int main(void) { printf("%d\n", getpid()); fflush(stdout); down(80); return 0; }
+"#;
+
+/// The whole-system flame graph opens on the graph: the frame every stack rests on ("all") is
+/// at the top of the picture, within the first screen, not below a window of empty space
+/// above the tall, thin tips of the deepest stacks.
+#[test]
+fn the_whole_system_flame_graph_opens_on_its_widest_frames() {
+    if !root_or_skip("the_whole_system_flame_graph_opens_on_its_widest_frames") {
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "deep", BURN_DEEP);
+    let _spinner = Spinner::start(&bin);
+    let svg = dir.path().join("all.svg");
+    let o = run(&[
+        "profile",
+        "--duration",
+        "2s",
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&svg).unwrap();
+    let height: u32 = page
+        .split("height=\"")
+        .nth(1)
+        .and_then(|h| h.split('"').next())
+        .and_then(|h| h.parse().ok())
+        .unwrap();
+    assert!(height > 1000, "the stacks are not deep: {height} px");
+    let all = page
+        .split("<title>all (")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no root frame in {page}"));
+    let y: f64 = all
+        .split(" y=\"")
+        .nth(1)
+        .and_then(|y| y.split('"').next())
+        .and_then(|y| y.parse().ok())
+        .unwrap();
+    assert!(y < 100.0, "the root frame is at y={y} of {height} px");
+}
+
+/// On a terminal 80 columns wide (COLUMNS over the terminal's 200), `profile --batch` fits:
+/// the verdict and the sample line wrap at words, the table leaves out its module column;
+/// piped, the module is there.
+#[test]
+fn on_a_narrow_terminal_profile_fits() {
+    if !root_or_skip("on_a_narrow_terminal_profile_fits") {
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "burner", BURN);
+    let spinner = Spinner::start(&bin);
+    let pid = spinner.pid.to_string();
+    let args = ["profile", "--pid", &pid, "--duration", "1500ms", "--batch"];
+    let mut cmd = tacho();
+    cmd.args(args).env("COLUMNS", "80");
+    let (shown, o) = on_terminal(cmd, 200, false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(shown.contains("burn_cycles"), "{shown}");
+    assert_eq!(wider_than(&shown, 80), Vec::<String>::new(), "{shown}");
+    let header = shown.lines().find(|l| l.contains("FUNCTION")).unwrap();
+    assert!(!header.contains("MODULE"), "{header}");
+    let piped = stdout(&run(&args));
+    let header = piped.lines().find(|l| l.contains("FUNCTION")).unwrap();
+    assert!(header.contains("MODULE"), "{header}");
+}

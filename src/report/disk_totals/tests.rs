@@ -57,12 +57,12 @@ fn projection_reads_like_the_issue_and_says_its_basis() {
     let text = render(&report(vec![ssd()], vec![]));
     assert!(
         text.contains(
-            "at 93.0 GB/day (since boot, 3.2 days), 19.7 TB written = 13% of the 150 TBW \
+            "at 86.6 GiB/day (since boot, 3.2 days), 19.7 TB written = 13% of the 150 TBW \
              warranty; 3.8 years to go"
         ),
         "{text}"
     );
-    assert!(text.contains("19.7 TB written, 4.00 TB read"), "{text}");
+    assert!(text.contains("17.9 TiB written, 3.64 TiB read"), "{text}");
     assert!(text.contains("0 pending sectors"), "{text}");
 }
 
@@ -114,7 +114,16 @@ fn synthetic_days_render_as_the_per_day_table() {
     );
     assert_eq!(
         lines[3].split_whitespace().collect::<Vec<_>>(),
-        ["2026-11-21", "sda", "1.50", "GB", "93.0", "GB", "24.0", "h"]
+        [
+            "2026-11-21",
+            "sda",
+            "1.40",
+            "GiB",
+            "86.6",
+            "GiB",
+            "24.0",
+            "h"
+        ]
     );
     assert_eq!(
         lines[4].split_whitespace().collect::<Vec<_>>(),

@@ -4,13 +4,35 @@
 use std::io::{self, Write};
 
 use crate::diagnose::model::conns::{ConnGroup, Conns};
+use crate::fit::{Col, table};
 use crate::text::exact;
 
-/// Writes the section when connections moved data in the interval.
-pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
+/// The busiest connections' columns (an empty first one indents the table under its
+/// section); on a narrow terminal the local address goes first, then the round trip time.
+const CONNECTION_COLUMNS: [Col; 8] = [
+    Col::text("", 0, 1),
+    Col::text("LOCAL", 3, 24),
+    Col::text("PEER", 0, 24),
+    Col::text("PROCESS", 0, 20),
+    Col::num("txkB/s", 0, 10),
+    Col::num("rxkB/s", 0, 10),
+    Col::num("retr%", 1, 7),
+    Col::num("rtt_ms", 2, 8),
+];
+
+/// Writes the section when connections moved data in the interval; a connection or group
+/// that moved none is listed only when `show_idle`. The busiest connections' table fits
+/// `width` (a terminal's).
+pub fn write(
+    out: &mut impl Write,
+    conns: Option<&Conns>,
+    show_idle: bool,
+    width: Option<usize>,
+) -> io::Result<()> {
     let Some(c) = conns.filter(|c| !c.top.is_empty()) else {
         return Ok(());
     };
+    let moved = |tx: f64, rx: f64| show_idle || tx > 0.0 || rx > 0.0;
     let kb = |b: f64| b / 1024.0;
     writeln!(
         out,
@@ -24,43 +46,54 @@ pub fn write(out: &mut impl Write, conns: Option<&Conns>) -> io::Result<()> {
             String::new()
         }
     )?;
-    groups(out, "PROCESS", &c.by_process)?;
-    groups(out, "SERVICE", &c.by_service)?;
-    groups(out, "PEER", &c.by_remote)?;
-    writeln!(
-        out,
-        "  {:<24} {:<24} {:<20} {:>10} {:>10} {:>7} {:>8}",
-        "LOCAL", "PEER", "PROCESS", "txkB/s", "rxkB/s", "retr%", "rtt_ms"
-    )?;
-    for t in &c.top {
-        let who = match (&t.comm, t.pid) {
-            (Some(comm), Some(pid)) => {
-                format!("{} ({pid})", exact(comm, t.comm_hex.as_deref()))
-            }
-            _ => "?".into(),
-        };
-        writeln!(
-            out,
-            "  {:<24} {:<24} {:<20} {:>10.1} {:>10.1} {:>7} {:>8.2}",
-            t.local,
-            t.remote,
-            who,
-            kb(t.tx_bytes_per_s),
-            kb(t.rx_bytes_per_s),
-            t.retrans_pct.map_or("-".into(), |p| format!("{p:.1}")),
-            t.rtt_ms
-        )?;
+    for (title, list) in [
+        ("PROCESS", &c.by_process),
+        ("SERVICE", &c.by_service),
+        ("PEER", &c.by_remote),
+    ] {
+        let busy = list
+            .iter()
+            .filter(|g| moved(g.tx_bytes_per_s, g.rx_bytes_per_s));
+        groups(out, title, busy)?;
     }
+    let rows: Vec<Vec<String>> = c
+        .top
+        .iter()
+        .filter(|t| moved(t.tx_bytes_per_s, t.rx_bytes_per_s))
+        .map(|t| {
+            let who = match (&t.comm, t.pid) {
+                (Some(comm), Some(pid)) => {
+                    format!("{} ({pid})", exact(comm, t.comm_hex.as_deref()))
+                }
+                _ => "?".into(),
+            };
+            vec![
+                String::new(),
+                t.local.clone(),
+                t.remote.clone(),
+                who,
+                format!("{:.1}", kb(t.tx_bytes_per_s)),
+                format!("{:.1}", kb(t.rx_bytes_per_s)),
+                t.retrans_pct.map_or("-".into(), |p| format!("{p:.1}")),
+                format!("{:.2}", t.rtt_ms),
+            ]
+        })
+        .collect();
+    table(out, &CONNECTION_COLUMNS, &rows, width)?;
     Ok(())
 }
 
-fn groups(out: &mut impl Write, title: &str, list: &[ConnGroup]) -> io::Result<()> {
+fn groups<'a>(
+    out: &mut impl Write,
+    title: &str,
+    list: impl Iterator<Item = &'a ConnGroup>,
+) -> io::Result<()> {
     writeln!(
         out,
         "  {title:<32} {:>5} {:>10} {:>10} {:>6} {:>7}",
         "conns", "txkB/s", "rxkB/s", "tx%", "retr%"
     )?;
-    for g in list.iter().take(5) {
+    for g in list.take(5) {
         let retr = if g.segs_out > 0 {
             format!("{:.1}", g.retrans as f64 / g.segs_out as f64 * 100.0)
         } else {

@@ -70,10 +70,12 @@ struct ProcOut<'a> {
     requests: u64,
 }
 
-/// A sample with device names resolved by the caller (`name(dev)`).
+/// A sample with device names resolved by the caller (`name(dev)`), and the interval's
+/// verdict (top's).
 pub(crate) fn write_json(
     out: &mut impl Write,
     interval_s: f64,
+    verdict: &str,
     sample: &BlockSample,
     name: &dyn Fn(Dev) -> String,
 ) -> std::io::Result<()> {
@@ -113,6 +115,7 @@ pub(crate) fn write_json(
         .collect();
     let doc = serde_json::json!({
         "schema": "tacho.top.latency.v1",
+        "verdict": verdict,
         "interval_s": interval_s,
         "source": "ebpf",
         "devices": devices,

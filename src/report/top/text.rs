@@ -1,66 +1,100 @@
 //! `tacho top --batch`: one block per sample, verdict first, columns named as iostat, free,
-//! mpstat and pidstat name them.
+//! mpstat and pidstat name them. On a terminal narrower than a table, its least important
+//! columns are left out (as on the screen); idle devices and connections are left out unless
+//! asked for (as `iostat -z` does); a note is printed once, not with every sample.
 
+use std::collections::HashSet;
 use std::io::{self, Write};
 
 use crate::diagnose::model::culprits::{Attribution, Culprit};
 use crate::diagnose::model::{Disk, TopSample};
+use crate::fit::{Col, table};
 use crate::text::Escaped;
 use crate::units::format_bytes_approx;
 
-/// Writes one sample's block.
-pub fn write_sample(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    head(out, s)?;
-    cpu(out, s)?;
-    memory(out, s)?;
-    psi(out, s)?;
-    disks(out, &s.disks)?;
-    processes(out, s)?;
-    cgroups(out, s)?;
-    write_amplification(out, s)?;
-    network(out, s)?;
-    accumulated(out, s)?;
-    writeln!(out)
+/// How the samples of one run are printed, and what was already said.
+pub struct Batch {
+    /// The terminal's width, for the tables; `None` when not a terminal.
+    width: Option<usize>,
+    /// List idle devices and connections too.
+    show_idle: bool,
+    /// Notes printed so far, by their words without figures: each is said once, and again only
+    /// when it says something new (not when only a count in it changed).
+    noted: HashSet<String>,
 }
 
-/// `--net`: the verdicts, then only the network: interfaces and links, TCP by process,
-/// service and peer with the busiest connections, and DNS.
-pub fn write_network(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    head(out, s)?;
-    network(out, s)?;
-    writeln!(out)
+impl Batch {
+    /// Samples for a terminal `width` wide (`None`: piped), idle rows listed when `show_idle`.
+    pub fn new(width: Option<usize>, show_idle: bool) -> Batch {
+        Batch {
+            width,
+            show_idle,
+            noted: HashSet::new(),
+        }
+    }
+
+    /// Writes one sample's block.
+    pub fn write_sample(&mut self, out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+        self.head(out, s)?;
+        cpu(out, s)?;
+        memory(out, s, self.width)?;
+        psi(out, s)?;
+        disks(out, &s.disks, self.width, self.show_idle)?;
+        processes(out, s, self.width)?;
+        cgroups(out, s)?;
+        write_amplification(out, s)?;
+        network(out, s, self.show_idle, self.width)?;
+        accumulated(out, s)?;
+        writeln!(out)
+    }
+
+    /// `--net`: the verdicts, then only the network: interfaces and links, TCP by process,
+    /// service and peer with the busiest connections, and DNS.
+    pub fn write_network(&mut self, out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+        self.head(out, s)?;
+        network(out, s, self.show_idle, self.width)?;
+        writeln!(out)
+    }
+
+    /// The verdicts with their culprits, the notes not said before, and the time.
+    fn head(&mut self, out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+        // Verdicts and notes quote process names and paths: any user chooses those.
+        writeln!(out, "{}", Escaped(&s.verdict))?;
+        for (i, f) in s.findings.iter().enumerate() {
+            if i > 0 {
+                writeln!(out, "  also: {}", Escaped(&f.message))?;
+            }
+            for c in &f.culprits {
+                writeln!(out, "    {}", Escaped(&culprit_line(c)))?;
+            }
+        }
+        for n in &s.notes {
+            let words: String = n.chars().filter(|c| !c.is_ascii_digit()).collect();
+            if self.noted.insert(words) {
+                writeln!(out, "  note: {}", Escaped(n))?;
+            }
+        }
+        let secs = s.time_unix_s as u64;
+        writeln!(
+            out,
+            "{:02}:{:02}:{:02} UTC  interval {:.2} s",
+            secs / 3600 % 24,
+            secs / 60 % 60,
+            secs % 60,
+            s.interval_s
+        )
+    }
 }
 
-fn network(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    net(out, s)?;
-    super::conns::write(out, s.connections.as_ref())?;
+fn network(
+    out: &mut impl Write,
+    s: &TopSample,
+    show_idle: bool,
+    width: Option<usize>,
+) -> io::Result<()> {
+    net(out, s, width)?;
+    super::conns::write(out, s.connections.as_ref(), show_idle, width)?;
     super::dns::write(out, s.dns.as_ref())
-}
-
-/// The verdicts with their culprits, the notes and the time.
-fn head(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    // Verdicts and notes quote process names and paths: any user chooses those.
-    writeln!(out, "{}", Escaped(&s.verdict))?;
-    for (i, f) in s.findings.iter().enumerate() {
-        if i > 0 {
-            writeln!(out, "  also: {}", Escaped(&f.message))?;
-        }
-        for c in &f.culprits {
-            writeln!(out, "    {}", Escaped(&culprit_line(c)))?;
-        }
-    }
-    for n in &s.notes {
-        writeln!(out, "  note: {}", Escaped(n))?;
-    }
-    let secs = s.time_unix_s as u64;
-    writeln!(
-        out,
-        "{:02}:{:02}:{:02} UTC  interval {:.2} s",
-        secs / 3600 % 24,
-        secs / 60 % 60,
-        secs % 60,
-        s.interval_s
-    )
 }
 
 fn write_amplification(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
@@ -115,34 +149,41 @@ fn cpu(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     )
 }
 
-fn memory(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
+/// free's columns, the least telling left out first on a narrow terminal.
+const MEMORY_COLUMNS: [Col; 8] = [
+    Col::text("", 0, 5),
+    Col::num("total", 0, 11),
+    Col::num("used", 0, 11),
+    Col::num("free", 1, 11),
+    Col::num("shared", 3, 11),
+    Col::num("buffers", 3, 11),
+    Col::num("cache", 2, 11),
+    Col::num("available", 0, 11),
+];
+
+fn memory(out: &mut impl Write, s: &TopSample, width: Option<usize>) -> io::Result<()> {
     let m = &s.memory;
     let b = format_bytes_approx;
-    writeln!(
-        out,
-        "\n{:<6}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}",
-        "", "total", "used", "free", "shared", "buffers", "cache", "available"
-    )?;
-    writeln!(
-        out,
-        "{:<6}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}",
-        "Mem:",
-        b(m.total_bytes),
-        b(m.used_bytes),
-        b(m.free_bytes),
-        b(m.shared_bytes),
-        b(m.buffers_bytes),
-        b(m.cache_bytes),
-        b(m.available_bytes)
-    )?;
-    writeln!(
-        out,
-        "{:<6}{:>12}{:>12}{:>12}",
-        "Swap:",
-        b(m.swap_total_bytes),
-        b(m.swap_used_bytes),
-        b(m.swap_free_bytes)
-    )?;
+    writeln!(out)?;
+    let rows = vec![
+        vec![
+            "Mem:".to_string(),
+            b(m.total_bytes),
+            b(m.used_bytes),
+            b(m.free_bytes),
+            b(m.shared_bytes),
+            b(m.buffers_bytes),
+            b(m.cache_bytes),
+            b(m.available_bytes),
+        ],
+        vec![
+            "Swap:".to_string(),
+            b(m.swap_total_bytes),
+            b(m.swap_used_bytes),
+            b(m.swap_free_bytes),
+        ],
+    ];
+    table(out, &MEMORY_COLUMNS, &rows, width)?;
     let p = &m.used_parts;
     let other = if p.other_bytes < 0 {
         format!("-{}", b(p.other_bytes.unsigned_abs()))
@@ -220,48 +261,95 @@ fn psi(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     Ok(())
 }
 
-/// iostat -x's columns, in its order, with its names.
-const DISK_HEADER: &str = "Device              r/s     rkB/s   rrqm/s  %rrqm r_await rareq-sz     w/s     wkB/s   wrqm/s  %wrqm w_await wareq-sz     d/s     dkB/s   drqm/s  %drqm d_await dareq-sz     f/s f_await  aqu-sz  %util";
+/// iostat -x's columns, in its order, with its names; on a narrow terminal the screen's
+/// priorities keep %util, queue, write and read figures and leave out merges, discards and
+/// flushes first.
+const DISK_COLUMNS: [Col; 23] = [
+    Col::text("Device", 0, 16),
+    Col::num("r/s", 3, 7),
+    Col::num("rkB/s", 2, 9),
+    Col::num("rrqm/s", 7, 8),
+    Col::num("%rrqm", 8, 6),
+    Col::num("r_await", 2, 7),
+    Col::num("rareq-sz", 5, 8),
+    Col::num("w/s", 3, 7),
+    Col::num("wkB/s", 1, 9),
+    Col::num("wrqm/s", 7, 8),
+    Col::num("%wrqm", 8, 6),
+    Col::num("w_await", 1, 7),
+    Col::num("wareq-sz", 5, 8),
+    Col::num("d/s", 9, 7),
+    Col::num("dkB/s", 9, 9),
+    Col::num("drqm/s", 10, 8),
+    Col::num("%drqm", 10, 6),
+    Col::num("d_await", 9, 7),
+    Col::num("dareq-sz", 10, 8),
+    Col::num("f/s", 6, 7),
+    Col::num("f_await", 6, 7),
+    Col::num("aqu-sz", 1, 7),
+    Col::num("%util", 0, 6),
+];
 
-fn disks(out: &mut impl Write, disks: &[Disk]) -> io::Result<()> {
-    writeln!(out, "\n{DISK_HEADER}")?;
-    for d in disks {
-        let v = |x: Option<f64>, w: usize| match x {
-            Some(x) => format!("{x:>w$.2}"),
-            None => format!("{:>w$}", "-"),
-        };
-        let mut name = Escaped(&d.name).to_string();
-        if d.display_name != d.name {
-            name = format!("{name} {}", Escaped(&d.display_name));
-        }
+/// No request completed or in flight in the interval (what `iostat -z` leaves out).
+fn idle(d: &Disk) -> bool {
+    [d.r_per_s, d.w_per_s, d.d_per_s, d.f_per_s, d.util_pct]
+        .iter()
+        .all(|v| v.unwrap_or(0.0) == 0.0)
+}
+
+fn disks(
+    out: &mut impl Write,
+    disks: &[Disk],
+    width: Option<usize>,
+    show_idle: bool,
+) -> io::Result<()> {
+    let listed: Vec<&Disk> = disks.iter().filter(|d| show_idle || !idle(d)).collect();
+    let rows: Vec<Vec<String>> = listed
+        .iter()
+        .map(|d| {
+            let v = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}"));
+            let mut name = Escaped(&d.name).to_string();
+            if d.display_name != d.name {
+                name = format!("{name} {}", Escaped(&d.display_name));
+            }
+            vec![
+                name,
+                v(d.r_per_s),
+                v(d.rkb_per_s),
+                v(d.rrqm_per_s),
+                v(d.rrqm_pct),
+                v(d.r_await_ms),
+                v(d.rareq_sz_kb),
+                v(d.w_per_s),
+                v(d.wkb_per_s),
+                v(d.wrqm_per_s),
+                v(d.wrqm_pct),
+                v(d.w_await_ms),
+                v(d.wareq_sz_kb),
+                v(d.d_per_s),
+                v(d.dkb_per_s),
+                v(d.drqm_per_s),
+                v(d.drqm_pct),
+                v(d.d_await_ms),
+                v(d.dareq_sz_kb),
+                v(d.f_per_s),
+                v(d.f_await_ms),
+                v(d.aqu_sz),
+                v(d.util_pct),
+            ]
+        })
+        .collect();
+    writeln!(out)?;
+    table(out, &DISK_COLUMNS, &rows, width)?;
+    let hidden = disks.len() - listed.len();
+    if hidden > 0 {
         writeln!(
             out,
-            "{name:<16} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
-            v(d.r_per_s, 7),
-            v(d.rkb_per_s, 9),
-            v(d.rrqm_per_s, 8),
-            v(d.rrqm_pct, 6),
-            v(d.r_await_ms, 7),
-            v(d.rareq_sz_kb, 8),
-            v(d.w_per_s, 7),
-            v(d.wkb_per_s, 9),
-            v(d.wrqm_per_s, 8),
-            v(d.wrqm_pct, 6),
-            v(d.w_await_ms, 7),
-            v(d.wareq_sz_kb, 8),
-            v(d.d_per_s, 7),
-            v(d.dkb_per_s, 9),
-            v(d.drqm_per_s, 8),
-            v(d.drqm_pct, 6),
-            v(d.d_await_ms, 7),
-            v(d.dareq_sz_kb, 8),
-            v(d.f_per_s, 7),
-            v(d.f_await_ms, 7),
-            v(d.aqu_sz, 7),
-            v(d.util_pct, 6),
+            "({hidden} idle device{} not listed; --show-idle lists them)",
+            if hidden == 1 { "" } else { "s" }
         )?;
     }
-    let traced: Vec<&Disk> = disks
+    let traced: Vec<&&Disk> = listed
         .iter()
         .filter(|d| d.service_p50_ms.is_some())
         .collect();
@@ -289,28 +377,41 @@ Device           queue_p50  svc_p50  svc_p99   (ms, eBPF)"
     Ok(())
 }
 
-fn processes(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    writeln!(
-        out,
-        "\n    PID COMM                %CPU   %usr   %sys    kB_rd/s    kB_wr/s  kB_ccwr/s    IO%"
-    )?;
-    let kb = |v: Option<f64>| v.map_or(format!("{:>10}", "-"), |v| format!("{:>10.2}", v / 1024.0));
-    for p in &s.processes {
-        writeln!(
-            out,
-            "{:>7} {:<16} {:>7.2} {:>6.2} {:>6.2} {} {} {} {:>6}",
-            p.pid,
-            crate::text::exact(&p.comm, p.comm_hex.as_deref()),
-            p.cpu_pct,
-            p.user_pct,
-            p.system_pct,
-            kb(p.read_bytes_per_s),
-            kb(p.write_bytes_per_s),
-            kb(p.cancelled_write_bytes_per_s),
-            p.io_delay_pct.map_or("-".into(), |v| format!("{v:.2}")),
-        )?;
-    }
-    Ok(())
+/// pidstat's columns; on a narrow terminal the split of CPU time and cancelled writes go
+/// first.
+const PROCESS_COLUMNS: [Col; 9] = [
+    Col::num("PID", 0, 7),
+    Col::text("COMM", 0, 16),
+    Col::num("%CPU", 0, 7),
+    Col::num("%usr", 3, 6),
+    Col::num("%sys", 3, 6),
+    Col::num("kB_rd/s", 1, 10),
+    Col::num("kB_wr/s", 1, 10),
+    Col::num("kB_ccwr/s", 4, 10),
+    Col::num("IO%", 2, 6),
+];
+
+fn processes(out: &mut impl Write, s: &TopSample, width: Option<usize>) -> io::Result<()> {
+    let kb = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2}", v / 1024.0));
+    let rows: Vec<Vec<String>> = s
+        .processes
+        .iter()
+        .map(|p| {
+            vec![
+                p.pid.to_string(),
+                crate::text::exact(&p.comm, p.comm_hex.as_deref()),
+                format!("{:.2}", p.cpu_pct),
+                format!("{:.2}", p.user_pct),
+                format!("{:.2}", p.system_pct),
+                kb(p.read_bytes_per_s),
+                kb(p.write_bytes_per_s),
+                kb(p.cancelled_write_bytes_per_s),
+                p.io_delay_pct.map_or("-".into(), |v| format!("{v:.2}")),
+            ]
+        })
+        .collect();
+    writeln!(out)?;
+    table(out, &PROCESS_COLUMNS, &rows, width)
 }
 
 /// `dd (pid 4242, session-3.scope): 81%, exact: cgroup v1 blkio… of cgroup /job; …`.
@@ -390,26 +491,40 @@ fn cgroups(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
     Ok(())
 }
 
-fn net(out: &mut impl Write, s: &TopSample) -> io::Result<()> {
-    writeln!(
-        out,
-        "\nIFACE          rxkB/s     txkB/s   rxpck/s   txpck/s  rxerr/s  txerr/s rxdrop/s txdrop/s"
-    )?;
-    for n in &s.net {
-        writeln!(
-            out,
-            "{:<10} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
-            Escaped(&n.name),
-            n.rx_bytes_per_s / 1024.0,
-            n.tx_bytes_per_s / 1024.0,
-            n.rx_packets_per_s,
-            n.tx_packets_per_s,
-            n.rx_errors_per_s,
-            n.tx_errors_per_s,
-            n.rx_drops_per_s,
-            n.tx_drops_per_s
-        )?;
-    }
+/// sar -n DEV's columns and EDEV's error and drop rates; on a narrow terminal the drops go
+/// first, then the errors, then the packet rates.
+const NET_COLUMNS: [Col; 9] = [
+    Col::text("IFACE", 0, 10),
+    Col::num("rxkB/s", 0, 10),
+    Col::num("txkB/s", 0, 10),
+    Col::num("rxpck/s", 2, 9),
+    Col::num("txpck/s", 2, 9),
+    Col::num("rxerr/s", 3, 8),
+    Col::num("txerr/s", 3, 8),
+    Col::num("rxdrop/s", 4, 8),
+    Col::num("txdrop/s", 4, 8),
+];
+
+fn net(out: &mut impl Write, s: &TopSample, width: Option<usize>) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = s
+        .net
+        .iter()
+        .map(|n| {
+            vec![
+                Escaped(&n.name).to_string(),
+                format!("{:.2}", n.rx_bytes_per_s / 1024.0),
+                format!("{:.2}", n.tx_bytes_per_s / 1024.0),
+                format!("{:.1}", n.rx_packets_per_s),
+                format!("{:.1}", n.tx_packets_per_s),
+                format!("{:.1}", n.rx_errors_per_s),
+                format!("{:.1}", n.tx_errors_per_s),
+                format!("{:.1}", n.rx_drops_per_s),
+                format!("{:.1}", n.tx_drops_per_s),
+            ]
+        })
+        .collect();
+    writeln!(out)?;
+    table(out, &NET_COLUMNS, &rows, width)?;
     for l in &s.links {
         if let (Some(mbps), Some(rx), Some(tx)) =
             (l.speed_mbps, l.rx_utilisation_pct, l.tx_utilisation_pct)
