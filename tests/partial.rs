@@ -125,6 +125,55 @@ fn sigint_in_a_table_run_says_the_test_was_interrupted() {
     );
 }
 
+/// Ctrl-C pressed twice, or `timeout -s INT` (which signals the process, then its group): the
+/// second signal must still remove the test file and print what was measured.
+#[test]
+fn two_sigints_still_remove_the_test_file_and_report() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut child = tacho()
+        .args(["bench", "disk"])
+        .arg(dir.path())
+        .args([
+            "--rw",
+            "write",
+            "--size",
+            "256M",
+            "--runtime",
+            "60s",
+            "--no-save",
+        ])
+        .spawn_piped();
+    let start = Instant::now();
+    while !entries(dir.path())
+        .iter()
+        .any(|e| e.starts_with(".tacho-bench"))
+    {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("tacho ended ({status}) before making its test file");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no test file within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Writing for a while: the first test has figures to report.
+    std::thread::sleep(Duration::from_secs(2));
+    // Apart enough to be two signals (not one pending), close enough to land mid-cleanup.
+    sigint(&child);
+    std::thread::sleep(Duration::from_millis(30));
+    sigint(&child);
+    let o = wait_output(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    assert_empty(dir.path());
+    let out = stdout(&o);
+    assert!(out.contains("warning [interrupted]"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("write")),
+        "no row for the test: {out}"
+    );
+}
+
 /// A pseudo-terminal: tacho draws its progress bar only on a terminal.
 #[test]
 fn sigint_in_a_later_repeat_keeps_the_finished_ones() {

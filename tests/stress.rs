@@ -158,6 +158,51 @@ fn hdd_files_are_removed_after_sigint() {
     assert_empty(dir.path());
 }
 
+/// Ctrl-C pressed twice, or `timeout -s INT` (which signals the process, then its group): the
+/// second signal must not cost the summary or leave the hdd files.
+#[test]
+fn hdd_files_are_removed_after_two_sigints() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = tacho()
+        .args([
+            "stress",
+            "--hdd",
+            "2",
+            "--hdd-bytes",
+            "64M",
+            "--timeout",
+            "30s",
+            "--json",
+        ])
+        .arg("--hdd-dir")
+        .arg(dir.path())
+        .spawn_piped();
+    let start = Instant::now();
+    while entries(dir.path()).is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !entries(dir.path()).is_empty(),
+        "the hdd workers never started"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // Apart enough to be two signals (not one pending), close enough to land mid-cleanup.
+    for _ in 0..2 {
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let v = parse_json(&o);
+    assert_eq!(v["interrupted"], true);
+    assert!(
+        v["workers"]["hdd"]["written_bytes"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    assert_empty(dir.path());
+}
+
 #[test]
 fn too_much_memory_is_refused_unless_forced() {
     let line = assert_error(&run(&["stress", "--vm", "1", "--vm-bytes", "100T"]));
