@@ -453,8 +453,9 @@ pub struct HistoryRecordArgs {
     pub interval: Duration,
 
     /// The history file, in a directory only you and root can write (a bare name is in the
-    /// current one) [default: $TACHO_HISTORY, else /var/lib/tacho/history/history.db as root,
-    /// else $XDG_DATA_HOME/tacho/history.db]
+    /// current one; a missing directory is created 0700 when its parent exists) [default:
+    /// $TACHO_HISTORY, else /var/lib/tacho/history/history.db as root, else
+    /// $XDG_DATA_HOME/tacho/history.db]
     // `--history`, as `top` and `report disk` name the same file; `--file` was its first name.
     #[arg(
         long = "history",
@@ -464,7 +465,7 @@ pub struct HistoryRecordArgs {
     )]
     pub file: Option<PathBuf>,
 
-    /// Keep the history as history.db in this directory (created 0700)
+    /// Keep the history as history.db in this directory (created 0700; its parent must exist)
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 

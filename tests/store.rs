@@ -98,11 +98,16 @@ fn no_save_leaves_no_database() {
     let (_d, db) = db();
     bench(&db, &["--no-save"]);
     assert!(!db.exists(), "--no-save created {}", db.display());
-    // Readers do not create one either, and an empty store lists nothing.
-    assert!(list(&db).is_empty());
-    assert!(!db.exists());
-    let o = run(&with_db(&db, &["runs", "list"]));
+    // Readers do not create one either. Where no --db is given, the place is empty until a
+    // run is saved; a --db that names no database is a typo, said so (issue 30).
+    let mut cmd = tacho();
+    cmd.args(["runs", "list"]).env("TACHO_DB", &db);
+    let o = run_cmd(cmd);
     assert!(stdout(&o).contains("no runs stored yet"), "{}", stdout(&o));
+    assert!(!db.exists());
+    let line = assert_error(&run(&with_db(&db, &["runs", "list"])));
+    assert!(line.contains(db.to_str().unwrap()), "{line}");
+    assert!(!db.exists());
 }
 
 #[test]

@@ -116,8 +116,8 @@ fn resolve(root: &SysRoot, args: &FilesArgs) -> Result<WatchConfig> {
     let paths: Vec<PathBuf> = args
         .path
         .iter()
-        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| absolute(p)))
-        .collect();
+        .map(|p| path_filter(p))
+        .collect::<Result<_>>()?;
     let mounts = if !args.mount.is_empty() {
         args.mount
             .iter()
@@ -165,6 +165,31 @@ fn resolve(root: &SysRoot, args: &FilesArgs) -> Result<WatchConfig> {
         duration: args.duration,
         unbounded_queue: args.unbounded_queue,
     })
+}
+
+/// A `--path` as the events name it. One that does not exist yet is kept (a file about to
+/// be created), with a note: it shows nothing until then. One whose directory does not exist
+/// either is a typo, refused.
+fn path_filter(p: &Path) -> Result<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(p) {
+        return Ok(real);
+    }
+    let full = absolute(p);
+    let real_dir = full.parent().and_then(|d| std::fs::canonicalize(d).ok());
+    match (real_dir, full.file_name()) {
+        (Some(dir), Some(name)) if dir.is_dir() => {
+            eprintln!(
+                "note: --path {} does not exist (yet): only files made there will show",
+                crate::text::Escaped(&p.display().to_string())
+            );
+            Ok(dir.join(name))
+        }
+        _ => bail!(
+            "--path {}: no such file or directory, nor its directory; give an existing \
+             directory or file",
+            p.display()
+        ),
+    }
 }
 
 fn absolute(p: &Path) -> PathBuf {

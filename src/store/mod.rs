@@ -44,10 +44,12 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating the file and its directory if needed) and migrates to the latest schema.
+    /// Opens (creating the file if needed) and migrates to the latest schema. The default
+    /// file's directory is created as needed; another path's directory must exist (a typo in
+    /// `--db` is reported, not created as root).
     pub fn open(path: &Path) -> Result<Store> {
         pg::refuse_url(path)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Some(dir) = directory_to_make(path)? {
             std::fs::create_dir_all(dir).with_context(|| {
                 format!(
                     "cannot create {} for the results database; pass --db PATH or --no-save",
@@ -187,6 +189,39 @@ impl Store {
     fn err(&self, e: rusqlite::Error) -> anyhow::Error {
         describe(&self.path, e)
     }
+}
+
+/// The missing directory a new database at `path` needs, checked before anything runs: the
+/// default file's is made when the run is saved, so the nearest directory that exists must
+/// let this process make it; another path's directory must exist (a typo in `--db` is
+/// reported, not created as root). `None` when the directory exists.
+pub fn directory_to_make(path: &Path) -> Result<Option<&Path>> {
+    let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    else {
+        return Ok(None);
+    };
+    if !default_local_path().is_ok_and(|d| d == path) {
+        bail!(
+            "the directory {} of the results database does not exist; fix the path, create the \
+             directory, or pass --no-save",
+            dir.display()
+        );
+    }
+    let Some(existing) = dir.ancestors().find(|a| a.exists()) else {
+        return Ok(Some(dir));
+    };
+    if let Err(e) = rustix::fs::access(existing, rustix::fs::Access::WRITE_OK) {
+        bail!(
+            "cannot create {} for the results database: {} does not let this user make it \
+             ({}); pass --db PATH or --no-save",
+            dir.display(),
+            existing.display(),
+            std::io::Error::from(e)
+        );
+    }
+    Ok(Some(dir))
 }
 
 /// Whether this process may write `path` and create files beside it (SQLite's `-wal` and
