@@ -215,6 +215,14 @@ fn check_database(place: &Place) -> Result<()> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
+    // An empty file fits on a full filesystem; the database would not.
+    if crate::history::store::filesystem_full(path) {
+        anyhow::bail!(
+            "the filesystem holding the results database {} is full; free some space there, \
+             or pass --db PATH on another filesystem (or --no-save)",
+            path.display()
+        );
+    }
     tempfile::Builder::new()
         .prefix(".tacho-")
         .tempfile_in(dir)

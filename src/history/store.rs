@@ -606,6 +606,6 @@ mod codec;
 #[cfg(test)]
 mod hostile_tests;
 mod private;
-pub use private::Make;
+pub use private::{Make, filesystem_full};
 #[cfg(test)]
 mod tests;

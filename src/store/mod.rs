@@ -57,9 +57,13 @@ impl Store {
                 )
             })?;
         }
-        let store = Self::open_with(path, OpenFlags::default())?;
-        store.writable()?;
-        Ok(store)
+        let existed = std::fs::symlink_metadata(path).is_ok();
+        let opened = Self::open_with(path, OpenFlags::default());
+        let opened = opened.and_then(|store| store.writable().map(|()| store));
+        if opened.is_err() && !existed {
+            remove_if_empty(path);
+        }
+        opened
     }
 
     /// Opens an existing database; `Ok(None)` when there is no file yet (nothing was saved).
@@ -188,6 +192,21 @@ impl Store {
     /// Turns a database error into the one-line message users see.
     fn err(&self, e: rusqlite::Error) -> anyhow::Error {
         describe(&self.path, e)
+    }
+}
+
+/// Removes the empty file (and SQLite's files beside it) that a failed first open left, e.g.
+/// on a full filesystem: a 0-byte "database" is not left behind. A file with contents is
+/// another process's, which created it meanwhile, and stays.
+fn remove_if_empty(path: &Path) {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        return;
+    }
+    let _ = std::fs::remove_file(path);
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
     }
 }
 
@@ -326,6 +345,11 @@ fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
             "{} stayed locked by another process for {}s ({e}); try again when it has finished",
             path.display(),
             BUSY_TIMEOUT.as_secs()
+        ),
+        Some(ErrorCode::DiskFull) => anyhow!(
+            "the filesystem holding the results database {} is full ({e}); free some space \
+             there, or pass --db PATH on another filesystem (or --no-save)",
+            path.display()
         ),
         Some(ErrorCode::ReadOnly) => anyhow!(
             "the results database {} is read-only ({e}); pass --db PATH (or set TACHO_DB) to \

@@ -220,7 +220,7 @@ fn mine(uid: u32, me: u32) -> bool {
 
 /// Whether the filesystem holding `file` has (nearly) no space left for this user: root may
 /// use the blocks reserved for it.
-pub(super) fn filesystem_full(file: &Path) -> bool {
+pub fn filesystem_full(file: &Path) -> bool {
     let dir = file
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
