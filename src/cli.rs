@@ -540,9 +540,10 @@ pub(crate) struct CheckArgs {
     #[arg(long, conflicts_with = "emit_script")]
     pub json: bool,
 
-    /// Print (never run) a shell script applying the fixes of warn/crit findings, and one
-    /// reverting them [default when given alone: both]
-    #[arg(long, value_parser = choice::<crate::report::fix_script::ScriptKind>(), value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
+    /// Print (never run) the shell script that applies the fixes of warn/crit findings
+    /// (apply), or the one that undoes them (revert); each is a script of its own:
+    /// --emit-script=apply > apply.sh, --emit-script=revert > revert.sh
+    #[arg(long, value_parser = choice::<crate::report::fix_script::ScriptKind>(), value_name = "WHICH")]
     pub emit_script: Option<crate::report::fix_script::ScriptKind>,
 
     #[command(flatten)]
