@@ -26,6 +26,9 @@ const TEST_FILE_PREFIX: &str = ".tacho-bench.";
 
 /// A test file tacho created; removed when dropped (success, error, or signal).
 pub struct TestFile {
+    /// Removal by the signal handler if the run is abandoned; first, so it is unregistered
+    /// before the directory's descriptor closes.
+    _abandon: Option<crate::abandon::Registered>,
     /// For messages: the directory as the admin named it, joined with the file's name.
     pub path: PathBuf,
     dir_path: PathBuf,
@@ -56,7 +59,12 @@ impl TestFile {
         // for an instant. Where the filesystem has no locks, stale checks cannot lock it either
         // and so leave it alone.
         let _ = rustix::fs::flock(&fd, FlockOperation::LockExclusive);
+        let abandon = rustix::fs::fstat(&fd).ok().and_then(|st| {
+            let entry = crate::abandon::Entry::File(st.st_dev, st.st_ino);
+            crate::abandon::register(dir.as_fd(), &name, entry)
+        });
         let guard = TestFile {
+            _abandon: abandon,
             path: dir_path.join(&name),
             dir_path: dir_path.to_path_buf(),
             dir,

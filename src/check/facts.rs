@@ -63,6 +63,9 @@ pub struct DbDir {
     pub nocow: Option<bool>,
 }
 
+/// Filesystems on block devices whose options tacho judges.
+pub const DISK_FILESYSTEMS: &[&str] = &["ext4", "ext3", "ext2", "xfs", "btrfs", "f2fs", "bcachefs"];
+
 /// Everything the rules judge, read once from the system under a root; what could not be read is in
 /// `unreadable`.
 #[derive(Debug, Clone)]
@@ -168,7 +171,7 @@ impl Facts {
         let trim = fsinfo::trim_schedule(root);
         let others_mounts = mounts
             .iter()
-            .filter(|m| super::filesystems::DISK_FILESYSTEMS.contains(&m.fs_type.as_str()))
+            .filter(|m| DISK_FILESYSTEMS.contains(&m.fs_type.as_str()))
             .filter_map(|m| Some((m.mount_point.clone(), others_control(root, &m.mount_point)?)))
             .collect();
         let pve = super::proxmox::read(root);

@@ -3,13 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::facts::Facts;
+use super::facts::{DISK_FILESYSTEMS, Facts};
 use super::{Evidence, Finding, Group, Options, Remedy, Severity, cmds};
 use crate::kernel::mounts::Mount;
-
-/// Filesystems on block devices whose options tacho judges.
-pub(super) const DISK_FILESYSTEMS: &[&str] =
-    &["ext4", "ext3", "ext2", "xfs", "btrfs", "f2fs", "bcachefs"];
 
 pub fn rules(facts: &Facts, _options: Options, out: &mut Vec<Finding>) {
     // One judgement per filesystem: bind mounts of the same device repeat its options.

@@ -1,8 +1,8 @@
 //! Ctrl-C, SIGTERM and SIGHUP for long-running commands. The first and the second set a flag
 //! the work polls, so it stops, cleans up and reports what finished: `timeout -s INT` signals
 //! twice (the process and then its group), and an impatient admin presses Ctrl-C twice, and
-//! neither may cost the report or leave a test file behind. A third exits at once; what it
-//! leaves is found and removed by the next run.
+//! neither may cost the report or leave a test file behind. A third exits at once, after
+//! removing the test files registered in `crate::abandon` (the report is lost).
 
 use anyhow::Result;
 use std::sync::Arc;
@@ -30,10 +30,12 @@ pub fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<()> {
     static RECEIVED: AtomicUsize = AtomicUsize::new(0);
     let counting = COUNTING.get_or_init(|| {
         for signal in [SIGINT, SIGTERM, SIGHUP] {
-            // SAFETY: the action touches an atomic and calls _exit, both async-signal-safe.
+            // SAFETY: the action touches atomics and makes system calls (unlinkat, _exit),
+            // all async-signal-safe (see `crate::abandon`).
             unsafe {
                 signal_hook::low_level::register(signal, || {
                     if RECEIVED.fetch_add(1, Ordering::SeqCst) >= SIGNALS_THAT_STOP {
+                        crate::abandon::remove_all();
                         signal_hook::low_level::exit(i32::from(EXIT_INTERRUPTED));
                     }
                 })?;
