@@ -121,11 +121,10 @@ fn interrupted_status(signal: i32) -> ExitCode {
 }
 
 /// The number of the first SIGINT, SIGTERM or SIGHUP, which the run in progress is given in
-/// turn (runs have their own process group, out of reach of the terminal's Ctrl-C); a second
-/// one exits at once, as elsewhere.
+/// turn (runs have their own process group, out of reach of the terminal's Ctrl-C); a third
+/// one exits at once, as elsewhere (`interrupt`).
 fn forwarded_signal() -> Result<Arc<AtomicUsize>> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    // Registered first, so a second signal finds the flag already set and exits.
     let _stop = interrupt::stop_flag()?;
     let which = Arc::new(AtomicUsize::new(0));
     for signal in [SIGINT, SIGTERM, SIGHUP] {
