@@ -462,8 +462,9 @@ pub struct HistoryRecordArgs {
     pub interval: Duration,
 
     /// The history file, in a directory only you and root can write (a bare name is in the
-    /// current one) [default: $TACHO_HISTORY, else /var/lib/tacho/history/history.db as root,
-    /// else $XDG_DATA_HOME/tacho/history.db]
+    /// current one; a missing directory is created 0700 when its parent exists) [default:
+    /// $TACHO_HISTORY, else /var/lib/tacho/history/history.db as root, else
+    /// $XDG_DATA_HOME/tacho/history.db]
     // `--history`, as `top` and `report disk` name the same file; `--file` was its first name.
     #[arg(
         long = "history",
@@ -473,7 +474,7 @@ pub struct HistoryRecordArgs {
     )]
     pub file: Option<PathBuf>,
 
-    /// Keep the history as history.db in this directory (created 0700)
+    /// Keep the history as history.db in this directory (created 0700; its parent must exist)
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
@@ -548,9 +549,10 @@ pub(crate) struct CheckArgs {
     #[arg(long, conflicts_with = "emit_script")]
     pub json: bool,
 
-    /// Print (never run) a shell script applying the fixes of warn/crit findings, and one
-    /// reverting them [default when given alone: both]
-    #[arg(long, value_parser = choice::<crate::report::fix_script::ScriptKind>(), value_name = "WHICH", num_args = 0..=1, default_missing_value = "both")]
+    /// Print (never run) the shell script that applies the fixes of warn/crit findings
+    /// (apply), or the one that undoes them (revert); each is a script of its own:
+    /// --emit-script=apply > apply.sh, --emit-script=revert > revert.sh
+    #[arg(long, value_parser = choice::<crate::report::fix_script::ScriptKind>(), value_name = "WHICH")]
     pub emit_script: Option<crate::report::fix_script::ScriptKind>,
 
     #[command(flatten)]

@@ -4,6 +4,7 @@
 //! (suites, runs, verdicts) to `report` (terminal table, JSON). `safety` decides what tacho may
 //! write to; `cmd` wires a parsed command line to all of it.
 
+pub(crate) mod abandon;
 pub(crate) mod bench;
 pub(crate) mod bpf;
 pub(crate) mod check;

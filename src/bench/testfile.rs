@@ -26,6 +26,9 @@ const TEST_FILE_PREFIX: &str = ".tacho-bench.";
 
 /// A test file tacho created; removed when dropped (success, error, or signal).
 pub struct TestFile {
+    /// Removal by the signal handler if the run is abandoned; first, so it is unregistered
+    /// before the directory's descriptor closes.
+    _abandon: Option<crate::abandon::Registered>,
     /// For messages: the directory as the admin named it, joined with the file's name.
     pub path: PathBuf,
     dir_path: PathBuf,
@@ -51,26 +54,17 @@ impl TestFile {
             OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::RUSR | Mode::WUSR,
         )
-        .map_err(|e| match e {
-            Errno::ROFS => anyhow::anyhow!(
-                "{} is on a read-only filesystem; choose a writable directory",
-                dir_path.display()
-            ),
-            Errno::ACCESS | Errno::PERM => anyhow::anyhow!(
-                "no permission to create a test file in {}; choose a directory you can write to",
-                dir_path.display()
-            ),
-            _ => anyhow::anyhow!(
-                "cannot create a test file in {}: {}",
-                dir_path.display(),
-                std::io::Error::from(e)
-            ),
-        })?;
+        .map_err(|e| create_error(dir_path, e))?;
         // Marks the file live at once. Blocking: another run's stale check may hold the lock
         // for an instant. Where the filesystem has no locks, stale checks cannot lock it either
         // and so leave it alone.
         let _ = rustix::fs::flock(&fd, FlockOperation::LockExclusive);
+        let abandon = rustix::fs::fstat(&fd).ok().and_then(|st| {
+            let entry = crate::abandon::Entry::File(st.st_dev, st.st_ino);
+            crate::abandon::register(dir.as_fd(), &name, entry)
+        });
         let guard = TestFile {
+            _abandon: abandon,
             path: dir_path.join(&name),
             dir_path: dir_path.to_path_buf(),
             dir,
@@ -205,7 +199,30 @@ fn stale_pid(name: &str) -> Option<u32> {
 }
 
 /// Checks that a test file of `size` bytes fits and leaves 5% of the filesystem free.
+/// Why a test file cannot be created in `dir_path`, with the fix.
+fn create_error(dir_path: &Path, e: Errno) -> anyhow::Error {
+    match e {
+        Errno::ROFS => anyhow::anyhow!(
+            "{} is on a read-only filesystem; choose a writable directory",
+            dir_path.display()
+        ),
+        Errno::ACCESS | Errno::PERM => anyhow::anyhow!(
+            "no permission to create a test file in {}; choose a directory you can write to",
+            dir_path.display()
+        ),
+        _ => anyhow::anyhow!(
+            "cannot create a test file in {}: {}",
+            dir_path.display(),
+            std::io::Error::from(e)
+        ),
+    }
+}
+
 fn free_space_for_test(dir: BorrowedFd<'_>, dir_path: &Path, size: u64) -> Result<u64> {
+    // A directory that cannot be written is that, whatever its filesystem's figures (a full
+    // filesystem mounted read-only says "0 free").
+    rustix::fs::accessat(dir, ".", rustix::fs::Access::WRITE_OK, AtFlags::EACCESS)
+        .map_err(|e| create_error(dir_path, e))?;
     let vfs = rustix::fs::fstatvfs(dir).map_err(|e| {
         anyhow::anyhow!(
             "cannot read free space of {}: {}",

@@ -45,6 +45,22 @@ pub fn by_hand(what: &str, value: &str) -> Remedy {
     }
 }
 
+/// The remedy for a mount another user controls (`why`): a script run as root must not
+/// change it on their behalf; the admin decides.
+pub fn others_mount(mount_point: &str, why: &str) -> Remedy {
+    Remedy {
+        fix: Some(format!(
+            "# not written: {} is another user's mount ({}); change it by hand if it is \
+             yours to change",
+            text::Escaped(mount_point),
+            text::Escaped(why)
+        )),
+        persist: None,
+        revert: None,
+        manual: true,
+    }
+}
+
 /// A file name part from a sysctl or device name (`vm.dirty_ratio` → `vm-dirty_ratio`).
 fn slug(s: &str) -> String {
     s.chars()
@@ -297,6 +313,29 @@ pub fn mount_option(mount_point: &str, add: &str, remove: Option<&str>) -> Remed
                 fstab_edit(mount_point, "", Some(add))
             ),
         }),
+        manual: false,
+    }
+}
+
+/// Trims one filesystem now and weekly from its own cron file (where systemd's fstrim.timer
+/// cannot run): only the mount that needs it, not every filesystem (`fstrim -a`) once per
+/// finding.
+pub fn fstrim(mount_point: &str) -> Remedy {
+    if !inert(mount_point) {
+        return by_hand("the mount point", mount_point);
+    }
+    let name = match slug(mount_point.trim_matches('/')) {
+        s if s.is_empty() => "root".to_string(),
+        s => s,
+    };
+    let cron = format!("/etc/cron.weekly/tacho-fstrim-{name}");
+    Remedy {
+        fix: Some(format!("fstrim -v {}", sq(mount_point))),
+        persist: Some(format!(
+            "printf '%s\\n' '#!/bin/sh' {} > {cron} && chmod 755 {cron}",
+            sq(&format!("exec fstrim {}", sq(mount_point)))
+        )),
+        revert: Some(format!("rm -f {cron}")),
         manual: false,
     }
 }

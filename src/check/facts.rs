@@ -63,6 +63,9 @@ pub struct DbDir {
     pub nocow: Option<bool>,
 }
 
+/// Filesystems on block devices whose options tacho judges.
+pub const DISK_FILESYSTEMS: &[&str] = &["ext4", "ext3", "ext2", "xfs", "btrfs", "f2fs", "bcachefs"];
+
 /// Everything the rules judge, read once from the system under a root; what could not be read is in
 /// `unreadable`.
 #[derive(Debug, Clone)]
@@ -96,6 +99,10 @@ pub struct Facts {
     pub ext4: BTreeMap<String, Ext4Info>,
     /// Whether fstrim.timer will trim SSDs.
     pub trim: TrimSchedule,
+    /// Disk mounts another user controls (the mounted root is theirs, or it sits under a
+    /// directory others own or can write, as a mount in /tmp does), with why: the scripts
+    /// leave them to the admin.
+    pub others_mounts: BTreeMap<PathBuf, String>,
     /// Active swap areas.
     pub swaps: Vec<SwapArea>,
     /// The whole disks under each swap area (by its path), for judging their speed.
@@ -162,6 +169,11 @@ impl Facts {
         let numa_nodes = optional(host::numa_nodes(root), keep).flatten();
         let db_dirs = database_dirs(root, &mounts);
         let trim = fsinfo::trim_schedule(root);
+        let others_mounts = mounts
+            .iter()
+            .filter(|m| DISK_FILESYSTEMS.contains(&m.fs_type.as_str()))
+            .filter_map(|m| Some((m.mount_point.clone(), others_control(root, &m.mount_point)?)))
+            .collect();
         let pve = super::proxmox::read(root);
         if let Some(p) = &pve {
             unreadable.extend(p.unreadable.iter().cloned());
@@ -183,6 +195,7 @@ impl Facts {
             mount_hardware,
             ext4,
             trim,
+            others_mounts,
             swaps,
             swap_disks,
             md,
@@ -215,6 +228,35 @@ impl Facts {
 }
 
 /// `Some` value, `None` when the file is absent, and other errors recorded.
+/// Why another user controls the mount at `mount_point`, if one does: its root is not
+/// root's, or a directory above it is another user's or writable by every user (anyone may
+/// have made the directory a mount in /tmp sits on, and its owner mounts there again).
+fn others_control(root: &SysRoot, mount_point: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let stat = |p: &Path| std::fs::symlink_metadata(root.fs.join(p.strip_prefix("/").ok()?)).ok();
+    let top = stat(mount_point)?;
+    if top.uid() != 0 {
+        return Some(format!("its root belongs to uid {}", top.uid()));
+    }
+    for dir in mount_point.ancestors().skip(1) {
+        let meta = stat(dir)?;
+        if meta.uid() != 0 {
+            return Some(format!(
+                "it is under {}, which uid {} owns",
+                dir.display(),
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o002 != 0 {
+            return Some(format!(
+                "it is under {}, which every user can write",
+                dir.display()
+            ));
+        }
+    }
+    None
+}
+
 fn optional<T>(r: crate::kernel::Result<T>, keep: &mut dyn FnMut(KernelError)) -> Option<T> {
     match r {
         Ok(v) => Some(v),

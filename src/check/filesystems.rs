@@ -3,12 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::facts::Facts;
+use super::facts::{DISK_FILESYSTEMS, Facts};
 use super::{Evidence, Finding, Group, Options, Remedy, Severity, cmds};
 use crate::kernel::mounts::Mount;
-
-/// Filesystems on block devices whose options tacho judges.
-const DISK_FILESYSTEMS: &[&str] = &["ext4", "ext3", "ext2", "xfs", "btrfs", "f2fs", "bcachefs"];
 
 pub fn rules(facts: &Facts, _options: Options, out: &mut Vec<Finding>) {
     // One judgement per filesystem: bind mounts of the same device repeat its options.
@@ -20,12 +17,20 @@ pub fn rules(facts: &Facts, _options: Options, out: &mut Vec<Finding>) {
         {
             continue;
         }
+        let first = out.len();
         out.push(atime(m));
         if let Some(f) = discard(facts, m) {
             out.push(f);
         }
         if let Some(f) = ext4_journal(facts, m) {
             out.push(f);
+        }
+        if let Some(why) = facts.others_mounts.get(&m.mount_point) {
+            for f in &mut out[first..] {
+                if f.remedy.fix.is_some() || f.remedy.persist.is_some() {
+                    f.remedy = cmds::others_mount(&mount_point(m), why);
+                }
+            }
         }
     }
     for d in &facts.db_dirs {
@@ -169,7 +174,11 @@ fn discard(facts: &Facts, m: &Mount) -> Option<Finding> {
             Severity::Warn,
             "no discard and no periodic fstrim: the device is never told which blocks are free"
                 .to_string(),
-            fstrim_remedy(trim.systemd_running),
+            if trim.systemd_running {
+                fstrim_timer()
+            } else {
+                for_mount_point(m, cmds::fstrim)
+            },
         ),
     };
     Some(Finding {
@@ -191,25 +200,14 @@ fn discard(facts: &Facts, m: &Mount) -> Option<Finding> {
     })
 }
 
-fn fstrim_remedy(systemd: bool) -> Remedy {
-    if systemd {
-        Remedy {
-            fix: Some("systemctl enable --now fstrim.timer".to_string()),
-            persist: Some("# systemctl enable already persists the timer".to_string()),
-            revert: Some("systemctl disable --now fstrim.timer".to_string()),
-            manual: false,
-        }
-    } else {
-        Remedy {
-            fix: Some("fstrim -av".to_string()),
-            persist: Some(
-                "printf '#!/bin/sh\\nexec fstrim -a\\n' > /etc/cron.weekly/tacho-fstrim && \
-                 chmod 755 /etc/cron.weekly/tacho-fstrim"
-                    .to_string(),
-            ),
-            revert: Some("rm -f /etc/cron.weekly/tacho-fstrim".to_string()),
-            manual: false,
-        }
+/// The timer trims every filesystem that needs it, so several findings share this one remedy
+/// (the script writes it once).
+fn fstrim_timer() -> Remedy {
+    Remedy {
+        fix: Some("systemctl enable --now fstrim.timer".to_string()),
+        persist: Some("# systemctl enable already persists the timer".to_string()),
+        revert: Some("systemctl disable --now fstrim.timer".to_string()),
+        manual: false,
     }
 }
 

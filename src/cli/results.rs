@@ -51,9 +51,9 @@ pub struct RecordArgs {
 
 #[derive(Debug, Args, Default, Clone)]
 pub struct DbArg {
-    /// Results database: an SQLite file, or a shared PostgreSQL store as
-    /// postgres://USER@HOST/DATABASE (password from the URL, PGPASSWORD or ~/.pgpass)
-    /// [default: $TACHO_DB, else $XDG_DATA_HOME/tacho/tacho.db, else
+    /// Results database: an SQLite file in an existing directory, or a shared PostgreSQL
+    /// store as postgres://USER@HOST/DATABASE (password from the URL, PGPASSWORD or
+    /// ~/.pgpass) [default: $TACHO_DB, else $XDG_DATA_HOME/tacho/tacho.db, else
     /// ~/.local/share/tacho/tacho.db]
     #[arg(long, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,

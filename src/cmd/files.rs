@@ -7,6 +7,7 @@ use crate::files::summary::Summary;
 use crate::files::watch::{self, Names, Outcome, Sink, WatchConfig, WatchError, Watcher};
 use crate::kernel::SysRoot;
 use crate::report::files::{self as output, EventWriter, Format};
+use crate::report::outfile::NewFile;
 use crate::text::Escaped;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
@@ -38,10 +39,14 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     let mut watcher = Watcher::new(&root, config)?;
     // The output file is created only once watching is set up, so a refused start leaves
     // nothing behind.
-    let out: Option<Box<dyn Write>> = match &args.output {
-        Some(path) => Some(Box::new(BufWriter::new(create_output(path)?))),
-        None if args.summary => None,
-        None => Some(Box::new(BufWriter::new(std::io::stdout()))),
+    // A file that could not be written whole is removed when this returns early (`made`).
+    let (out, made): (Option<Box<dyn Write>>, _) = match &args.output {
+        Some(path) => {
+            let (file, made) = create_output(path)?;
+            (Some(Box::new(BufWriter::new(file))), Some(made))
+        }
+        None if args.summary => (None, None),
+        None => (Some(Box::new(BufWriter::new(std::io::stdout()))), None),
     };
     let format = if args.json {
         Format::Json
@@ -80,7 +85,9 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
-    let outcome = watcher.run(&mut sink, &stop)?;
+    let outcome = watcher
+        .run(&mut sink, &stop)
+        .map_err(|e| full_output(args, e))?;
     if let (Some(beside), Some(summary)) = (beside, sink.summary.as_mut()) {
         summary.counted_bytes();
         let inodes = sink.inodes.take().unwrap_or_default();
@@ -93,7 +100,25 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
         }
     }
     finish(args, sink, &outcome)?;
+    if let Some(made) = made {
+        made.keep();
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A full filesystem under `-o FILE` named with its fix; other failures as they are.
+fn full_output(args: &FilesArgs, e: WatchError) -> anyhow::Error {
+    let full = matches!(&e, WatchError::Write(io)
+        if matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)));
+    match &args.output {
+        Some(path) if full => anyhow::anyhow!(
+            "the filesystem holding {} is full (or the quota is used up), so not every event \
+             could be written and the file was removed; free some space there, or pass -o FILE \
+             on another filesystem",
+            path.display()
+        ),
+        _ => e.into(),
+    }
 }
 
 /// Turns the arguments into a watch configuration; every bad value dies here, before any
@@ -116,8 +141,8 @@ fn resolve(root: &SysRoot, args: &FilesArgs) -> Result<WatchConfig> {
     let paths: Vec<PathBuf> = args
         .path
         .iter()
-        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| absolute(p)))
-        .collect();
+        .map(|p| path_filter(p))
+        .collect::<Result<_>>()?;
     let mounts = if !args.mount.is_empty() {
         args.mount
             .iter()
@@ -167,16 +192,48 @@ fn resolve(root: &SysRoot, args: &FilesArgs) -> Result<WatchConfig> {
     })
 }
 
+/// A `--path` as the events name it. One that does not exist yet is kept (a file about to
+/// be created), with a note: it shows nothing until then. One whose directory does not exist
+/// either is a typo, refused.
+fn path_filter(p: &Path) -> Result<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(p) {
+        return Ok(real);
+    }
+    let full = absolute(p);
+    let real_dir = full.parent().and_then(|d| std::fs::canonicalize(d).ok());
+    match (real_dir, full.file_name()) {
+        (Some(dir), Some(name)) if dir.is_dir() => {
+            eprintln!(
+                "tacho: note: --path {} does not exist (yet): only files made there will show",
+                crate::text::Escaped(&p.display().to_string())
+            );
+            Ok(dir.join(name))
+        }
+        _ => bail!(
+            "--path {}: no such file or directory, nor its directory; give an existing \
+             directory or file",
+            p.display()
+        ),
+    }
+}
+
 fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-fn create_output(path: &Path) -> Result<std::fs::File> {
+fn create_output(path: &Path) -> Result<(std::fs::File, NewFile)> {
     crate::report::outfile::create_new_streaming(path).context("--output")
 }
 
 /// Totals, the lost-event warning and the summary, after the watch ends.
 fn finish(args: &FilesArgs, mut sink: Sink<EventWriter>, outcome: &Outcome) -> Result<()> {
+    // Written out now: a dropped BufWriter would lose a failed last write without a word.
+    if let Some(events) = sink.events.as_mut() {
+        events
+            .out
+            .flush()
+            .map_err(|e| full_output(args, WatchError::Write(e)))?;
+    }
     let seconds = outcome.elapsed.as_secs_f64();
     if outcome.overflows > 0 {
         eprintln!(

@@ -16,7 +16,7 @@ use crate::diagnose::findings::Judge;
 use crate::diagnose::model::TopSample;
 use crate::diagnose::sample::Sampler;
 use crate::history::store::{self, is_disk_full};
-use crate::history::{History, Record, summary, when};
+use crate::history::{History, Make, Record, summary, when};
 use crate::kernel::SysRoot;
 use crate::report::top::{text, write_json_line};
 
@@ -31,11 +31,16 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
         print!("{UNIT}");
         return Ok(ExitCode::SUCCESS);
     }
-    let path = match &args.dir {
-        Some(dir) => dir.join("history.db"),
-        None => store::resolve_path(args.file.as_deref())?,
+    // Only the default place is made whole; a typed path gets at most its last directory.
+    let (path, make) = match (&args.dir, &args.file) {
+        (Some(dir), _) => (dir.join("history.db"), Make::OwnDirectory),
+        (None, Some(file)) => (file.clone(), Make::OwnDirectory),
+        (None, None) if std::env::var_os("TACHO_HISTORY").is_some_and(|p| !p.is_empty()) => {
+            (store::resolve_path(None)?, Make::OwnDirectory)
+        }
+        (None, None) => (store::resolve_path(None)?, Make::Chain),
     };
-    let history = History::create(&path)?;
+    let history = History::create(&path, make)?;
     let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
     // As live `top` does: each request's submitter, so a replay blames the writer exactly
     // (not the shell that reaped it). Without eBPF, the samples say why and /proc stands in.

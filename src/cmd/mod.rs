@@ -32,27 +32,8 @@ use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use anyhow::Result;
 use clap::CommandFactory;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
-/// Exit status after Ctrl-C, as shells report a process killed by SIGINT.
-pub(crate) const EXIT_INTERRUPTED: u8 = 130;
-
-/// First Ctrl-C, SIGTERM or SIGHUP sets `stop`: the command finishes what is in flight,
-/// reports, and cleans up (a closed ssh session must not leave a test file behind either). A
-/// second one exits at once; what it leaves is found by the next run.
-pub(crate) fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    for signal in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register_conditional_shutdown(
-            signal,
-            i32::from(EXIT_INTERRUPTED),
-            Arc::clone(stop),
-        )?;
-        signal_hook::flag::register(signal, Arc::clone(stop))?;
-    }
-    Ok(())
-}
+pub(crate) use interrupt::{EXIT_INTERRUPTED, stop_on_signals};
 
 /// Runs the parsed command line. `Ok` carries the exit status the command chose (1 when it
 /// found what it checks for: a failed threshold, a regression, differences, warnings; 128 plus

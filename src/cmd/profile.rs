@@ -56,11 +56,12 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         }
     }
     session.step();
-    // After a Ctrl-C that ended the sampling, a second one exits at once
-    // (stop_on_signals); otherwise the first one stops the naming.
-    let unraised = AtomicBool::new(false);
+    // After a Ctrl-C that ended the sampling, the next one stops the naming; otherwise the
+    // first one does.
+    let again = Arc::new(AtomicBool::new(false));
     let naming_stop = if stop.load(Ordering::Relaxed) {
-        &unraised
+        super::stop_on_signals(&again)?;
+        &*again
     } else {
         &*stop
     };

@@ -197,7 +197,8 @@ pub fn save_document(args: &crate::cli::SaveDocArgs, doc: &serde_json::Value) ->
 
 /// Refuses a results database that could not be used, without creating it: an existing file
 /// must be tacho's (it is opened and checked); for a new one, an existing directory must take
-/// a new file (a missing directory is created when the run is saved). A server is connected
+/// a new file (the default file's missing directory must be one this process can make, and is
+/// made when the run is saved; another path's must exist). A server is connected
 /// to (and its tables made) now, so a wrong URL or password stops the run before it starts.
 fn check_database(place: &Place) -> Result<()> {
     let path = match place {
@@ -207,23 +208,31 @@ fn check_database(place: &Place) -> Result<()> {
     if let Some(store) = Store::open_existing(path)? {
         return store.writable();
     }
-    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) if !dir.exists() => Ok(()),
-        dir => {
-            let dir = dir.unwrap_or(std::path::Path::new("."));
-            tempfile::Builder::new()
-                .prefix(".tacho-")
-                .tempfile_in(dir)
-                .map(drop)
-                .with_context(|| {
-                    format!(
-                        "cannot write the results database {}; pass a writable --db PATH or \
-                         --no-save",
-                        path.display()
-                    )
-                })
-        }
+    if crate::store::directory_to_make(path)?.is_some() {
+        return Ok(());
     }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    // An empty file fits on a full filesystem; the database would not.
+    if crate::history::store::filesystem_full(path) {
+        anyhow::bail!(
+            "the filesystem holding the results database {} is full; free some space there, \
+             or pass --db PATH on another filesystem (or --no-save)",
+            path.display()
+        );
+    }
+    tempfile::Builder::new()
+        .prefix(".tacho-")
+        .tempfile_in(dir)
+        .map(drop)
+        .with_context(|| {
+            format!(
+                "cannot write the results database {}; pass a writable --db PATH or --no-save",
+                path.display()
+            )
+        })
 }
 
 /// Refuses a `--prom-textfile` that could not be written, before anything runs or is saved:

@@ -94,7 +94,19 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
 /// The store, for commands that only read or remove: a missing file is not created.
 pub fn open_existing(db: &DbArg) -> Result<(Option<Results>, Place)> {
     let place = Place::resolve(db.db.as_deref())?;
-    Ok((Results::open_existing(&place)?, place))
+    let results = Results::open_existing(&place)?;
+    // The default place is empty until the first run is saved; a named one that is missing
+    // is a typo, not "no runs yet".
+    if results.is_none()
+        && let (Some(_), Place::File(path)) = (&db.db, &place)
+    {
+        bail!(
+            "there is no results database at {}; fix the --db path (or leave --db out for \
+             the default)",
+            path.display()
+        );
+    }
+    Ok((results, place))
 }
 
 /// Loads runs by id; a missing database or id is an error naming it.

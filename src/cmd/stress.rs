@@ -118,6 +118,18 @@ fn check_space(dir: &Path, needed: u64) -> Result<()> {
             dir.display()
         );
     }
+    // Read-only before full: a full filesystem mounted read-only says "0 free".
+    match rustix::fs::access(dir, rustix::fs::Access::WRITE_OK) {
+        Err(rustix::io::Errno::ROFS) => bail!(
+            "--hdd-dir {} is on a read-only filesystem; choose a writable directory",
+            dir.display()
+        ),
+        Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => bail!(
+            "no permission to write in --hdd-dir {}; choose a directory you can write to",
+            dir.display()
+        ),
+        _ => {}
+    }
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
         .context("the --hdd-dir path contains a NUL byte")?;
     // SAFETY: statvfs is plain data; zeroed is valid and the call fills it.

@@ -61,10 +61,8 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
             let signal = e
                 .downcast_ref::<Interrupted>()
                 .map_or(libc::SIGINT, |i| i.signal);
-            eprintln!("tacho: interrupted; the run in progress was ended, nothing reported");
-            // As a shell reports a process that a signal ended: 130 for SIGINT, 143 for SIGTERM.
-            let code = u8::try_from(128 + signal).unwrap_or(interrupt::EXIT_INTERRUPTED);
-            return Ok(ExitCode::from(code));
+            eprintln!("tacho: interrupted before the first timed run ended; nothing to report");
+            return Ok(interrupted_status(signal));
         }
         other => other?,
     };
@@ -84,6 +82,24 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
         plan.shell.clone(),
         ctx,
     );
+    // Exports and the textfile are read by scripts that cannot tell a cut-short run: they are
+    // left as they were; the report and the store say "interrupted".
+    if let Some(signal) = outcome.interrupted {
+        drop(exports);
+        saver.print_and_save(&report, args.json, |r, mut out| {
+            crate::report::time::write_human(r, &mut out)
+        })?;
+        let files = [
+            &args.export_json,
+            &args.export_csv,
+            &args.export_markdown,
+            &args.record.prom_textfile,
+        ];
+        if files.iter().any(|f| f.is_some()) {
+            eprintln!("tacho: interrupted: the export files and textfile were left as they were");
+        }
+        return Ok(interrupted_status(signal));
+    }
     exports.write(&report)?;
     let run_id = saver.print_and_save(&report, args.json, |r, mut out| {
         crate::report::time::write_human(r, &mut out)
@@ -99,12 +115,16 @@ pub fn run(args: &TimeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// As a shell reports a process that a signal ended: 130 for SIGINT, 143 for SIGTERM.
+fn interrupted_status(signal: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(128 + signal).unwrap_or(interrupt::EXIT_INTERRUPTED))
+}
+
 /// The number of the first SIGINT, SIGTERM or SIGHUP, which the run in progress is given in
-/// turn (runs have their own process group, out of reach of the terminal's Ctrl-C); a second
-/// one exits at once, as elsewhere.
+/// turn (runs have their own process group, out of reach of the terminal's Ctrl-C); a third
+/// one exits at once, as elsewhere (`interrupt`).
 fn forwarded_signal() -> Result<Arc<AtomicUsize>> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    // Registered first, so a second signal finds the flag already set and exits.
     let _stop = interrupt::stop_flag()?;
     let which = Arc::new(AtomicUsize::new(0));
     for signal in [SIGINT, SIGTERM, SIGHUP] {

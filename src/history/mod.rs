@@ -11,4 +11,4 @@ pub mod store;
 pub mod summary;
 pub mod when;
 
-pub use store::{History, Record};
+pub use store::{History, Make, Record};

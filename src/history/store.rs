@@ -109,12 +109,13 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
 }
 
 impl History {
-    /// Opens the file for recording, creating it (and its directory, mode 0700) if needed.
+    /// Opens the file for recording, creating it (and its directory, mode 0700, as `make`
+    /// allows) if needed.
     /// Refuses a directory or file another user could replace or reach, and a link as the
     /// file. A filesystem too full to start on is named as such, and a file made for nothing
     /// is removed.
-    pub fn create(path: &Path) -> Result<History> {
-        let file = private::private_file(path)?;
+    pub fn create(path: &Path, make: Make) -> Result<History> {
+        let file = private::private_file(path, make)?;
         let existed = std::fs::symlink_metadata(&file).is_ok();
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
@@ -605,5 +606,6 @@ mod codec;
 #[cfg(test)]
 mod hostile_tests;
 mod private;
+pub use private::{Make, filesystem_full};
 #[cfg(test)]
 mod tests;

@@ -1,35 +1,38 @@
-//! `--emit-script`: shell scripts that apply the recommended fixes (now and persistently)
-//! and revert them. tacho prints them for the admin to read and run; it never runs them.
+//! `--emit-script=apply|revert`: shell scripts that apply the recommended fixes (now and
+//! persistently), or revert them, one script per run so each goes to its own file. tacho
+//! prints them for the admin to read and run; it never runs them.
 
 use crate::check::{Finding, Severity};
 use crate::choice::Choice;
 use crate::text::Escaped;
+use std::collections::HashSet;
 use std::io::Write;
 
-/// Which script to print.
+/// Which script to print. Each is a whole script, for its own file: one file that applied
+/// and then reverted would undo its own fixes when run, so there is no "both".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScriptKind {
-    /// The apply script, then the revert script.
-    Both,
-    /// Only the script that applies the fixes.
+    /// The script that applies the fixes.
     Apply,
-    /// Only the script that undoes them.
+    /// The script that undoes them.
     Revert,
 }
 
 impl Choice for ScriptKind {
-    const ALL: &'static [Self] = &[ScriptKind::Both, ScriptKind::Apply, ScriptKind::Revert];
+    const ALL: &'static [Self] = &[ScriptKind::Apply, ScriptKind::Revert];
 
     fn word(self) -> &'static str {
         match self {
-            ScriptKind::Both => "both",
             ScriptKind::Apply => "apply",
             ScriptKind::Revert => "revert",
         }
     }
 
     fn help(self) -> Option<&'static str> {
-        (self == ScriptKind::Both).then_some("The apply script, then the revert script")
+        Some(match self {
+            ScriptKind::Apply => "The fixes, now and persistently (save as apply.sh)",
+            ScriptKind::Revert => "What undoes them (save as revert.sh)",
+        })
     }
 }
 
@@ -42,7 +45,7 @@ fn actionable(findings: &[Finding]) -> Vec<&Finding> {
         .collect()
 }
 
-/// Writes the scripts `kind` names for the actionable findings (see [`ScriptKind`]).
+/// Writes the script `kind` names for the actionable findings (see [`ScriptKind`]).
 pub fn write_script(
     out: &mut impl Write,
     findings: &[Finding],
@@ -50,19 +53,10 @@ pub fn write_script(
     host: &str,
 ) -> std::io::Result<()> {
     let list = actionable(findings);
-    if kind != ScriptKind::Revert {
-        apply(out, &list, host)?;
+    match kind {
+        ScriptKind::Apply => apply(out, &list, host),
+        ScriptKind::Revert => revert(out, &list, host),
     }
-    if kind == ScriptKind::Both {
-        writeln!(
-            out,
-            "\n# ===== revert script: save from the next line on =====\n"
-        )?;
-    }
-    if kind != ScriptKind::Apply {
-        revert(out, &list, host)?;
-    }
-    Ok(())
 }
 
 fn header(out: &mut impl Write, what: &str, host: &str, n: usize) -> std::io::Result<()> {
@@ -84,7 +78,15 @@ fn header(out: &mut impl Write, what: &str, host: &str, n: usize) -> std::io::Re
 /// a tab (a carriage return would hide what precedes it from the admin reading the script),
 /// or a bidirectional control (the line would read differently from what runs), is written
 /// commented out and escaped, never run.
-fn lines(out: &mut impl Write, cmd: &str, manual: bool) -> std::io::Result<()> {
+///
+/// A command already written for an earlier finding (one timer or cron file serving several
+/// mounts) is not run again: `done` holds the commands written so far.
+fn lines(
+    out: &mut impl Write,
+    cmd: &str,
+    manual: bool,
+    done: &mut HashSet<String>,
+) -> std::io::Result<()> {
     for line in cmd.split('\n') {
         if line
             .chars()
@@ -99,6 +101,8 @@ fn lines(out: &mut impl Write, cmd: &str, manual: bool) -> std::io::Result<()> {
         }
         if manual && !line.starts_with('#') {
             writeln!(out, "# {line}")?;
+        } else if !line.starts_with('#') && !done.insert(line.to_string()) {
+            writeln!(out, "# already done above: {line}")?;
         } else {
             writeln!(out, "{line}")?;
         }
@@ -124,13 +128,14 @@ fn title(f: &Finding) -> String {
 
 fn apply(out: &mut impl Write, list: &[&Finding], host: &str) -> std::io::Result<()> {
     header(out, "apply script", host, list.len())?;
+    let mut done = HashSet::new();
     for f in list {
         writeln!(out, "\n{}", title(f))?;
         if f.remedy.manual {
             writeln!(out, "# by hand:")?;
         }
         for cmd in [&f.remedy.fix, &f.remedy.persist].into_iter().flatten() {
-            lines(out, cmd, f.remedy.manual)?;
+            lines(out, cmd, f.remedy.manual, &mut done)?;
         }
     }
     Ok(())
@@ -138,11 +143,12 @@ fn apply(out: &mut impl Write, list: &[&Finding], host: &str) -> std::io::Result
 
 fn revert(out: &mut impl Write, list: &[&Finding], host: &str) -> std::io::Result<()> {
     header(out, "revert script", host, list.len())?;
+    let mut done = HashSet::new();
     // Undo in reverse order, so settings that depend on each other unwind cleanly.
     for f in list.iter().rev() {
         writeln!(out, "\n{}", title(f))?;
         match &f.remedy.revert {
-            Some(cmd) => lines(out, cmd, f.remedy.manual)?,
+            Some(cmd) => lines(out, cmd, f.remedy.manual, &mut done)?,
             None => writeln!(out, "# nothing to revert")?,
         }
     }

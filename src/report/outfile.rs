@@ -150,16 +150,56 @@ pub fn write_atomically(path: &Path, text: &[u8], existing: Existing) -> Result<
     out.commit()
 }
 
+/// A file [`create_new_streaming`] made: removed when dropped unless [`NewFile::keep`] was
+/// called, so output that failed halfway (a full filesystem) is not left for a reader to take
+/// as whole. The name is removed only while it still names the file tacho made.
+#[derive(Debug)]
+pub struct NewFile {
+    dir: OwnedFd,
+    name: OsString,
+    made: (u64, u64),
+    keep: bool,
+}
+
+impl NewFile {
+    /// The output is complete: leave it.
+    pub fn keep(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for NewFile {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        let named = rustix::fs::statat(&self.dir, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW);
+        if named.is_ok_and(|st| (st.st_dev, st.st_ino) == self.made) {
+            let _ = rustix::fs::unlinkat(&self.dir, self.name.as_os_str(), AtFlags::empty());
+        }
+    }
+}
+
 /// Creates a new file at `path` for output written as it arrives (`files -o`), where a rename
 /// at the end would leave readers nothing until then. `O_CREAT|O_EXCL|O_NOFOLLOW` makes the
 /// kernel refuse any existing name, a link included, so the file is always a new one of ours,
-/// and the descriptor is kept: the name is never opened again.
-pub fn create_new_streaming(path: &Path) -> Result<File, OutputError> {
+/// and the descriptor is kept: the name is never opened again (but to remove it, see
+/// [`NewFile`]).
+pub fn create_new_streaming(path: &Path) -> Result<(File, NewFile), OutputError> {
     let (dir, name) = open_parent(path)?;
     check_target(&dir, &name, path, Existing::Refuse)?;
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     match rustix::fs::openat(&dir, &name, flags, Mode::from_raw_mode(NEW_FILE_MODE)) {
-        Ok(fd) => Ok(File::from(fd)),
+        Ok(fd) => {
+            let st = rustix::fs::fstat(&fd).map_err(|e| OutputError::Io(path.into(), e.into()))?;
+            let made = NewFile {
+                dir,
+                name,
+                made: (st.st_dev, st.st_ino),
+                keep: false,
+            };
+            Ok((File::from(fd), made))
+        }
         Err(rustix::io::Errno::EXIST) => {
             check_target(&dir, &name, path, Existing::Refuse)?;
             Err(OutputError::Exists(path.to_path_buf()))

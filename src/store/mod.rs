@@ -44,10 +44,12 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating the file and its directory if needed) and migrates to the latest schema.
+    /// Opens (creating the file if needed) and migrates to the latest schema. The default
+    /// file's directory is created as needed; another path's directory must exist (a typo in
+    /// `--db` is reported, not created as root).
     pub fn open(path: &Path) -> Result<Store> {
         pg::refuse_url(path)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Some(dir) = directory_to_make(path)? {
             std::fs::create_dir_all(dir).with_context(|| {
                 format!(
                     "cannot create {} for the results database; pass --db PATH or --no-save",
@@ -55,9 +57,13 @@ impl Store {
                 )
             })?;
         }
-        let store = Self::open_with(path, OpenFlags::default())?;
-        store.writable()?;
-        Ok(store)
+        let existed = std::fs::symlink_metadata(path).is_ok();
+        let opened = Self::open_with(path, OpenFlags::default());
+        let opened = opened.and_then(|store| store.writable().map(|()| store));
+        if opened.is_err() && !existed {
+            remove_if_empty(path);
+        }
+        opened
     }
 
     /// Opens an existing database; `Ok(None)` when there is no file yet (nothing was saved).
@@ -189,6 +195,54 @@ impl Store {
     }
 }
 
+/// Removes the empty file (and SQLite's files beside it) that a failed first open left, e.g.
+/// on a full filesystem: a 0-byte "database" is not left behind. A file with contents is
+/// another process's, which created it meanwhile, and stays.
+fn remove_if_empty(path: &Path) {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        return;
+    }
+    let _ = std::fs::remove_file(path);
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
+}
+
+/// The missing directory a new database at `path` needs, checked before anything runs: the
+/// default file's is made when the run is saved, so the nearest directory that exists must
+/// let this process make it; another path's directory must exist (a typo in `--db` is
+/// reported, not created as root). `None` when the directory exists.
+pub fn directory_to_make(path: &Path) -> Result<Option<&Path>> {
+    let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    else {
+        return Ok(None);
+    };
+    if !default_local_path().is_ok_and(|d| d == path) {
+        bail!(
+            "the directory {} of the results database does not exist; fix the path, create the \
+             directory, or pass --no-save",
+            dir.display()
+        );
+    }
+    let Some(existing) = dir.ancestors().find(|a| a.exists()) else {
+        return Ok(Some(dir));
+    };
+    if let Err(e) = rustix::fs::access(existing, rustix::fs::Access::WRITE_OK) {
+        bail!(
+            "cannot create {} for the results database: {} does not let this user make it \
+             ({}); pass --db PATH or --no-save",
+            dir.display(),
+            existing.display(),
+            std::io::Error::from(e)
+        );
+    }
+    Ok(Some(dir))
+}
+
 /// Whether this process may write `path` and create files beside it (SQLite's `-wal` and
 /// `-shm`), asked of the kernel (`access(2)` honours read-only mounts and permissions).
 fn writable(path: &Path) -> bool {
@@ -291,6 +345,11 @@ fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
             "{} stayed locked by another process for {}s ({e}); try again when it has finished",
             path.display(),
             BUSY_TIMEOUT.as_secs()
+        ),
+        Some(ErrorCode::DiskFull) => anyhow!(
+            "the filesystem holding the results database {} is full ({e}); free some space \
+             there, or pass --db PATH on another filesystem (or --no-save)",
+            path.display()
         ),
         Some(ErrorCode::ReadOnly) => anyhow!(
             "the results database {} is read-only ({e}); pass --db PATH (or set TACHO_DB) to \

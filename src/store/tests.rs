@@ -30,7 +30,10 @@ fn new_run(label: &str, iops: f64) -> NewRun {
 #[test]
 fn saves_loads_and_removes() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sub/dir/tacho.db");
+    // Only the default file's directory is made; a typed path's must exist.
+    assert!(Store::open(&dir.path().join("sub/dir/tacho.db")).is_err());
+    assert!(!dir.path().join("sub").exists());
+    let path = dir.path().join("tacho.db");
     let mut store = Store::open(&path).unwrap();
     let a = store.insert_run(&new_run("a", 100.0)).unwrap();
     let b = store.insert_run(&new_run("b", 200.0)).unwrap();

@@ -244,7 +244,11 @@ pub fn run(
     on_second: &mut dyn FnMut(&Second),
 ) -> Result<StressReport, StressError> {
     let dir = if plan.hdd > 0 {
-        Some(TestDir::create(&plan.hdd_dir).map_err(StressError::TestDir)?)
+        let mut dir = TestDir::create(&plan.hdd_dir).map_err(StressError::TestDir)?;
+        for w in 0..plan.hdd as usize {
+            dir.on_abandon_remove(&workers::hdd_file(w));
+        }
+        Some(dir)
     } else {
         None
     };

@@ -13,9 +13,11 @@
 //! no process with its pid, for directories of versions without the lock), and it is emptied
 //! through its own descriptor, so nothing outside it is ever followed or removed.
 
+use crate::abandon::Entry;
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,9 @@ const PREFIX: &str = ".tacho-stress.";
 /// A private (0700) `.tacho-stress.<pid>` directory for the disk-write workers, locked while the
 /// run lasts and removed with its contents on drop.
 pub struct TestDir {
+    /// Removal by the signal handler if the run is abandoned (the workers' files, then the
+    /// directory); first, so they are unregistered before the descriptors close.
+    abandon: Vec<crate::abandon::Registered>,
     parent: OwnedFd,
     name: OsString,
     /// Locked (`flock`) for the whole run: the mark of a live run.
@@ -57,12 +62,28 @@ impl TestDir {
         let dir = open_dir(&parent, &name).map_err(|e| fail(e.into()))?;
         rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive)
             .map_err(|e| fail(e.into()))?;
+        let abandon = name
+            .to_str()
+            .and_then(|n| crate::abandon::register(parent.as_fd(), n, Entry::Directory))
+            .into_iter()
+            .collect();
         Ok(TestDir {
+            abandon,
             parent,
             name,
             dir: Arc::new(dir),
             path,
         })
+    }
+
+    /// Registers a worker's file `name` in the directory for removal if the run is
+    /// abandoned.
+    pub fn on_abandon_remove(&mut self, name: &str) {
+        self.abandon.extend(crate::abandon::register(
+            self.dir.as_fd(),
+            name,
+            Entry::PrivateFile,
+        ));
     }
 
     /// The directory's descriptor, for the workers.

@@ -136,6 +136,11 @@ pub fn io(stop: &AtomicBool, syncs: &AtomicU64) {
 /// Bytes per write() of the hdd worker.
 const HDD_CHUNK: usize = 1 << 20;
 
+/// The name of the hdd worker's file in the test directory.
+pub fn hdd_file(worker: usize) -> String {
+    format!("hdd.{worker}")
+}
+
 /// Write `bytes` to a file in `dir`, delete it, repeat; counts bytes written. The file is
 /// created with `O_EXCL|O_NOFOLLOW` and unlinked relative to the directory's descriptor, so
 /// no name planted by someone else is ever followed (see [`super::testdir`]).
@@ -146,7 +151,7 @@ pub fn hdd(
     stop: &AtomicBool,
     written: &AtomicU64,
 ) -> Result<(), WorkerError> {
-    let name = format!("hdd.{worker}");
+    let name = hdd_file(worker);
     let fail = |action: &'static str, source: std::io::Error| WorkerError::HddFile {
         action,
         name: name.clone(),

@@ -129,6 +129,9 @@ pub struct TimeReport {
     pub results: Vec<TimedCommand>,
     /// Empty for a single command; otherwise every command against the fastest.
     pub relative: Vec<Relative>,
+    /// A signal stopped the timing: `results` hold the runs that finished (a command that had
+    /// none is left out), each with an `interrupted` warning.
+    pub interrupted: bool,
 }
 
 /// Figures that say what a run's settings were, for the warnings' advice.
@@ -280,7 +283,14 @@ pub fn report(
     let results: Vec<TimedCommand> = names
         .iter()
         .zip(&outcome.runs)
-        .map(|(name, runs)| TimedCommand::new(name, runs, ctx))
+        .filter(|(_, runs)| outcome.interrupted.is_none() || !runs.is_empty())
+        .map(|(name, runs)| {
+            let mut timed = TimedCommand::new(name, runs, ctx);
+            if outcome.interrupted.is_some() {
+                timed.warnings.insert(0, interrupted(runs.len()));
+            }
+            timed
+        })
         .collect();
     let plain: Vec<CommandResult> = results.iter().map(|r| r.result.clone()).collect();
     TimeReport {
@@ -293,6 +303,18 @@ pub fn report(
         shell_spawn_s: outcome.overhead.map(|o| o.wall_s),
         relative: relative_speeds(&plain),
         results,
+        interrupted: outcome.interrupted.is_some(),
+    }
+}
+
+fn interrupted(runs: usize) -> Warning {
+    Warning {
+        code: "interrupted",
+        message: format!(
+            "stopped by a signal after {runs} timed run{}: fewer runs than asked, so the \
+             figures are less certain (the run the signal cut short is not counted)",
+            if runs == 1 { "" } else { "s" }
+        ),
     }
 }
 

@@ -7,7 +7,7 @@
 //! backup starting): in blocks, the drift lands on whichever command ran last and looks like a
 //! difference between the commands; interleaved, it lands on all of them alike.
 
-use super::exec::{Executor, Invocation, Measurement};
+use super::exec::{Executor, Interrupted, Invocation, Measurement};
 use anyhow::{Result, bail};
 
 /// How many timed runs each command gets.
@@ -93,10 +93,14 @@ pub struct Outcome {
     pub runs: Vec<Vec<Measurement>>,
     /// The shell overhead that was subtracted; `None` with `-N`.
     pub overhead: Option<Overhead>,
+    /// The signal that stopped the timing after some runs (the run it cut short is not among
+    /// `runs`); `None` when every run the plan asked for ran.
+    pub interrupted: Option<i32>,
 }
 
 /// Calibrates the shell, then runs setup, warm-ups, timed runs and cleanup as `plan` says, through
-/// `exec`.
+/// `exec`. A signal after the first timed run ends the timing with the runs that finished
+/// (`Outcome::interrupted`); before it, the [`Interrupted`] error is returned.
 pub fn run(plan: &Plan, exec: &mut dyn Executor) -> Result<Outcome> {
     let overhead = match &plan.shell {
         Some(shell) => Some(calibrate(shell, exec)?),
@@ -109,16 +113,22 @@ pub fn run(plan: &Plan, exec: &mut dyn Executor) -> Result<Outcome> {
         runs: vec![Vec::new(); plan.commands.len()],
     };
     let all: Vec<usize> = (0..plan.commands.len()).collect();
-    if plan.interleave {
-        s.phase(&all)?;
+    let ran = if plan.interleave {
+        s.phase(&all)
     } else {
-        for c in all {
-            s.phase(&[c])?;
-        }
-    }
+        all.iter().try_for_each(|&c| s.phase(&[c]))
+    };
+    let interrupted = match ran {
+        Ok(()) => None,
+        Err(e) => match e.downcast_ref::<Interrupted>() {
+            Some(i) if s.runs.iter().any(|r| !r.is_empty()) => Some(i.signal),
+            _ => return Err(e),
+        },
+    };
     Ok(Outcome {
         runs: s.runs,
         overhead,
+        interrupted,
     })
 }
 

@@ -346,3 +346,129 @@ fn files_sector_without_root_says_it_needs_root() {
     let err = assert_error(&o);
     assert!(err.contains("needs root"), "{err}");
 }
+
+/// A typo in a path is reported, not obeyed: only the last directory is ever made (where the
+/// help says it is), a reader does not take a missing database for an empty one, and nothing
+/// is created (issue 30).
+#[test]
+fn a_path_under_a_missing_directory_is_refused_and_nothing_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let deeper = missing.join("deeper");
+    let p = |p: &Path| p.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "record".into(),
+                "--count".into(),
+                "1".into(),
+                "--dir".into(),
+                p(&deeper.join("x")),
+            ],
+            "missing",
+        ),
+        (
+            vec![
+                "record".into(),
+                "--count".into(),
+                "1".into(),
+                "--history".into(),
+                p(&deeper.join("h.db")),
+            ],
+            "missing",
+        ),
+        (
+            vec![
+                "time".into(),
+                "--runs".into(),
+                "1".into(),
+                "--db".into(),
+                p(&missing.join("x.db")),
+                "true".into(),
+            ],
+            "missing",
+        ),
+        (vec!["files".into(), "--path".into(), p(&deeper)], "--path"),
+        (
+            vec![
+                "runs".into(),
+                "list".into(),
+                "--db".into(),
+                p(&dir.path().join("typo.db")),
+            ],
+            "typo.db",
+        ),
+    ];
+    for (args, word) in cases {
+        let line = assert_error(&run(&args));
+        assert_mentions(&line, &[word]);
+        assert_empty(dir.path());
+    }
+    // The documented last level is still made: `record --dir` makes its directory.
+    let made = dir.path().join("new");
+    let o = run(&["record", "--count", "1", "--dir", &p(&made)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(made.join("history.db").exists());
+}
+
+/// A full filesystem mounted read-only is "read-only", not "0.0 GiB free of 0.0 GiB".
+#[test]
+fn a_full_read_only_filesystem_is_called_read_only() {
+    if !is_root() {
+        skip("full read-only filesystem: needs root to mount a tmpfs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _mount = MountGuard::mount(&["-t", "tmpfs", "-o", "size=4M", "tmpfs"], dir.path())
+        .expect("cannot mount a tmpfs");
+    let _ = std::fs::write(dir.path().join("fill"), vec![0u8; 8 << 20]);
+    sh("mount", &["-o", "remount,ro", dir.path().to_str().unwrap()]);
+    let line = refused_in(dir.path(), &["--rw", "randread", "--size", "1M"]);
+    assert_mentions(&line, &["read-only"]);
+    assert!(!line.contains("free space"), "{line}");
+    let line = assert_error(&run(&[
+        "stress",
+        "--hdd",
+        "1",
+        "--hdd-bytes",
+        "1M",
+        "--hdd-dir",
+        dir.path().to_str().unwrap(),
+    ]));
+    assert_mentions(&line, &["read-only"]);
+    assert_eq!(entries(dir.path()), ["fill"]);
+}
+
+/// Without root, where the default results directory cannot be made, `time` and `bench cpu`
+/// say so before they run anything, as `bench disk` does (issue 30).
+#[test]
+fn an_unwritable_results_directory_is_found_before_the_work() {
+    if !is_root() {
+        skip("unwritable results directory: needs root to run as nobody");
+        return;
+    }
+    if as_nobody().is_none() {
+        skip("unwritable results directory: neither setpriv nor runuser works");
+        return;
+    }
+    // Where nobody's `time` run would leave its mark.
+    let open = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let marker = open.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    for args in [
+        vec!["time", "--runs", "3", touch.as_str()],
+        vec!["bench", "cpu", "--runtime", "200ms", "--kernel", "primes"],
+    ] {
+        let mut cmd = as_nobody().unwrap();
+        cmd.arg(env!("CARGO_BIN_EXE_tacho"))
+            .args(&args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", "/nonexistent/home");
+        let line = assert_error(&run_cmd(cmd));
+        assert_mentions(&line, &["results database", "--db"]);
+        assert!(!marker.exists(), "{args:?}: the work ran first");
+    }
+}

@@ -83,27 +83,142 @@ fn only_and_strict() {
     assert!(text.contains("\nKernel\n"), "{text}");
 }
 
+/// Each script is whole on its own, for its own file: no single file that applies and then
+/// undoes what it applied (issue 30).
 #[test]
-fn emit_script_prints_apply_and_revert_and_both_parse() {
-    let o = run(&["check", "--emit-script"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let text = stdout(&o);
-    let (apply, revert) = text
-        .split_once("# ===== revert script")
-        .expect("both scripts");
-    assert!(apply.starts_with("#!/bin/sh\n# tacho check: apply script"));
-    assert!(revert.contains("#!/bin/sh\n# tacho check: revert script"));
-    for script in [apply, revert] {
-        let ok = Command::new("sh")
-            .args(["-n", "-c", script])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "sh -n rejects:\n{script}");
+fn emit_script_prints_apply_or_revert_each_a_script_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["apply", "revert"] {
+        let o = run(&["check", &format!("--emit-script={kind}")]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let script = stdout(&o);
+        assert!(
+            script.starts_with(&format!("#!/bin/sh\n# tacho check: {kind} script")),
+            "{script}"
+        );
+        let other = if kind == "apply" { "revert" } else { "apply" };
+        assert!(!script.contains(&format!("{other} script")), "{script}");
+        let file = dir.path().join(format!("{kind}.sh"));
+        std::fs::write(&file, &script).unwrap();
+        for shell in ["sh", "bash"] {
+            let o = Command::new(shell).arg("-n").arg(&file).output().unwrap();
+            assert!(
+                o.status.success(),
+                "{shell} -n {kind}: {}\n{script}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
     }
-    let o = run(&["check", "--emit-script=apply"]);
-    assert!(!stdout(&o).contains("revert script"));
-    let o = run(&["check", "--emit-script=revert"]);
-    assert!(stdout(&o).starts_with("#!/bin/sh\n# tacho check: revert script"));
+    // Alone, the option does not guess which: "both" in one file undid itself when run.
+    let line = assert_error(&run(&["check", "--emit-script"]));
+    assert!(line.contains("--emit-script"), "{line}");
+}
+
+/// Non-comment lines of a script.
+fn commands(script: &str) -> Vec<&str> {
+    script
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+/// Two SSD-like filesystems that are never trimmed: each is trimmed once, alone (not
+/// `fstrim -a` per mount), no command is written twice (the timer, a cron file), and one
+/// mounted under /tmp, where any user could have made its directory, is left to the admin
+/// (issue 30). The cron file's commands are run against a scratch directory.
+#[test]
+fn emit_script_trims_each_mount_once_and_leaves_other_users_mounts_alone() {
+    let test = "emit_script_trims_each_mount_once";
+    if !is_root() || !have_tool("mkfs.ext4") {
+        skip(&format!("{test}: needs root and mkfs.ext4"));
+        return;
+    }
+    let ours = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let theirs = tempfile::tempdir().unwrap();
+    let points = [
+        ours.path().join("a"),
+        ours.path().join("b"),
+        theirs.path().join("c"),
+    ];
+    let mut devs = Vec::new();
+    let mut mounts = Vec::new();
+    for mp in &points {
+        std::fs::create_dir(mp).unwrap();
+        let Some(dev) = LoopDev::new(test, 64 << 20) else {
+            return;
+        };
+        assert!(dev.mkfs_ext4());
+        mounts.push(MountGuard::mount(&[dev.path()], mp).expect("cannot mount"));
+        devs.push(dev);
+    }
+    let script = |kind: &str| {
+        let o = run(&["check", &format!("--emit-script={kind}")]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let (apply, revert) = (script("apply"), script("revert"));
+    for s in [&apply, &revert] {
+        let lines = commands(s);
+        let mut unique = lines.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), lines.len(), "a command written twice:\n{s}");
+        assert!(!s.contains("fstrim -a"), "every filesystem trimmed:\n{s}");
+    }
+    let timer = apply.contains("\nsystemctl enable --now fstrim.timer\n");
+    let scratch = tempfile::tempdir().unwrap();
+    let to_scratch = |line: &str| {
+        line.replace(
+            "/etc/cron.weekly/",
+            &format!("{}/", scratch.path().display()),
+        )
+    };
+    // Where systemd runs, the timer serves every mount (written once, checked above).
+    for mp in points[..2].iter().filter(|_| !timer) {
+        let mp = mp.to_str().unwrap();
+        let trim = format!("fstrim -v {mp}");
+        assert_eq!(
+            commands(&apply).iter().filter(|l| **l == trim).count(),
+            1,
+            "{apply}"
+        );
+        // The cron file, made in a scratch directory: a script that trims this mount alone.
+        let persist = commands(&apply)
+            .into_iter()
+            .find(|l| l.contains("cron.weekly") && l.contains(mp))
+            .unwrap_or_else(|| panic!("no cron file for {mp}:\n{apply}"));
+        let o = Command::new("sh")
+            .args(["-e", "-c", &to_scratch(persist)])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let made = entries(scratch.path());
+        assert_eq!(made.len(), 1, "{made:?}");
+        let cron = std::fs::read_to_string(scratch.path().join(&made[0])).unwrap();
+        assert_eq!(cron, format!("#!/bin/sh\nexec fstrim {mp}\n"));
+        // Its revert, in the same scratch directory, removes it.
+        let undo = commands(&revert)
+            .into_iter()
+            .find(|l| l.contains(&made[0]))
+            .unwrap_or_else(|| panic!("no revert for {}:\n{revert}", made[0]));
+        let o = Command::new("sh")
+            .args(["-e", "-c", &to_scratch(undo)])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_empty(scratch.path());
+    }
+    let c = points[2].to_str().unwrap();
+    for s in [&apply, &revert] {
+        assert!(
+            commands(s).iter().all(|l| !l.contains(c)),
+            "a command for another user's mount {c}:\n{s}"
+        );
+    }
+    assert!(
+        apply.contains(&format!("# not written: {c} is another user's mount")),
+        "{apply}"
+    );
 }
 
 #[test]
@@ -115,7 +230,7 @@ fn bad_input_is_one_line() {
     );
     let line = assert_error(&run(&["check", "--only", "severe"]));
     assert!(line.contains("warn"), "{line}");
-    assert_error(&run(&["check", "--json", "--emit-script"]));
+    assert_error(&run(&["check", "--json", "--emit-script=apply"]));
 }
 
 /// The same check, run where every mount is read-only (checked in mountinfo, without

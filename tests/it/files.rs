@@ -701,3 +701,47 @@ fn filesystems_without_file_handles_are_watched_by_descriptor() {
     let line = assert_error(&run(&["files", "--mount", "/proc", "--ops", "+D"]));
     assert!(line.contains("cannot report create"), "{line}");
 }
+
+/// A full filesystem under `-o FILE`: one line naming it and the fix, and no 0-byte or
+/// half-written file left to pass for a complete log (issue 30).
+#[test]
+fn output_on_a_full_filesystem_is_named_and_removed() {
+    if !can_watch("output_on_a_full_filesystem") {
+        return;
+    }
+    let full = tempfile::tempdir().unwrap();
+    let _mount = MountGuard::mount(&["-t", "tmpfs", "-o", "size=1M", "tmpfs"], full.path())
+        .expect("cannot mount a tmpfs");
+    let _ = std::fs::write(full.path().join("fill"), vec![0u8; 2 << 20]);
+    let (_guard, dir) = tempdir();
+    let busy = dir.join("busy.txt");
+    std::fs::write(&busy, "x").unwrap();
+    // Events to write while the watch lasts.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::read(&busy);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let out = full.path().join("events.log");
+    let o = run(&[
+        "files",
+        "--path",
+        dir.to_str().unwrap(),
+        "--duration",
+        "2s",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let line = err.lines().last().unwrap_or_default();
+    assert!(line.contains("full") && line.contains("-o FILE"), "{err}");
+    assert_eq!(entries(full.path()), ["fill"], "{err}");
+}

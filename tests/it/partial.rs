@@ -33,6 +33,18 @@ fn sigint(child: &Child) {
     assert_eq!(rc, 0);
 }
 
+/// Delivers `signals` together, before the run can act on the first (as `timeout -s INT`'s
+/// two, or Ctrl-C pressed again at once): sent while it is stopped, each a different signal
+/// (one of a kind stays pending only once), then continued.
+fn signal_at_once(child: &Child, signals: &[i32]) {
+    let pid = child.id() as libc::pid_t;
+    let all = [&[libc::SIGSTOP][..], signals, &[libc::SIGCONT]].concat();
+    for signal in all {
+        // SAFETY: signalling the child this test started.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    }
+}
+
 /// The run id from `saved as run N in …` on stderr.
 fn saved_id(err: &str) -> String {
     let rest = err
@@ -121,6 +133,100 @@ fn sigint_in_a_table_run_says_the_test_was_interrupted() {
         out.lines().any(|l| l.starts_with("randread")),
         "no row for the test: {out}"
     );
+}
+
+/// Ctrl-C pressed twice, or `timeout -s INT` (which signals the process, then its group): the
+/// second signal must still remove the test file and print what was measured.
+#[test]
+fn two_sigints_still_remove_the_test_file_and_report() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut child = tacho()
+        .args(["bench", "disk"])
+        .arg(dir.path())
+        .args([
+            "--rw",
+            "write",
+            "--size",
+            "256M",
+            "--runtime",
+            "60s",
+            "--no-save",
+            // On a virtual disk the probe would come first and leave no test to report.
+            "--no-probe-cache",
+        ])
+        .spawn_piped();
+    let start = Instant::now();
+    while !entries(dir.path())
+        .iter()
+        .any(|e| e.starts_with(".tacho-bench"))
+    {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("tacho ended ({status}) before making its test file");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no test file within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Writing for a while: the first test has figures to report.
+    std::thread::sleep(Duration::from_secs(3));
+    signal_at_once(&child, &[libc::SIGINT, libc::SIGTERM]);
+    let o = wait_output(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    assert_empty(dir.path());
+    let out = stdout(&o);
+    assert!(out.contains("warning [interrupted]"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("write")),
+        "no row for the test: {out}"
+    );
+}
+
+/// A third signal abandons the run at once (no report), but not its 1 GiB-class test file:
+/// the signal handler removes it before exiting.
+#[test]
+fn a_third_sigint_abandons_but_removes_the_test_file() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut child = tacho()
+        .args(["bench", "disk"])
+        .arg(dir.path())
+        .args([
+            "--rw",
+            "write",
+            "--size",
+            "256M",
+            "--runtime",
+            "60s",
+            "--no-save",
+            // On a virtual disk the probe would come first and leave no test to report.
+            "--no-probe-cache",
+        ])
+        .spawn_piped();
+    let start = Instant::now();
+    while !entries(dir.path())
+        .iter()
+        .any(|e| e.starts_with(".tacho-bench"))
+    {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("tacho ended ({status}) before making its test file");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no test file within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    signal_at_once(&child, &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
+    let o = wait_output(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    assert!(
+        o.stdout.is_empty(),
+        "abandoned, yet reported: {}",
+        stdout(&o)
+    );
+    assert_empty(dir.path());
 }
 
 /// A pseudo-terminal: tacho draws its progress bar only on a terminal.

@@ -96,11 +96,16 @@ fn no_save_leaves_no_database() {
     let (_d, db) = db();
     bench(&db, &["--no-save"]);
     assert!(!db.exists(), "--no-save created {}", db.display());
-    // Readers do not create one either, and an empty store lists nothing.
-    assert!(list(&db).is_empty());
-    assert!(!db.exists());
-    let o = run(&with_db(&db, &["runs", "list"]));
+    // Readers do not create one either. Where no --db is given, the place is empty until a
+    // run is saved; a --db that names no database is a typo, said so (issue 30).
+    let mut cmd = tacho();
+    cmd.args(["runs", "list"]).env("TACHO_DB", &db);
+    let o = run_cmd(cmd);
     assert!(stdout(&o).contains("no runs stored yet"), "{}", stdout(&o));
+    assert!(!db.exists());
+    let line = assert_error(&run(&with_db(&db, &["runs", "list"])));
+    assert!(line.contains(db.to_str().unwrap()), "{line}");
+    assert!(!db.exists());
 }
 
 #[test]
@@ -630,4 +635,32 @@ fn bench_alone_saves_where_tacho_db_points() {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["status"], "interrupted");
     assert_eq!(runs[0]["suite"], "quick");
+}
+
+/// A full filesystem under `--db`: one line naming it and the fix (before the work where it
+/// can be seen then), and no 0-byte database left behind (issue 30).
+#[test]
+fn a_database_on_a_full_filesystem_is_named_and_nothing_is_left() {
+    if !is_root() {
+        skip("database on a full filesystem: needs root to mount a tmpfs");
+        return;
+    }
+    let full = tempfile::tempdir().unwrap();
+    let _mount = MountGuard::mount(&["-t", "tmpfs", "-o", "size=1M", "tmpfs"], full.path())
+        .expect("cannot mount a tmpfs");
+    let _ = std::fs::write(full.path().join("fill"), vec![0u8; 2 << 20]);
+    let db = full.path().join("results.db");
+    let target = tempfile::tempdir().unwrap();
+    let cases = [
+        with_db(&db, &["time", "--runs", "1", "true"]),
+        with_db(
+            &db,
+            &tiny_disk(target.path().to_str().unwrap(), &["--rw", "randread"]),
+        ),
+    ];
+    for args in cases {
+        let line = assert_error(&run(&args));
+        assert!(line.contains("full") && line.contains("--db"), "{line}");
+        assert_eq!(entries(full.path()), ["fill"], "{args:?}: {line}");
+    }
 }

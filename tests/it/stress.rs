@@ -156,6 +156,97 @@ fn hdd_files_are_removed_after_sigint() {
     assert_empty(dir.path());
 }
 
+/// Ctrl-C pressed twice, or `timeout -s INT` (which signals the process, then its group): the
+/// second signal must not cost the summary or leave the hdd files.
+#[test]
+fn hdd_files_are_removed_after_two_sigints() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = tacho()
+        .args([
+            "stress",
+            "--hdd",
+            "2",
+            "--hdd-bytes",
+            "64M",
+            "--timeout",
+            "30s",
+            "--json",
+        ])
+        .arg("--hdd-dir")
+        .arg(dir.path())
+        .spawn_piped();
+    let start = Instant::now();
+    while entries(dir.path()).is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !entries(dir.path()).is_empty(),
+        "the hdd workers never started"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    signal_at_once(&child, &[libc::SIGINT, libc::SIGTERM]);
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let v = parse_json(&o);
+    assert_eq!(v["interrupted"], true);
+    assert!(
+        v["workers"]["hdd"]["written_bytes"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    assert_empty(dir.path());
+}
+
+/// A third signal abandons the run at once (no summary), but the signal handler first removes
+/// the hdd files and their directory.
+#[test]
+fn a_third_signal_abandons_but_removes_the_hdd_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = tacho()
+        .args([
+            "stress",
+            "--hdd",
+            "2",
+            "--hdd-bytes",
+            "64M",
+            "--timeout",
+            "30s",
+            "--json",
+        ])
+        .arg("--hdd-dir")
+        .arg(dir.path())
+        .spawn_piped();
+    let start = Instant::now();
+    while entries(dir.path()).is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !entries(dir.path()).is_empty(),
+        "the hdd workers never started"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    signal_at_once(&child, &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        o.stdout.is_empty(),
+        "abandoned, yet summarised: {}",
+        stdout(&o)
+    );
+    assert_empty(dir.path());
+}
+
+/// Delivers `signals` together, before the run can act on the first (as `timeout -s INT`'s
+/// two, or Ctrl-C pressed again at once): sent while it is stopped, each a different signal
+/// (one of a kind stays pending only once), then continued.
+fn signal_at_once(child: &std::process::Child, signals: &[i32]) {
+    let pid = child.id() as libc::pid_t;
+    let all = [&[libc::SIGSTOP][..], signals, &[libc::SIGCONT]].concat();
+    for signal in all {
+        // SAFETY: signalling the child this test started.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    }
+}
+
 #[test]
 fn too_much_memory_is_refused_unless_forced() {
     let line = assert_error(&run(&["stress", "--vm", "1", "--vm-bytes", "100T"]));

@@ -383,6 +383,45 @@ fn ctrl_c_kills_a_run_bounded_by_max_time() {
     );
 }
 
+/// Ctrl-C after some runs reports the runs that finished, marked interrupted, and saves them,
+/// as `bench` does; the export files, read by scripts that cannot tell, are not written.
+#[test]
+fn sigint_after_some_runs_reports_the_finished_ones() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("runs.log");
+    let export = dir.path().join("export.json");
+    let line = format!("echo run >> {}; sleep 0.05", log.display());
+    let child = tacho()
+        .args(["time", "--runs", "1000", "--json", &line, "--export-json"])
+        .arg(&export)
+        .spawn_piped();
+    let runs = || {
+        std::fs::read_to_string(&log)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let start = Instant::now();
+    while runs() < 5 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(runs() >= 5, "the runs never started");
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = wait_output(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let v = parse_json(&o);
+    assert_eq!(v["interrupted"], true, "{v}");
+    let result = &v["results"][0];
+    let timed = result["times"].as_array().unwrap().len();
+    // The run the signal cut short is not counted; the shell's calibration adds none.
+    assert!(timed >= 4 && timed <= runs(), "{timed} of {} runs", runs());
+    assert!(result["mean"].as_f64().unwrap() > 0.0, "{result}");
+    assert_eq!(result["warnings"][0]["code"], "interrupted", "{result}");
+    assert!(stderr(&o).contains("saved as run"), "{}", stderr(&o));
+    assert_eq!(entries(dir.path()), ["runs.log"]);
+}
+
 #[test]
 fn a_failed_run_leaves_no_export_behind() {
     let dir = tempfile::tempdir().unwrap();

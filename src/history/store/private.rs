@@ -13,12 +13,23 @@ use anyhow::{Context, Result, anyhow, bail};
 /// ELOOP limit).
 const MAX_LINKS: usize = 40;
 
+/// Which missing directories above the history file may be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Make {
+    /// Every missing level: the default place (`/var/lib/tacho/history`), which is tacho's.
+    Chain,
+    /// Only the file's own directory: a path the admin typed, where a missing level above it
+    /// is a typo to report, not a tree to create as root.
+    OwnDirectory,
+}
+
 /// The history file `path` names, in a directory that is this user's (or root's) and that
 /// only they can write: the directory is created mode 0700 where missing (each level checked
-/// as it is made), after every existing directory on the way was found safe and every link
-/// on the way this user's or root's. A bare file name is in the current directory, checked
-/// the same way. Returns the file's path with the links resolved, which SQLite then opens.
-pub(super) fn private_file(path: &Path) -> Result<PathBuf> {
+/// as it is made; above the file's own directory only with [`Make::Chain`]), after every
+/// existing directory on the way was found safe and every link on the way this user's or
+/// root's. A bare file name is in the current directory, checked the same way. Returns the
+/// file's path with the links resolved, which SQLite then opens.
+pub(super) fn private_file(path: &Path, make: Make) -> Result<PathBuf> {
     let name = path
         .file_name()
         .ok_or_else(|| anyhow!("{} names no file; pass --history PATH", path.display()))?;
@@ -28,6 +39,15 @@ pub(super) fn private_file(path: &Path) -> Result<PathBuf> {
         .unwrap_or(Path::new("."));
     let me = rustix::process::geteuid().as_raw();
     let (existing, missing) = resolve(dir, me)?;
+    if make == Make::OwnDirectory && missing.len() > 1 {
+        bail!(
+            "{} does not exist (tacho creates only the history's own directory, {}); fix the \
+             path, or create {} first",
+            existing.join(&missing[0]).display(),
+            dir.display(),
+            dir.parent().unwrap_or(dir).display()
+        );
+    }
     let mut real = existing;
     for part in missing {
         real.push(part);
@@ -200,7 +220,7 @@ fn mine(uid: u32, me: u32) -> bool {
 
 /// Whether the filesystem holding `file` has (nearly) no space left for this user: root may
 /// use the blocks reserved for it.
-pub(super) fn filesystem_full(file: &Path) -> bool {
+pub fn filesystem_full(file: &Path) -> bool {
     let dir = file
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

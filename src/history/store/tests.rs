@@ -25,7 +25,7 @@ pub(super) fn record(unix_s: f64) -> Record {
 fn samples_come_back_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h/history.db");
-    let h = History::create(&path).unwrap();
+    let h = History::create(&path, Make::Chain).unwrap();
     for t in [100.0, 101.0, 102.0] {
         h.append(&record(t)).unwrap();
     }
@@ -59,7 +59,7 @@ fn samples_come_back_as_written() {
 #[test]
 fn retention_drops_the_oldest_and_keeps_the_newest() {
     let dir = tempfile::tempdir().unwrap();
-    let h = History::create(&dir.path().join("history.db")).unwrap();
+    let h = History::create(&dir.path().join("history.db"), Make::Chain).unwrap();
     for t in 0..40 {
         h.append(&record(f64::from(t))).unwrap();
     }
@@ -86,14 +86,14 @@ fn refuses_foreign_and_damaged_files_and_links() {
         .unwrap();
     let e = History::open(&other).err().unwrap().to_string();
     assert!(e.contains("not a tacho history"), "{e}");
-    assert!(History::create(&other).is_err());
+    assert!(History::create(&other, Make::Chain).is_err());
     let junk = dir.path().join("junk.db");
     std::fs::write(&junk, vec![7u8; 8192]).unwrap();
     let e = format!("{:#}", History::open(&junk).err().unwrap());
     assert!(e.contains("not a tacho history"), "{e}");
     let link = dir.path().join("link.db");
     std::os::unix::fs::symlink(&other, &link).unwrap();
-    assert!(History::create(&link).is_err());
+    assert!(History::create(&link, Make::Chain).is_err());
     assert!(History::open(&link).is_err());
 }
 
@@ -101,7 +101,7 @@ fn refuses_foreign_and_damaged_files_and_links() {
 fn a_damaged_row_is_one_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.db");
-    let h = History::create(&path).unwrap();
+    let h = History::create(&path, Make::Chain).unwrap();
     h.append(&record(1.0)).unwrap();
     h.conn
         .execute(
