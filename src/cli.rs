@@ -31,7 +31,10 @@ mod plan_tests;
     name = "tacho",
     version,
     about = "How fast this Linux server really is, and what is slowing it down",
-    propagate_version = true
+    propagate_version = true,
+    // `tacho` alone lists the commands, on stderr with exit 2 as hyperfine and rg do without
+    // arguments: no command is a usage error a script should notice, not a success.
+    arg_required_else_help = true
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -159,7 +159,11 @@ fn a_slow_device_s_latency_percentiles_agree_with_fio_s_completion_latency() {
         }
         busy_seen |= busy;
     }
-    assert!(busy_seen, "the device never showed in {} intervals", docs.len());
+    assert!(
+        busy_seen,
+        "the device never showed in {} intervals",
+        docs.len()
+    );
     let total = merged_buckets(&docs, &name, "total");
     let traced: u64 = total.iter().map(|b| b.2).sum();
     let reads = read["total_ios"].as_u64().unwrap();

@@ -213,6 +213,27 @@ fn man_refuses_a_link_at_a_page_name_before_writing_any_page() {
     assert_eq!(entries(dir.path()), vec!["tacho-time.1", "victim"]);
 }
 
+// --- habits of the tools tacho replaces ------------------------------------------------------
+
+#[test]
+fn tacho_alone_lists_the_commands_and_exits_2_as_hyperfine_and_ripgrep_do() {
+    let o = run::<&str>(&[]);
+    // No command is a usage error (exit 2, as hyperfine and rg without arguments), but the
+    // answer is the command list a newcomer needs, not a one-line riddle.
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty(), "help goes to stderr: {}", stdout(&o));
+    let err = stderr(&o);
+    for command in [
+        "bench", "top", "check", "files", "compare", "profile", "man",
+    ] {
+        assert!(
+            err.lines().any(|l| l.trim_start().starts_with(command)),
+            "no {command} in: {err}"
+        );
+    }
+    assert!(err.contains("Usage: tacho"), "{err}");
+}
+
 // --- agreeing options -----------------------------------------------------------------------
 
 #[test]
