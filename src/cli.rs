@@ -365,9 +365,12 @@ pub(crate) struct TopArgs {
     #[arg(long, value_parser = choice::<crate::diagnose::model::SortKey>(), default_value = "io")]
     pub sort: crate::diagnose::model::SortKey,
 
-    /// Serve the figures as Prometheus text on http://ADDR/metrics (e.g. 127.0.0.1:9101);
-    /// without --batch or --json, tacho only serves
-    #[arg(long, value_name = "ADDR")]
+    /// Serve the figures as Prometheus text on http://ADDR/metrics: 127.0.0.1:9101, or
+    /// node_exporter's :9101 and localhost:9101, serve this machine only (unlike
+    /// node_exporter, a bare :PORT stays local: the figures name processes and paths);
+    /// 0.0.0.0:9101 or [::]:9101 serve every address. Without --batch or --json, tacho only
+    /// serves
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
 
     /// TLS and basic authentication for --listen, in the exporter toolkit's YAML (as
@@ -606,6 +609,28 @@ pub(crate) struct DiffArgs {
     /// One JSON document (schema tacho.diff.v1) on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--listen`: an IP address and port, or node_exporter's `:PORT` and `localhost:PORT`, both
+/// read as loopback (the safe reading: the network is asked for by address, 0.0.0.0:PORT).
+fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
+    let local_port = text
+        .strip_prefix(':')
+        .or_else(|| text.strip_prefix("localhost:"));
+    let addr = match local_port {
+        Some(port) => port
+            .parse::<u16>()
+            .ok()
+            .map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p))),
+        None => text.parse().ok(),
+    };
+    addr.ok_or_else(|| {
+        format!(
+            "{} is not an address to listen on; give 127.0.0.1:9101 or :9101 (this machine \
+             only), or 0.0.0.0:9101 (every address)",
+            errors::echo(text)
+        )
+    })
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
