@@ -14,6 +14,7 @@ pub(crate) use results::{
 };
 pub mod errors;
 mod help;
+mod hint;
 mod kit;
 pub(crate) use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
@@ -120,11 +121,11 @@ pub(crate) enum BenchWhat {
 #[derive(Debug, Args, Default)]
 pub(crate) struct DiskArgs {
     /// Directory (tacho creates and removes its own test file), existing file, or block device
-    #[arg(default_value = ".")]
+    #[arg(default_value = ".", value_hint = clap::ValueHint::AnyPath)]
     pub target: PathBuf,
 
     /// Run a fixed suite of tests instead of one custom test [default: quick]
-    #[arg(long, value_name = "NAME", conflicts_with = "rw")]
+    #[arg(long, value_name = "NAME", conflicts_with = "rw", value_parser = hint::suite_name())]
     pub suite: Option<String>,
 
     /// List the suites with their versions and tests, then exit

@@ -234,6 +234,70 @@ fn tacho_alone_lists_the_commands_and_exits_2_as_hyperfine_and_ripgrep_do() {
     assert!(err.contains("Usage: tacho"), "{err}");
 }
 
+/// A page's section, fonts and roff's `\-` undone: `--suite NAME`.
+fn man_section(roff: &str, title: &str) -> String {
+    let start = roff
+        .find(&format!(".SH {title}\n"))
+        .unwrap_or_else(|| panic!("no {title} in {roff}"));
+    let body = &roff[start + title.len() + 5..];
+    let body = &body[..body.find("\n.SH ").unwrap_or(body.len())];
+    body.replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fI", "")
+        .replace("\\fR", "")
+}
+
+#[test]
+fn man_pages_give_option_values_in_the_synopsis_and_the_readmes_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["man", "--dir", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let disk = page("tacho-bench-disk.1");
+    let synopsis = man_section(&disk, "SYNOPSIS");
+    for option in [
+        "[--suite NAME]",
+        "[--size SIZE]",
+        "[--fio-job FILE]",
+        "[TARGET]",
+    ] {
+        assert!(synopsis.contains(option), "no {option} in {synopsis}");
+    }
+    let examples = man_section(&disk, "EXAMPLES");
+    assert!(
+        examples.contains("tacho bench disk /var/lib/etcd --suite etcd"),
+        "{examples}"
+    );
+    assert!(examples.contains("pass/fail for etcd"), "{examples}");
+    let top = man_section(&page("tacho-top.1"), "EXAMPLES");
+    assert!(
+        top.contains("tacho top --batch --interval 1s --count 5"),
+        "{top}"
+    );
+    // The page's own notes stay (what the letters of `files` mean).
+    assert!(man_section(&page("tacho-files.1"), "NOTES").contains("Letters"));
+    let synopsis = man_section(&page("tacho-check.1"), "SYNOPSIS");
+    assert!(synopsis.contains("[--emit-script[=WHICH]]"), "{synopsis}");
+}
+
+#[test]
+fn completions_offer_the_suite_names_for_suite() {
+    let bash = stdout(&run(&["completions", "bash"]));
+    let mut cases = bash.split("--suite)").skip(1).peekable();
+    assert!(cases.peek().is_some(), "no --suite in the bash script");
+    for case in cases {
+        let reply = case.lines().nth(1).unwrap();
+        for suite in ["quick", "cdm-nvme", "etcd", "k8s", "dd"] {
+            assert!(reply.contains(suite), "--suite offers: {reply}");
+        }
+    }
+    let fish = stdout(&run(&["completions", "fish"]));
+    // fish lists the words with their help, one per line, in one quoted argument.
+    let suite = fish.split("-l suite").nth(1).unwrap();
+    let suite = suite.split("\ncomplete ").next().unwrap();
+    assert!(suite.contains("\netcd\\t"), "{suite}");
+}
+
 // --- agreeing options -----------------------------------------------------------------------
 
 #[test]
