@@ -115,6 +115,7 @@ pub(crate) enum BenchWhat {
     /// CPU throughput, single-thread and all threads, on kernels that cannot be optimised away
     Cpu(CpuArgs),
     /// Memory bandwidth (read, write, copy) and latency at L1, L2, L3 and DRAM working sets
+    /// (half of L1 and of L2, an eighth of L3 but at least twice L2, 8 × the last cache)
     Mem(MemArgs),
 }
 
@@ -568,7 +569,11 @@ pub(crate) struct SnapshotArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  tacho snapshot --save --db postgres://tacho@db/results   (on each host)\n  \
-tacho drift --db postgres://tacho@db/results\n  tacho drift --host 'db-*' --strict"
+tacho drift --db postgres://tacho@db/results\n  tacho drift --host 'db-*' --strict",
+    // The formats are those of `runs show` and `compare`; what they hold here is settings.
+    mut_arg("csv", |a| a.help("Print CSV: one row per setting, value and host (key, relevant, host, value)")),
+    mut_arg("html", |a| a.help("Write a self-contained HTML page to FILE: a row per setting, the values that differ from most hosts highlighted")),
+    mut_arg("markdown", |a| a.help("Print the listing as a Markdown list, a line per setting"))
 )]
 pub(crate) struct DriftArgs {
     /// Hosts matching this pattern only (`*` matches any text, e.g. 'db-*')

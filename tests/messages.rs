@@ -298,6 +298,31 @@ fn completions_offer_the_suite_names_for_suite() {
     assert!(suite.contains("\netcd\\t"), "{suite}");
 }
 
+#[test]
+fn help_and_listings_describe_this_command_in_words_for_users() {
+    let collapse =
+        |o: &std::process::Output| stdout(o).split_whitespace().collect::<Vec<_>>().join(" ");
+    // drift shares its formats with compare, but its CSV holds settings, not tests.
+    let drift = collapse(&run(&["drift", "--help"]));
+    let csv = drift.split("--csv").nth(1).unwrap();
+    let csv = csv.split(" --").next().unwrap();
+    assert!(
+        csv.contains("setting") && !csv.contains("per test"),
+        "{csv}"
+    );
+    let html = drift.split("--html").nth(1).unwrap();
+    assert!(
+        !html.split(" --").next().unwrap().contains("charts"),
+        "{html}"
+    );
+    // bench mem's working sets as plan_levels makes them: an eighth of L3, not half.
+    let mem = collapse(&run(&["bench", "mem", "--help"]));
+    assert!(mem.contains("an eighth of L3"), "{mem}");
+    // Written for the admin reading it, not about how the project began.
+    let suites = stdout(&run(&["bench", "disk", "--list-suites"]));
+    assert!(!suites.contains("seed"), "{suites}");
+}
+
 // --- agreeing options -----------------------------------------------------------------------
 
 #[test]
