@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fails when two source files of src/ import each other, directly or around a circle.
+"""Fails when two source files of src/ import each other, directly or around a circle, or when
+a file imports from a layer above its own (the table of docs/architecture.md, kept in LAYERS).
 
 Reads `crate::…` and `super::…` paths (in `use` lines and inline), resolves each to the file
 that defines the module it names, and looks for cycles in that file graph. Test code is left
@@ -33,6 +34,51 @@ def file_of(parts, files):
         if key in files:
             return files[key]
     return None
+
+
+# The layers of docs/architecture.md, lowest first: a file may import its own layer and the
+# ones below. Each entry: the layer's name as the table says it, and the module paths (folders
+# or files under src/) it holds; the longest matching path decides.
+LAYERS = [
+    ("shared", ["units.rs", "stats.rs", "choice.rs", "parallel.rs", "text.rs", "mapping.rs",
+                "warning.rs"]),
+    ("readers and tracers", ["kernel", "files", "safety", "net", "bpf"]),
+    ("profiler, engines and samplers",
+     ["profile", "io", "diagnose/sample", "cpubench", "membench", "stress", "timing"]),
+    ("models and plans", ["bench", "diagnose/model", "snapshot", "totals"]),
+    ("findings", ["diagnose/findings", "check", "bench/honesty.rs", "bench/verdict.rs"]),
+    ("store and comparison", ["store", "history", "compare"]),
+    ("reporters", ["report", "tui"]),
+    ("command line", ["main.rs", "cli.rs", "cli", "cmd", "lib.rs", "diagnose/mod.rs"]),
+]
+
+def layer_of(path):
+    """(rank, name) of the layer holding src/ file `path`."""
+    rel = os.path.relpath(path, SRC)
+    best = None
+    for rank, (name, members) in enumerate(LAYERS):
+        for m in members:
+            if rel == m or rel.startswith(m + os.sep):
+                if best is None or len(m) > best[2]:
+                    best = (rank, name, len(m))
+    if best is None:
+        return None
+    return best[0], best[1]
+
+
+def upward_imports(graph):
+    """Every import from a lower layer's file into a higher layer's, and unplaced files."""
+    found, unplaced = [], []
+    for src in sorted(graph):
+        here = layer_of(src)
+        if here is None:
+            unplaced.append(src)
+            continue
+        for dest in sorted(graph[src]):
+            there = layer_of(dest)
+            if there is not None and there[0] > here[0]:
+                found.append((src, dest, here[1], there[1]))
+    return found, unplaced
 
 
 def main():
@@ -92,8 +138,16 @@ def main():
     real = cycles
     for c in real:
         print("cycle: " + " -> ".join(c))
-    print(f"{len(files)} files, {sum(len(v) for v in graph.values())} imports, {len(real)} cycles")
-    return 1 if real else 0
+    upward, unplaced = upward_imports(graph)
+    for path in unplaced:
+        print(f"{path}: in no layer of docs/architecture.md (add it to LAYERS and the table)")
+    for src, dest, low, high in upward:
+        print(f"upward import: {src} ({low}) imports {dest} ({high})")
+    print(
+        f"{len(files)} files, {sum(len(v) for v in graph.values())} imports, {len(real)} cycles, "
+        f"{len(upward)} upward imports"
+    )
+    return 1 if real or upward or unplaced else 0
 
 
 if __name__ == "__main__":

@@ -33,3 +33,4 @@ pub(crate) mod timing;
 pub(crate) mod totals;
 pub(crate) mod tui;
 pub mod units;
+pub(crate) mod warning;

@@ -19,12 +19,11 @@
 //! holds every block, cold ones included: then nothing can be seen, and the probe says so.
 
 use crate::io::buffer::AlignedBuf;
-use crate::io::worker::retry_eintr;
+use crate::io::worker::retry;
 use crate::io::{Control, EngineError};
 use crate::units::{format_latency_ns, format_size};
 use serde::Serialize;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 /// Write, flush and read-back rounds: at least the first, at most the second, stopping after
@@ -130,7 +129,7 @@ pub fn min_region() -> u64 {
 /// Runs the probe on `file`, a writable O_DIRECT descriptor of the target, over its first
 /// `region` bytes in I/Os of `block` bytes; overwrites one block in each of up to 256 slots.
 /// `just_written`: this run laid the region out, so its cold blocks are recent too.
-/// `None` when the region is smaller than [`min_region`] or `ctl` stopped it.
+/// `None` when the region is smaller than [`min_region`], `ctl` stopped it, or no round ran.
 pub fn probe(
     file: &File,
     region: u64,
@@ -153,7 +152,6 @@ pub fn probe(
     let hot: Vec<u64> = at.by_ref().take(rounds).collect();
     let cold: Vec<u64> = at.take(rounds * COLD_PER_ROUND).collect();
     let mut buf = AlignedBuf::random(block as usize, &mut rng);
-    let fd = file.as_raw_fd();
     let (mut cold_ns, mut hot_ns, mut write_ns, mut flush_ns) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let start = Instant::now();
@@ -165,24 +163,38 @@ pub fn probe(
             break;
         }
         for &c in &cold[round * COLD_PER_ROUND..(round + 1) * COLD_PER_ROUND] {
-            cold_ns.push(timed(|| read_at(fd, &mut buf, c))?);
+            cold_ns.push(timed(|| read_at(file, &mut buf, c))?);
         }
         buf.scramble(at);
-        write_ns.push(timed(|| write_at(fd, &buf, at))?);
+        write_ns.push(timed(|| write_at(file, &buf, at))?);
         // Read back before the flush, whose work (a host's fsync) would slow the read down.
-        hot_ns.push(timed(|| read_at(fd, &mut buf, at))?);
+        hot_ns.push(timed(|| read_at(file, &mut buf, at))?);
         flush_ns.push(timed(|| {
             file.sync_data()
                 .map_err(|e| EngineError::io("flush", at, e))
         })?);
     }
+    use crate::stats::{median, quantile};
+    // Every round times each step, so these are empty only if no round ran: then nothing
+    // was measured, which is no figure (not a zero).
+    let (Some(cold_read), Some(cold_read_p25), Some(hot_read), Some(hot_read_p75)) = (
+        median(&cold_ns),
+        quantile(&mut cold_ns, 0.25),
+        median(&hot_ns),
+        quantile(&mut hot_ns, 0.75),
+    ) else {
+        return Ok(None);
+    };
+    let (Some(write), Some(flush)) = (median(&write_ns), median(&flush_ns)) else {
+        return Ok(None);
+    };
     let medians = Medians {
-        cold_read: median(&cold_ns),
-        cold_read_p25: quantile(&mut cold_ns, 0.25),
-        hot_read: median(&hot_ns),
-        hot_read_p75: quantile(&mut hot_ns, 0.75),
-        write: median(&write_ns),
-        flush: median(&flush_ns),
+        cold_read,
+        cold_read_p25,
+        hot_read,
+        hot_read_p75,
+        write,
+        flush,
     };
     let (cached, unflushed, summary) = judge(&medians);
     // What was seen stands (hot reads beat even recent cold ones); nothing seen says nothing.
@@ -259,22 +271,17 @@ fn timed(op: impl FnOnce() -> Result<(), EngineError>) -> Result<f64, EngineErro
     Ok(start.elapsed().as_nanos() as f64)
 }
 
-fn read_at(fd: i32, buf: &mut AlignedBuf, at: u64) -> Result<(), EngineError> {
+fn read_at(file: &File, buf: &mut AlignedBuf, at: u64) -> Result<(), EngineError> {
     let want = buf.len();
-    // SAFETY: the buffer holds `want` writable bytes and outlives the call.
-    let got = retry_eintr(|| unsafe {
-        libc::pread(fd, buf.as_mut_ptr().cast(), want, at as libc::off_t)
-    })
-    .map_err(|e| EngineError::io("read", at, e))?;
+    let got = retry(|| rustix::io::pread(file, buf.as_mut_slice(), at))
+        .map_err(|e| EngineError::io("read", at, e.into()))?;
     whole("read", at, got, want)
 }
 
-fn write_at(fd: i32, buf: &AlignedBuf, at: u64) -> Result<(), EngineError> {
+fn write_at(file: &File, buf: &AlignedBuf, at: u64) -> Result<(), EngineError> {
     let want = buf.len();
-    // SAFETY: the buffer holds `want` bytes and outlives the call.
-    let got =
-        retry_eintr(|| unsafe { libc::pwrite(fd, buf.as_ptr().cast(), want, at as libc::off_t) })
-            .map_err(|e| EngineError::io("write", at, e))?;
+    let got = retry(|| rustix::io::pwrite(file, buf.as_slice(), at))
+        .map_err(|e| EngineError::io("write", at, e.into()))?;
     whole("write", at, got, want)
 }
 
@@ -289,15 +296,6 @@ fn whole(op: &'static str, offset: u64, got: usize, want: usize) -> Result<(), E
             want: want as u64,
         })
     }
-}
-
-fn median(xs: &[f64]) -> f64 {
-    crate::stats::median(xs).unwrap_or(0.0)
-}
-
-/// The value a share `q` of the samples lies below (nearest rank), 0 for none; sorts them.
-fn quantile(xs: &mut [f64], q: f64) -> f64 {
-    crate::stats::quantile(xs, q).unwrap_or(0.0)
 }
 
 #[cfg(test)]

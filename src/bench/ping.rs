@@ -7,10 +7,9 @@
 
 use super::target::Target;
 use crate::io::buffer::AlignedBuf;
-use crate::io::worker::retry_eintr;
+use crate::io::worker::retry;
 use crate::io::{Control, EngineError};
 use serde::Serialize;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Requests shown but not counted, as ioping's default `-a 1`.
@@ -140,7 +139,6 @@ pub fn run(
     on_request: &mut dyn FnMut(&Request),
 ) -> Result<u64, EngineError> {
     let file = target.open(opts.direct).map_err(EngineError::Open)?;
-    let fd = file.as_raw_fd();
     let mut rng = fastrand::Rng::new();
     let mut buf = AlignedBuf::random(opts.size as usize, &mut rng);
     let slots = (opts.work_size / opts.size).max(1);
@@ -150,29 +148,25 @@ pub fn run(
         let started = Instant::now();
         let offset = rng.u64(..slots) * opts.size;
         if !opts.direct && !opts.write {
-            // SAFETY: advisory call on a descriptor we own.
-            unsafe {
-                libc::posix_fadvise(
-                    fd,
-                    offset as libc::off_t,
-                    opts.size as libc::off_t,
-                    libc::POSIX_FADV_DONTNEED,
-                )
-            };
+            // Advice only: a filesystem that ignores it leaves the next read cached, which the
+            // figures show.
+            let _ = rustix::fs::fadvise(
+                &file,
+                offset,
+                std::num::NonZeroU64::new(opts.size),
+                rustix::fs::Advice::DontNeed,
+            );
         }
         let len = buf.len();
         let t0 = Instant::now();
-        // SAFETY: the buffer holds `len` bytes and outlives the call.
-        let got = retry_eintr(|| unsafe {
-            if opts.write {
-                libc::pwrite(fd, buf.as_ptr().cast(), len, offset as libc::off_t)
-            } else {
-                libc::pread(fd, buf.as_mut_ptr().cast(), len, offset as libc::off_t)
-            }
-        });
+        let got = if opts.write {
+            retry(|| rustix::io::pwrite(&file, buf.as_slice(), offset))
+        } else {
+            retry(|| rustix::io::pread(&file, buf.as_mut_slice(), offset))
+        };
         let time_ns = t0.elapsed().as_nanos() as u64;
         let op = if opts.write { "write" } else { "read" };
-        let got = got.map_err(|e| EngineError::io(op, offset, e))?;
+        let got = got.map_err(|e| EngineError::io(op, offset, e.into()))?;
         if got != len {
             return Err(EngineError::Short {
                 op,

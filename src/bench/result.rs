@@ -101,14 +101,7 @@ pub struct TargetInfo {
     pub logical_block_size: u32,
 }
 
-/// A reason to doubt a figure, with a stable code for scripts and a sentence for people.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Warning {
-    /// Stable identifier for scripts (`vm-detected`, `cow-fs`, `interrupted`).
-    pub code: &'static str,
-    /// What to doubt and what to do about it, in one or two sentences.
-    pub message: String,
-}
+pub use crate::warning::Warning;
 
 /// One test of a run: its settings, the figures over all repeats, and each repeat.
 #[derive(Debug, Serialize)]

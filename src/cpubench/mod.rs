@@ -6,14 +6,14 @@
 
 pub mod kernels;
 
-use crate::bench::result::Warning;
-use crate::diagnose::model::cpu::CpuSplit;
 use crate::kernel::SysRoot;
+use crate::kernel::cpusplit::CpuSplit;
 use crate::kernel::host::Host;
 use crate::kernel::stat::{CpuTicks, read_stat};
 use crate::kernel::tunables::SystemTunables;
 use crate::parallel::run_together;
 use crate::stats;
+use crate::warning::Warning;
 use kernels::Kernel;
 pub use kernels::KernelName;
 use serde::Serialize;

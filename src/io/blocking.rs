@@ -7,9 +7,10 @@ use super::buffer::AlignedBuf;
 use super::meter::Meter;
 use super::spec::{EngineKind, JobSpec, SyncKind};
 use super::stats::Measured;
-use super::worker::{Control, Dir, Picker, retry_eintr};
+use super::worker::{Control, Dir, Picker, retry};
+use rustix::fs::SeekFrom;
+use rustix::io::Errno;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 pub fn run(
@@ -18,7 +19,6 @@ pub fn run(
     stream: u64,
     ctl: &Control,
 ) -> Result<Measured, EngineError> {
-    let fd = file.as_raw_fd();
     let mut picker = Picker::new(spec, stream);
     let mut buf = AlignedBuf::random(spec.bs as usize, picker.rng());
     let mut meter = Meter::start(spec, stream, ctl);
@@ -31,20 +31,12 @@ pub fn run(
         }
         let (dir, offset, len) = picker.next_op();
         meter.issue(dir, len, &mut buf);
-        transfer(
-            spec.engine,
-            fd,
-            &mut buf,
-            len as usize,
-            dir,
-            offset,
-            &mut position,
-        )?;
+        transfer(spec.engine, file, &mut buf, len, dir, offset, &mut position)?;
         meter.completed(dir, len, started, Instant::now());
         if picker.sync_due() {
             let kind = spec.sync.map_or(SyncKind::Fsync, |s| s.kind);
             let sync_start = Instant::now();
-            flush(fd, kind)?;
+            flush(file, kind)?;
             meter.flushed(sync_start, Instant::now());
         }
     }
@@ -53,62 +45,50 @@ pub fn run(
 
 fn transfer(
     engine: EngineKind,
-    fd: i32,
+    file: &File,
     buf: &mut AlignedBuf,
-    len: usize,
+    len: u64,
     dir: Dir,
     offset: u64,
     position: &mut Option<u64>,
 ) -> Result<(), EngineError> {
     let op = dir.op_name();
-    let io_err = |e| EngineError::io(op, offset, e);
+    let data = buf.first_mut(len, op, offset)?;
+    let io_err = |e: Errno| EngineError::io(op, offset, e.into());
     let done = if engine == EngineKind::Sync {
         if *position != Some(offset) {
-            retry_eintr(|| {
-                // SAFETY: lseek on a descriptor we own; no memory involved.
-                unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_SET) as isize }
-            })
-            .map_err(|e| EngineError::io("seek", offset, e))?;
+            retry(|| rustix::fs::seek(file, SeekFrom::Start(offset)))
+                .map_err(|e| EngineError::io("seek", offset, e.into()))?;
         }
-        // SAFETY: the buffer is valid for `len` bytes for the duration of the call.
-        let n = retry_eintr(|| unsafe {
-            match dir {
-                Dir::Read => libc::read(fd, buf.as_mut_ptr().cast(), len),
-                Dir::Write => libc::write(fd, buf.as_ptr().cast(), len),
-            }
-        })
+        let n = match dir {
+            Dir::Read => retry(|| rustix::io::read(file, &mut *data)),
+            Dir::Write => retry(|| rustix::io::write(file, data)),
+        }
         .map_err(io_err)?;
         *position = Some(offset + n as u64);
         n
     } else {
-        // SAFETY: the buffer is valid for `len` bytes for the duration of the call.
-        retry_eintr(|| unsafe {
-            match dir {
-                Dir::Read => libc::pread(fd, buf.as_mut_ptr().cast(), len, offset as libc::off_t),
-                Dir::Write => libc::pwrite(fd, buf.as_ptr().cast(), len, offset as libc::off_t),
-            }
-        })
+        match dir {
+            Dir::Read => retry(|| rustix::io::pread(file, &mut *data, offset)),
+            Dir::Write => retry(|| rustix::io::pwrite(file, data, offset)),
+        }
         .map_err(io_err)?
     };
-    if done != len {
+    if done as u64 != len {
         return Err(EngineError::Short {
             op,
             offset,
             got: done as u64,
-            want: len as u64,
+            want: len,
         });
     }
     Ok(())
 }
 
-fn flush(fd: i32, kind: SyncKind) -> Result<(), EngineError> {
-    // SAFETY: fsync/fdatasync on a descriptor we own.
-    retry_eintr(|| unsafe {
-        (match kind {
-            SyncKind::Fsync => libc::fsync(fd),
-            SyncKind::Fdatasync => libc::fdatasync(fd),
-        }) as isize
+fn flush(file: &File, kind: SyncKind) -> Result<(), EngineError> {
+    retry(|| match kind {
+        SyncKind::Fsync => rustix::fs::fsync(file),
+        SyncKind::Fdatasync => rustix::fs::fdatasync(file),
     })
-    .map(drop)
-    .map_err(|e| EngineError::io("flush", 0, e))
+    .map_err(|e| EngineError::io("flush", 0, e.into()))
 }

@@ -38,11 +38,6 @@ impl AlignedBuf {
         self.layout.size()
     }
 
-    /// Start of the buffer, for the kernel to read from (writes).
-    pub fn as_ptr(&self) -> *const u8 {
-        self.ptr.as_ptr()
-    }
-
     /// Start of the buffer, for the kernel to write into (reads).
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
@@ -58,6 +53,31 @@ impl AlignedBuf {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for len bytes and borrowed mutably through &mut self.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len()) }
+    }
+
+    /// The first `len` bytes, which one I/O moves; an error beyond the buffer, so no plan or
+    /// job file can make an engine hand the kernel more than was allocated, whatever
+    /// validation ran before.
+    pub fn first_mut(
+        &mut self,
+        len: u64,
+        op: &'static str,
+        offset: u64,
+    ) -> Result<&mut [u8], super::EngineError> {
+        let have = self.len();
+        usize::try_from(len)
+            .ok()
+            .and_then(|n| self.as_mut_slice().get_mut(..n))
+            .ok_or_else(|| {
+                super::EngineError::io(
+                    op,
+                    offset,
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("an I/O of {len} bytes does not fit its {have}-byte buffer"),
+                    ),
+                )
+            })
     }
 
     /// Makes this buffer's content unique before it is written again.
@@ -81,10 +101,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_io_beyond_the_buffer_is_an_error_not_a_wild_write() {
+        let mut buf = AlignedBuf::random(4096, &mut fastrand::Rng::with_seed(1));
+        assert_eq!(buf.first_mut(512, "read", 0).unwrap().len(), 512);
+        assert_eq!(buf.first_mut(4096, "read", 0).unwrap().len(), 4096);
+        let e = buf.first_mut(8192, "write", 4096).unwrap_err();
+        assert_eq!(e.raw_os_error(), None);
+        assert!(
+            e.to_string()
+                .contains("an I/O of 8192 bytes does not fit its 4096-byte buffer"),
+            "{e}"
+        );
+        assert!(buf.first_mut(u64::MAX, "read", 0).is_err());
+    }
+
+    #[test]
     fn aligned_and_random() {
         let mut rng = fastrand::Rng::with_seed(1);
         let buf = AlignedBuf::random(8192, &mut rng);
-        assert_eq!(buf.as_ptr() as usize % ALIGN, 0);
+        assert_eq!(buf.as_slice().as_ptr() as usize % ALIGN, 0);
         assert_eq!(buf.len(), 8192);
         let zeros = buf.as_slice().iter().filter(|&&b| b == 0).count();
         assert!(zeros < 200, "{zeros} zero bytes in 8 KiB of random data");

@@ -20,9 +20,8 @@ pub use worker::Control;
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
-use worker::retry_eintr;
+use worker::retry;
 
 /// Why an engine stopped a test; each message names the operation and where it failed.
 #[derive(Debug, thiserror::Error)]
@@ -121,7 +120,6 @@ pub fn fill(file: &File, len: u64, ctl: &Control) -> Result<bool, EngineError> {
     const CHUNK: u64 = 4 << 20;
     let mut rng = fastrand::Rng::new();
     let mut buf = buffer::AlignedBuf::random(CHUNK as usize, &mut rng);
-    let fd = file.as_raw_fd();
     let mut offset = 0;
     while offset < len {
         if ctl.stopped() {
@@ -133,17 +131,9 @@ pub fn fill(file: &File, len: u64, ctl: &Control) -> Result<bool, EngineError> {
         let mut done = 0;
         while done < n {
             let at = offset + done as u64;
-            // SAFETY: the buffer holds n bytes, of which done..n are passed; it lives across
-            // the call.
-            let written = retry_eintr(|| unsafe {
-                libc::pwrite(
-                    fd,
-                    buf.as_ptr().add(done).cast(),
-                    n - done,
-                    at as libc::off_t,
-                )
-            })
-            .map_err(|e| EngineError::io("write", at, e))?;
+            let rest = &buf.as_slice()[done..n];
+            let written = retry(|| rustix::io::pwrite(file, rest, at))
+                .map_err(|e| EngineError::io("write", at, e.into()))?;
             if written == 0 {
                 return Err(EngineError::Short {
                     op: "write",
@@ -167,6 +157,5 @@ pub fn fill(file: &File, len: u64, ctl: &Control) -> Result<bool, EngineError> {
 pub fn drop_cached_pages(file: &File) {
     // Best effort: dirty pages are written first, and failure only means a warmer cache.
     let _ = file.sync_data();
-    // SAFETY: advisory call on a descriptor we own.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
 }

@@ -155,7 +155,7 @@ struct Slots {
 const CANARY: u8 = 0xA5;
 
 /// How long painted buffers are kept before the check: longer than the slow reads of the
-/// tests that fail a run mid-way (tests/engine_errors.rs).
+/// tests that fail a run mid-way (tests/it/engine_errors.rs).
 const LATE_WRITE_WINDOW: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Slots {
@@ -266,7 +266,7 @@ pub fn run(
                 slot.offset = offset;
                 slot.len = len;
                 slot.submitted = now;
-                let entry = prepare(fd, slot, index, fixed_buffers).user_data(index as u64);
+                let entry = prepare(fd, slot, index, fixed_buffers)?.user_data(index as u64);
                 // SAFETY: the slot's buffer stays untouched until its completion is reaped,
                 // and is not freed before then (see [`Engine`]).
                 unsafe { sq.push(&entry) }.expect("ring has a place for every slot");
@@ -325,9 +325,25 @@ fn new_ring(entries: u32) -> std::io::Result<IoUring> {
         .or_else(|_| IoUring::new(entries))
 }
 
-fn prepare(fd: types::Fixed, slot: &mut Slot, index: usize, fixed: bool) -> squeue::Entry {
-    let (ptr, len) = (slot.buf.as_mut_ptr(), slot.len as u32);
-    match (slot.dir, fixed) {
+/// The submission of the slot's I/O: at most its buffer's bytes (checked here, not only by
+/// the plan), which io_uring addresses by pointer.
+fn prepare(
+    fd: types::Fixed,
+    slot: &mut Slot,
+    index: usize,
+    fixed: bool,
+) -> Result<squeue::Entry, EngineError> {
+    let (op, offset) = (slot.dir.op_name(), slot.offset);
+    let data = slot.buf.first_mut(slot.len, op, offset)?;
+    let len = u32::try_from(data.len()).map_err(|_| {
+        EngineError::io(
+            op,
+            offset,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "an I/O over 4 GiB"),
+        )
+    })?;
+    let ptr = data.as_mut_ptr();
+    Ok(match (slot.dir, fixed) {
         (Dir::Read, true) => opcode::ReadFixed::new(fd, ptr, len, index as u16)
             .offset(slot.offset)
             .build(),
@@ -336,7 +352,7 @@ fn prepare(fd: types::Fixed, slot: &mut Slot, index: usize, fixed: bool) -> sque
             .build(),
         (Dir::Read, false) => opcode::Read::new(fd, ptr, len).offset(slot.offset).build(),
         (Dir::Write, false) => opcode::Write::new(fd, ptr, len).offset(slot.offset).build(),
-    }
+    })
 }
 
 fn check_result(result: i32, slot: &Slot) -> Result<(), EngineError> {

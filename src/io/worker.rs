@@ -2,7 +2,7 @@
 
 use super::offsets::Offsets;
 use super::spec::{JobSpec, Rw, SyncEvery};
-use std::io;
+use rustix::io::Errno;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -179,16 +179,12 @@ impl Window {
     }
 }
 
-/// Retries a system call interrupted by a signal (SIGINT handlers set a flag and return).
-pub fn retry_eintr(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+/// Calls `call` again while a signal interrupts it (the engines' system calls, through rustix).
+pub fn retry<T>(mut call: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
     loop {
-        let ret = call();
-        if ret >= 0 {
-            return Ok(ret as usize);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
+        match call() {
+            Err(Errno::INTR) => continue,
+            done => return done,
         }
     }
 }

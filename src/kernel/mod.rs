@@ -9,6 +9,7 @@ pub mod btrfs;
 pub mod cache;
 pub mod cgroup;
 pub mod cpupower;
+pub mod cpusplit;
 pub mod diskstats;
 pub mod fsinfo;
 pub mod health;

@@ -10,6 +10,8 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 const NETLINK_GENERIC: libc::c_int = 16;
 const NLMSG_HDR: usize = 16;
@@ -74,17 +76,84 @@ pub fn configured_cpus() -> usize {
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
 }
 
-/// A registration for exit records of tasks on every CPU.
+/// A registration for exit records of tasks on every CPU, read continuously by a thread of
+/// its own: the kernel drops records once the socket's buffer is full, and an exit storm (a
+/// build, a shell loop) fills even 4 MiB within a second or two on a busy machine, where the
+/// sampler itself may run late.
 #[derive(Debug)]
 pub struct ExitListener {
+    collected: Arc<Mutex<Collected>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// What the reader thread gathered since the last drain.
+#[derive(Debug, Default)]
+struct Collected {
+    tasks: Vec<ExitedTask>,
+    /// Records the kernel or the bound below dropped (the kernel only says that some were).
+    overruns: u64,
+}
+
+/// Records kept between two drains at most (~100 MB): beyond, they are dropped and counted.
+const MAX_KEPT: usize = 1 << 20;
+
+/// Exits drained at once, and whether records were lost since the previous drain.
+#[derive(Debug, Default)]
+pub struct Drained {
+    pub tasks: Vec<ExitedTask>,
+    /// Times records were dropped (the socket overran, or too many waited).
+    pub overruns: u64,
+}
+
+impl ExitListener {
+    /// Registers for exits on CPUs `0..cpus` and starts the reader thread; an error says why
+    /// not (no root, no CONFIG_TASKSTATS).
+    pub fn register(cpus: usize) -> io::Result<ExitListener> {
+        let mut socket = Socket::open()?;
+        let family = socket.family_id()?;
+        let mask = format!("0-{}\0", cpus.max(1) - 1);
+        socket.request(
+            family,
+            TASKSTATS_CMD_GET,
+            TASKSTATS_CMD_ATTR_REGISTER_CPUMASK,
+            mask.as_bytes(),
+        )?;
+        socket.ack()?;
+        let collected = Arc::new(Mutex::new(Collected::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (into, stopped) = (Arc::clone(&collected), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("tacho-exits".into())
+            .spawn(move || socket.read_until(&stopped, &into))?;
+        Ok(ExitListener { collected, stop })
+    }
+
+    /// Every exit recorded since the last call.
+    pub fn drain(&mut self) -> Drained {
+        let mut c = self.collected.lock().unwrap_or_else(|e| e.into_inner());
+        let c = std::mem::take(&mut *c);
+        Drained {
+            tasks: c.tasks,
+            overruns: c.overruns,
+        }
+    }
+}
+
+impl Drop for ExitListener {
+    fn drop(&mut self) {
+        // The thread sees it within its receive timeout and closes the socket.
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The netlink socket, used by `register` and then by the reader thread alone.
+struct Socket {
     fd: OwnedFd,
     buf: Vec<u8>,
 }
 
-impl ExitListener {
-    /// Registers for exits on CPUs `0..cpus`; an error says why not (no root, no
-    /// CONFIG_TASKSTATS).
-    pub fn register(cpus: usize) -> io::Result<ExitListener> {
+impl Socket {
+    fn open() -> io::Result<Socket> {
         // SAFETY: socket takes three integers and returns a new descriptor or -1.
         let fd = unsafe {
             libc::socket(
@@ -100,7 +169,7 @@ impl ExitListener {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let size: libc::c_int = 4 << 20;
         // SAFETY: the option value is a c_int of the size given. A smaller buffer than asked
-        // (without CAP_NET_ADMIN) only loses records in an exit storm.
+        // (without CAP_NET_ADMIN) only loses records sooner, and they are counted.
         unsafe {
             libc::setsockopt(
                 fd.as_raw_fd(),
@@ -110,11 +179,13 @@ impl ExitListener {
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
             );
         }
+        // Registration replies must not hang, and the reader thread wakes this often to see
+        // whether it should stop.
         let timeout = libc::timeval {
-            tv_sec: 2,
-            tv_usec: 0,
+            tv_sec: 0,
+            tv_usec: 500_000,
         };
-        // SAFETY: as above, with a timeval; the registration replies below must not hang.
+        // SAFETY: as above, with a timeval.
         unsafe {
             libc::setsockopt(
                 fd.as_raw_fd(),
@@ -124,37 +195,45 @@ impl ExitListener {
                 std::mem::size_of::<libc::timeval>() as libc::socklen_t,
             );
         }
-        let mut me = ExitListener {
+        Ok(Socket {
             fd,
             buf: vec![0; 64 * 1024],
-        };
-        let family = me.family_id()?;
-        let mask = format!("0-{}\0", cpus.max(1) - 1);
-        me.request(
-            family,
-            TASKSTATS_CMD_GET,
-            TASKSTATS_CMD_ATTR_REGISTER_CPUMASK,
-            mask.as_bytes(),
-        )?;
-        me.ack()?;
-        // SAFETY: fcntl on our own descriptor.
-        unsafe {
-            let flags = libc::fcntl(me.fd.as_raw_fd(), libc::F_GETFL);
-            libc::fcntl(me.fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
-        Ok(me)
+        })
     }
 
-    /// Every exit recorded since the last call.
-    pub fn drain(&mut self) -> Vec<ExitedTask> {
-        let mut out = Vec::new();
-        while let Some(n) = self.recv() {
-            parse_exits(&self.buf[..n], &mut out);
+    /// The reader thread: parses every record into `into` until `stop`.
+    fn read_until(mut self, stop: &AtomicBool, into: &Mutex<Collected>) {
+        let mut batch = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let overran = match self.recv_raw() {
+                Ok(n) => {
+                    parse_exits(&self.buf[..n], &mut batch);
+                    false
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => true,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue;
+                }
+                // The socket is unusable; the note about lost records would never end.
+                Err(_) => return,
+            };
+            let mut c = into.lock().unwrap_or_else(|e| e.into_inner());
+            let room = MAX_KEPT.saturating_sub(c.tasks.len());
+            if batch.len() > room {
+                batch.truncate(room);
+                c.overruns += 1;
+            }
+            c.tasks.append(&mut batch);
+            c.overruns += u64::from(overran);
         }
-        out
     }
 
-    fn recv(&mut self) -> Option<usize> {
+    fn recv_raw(&mut self) -> io::Result<usize> {
         // SAFETY: `buf` is a writable buffer of `buf.len()` bytes for the call.
         let n = unsafe {
             libc::recv(
@@ -164,7 +243,11 @@ impl ExitListener {
                 0,
             )
         };
-        usize::try_from(n).ok().filter(|&n| n > 0)
+        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
+    fn recv(&mut self) -> Option<usize> {
+        self.recv_raw().ok().filter(|&n| n > 0)
     }
 
     fn request(&self, kind: u16, cmd: u8, attr: u16, value: &[u8]) -> io::Result<()> {
@@ -317,7 +400,7 @@ mod tests {
     #[test]
     fn a_real_exit_is_recorded_with_its_bytes_when_root() {
         let Ok(mut l) = ExitListener::register(configured_cpus()) else {
-            // Needs CAP_NET_ADMIN; tests/top_culprits.rs checks it end to end as root.
+            // Needs CAP_NET_ADMIN; tests/it/top_culprits.rs checks it end to end as root.
             return;
         };
         let out = std::env::temp_dir().join(format!("tacho-ts-{}", std::process::id()));
@@ -331,7 +414,7 @@ mod tests {
         std::fs::remove_file(&out).unwrap();
         let mut seen = Vec::new();
         for _ in 0..100 {
-            seen.extend(l.drain());
+            seen.extend(l.drain().tasks);
             if seen.iter().any(|t| t.comm == "dd") {
                 break;
             }

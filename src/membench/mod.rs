@@ -8,12 +8,12 @@
 
 pub mod kernels;
 
-use crate::bench::result::Warning;
 use crate::choice::Choice;
 use crate::kernel::cache::CacheLevel;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::stats;
+use crate::warning::Warning;
 use serde::Serialize;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,8 +6,8 @@
 pub mod testdir;
 pub mod workers;
 
-use crate::diagnose::model::cpu::CpuSplit;
 use crate::kernel::SysRoot;
+use crate::kernel::cpusplit::CpuSplit;
 use crate::kernel::host::Host;
 use crate::kernel::meminfo::{VmStat, read_vmstat};
 use crate::kernel::stat::{CpuTicks, read_stat};

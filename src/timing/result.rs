@@ -7,10 +7,10 @@
 
 use super::exec::Measurement;
 use super::schedule::Outcome;
-use crate::bench::result::Warning;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::stats;
+use crate::warning::Warning;
 use serde::{Deserialize, Serialize};
 
 /// The `schema` of the `tacho time --json` document.

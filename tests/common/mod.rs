@@ -241,6 +241,33 @@ pub fn skip(reason: &str) {
         panic!("this test would skip in CI, where it must run: {reason}");
     }
     let _ = writeln!(std::io::stderr(), "SKIP: {reason}");
+    count_skip();
+}
+
+static SKIPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts a skip; the first one arranges for the count to be printed when the test binary
+/// exits, after libtest's summary, which counts a skipped test as passed.
+fn count_skip() {
+    if SKIPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+        // SAFETY: registers a plain function with no arguments, run once at exit.
+        unsafe { libc::atexit(report_skips) };
+    }
+}
+
+extern "C" fn report_skips() {
+    let n = SKIPPED.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(
+        std::io::stderr(),
+        "{n} of the tests above skipped their real check (see the SKIP lines): they passed \
+         without testing anything"
+    );
+}
+
+/// Held by each test of tests/serial, which change kernel-wide settings: one at a time.
+pub fn kernel_wide() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What the CI kernel (Firecracker, Debian 12, 6.18) lacks: the one list of skips CI accepts.
@@ -261,6 +288,7 @@ impl KernelLacks {
 /// Skips, in CI too, a test that needs what the kernel lacks; the detail says what was probed.
 pub fn skip_kernel_lacks(lacks: KernelLacks, detail: &str) {
     let _ = writeln!(std::io::stderr(), "SKIP ({}): {detail}", lacks.reason());
+    count_skip();
 }
 
 pub fn is_root() -> bool {

@@ -5,19 +5,19 @@
 
   --delay S        sleep S seconds before every read and write: a loop device over a file in
                    it is a block device with a known, large latency (the slow member of a
-                   btrfs RAID in tests/top_hot_disk.rs, on kernels without dm-delay).
+                   btrfs RAID in tests/it/top_hot_disk.rs, on kernels without dm-delay).
   --gate FILE      writes wait until FILE exists: a test fills the backing filesystem under a
-                   running benchmark at a known moment (tests/hostile_paths.rs). There is no
+                   running benchmark at a known moment (tests/it/hostile_paths.rs). There is no
                    fallocate, as on ext2, FAT or NFS, so nothing is reserved up front.
   --fail-after N   after N good reads one fails (EIO), or with --fail-mode short every later
                    read returns half the bytes asked for (the kernel retries one short read,
-                   so a single one would not be seen) (tests/engine_errors.rs).
+                   so a single one would not be seen) (tests/it/engine_errors.rs).
   --direct-io      every read and write of a file is a request to this server, O_DIRECT or
                    not, so reads are in flight while others fail.
   --stall-getattr FILE
                    stat of anything waits while FILE exists: a hostile user's filesystem
                    that a reader of /proc/PID/fd must never stat through
-                   (tests/top_culprits.rs).
+                   (tests/it/top_culprits.rs).
 
 Run with Debian's python3 and python3-fusepy; it stays in the foreground until the mount
 point is unmounted.

@@ -274,6 +274,13 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
     if let Some(note) = io_denied_note(b) {
         notes.push(note);
     }
+    if b.exit_overruns > 0 {
+        notes.push(format!(
+            "some exit records were lost ({} overruns of the kernel's buffer): processes that \
+             exited in this interval may be missing or undercounted",
+            b.exit_overruns
+        ));
+    }
     if let Some(why) = &b.exits_unavailable {
         notes.push(format!(
             "processes that exit between samples are not counted: {why}"

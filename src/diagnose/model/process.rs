@@ -225,15 +225,21 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
     all
 }
 
-/// Whether `p` started after sample `a` was taken, by the boot time /proc/stat gives. That is
-/// whole seconds rounded down, so a process born less than a second after `a` may be taken
-/// for older and skipped for one interval; never the other way round, which would count a
-/// process's lifetime twice. Without a boot time (history recorded before it was kept) every
-/// new process counts from nothing, as the history summary always did.
+/// Whether `p` started after sample `a` scanned the processes. Start times are whole clock
+/// ticks since boot, rounded down, so one born in the tick of the scan counts as newborn
+/// (counting from nothing adds at most that tick of its life). Records written before the boot
+/// clock was kept fall back to /proc/stat's boot time, whole seconds rounded down: a process
+/// born less than a second after `a` may then be taken for older and skipped for one
+/// interval, never the other way round, which would count a process's lifetime twice. Without
+/// either, every new process counts from nothing, as the history summary always did.
 fn born_after(a: &Sample, p: &ProcessCounters, opts: &ModelOptions) -> bool {
+    let started = |ticks: u64| ticks as f64 / opts.ticks_per_s;
+    if let Some(scan) = a.boot_clock_s {
+        return started(p.start_ticks + 1) > scan;
+    }
     a.stat
         .boot_time_s
-        .is_none_or(|boot| boot as f64 + p.start_ticks as f64 / opts.ticks_per_s > a.unix_time_s)
+        .is_none_or(|boot| boot as f64 + started(p.start_ticks) > a.unix_time_s)
 }
 
 /// The processes shown, and sums over all of them.

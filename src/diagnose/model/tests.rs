@@ -308,6 +308,25 @@ fn a_process_born_in_the_interval_counts_from_nothing_and_an_unseen_old_one_does
     assert_eq!((born.utime, born.stime), (7, 3));
     assert!(d.iter().all(|d| d.pid != 4_000_002), "{:?}", d.last());
 
+    // With the boot clock of `a`'s scan, a process born 0.2 s after it counts from nothing
+    // even where btime, whole seconds rounded down, is 0.9 s before the real boot (it was
+    // skipped: its first interval's bytes, a whole dd burst, were lost).
+    let real_boot = boot as f64 + 0.9;
+    a.boot_clock_s = Some(a.unix_time_s - real_boot);
+    let at = |unix: f64| ((unix - real_boot) * 100.0) as u64;
+    let (mut newborn, mut old) = (with(4_000_003, at(a.unix_time_s + 0.2)), with(4_000_004, 0));
+    old.start_ticks = at(a.unix_time_s - 0.05);
+    newborn.comm = "newborn".into();
+    b.processes.processes.extend([newborn, old]);
+    let d = process::deltas(&a, &b, &opts());
+    let born = d
+        .iter()
+        .find(|d| d.pid == 4_000_003)
+        .expect("born 0.2 s after the scan");
+    assert_eq!(born.write_bytes, Some(5 << 20));
+    assert!(d.iter().all(|d| d.pid != 4_000_004), "born before the scan");
+    a.boot_clock_s = None;
+
     // Without a boot time (history recorded before it was kept) both count from nothing.
     a.stat.boot_time_s = None;
     let d = process::deltas(&a, &b, &opts());

@@ -95,12 +95,15 @@ impl Cache {
     }
 }
 
-/// Sums the exit records of each process's threads into one record per process.
+/// Sums the exit records of each process's threads into one record per process, in the
+/// order the processes first appear (an exit storm brings thousands a second: one pass).
 pub fn by_process(tasks: Vec<ExitedTask>) -> Vec<ExitedTask> {
     let mut out: Vec<ExitedTask> = Vec::new();
+    let mut at: HashMap<u32, usize> = HashMap::new();
     for t in tasks {
-        match out.iter_mut().find(|o| o.tgid == t.tgid) {
-            Some(o) => {
+        match at.get(&t.tgid) {
+            Some(&i) => {
+                let o = &mut out[i];
                 o.utime_us += t.utime_us;
                 o.stime_us += t.stime_us;
                 o.major_faults += t.major_faults;
@@ -113,7 +116,10 @@ pub fn by_process(tasks: Vec<ExitedTask>) -> Vec<ExitedTask> {
                     o.ppid = t.ppid;
                 }
             }
-            None => out.push(ExitedTask { tid: t.tgid, ..t }),
+            None => {
+                at.insert(t.tgid, out.len());
+                out.push(ExitedTask { tid: t.tgid, ..t });
+            }
         }
     }
     out

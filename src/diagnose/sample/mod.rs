@@ -43,6 +43,13 @@ pub struct Sample {
     pub taken: Instant,
     /// Wall-clock time of the reading, seconds since the Unix epoch, for reports.
     pub unix_time_s: f64,
+    /// Seconds since boot (CLOCK_BOOTTIME, the clock /proc/PID/stat start times count in) just
+    /// before the process scan: a process missing from this sample was born after it exactly
+    /// when its start time is later. /proc/stat's `btime` is whole seconds, which made a
+    /// process born up to a second after a sample look older, and its first interval's bytes
+    /// were lost (absent from records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_clock_s: Option<f64>,
     /// /proc/stat: CPU ticks, context switches, run queue.
     pub stat: KernelStat,
     /// /proc/loadavg.
@@ -70,6 +77,10 @@ pub struct Sample {
     pub exited: Vec<ExitedTask>,
     /// Why exits are not accounted (no root, no taskstats); `None` when they are.
     pub exits_unavailable: Option<String>,
+    /// Times exit records were dropped since the previous sample (the kernel's buffer overran),
+    /// so `exited` may miss some processes (absent from records written before it was kept).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exit_overruns: u64,
     /// Established TCP connections and their owners (not kept in the history: a busy server
     /// has tens of thousands).
     #[serde(skip)]
@@ -215,10 +226,18 @@ impl Sampler {
         }
         // Drained before the scan: a process that exits after it is in the next sample's
         // exits and, having been in this scan, is counted from these counters on.
-        let (exited, exits_unavailable) = match &mut self.exits {
-            Ok(l) => (details::by_process(l.drain()), None),
-            Err(why) => (Vec::new(), Some(why.clone())),
+        let (exited, exit_overruns, exits_unavailable) = match &mut self.exits {
+            Ok(l) => {
+                let drained = l.drain();
+                (details::by_process(drained.tasks), drained.overruns, None)
+            }
+            Err(why) => (Vec::new(), 0, Some(why.clone())),
         };
+        // The machine's own clock only: another root's start times count from its boot.
+        let boot_clock_s = (root.proc == std::path::Path::new("/proc")).then(|| {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+            t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+        });
         let processes = process::read_processes(root, &mut self.proc_files)?;
         // Connections are this machine's (sock_diag answers for the caller's namespace).
         let conns = if root.proc == std::path::Path::new("/proc") {
@@ -248,6 +267,7 @@ impl Sampler {
         Ok(Sample {
             taken,
             unix_time_s,
+            boot_clock_s,
             stat,
             loadavg,
             meminfo,
@@ -261,6 +281,7 @@ impl Sampler {
             links,
             exited,
             exits_unavailable,
+            exit_overruns,
             conns,
             block_io,
             block_io_unavailable,
@@ -270,6 +291,10 @@ impl Sampler {
             details,
         })
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

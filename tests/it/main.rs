@@ -1,0 +1,53 @@
+//! Every integration test of tacho, through the built binary, in one test binary: a library
+//! edit relinks one executable instead of one per file, and `cargo test` runs them all even
+//! when one fails. Tests that change kernel-wide settings live in `tests/serial`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bad_files;
+mod bad_input;
+mod bench_cpu_mem;
+mod bench_disk;
+mod bpf_block;
+mod bpf_files;
+mod bpf_svctm;
+mod check;
+mod compare;
+mod contrib_prometheus;
+mod drift;
+mod engine_errors;
+mod files;
+mod fio_job;
+mod fleet;
+mod history;
+mod honesty;
+mod host_cache;
+mod hostile_history;
+mod hostile_outputs;
+mod hostile_paths;
+mod hostile_text;
+mod messages;
+mod metrics_server;
+mod metrics_tls;
+mod net_conns;
+mod net_dns;
+mod net_links;
+mod partial;
+mod ping;
+mod report_disk;
+mod safety;
+mod saved_kinds;
+mod sector;
+mod snapshot_diff;
+mod store;
+mod store_postgres;
+mod stored_truth;
+mod stress;
+mod suites;
+mod sync_flags;
+mod time;
+mod top;
+mod top_culprits;
+mod top_hot_disk;
+mod top_screen;

@@ -1,0 +1,11 @@
+//! The integration tests that change kernel-wide settings (transparent huge pages, I/O
+//! schedulers, `kernel.io_uring_disabled`, `kernel.perf_event_paranoid`) and restore them: a
+//! binary of their own, so no test of `tests/it` runs beside one, and each holds
+//! [`common::kernel_wide`] so they run one at a time.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod check_live;
+mod engine_fallback;
+mod profile;
