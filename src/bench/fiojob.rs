@@ -9,10 +9,10 @@
 //! something tacho would silently not do would produce figures that mean something else.
 
 use super::plan::{self, DiskOptions, Plan};
-use super::result::Warning;
 use super::target::Inspected;
 use crate::io::{BsShare, EngineKind, OpenSync, Rw};
 use crate::units::{parse_duration, parse_size};
+use crate::warning::Warning;
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::time::Duration;

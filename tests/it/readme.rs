@@ -7,15 +7,13 @@
 //! that runs no tacho is listed in [`NOT_TACHO`]; an entry of any table that matches no README
 //! line fails the test, so the tables follow the README and nothing is skipped unseen.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const README: &str = include_str!("../README.md");
+const README: &str = include_str!("../../README.md");
 
 /// A line that hangs is a failure, not a stuck suite.
 const LINE_LIMIT: Duration = Duration::from_secs(60);
@@ -452,7 +450,7 @@ fn every_readme_example_runs() {
     let mount_dir = tempfile::tempdir().unwrap();
     let _mount = MountGuard::mount(&[mounted.path()], mount_dir.path()).unwrap();
     std::fs::write(mount_dir.path().join("owned"), vec![7u8; 4 << 20]).unwrap();
-    let pg = common::pg::TestDb::new("readme");
+    let pg = crate::common::pg::TestDb::new("readme");
 
     let blocks = lines.last().map_or(0, |l| l.block);
     let failures = std::sync::Mutex::new(Vec::new());
