@@ -14,6 +14,7 @@ pub(crate) use results::{
 };
 pub mod errors;
 mod help;
+mod hint;
 mod kit;
 pub(crate) use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
@@ -31,7 +32,10 @@ mod plan_tests;
     name = "tacho",
     version,
     about = "How fast this Linux server really is, and what is slowing it down",
-    propagate_version = true
+    propagate_version = true,
+    // `tacho` alone lists the commands, on stderr with exit 2 as hyperfine and rg do without
+    // arguments: no command is a usage error a script should notice, not a success.
+    arg_required_else_help = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -111,17 +115,18 @@ pub(crate) enum BenchWhat {
     /// CPU throughput, single-thread and all threads, on kernels that cannot be optimised away
     Cpu(CpuArgs),
     /// Memory bandwidth (read, write, copy) and latency at L1, L2, L3 and DRAM working sets
+    /// (half of L1 and of L2, an eighth of L3 but at least twice L2, 8 × the last cache)
     Mem(MemArgs),
 }
 
 #[derive(Debug, Args, Default)]
 pub(crate) struct DiskArgs {
     /// Directory (tacho creates and removes its own test file), existing file, or block device
-    #[arg(default_value = ".")]
+    #[arg(default_value = ".", value_hint = clap::ValueHint::AnyPath)]
     pub target: PathBuf,
 
     /// Run a fixed suite of tests instead of one custom test [default: quick]
-    #[arg(long, value_name = "NAME", conflicts_with = "rw")]
+    #[arg(long, value_name = "NAME", conflicts_with = "rw", value_parser = hint::suite_name())]
     pub suite: Option<String>,
 
     /// List the suites with their versions and tests, then exit
@@ -366,9 +371,12 @@ pub(crate) struct TopArgs {
     #[arg(long, value_parser = choice::<crate::diagnose::model::SortKey>(), default_value = "io")]
     pub sort: crate::diagnose::model::SortKey,
 
-    /// Serve the figures as Prometheus text on http://ADDR/metrics (e.g. 127.0.0.1:9101);
-    /// without --batch or --json, tacho only serves
-    #[arg(long, value_name = "ADDR")]
+    /// Serve the figures as Prometheus text on http://ADDR/metrics: 127.0.0.1:9101, or
+    /// node_exporter's :9101 and localhost:9101, serve this machine only (unlike
+    /// node_exporter, a bare :PORT stays local: the figures name processes and paths);
+    /// 0.0.0.0:9101 or [::]:9101 serve every address. Without --batch or --json, tacho only
+    /// serves
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
 
     /// TLS and basic authentication for --listen, in the exporter toolkit's YAML (as
@@ -572,7 +580,11 @@ pub(crate) struct SnapshotArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  tacho snapshot --save --db postgres://tacho@db/results   (on each host)\n  \
-tacho drift --db postgres://tacho@db/results\n  tacho drift --host 'db-*' --strict"
+tacho drift --db postgres://tacho@db/results\n  tacho drift --host 'db-*' --strict",
+    // The formats are those of `runs show` and `compare`; what they hold here is settings.
+    mut_arg("csv", |a| a.help("Print CSV: one row per setting, value and host (key, relevant, host, value)")),
+    mut_arg("html", |a| a.help("Write a self-contained HTML page to FILE: a row per setting, the values that differ from most hosts highlighted")),
+    mut_arg("markdown", |a| a.help("Print the listing as a Markdown list, a line per setting"))
 )]
 pub(crate) struct DriftArgs {
     /// Hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
@@ -614,6 +626,28 @@ pub(crate) struct DiffArgs {
     /// One JSON document (schema tacho.diff.v1) on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--listen`: an IP address and port, or node_exporter's `:PORT` and `localhost:PORT`, both
+/// read as loopback (the safe reading: the network is asked for by address, 0.0.0.0:PORT).
+fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
+    let local_port = text
+        .strip_prefix(':')
+        .or_else(|| text.strip_prefix("localhost:"));
+    let addr = match local_port {
+        Some(port) => port
+            .parse::<u16>()
+            .ok()
+            .map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p))),
+        None => text.parse().ok(),
+    };
+    addr.ok_or_else(|| {
+        format!(
+            "{} is not an address to listen on; give 127.0.0.1:9101 or :9101 (this machine \
+             only), or 0.0.0.0:9101 (every address)",
+            errors::echo(text)
+        )
+    })
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {

@@ -2,6 +2,7 @@
 //! failure as one escaped line with exit status 2.
 
 use clap::Parser;
+use clap::error::ErrorKind;
 use std::process::ExitCode;
 use tacho::cli::Cli;
 
@@ -12,6 +13,11 @@ fn main() -> ExitCode {
             // --help and --version: print as clap does, exit 0.
             let _ = e.print();
             return ExitCode::SUCCESS;
+        }
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `tacho` alone: the command list (on stderr), exit 2.
+            let _ = e.print();
+            return ExitCode::from(2);
         }
         Err(e) => {
             eprintln!("tacho: {}", tacho::cli::errors::one_line(&e));

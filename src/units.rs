@@ -116,6 +116,24 @@ pub fn format_time_left(left: Duration) -> String {
     }
 }
 
+/// `1 test`, `2 tests`, `1 process`, `3 processes`, `1 query`, `0 queries`: a count whose noun
+/// agrees with it (`noun` is the singular).
+pub fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let consonant_y = noun
+        .strip_suffix('y')
+        .filter(|stem| !stem.ends_with(['a', 'e', 'o', 'u']));
+    match consonant_y {
+        Some(stem) => format!("{n} {stem}ies"),
+        None if noun.ends_with(['s', 'x']) || noun.ends_with("ch") || noun.ends_with("sh") => {
+            format!("{n} {noun}es")
+        }
+        None => format!("{n} {noun}s"),
+    }
+}
+
 /// `4KiB`, `1MiB`, `2300B`: exact when the value is a whole multiple, for test names.
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
@@ -190,6 +208,7 @@ fn three_digits(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn time_left_in_the_units_that_matter() {
@@ -199,7 +218,16 @@ mod tests {
         assert_eq!(format_time_left(Duration::from_secs(7530)), "2 h 5 m");
         assert_eq!(format_time_left(Duration::ZERO), "0 s");
     }
-    use proptest::prelude::*;
+
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        assert_eq!(plural(1, "test"), "1 test");
+        assert_eq!(plural(0, "test"), "0 tests");
+        assert_eq!(plural(2, "process"), "2 processes");
+        assert_eq!(plural(3, "query"), "3 queries");
+        assert_eq!(plural(4, "day"), "4 days");
+        assert_eq!(plural(1, "difference"), "1 difference");
+    }
 
     #[test]
     fn sizes_are_binary_like_fio() {

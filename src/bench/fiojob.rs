@@ -12,6 +12,7 @@ use super::plan::{self, DiskOptions, Plan};
 use super::target::Inspected;
 use crate::io::{BsShare, EngineKind, OpenSync, Rw};
 use crate::units::{parse_duration, parse_size};
+use crate::warning::Warning;
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +33,9 @@ pub struct Line {
     pub key: String,
     /// Its value; `None` for a bare option (`time_based`).
     pub value: Option<String>,
+    /// The section it is written in (`global` for the options every later job takes), which
+    /// messages name.
+    pub section: String,
 }
 
 /// A job section, with the `[global]` options in force where it stands.
@@ -59,6 +63,7 @@ fn sections(text: &str) -> Result<Vec<Section>, String> {
     let mut jobs: Vec<Section> = Vec::new();
     // Where options go: None before any section, Some(None) in [global], Some(Some(i)) in job i.
     let mut current: Option<Option<usize>> = None;
+    let mut section = String::new();
     for (i, raw) in text.lines().enumerate() {
         let number = i + 1;
         let line = raw
@@ -77,6 +82,7 @@ fn sections(text: &str) -> Result<Vec<Section>, String> {
                 .ok_or_else(|| {
                     format!("line {number}: a section header is [NAME], e.g. [rand-read]")
                 })?;
+            section = name.to_string();
             if name == "global" {
                 current = Some(None);
             } else {
@@ -111,6 +117,7 @@ fn sections(text: &str) -> Result<Vec<Section>, String> {
             number,
             key: key.to_string(),
             value,
+            section: section.clone(),
         };
         match current {
             None => {
@@ -142,6 +149,8 @@ pub struct Job {
     pub target: Option<PathBuf>,
     /// Waits for the jobs before it (`stonewall`, `wait_for_previous`).
     pub stonewall: bool,
+    /// What runs otherwise than the file says, and why the figures still compare.
+    pub notes: Vec<Warning>,
 }
 
 /// What a job's options mean to tacho; refuses what tacho does not do, by name.
@@ -154,9 +163,11 @@ fn job_of(section: &Section) -> Result<Job, String> {
     let (mut filename, mut directory) = (None, None);
     let (mut stonewall, mut time_based) = (false, false);
     let (mut size, mut rw) = (None, None);
+    let mut libaio = None;
     for line in &section.lines {
         let key = line.key.as_str();
-        let at = |what: String| format!("[{}] line {}: {what}", section.name, line.number);
+        // A [global] line is blamed on [global]: that is where it is fixed.
+        let at = |what: String| format!("[{}] line {}: {what}", line.section, line.number);
         let value = || {
             line.value
                 .as_deref()
@@ -229,9 +240,16 @@ fn job_of(section: &Section) -> Result<Job, String> {
                     "io_uring" => EngineKind::IoUring,
                     "psync" => EngineKind::Psync,
                     "sync" => EngineKind::Sync,
+                    // The first line of most job files. Both submit I/O asynchronously and
+                    // reap completions from a ring, so the jobs keep their meaning.
+                    "libaio" => {
+                        libaio = Some(at("ioengine=libaio".into()));
+                        EngineKind::IoUring
+                    }
                     v => {
                         return Err(at(format!(
-                            "ioengine={v} is not one tacho runs; use io_uring, psync or sync"
+                            "ioengine={v} is not one tacho runs; use io_uring (libaio runs as \
+                             io_uring), psync or sync"
                         )));
                     }
                 })
@@ -298,11 +316,28 @@ fn job_of(section: &Section) -> Result<Job, String> {
         (Some(d), Some(f)) => Some(d.join(f)),
         (d, f) => d.or(f),
     };
+    let notes = libaio
+        .map(|line| Warning {
+            code: "fio-libaio-as-io-uring",
+            message: format!(
+                "{line} runs on io_uring, tacho's asynchronous engine: both queue direct I/O \
+                 up to iodepth{}",
+                if o.buffered {
+                    "; buffered, fio's libaio waits for each I/O while io_uring does not, so \
+                     these figures can be higher than fio's"
+                } else {
+                    ", so the figures compare with fio's libaio"
+                }
+            ),
+        })
+        .into_iter()
+        .collect();
     Ok(Job {
         name: name.clone(),
         options: o,
         target,
         stonewall,
+        notes,
     })
 }
 
@@ -442,13 +477,24 @@ mod tests {
             err.starts_with("[j] line 4: verify is not an option"),
             "{err}"
         );
-        let jobs = parse("[j]\nsize=1m\nioengine=libaio\n").unwrap();
+        let jobs = parse("[j]\nsize=1m\nioengine=mmap\n").unwrap();
         assert!(
             job(&jobs[0])
                 .unwrap_err()
                 .to_string()
-                .contains("ioengine=libaio")
+                .contains("ioengine=mmap")
         );
+        let jobs = parse("[global]\nioengine=libaio\n[j]\nsize=1m\n").unwrap();
+        let j = job(&jobs[0]).unwrap();
+        assert_eq!(j.options.engine, Some(EngineKind::IoUring));
+        assert!(
+            j.notes[0]
+                .message
+                .starts_with("[global] line 2: ioengine=libaio")
+        );
+        let jobs = parse("[global]\nbs=0\n[j]\nsize=1m\n").unwrap();
+        let err = job(&jobs[0]).unwrap_err().to_string();
+        assert!(err.starts_with("[global] line 2: bs"), "{err}");
         let jobs = parse("[j]\nrw=randread\ntime_based\n").unwrap();
         assert!(
             job(&jobs[0])

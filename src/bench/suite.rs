@@ -305,7 +305,7 @@ pub fn oltp() -> Suite {
     )
 }
 
-/// The seed's dd comparison: the same 1 MiB sequential writes, one at a time, five ways. Each
+/// dd's usual comparison: the same 1 MiB sequential writes, one at a time, five ways. Each
 /// row measures something else, which is why dd's figures disagree by 10× on one disk.
 pub fn dd() -> Suite {
     let dd = |name: &str, about: &'static str| SuiteTest {
@@ -361,7 +361,7 @@ pub fn dd() -> Suite {
         ..suite(
             "dd",
             1,
-            "the seed's dd comparison: 256 MiB of 1M writes buffered into a new file, buffered over it, direct, dsync and sync",
+            "what dd's ways of writing measure: 256 MiB of 1M writes buffered into a new file, buffered over it, direct, dsync and sync",
             tests,
         )
     }

@@ -271,8 +271,8 @@ pub fn verdict(findings: &[Finding]) -> String {
         .min_by_key(|f| std::cmp::Reverse(f.severity));
     match worst {
         None => format!(
-            "no handbrake found: {} settings ok, {} worth knowing",
-            count(Severity::Ok),
+            "no handbrake found: {} ok, {} worth knowing",
+            crate::units::plural(count(Severity::Ok) as u64, "setting"),
             count(Severity::Info)
         ),
         Some(f) => {

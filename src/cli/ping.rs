@@ -11,7 +11,7 @@ use std::time::Duration;
 tacho ping -c 20 -i 200ms -s 64k /dev/nvme0n1\n  tacho ping --write -c 10 .")]
 pub struct PingArgs {
     /// Directory (a temporary 1 MiB test file), existing file, or block device
-    #[arg(default_value = ".")]
+    #[arg(default_value = ".", value_hint = clap::ValueHint::AnyPath)]
     pub target: PathBuf,
 
     /// Stop after N requests, the first (a warm-up, not counted) included [default: until

@@ -173,7 +173,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "host", value_parser = ["host"], conflicts_with_all = ["ids", "baseline", "fail_on_regression"])]
     pub by: Option<String>,
     /// With --by host: runs of this suite only (e.g. quick)
-    #[arg(long, value_name = "NAME", requires = "by")]
+    #[arg(long, value_name = "NAME", requires = "by", value_parser = super::hint::suite_name())]
     pub suite: Option<String>,
     /// With --by host: runs of this kind [default: disk]
     #[arg(long, value_name = "KIND", value_parser = ["disk", "cpu", "mem", "time"], requires = "by")]

@@ -69,6 +69,12 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     )?;
     warnings.extend(inspected.notes.iter().cloned());
     warnings.extend(job_note);
+    // A [global] line's note comes with every job that inherits it: say it once.
+    for note in jobs.iter().flatten().flat_map(|j| &j.notes) {
+        if !warnings.contains(note) {
+            warnings.push(note.clone());
+        }
+    }
     let device = inspected.device.as_ref();
     if let Some(message) = device.and_then(|d| backing::buffered_loop(&root, d)) {
         warnings.push(Warning {

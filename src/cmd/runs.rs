@@ -237,7 +237,11 @@ fn export(ids: &[i64], output: Option<&Path>, db: &DbArg) -> Result<()> {
             crate::report::write_file_atomically(path, &text).with_context(|| {
                 format!("cannot write {}; pass a writable -o FILE", path.display())
             })?;
-            eprintln!("exported {} runs to {}", runs.len(), path.display());
+            eprintln!(
+                "exported {} to {}",
+                crate::units::plural(runs.len() as u64, "run"),
+                path.display()
+            );
         }
         None => std::io::stdout().lock().write_all(text.as_bytes())?,
     }
@@ -291,10 +295,10 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
             }
             writeln!(
                 out,
-                "imported run {} from {} ({} tests, {})",
+                "imported run {} from {} ({}, {})",
                 r["id"],
                 Escaped(r["file"].as_str().unwrap_or("")),
-                r["tests"],
+                crate::units::plural(r["tests"].as_u64().unwrap_or(0), "test"),
                 r["source"].as_str().unwrap_or("")
             )?;
         }

@@ -55,10 +55,10 @@ fn write_text(out: &mut impl Write, located: &Located) -> std::io::Result<()> {
         .count();
     writeln!(
         out,
-        "{owned} of {} sector(s) on {} belong to files; {} files examined",
-        located.sectors.len(),
+        "{owned} of {} on {} belong to files; {} examined",
+        crate::units::plural(located.sectors.len() as u64, "sector"),
         Escaped(&located.device),
-        located.files_examined
+        crate::units::plural(located.files_examined, "file")
     )?;
     match located.numbering {
         Numbering::WholeDisk => writeln!(

@@ -27,7 +27,7 @@ pub enum Mode {
     Text,
     /// One JSON object per sample per line (`--json`).
     Json,
-    /// `--listen` alone: serve /metrics, print nothing.
+    /// `--listen` alone: serve /metrics, print only where.
     ServeOnly,
 }
 
@@ -75,10 +75,17 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         .map(crate::report::top::webconfig::WebConfig::load)
         .transpose()?
         .unwrap_or_default();
+    let tls = web.tls.is_some();
     let metrics = args
         .listen
         .map(|addr| server::serve(addr, web))
-        .transpose()?;
+        .transpose()?
+        .map(|(latest, bound)| {
+            // As node_exporter logs its address: where to point Prometheus, or a browser.
+            let scheme = if tls { "https" } else { "http" };
+            eprintln!("serving {scheme}://{bound}/metrics");
+            latest
+        });
     if let Some(m) = &metrics {
         let mut host = super::top_metrics::HostMetrics::default();
         m.append_each(move || host.text());

@@ -534,9 +534,9 @@ impl Comparison {
                 .as_ref()
                 .map_or(String::new(), |j| format!("; {}", j.describe()));
             return format!(
-                "{}: {} tests, {}{judged}",
+                "{}: {}, {}{judged}",
                 base.name(),
-                self.tests.len(),
+                crate::units::plural(self.tests.len() as u64, "test"),
                 base.status
             );
         }

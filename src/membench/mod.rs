@@ -2,8 +2,8 @@
 //! that fit each cache level (sizes from sysfs) and one far larger than the last cache (DRAM),
 //! on one thread and on all threads, each measurement repeated.
 //!
-//! Working sets are half of each cache, so a level's figure is not polluted by misses to the
-//! next one. In the all-threads pass each thread has its own buffer, allocated and first
+//! Working sets are half of L1 and of L2 and an eighth of L3 (see [`plan_levels`]), so a
+//! level's figure is not polluted by misses to the next one. In the all-threads pass each thread has its own buffer, allocated and first
 //! touched by that thread; a shared cache (L3) and DRAM are split between the threads.
 
 pub mod kernels;

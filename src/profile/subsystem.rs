@@ -1,5 +1,5 @@
 //! Which part of the kernel a function belongs to, in words an admin acts on: the
-//! transparent-huge-page work the seed's bank found, page faults, the page cache, locks,
+//! transparent-huge-page work (page clearing and compaction), page faults, the page cache, locks,
 //! network softirqs, block I/O, the scheduler, system-call entry, idle.
 
 /// A kernel subsystem.

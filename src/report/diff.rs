@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::snapshot::diff::{Difference, Side};
 use crate::text::Escaped;
+use crate::units::plural;
 
 /// Unexplained differences listed without `--all` (kernel configs differ in thousands).
 const OTHERS_SHOWN: usize = 50;
@@ -17,15 +18,15 @@ pub fn verdict(diffs: &[Difference]) -> String {
     match diffs.first() {
         None => "no differences (per-boot values ignored)".to_string(),
         Some(first) if first.relevant => format!(
-            "{} differences, {relevant} performance-relevant; first: {} {} vs {}",
-            diffs.len(),
+            "{}, {relevant} performance-relevant; first: {} {} vs {}",
+            plural(diffs.len() as u64, "difference"),
             Escaped(&first.key),
             value(&first.key, &first.a),
             value(&first.key, &first.b)
         ),
         Some(_) => format!(
-            "{} differences, none known to matter for performance",
-            diffs.len()
+            "{}, none known to matter for performance",
+            plural(diffs.len() as u64, "difference")
         ),
     }
 }

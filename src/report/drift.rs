@@ -6,6 +6,7 @@ use super::html::esc;
 use super::sheet::spreadsheet_text;
 use crate::compare::drift::Drift;
 use crate::text::Escaped;
+use crate::units::plural;
 use serde_json::json;
 use std::io::{self, Write};
 
@@ -63,11 +64,16 @@ pub fn line(d: &Drift) -> String {
 fn summary(drift: &[Drift], scope: &Scope) -> String {
     let relevant = drift.iter().filter(|d| d.relevant()).count();
     format!(
-        "{} settings differ across {} hosts ({relevant} known to matter for performance); \
-         compared the latest saved snapshot of {} hosts and check of {}",
-        drift.len(),
-        scope.hosts,
-        scope.snapshots,
+        "{} {} across {} ({relevant} known to matter for performance); compared the \
+         latest saved snapshot of {} and check of {}",
+        plural(drift.len() as u64, "setting"),
+        if drift.len() == 1 {
+            "differs"
+        } else {
+            "differ"
+        },
+        plural(scope.hosts as u64, "host"),
+        plural(scope.snapshots as u64, "host"),
         scope.checks
     )
 }

@@ -7,6 +7,7 @@ use crate::compare::{Comparison, Metric, Row, RunHead, Significance, format_p};
 use crate::store::{RunKind, RunSource};
 use crate::store::{RunSummary, StoredRun};
 use crate::text::Escaped;
+use crate::units::plural;
 use serde_json::{Value, json};
 use std::io::{self, Write};
 
@@ -75,7 +76,7 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
             "no runs stored yet (tacho bench, bench cpu, bench mem and time save every run)"
         );
     }
-    writeln!(out, "{} runs stored", runs.len())?;
+    writeln!(out, "{} stored", plural(runs.len() as u64, "run"))?;
     writeln!(out)?;
     let grid = Grid {
         header: [

@@ -2,7 +2,7 @@
 //! confidence), then each command's figures as hyperfine prints them.
 
 use crate::timing::result::TimeReport;
-use crate::units::format_bytes_approx;
+use crate::units::{format_bytes_approx, plural};
 use std::io::Write;
 
 /// Verdict, warnings, then one block per command as hyperfine prints it, plus peak memory.
@@ -40,11 +40,11 @@ pub fn write_human(report: &TimeReport, out: &mut impl Write) -> std::io::Result
         )?;
         writeln!(
             out,
-            "  Range (min … max):  {} … {}    median {}, {} runs",
+            "  Range (min … max):  {} … {}    median {}, {}",
             format_secs(r.min),
             format_secs(r.max),
             format_secs(r.median),
-            r.times.len()
+            plural(r.times.len() as u64, "run")
         )?;
         writeln!(
             out,
@@ -89,10 +89,10 @@ fn verdict(report: &TimeReport) -> String {
     if results.len() == 1 {
         let r = &results[0].result;
         return format!(
-            "'{}': {} (mean of {} runs, σ {}), peak memory {}",
+            "'{}': {} (mean of {}, σ {}), peak memory {}",
             r.command,
             format_secs(r.mean),
-            r.times.len(),
+            plural(r.times.len() as u64, "run"),
             r.stddev.map_or("-".into(), format_secs),
             format_bytes_approx(r.peak_memory_bytes())
         );

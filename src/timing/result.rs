@@ -180,10 +180,17 @@ fn warnings(r: &CommandResult, timed_out: u64, ctx: Context) -> Vec<Warning> {
     if timed_out > 0 {
         w.push(Warning {
             code: "timed-out",
-            message: format!(
-                "{timed_out} runs were killed at --max-time; their times are the limit, not \
-                 the command's"
-            ),
+            message: {
+                let (were, times_are) = if timed_out == 1 {
+                    ("was", "its time is")
+                } else {
+                    ("were", "their times are")
+                };
+                format!(
+                    "{} {were} killed at --max-time; {times_are} the limit, not the command's",
+                    crate::units::plural(timed_out, "run")
+                )
+            },
         });
     }
     if ctx.shell && r.times.iter().any(|&t| t < MIN_SHELL_TIME_S) {

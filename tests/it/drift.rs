@@ -47,7 +47,7 @@ fn check_drift(db: &str, dir: &Path) {
         "the planted setting is the first difference:\n{text}"
     );
     assert!(
-        text.starts_with("1 settings differ across 40 hosts"),
+        text.starts_with("1 setting differs across 40 hosts"),
         "{text}"
     );
 

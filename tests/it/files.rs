@@ -629,7 +629,7 @@ fn sector_maps_back(fs: &str, mkfs: &str, mkfs_args: &[&str]) {
 
     let o = run(&["files", "--sector", dev.path(), &sector]);
     let text = stdout(&o);
-    assert!(text.starts_with("1 of 1 sector(s)"), "{text}");
+    assert!(text.starts_with("1 of 1 sector on"), "{text}");
     assert!(text.contains(&format!(
         "{sector}: {} (offset {probe_offset})",
         file.display()

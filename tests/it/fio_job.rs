@@ -260,7 +260,7 @@ fn what_tacho_does_not_do_is_refused_by_name() {
         "verify is not an option",
     );
     refuse("[j]\nsize=4m\nbsrange=4k-4k\n", "bsrange is not an option");
-    refuse("[j]\nsize=4m\nioengine=libaio\n", "ioengine=libaio");
+    refuse("[j]\nsize=4m\nioengine=mmap\n", "ioengine=mmap");
     refuse("[a]\nsize=4m\n[b]\nsize=4m\n", "add stonewall to [b]");
     refuse(
         "[a]\nsize=4m\nfilename=/x/a\n[b]\nstonewall\nsize=4m\nfilename=/x/b\n",
@@ -284,6 +284,50 @@ fn what_tacho_does_not_do_is_refused_by_name() {
         "read",
     ]));
     assert!(err.contains("--fio-job") || err.contains("--rw"), "{err}");
+}
+
+/// Most job files begin with `ioengine=libaio` under `[global]`: those jobs run on io_uring
+/// (both submit asynchronous direct I/O) with a note saying so; and a mistake in a `[global]`
+/// line is blamed on `[global]`, where it is written, not on the job that inherits it.
+#[test]
+fn libaio_jobs_run_on_io_uring_with_a_note_and_global_lines_are_blamed_on_global() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[global]\nioengine=libaio\ndirect=1\nsize=4m\nruntime=300ms\ntime_based\n\
+filename=@DIR@/ssd.test.file\n\n[rand-read]\nrw=randread\niodepth=8\n";
+    let (path, _) = job_file(dir.path(), text);
+    let doc = json_ok(&run(&[
+        "bench",
+        "disk",
+        "--fio-job",
+        path.to_str().unwrap(),
+        "--json",
+        "--no-save",
+        "--no-probe-cache",
+    ]));
+    let test = &common::tests_of(&doc)[0];
+    assert_eq!(test["name"], "rand-read");
+    assert_eq!(test["engine"], "io_uring", "{test}");
+    let note = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "fio-libaio-as-io-uring")
+        .unwrap_or_else(|| panic!("no libaio note: {}", doc["warnings"]));
+    let message = note["message"].as_str().unwrap();
+    assert!(message.contains("[global] line 2"), "{message}");
+
+    let (path, _) = job_file(
+        dir.path(),
+        "[global]\nsize=4m\nbogus=1\n\n[job1]\nrw=read\n",
+    );
+    let err = assert_error(&run(&[
+        "bench",
+        "disk",
+        "--fio-job",
+        path.to_str().unwrap(),
+    ]));
+    assert!(err.contains("[global] line 3: bogus"), "{err}");
+    assert!(!err.contains("[job1]"), "{err}");
 }
 
 /// A job file is read with a cap: `/dev/zero` (which never ends) is an error, not an

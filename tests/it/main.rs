@@ -35,6 +35,7 @@ mod net_dns;
 mod net_links;
 mod partial;
 mod ping;
+mod readme;
 mod report_disk;
 mod safety;
 mod saved_kinds;

@@ -211,6 +211,116 @@ fn man_refuses_a_link_at_a_page_name_before_writing_any_page() {
     assert_eq!(entries(dir.path()), vec!["tacho-time.1", "victim"]);
 }
 
+// --- habits of the tools tacho replaces ------------------------------------------------------
+
+#[test]
+fn tacho_alone_lists_the_commands_and_exits_2_as_hyperfine_and_ripgrep_do() {
+    let o = run::<&str>(&[]);
+    // No command is a usage error (exit 2, as hyperfine and rg without arguments), but the
+    // answer is the command list a newcomer needs, not a one-line riddle.
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty(), "help goes to stderr: {}", stdout(&o));
+    let err = stderr(&o);
+    for command in [
+        "bench", "top", "check", "files", "compare", "profile", "man",
+    ] {
+        assert!(
+            err.lines().any(|l| l.trim_start().starts_with(command)),
+            "no {command} in: {err}"
+        );
+    }
+    assert!(err.contains("Usage: tacho"), "{err}");
+}
+
+/// A page's section, fonts and roff's `\-` undone: `--suite NAME`.
+fn man_section(roff: &str, title: &str) -> String {
+    let start = roff
+        .find(&format!(".SH {title}\n"))
+        .unwrap_or_else(|| panic!("no {title} in {roff}"));
+    let body = &roff[start + title.len() + 5..];
+    let body = &body[..body.find("\n.SH ").unwrap_or(body.len())];
+    body.replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fI", "")
+        .replace("\\fR", "")
+}
+
+#[test]
+fn man_pages_give_option_values_in_the_synopsis_and_the_readmes_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["man", "--dir", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let disk = page("tacho-bench-disk.1");
+    let synopsis = man_section(&disk, "SYNOPSIS");
+    for option in [
+        "[--suite NAME]",
+        "[--size SIZE]",
+        "[--fio-job FILE]",
+        "[TARGET]",
+    ] {
+        assert!(synopsis.contains(option), "no {option} in {synopsis}");
+    }
+    let examples = man_section(&disk, "EXAMPLES");
+    assert!(
+        examples.contains("tacho bench disk /var/lib/etcd --suite etcd"),
+        "{examples}"
+    );
+    assert!(examples.contains("pass/fail for etcd"), "{examples}");
+    let top = man_section(&page("tacho-top.1"), "EXAMPLES");
+    assert!(
+        top.contains("tacho top --batch --interval 1s --count 5"),
+        "{top}"
+    );
+    // The page's own notes stay (what the letters of `files` mean).
+    assert!(man_section(&page("tacho-files.1"), "NOTES").contains("Letters"));
+    let synopsis = man_section(&page("tacho-check.1"), "SYNOPSIS");
+    assert!(synopsis.contains("[--emit-script[=WHICH]]"), "{synopsis}");
+}
+
+#[test]
+fn completions_offer_the_suite_names_for_suite() {
+    let bash = stdout(&run(&["completions", "bash"]));
+    let mut cases = bash.split("--suite)").skip(1).peekable();
+    assert!(cases.peek().is_some(), "no --suite in the bash script");
+    for case in cases {
+        let reply = case.lines().nth(1).unwrap();
+        for suite in ["quick", "cdm-nvme", "etcd", "k8s", "dd"] {
+            assert!(reply.contains(suite), "--suite offers: {reply}");
+        }
+    }
+    let fish = stdout(&run(&["completions", "fish"]));
+    // fish lists the words with their help, one per line, in one quoted argument.
+    let suite = fish.split("-l suite").nth(1).unwrap();
+    let suite = suite.split("\ncomplete ").next().unwrap();
+    assert!(suite.contains("\netcd\\t"), "{suite}");
+}
+
+#[test]
+fn help_and_listings_describe_this_command_in_words_for_users() {
+    let collapse =
+        |o: &std::process::Output| stdout(o).split_whitespace().collect::<Vec<_>>().join(" ");
+    // drift shares its formats with compare, but its CSV holds settings, not tests.
+    let drift = collapse(&run(&["drift", "--help"]));
+    let csv = drift.split("--csv").nth(1).unwrap();
+    let csv = csv.split(" --").next().unwrap();
+    assert!(
+        csv.contains("setting") && !csv.contains("per test"),
+        "{csv}"
+    );
+    let html = drift.split("--html").nth(1).unwrap();
+    assert!(
+        !html.split(" --").next().unwrap().contains("charts"),
+        "{html}"
+    );
+    // bench mem's working sets as plan_levels makes them: an eighth of L3, not half.
+    let mem = collapse(&run(&["bench", "mem", "--help"]));
+    assert!(mem.contains("an eighth of L3"), "{mem}");
+    // Written for the admin reading it, not about how the project began.
+    let suites = stdout(&run(&["bench", "disk", "--list-suites"]));
+    assert!(!suites.contains("seed"), "{suites}");
+}
+
 // --- agreeing options -----------------------------------------------------------------------
 
 #[test]

@@ -310,3 +310,51 @@ fn serving_beyond_loopback_warns_that_the_figures_are_visible() {
         common::stderr(&local)
     );
 }
+
+/// node_exporter's forms of the address, `:PORT` and `localhost:PORT`, are taken; `:PORT`
+/// serves this machine only (the figures name processes and paths: reaching the network is
+/// asked for with 0.0.0.0:PORT). tacho says where it serves, and `/` links to /metrics.
+#[test]
+fn node_exporters_listen_forms_serve_locally_say_where_and_link_from_the_root() {
+    for form in [":", "localhost:"] {
+        let port = common::free_port();
+        let mut child = tacho()
+            .args(["top", "--interval", "200ms", "--listen"])
+            .arg(format!("{form}{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start tacho");
+        let start = Instant::now();
+        while poll(port).is_err() {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                panic!("--listen {form}{port}: tacho exited ({status}): {err}");
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "never served");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let root = common::http_get(port, "/");
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(
+            err.contains(&format!("serving http://127.0.0.1:{port}/metrics")),
+            "--listen {form}{port}: {err}"
+        );
+        assert!(!err.contains("warning"), "{err}");
+        let (head, body) = root.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+        assert!(head.contains("Content-Type: text/html"), "{head}");
+        assert!(body.contains("<a href=\"/metrics\">"), "{body}");
+    }
+    let line = common::assert_error(&common::run(&["top", "--listen", "nowhere:x"]));
+    assert!(line.contains(":9101"), "{line}");
+}

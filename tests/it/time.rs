@@ -214,6 +214,19 @@ fn max_time_kills_a_run() {
     let r = &v["results"][0];
     assert_eq!(r["exit_codes"], serde_json::json!([null]));
     assert_eq!(r["timed_out_runs"], 1);
+    // One run, in the singular.
+    let o = run(&[
+        "time",
+        "-N",
+        "--runs",
+        "1",
+        "--max-time",
+        "100ms",
+        "-i",
+        "sleep 5",
+    ]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("1 run was killed at --max-time"), "{text}");
 }
 
 #[test]

@@ -115,3 +115,21 @@ fn bad_input() {
     assert_error(&run(&["diff", "live"]));
     assert_eq!(entries(dir.path()), ["bench.json", "taken.json"]);
 }
+
+/// A count agrees with its noun: "1 difference", not "1 differences".
+#[test]
+fn one_difference_is_counted_in_the_singular() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = fixture("a.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let sysctl = doc["sysctl"].as_object_mut().unwrap();
+    let key = sysctl.keys().next().unwrap().clone();
+    sysctl.insert(key.clone(), "tacho-test-value".into());
+    let b = dir.path().join("b.json");
+    std::fs::write(&b, doc.to_string()).unwrap();
+    let o = run(&["diff", &a, b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let first = stdout(&o).lines().next().unwrap().to_string();
+    assert!(first.starts_with("1 difference,"), "{first}");
+}

@@ -71,7 +71,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
                 "; {compaction} compaction stalls and {thp} THP faults point at transparent huge pages (try transparent_hugepage=madvise)"
             )
         } else {
-            "; look at what the kernel does for whom (perf top, softirq, page faults)".into()
+            "; `sudo tacho profile` names the kernel functions taking it".into()
         };
         out.push(blame(
             Finding::warning(

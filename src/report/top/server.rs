@@ -1,5 +1,6 @@
 //! The HTTP endpoint for `--listen`: `GET /metrics` answers the latest sample's Prometheus
-//! text; other paths get 404, other methods 405. It runs on its own threads and never blocks
+//! text, `/` a fixed page linking to it (as node_exporter's); other paths get 404, other
+//! methods 405. It runs on its own threads and never blocks
 //! sampling.
 //!
 //! Whoever reaches the port is a client, so everything a client can make tacho spend is
@@ -72,20 +73,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Binds `addr` (an error names it, e.g. when the port is taken) and serves from a thread.
-/// Until the first interval completes, /metrics answers 503 with a reason.
-pub fn serve(addr: SocketAddr, web: WebConfig) -> anyhow::Result<Latest> {
+/// Binds `addr` (an error names it, e.g. when the port is taken) and serves from a thread;
+/// returns the text to serve and the address bound. Until the first interval completes,
+/// /metrics answers 503 with a reason.
+pub fn serve(addr: SocketAddr, web: WebConfig) -> anyhow::Result<(Latest, SocketAddr)> {
     let listener = TcpListener::bind(addr).map_err(|e| {
         anyhow::anyhow!("cannot listen on {addr}: {e}; pick a free port with --listen")
     })?;
+    let bound = listener.local_addr().unwrap_or(addr);
     deepen_queue(&listener);
     let latest = Latest::default();
     let shared = latest.clone();
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || accept_loop(&listener, &shared, &web))?;
-    Ok(latest)
+    Ok((latest, bound))
 }
+
+/// What `/` answers: fixed text (nothing from the system), so nothing in it needs escaping.
+const ROOT_PAGE: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tacho</title>\
+</head><body><h1>tacho</h1><p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
 
 /// Connections waiting to be accepted; std's 128 overflows in a burst of connections, and
 /// the kernel then drops a scraper's SYN, which costs it a 1 s retransmission. Emptying the
@@ -330,6 +337,15 @@ struct Answer {
 
 impl Answer {
     fn new(status: u16, extra: &str, body: Arc<[u8]>) -> Answer {
+        let kind = if status == 200 {
+            "text/plain; version=0.0.4; charset=utf-8"
+        } else {
+            "text/plain; charset=utf-8"
+        };
+        Answer::typed(status, kind, extra, body)
+    }
+
+    fn typed(status: u16, kind: &str, extra: &str, body: Arc<[u8]>) -> Answer {
         let reason = match status {
             200 => "OK",
             400 => "Bad Request",
@@ -339,11 +355,6 @@ impl Answer {
             429 => "Too Many Requests",
             431 => "Request Header Fields Too Large",
             _ => "Service Unavailable",
-        };
-        let kind = if status == 200 {
-            "text/plain; version=0.0.4; charset=utf-8"
-        } else {
-            "text/plain; charset=utf-8"
         };
         Answer {
             head: format!(
@@ -371,7 +382,14 @@ fn route(request: &httparse::Request, latest: &Latest) -> Answer {
     }
     let path = request.path.unwrap_or("");
     let path = path.split_once('?').map_or(path, |(p, _)| p);
-    let mut answer = if path != "/metrics" {
+    let mut answer = if path == "/" {
+        Answer::typed(
+            200,
+            "text/html; charset=utf-8",
+            "",
+            Arc::from(ROOT_PAGE.as_bytes()),
+        )
+    } else if path != "/metrics" {
         Answer::plain(404, "tacho serves /metrics\n")
     } else if let Some(body) = latest.get() {
         Answer::new(200, "", body)
@@ -411,8 +429,10 @@ mod tests {
         assert_eq!(ok.body.as_deref(), Some(&b"a 1\n"[..]));
         let head = answer(b"HEAD /metrics?x=1 HTTP/1.1\r\n\r\n", &latest);
         assert!(head.head.contains("Content-Length: 4\r\n") && head.body.is_none());
+        let root = answer(b"GET / HTTP/1.1\r\n\r\n", &latest);
+        assert!(root.head.contains(" 200 ") && root.head.contains("text/html"));
         assert!(
-            answer(b"GET / HTTP/1.1\r\n\r\n", &latest)
+            answer(b"GET /other HTTP/1.1\r\n\r\n", &latest)
                 .head
                 .contains(" 404 ")
         );
