@@ -132,7 +132,9 @@ impl History {
             };
             h.guard().map_err(|e| describe(path, e))?;
             h.check_format(true)?;
-            h.init().map_err(|e| describe(path, e))?;
+            // Setting WAL on a file another recorder is creating answers "locked" at once,
+            // without SQLite's busy wait: retried as the results store does.
+            crate::store::retry_busy(|| h.init()).map_err(|e| describe(path, e))?;
             Ok(h)
         });
         ready.map_err(|e| {

@@ -314,7 +314,7 @@ fn check_ownership(path: &Path, app_id: i32, version: i64, tables: i64) -> Resul
 /// once, without calling the busy handler, where waiting could deadlock: two processes that
 /// both read a new file and then both want to switch it to WAL or create its schema. One of
 /// them must let go and try again; this is that retry.
-fn retry_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+pub(crate) fn retry_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
     let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
     let mut pause = Duration::from_millis(2);
     loop {

@@ -44,6 +44,11 @@ pub(crate) const KEYS: &[Key] = &[
         help: "show or hide idle loop, ram and zram devices",
     },
     Key {
+        keys: "f",
+        short: "findings",
+        help: "show every finding (up to 3/4 of the screen), or fewer again",
+    },
+    Key {
         keys: "Tab",
         short: "disks/procs",
         help: "move the focus between the disk and process panels",

@@ -43,6 +43,9 @@ pub struct UiState {
     pub partitions: bool,
     /// Show idle loop, ram and zram devices (hidden by default: they crowd out real disks).
     pub idle_devices: bool,
+    /// Every finding in the verdict box (up to three quarters of the screen), not only those
+    /// that fit a quarter.
+    pub all_findings: bool,
     /// The panel the arrow keys scroll.
     pub focus: Focus,
     /// First process row shown.
@@ -85,6 +88,7 @@ impl UiState {
             per_cpu: false,
             partitions: false,
             idle_devices: false,
+            all_findings: false,
             focus: Focus::Processes,
             scroll: 0,
             disk_scroll: 0,
@@ -127,6 +131,7 @@ impl UiState {
             KeyCode::Char('c') => self.per_cpu = !self.per_cpu,
             KeyCode::Char('p') => self.partitions = !self.partitions,
             KeyCode::Char('d') => self.idle_devices = !self.idle_devices,
+            KeyCode::Char('f') => self.all_findings = !self.all_findings,
             KeyCode::Tab | KeyCode::BackTab => {
                 self.focus = match self.focus {
                     Focus::Disks => Focus::Processes,

@@ -47,7 +47,7 @@ pub(crate) fn draw(frame: &mut Frame, sample: Option<&TopSample>, ui: &UiState) 
 }
 
 fn draw_sample(frame: &mut Frame, area: Rect, s: &TopSample, ui: &UiState) -> Shown {
-    let verdict = verdict_lines(s, area.width, area.height);
+    let verdict = verdict_lines(s, area.width, area.height, ui.all_findings);
     let verdict_h = verdict.len() as u16;
     // Lines inside the CPU and memory boxes: fewer on a short screen.
     let budget = if area.height < 30 { 4 } else { 6 };
@@ -96,9 +96,9 @@ fn draw_sample(frame: &mut Frame, area: Rect, s: &TopSample, ui: &UiState) -> Sh
 }
 
 /// The findings, most severe first, each wrapped whole (continuation lines indented). Up to
-/// a quarter of the screen is used, always enough for the first finding; findings that do not
-/// fit are counted on a last line.
-fn verdict_lines(s: &TopSample, width: u16, height: u16) -> Vec<Line<'static>> {
+/// a quarter of the screen is used (three quarters once `f` asked for all), always enough for
+/// the first finding; findings that do not fit are counted on a last line.
+fn verdict_lines(s: &TopSample, width: u16, height: u16, all: bool) -> Vec<Line<'static>> {
     let width = usize::from(width.max(1));
     if s.findings.is_empty() {
         return wrap(&Escaped(&s.verdict).to_string(), width, 2)
@@ -106,15 +106,21 @@ fn verdict_lines(s: &TopSample, width: u16, height: u16) -> Vec<Line<'static>> {
             .map(|l| Line::styled(l, Style::default().fg(Color::Green)))
             .collect();
     }
-    let cap = usize::from(height / 4).max(1);
+    let cap = usize::from(if all { height * 3 / 4 } else { height / 4 }).max(1);
     let mut lines = Vec::new();
     for (i, f) in s.findings.iter().enumerate() {
         let wrapped = wrap(&Escaped(&f.message).to_string(), width, 2);
         let after = s.findings.len() - i - 1;
         if i > 0 && lines.len() + wrapped.len() + usize::from(after > 0) > cap {
             let more = s.findings.len() - i;
+            let hint = if all {
+                "tacho top --batch lists them all"
+            } else {
+                "f shows them"
+            };
             lines.push(Line::raw(format!(
-                "  +{more} more findings (tacho top --batch)"
+                "  +{more} more {} ({hint})",
+                if more == 1 { "finding" } else { "findings" }
             )));
             break;
         }

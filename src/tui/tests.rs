@@ -285,8 +285,18 @@ fn a_long_verdict_wraps_whole_at_80_columns() {
         });
     }
     let text = screen(Some(&s), &ui, 80, 24);
-    assert!(text.contains("more findings (tacho top --batch)"), "{text}");
+    assert!(text.contains("more findings (f shows them)"), "{text}");
     assert!(text.contains("│vda "), "{text}");
+    // `f` shows them: each hot disk is named, the first one's message still whole.
+    let mut ui = ui;
+    assert!(ui.key(KeyCode::Char('f')));
+    let text = screen(Some(&s), &ui, 80, 40);
+    for i in 0..6 {
+        assert!(text.contains(&format!("sd{i} is hot")), "sd{i}:\n{text}");
+    }
+    assert!(ui.key(KeyCode::Char('f')));
+    let text = screen(Some(&s), &ui, 80, 40);
+    assert!(text.contains("more findings (f shows them)"), "{text}");
 }
 
 #[test]

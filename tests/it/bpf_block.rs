@@ -228,9 +228,10 @@ fn top_latency_leads_with_the_verdict() {
         .collect();
     assert_eq!(heads.len(), 2, "{text}");
     for i in heads {
+        // The verdict is top's own line, whatever it says (a finding, or "no bottleneck").
         let verdict = lines[..i].last().copied().unwrap_or("");
         assert!(
-            !verdict.is_empty() && !verdict.starts_with(' ') && verdict.contains(':'),
+            !verdict.trim().is_empty() && !verdict.starts_with(' '),
             "no verdict before the figures:\n{text}"
         );
     }

