@@ -135,14 +135,11 @@ fn sigint_in_a_table_run_says_the_test_was_interrupted() {
     );
 }
 
-/// Ctrl-C pressed twice, or `timeout -s INT` (which signals the process, then its group): the
-/// second signal must still remove the test file and print what was measured.
-#[test]
-fn two_sigints_still_remove_the_test_file_and_report() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+/// `bench disk` writing a 256 MiB test file in `dir`, once the file is there.
+fn bench_writing(dir: &std::path::Path) -> std::process::Child {
     let mut child = tacho()
         .args(["bench", "disk"])
-        .arg(dir.path())
+        .arg(dir)
         .args([
             "--rw",
             "write",
@@ -156,10 +153,7 @@ fn two_sigints_still_remove_the_test_file_and_report() {
         ])
         .spawn_piped();
     let start = Instant::now();
-    while !entries(dir.path())
-        .iter()
-        .any(|e| e.starts_with(".tacho-bench"))
-    {
+    while !entries(dir).iter().any(|e| e.starts_with(".tacho-bench")) {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("tacho ended ({status}) before making its test file");
         }
@@ -169,6 +163,15 @@ fn two_sigints_still_remove_the_test_file_and_report() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    child
+}
+
+/// Ctrl-C pressed twice, or `timeout -s INT` (which signals the process, then its group): the
+/// second signal must still remove the test file and print what was measured.
+#[test]
+fn two_sigints_still_remove_the_test_file_and_report() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let child = bench_writing(dir.path());
     // Writing for a while: the first test has figures to report.
     std::thread::sleep(Duration::from_secs(3));
     signal_at_once(&child, &[libc::SIGINT, libc::SIGTERM]);
@@ -188,35 +191,7 @@ fn two_sigints_still_remove_the_test_file_and_report() {
 #[test]
 fn a_third_sigint_abandons_but_removes_the_test_file() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let mut child = tacho()
-        .args(["bench", "disk"])
-        .arg(dir.path())
-        .args([
-            "--rw",
-            "write",
-            "--size",
-            "256M",
-            "--runtime",
-            "60s",
-            "--no-save",
-            // On a virtual disk the probe would come first and leave no test to report.
-            "--no-probe-cache",
-        ])
-        .spawn_piped();
-    let start = Instant::now();
-    while !entries(dir.path())
-        .iter()
-        .any(|e| e.starts_with(".tacho-bench"))
-    {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("tacho ended ({status}) before making its test file");
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no test file within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = bench_writing(dir.path());
     std::thread::sleep(Duration::from_millis(500));
     signal_at_once(&child, &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
     let o = wait_output(child, Duration::from_secs(30));

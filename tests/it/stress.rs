@@ -156,11 +156,8 @@ fn hdd_files_are_removed_after_sigint() {
     assert_empty(dir.path());
 }
 
-/// Ctrl-C pressed twice, or `timeout -s INT` (which signals the process, then its group): the
-/// second signal must not cost the summary or leave the hdd files.
-#[test]
-fn hdd_files_are_removed_after_two_sigints() {
-    let dir = tempfile::tempdir().unwrap();
+/// `stress --hdd 2` writing into `dir`, once its workers have made their files.
+fn hdd_workers_writing(dir: &std::path::Path) -> std::process::Child {
     let child = tacho()
         .args([
             "stress",
@@ -173,17 +170,23 @@ fn hdd_files_are_removed_after_two_sigints() {
             "--json",
         ])
         .arg("--hdd-dir")
-        .arg(dir.path())
+        .arg(dir)
         .spawn_piped();
     let start = Instant::now();
-    while entries(dir.path()).is_empty() && start.elapsed() < Duration::from_secs(5) {
+    while entries(dir).is_empty() && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(
-        !entries(dir.path()).is_empty(),
-        "the hdd workers never started"
-    );
+    assert!(!entries(dir).is_empty(), "the hdd workers never started");
     std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+/// Ctrl-C pressed twice, or `timeout -s INT` (which signals the process, then its group): the
+/// second signal must not cost the summary or leave the hdd files.
+#[test]
+fn hdd_files_are_removed_after_two_sigints() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = hdd_workers_writing(dir.path());
     signal_at_once(&child, &[libc::SIGINT, libc::SIGTERM]);
     let o = wait_output(child, Duration::from_secs(10));
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
@@ -201,29 +204,7 @@ fn hdd_files_are_removed_after_two_sigints() {
 #[test]
 fn a_third_signal_abandons_but_removes_the_hdd_files() {
     let dir = tempfile::tempdir().unwrap();
-    let child = tacho()
-        .args([
-            "stress",
-            "--hdd",
-            "2",
-            "--hdd-bytes",
-            "64M",
-            "--timeout",
-            "30s",
-            "--json",
-        ])
-        .arg("--hdd-dir")
-        .arg(dir.path())
-        .spawn_piped();
-    let start = Instant::now();
-    while entries(dir.path()).is_empty() && start.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(
-        !entries(dir.path()).is_empty(),
-        "the hdd workers never started"
-    );
-    std::thread::sleep(Duration::from_millis(300));
+    let child = hdd_workers_writing(dir.path());
     signal_at_once(&child, &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
     let o = wait_output(child, Duration::from_secs(10));
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
