@@ -11,11 +11,16 @@ use super::skip;
 pub struct Cgroup(pub PathBuf);
 
 impl Cgroup {
-    /// Returns None (after saying why) where this kernel has no such hierarchy.
+    /// Returns None (after saying why) where this kernel has no such hierarchy, or without
+    /// root, which making a cgroup needs.
     pub fn new(controller: &str, name: &str) -> Option<Cgroup> {
         let mount = Path::new("/sys/fs/cgroup").join(controller);
         if !mount.join("cgroup.procs").exists() {
             skip(&format!("{name}: no cgroup v1 {controller} hierarchy"));
+            return None;
+        }
+        if !super::is_root() {
+            skip(&format!("{name}: making a cgroup needs root"));
             return None;
         }
         let dir = mount.join(name);
