@@ -213,7 +213,9 @@ fn first_verdict(screen: &str) -> String {
     let mut lines = screen.lines();
     let mut text = lines.next().unwrap_or_default().trim().to_string();
     let continued = |l: &&str| {
-        l.starts_with("  ") && !l.trim().is_empty() && !l.contains("more findings (tacho top")
+        l.starts_with("  ")
+            && !l.trim().is_empty()
+            && !(l.trim().starts_with('+') && l.contains(" more finding"))
     };
     for l in lines.take_while(continued) {
         text.push(' ');
