@@ -9,9 +9,13 @@
 # tacho crate and its tests are rebuilt; each timed build follows an untimed one that leaves
 # that tree fully built, so a round times only the edit's rebuild and relink.
 set -euo pipefail
-base=${1:?usage: benches/test_build.sh BASE_REV [ROUNDS]}
-rounds=${2:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
+base=${1:-}
+rounds=${2:-3}
+if [[ -z $base || ! $rounds =~ ^[1-9][0-9]*$ ]] || ! git -C "$here" rev-parse -q --verify "$base^{commit}" >/dev/null; then
+  echo "usage: benches/test_build.sh BASE_REV [ROUNDS]: BASE_REV must be a commit of this repository, ROUNDS a whole number >= 1" >&2
+  exit 2
+fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
 old=$(mktemp -d)
 trap 'git -C "$here" worktree remove --force "$old" >/dev/null 2>&1 || true' EXIT

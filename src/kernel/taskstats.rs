@@ -82,26 +82,20 @@ pub fn configured_cpus() -> usize {
 /// sampler itself may run late.
 #[derive(Debug)]
 pub struct ExitListener {
-    collected: Arc<Mutex<Collected>>,
+    collected: Arc<Mutex<Drained>>,
     stop: Arc<AtomicBool>,
-}
-
-/// What the reader thread gathered since the last drain.
-#[derive(Debug, Default)]
-struct Collected {
-    tasks: Vec<ExitedTask>,
-    /// Records the kernel or the bound below dropped (the kernel only says that some were).
-    overruns: u64,
 }
 
 /// Records kept between two drains at most (~100 MB): beyond, they are dropped and counted.
 const MAX_KEPT: usize = 1 << 20;
 
-/// Exits drained at once, and whether records were lost since the previous drain.
+/// The exits gathered by the reader thread since the last drain, and whether records were lost.
 #[derive(Debug, Default)]
 pub struct Drained {
+    /// One record per exited task (thread), in the order the kernel sent them.
     pub tasks: Vec<ExitedTask>,
-    /// Times records were dropped (the socket overran, or too many waited).
+    /// Times records were dropped (the socket overran, or too many waited): the kernel only
+    /// says that some were, not how many.
     pub overruns: u64,
 }
 
@@ -119,7 +113,7 @@ impl ExitListener {
             mask.as_bytes(),
         )?;
         socket.ack()?;
-        let collected = Arc::new(Mutex::new(Collected::default()));
+        let collected = Arc::new(Mutex::new(Drained::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (into, stopped) = (Arc::clone(&collected), Arc::clone(&stop));
         std::thread::Builder::new()
@@ -130,12 +124,7 @@ impl ExitListener {
 
     /// Every exit recorded since the last call.
     pub fn drain(&mut self) -> Drained {
-        let mut c = self.collected.lock().unwrap_or_else(|e| e.into_inner());
-        let c = std::mem::take(&mut *c);
-        Drained {
-            tasks: c.tasks,
-            overruns: c.overruns,
-        }
+        std::mem::take(&mut *self.collected.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -202,7 +191,7 @@ impl Socket {
     }
 
     /// The reader thread: parses every record into `into` until `stop`.
-    fn read_until(mut self, stop: &AtomicBool, into: &Mutex<Collected>) {
+    fn read_until(mut self, stop: &AtomicBool, into: &Mutex<Drained>) {
         let mut batch = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             let overran = match self.recv_raw() {
