@@ -3,7 +3,8 @@
 //! a JIT function named only in a perf map is named; memory stress with THP `always` puts the
 //! kernel's memory code at the top with the verdict in words; the SVG renders in Chromium with
 //! the function; `--folded` is read by a flame-graph library; without permission, exit 2 with
-//! the sysctl and capability.
+//! the sysctl and capability. Each test profiles the whole machine, so one test's load must not
+//! be in another's samples: they are serial tests, one at a time under `common::kernel_wide`.
 
 use crate::common::*;
 use serde_json::Value;
@@ -126,14 +127,6 @@ fn profile(args: &[&str]) -> Value {
     json_ok(&run(&all))
 }
 
-/// Held by every test here: each profiles the whole machine, so one test's load must not be
-/// in another's samples.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn root_or_skip(test: &str) -> bool {
     if !is_root() {
         skip(&format!("{test}: needs root"));
@@ -148,7 +141,6 @@ fn a_hot_function_is_named_with_most_of_its_samples() {
     if !root_or_skip("a_hot_function_is_named_with_most_of_its_samples") {
         return;
     }
-    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "burner", BURN);
     let p = profile_spinning(&bin);
@@ -186,7 +178,6 @@ fn a_jit_function_in_a_perf_map_is_named() {
     if !root_or_skip("a_jit_function_in_a_perf_map_is_named") {
         return;
     }
-    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "jitter", JIT);
     let p = profile_spinning(&bin);
@@ -221,7 +212,6 @@ fn a_fifo_planted_as_a_perf_map_does_not_hang_the_profiler() {
     if !have_tool("setpriv") {
         return skip(&format!("{test}: setpriv is not installed"));
     }
-    let _one = serial();
     let dir = open_tempdir();
     let bin = build(dir.path(), "fifojit", JIT_QUIET);
     // nobody's process, whose perf map is a FIFO no one writes: opening it blocks.
@@ -253,7 +243,6 @@ fn a_perf_map_planted_by_another_user_names_nothing() {
     if !have_tool("setpriv") {
         return skip(&format!("{test}: setpriv is not installed"));
     }
-    let _one = serial();
     let dir = open_tempdir();
     let bin = build(dir.path(), "quietjit", JIT_QUIET);
     // root's JIT process writes no perf map; nobody writes one for it, naming its code.
@@ -333,7 +322,6 @@ fn stalled_profile(test: &str) -> Option<(Stalled, Child)> {
 fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
     let _kernel_wide = crate::common::kernel_wide();
     let test = "a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler";
-    let _one = serial();
     let Some((stalled, mut child)) = stalled_profile(test) else {
         return;
     };
@@ -373,7 +361,6 @@ fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
 fn a_stalled_binary_costs_its_names_not_the_profile() {
     let _kernel_wide = crate::common::kernel_wide();
     let test = "a_stalled_binary_costs_its_names_not_the_profile";
-    let _one = serial();
     let Some((stalled, mut child)) = stalled_profile(test) else {
         return;
     };
@@ -444,7 +431,6 @@ fn memory_stress_with_thp_always_puts_kernel_memory_work_first() {
     if !root_or_skip("memory_stress_with_thp_always_puts_kernel_memory_work_first") {
         return;
     }
-    let _one = serial();
     let _thp = ThpAlways::set();
     let mut stress = tacho()
         .args([
@@ -502,7 +488,6 @@ fn folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function() {
     if !root_or_skip("folded_stacks_feed_a_flame_graph_and_the_svg_renders_the_function") {
         return;
     }
-    let _one = serial();
     let (dir, svg, o) = spin_with_svg(BURN, "--folded");
     let folded = stdout(&o);
     assert!(
@@ -561,7 +546,6 @@ fn a_hostile_process_name_reaches_the_svg_title_escaped_and_the_svg_is_xml() {
     if !root_or_skip("a_hostile_process_name_reaches_the_svg_title_escaped_and_the_svg_is_xml") {
         return;
     }
-    let _one = serial();
     let (_dir, svg, _) = spin_with_svg(BURN_NAMED, "--json");
     let bytes = std::fs::read(&svg).unwrap();
     assert!(
@@ -604,7 +588,6 @@ fn without_permission_it_names_the_sysctl_and_capability() {
     if !root_or_skip("without_permission_it_names_the_sysctl_and_capability") {
         return;
     }
-    let _one = serial();
     let path = "/proc/sys/kernel/perf_event_paranoid";
     let _restore = Paranoid(std::fs::read_to_string(path).unwrap());
     std::fs::write(path, "3").unwrap();
@@ -625,7 +608,6 @@ fn on_a_terminal_the_table_refreshes_every_second() {
     if !root_or_skip("on_a_terminal_the_table_refreshes_every_second") {
         return;
     }
-    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "burner", BURN);
     let spinner = Spinner::start(&bin);
@@ -654,7 +636,6 @@ fn top_adds_a_profile_under_a_cpu_verdict() {
     if !root_or_skip("top_adds_a_profile_under_a_cpu_verdict") {
         return;
     }
-    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "burner", BURN);
     // One burner per CPU: the CPUs are saturated.
@@ -743,10 +724,10 @@ int main(void) { printf("%d\n", getpid()); fflush(stdout); down(80); return 0; }
 /// above the tall, thin tips of the deepest stacks.
 #[test]
 fn the_whole_system_flame_graph_opens_on_its_widest_frames() {
+    let _kernel_wide = crate::common::kernel_wide();
     if !root_or_skip("the_whole_system_flame_graph_opens_on_its_widest_frames") {
         return;
     }
-    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "deep", BURN_DEEP);
     let _spinner = Spinner::start(&bin);
@@ -786,10 +767,10 @@ fn the_whole_system_flame_graph_opens_on_its_widest_frames() {
 /// piped, the module is there.
 #[test]
 fn on_a_narrow_terminal_profile_fits() {
+    let _kernel_wide = crate::common::kernel_wide();
     if !root_or_skip("on_a_narrow_terminal_profile_fits") {
         return;
     }
-    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "burner", BURN);
     let spinner = Spinner::start(&bin);

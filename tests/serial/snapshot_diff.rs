@@ -119,6 +119,7 @@ fn bad_input() {
 /// A count agrees with its noun: "1 difference", not "1 differences".
 #[test]
 fn one_difference_is_counted_in_the_singular() {
+    let _kernel_wide = crate::common::kernel_wide();
     let dir = tempfile::tempdir().unwrap();
     let a = fixture("a.json");
     let mut doc: serde_json::Value =
