@@ -55,6 +55,8 @@ pub struct ExitedTask {
     pub ppid: u32,
     /// Its command name, invalid UTF-8 as U+FFFD.
     pub comm: String,
+    /// The name's exact bytes in hex when they are not UTF-8 (see [`crate::text`]).
+    pub comm_hex: Option<String>,
     /// User CPU time, microseconds.
     pub utime_us: u64,
     /// System CPU time, microseconds.
@@ -372,6 +374,7 @@ fn task(stats: &[u8], tid: Option<u32>) -> Option<ExitedTask> {
         tid,
         ppid: u32_at(OFF_PPID)?,
         comm: String::from_utf8_lossy(comm).into_owned(),
+        comm_hex: crate::text::hex_if_not_utf8(comm),
         utime_us: u64_at(OFF_UTIME_US)?,
         stime_us: u64_at(OFF_STIME_US)?,
         major_faults: u64_at(OFF_MAJFLT)?,

@@ -190,7 +190,9 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
             // Only a thread of a live process: /proc/PID/io already counts it.
             continue;
         }
-        let q = before.get(&x.tgid).filter(|q| q.comm == x.comm);
+        let q = before
+            .get(&x.tgid)
+            .filter(|q| q.comm == x.comm && q.comm_hex == x.comm_hex);
         let qi = q.and_then(|q| q.io).unwrap_or_default();
         let detail = a.details.get(&x.tgid);
         let cgroups = detail.and_then(|d| d.cgroups.as_ref());
@@ -198,7 +200,7 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
             pid: x.tgid,
             start_ticks: q.map_or(0, |q| q.start_ticks),
             comm: x.comm.clone(),
-            comm_hex: None,
+            comm_hex: x.comm_hex.clone(),
             state: 'X',
             utime: ticks(x.utime_us).saturating_sub(q.map_or(0, |q| q.utime)),
             stime: ticks(x.stime_us).saturating_sub(q.map_or(0, |q| q.stime)),
