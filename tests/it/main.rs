@@ -39,6 +39,7 @@ mod readme;
 mod report_disk;
 mod safety;
 mod saved_kinds;
+mod schema_golden;
 mod sector;
 mod store;
 mod store_postgres;
