@@ -267,6 +267,26 @@ mod tests {
     use super::*;
     use crate::diagnose::findings::tests::fixture_top_sample;
 
+    /// The captured sample's JSON (as `top --json` writes it) and `/metrics` text, byte for
+    /// byte as tacho 0.1.0 wrote them (`TACHO_BLESS=1` rewrites the goldens).
+    #[test]
+    fn the_captured_sample_renders_as_the_goldens() {
+        let golden =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema/golden");
+        let s = fixture_top_sample();
+        for (name, text) in [
+            ("top-sample.json", serde_json::to_string_pretty(&s).unwrap()),
+            ("top-metrics.prom", render(&s)),
+        ] {
+            let path = golden.join(name);
+            if std::env::var_os("TACHO_BLESS").is_some() {
+                std::fs::write(&path, &text).unwrap();
+            }
+            let want = std::fs::read_to_string(&path).unwrap();
+            assert!(want == text, "{name} differs from its golden:\n{text}");
+        }
+    }
+
     #[test]
     fn every_figure_is_a_gauge_labelled_by_what_it_is_about() {
         let text = render(&fixture_top_sample());
