@@ -257,10 +257,10 @@ impl Accumulator {
         for d in &s.disks {
             let t = self
                 .disks
-                .entry(d.name.clone())
+                .entry(d.device.name.clone())
                 .or_insert_with(|| DiskTotal {
-                    name: d.name.clone(),
-                    display_name: d.display_name.clone(),
+                    name: d.device.name.clone(),
+                    display_name: d.device.display_name.clone(),
                     read_bytes: 0,
                     write_bytes: 0,
                     peak_util_pct: 0.0,

@@ -35,7 +35,9 @@ fn ram_backed(name: &str) -> bool {
 /// A loop, ram or zram device, or a partition of one.
 fn virtual_device(d: &Disk) -> bool {
     let named = |n: &str| n.starts_with("loop") || ram_backed(n);
-    d.kind == DeviceKind::Loop || ram_backed(&d.name) || d.parent.as_deref().is_some_and(named)
+    d.device.kind == DeviceKind::Loop
+        || ram_backed(&d.device.name)
+        || d.device.parent.as_deref().is_some_and(named)
 }
 
 /// No request completed or in flight in the interval.
@@ -53,7 +55,7 @@ pub(crate) fn disk_list<'a>(s: &'a TopSample, ui: &UiState) -> DiskList<'a> {
     let mut rows: Vec<&Disk> = s
         .disks
         .iter()
-        .filter(|d| ui.partitions || d.kind != DeviceKind::Partition)
+        .filter(|d| ui.partitions || d.device.kind != DeviceKind::Partition)
         .filter(|d| {
             let hide = !ui.idle_devices && virtual_device(d) && idle(d);
             hidden += usize::from(hide);
@@ -66,7 +68,7 @@ pub(crate) fn disk_list<'a>(s: &'a TopSample, ui: &UiState) -> DiskList<'a> {
         util(b)
             .total_cmp(&util(a))
             .then(kb(b).total_cmp(&kb(a)))
-            .then(a.name.cmp(&b.name))
+            .then(a.device.name.cmp(&b.device.name))
     });
     DiskList { rows, hidden }
 }
@@ -140,10 +142,14 @@ pub(crate) fn render_disks(frame: &mut Frame, area: Rect, list: &DiskList, ui: &
         .rows
         .iter()
         .map(|d| {
-            if d.display_name != d.name {
-                format!("{} {}", Escaped(&d.name), Escaped(&d.display_name))
+            if d.device.display_name != d.device.name {
+                format!(
+                    "{} {}",
+                    Escaped(&d.device.name),
+                    Escaped(&d.device.display_name)
+                )
             } else {
-                Escaped(&d.name).to_string()
+                Escaped(&d.device.name).to_string()
             }
         })
         .collect();

@@ -3,6 +3,7 @@ use crate::diagnose::findings::tests::fixture_top_sample;
 use crate::diagnose::model::Disk;
 use crate::diagnose::model::accumulate::{Accumulated, AccumulatedProcess};
 use crate::diagnose::model::finding::{Finding, Severity};
+use crate::diagnose::sample::devices::DeviceInfo;
 use crate::kernel::blockdev::DeviceKind;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -62,11 +63,19 @@ fn header_words(text: &str) -> Vec<Vec<String>> {
 /// the screen once showed only loop devices.
 fn with_idle_loops() -> TopSample {
     let mut s = fixture_top_sample();
-    let vda = s.disks.iter().find(|d| d.name == "vda").unwrap().clone();
+    let vda = s
+        .disks
+        .iter()
+        .find(|d| d.device.name == "vda")
+        .unwrap()
+        .clone();
     let idle = |name: String| Disk {
-        name: name.clone(),
-        display_name: name,
-        kind: DeviceKind::Loop,
+        device: DeviceInfo {
+            name: name.clone(),
+            display_name: name,
+            kind: DeviceKind::Loop,
+            ..vda.device.clone()
+        },
         r_per_s: Some(0.0),
         w_per_s: Some(0.0),
         d_per_s: Some(0.0),
@@ -76,10 +85,9 @@ fn with_idle_loops() -> TopSample {
     };
     let mut disks: Vec<Disk> = (0..10).map(|i| idle(format!("loop{i}"))).collect();
     disks.push(idle("zram0".into()));
-    disks.push(Disk {
-        kind: DeviceKind::Disk,
-        ..idle("ram0".into())
-    });
+    let mut ram = idle("ram0".into());
+    ram.device.kind = DeviceKind::Disk;
+    disks.push(ram);
     disks.append(&mut s.disks);
     s.disks = disks;
     s
@@ -185,16 +193,21 @@ fn idle_virtual_devices_are_hidden_and_the_busiest_disk_comes_first() {
 #[test]
 fn only_idle_loop_ram_and_zram_devices_and_their_partitions_are_hidden() {
     let mut s = with_idle_loops();
-    let template = s.disks.iter().find(|d| d.name == "loop0").unwrap().clone();
+    let template = s
+        .disks
+        .iter()
+        .find(|d| d.device.name == "loop0")
+        .unwrap()
+        .clone();
     let mut part = template.clone();
-    part.name = "loop0p1".into();
-    part.kind = DeviceKind::Partition;
-    part.parent = Some("loop0".into());
+    part.device.name = "loop0p1".into();
+    part.device.kind = DeviceKind::Partition;
+    part.device.parent = Some("loop0".into());
     let mut disk = template.clone();
-    disk.name = "ramdisk".into();
-    disk.kind = DeviceKind::Disk;
+    disk.device.name = "ramdisk".into();
+    disk.device.kind = DeviceKind::Disk;
     let mut busy_loop = template.clone();
-    busy_loop.name = "loop42".into();
+    busy_loop.device.name = "loop42".into();
     busy_loop.w_per_s = Some(1.0);
     s.disks.extend([part, disk, busy_loop]);
     let mut ui = UiState::new(SortKey::Io);
@@ -203,7 +216,7 @@ fn only_idle_loop_ram_and_zram_devices_and_their_partitions_are_hidden() {
         tables::disk_list(&s, ui)
             .rows
             .iter()
-            .map(|d| d.name.clone())
+            .map(|d| d.device.name.clone())
             .collect()
     };
     let shown = names(&ui);
@@ -403,7 +416,7 @@ fn control_characters_in_names_are_drawn_escaped() {
     let mut s = fixture_top_sample();
     let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
     s.processes[0].comm = hostile.to_string();
-    s.disks[0].display_name = format!("vg-{hostile}");
+    s.disks[0].device.display_name = format!("vg-{hostile}");
     s.findings.clear();
     s.verdict = format!("busy: {hostile}");
     let ui = UiState::new(SortKey::Io);

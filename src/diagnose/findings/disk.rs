@@ -26,14 +26,15 @@ const PSI_IO_SOME_PCT: f64 = 20.0;
 /// Devices judged for saturation: whole disks only (partitions, dm and md pass load to
 /// the disks below, which are judged themselves), and not RAM-backed zram.
 fn judged(d: &Disk) -> bool {
-    matches!(d.kind, DeviceKind::Disk | DeviceKind::Loop) && !d.name.starts_with("zram")
+    matches!(d.device.kind, DeviceKind::Disk | DeviceKind::Loop)
+        && !d.device.name.starts_with("zram")
 }
 
 fn label(d: &Disk) -> String {
-    if d.display_name != d.name {
-        format!("{} ({})", d.name, d.display_name)
+    if d.device.display_name != d.device.name {
+        format!("{} ({})", d.device.name, d.device.display_name)
     } else {
-        d.name.clone()
+        d.device.name.clone()
     }
 }
 
@@ -43,11 +44,12 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
         let util = d.util_pct.unwrap_or(0.0);
         let queue = d.aqu_sz.unwrap_or(0.0);
         // Loop devices and hypervisors' disks report rotational=1 whatever backs them.
-        let rotational =
-            d.rotational == Some(true) && d.kind != DeviceKind::Loop && !d.virtual_disk;
+        let rotational = d.device.rotational == Some(true)
+            && d.device.kind != DeviceKind::Loop
+            && !d.device.virtual_disk;
         if rotational {
             if util >= ROTATIONAL_UTIL_PCT {
-                out.push(Finding::warning("disk_saturated", d.name.clone(), format!(
+                out.push(Finding::warning("disk_saturated", d.device.name.clone(), format!(
                         "{} is saturated: {util:.0}% busy, queue {queue:.1}{} (rotational disk: %util is the measure)",
                         label(d),
                         await_text(d),
@@ -62,7 +64,7 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
             continue;
         };
         let baseline = history
-            .get(&d.name)
+            .get(&d.device.name)
             .filter(|h| h.len() >= BASELINE_MIN)
             .and_then(|h| median(&h.iter().copied().collect::<Vec<_>>()));
         let over_baseline = baseline.filter(|&b| now >= BASELINE_FACTOR * b.max(0.1));
@@ -74,7 +76,7 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
             }
             (None, None) => continue,
         };
-        out.push(Finding::warning("disk_saturated", d.name.clone(), format!(
+        out.push(Finding::warning("disk_saturated", d.device.name.clone(), format!(
                 "{} is saturated: queue {queue:.1}, {why} (%util {util:.0}% says little for a device that serves requests in parallel)",
                 label(d)
             )));
@@ -102,10 +104,10 @@ const BUSY_UTIL_PCT: f64 = 50.0;
 pub fn busy(s: &TopSample, out: &mut Vec<Finding>) {
     for d in s.disks.iter().filter(|d| judged(d)) {
         let util = d.util_pct.unwrap_or(0.0);
-        if util < BUSY_UTIL_PCT || out.iter().any(|f| f.subject == d.name) {
+        if util < BUSY_UTIL_PCT || out.iter().any(|f| f.subject == d.device.name) {
             continue;
         }
-        let Some((dir, culprits)) = s.culprits.disks.get(&d.name) else {
+        let Some((dir, culprits)) = s.culprits.disks.get(&d.device.name) else {
             continue;
         };
         let rate = if *dir == "writes" {
@@ -117,7 +119,7 @@ pub fn busy(s: &TopSample, out: &mut Vec<Finding>) {
         out.push(Finding {
             code: "disk_busy",
             severity: Severity::Info,
-            subject: d.name.clone(),
+            subject: d.device.name.clone(),
             message: format!(
                 "{} busy: {util:.0}% util, {}/s {verb}",
                 label(d),
@@ -136,7 +138,7 @@ pub fn blame(s: &TopSample, findings: &mut [Finding]) {
             "disk_saturated" | "hot_disk" | "disk_busy" => (f.subject.clone(), String::new()),
             "io_pressure" => match busiest_with_culprits(s) {
                 Some(d) => (
-                    d.name.clone(),
+                    d.device.name.clone(),
                     format!(
                         "busiest device {} ({:.0}% util), ",
                         label(d),
@@ -167,7 +169,7 @@ fn busiest_with_culprits(s: &TopSample) -> Option<&Disk> {
         .filter(|d| {
             s.culprits
                 .disks
-                .get(&d.name)
+                .get(&d.device.name)
                 .is_some_and(|c| !c.1.is_empty())
         })
         .max_by(|a, b| {
@@ -212,7 +214,7 @@ pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
         let members: Vec<&Disk> = s
             .disks
             .iter()
-            .filter(|d| g.members.contains(&d.name))
+            .filter(|d| g.members.contains(&d.device.name))
             .collect();
         if members.len() < 3 {
             continue;
@@ -257,7 +259,7 @@ pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
                         score,
                         Finding::warning(
                             "hot_disk",
-                            d.name.clone(),
+                            d.device.name.clone(),
                             format!(
                                 "{}: {metric} {v:.1}{unit} vs {m:.1}{unit} for its {} peers in {} ({})",
                                 label(d),

@@ -57,7 +57,7 @@ impl Judge {
     fn remember(&mut self, sample: &TopSample) {
         for d in &sample.disks {
             if let Some((_, a)) = crate::diagnose::model::disk::worst_await(d) {
-                let h = self.await_history.entry(d.name.clone()).or_default();
+                let h = self.await_history.entry(d.device.name.clone()).or_default();
                 if h.len() == BASELINE_SAMPLES {
                     h.pop_front();
                 }
@@ -65,7 +65,7 @@ impl Judge {
             }
         }
         self.await_history
-            .retain(|name, _| sample.disks.iter().any(|d| &d.name == name));
+            .retain(|name, _| sample.disks.iter().any(|d| &d.device.name == name));
     }
 }
 

@@ -224,7 +224,7 @@ pub fn all_clear(s: &TopSample) -> String {
     let busiest = s
         .disks
         .iter()
-        .filter(|d| !d.name.starts_with("zram"))
+        .filter(|d| !d.device.name.starts_with("zram"))
         .max_by(|a, b| {
             a.util_pct
                 .unwrap_or(0.0)
@@ -234,7 +234,7 @@ pub fn all_clear(s: &TopSample) -> String {
         .map(|d| {
             format!(
                 ", busiest disk {} {:.0}% util",
-                d.name,
+                d.device.name,
                 d.util_pct.unwrap_or(0.0)
             )
         })

@@ -55,13 +55,13 @@ fn disk(name: &str, w_await: f64, util: f64, queue: f64) -> Disk {
     let mut d = fixture_top_sample()
         .disks
         .into_iter()
-        .find(|d| d.name == "vda")
+        .find(|d| d.device.name == "vda")
         .unwrap();
-    d.name = name.into();
-    d.display_name = name.into();
-    d.kind = DeviceKind::Disk;
-    d.rotational = Some(false);
-    d.virtual_disk = false;
+    d.device.name = name.into();
+    d.device.display_name = name.into();
+    d.device.kind = DeviceKind::Disk;
+    d.device.rotational = Some(false);
+    d.device.virtual_disk = false;
     d.w_per_s = Some(100.0);
     d.w_await_ms = Some(w_await);
     d.r_per_s = Some(0.0);
@@ -106,7 +106,7 @@ fn the_slow_member_of_an_md_array_is_named() {
     s.groups.push(Group {
         name: "md0".into(),
         kind: "md",
-        members: s.disks.iter().map(|d| d.name.clone()).collect(),
+        members: s.disks.iter().map(|d| d.device.name.clone()).collect(),
     });
     Judge::new().judge(&mut s);
     assert_eq!(codes(&s), ["hot_disk"]);
@@ -126,7 +126,7 @@ fn peers_that_differ_by_microseconds_are_not_hot() {
     s.groups.push(Group {
         name: "stripe".into(),
         kind: "dm",
-        members: s.disks.iter().map(|d| d.name.clone()).collect(),
+        members: s.disks.iter().map(|d| d.device.name.clone()).collect(),
     });
     Judge::new().judge(&mut s);
     assert!(s.findings.is_empty(), "{:?}", s.findings);
@@ -138,10 +138,10 @@ fn rotational_disks_are_judged_by_util_parallel_ones_by_queue_and_baseline() {
     // A spinning disk 95% busy is saturated; a virtio disk 100% busy with a short queue is not.
     let mut s = quiet();
     let mut hdd = disk("sda", 30.0, 95.0, 2.0);
-    hdd.rotational = Some(true);
+    hdd.device.rotational = Some(true);
     let mut vda = disk("vda", 1.0, 100.0, 1.0);
-    vda.rotational = Some(true);
-    vda.virtual_disk = true;
+    vda.device.rotational = Some(true);
+    vda.device.virtual_disk = true;
     s.disks = vec![hdd, vda];
     judge.judge(&mut s);
     assert_eq!(codes(&s), ["disk_saturated"]);
@@ -335,7 +335,7 @@ fn a_slow_md_member_found_from_sysfs_and_diskstats() {
     let mut s = between(&a, &b, &devices, &opts);
     Judge::new().judge(&mut s);
     assert_eq!(s.groups.len(), 1, "{:?}", s.groups);
-    let loop2 = s.disks.iter().find(|d| d.name == "loop2").unwrap();
+    let loop2 = s.disks.iter().find(|d| d.device.name == "loop2").unwrap();
     assert_eq!(
         (loop2.w_await_ms, loop2.group.as_deref()),
         (Some(60.0), Some("md0"))

@@ -50,7 +50,7 @@ pub fn culprits(
     let mut out = Culprits::default();
     for d in disks {
         if let Some(c) = disk(a, b, deltas, d, devices, dt) {
-            out.disks.insert(d.name.clone(), c);
+            out.disks.insert(d.device.name.clone(), c);
         }
     }
     super::loops::through_loops(&mut out.disks, disks, devices, MAX_CULPRITS);
@@ -213,7 +213,7 @@ fn disk<'p>(
     }
     let (major, minor) = devices
         .iter()
-        .find(|(_, i)| i.name == d.name)
+        .find(|(_, i)| i.name == d.device.name)
         .map(|(k, _)| *k)?;
     let bytes = |p: &Delta| {
         if writes {
@@ -232,7 +232,7 @@ fn disk<'p>(
             .iter()
             .find(|o| (o.write || !writes) && disk_name(devices, o.major, o.minor) == Some(disk))
     }
-    let on_device = |p: &'p Delta| open_on(p, devices, &d.name, writes);
+    let on_device = |p: &'p Delta| open_on(p, devices, &d.device.name, writes);
     // 1. Per-I/O tracing: every request's submitter, exactly.
     if let Some(traced) = &b.block_io
         && let Some(out) = traced_culprits(traced, deltas, (major, minor), writes, dt)
@@ -357,7 +357,7 @@ fn disk<'p>(
                 .iter()
                 .filter(|o| o.write || !writes)
                 .filter_map(|o| disk_name(devices, o.major, o.minor))
-                .filter(|n| *n != d.name)
+                .filter(|n| *n != d.device.name)
                 .collect::<std::collections::BTreeSet<_>>()
                 .len();
             let part = bytes(p) as f64 / (others + 1) as f64;

@@ -18,18 +18,10 @@ use crate::kernel::diskstats::{DiskCounters, SECTOR_BYTES, count, millis};
 /// One device's `iostat -x` line, plus what tacho knows about the device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Disk {
-    /// Kernel name, as iostat prints it (`dm-0`, `sda1`).
-    pub name: String,
-    /// The name admins know (`vg0-data` for dm-0), else the kernel name.
-    pub display_name: String,
-    /// Whole disk, partition, device-mapper, md or loop device.
-    pub kind: DeviceKind,
-    /// The whole disk of a partition.
-    pub parent: Option<String>,
-    /// Whether the device says it spins; `None` when sysfs lacks the attribute.
-    pub rotational: Option<bool>,
-    /// A hypervisor's disk, whatever its rotational flag says.
-    pub virtual_disk: bool,
+    /// The device as the sampler describes it; the line shows its kernel name, display name,
+    /// kind, parent, rotational and virtual flags, not what it is built on.
+    #[serde(flatten, serialize_with = "line_fields")]
+    pub device: DeviceInfo,
     /// md array, LVM volume group or dm table this device is a member of.
     pub group: Option<String>,
     /// Reads completed per second (iostat `r/s`); `None` when the counter went backwards.
@@ -98,6 +90,28 @@ impl Disk {
         self.service_p50_ms = ms(&lat.service, 0.5);
         self.service_p99_ms = ms(&lat.service, 0.99);
     }
+}
+
+/// The fields of a device its iostat line shows, in the order they have always been written.
+fn line_fields<S: serde::Serializer>(d: &DeviceInfo, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        name: &'a str,
+        display_name: &'a str,
+        kind: DeviceKind,
+        parent: &'a Option<String>,
+        rotational: Option<bool>,
+        virtual_disk: bool,
+    }
+    Line {
+        name: &d.name,
+        display_name: &d.display_name,
+        kind: d.kind,
+        parent: &d.parent,
+        rotational: d.rotational,
+        virtual_disk: d.virtual_disk,
+    }
+    .serialize(s)
 }
 
 /// One direction's columns: requests/s, kB/s, merges/s, %merged, await, request size.
@@ -184,12 +198,7 @@ pub fn disk_between(
     );
     let per_ms = |ms: Option<u64>| ms.map(|ms| ms as f64 / (dt_s * 1000.0));
     Disk {
-        name: after.name.clone(),
-        display_name: info.display_name.clone(),
-        kind: info.kind,
-        parent: info.parent.clone(),
-        rotational: info.rotational,
-        virtual_disk: info.virtual_disk,
+        device: info.clone(),
         group,
         r_per_s: r.per_s,
         rkb_per_s: r.kb_per_s,

@@ -38,7 +38,10 @@ pub(super) fn through_loops(
                 let holder = devices.get(&(*major, *minor))?;
                 let on = holder.parent.as_deref().unwrap_or(&holder.name);
                 let (dir, writers) = by_disk.get(&i.name)?;
-                let bytes = disks.iter().find(|d| d.name == i.name)?.write_bytes? as f64;
+                let bytes = disks
+                    .iter()
+                    .find(|d| d.device.name == i.name)?
+                    .write_bytes? as f64;
                 (on == disk && *dir == "writes" && bytes > 0.0 && !writers.is_empty()).then(|| {
                     Source {
                         name: &i.name,

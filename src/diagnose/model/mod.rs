@@ -264,7 +264,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         .filter(|d| {
             devices
                 .values()
-                .any(|i| i.name == d.name && i.is_physical_disk())
+                .any(|i| i.name == d.device.name && i.is_physical_disk())
         })
         .filter_map(|d| d.write_bytes)
         .sum();

@@ -46,8 +46,8 @@ fn disks_processes_and_write_amplification_from_real_captures() {
     assert_eq!(s.schema, "tacho.top.v2");
     assert!((s.interval_s - 1.0).abs() < 1e-9);
     // iostat hides devices never used since boot; so does tacho.
-    assert!(s.disks.iter().all(|d| d.name != "loop5"));
-    let vda = s.disks.iter().find(|d| d.name == "vda").unwrap();
+    assert!(s.disks.iter().all(|d| d.device.name != "loop5"));
+    let vda = s.disks.iter().find(|d| d.device.name == "vda").unwrap();
     let before = diskstats::find(&a.disks, 254, 0).unwrap();
     let after = diskstats::find(&b.disks, 254, 0).unwrap();
     assert_eq!(vda.w_per_s, Some((after.writes - before.writes) as f64));
@@ -223,7 +223,7 @@ fn disk_culprits_are_exact_from_cgroup_counters_and_likely_from_open_files() {
     let vda_written = s
         .disks
         .iter()
-        .find(|d| d.name == "vda")
+        .find(|d| d.device.name == "vda")
         .unwrap()
         .write_bytes;
     let scan = |wbytes: u64| CgroupIoScan {

@@ -308,9 +308,9 @@ fn disks(
         .iter()
         .map(|d| {
             let v = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}"));
-            let mut name = Escaped(&d.name).to_string();
-            if d.display_name != d.name {
-                name = format!("{name} {}", Escaped(&d.display_name));
+            let mut name = Escaped(&d.device.name).to_string();
+            if d.device.display_name != d.device.name {
+                name = format!("{name} {}", Escaped(&d.device.display_name));
             }
             vec![
                 name,
@@ -367,7 +367,7 @@ Device           queue_p50  svc_p50  svc_p99   (ms, eBPF)"
             writeln!(
                 out,
                 "{:<16} {} {} {}",
-                Escaped(&d.name).to_string(),
+                Escaped(&d.device.name).to_string(),
                 v(d.queue_p50_ms, 9),
                 v(d.service_p50_ms, 8),
                 v(d.service_p99_ms, 8),
