@@ -27,6 +27,7 @@ pub(crate) mod profile;
 pub mod report;
 pub(crate) mod safety;
 pub(crate) mod snapshot;
+pub(crate) mod sqlite;
 pub(crate) mod stats;
 pub(crate) mod store;
 pub(crate) mod stress;

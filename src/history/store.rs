@@ -13,6 +13,7 @@ use crate::diagnose::model::SortKey;
 use crate::diagnose::model::conns::Conns;
 use crate::diagnose::sample::Sample;
 use crate::diagnose::sample::devices::{DeviceInfo, Devices};
+use crate::sqlite::{self, Marks};
 
 /// SQLite `application_id` marking a tacho history file ("thst"); the results store has its
 /// own, so neither can be mistaken for the other.
@@ -134,7 +135,7 @@ impl History {
             h.check_format(true)?;
             // Setting WAL on a file another recorder is creating answers "locked" at once,
             // without SQLite's busy wait: retried as the results store does.
-            crate::store::retry_busy(|| h.init()).map_err(|e| describe(path, e))?;
+            crate::sqlite::retry_busy(|| h.init()).map_err(|e| describe(path, e))?;
             Ok(h)
         });
         ready.map_err(|e| {
@@ -171,13 +172,12 @@ impl History {
             );
         }
         let companion = |suffix: &str| -> Result<Option<std::fs::Metadata>> {
-            let mut name = path.as_os_str().to_owned();
-            name.push(suffix);
+            let name = sqlite::companion(path, suffix);
             match std::fs::symlink_metadata(&name) {
                 Ok(m) if m.is_file() => Ok(Some(m)),
                 Ok(_) => bail!(
                     "{} is not a regular file; move it away and read the history again",
-                    Path::new(&name).display()
+                    name.display()
                 ),
                 Err(_) => Ok(None),
             }
@@ -193,12 +193,7 @@ impl History {
             ),
             _ => "immutable=1",
         };
-        let uri = format!("file:{}?{mode}", crate::store::uri_path(path));
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(uri, flags).map_err(|e| describe(path, e))?;
+        let conn = sqlite::open_read_only(path, mode, true).map_err(|e| describe(path, e))?;
         let h = History {
             conn,
             path: path.to_path_buf(),
@@ -227,20 +222,12 @@ impl History {
         let fail = |e| describe(&self.path, e);
         // One snapshot: a recorder creating this file meanwhile is seen wholly or not at all.
         let snapshot = self.conn.unchecked_transaction().map_err(fail)?;
-        let (app, ver, tables): (i32, i64, i64) = snapshot
-            .query_row(
-                "SELECT (SELECT application_id FROM pragma_application_id), \
-                 (SELECT user_version FROM pragma_user_version), \
-                 (SELECT count(*) FROM sqlite_master)",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .map_err(fail)?;
-        let fresh = app == 0 && tables == 0;
-        if fresh && may_initialise {
+        let marks = Marks::read_in(&snapshot).map_err(fail)?;
+        if marks.is_new() && may_initialise {
             return Ok(());
         }
-        if app != APPLICATION_ID {
+        let ver = marks.version;
+        if marks.application_id != APPLICATION_ID {
             bail!(
                 "{} is not a tacho history file (another program's SQLite file, or empty); \
                  name the file `tacho record` writes (its --history)",

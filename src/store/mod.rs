@@ -22,6 +22,7 @@ pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suit
 pub use runs::{RawRun, RunSummary};
 
 use crate::kernel::SysRoot;
+use crate::sqlite::{self, Marks, retry_busy};
 use anyhow::{Context, Result, anyhow, bail};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
@@ -99,20 +100,13 @@ impl Store {
     /// no `-shm` exists the file is opened as immutable, which is exact only when no `-wal`
     /// holds changes; a `-wal` with changes is refused rather than silently left out.
     fn open_read_only(path: &Path) -> Result<Store> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let attempt = |uri: String| -> Result<Store> {
-            let conn = Connection::open_with_flags(uri, flags).map_err(|e| describe(path, e))?;
+        let attempt = |query: &str| -> Result<Store> {
+            let conn = sqlite::open_read_only(path, query, false).map_err(|e| describe(path, e))?;
             Self::ready(path, conn, true)
         };
-        let plain = attempt(format!("file:{}?mode=ro", uri_path(path)));
+        let plain = attempt("mode=ro");
         let Err(first) = plain else { return plain };
-        let sidecar = |ext: &str| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(ext);
-            std::fs::metadata(PathBuf::from(p)).ok()
-        };
+        let sidecar = |ext: &str| std::fs::metadata(sqlite::companion(path, ext)).ok();
         if sidecar("-shm").is_some() {
             return Err(first);
         }
@@ -126,7 +120,7 @@ impl Store {
                 path.display()
             );
         }
-        attempt(format!("file:{}?immutable=1", uri_path(path)))
+        attempt("immutable=1")
     }
 
     fn open_with(path: &Path, flags: OpenFlags) -> Result<Store> {
@@ -144,8 +138,9 @@ impl Store {
     fn ready(path: &Path, mut conn: Connection, read_only: bool) -> Result<Store> {
         let fail = |e: rusqlite::Error| describe(path, e);
         conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
-        let (app_id, version, tables) = retry_busy(|| ownership(&conn)).map_err(fail)?;
-        check_ownership(path, app_id, version, tables)?;
+        let marks = retry_busy(|| Marks::read(&conn)).map_err(fail)?;
+        check_ownership(path, marks)?;
+        let version = marks.version;
         if read_only {
             if version < schema::LATEST {
                 bail!(
@@ -204,9 +199,7 @@ fn remove_if_empty(path: &Path) {
     }
     let _ = std::fs::remove_file(path);
     for suffix in ["-wal", "-shm", "-journal"] {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        let _ = std::fs::remove_file(name);
+        let _ = std::fs::remove_file(sqlite::companion(path, suffix));
     }
 }
 
@@ -259,77 +252,26 @@ fn writable(path: &Path) -> bool {
     may_write(path) && may_write(dir)
 }
 
-/// `path` for an SQLite `file:` URI: every byte but unreserved ones and `/` percent-encoded,
-/// so `?`, `#` and `%` in a name (and bytes that are not UTF-8) stay part of the path.
-pub(crate) fn uri_path(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = String::new();
-    for &b in path.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// The file's owner mark, schema version and table count, read in one transaction so the
-/// three come from one snapshot: another tacho may be creating this very file right now.
-fn ownership(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
-    let snapshot = conn.unchecked_transaction()?;
-    let app_id = snapshot.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let version = snapshot.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let tables = snapshot.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-    Ok((app_id, version, tables))
-}
-
 /// Refuses files that are not tacho's before anything is written to them.
-fn check_ownership(path: &Path, app_id: i32, version: i64, tables: i64) -> Result<()> {
-    let foreign = if app_id == 0 {
-        // A new, empty file is ours to initialise; one with tables and no mark is not.
-        tables > 0
-    } else {
-        app_id != schema::APPLICATION_ID
-    };
-    if foreign {
+fn check_ownership(path: &Path, marks: Marks) -> Result<()> {
+    // A new, empty file is ours to initialise; one with tables and no mark is not.
+    if marks.is_foreign(schema::APPLICATION_ID) {
         bail!(
             "{} is an SQLite database of another program, not tacho's results; pass another \
              --db PATH",
             path.display()
         );
     }
-    if version > schema::LATEST {
+    if marks.version > schema::LATEST {
         bail!(
-            "{} was written by a newer tacho (schema {version}; this one knows up to {}); \
+            "{} was written by a newer tacho (schema {}; this one knows up to {}); \
              upgrade tacho or pass another --db PATH",
             path.display(),
+            marks.version,
             schema::LATEST
         );
     }
     Ok(())
-}
-
-/// Runs `step` again while SQLite answers BUSY, up to [`BUSY_TIMEOUT`]. SQLite answers BUSY at
-/// once, without calling the busy handler, where waiting could deadlock: two processes that
-/// both read a new file and then both want to switch it to WAL or create its schema. One of
-/// them must let go and try again; this is that retry.
-pub(crate) fn retry_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
-    let mut pause = Duration::from_millis(2);
-    loop {
-        match step() {
-            Err(e)
-                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
-                    && std::time::Instant::now() < deadline =>
-            {
-                // Jitter, so two processes that collided do not collide again in step.
-                std::thread::sleep(pause + Duration::from_micros(fastrand::u64(0..2000)));
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            other => return other,
-        }
-    }
 }
 
 /// A database error as one line naming the file and what to do.
