@@ -289,6 +289,110 @@ mod tests {
         }
     }
 
+    /// The captured sample with every section `/metrics` exports filled: links, cgroups,
+    /// TCP groups, DNS, a finding's culprit and accumulated totals.
+    fn every_section() -> TopSample {
+        use crate::diagnose::model::accumulate::{
+            Accumulated, AccumulatedProcess, AccumulatedService,
+        };
+        use crate::diagnose::model::conns::{ConnGroup, Conns};
+        use crate::diagnose::model::process::{Cgroup, CgroupDevice};
+        let mut s = fixture_top_sample();
+        s.time_unix_s = 1795573250.7573602;
+        s.disks[0].queue_p50_ms = Some(0.25);
+        s.disks[0].service_p50_ms = Some(0.5);
+        s.disks[0].service_p99_ms = Some(4.0);
+        s.processes[0].io_delay_pct = Some(12.5);
+        s.links = vec![crate::diagnose::model::net::Link {
+            name: "eth0".into(),
+            speed_mbps: Some(1000),
+            duplex: Some("full".into()),
+            shaper: Some("tbf".into()),
+            shaped_mbps: Some(8.0),
+            rx_utilisation_pct: Some(2.0),
+            tx_utilisation_pct: Some(94.0),
+            rx_overruns_per_s: Some(1.5),
+            tx_fifo_errors_per_s: Some(0.5),
+            carrier_changes_per_s: Some(0.0),
+        }];
+        s.cgroups = vec![Cgroup {
+            path: "/system.slice/db.service".into(),
+            devices: vec![CgroupDevice {
+                device: "vda".into(),
+                rbytes_per_s: 4096.0,
+                wbytes_per_s: 8192.5,
+                rios_per_s: 1.0,
+                wios_per_s: 2.0,
+                dbytes_per_s: 0.0,
+            }],
+        }];
+        let group = |key: &str, pid| ConnGroup {
+            key: key.into(),
+            key_hex: None,
+            pid,
+            unit: None,
+            connections: 2,
+            tx_bytes_per_s: 1000.0,
+            rx_bytes_per_s: 10.0,
+            tx_share_pct: 75.0,
+            segs_out: 400,
+            retrans: 8,
+        };
+        s.connections = Some(Conns {
+            established: 3,
+            tx_bytes_per_s: 1333.0,
+            rx_bytes_per_s: 10.0,
+            top: Vec::new(),
+            by_remote: vec![group("10.0.0.5:5432", None)],
+            by_process: vec![group("php-fpm (pid 3111)", Some(3111))],
+            by_service: vec![group("php-fpm.service", None)],
+            owners_unknown: 1,
+        });
+        let mut c = crate::net::dns::DnsCounts {
+            queries: 4,
+            answers: 4,
+            ..Default::default()
+        };
+        c.rcodes.insert("NXDOMAIN".into(), 3);
+        c.qtypes.insert("AAAA".into(), 4);
+        s.dns = Some(crate::diagnose::model::dns::between(&c, 2.0));
+        s.accumulated = Some(Accumulated {
+            since_unix_s: 0.0,
+            processes: vec![AccumulatedProcess {
+                pid: 4242,
+                comm: "backupd".into(),
+                comm_hex: None,
+                unit: Some("backup.service".into()),
+                read_bytes: 7,
+                write_bytes: 283 << 20,
+                user_s: 1.5,
+                system_s: 12.25,
+                io_delay_s: 0.0,
+                exited: true,
+            }],
+            services: vec![AccumulatedService {
+                unit: "backup.service".into(),
+                read_bytes: 7,
+                write_bytes: 283 << 20,
+                cpu_s: 13.75,
+                processes: 1,
+            }],
+        });
+        s
+    }
+
+    #[test]
+    fn a_sample_with_every_section_renders_as_its_golden() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/schema/golden/top-metrics-every-section.prom");
+        let text = render(&every_section());
+        if std::env::var_os("TACHO_BLESS").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap();
+        assert!(want == text, "differs from its golden:\n{text}");
+    }
+
     #[test]
     fn every_figure_is_a_gauge_labelled_by_what_it_is_about() {
         let text = render(&fixture_top_sample());
