@@ -355,7 +355,10 @@ mod tests {
         };
         c.rcodes.insert("NXDOMAIN".into(), 3);
         c.qtypes.insert("AAAA".into(), 4);
-        s.dns = Some(crate::diagnose::model::dns::between(&c, 2.0));
+        let mut dns = crate::diagnose::model::dns::between(&c, 2.0);
+        (dns.response_p50_ms, dns.response_p90_ms) = (Some(1.5), Some(20.0));
+        dns.response_p99_ms = Some(250.0);
+        s.dns = Some(dns);
         s.accumulated = Some(Accumulated {
             since_unix_s: 0.0,
             processes: vec![AccumulatedProcess {
