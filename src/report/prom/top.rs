@@ -1,179 +1,165 @@
 //! The figures of a sample as Prometheus text exposition (format 0.0.4) for `/metrics`.
 //!
-//! Metric names are the JSON field names under a `tacho_<section>_` prefix, turned into
-//! Prometheus's base units by their suffix ([`base_units`]: `disks[].util_pct` is
-//! `tacho_disk_util_ratio{device="vda"}` from 0 to 1, `w_await_ms` is `w_await_seconds`,
-//! `wkb_per_s` is `w_bytes_per_second`), which keeps the two outputs in step without a second
-//! list of names. The figures of the last interval (rates, shares) are gauges; the totals since
-//! start of `--accumulate` are counters (`_total`).
+//! Each exported figure is listed in [`metrics`] with its name and unit: `disks[].util_pct`
+//! is `tacho_disk_util_ratio{device="vda"}` from 0 to 1, `w_await_ms` is `w_await_seconds`,
+//! `wkb_per_s` is `w_bytes_per_second`. The figures of the last interval (rates, shares) are
+//! gauges; the totals since start of `--accumulate` are counters (`_total`).
+
+mod metrics;
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use super::{Family, exposition};
 use crate::diagnose::model::TopSample;
+use crate::diagnose::model::culprits::Attribution;
+use crate::diagnose::model::finding::Severity;
+use metrics::{Metric, Unit};
+
+/// The families of one rendering, by name (the exposition lists them sorted), each holding
+/// its samples in the order they were added.
+#[derive(Default)]
+struct Families(BTreeMap<String, Family>);
+
+impl Families {
+    /// Adds `value` (in `unit`) as a sample of `name`; `field` is the JSON field it comes
+    /// from, which the family's HELP names.
+    fn add(&mut self, name: &str, field: &str, unit: Unit, labels: &[(&str, &str)], value: f64) {
+        // Not a number the JSON could hold (it writes null): no sample.
+        if !value.is_finite() {
+            return;
+        }
+        let family = self.0.entry(name.to_string()).or_insert_with(|| {
+            if name.ends_with("_total") {
+                Family::counter(name, help(field))
+            } else {
+                Family::new(name, help(field))
+            }
+        });
+        family.sample(labels, None, unit.base(value));
+    }
+
+    /// Every figure of `x` that `metrics` lists and that was measured.
+    fn figures<T>(&mut self, metrics: &[Metric<T>], x: &T, labels: &[(&str, &str)]) {
+        for m in metrics {
+            if let Some(v) = (m.get)(x) {
+                self.add(m.name, m.field, m.unit, labels, v);
+            }
+        }
+    }
+}
 
 /// Renders one sample.
 pub fn render(s: &TopSample) -> String {
-    let mut families: BTreeMap<String, Family> = BTreeMap::new();
-    let json = serde_json::to_value(s).unwrap_or(Value::Null);
-    let mut add = |field: String, labels: &[(&str, &str)], v: &Value| {
-        let value = match v {
-            Value::Number(n) => n.as_f64(),
-            Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
-            _ => None,
-        };
-        if let Some(value) = value {
-            let (name, value) = base_units(&field, value);
-            let family = families.entry(name.clone()).or_insert_with(|| {
-                if name.ends_with("_total") {
-                    Family::counter(name.as_str(), help(&field))
-                } else {
-                    Family::new(name.as_str(), help(&field))
-                }
-            });
-            family.sample(labels, None, value);
-        }
-    };
-    let fields = |v: &Value| v.as_object().cloned().unwrap_or_default();
-
-    for (k, v) in fields(&json["cpu"]) {
-        add(format!("tacho_cpu_{k}"), &[], &v);
+    let mut f = Families::default();
+    f.figures(metrics::CPU, &s.cpu, &[]);
+    for c in &s.cpu.per_cpu {
+        f.figures(metrics::CORE, c, &[("cpu", &c.cpu.to_string())]);
     }
-    for c in json["cpu"]["per_cpu"].as_array().into_iter().flatten() {
-        let cpu = c["cpu"].to_string();
-        for (k, v) in fields(c).iter().filter(|(k, _)| *k != "cpu") {
-            add(format!("tacho_cpu_core_{k}"), &[("cpu", &cpu)], v);
-        }
-    }
-    for (k, v) in fields(&json["load"]) {
-        add(format!("tacho_load_{k}"), &[], &v);
-    }
-    for (k, v) in fields(&json["memory"]) {
-        add(format!("tacho_memory_{k}"), &[], &v);
-    }
-    for (k, v) in fields(&json["memory"]["used_parts"]) {
-        add(format!("tacho_memory_used_{k}"), &[], &v);
-    }
-    for (k, v) in fields(&json["vm_events"]) {
-        add("tacho_vm_events".into(), &[("counter", &k)], &v);
-    }
-    for (resource, r) in fields(&json["psi"]) {
-        for kind in ["some", "full"] {
-            for (k, v) in fields(&r[kind]) {
-                add(
-                    format!("tacho_psi_{k}"),
-                    &[("resource", &resource), ("kind", kind)],
-                    &v,
-                );
-            }
-        }
-    }
-    for d in json["disks"].as_array().into_iter().flatten() {
-        let (dev, name) = (text(&d["name"]), text(&d["display_name"]));
-        for (k, v) in fields(d) {
-            add(
-                format!("tacho_disk_{k}"),
-                &[("device", &dev), ("name", &name)],
-                &v,
-            );
-        }
-    }
-    for p in json["processes"].as_array().into_iter().flatten() {
-        let (pid, comm) = (p["pid"].to_string(), text(&p["comm"]));
-        for (k, v) in fields(p).iter().filter(|(k, _)| *k != "pid") {
-            add(
-                format!("tacho_process_{k}"),
-                &[("pid", &pid), ("comm", &comm)],
-                v,
-            );
-        }
-    }
-    for c in json["cgroups"].as_array().into_iter().flatten() {
-        let path = text(&c["path"]);
-        for d in c["devices"].as_array().into_iter().flatten() {
-            let dev = text(&d["device"]);
-            for (k, v) in fields(d) {
-                add(
-                    format!("tacho_cgroup_{k}"),
-                    &[("cgroup", &path), ("device", &dev)],
-                    &v,
-                );
-            }
-        }
-    }
-    for (k, v) in fields(&json["write_amplification"]) {
-        add(format!("tacho_write_amplification_{k}"), &[], &v);
-    }
-    for n in json["net"].as_array().into_iter().flatten() {
-        let name = text(&n["name"]);
-        for (k, v) in fields(n) {
-            add(format!("tacho_net_{k}"), &[("interface", &name)], &v);
-        }
-    }
-    for l in json["links"].as_array().into_iter().flatten() {
-        let name = text(&l["name"]);
-        for (k, v) in fields(l) {
-            add(format!("tacho_link_{k}"), &[("interface", &name)], &v);
-        }
-    }
-    let conns = &json["connections"];
-    for (k, v) in fields(conns) {
-        add(format!("tacho_tcp_{k}"), &[], &v);
-    }
-    for (group, label) in [
-        ("by_process", "process"),
-        ("by_remote", "peer"),
-        ("by_service", "service"),
-    ] {
-        for g in conns[group].as_array().into_iter().flatten() {
-            let key = text(&g["key"]);
-            for (k, v) in fields(g).iter().filter(|(k, _)| *k != "pid") {
-                add(format!("tacho_tcp_{label}_{k}"), &[(label, &key)], v);
-            }
-        }
-    }
-    let dns = &json["dns"];
-    for (k, v) in fields(dns) {
-        add(format!("tacho_dns_{k}"), &[], &v);
-    }
-    for (map, name, label) in [
-        ("rcodes", "answers", "rcode"),
-        ("qtypes", "queries", "type"),
-    ] {
-        for (k, v) in fields(&dns[map]) {
-            add(format!("tacho_dns_{name}"), &[(label, &k)], &v);
-        }
-    }
-    for f in &s.findings {
-        let severity = serde_json::to_value(f.severity).unwrap_or(Value::Null);
-        add(
-            "tacho_finding".into(),
-            &[
-                ("code", f.code),
-                ("subject", &f.subject),
-                ("severity", &text(&severity)),
-            ],
-            &Value::from(1),
+    f.figures(metrics::LOAD, &s.load, &[]);
+    f.figures(metrics::MEMORY, &s.memory, &[]);
+    f.figures(metrics::MEMORY_USED, &s.memory.used_parts, &[]);
+    for (counter, v) in &s.vm_events {
+        let labels = [("counter", counter.as_str())];
+        f.add(
+            "tacho_vm_events",
+            "tacho_vm_events",
+            Unit::Same,
+            &labels,
+            *v as f64,
         );
-        for c in &f.culprits {
+    }
+    for (resource, r) in [
+        ("cpu", &s.psi.cpu),
+        ("io", &s.psi.io),
+        ("memory", &s.psi.memory),
+    ] {
+        let Some(r) = r else { continue };
+        for (kind, line) in [("some", Some(&r.some)), ("full", r.full.as_ref())] {
+            if let Some(line) = line {
+                let labels = [("resource", resource), ("kind", kind)];
+                f.figures(metrics::PSI, line, &labels);
+            }
+        }
+    }
+    for d in &s.disks {
+        let labels = [
+            ("device", d.device.name.as_str()),
+            ("name", d.device.display_name.as_str()),
+        ];
+        f.figures(metrics::DISK, d, &labels);
+    }
+    for p in &s.processes {
+        let pid = p.pid.to_string();
+        f.figures(metrics::PROCESS, p, &[("pid", &pid), ("comm", &p.comm)]);
+    }
+    for c in &s.cgroups {
+        for d in &c.devices {
+            let labels = [("cgroup", c.path.as_str()), ("device", d.device.as_str())];
+            f.figures(metrics::CGROUP, d, &labels);
+        }
+    }
+    f.figures(metrics::WRITE_AMPLIFICATION, &s.write_amplification, &[]);
+    for n in &s.net {
+        f.figures(metrics::NET, n, &[("interface", &n.name)]);
+    }
+    for l in &s.links {
+        f.figures(metrics::LINK, l, &[("interface", &l.name)]);
+    }
+    if let Some(conns) = &s.connections {
+        f.figures(metrics::TCP, conns, &[]);
+        for (groups, metrics, label) in [
+            (&conns.by_process, metrics::TCP_PROCESS, "process"),
+            (&conns.by_remote, metrics::TCP_PEER, "peer"),
+            (&conns.by_service, metrics::TCP_SERVICE, "service"),
+        ] {
+            for g in groups {
+                f.figures(metrics, g, &[(label, &g.key)]);
+            }
+        }
+    }
+    if let Some(dns) = &s.dns {
+        f.figures(metrics::DNS, dns, &[]);
+        for (map, name, label) in [
+            (&dns.rcodes, "tacho_dns_answers", "rcode"),
+            (&dns.qtypes, "tacho_dns_queries", "type"),
+        ] {
+            for (k, v) in map {
+                f.add(name, name, Unit::Same, &[(label, k)], *v as f64);
+            }
+        }
+    }
+    for finding in &s.findings {
+        let severity = match finding.severity {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        };
+        let about = [
+            ("code", finding.code),
+            ("subject", finding.subject.as_str()),
+        ];
+        let labels = [about[0], about[1], ("severity", severity)];
+        f.add("tacho_finding", "tacho_finding", Unit::Same, &labels, 1.0);
+        for c in &finding.culprits {
             let pid = c.pid.map_or(String::new(), |p| p.to_string());
             let how = match c.attribution {
-                crate::diagnose::model::culprits::Attribution::Exact { .. } => "exact",
-                crate::diagnose::model::culprits::Attribution::Likely { .. } => "likely",
+                Attribution::Exact { .. } => "exact",
+                Attribution::Likely { .. } => "likely",
             };
-            add(
-                "tacho_finding_culprit_share_pct".into(),
-                &[
-                    ("code", f.code),
-                    ("subject", &f.subject),
-                    ("pid", &pid),
-                    ("comm", &c.comm),
-                    ("unit", c.unit.as_deref().unwrap_or("")),
-                    ("attribution", how),
-                ],
-                &Value::from(c.share_pct),
+            let labels = [
+                about[0],
+                about[1],
+                ("pid", &pid),
+                ("comm", &c.comm),
+                ("unit", c.unit.as_deref().unwrap_or("")),
+                ("attribution", how),
+            ];
+            f.add(
+                "tacho_finding_culprit_share_ratio",
+                "tacho_finding_culprit_share_pct",
+                Unit::Percent,
+                &labels,
+                c.share_pct,
             );
         }
     }
@@ -181,85 +167,37 @@ pub fn render(s: &TopSample) -> String {
         for p in &acc.processes {
             let pid = p.pid.to_string();
             let labels = [("pid", pid.as_str()), ("comm", p.comm.as_str())];
-            add(
-                "tacho_process_read_bytes_total".into(),
-                &labels,
-                &Value::from(p.read_bytes),
-            );
-            add(
-                "tacho_process_write_bytes_total".into(),
-                &labels,
-                &Value::from(p.write_bytes),
-            );
-            add(
-                "tacho_process_cpu_seconds_total".into(),
-                &labels,
-                &Value::from(p.user_s + p.system_s),
-            );
+            for (name, v) in [
+                ("tacho_process_read_bytes_total", p.read_bytes as f64),
+                ("tacho_process_write_bytes_total", p.write_bytes as f64),
+                ("tacho_process_cpu_seconds_total", p.user_s + p.system_s),
+            ] {
+                f.add(name, name, Unit::Same, &labels, v);
+            }
         }
         for u in &acc.services {
             let labels = [("unit", u.unit.as_str())];
-            add(
-                "tacho_service_read_bytes_total".into(),
-                &labels,
-                &Value::from(u.read_bytes),
-            );
-            add(
-                "tacho_service_write_bytes_total".into(),
-                &labels,
-                &Value::from(u.write_bytes),
-            );
-            add(
-                "tacho_service_cpu_seconds_total".into(),
-                &labels,
-                &Value::from(u.cpu_s),
-            );
+            for (name, v) in [
+                ("tacho_service_read_bytes_total", u.read_bytes as f64),
+                ("tacho_service_write_bytes_total", u.write_bytes as f64),
+                ("tacho_service_cpu_seconds_total", u.cpu_s),
+            ] {
+                f.add(name, name, Unit::Same, &labels, v);
+            }
         }
     }
-    add("tacho_interval_s".into(), &[], &Value::from(s.interval_s));
-
-    let families: Vec<Family> = families.into_values().collect();
+    let interval = ("tacho_interval_seconds", "tacho_interval_s");
+    f.add(interval.0, interval.1, Unit::Same, &[], s.interval_s);
+    let families: Vec<Family> = f.0.into_values().collect();
     exposition(&families)
 }
 
-/// HELP for a metric named after a `tacho.top.v2` field: where to read what it means.
+/// HELP for a metric read from a `tacho.top.v2` field: where to read what it means.
 fn help(field: &str) -> String {
     format!(
         "tacho top figure {field} in base units (seconds, bytes, ratios 0-1); see tacho top \
          --json for the field."
     )
-}
-
-/// A field's name and value in Prometheus's base units, by the field's suffix: kB/s → bytes
-/// per second, `_per_s` → `_per_second`, percent → ratio (0–1), ms/µs/ns and `_s` →
-/// seconds, kB → bytes, Mb/s → bytes per second. Other names are kept.
-pub(crate) fn base_units(field: &str, v: f64) -> (String, f64) {
-    // Multiplied or divided (dividing keeps 94 % an exact 0.94).
-    const RULES: [(&str, &str, f64, f64); 9] = [
-        ("kb_per_s", "_bytes_per_second", 1024.0, 1.0),
-        ("_per_s", "_per_second", 1.0, 1.0),
-        ("_pct", "_ratio", 1.0, 100.0),
-        ("_ms", "_seconds", 1.0, 1e3),
-        ("_us", "_seconds", 1.0, 1e6),
-        ("_ns", "_seconds", 1.0, 1e9),
-        ("_kb", "_bytes", 1024.0, 1.0),
-        ("_mbps", "_bytes_per_second", 125_000.0, 1.0),
-        ("_s", "_seconds", 1.0, 1.0),
-    ];
-    for (suffix, unit, mul, div) in RULES {
-        if let Some(stem) = field.strip_suffix(suffix) {
-            // `rkb_per_s` → `r_bytes_per_second`; `util_pct` → `util_ratio`.
-            let stem = stem.strip_suffix('_').unwrap_or(stem);
-            return (format!("{stem}{unit}"), v * mul / div);
-        }
-    }
-    (field.to_owned(), v)
-}
-
-fn text(v: &Value) -> String {
-    v.as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| v.to_string())
 }
 
 #[cfg(test)]
@@ -484,47 +422,88 @@ mod tests {
     }
 
     #[test]
-    fn names_and_values_are_in_base_units() {
-        let cases = [
-            (
-                "tacho_disk_wkb_per_s",
-                2.0,
-                "tacho_disk_w_bytes_per_second",
-                2048.0,
-            ),
-            ("tacho_disk_r_per_s", 5.0, "tacho_disk_r_per_second", 5.0),
-            ("tacho_disk_util_pct", 50.0, "tacho_disk_util_ratio", 0.5),
-            (
-                "tacho_disk_w_await_ms",
-                4.0,
-                "tacho_disk_w_await_seconds",
-                0.004,
-            ),
-            (
-                "tacho_disk_rareq_sz_kb",
-                4.0,
-                "tacho_disk_rareq_sz_bytes",
-                4096.0,
-            ),
-            (
-                "tacho_link_shaped_mbps",
-                8.0,
-                "tacho_link_shaped_bytes_per_second",
-                1e6,
-            ),
-            ("tacho_interval_s", 1.0, "tacho_interval_seconds", 1.0),
-            (
-                "tacho_memory_free_bytes",
-                7.0,
-                "tacho_memory_free_bytes",
-                7.0,
-            ),
-            ("tacho_load_load1", 0.5, "tacho_load_load1", 0.5),
-        ];
-        for (field, v, name, want) in cases {
-            let (n, got) = base_units(field, v);
-            assert_eq!(n, name);
-            assert!((got - want).abs() < 1e-12, "{field}: {got}");
+    fn units_turn_figures_into_base_units() {
+        for (unit, v, want) in [
+            (Unit::KbPerSecond, 2.0, 2048.0),
+            (Unit::Percent, 94.0, 0.94),
+            (Unit::Millis, 4.0, 0.004),
+            (Unit::Kb, 4.0, 4096.0),
+            (Unit::Mbps, 8.0, 1e6),
+            (Unit::Same, 0.5, 0.5),
+        ] {
+            assert_eq!(unit.base(v), want, "{unit:?}");
         }
+    }
+
+    /// Every number and flag `tacho top --json` writes in an exported section is a metric
+    /// (listed with its field): a new field is not left out of `/metrics` unnoticed.
+    #[test]
+    fn every_figure_of_the_json_is_listed() {
+        let json = serde_json::to_value(every_section()).unwrap();
+        let listed: std::collections::HashSet<&str> = [
+            metrics::CPU.iter().map(|m| m.field).collect::<Vec<_>>(),
+            metrics::CORE.iter().map(|m| m.field).collect(),
+            metrics::LOAD.iter().map(|m| m.field).collect(),
+            metrics::MEMORY.iter().map(|m| m.field).collect(),
+            metrics::MEMORY_USED.iter().map(|m| m.field).collect(),
+            metrics::PSI.iter().map(|m| m.field).collect(),
+            metrics::DISK.iter().map(|m| m.field).collect(),
+            metrics::PROCESS.iter().map(|m| m.field).collect(),
+            metrics::CGROUP.iter().map(|m| m.field).collect(),
+            metrics::WRITE_AMPLIFICATION
+                .iter()
+                .map(|m| m.field)
+                .collect(),
+            metrics::NET.iter().map(|m| m.field).collect(),
+            metrics::LINK.iter().map(|m| m.field).collect(),
+            metrics::TCP.iter().map(|m| m.field).collect(),
+            metrics::TCP_PROCESS.iter().map(|m| m.field).collect(),
+            metrics::DNS.iter().map(|m| m.field).collect(),
+        ]
+        .concat()
+        .into_iter()
+        .collect();
+        let figures = |prefix: &str, v: &serde_json::Value, skip: &[&str]| -> Vec<String> {
+            let obj = v.as_object().unwrap();
+            obj.iter()
+                .filter(|(k, v)| (v.is_number() || v.is_boolean()) && !skip.contains(&k.as_str()))
+                .map(|(k, _)| format!("{prefix}{k}"))
+                .collect()
+        };
+        let mut want = Vec::new();
+        want.extend(figures("tacho_cpu_", &json["cpu"], &[]));
+        want.extend(figures(
+            "tacho_cpu_core_",
+            &json["cpu"]["per_cpu"][0],
+            &["cpu"],
+        ));
+        want.extend(figures("tacho_load_", &json["load"], &[]));
+        want.extend(figures("tacho_memory_", &json["memory"], &[]));
+        want.extend(figures(
+            "tacho_memory_used_",
+            &json["memory"]["used_parts"],
+            &[],
+        ));
+        want.extend(figures("tacho_psi_", &json["psi"]["io"]["some"], &[]));
+        want.extend(figures("tacho_disk_", &json["disks"][0], &[]));
+        want.extend(figures("tacho_process_", &json["processes"][0], &["pid"]));
+        want.extend(figures(
+            "tacho_cgroup_",
+            &json["cgroups"][0]["devices"][0],
+            &[],
+        ));
+        let wa = &json["write_amplification"];
+        want.extend(figures("tacho_write_amplification_", wa, &[]));
+        want.extend(figures("tacho_net_", &json["net"][0], &[]));
+        want.extend(figures("tacho_link_", &json["links"][0], &[]));
+        want.extend(figures("tacho_tcp_", &json["connections"], &[]));
+        let group = &json["connections"]["by_process"][0];
+        want.extend(figures("tacho_tcp_process_", group, &["pid"]));
+        want.extend(figures("tacho_dns_", &json["dns"], &[]));
+        let missing: Vec<&String> = want
+            .iter()
+            .filter(|f| !listed.contains(f.as_str()))
+            .collect();
+        assert!(missing.is_empty(), "not exported: {missing:?}");
     }
 }
