@@ -2,10 +2,10 @@
 //! from older tacho versions, other machines and fio imports all work: what a run lacks is
 //! `None`, shown as unknown, never a difference).
 
-use super::stored::{
+use crate::store::StoredRun;
+use crate::store::stored::{
     ExtraView, Field, HostView, QueueView, TargetView, TestView, Text, TunablesView, view,
 };
-use crate::store::StoredRun;
 use crate::store::{RunKind, RunSource};
 use crate::units::{format_latency_ns, format_size};
 use serde_json::Value;

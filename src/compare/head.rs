@@ -1,8 +1,8 @@
 //! The runs of a comparison as their columns: names, suite and method, the etcd judgement
 //! and the warnings each run recorded, read from the stored document.
 
-use super::stored::{ExtraView, Field, TargetView, WarningView, view};
 use crate::store::StoredRun;
+use crate::store::stored::{ExtraView, Field, TargetView, WarningView, view};
 use crate::store::{RunKind, RunSource, RunStatus};
 use crate::text::{SHOWN_CHARS, cut};
 use crate::units::format_latency_ns;

@@ -9,18 +9,17 @@ pub mod drift;
 pub mod fingerprint;
 pub mod fleet;
 mod head;
-mod stored;
 
 use head::head;
 pub use head::{Judgement, RunHead, run_warnings, source_text, suite_text};
 
 use crate::store::StoredRun;
 use crate::store::figures::Figures;
+use crate::store::stored::{Field, WorkView, view};
 use crate::units::{format_bandwidth, format_count, format_latency_ns};
 use fingerprint::FingerprintRow;
 use serde_json::Value;
 use std::collections::HashMap;
-use stored::{Field, WorkView, view};
 
 /// A figure that can be compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

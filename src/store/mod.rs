@@ -15,6 +15,7 @@ pub(crate) mod pg;
 mod run;
 mod runs;
 pub mod schema;
+pub(crate) mod stored;
 
 pub use backend::{Place, Results};
 pub use document::read_documents;

@@ -3,6 +3,7 @@
 //! the same document), and the checks every run passes before it is stored.
 
 use super::figures::Figures;
+use super::stored::{DocumentView, Field, RunView, SuiteView, view};
 use crate::bench::result::SCHEMA;
 use crate::text::json_kind;
 use serde_json::{Map, Value, json};
@@ -149,9 +150,15 @@ impl NewRun {
         tests: Vec<NewTest>,
         source: RunSource,
     ) -> Result<NewRun, Invalid> {
-        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-        let run = obj.get("run");
-        let word = text(run.and_then(|r| r.get("kind"))).unwrap_or_else(|| "disk".into());
+        let doc = DocumentView {
+            tool_version: obj.get("tool_version").map_or(Field::Absent, view),
+            run: obj.get("run").map_or(Field::Absent, view),
+            suite: obj.get("suite").map_or(Field::Absent, view),
+            interrupted: obj.get("interrupted").map_or(Field::Absent, view),
+        };
+        let run = doc.run.get();
+        let text = |f: fn(&RunView) -> &Field<String>| run.and_then(|r| f(r).get()).cloned();
+        let word = text(|r| &r.kind).unwrap_or_else(|| "disk".into());
         let Some(kind) = RunKind::parse(&word) else {
             let words: Vec<&str> = RunKind::ALL.iter().map(|k| k.as_str()).collect();
             return Err(Invalid(format!(
@@ -159,12 +166,10 @@ impl NewRun {
                 words.join(", ")
             )));
         };
-        let suite = obj.get("suite").and_then(|s| {
-            Some((
-                s.get("name")?.as_str()?.to_string(),
-                s.get("version")?.as_i64()?,
-            ))
-        });
+        let suite = doc
+            .suite
+            .get()
+            .and_then(|s| Some((s.name.get()?.clone(), *s.version.get()?)));
         for key in ["host", "target"] {
             if let Some(v) = obj.get(key).filter(|v| !v.is_object()) {
                 return Err(Invalid(format!(
@@ -173,8 +178,8 @@ impl NewRun {
                 )));
             }
         }
-        let interrupted = obj.get("interrupted").and_then(Value::as_bool) == Some(true);
-        let uuid = text(run.and_then(|r| r.get("uuid")));
+        let interrupted = doc.interrupted.get() == Some(&true);
+        let uuid = text(|r| &r.uuid);
         if let Some(u) = uuid
             .as_deref()
             .filter(|u| uuid::Uuid::parse_str(u).is_err())
@@ -187,15 +192,15 @@ impl NewRun {
             uuid,
             kind,
             source,
-            label: text(run.and_then(|r| r.get("label"))),
-            created_at: text(run.and_then(|r| r.get("created_at"))),
+            label: text(|r| &r.label),
+            created_at: text(|r| &r.created_at),
             created_unix: None,
             status: if interrupted {
                 RunStatus::Interrupted
             } else {
                 RunStatus::Finished
             },
-            tool_version: text(obj.get("tool_version")),
+            tool_version: doc.tool_version.get().cloned(),
             suite,
             host: obj.get("host").cloned().unwrap_or_else(|| json!({})),
             target: obj.get("target").cloned().unwrap_or_else(|| json!({})),
@@ -217,18 +222,16 @@ impl StoredRun {
         if let Some(v) = &self.tool_version {
             doc.insert("tool_version".into(), json!(v));
         }
-        doc.insert(
-            "run".into(),
-            json!({
-                "id": self.id,
-                "label": self.label,
-                "created_at": self.created_at,
-                "kind": self.kind,
-                "status": self.status,
-                "source": self.source,
-                "uuid": self.uuid,
-            }),
-        );
+        let run = RunView {
+            id: Field::Set(self.id),
+            label: self.label.clone().into(),
+            created_at: Field::Set(self.created_at.clone()),
+            kind: Field::Set(self.kind.to_string()),
+            status: Field::Set(self.status.to_string()),
+            source: Field::Set(self.source.to_string()),
+            uuid: self.uuid.clone().into(),
+        };
+        doc.insert("run".into(), json!(run));
         doc.insert("host".into(), self.host.clone());
         doc.insert("target".into(), self.target.clone());
         if let Some((name, version)) = &self.suite {
@@ -257,24 +260,21 @@ impl StoredRun {
     }
 }
 
+/// The suite of a run's extra fields, as far as it was recorded.
+fn suite(extra: &Map<String, Value>) -> SuiteView {
+    extra.get("suite").map_or_else(SuiteView::default, view)
+}
+
 /// `suite.standard` of a run's extra fields.
 pub fn suite_standard(extra: &Map<String, Value>) -> Option<bool> {
-    extra.get("suite")?.get("standard")?.as_bool()
+    suite(extra).standard.get().copied()
 }
 
 /// What made a run's suite non-standard, as saved (`runtime 1s`); empty when not recorded.
 pub fn suite_changes(extra: &Map<String, Value>) -> Vec<String> {
-    extra
-        .get("suite")
-        .and_then(|s| s.get("changed"))
-        .and_then(Value::as_array)
-        .map(|c| {
-            c.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    let changed = suite(extra).changed;
+    let changed = changed.get().map_or(&[][..], Vec::as_slice);
+    changed.iter().filter_map(Field::get).cloned().collect()
 }
 
 /// A closed set of words stored in a column and written in documents, as a type: the

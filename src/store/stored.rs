@@ -1,0 +1,303 @@
+//! The fields of a stored run's document that tacho reads back (the store: the run header
+//! and the suite; `compare`: what the fingerprint and the test match read), as typed views:
+//! one struct per object, named as the model types that write them (`kernel::host::Host`,
+//! `kernel::tunables::Tunables`, `bench::result::{TargetInfo, TestResult}`), so a renamed
+//! field fails the test that feeds those types through here instead of showing "unknown".
+//! The run header ([`RunView`]) is written through the same type.
+//!
+//! Every field is a [`Field`]: runs from older tacho versions, other machines and fio imports
+//! lack some, record others as null, or hold another type; none of that fails the view.
+
+use serde::de::{DeserializeOwned, Deserializer, IgnoredAny};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+/// One field of a stored document.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) enum Field<T> {
+    /// Not recorded (or of a type this tacho does not read).
+    #[default]
+    Absent,
+    /// Recorded as null: the run looked and found nothing (no cpufreq, no hypervisor).
+    Null,
+    /// Recorded.
+    Set(T),
+}
+
+impl<T> Field<T> {
+    /// The value, when recorded.
+    pub(crate) fn get(&self) -> Option<&T> {
+        match self {
+            Field::Set(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl<T> From<Option<T>> for Field<T> {
+    /// `Some` is recorded; `None` is recorded as null (looked, found nothing).
+    fn from(v: Option<T>) -> Field<T> {
+        v.map_or(Field::Null, Field::Set)
+    }
+}
+
+impl<T: Serialize> Serialize for Field<T> {
+    /// A recorded value as itself, anything else as null (an absent field is left out by the
+    /// struct holding it, with `skip_serializing_if = "Field::is_absent"`).
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Set(v) => v.serialize(s),
+            _ => s.serialize_none(),
+        }
+    }
+}
+
+impl<T> Field<T> {
+    /// Not in the document at all.
+    pub(crate) fn is_absent(&self) -> bool {
+        matches!(self, Field::Absent)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Field<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::Null => Field::Null,
+            v => T::deserialize(v).map_or(Field::Absent, Field::Set),
+        })
+    }
+}
+
+/// A scalar shown as text: a string as it is, a number or a boolean as JSON writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Text(pub(crate) String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(Text(s)),
+            Value::Number(n) => Ok(Text(n.to_string())),
+            Value::Bool(b) => Ok(Text(b.to_string())),
+            other => Err(serde::de::Error::custom(format!("not a scalar: {other}"))),
+        }
+    }
+}
+
+/// `host` (written from `kernel::host::Host`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct HostView {
+    pub(crate) hostname: Field<Text>,
+    pub(crate) kernel: Field<Text>,
+    pub(crate) os: Field<Text>,
+    pub(crate) cpu_model: Field<Text>,
+    pub(crate) cpus: Field<Text>,
+    pub(crate) mem_total_bytes: Field<f64>,
+    pub(crate) virtualization: Field<Text>,
+}
+
+/// `target` (written from `bench::result::TargetInfo`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct TargetView {
+    pub(crate) path: Field<Text>,
+    pub(crate) filesystem: Field<Text>,
+    pub(crate) mount_options: Field<Text>,
+    pub(crate) devices: Field<Vec<Field<String>>>,
+    pub(crate) device_model: Field<Text>,
+    pub(crate) rotational: Field<bool>,
+    pub(crate) scheduler: Field<Text>,
+    pub(crate) region_bytes: Field<u64>,
+}
+
+/// `tunables` (written from `kernel::tunables::Tunables`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct TunablesView {
+    pub(crate) thp_enabled: Field<Text>,
+    pub(crate) thp_defrag: Field<Text>,
+    pub(crate) cpu_governor: Field<Text>,
+    pub(crate) mitigations: Field<Text>,
+    pub(crate) mitigations_cmdline: Field<Text>,
+    pub(crate) devices: Field<Vec<Field<QueueView>>>,
+}
+
+/// One of `tunables.devices` (written from `kernel::tunables::QueueTunables`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct QueueView {
+    pub(crate) device: Field<Text>,
+    pub(crate) scheduler: Field<Text>,
+    pub(crate) nr_requests: Field<Text>,
+    pub(crate) read_ahead_kb: Field<Text>,
+    pub(crate) write_cache: Field<Text>,
+}
+
+/// The document's other top-level fields that describe the method: `tunables`, the etcd
+/// `judgement`, the `suite`, and the options of `bench cpu`, `bench mem` and `time`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ExtraView {
+    pub(crate) tunables: Field<TunablesView>,
+    pub(crate) judgement: Field<JudgementView>,
+    pub(crate) suite: Field<SuiteView>,
+    pub(crate) repeat: Field<u64>,
+    pub(crate) runtime_s: Field<f64>,
+    pub(crate) interleaved: Field<bool>,
+    pub(crate) shell: Field<Text>,
+    pub(crate) warnings: Field<Vec<Field<WarningView>>>,
+}
+
+/// `judgement` (written from `bench::result::Judgement`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct JudgementView {
+    pub(crate) status: Field<String>,
+    pub(crate) metric: Field<String>,
+    pub(crate) value_ns: Field<f64>,
+    pub(crate) threshold_ns: Field<f64>,
+}
+
+/// One of `warnings`, the run's or a test's (written from `bench::result::Warning`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct WarningView {
+    pub(crate) code: Field<String>,
+    pub(crate) message: Field<String>,
+}
+
+/// `suite` (written from `bench::result::SuiteRef`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct SuiteView {
+    pub(crate) name: Field<String>,
+    pub(crate) version: Field<i64>,
+    /// `false` when options changed the suite's method; absent from runs saved before.
+    pub(crate) standard: Field<bool>,
+    pub(crate) repeat: Field<u64>,
+    /// What options changed (`runtime 1s`).
+    pub(crate) changed: Field<Vec<Field<String>>>,
+}
+
+/// The top-level fields of a `tacho.bench.v1` document the store keeps in its own columns
+/// (besides `host`, `target` and `tests`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct DocumentView {
+    pub(crate) tool_version: Field<String>,
+    pub(crate) run: Field<RunView>,
+    pub(crate) suite: Field<SuiteView>,
+    /// `true` when a signal stopped the run.
+    pub(crate) interrupted: Field<bool>,
+}
+
+/// `run`: where a run came from, as `runs export` writes it and `runs import` reads it back
+/// (a live `--json` document has none).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RunView {
+    /// The run's id in the store that exported it.
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub(crate) id: Field<i64>,
+    pub(crate) label: Field<String>,
+    /// RFC 3339 UTC.
+    pub(crate) created_at: Field<String>,
+    /// A `RunKind` word (a run without one is a disk run).
+    pub(crate) kind: Field<String>,
+    /// A `RunStatus` word.
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub(crate) status: Field<String>,
+    /// A `RunSource` word.
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub(crate) source: Field<String>,
+    /// The id the run was given on the host that made it.
+    pub(crate) uuid: Field<String>,
+}
+
+/// One test (written from `bench::result::TestResult`, or a cpu/mem/time test).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct TestView {
+    pub(crate) engine: Field<Text>,
+    pub(crate) direct: Field<bool>,
+    pub(crate) runtime_s: Field<f64>,
+    pub(crate) ramp_s: Field<f64>,
+    pub(crate) threads: Field<Text>,
+    pub(crate) times: Field<Vec<IgnoredAny>>,
+}
+
+/// What a disk test did (written from `bench::result::TestResult` and `io::spec`): the fields
+/// that decide whether two runs' tests are the same work, and the flush count.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct WorkView {
+    pub(crate) rw: Field<String>,
+    pub(crate) bs_bytes: Field<u64>,
+    pub(crate) iodepth: Field<u64>,
+    pub(crate) numjobs: Field<u64>,
+    pub(crate) rwmixread: Field<u64>,
+    pub(crate) sync_every: Field<SyncEveryView>,
+    pub(crate) sync: Field<SyncView>,
+}
+
+/// `sync_every` (written from `io::spec::SyncEvery`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct SyncEveryView {
+    pub(crate) kind: Field<String>,
+    pub(crate) every: Field<u64>,
+}
+
+/// `sync` (written from `bench::result::SyncResult`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct SyncView {
+    pub(crate) count: Field<u64>,
+}
+
+/// The view of `value`; a value that is not an object reads as nothing recorded.
+pub(crate) fn view<T: Default + DeserializeOwned>(value: &Value) -> T {
+    T::deserialize(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_run_header_reads_back_as_written_and_odd_fields_read_as_unrecorded() {
+        let header = RunView {
+            id: Field::Set(3),
+            label: None.into(),
+            created_at: Field::Set("2026-11-25T02:07:31Z".into()),
+            kind: Field::Set("cpu".into()),
+            status: Field::Set("finished".into()),
+            source: Field::Set("bench".into()),
+            uuid: Some("2c76c0a2-8f8c-4738-924d-febf836124ca".to_string()).into(),
+        };
+        let written = serde_json::to_string(&header).unwrap();
+        assert_eq!(
+            written,
+            "{\"id\":3,\"label\":null,\"created_at\":\"2026-11-25T02:07:31Z\",\"kind\":\"cpu\",\
+             \"status\":\"finished\",\"source\":\"bench\",\
+             \"uuid\":\"2c76c0a2-8f8c-4738-924d-febf836124ca\"}"
+        );
+        let back: RunView = view(&serde_json::from_str(&written).unwrap());
+        assert_eq!((back.id, back.label), (Field::Set(3), Field::Null));
+        assert_eq!(back.kind.get().map(String::as_str), Some("cpu"));
+        // From an older or hand-made document: wrong types are not recorded, nothing fails.
+        let odd: RunView = view(&json!({"kind": 7, "uuid": ["x"], "label": "a"}));
+        assert_eq!((odd.kind, odd.uuid), (Field::Absent, Field::Absent));
+        assert_eq!(odd.label, Field::Set("a".to_string()));
+        let suite: SuiteView = view(&json!({"name": "quick", "version": 2.5, "changed": [1, "x"]}));
+        assert_eq!(
+            (suite.version, suite.standard),
+            (Field::Absent, Field::Absent)
+        );
+        assert_eq!(
+            suite.changed,
+            Field::Set(vec![Field::Absent, Field::Set("x".to_string())])
+        );
+    }
+}
