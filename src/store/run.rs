@@ -150,10 +150,12 @@ impl NewRun {
         tests: Vec<NewTest>,
         source: RunSource,
     ) -> Result<NewRun, Invalid> {
+        // Only objects are read as objects (serde would read an array field by field).
+        let object = |key: &str| obj.get(key).filter(|v| v.is_object());
         let doc = DocumentView {
             tool_version: obj.get("tool_version").map_or(Field::Absent, view),
-            run: obj.get("run").map_or(Field::Absent, view),
-            suite: obj.get("suite").map_or(Field::Absent, view),
+            run: object("run").map_or(Field::Absent, view),
+            suite: object("suite").map_or(Field::Absent, view),
             interrupted: obj.get("interrupted").map_or(Field::Absent, view),
         };
         let run = doc.run.get();
@@ -262,7 +264,10 @@ impl StoredRun {
 
 /// The suite of a run's extra fields, as far as it was recorded.
 fn suite(extra: &Map<String, Value>) -> SuiteView {
-    extra.get("suite").map_or_else(SuiteView::default, view)
+    extra
+        .get("suite")
+        .filter(|s| s.is_object())
+        .map_or_else(SuiteView::default, view)
 }
 
 /// `suite.standard` of a run's extra fields.

@@ -356,3 +356,18 @@ fn a_kind_this_tacho_does_not_know_is_an_error_that_says_so() {
     );
     assert!(store.list().is_err());
 }
+
+/// A `run` or `suite` that is not an object says nothing (serde would read an array's items
+/// as the object's fields in order).
+#[test]
+fn a_run_or_suite_that_is_an_array_is_not_read_as_one() {
+    let mut d = doc("x", 1.0);
+    d["run"] = json!([1, "label", "2026-01-01T00:00:00Z", "cpu"]);
+    d["suite"] = json!(["quick", 1, false]);
+    let run = NewRun::from_bench_doc(&d, crate::store::RunSource::Import).unwrap();
+    assert_eq!(
+        (run.kind, run.label, run.suite),
+        (RunKind::Disk, None, None)
+    );
+    assert_eq!(run::suite_standard(&run.extra), None);
+}
