@@ -352,7 +352,7 @@ mod tests {
         let b = sampler.sample().unwrap();
         let devices = sampler.devices().clone();
         let mut p = Pipeline::new(false);
-        let mut step = |p: &mut Pipeline| p.step((&a, &b), &devices, &opts, Connections::Sampled);
+        let step = |p: &mut Pipeline| p.step((&a, &b), &devices, &opts, Connections::Sampled);
         assert!(step(&mut p).accumulated.is_none());
         p.accumulate(true);
         assert!(step(&mut p).accumulated.is_some());
