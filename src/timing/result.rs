@@ -171,9 +171,9 @@ fn warnings(r: &CommandResult, timed_out: u64, ctx: Context) -> Vec<Warning> {
         w.push(Warning {
             code: "nonzero-exit",
             message: format!(
-                "{failed} of {} runs failed (ignored with --ignore-failure); their times may \
+                "{failed} of {} failed (ignored with --ignore-failure); their times may \
                  measure an error path",
-                r.times.len()
+                crate::units::plural(r.times.len() as u64, "run")
             ),
         });
     }
