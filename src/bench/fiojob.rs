@@ -12,7 +12,7 @@ use super::plan::{self, DiskOptions, Plan};
 use super::target::Inspected;
 use crate::io::{BsShare, EngineKind, OpenSync, Rw};
 use crate::units::{parse_duration, parse_size};
-use crate::warning::Warning;
+use crate::warning::{Code, Warning};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -318,7 +318,7 @@ fn job_of(section: &Section) -> Result<Job, String> {
     };
     let notes = libaio
         .map(|line| Warning {
-            code: "fio-libaio-as-io-uring",
+            code: Code::FioLibaioAsIoUring,
             message: format!(
                 "{line} runs on io_uring, tacho's asynchronous engine: both queue direct I/O \
                  up to iodepth{}",
