@@ -126,7 +126,7 @@ const ISSUE: (&str, &str) = ("rq_issue", "block_rq_issue");
 
 impl BlockTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
-    pub(crate) fn start() -> Result<BlockTracer, String> {
+    pub(crate) fn start() -> Result<BlockTracer, super::Refusal> {
         let sys_block = std::path::Path::new("/sys/block");
         let mut programs = PROGRAMS.to_vec();
         if !every_queue_stamps(sys_block, "wbt_lat_usec") {

@@ -95,7 +95,7 @@ pub(crate) struct FileTracer {
 
 impl FileTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
-    pub(crate) fn start() -> Result<FileTracer, String> {
+    pub(crate) fn start() -> Result<FileTracer, super::Refusal> {
         let mut ebpf = super::load(
             OBJECT,
             &[],

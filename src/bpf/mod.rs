@@ -10,35 +10,68 @@ mod shared;
 
 use std::path::Path;
 
-/// Why tracing is not available here, in one line (for the caller's note); `None` when the
-/// prerequisites hold (the load itself can still be refused, see [`block::BlockTracer::start`]).
-pub(crate) fn unavailable_reason() -> Option<String> {
+/// Why eBPF tracing is not running, in one line for the caller's note (the caller then uses
+/// the /proc figures). Classified by the error number the kernel gave, not by its wording.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// Loading programs needs root.
+    #[error("eBPF tracing needs root")]
+    NotRoot,
+    /// CO-RE needs the kernel's own type information.
+    #[error("eBPF tracing needs kernel BTF (/sys/kernel/btf/vmlinux is missing)")]
+    NoBtf,
+    /// The kernel answered EPERM or EACCES (a lockdown, a seccomp filter, a container).
+    #[error("eBPF tracing refused ({what}: bpf() not permitted here)")]
+    Denied { what: String },
+    /// The kernel has no bpf() (ENOSYS).
+    #[error("eBPF tracing unavailable ({what}: this kernel has no bpf())")]
+    NoBpf { what: String },
+    /// Any other failure of `what`, with the whole chain of its causes.
+    #[error("eBPF tracing unavailable ({what}: {causes})")]
+    Failed { what: String, causes: String },
+    /// The embedded object does not hold what this code expects (a build mismatch).
+    #[error("eBPF object lacks {0}")]
+    Missing(String),
+    /// A shared array's values are not the size this code reads.
+    #[error("eBPF array {0} has values of an unexpected size")]
+    ValueSize(String),
+    /// Mapping a shared array failed.
+    #[error("eBPF tracing unavailable (mapping {what}: {err})")]
+    Mapping { what: String, err: std::io::Error },
+}
+
+/// Why tracing is not available here; `None` when the prerequisites hold (the load itself can
+/// still be refused, see [`block::BlockTracer::start`]).
+fn unavailable_reason() -> Option<Refusal> {
     if !rustix::process::geteuid().is_root() {
-        return Some("eBPF tracing needs root".into());
+        return Some(Refusal::NotRoot);
     }
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        return Some("eBPF tracing needs kernel BTF (/sys/kernel/btf/vmlinux is missing)".into());
+        return Some(Refusal::NoBtf);
     }
     None
 }
 
-/// The one-line reason for a refused load or attach: the bpf() syscall's error, named plainly.
-pub(crate) fn refusal(what: &str, err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        text = format!("{text}: {inner}");
-        source = inner.source();
+/// A refused load or attach of `what`, by the error number among `err`'s causes.
+pub(crate) fn refusal(what: &str, err: &(dyn std::error::Error + 'static)) -> Refusal {
+    let what = what.to_string();
+    let mut causes = err.to_string();
+    let mut errno = os_error(err);
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        causes = format!("{causes}: {e}");
+        errno = errno.or(os_error(e));
+        cause = e.source();
     }
-    let denied = text.contains("Operation not permitted") || text.contains("Permission denied");
-    let missing = text.contains("Function not implemented");
-    if denied {
-        format!("eBPF tracing refused ({what}: bpf() not permitted here)")
-    } else if missing {
-        format!("eBPF tracing unavailable ({what}: this kernel has no bpf())")
-    } else {
-        format!("eBPF tracing unavailable ({what}: {text})")
+    match errno {
+        Some(libc::EPERM | libc::EACCES) => Refusal::Denied { what },
+        Some(libc::ENOSYS) => Refusal::NoBpf { what },
+        _ => Refusal::Failed { what, causes },
     }
+}
+
+fn os_error(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    e.downcast_ref::<std::io::Error>()?.raw_os_error()
 }
 
 /// Loads `object` with its `const volatile` globals set (name, value), and attaches each
@@ -48,7 +81,7 @@ pub(crate) fn load(
     object: &[u8],
     globals: &[(&str, u32)],
     programs: &[(&str, &str)],
-) -> Result<aya::Ebpf, String> {
+) -> Result<aya::Ebpf, Refusal> {
     if let Some(reason) = unavailable_reason() {
         return Err(reason);
     }
@@ -77,10 +110,10 @@ fn attach(
     btf: &aya::Btf,
     name: &str,
     tracepoint: &str,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let program: &mut aya::programs::BtfTracePoint = ebpf
         .program_mut(name)
-        .ok_or_else(|| format!("eBPF object lacks program {name}"))?
+        .ok_or_else(|| Refusal::Missing(format!("program {name}")))?
         .try_into()
         .map_err(|e| refusal(name, &e))?;
     program
@@ -88,4 +121,49 @@ fn attach(
         .map_err(|e| refusal(tracepoint, &e))?;
     program.attach().map_err(|e| refusal(tracepoint, &e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Refusal, refusal};
+    use std::io;
+
+    /// An error that wraps the system's, as aya's do (`SyscallError { call, io_error }`).
+    #[derive(Debug, thiserror::Error)]
+    #[error("`bpf_prog_load` failed")]
+    struct Wrapped(#[source] io::Error);
+
+    #[test]
+    fn refusals_are_told_apart_by_their_error_number() {
+        let of = |errno| {
+            refusal(
+                "block_io_start",
+                &Wrapped(io::Error::from_raw_os_error(errno)),
+            )
+        };
+        for errno in [libc::EPERM, libc::EACCES] {
+            let r = of(errno);
+            assert!(matches!(r, Refusal::Denied { .. }), "{r:?}");
+            assert_eq!(
+                r.to_string(),
+                "eBPF tracing refused (block_io_start: bpf() not permitted here)"
+            );
+        }
+        let r = of(libc::ENOSYS);
+        assert!(matches!(r, Refusal::NoBpf { .. }), "{r:?}");
+        assert_eq!(
+            r.to_string(),
+            "eBPF tracing unavailable (block_io_start: this kernel has no bpf())"
+        );
+        // Anything else keeps every cause, so the note says what the kernel said.
+        let r = of(libc::E2BIG);
+        assert!(matches!(r, Refusal::Failed { .. }), "{r:?}");
+        assert_eq!(
+            r.to_string(),
+            format!(
+                "eBPF tracing unavailable (block_io_start: `bpf_prog_load` failed: {})",
+                io::Error::from_raw_os_error(libc::E2BIG)
+            )
+        );
+    }
 }

@@ -6,7 +6,7 @@ use crate::bench::honesty::{self, Context};
 use crate::bench::hostcache::ProbeOutcome;
 use crate::bench::plan::{self, Plan};
 use crate::bench::result::{
-    BenchReport, Judgement, SCHEMA, SuiteRef, TargetInfo, TestResult, Warning,
+    BenchReport, Judgement, SCHEMA, Status, SuiteRef, TargetInfo, TestResult, Warning,
 };
 use crate::bench::target::{self, Inspected, Target};
 use crate::bench::{backing, fio_cmd, fiojob, run, suite, verdict};
@@ -18,6 +18,7 @@ use crate::kernel::meminfo::read_meminfo;
 use crate::kernel::tunables::Tunables;
 use crate::kernel::{SysRoot, blockdev};
 use crate::report;
+use crate::warning::Code;
 use anyhow::{Result, bail};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -78,7 +79,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let device = inspected.device.as_ref();
     if let Some(message) = device.and_then(|d| backing::buffered_loop(&root, d)) {
         warnings.push(Warning {
-            code: "loop-buffered",
+            code: Code::LoopBuffered,
             message,
         });
     }
@@ -98,7 +99,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         }
         plan.tests.iter_mut().for_each(|t| t.spec.direct = false);
         warnings.push(Warning {
-            code: "direct-unsupported",
+            code: Code::DirectUnsupported,
             message: format!(
                 "{} refused direct I/O, so every test ran buffered (--allow-buffered): the page \
                  cache is part of these figures",
@@ -153,15 +154,19 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         Some(ProbeOutcome::Ran(found)) => {
             if found.seen() {
                 report.warnings.push(Warning {
-                    code: "host-cache",
+                    code: Code::HostCache,
                     message: found.summary.clone(),
                 });
             } else if !found.conclusive {
                 report.warnings.push(Warning {
-                    code: "host-cache-unprobed",
+                    code: Code::HostCacheUnprobed,
                     message: found.summary.clone(),
                 });
-            } else if let Some(vm) = report.warnings.iter_mut().find(|w| w.code == "vm-detected") {
+            } else if let Some(vm) = report
+                .warnings
+                .iter_mut()
+                .find(|w| w.code == Code::VmDetected)
+            {
                 // The probe looked from inside: say so next to "cannot be verified".
                 vm.message.push_str(
                     "; the host-cache probe saw no sign of a host cache (a cache larger than \
@@ -172,7 +177,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         }
         // Asked for, or on by default (a virtual disk): either way the reader is told why not.
         Some(ProbeOutcome::Skipped(why)) => report.warnings.push(Warning {
-            code: "host-cache-unprobed",
+            code: Code::HostCacheUnprobed,
             message: why,
         }),
         None => {}
@@ -198,7 +203,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     } else if report
         .judgement
         .as_ref()
-        .is_some_and(|j| j.status == "fail")
+        .is_some_and(|j| j.status == Status::Fail)
     {
         ExitCode::from(1)
     } else {
@@ -268,7 +273,7 @@ fn job_target(jobs: &[fiojob::Job], given: &Path) -> Result<(PathBuf, Option<War
             Ok((
                 dir.to_path_buf(),
                 Some(Warning {
-                    code: "fio-file-replaced",
+                    code: Code::FioFileReplaced,
                     message: format!(
                         "{} does not exist: fio would create it; tacho tests with its own \
                          temporary file in {} instead",
@@ -375,7 +380,7 @@ fn choose_engine(asked: Option<EngineKind>, warnings: &mut Vec<Warning>) -> Engi
     let wanted = asked.unwrap_or(EngineKind::IoUring);
     if wanted == EngineKind::IoUring && !io::io_uring_available() {
         warnings.push(Warning {
-            code: "io-uring-unavailable",
+            code: Code::IoUringUnavailable,
             message: "io_uring is not available here (old kernel, container seccomp filter or \
                       kernel.io_uring_disabled); using psync, one thread per queued I/O"
                 .into(),
@@ -424,8 +429,8 @@ mod tests {
     fn an_interrupted_test_is_not_judged() {
         let limit = Some(Duration::from_millis(10));
         let judged = judge(limit, &[wal_test(2)]).expect("a whole test is judged");
-        assert_eq!(judged.status, "pass");
-        assert_eq!(judge(limit, &[wal_test(20)]).unwrap().status, "fail");
+        assert_eq!(judged.status, Status::Pass);
+        assert_eq!(judge(limit, &[wal_test(20)]).unwrap().status, Status::Fail);
         let mut cut = wal_test(2);
         cut.interrupted = true;
         assert!(judge(limit, &[cut]).is_none());

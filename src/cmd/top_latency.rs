@@ -25,7 +25,7 @@ pub(crate) fn run(
 ) -> Result<std::result::Result<ExitCode, String>> {
     let mut tracer = match BlockTracer::start() {
         Ok(t) => t,
-        Err(reason) => return Ok(Err(reason)),
+        Err(reason) => return Ok(Err(reason.to_string())),
     };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
