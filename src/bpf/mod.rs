@@ -6,12 +6,22 @@
 pub(crate) mod block;
 pub(crate) mod files;
 pub(crate) mod hist;
+#[cfg(feature = "bpf")]
 mod shared;
 
+#[cfg(feature = "bpf")]
 use std::path::Path;
+
+/// Why every tracer refuses to start in a build without the `bpf` feature (no aya): callers
+/// print it as the note they print when the kernel refuses, and fall back the same way.
+#[cfg(not(feature = "bpf"))]
+fn missing() -> String {
+    crate::features::Missing(crate::features::Feature::Bpf).to_string()
+}
 
 /// Why tracing is not available here, in one line (for the caller's note); `None` when the
 /// prerequisites hold (the load itself can still be refused, see [`block::BlockTracer::start`]).
+#[cfg(feature = "bpf")]
 pub(crate) fn unavailable_reason() -> Option<String> {
     if !rustix::process::geteuid().is_root() {
         return Some("eBPF tracing needs root".into());
@@ -23,6 +33,7 @@ pub(crate) fn unavailable_reason() -> Option<String> {
 }
 
 /// The one-line reason for a refused load or attach: the bpf() syscall's error, named plainly.
+#[cfg(feature = "bpf")]
 pub(crate) fn refusal(what: &str, err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
@@ -44,6 +55,7 @@ pub(crate) fn refusal(what: &str, err: &dyn std::error::Error) -> String {
 /// Loads `object` with its `const volatile` globals set (name, value), and attaches each
 /// (program, BTF-typed tracepoint) pair; any refusal is the one-line reason callers print as a
 /// note.
+#[cfg(feature = "bpf")]
 pub(crate) fn load(
     object: &[u8],
     globals: &[(&str, u32)],
@@ -68,10 +80,12 @@ pub(crate) fn load(
 
 /// Attaches one more program of a loaded object where the kernel has its tracepoint (io_uring's,
 /// say, which a kernel built without io_uring lacks); false when it could not.
+#[cfg(feature = "bpf")]
 pub(crate) fn attach_if_possible(ebpf: &mut aya::Ebpf, name: &str, tracepoint: &str) -> bool {
     aya::Btf::from_sys_fs().is_ok_and(|btf| attach(ebpf, &btf, name, tracepoint).is_ok())
 }
 
+#[cfg(feature = "bpf")]
 fn attach(
     ebpf: &mut aya::Ebpf,
     btf: &aya::Btf,
@@ -88,4 +102,19 @@ fn attach(
         .map_err(|e| refusal(tracepoint, &e))?;
     program.attach().map_err(|e| refusal(tracepoint, &e))?;
     Ok(())
+}
+
+#[cfg(all(test, not(feature = "bpf")))]
+mod tests {
+    #[test]
+    fn the_tracers_never_start_and_say_which_feature_is_missing() {
+        let block = super::block::BlockTracer::start().map(|_| ()).unwrap_err();
+        let files = super::files::FileTracer::start().map(|_| ()).unwrap_err();
+        for reason in [block, files] {
+            assert!(
+                reason.contains("built without the `bpf` feature"),
+                "{reason}"
+            );
+        }
+    }
 }
