@@ -6,14 +6,22 @@
 pub(crate) mod block;
 pub(crate) mod files;
 pub(crate) mod hist;
+#[cfg(feature = "bpf")]
 mod shared;
 
+#[cfg(feature = "bpf")]
 use std::path::Path;
 
 /// Why eBPF tracing is not running, in one line for the caller's note (the caller then uses
 /// the /proc figures). Classified by the error number the kernel gave, not by its wording.
 #[derive(Debug, thiserror::Error)]
+// Without the `bpf` feature only `NotBuilt` is made; the type is kept so callers are the same.
+#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
 pub(crate) enum Refusal {
+    /// This tacho was built without the `bpf` feature: no tracer can start.
+    #[cfg(not(feature = "bpf"))]
+    #[error("{0}")]
+    NotBuilt(crate::features::Missing),
     /// Loading programs needs root.
     #[error("eBPF tracing needs root")]
     NotRoot,
@@ -40,8 +48,16 @@ pub(crate) enum Refusal {
     Mapping { what: String, err: std::io::Error },
 }
 
+/// Why every tracer refuses to start in a build without the `bpf` feature (no aya): callers
+/// print it as the note they print when the kernel refuses, and fall back the same way.
+#[cfg(not(feature = "bpf"))]
+fn missing() -> Refusal {
+    Refusal::NotBuilt(crate::features::Missing(crate::features::Feature::Bpf))
+}
+
 /// Why tracing is not available here; `None` when the prerequisites hold (the load itself can
 /// still be refused, see [`block::BlockTracer::start`]).
+#[cfg(feature = "bpf")]
 fn unavailable_reason() -> Option<Refusal> {
     if !rustix::process::geteuid().is_root() {
         return Some(Refusal::NotRoot);
@@ -53,6 +69,7 @@ fn unavailable_reason() -> Option<Refusal> {
 }
 
 /// A refused load or attach of `what`, by the error number among `err`'s causes.
+#[cfg(feature = "bpf")]
 pub(crate) fn refusal(what: &str, err: &(dyn std::error::Error + 'static)) -> Refusal {
     let what = what.to_string();
     let mut causes = err.to_string();
@@ -70,6 +87,8 @@ pub(crate) fn refusal(what: &str, err: &(dyn std::error::Error + 'static)) -> Re
     }
 }
 
+/// The system's error number, when `e` is an I/O error.
+#[cfg(feature = "bpf")]
 fn os_error(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
     e.downcast_ref::<std::io::Error>()?.raw_os_error()
 }
@@ -77,6 +96,7 @@ fn os_error(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
 /// Loads `object` with its `const volatile` globals set (name, value), and attaches each
 /// (program, BTF-typed tracepoint) pair; any refusal is the one-line reason callers print as a
 /// note.
+#[cfg(feature = "bpf")]
 pub(crate) fn load(
     object: &[u8],
     globals: &[(&str, u32)],
@@ -101,10 +121,12 @@ pub(crate) fn load(
 
 /// Attaches one more program of a loaded object where the kernel has its tracepoint (io_uring's,
 /// say, which a kernel built without io_uring lacks); false when it could not.
+#[cfg(feature = "bpf")]
 pub(crate) fn attach_if_possible(ebpf: &mut aya::Ebpf, name: &str, tracepoint: &str) -> bool {
     aya::Btf::from_sys_fs().is_ok_and(|btf| attach(ebpf, &btf, name, tracepoint).is_ok())
 }
 
+#[cfg(feature = "bpf")]
 fn attach(
     ebpf: &mut aya::Ebpf,
     btf: &aya::Btf,
@@ -123,7 +145,7 @@ fn attach(
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "bpf"))]
 mod tests {
     use super::{Refusal, refusal};
     use std::io;
@@ -165,5 +187,20 @@ mod tests {
                 io::Error::from_raw_os_error(libc::E2BIG)
             )
         );
+    }
+}
+
+#[cfg(all(test, not(feature = "bpf")))]
+mod without_bpf {
+    #[test]
+    fn the_tracers_never_start_and_say_which_feature_is_missing() {
+        let block = super::block::BlockTracer::start().map(|_| ()).unwrap_err();
+        let files = super::files::FileTracer::start().map(|_| ()).unwrap_err();
+        for reason in [block.to_string(), files.to_string()] {
+            assert!(
+                reason.contains("built without the `bpf` feature"),
+                "{reason}"
+            );
+        }
     }
 }

@@ -199,6 +199,31 @@ fn man_writes_every_commands_page_and_names_only_those() {
     assert!(!missing.exists());
 }
 
+/// `--version` lists the Cargo features built in, `+` for each one there and `-` for each left
+/// out; `-V` stays the bare version scripts read, and the man pages show that alone (they are
+/// the same whatever the build).
+#[test]
+fn version_lists_the_features_built_in() {
+    let long = stdout(&run(&["--version"]));
+    for (name, built) in [
+        ("pg", cfg!(feature = "pg")),
+        ("bpf", cfg!(feature = "bpf")),
+        ("profile", cfg!(feature = "profile")),
+        ("tls", cfg!(feature = "tls")),
+    ] {
+        let word = format!("{}{name}", if built { '+' } else { '-' });
+        assert!(
+            long.split_whitespace().any(|w| w == word),
+            "no {word}: {long}"
+        );
+    }
+    let bare = format!("tacho {}\n", env!("CARGO_PKG_VERSION"));
+    assert_eq!(stdout(&run(&["-V"])), bare);
+    assert_eq!(long.lines().next(), bare.lines().next());
+    let page = stdout(&run(&["man"]));
+    assert!(!page.contains("features:"), "{page}");
+}
+
 #[test]
 fn man_refuses_a_link_at_a_page_name_before_writing_any_page() {
     let dir = tempfile::tempdir().unwrap();
