@@ -2,6 +2,7 @@
 
 mod check;
 mod compare;
+mod completions;
 pub(crate) mod cpu;
 mod diff;
 pub(crate) mod disk;
@@ -37,7 +38,6 @@ mod top_profile;
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
 use crate::features::Feature;
 use anyhow::Result;
-use clap::CommandFactory;
 use std::process::ExitCode;
 
 pub(crate) use interrupt::{EXIT_INTERRUPTED, stop_on_signals};
@@ -79,7 +79,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Stress(args) => stress::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
+            completions::run(shell)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Man(args) => man::run(&args),

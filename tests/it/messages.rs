@@ -321,6 +321,45 @@ fn completions_offer_the_suite_names_for_suite() {
     assert!(suite.contains("\netcd\\t"), "{suite}");
 }
 
+/// `report disk DISK` completes the disks of the machine where Tab is pressed (bash run on the
+/// script as a shell would; zsh and fish are not installed here, so their lines are read).
+#[test]
+fn completions_offer_this_machine_s_disks_for_report_disk() {
+    let disk = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .min()
+        .expect("a block device in /sys/block");
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), stdout(&run(&["completions", "bash"]))).unwrap();
+    let prefix = &disk[..disk.len().min(2)];
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {}; COMP_WORDS=(tacho report disk {prefix}); COMP_CWORD=3; \
+             _tacho tacho {prefix} disk; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.path().display()
+        ))
+        .output()
+        .unwrap();
+    let offered = stdout(&o);
+    assert!(
+        offered.lines().any(|l| l == disk),
+        "{offered}{}",
+        stderr(&o)
+    );
+    let zsh = stdout(&run(&["completions", "zsh"]));
+    assert!(
+        zsh.contains("every disk with a device\\]:( $(command ls /sys/block"),
+        "zsh"
+    );
+    let fish = stdout(&run(&["completions", "fish"]));
+    assert!(
+        fish.contains("__fish_seen_subcommand_from disk\" -f -a \"(command ls /sys/block"),
+        "fish"
+    );
+}
+
 #[test]
 fn help_and_listings_describe_this_command_in_words_for_users() {
     let collapse =
