@@ -41,12 +41,13 @@ def file_of(parts, files):
 # or files under src/) it holds; the longest matching path decides.
 LAYERS = [
     ("shared", ["units.rs", "stats.rs", "choice.rs", "parallel.rs", "text.rs", "mapping.rs",
-                "warning.rs", "fit.rs", "abandon.rs", "sqlite.rs"]),
+                "warning.rs", "fit.rs", "abandon.rs", "features.rs", "sqlite.rs"]),
     ("readers and tracers", ["kernel", "files", "safety", "net", "bpf"]),
     ("profiler, engines and samplers",
      ["profile", "io", "diagnose/sample", "cpubench", "membench", "stress", "timing"]),
     ("models and plans", ["bench", "diagnose/model", "snapshot", "totals"]),
     ("findings", ["diagnose/findings", "check", "bench/honesty.rs", "bench/verdict.rs"]),
+    ("sessions", ["diagnose/live.rs", "bench/session.rs"]),
     ("store and comparison", ["store", "history", "compare"]),
     ("reporters", ["report", "tui"]),
     ("command line", ["main.rs", "cli.rs", "cli", "cmd", "lib.rs", "diagnose/mod.rs"]),

@@ -26,11 +26,22 @@ pub use report::{ReportArgs, ReportDiskArgs, ReportWhat};
 #[cfg(test)]
 mod plan_tests;
 
+/// The version and the features this build has, for `--version`.
+static LONG_VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{}\n{}",
+        env!("CARGO_PKG_VERSION"),
+        crate::features::summary()
+    )
+});
+
 /// The parsed command line, which `main` hands to `cmd::run`.
 #[derive(Debug, Parser)]
 #[command(
     name = "tacho",
     version,
+    // `--version` adds the features built in (`-V` stays the version alone).
+    long_version = LONG_VERSION.as_str(),
     about = "How fast this Linux server really is, and what is slowing it down",
     propagate_version = true,
     // `tacho` alone lists the commands, on stderr with exit 2 as hyperfine and rg do without

@@ -14,6 +14,7 @@ pub mod cmd;
 pub(crate) mod compare;
 pub(crate) mod cpubench;
 pub(crate) mod diagnose;
+pub(crate) mod features;
 pub(crate) mod files;
 pub(crate) mod fit;
 pub(crate) mod history;
@@ -23,6 +24,7 @@ pub(crate) mod mapping;
 pub(crate) mod membench;
 pub(crate) mod net;
 pub(crate) mod parallel;
+#[cfg(feature = "profile")]
 pub(crate) mod profile;
 pub mod report;
 pub(crate) mod safety;

@@ -2,6 +2,7 @@
 //! profiler's perf rings, the block tracer's BPF arrays) and anonymous ones (the memory stress
 //! worker's blocks). The one owner of the `unsafe` mmap/munmap pair.
 
+#[cfg(any(feature = "bpf", feature = "profile"))]
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
@@ -18,6 +19,7 @@ unsafe impl Send for Mapping {}
 
 impl Mapping {
     /// Maps `len` bytes of `fd` from its start, `MAP_SHARED`; the error is mmap's.
+    #[cfg(any(feature = "bpf", feature = "profile"))]
     pub(crate) fn shared(fd: BorrowedFd<'_>, len: usize) -> std::io::Result<Mapping> {
         Self::map(len, libc::MAP_SHARED, fd.as_raw_fd())
     }
@@ -60,6 +62,7 @@ impl Mapping {
     }
 
     /// The system's page size (what mapping lengths are rounded to).
+    #[cfg(any(feature = "bpf", feature = "profile"))]
     pub(crate) fn page_size() -> usize {
         // SAFETY: sysconf reads a constant of the running system.
         usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)

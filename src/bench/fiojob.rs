@@ -12,7 +12,7 @@ use super::plan::{self, DiskOptions, Plan};
 use super::target::Inspected;
 use crate::io::{BsShare, EngineKind, OpenSync, Rw};
 use crate::units::{parse_duration, parse_size};
-use crate::warning::Warning;
+use crate::warning::{Code, Warning};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -55,10 +55,6 @@ pub struct JobFileError(String);
 
 /// Parses a job file's text into its job sections.
 pub fn parse(text: &str) -> Result<Vec<Section>, JobFileError> {
-    sections(text).map_err(JobFileError)
-}
-
-fn sections(text: &str) -> Result<Vec<Section>, String> {
     let mut global: Vec<Line> = Vec::new();
     let mut jobs: Vec<Section> = Vec::new();
     // Where options go: None before any section, Some(None) in [global], Some(Some(i)) in job i.
@@ -80,7 +76,9 @@ fn sections(text: &str) -> Result<Vec<Section>, String> {
                 .map(str::trim)
                 .filter(|n| !n.is_empty())
                 .ok_or_else(|| {
-                    format!("line {number}: a section header is [NAME], e.g. [rand-read]")
+                    JobFileError(format!(
+                        "line {number}: a section header is [NAME], e.g. [rand-read]"
+                    ))
                 })?;
             section = name.to_string();
             if name == "global" {
@@ -95,23 +93,23 @@ fn sections(text: &str) -> Result<Vec<Section>, String> {
             continue;
         }
         if line.starts_with("include ") || line == "include" {
-            return Err(format!(
+            return Err(JobFileError(format!(
                 "line {number}: include is not supported; paste the included file's sections in"
-            ));
+            )));
         }
         let (key, value) = match line.split_once('=') {
             Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
             None => (line, None),
         };
         if key.is_empty() || key.contains(char::is_whitespace) {
-            return Err(format!(
+            return Err(JobFileError(format!(
                 "line {number}: '{line}' is not an option; write KEY=VALUE or a bare KEY"
-            ));
+            )));
         }
         if value.as_deref().is_some_and(|v| v.contains("${")) {
-            return Err(format!(
+            return Err(JobFileError(format!(
                 "line {number}: {key} uses an environment variable (${{...}}); write the value"
-            ));
+            )));
         }
         let entry = Line {
             number,
@@ -121,19 +119,19 @@ fn sections(text: &str) -> Result<Vec<Section>, String> {
         };
         match current {
             None => {
-                return Err(format!(
+                return Err(JobFileError(format!(
                     "line {number}: {key} comes before any section; put it under [global] or a \
                      job's [NAME]"
-                ));
+                )));
             }
             Some(None) => global.push(entry),
             Some(Some(j)) => jobs[j].lines.push(entry),
         }
     }
     if jobs.is_empty() {
-        return Err(
+        return Err(JobFileError(
             "the job file has no job section; add one, e.g. [job1] with rw=randread".into(),
-        );
+        ));
     }
     Ok(jobs)
 }
@@ -155,10 +153,6 @@ pub struct Job {
 
 /// What a job's options mean to tacho; refuses what tacho does not do, by name.
 pub fn job(section: &Section) -> Result<Job, JobFileError> {
-    job_of(section).map_err(JobFileError)
-}
-
-fn job_of(section: &Section) -> Result<Job, String> {
     let mut o = DiskOptions::default();
     let (mut filename, mut directory) = (None, None);
     let (mut stonewall, mut time_based) = (false, false);
@@ -167,28 +161,29 @@ fn job_of(section: &Section) -> Result<Job, String> {
     for line in &section.lines {
         let key = line.key.as_str();
         // A [global] line is blamed on [global]: that is where it is fixed.
-        let at = |what: String| format!("[{}] line {}: {what}", line.section, line.number);
+        let place = || format!("[{}] line {}", line.section, line.number);
+        let at = |what: String| JobFileError(format!("{}: {what}", place()));
         let value = || {
             line.value
                 .as_deref()
                 .ok_or_else(|| at(format!("{key} needs a value ({key}=...)")))
         };
-        let number = |max: u32| -> Result<u32, String> {
+        let number = |max: u32| -> Result<u32, JobFileError> {
             let v = value()?;
             v.parse::<u32>()
                 .ok()
                 .filter(|n| (1..=max).contains(n))
                 .ok_or_else(|| at(format!("{key}={v} is not a whole number from 1 to {max}")))
         };
-        let size_of = || -> Result<u64, String> {
+        let size_of = || -> Result<u64, JobFileError> {
             let v = value()?;
             parse_size(v).map_err(|e| at(format!("{key}: {e}")))
         };
-        let time_of = || -> Result<Duration, String> {
+        let time_of = || -> Result<Duration, JobFileError> {
             let v = value()?;
             parse_duration(v).map_err(|e| at(format!("{key}: {e}")))
         };
-        let flag = || -> Result<bool, String> {
+        let flag = || -> Result<bool, JobFileError> {
             match line.value.as_deref() {
                 None | Some("1") | Some("true") => Ok(true),
                 Some("0") | Some("false") => Ok(false),
@@ -213,7 +208,7 @@ fn job_of(section: &Section) -> Result<Job, String> {
                 }
                 o.bs = Some(bs);
             }
-            "bssplit" => o.bssplit = parse_mix(value()?).map_err(at)?,
+            "bssplit" => o.bssplit = parse_mix(value()?).map_err(|e| at(e.0))?,
             "iodepth" => o.iodepth = Some(number(4096)?),
             "numjobs" => o.numjobs = Some(number(256)?),
             "rwmixread" | "rwmixwrite" => {
@@ -243,7 +238,7 @@ fn job_of(section: &Section) -> Result<Job, String> {
                     // The first line of most job files. Both submit I/O asynchronously and
                     // reap completions from a ring, so the jobs keep their meaning.
                     "libaio" => {
-                        libaio = Some(at("ioengine=libaio".into()));
+                        libaio = Some(format!("{}: ioengine=libaio", place()));
                         EngineKind::IoUring
                     }
                     v => {
@@ -296,14 +291,16 @@ fn job_of(section: &Section) -> Result<Job, String> {
     o.size = size;
     if time_based {
         if o.runtime.is_none() {
-            return Err(format!(
+            return Err(JobFileError(format!(
                 "[{name}]: time_based needs a runtime, or the job never ends; add runtime=..."
-            ));
+            )));
         }
     } else {
         // fio's default: the job ends when it has done its size (or at runtime, if sooner).
         let bytes = size.ok_or_else(|| {
-            format!("[{name}]: a job without time_based ends after size bytes; give size=...")
+            JobFileError(format!(
+                "[{name}]: a job without time_based ends after size bytes; give size=..."
+            ))
         })?;
         o.io_limit = Some(bytes);
         o.runtime = Some(o.runtime.unwrap_or(SIZE_BASED_CAP));
@@ -318,7 +315,7 @@ fn job_of(section: &Section) -> Result<Job, String> {
     };
     let notes = libaio
         .map(|line| Warning {
-            code: "fio-libaio-as-io-uring",
+            code: Code::FioLibaioAsIoUring,
             message: format!(
                 "{line} runs on io_uring, tacho's asynchronous engine: both queue direct I/O \
                  up to iodepth{}",
@@ -411,28 +408,34 @@ fn parse_rw(v: &str) -> Option<Rw> {
 }
 
 /// A block-size mix, `4k/60:64k/40`, its percentages adding up to 100.
-fn parse_mix(text: &str) -> Result<Vec<BsShare>, String> {
+fn parse_mix(text: &str) -> Result<Vec<BsShare>, JobFileError> {
     let mut shares = Vec::new();
     for part in text.split(':') {
-        let (size, pct) = part
-            .split_once('/')
-            .ok_or_else(|| format!("bssplit: '{part}' is not SIZE/PERCENT, e.g. 4k/60:64k/40"))?;
+        let (size, pct) = part.split_once('/').ok_or_else(|| {
+            JobFileError(format!(
+                "bssplit: '{part}' is not SIZE/PERCENT, e.g. 4k/60:64k/40"
+            ))
+        })?;
         let pct: u8 = pct
             .parse()
             .ok()
             .filter(|p| (1..=100).contains(p))
-            .ok_or_else(|| format!("bssplit: '{pct}' is not a percentage from 1 to 100"))?;
-        let size = parse_size(size).map_err(|e| format!("bssplit: {e}"))?;
+            .ok_or_else(|| {
+                JobFileError(format!(
+                    "bssplit: '{pct}' is not a percentage from 1 to 100"
+                ))
+            })?;
+        let size = parse_size(size).map_err(|e| JobFileError(format!("bssplit: {e}")))?;
         if size == 0 || size > MAX_BS {
-            return Err("bssplit: sizes go from 1 byte to 256M".into());
+            return Err(JobFileError("bssplit: sizes go from 1 byte to 256M".into()));
         }
         shares.push(BsShare { size, pct });
     }
     let total: u32 = shares.iter().map(|s| u32::from(s.pct)).sum();
     if total != 100 {
-        return Err(format!(
+        return Err(JobFileError(format!(
             "bssplit: the percentages add up to {total}, not 100"
-        ));
+        )));
     }
     Ok(shares)
 }

@@ -7,6 +7,7 @@ use super::result::{TargetInfo, TestResult, Warning};
 use crate::kernel::host::Host;
 use crate::kernel::link::Link;
 use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_latency_ns};
+use crate::warning::Code;
 
 /// Above this spread between repeats, something (usually a cache) is not steady.
 pub const SPREAD_LIMIT_PCT: f64 = 10.0;
@@ -27,39 +28,42 @@ pub struct Context<'a> {
     pub hole_bytes: u64,
 }
 
-/// Codes in the order a reader should see them: what makes a figure wrong first, then what
-/// makes it doubtful, then where it ran. Codes not listed sit between the two groups.
-const BY_WEIGHT: [&str; 11] = [
-    "memory-backed",
-    "host-cache",
-    "loop-buffered",
-    "sparse-file",
-    "cache-suspected",
-    "faster-than-device",
-    "fits-in-ram",
-    "direct-unsupported",
-    "interrupted",
-    "spread-high",
-    "not-steady-state",
-];
-const CONTEXT_LAST: [&str; 7] = [
-    "host-cache-unprobed",
-    "cow-fs",
-    "compressing-fs",
-    "io-uring-unavailable",
-    "no-device",
-    "removed-stale-file",
-    "vm-detected",
-];
-
-/// Where a warning code goes when warnings are listed: lower first.
-pub fn weight(code: &str) -> usize {
-    if let Some(i) = BY_WEIGHT.iter().position(|c| *c == code) {
-        i
-    } else if let Some(i) = CONTEXT_LAST.iter().position(|c| *c == code) {
-        BY_WEIGHT.len() + 1 + i
-    } else {
-        BY_WEIGHT.len()
+/// Where a warning goes when warnings are listed, lower first: what makes a figure wrong,
+/// then what makes it doubtful, then the rest, then where it ran. A match over every code, so
+/// a new one cannot be left without a place.
+pub fn weight(code: Code) -> usize {
+    match code {
+        Code::MemoryBacked => 0,
+        Code::HostCache => 1,
+        Code::LoopBuffered => 2,
+        Code::SparseFile => 3,
+        Code::CacheSuspected => 4,
+        Code::FasterThanDevice => 5,
+        Code::FitsInRam => 6,
+        Code::DirectUnsupported => 7,
+        Code::Interrupted => 8,
+        Code::SpreadHigh => 9,
+        Code::NotSteadyState => 10,
+        Code::FioFileReplaced
+        | Code::FioLibaioAsIoUring
+        | Code::Spread
+        | Code::PoorScaling
+        | Code::Steal
+        | Code::NoCacheInfo
+        | Code::LevelsNotDistinct
+        | Code::DramSizeReduced
+        | Code::NonzeroExit
+        | Code::TimedOut
+        | Code::FasterThanShell
+        | Code::FirstRunSlower
+        | Code::Outliers => 11,
+        Code::HostCacheUnprobed => 12,
+        Code::CowFs => 13,
+        Code::CompressingFs => 14,
+        Code::IoUringUnavailable => 15,
+        Code::NoDevice => 16,
+        Code::RemovedStaleFile => 17,
+        Code::VmDetected => 18,
     }
 }
 
@@ -80,7 +84,7 @@ pub fn run_warnings(ctx: &Context) -> Vec<Warning> {
             .as_deref()
             .map_or(String::new(), |v| format!("; hypervisor: {v}"));
         out.push(Warning {
-            code: "vm-detected",
+            code: Code::VmDetected,
             message: format!(
                 "the target is on a virtual disk ({disk}{hypervisor}): the host may cache it \
                  (writeback or unsafe cache mode), which cannot be verified from inside; check \
@@ -97,7 +101,7 @@ pub fn run_warnings(ctx: &Context) -> Vec<Warning> {
     };
     if cow {
         out.push(Warning {
-            code: "cow-fs",
+            code: Code::CowFs,
             message: format!(
                 "{fs} is copy-on-write: overwrites allocate new blocks and fragment the test \
                  file, so results differ from the device's and from other filesystems{}",
@@ -111,7 +115,7 @@ pub fn run_warnings(ctx: &Context) -> Vec<Warning> {
     }
     if let Some(opt) = options.split(',').find(|o| o.starts_with("compress")) {
         out.push(Warning {
-            code: "compressing-fs",
+            code: Code::CompressingFs,
             message: format!(
                 "{fs} is mounted with {opt}: tacho writes incompressible data, so this shows the \
                  worst case; real compressible data may be faster"
@@ -142,7 +146,7 @@ pub fn test_warnings(ctx: &Context, test: &TestResult) -> Vec<Warning> {
 fn interrupted(test: &TestResult) -> Option<Warning> {
     let last = test.repeats.last()?;
     test.interrupted.then(|| Warning {
-        code: "interrupted",
+        code: Code::Interrupted,
         message: format!(
             "{}: stopped by a signal {:.1} s into repeat {} of its measured time: the figures \
              cover less time than was asked and may not be steady",
@@ -160,7 +164,7 @@ fn sparse_file(ctx: &Context, test: &TestResult) -> Option<Warning> {
     }
     let pct = (ctx.hole_bytes as f64 * 100.0 / region as f64).round();
     Some(Warning {
-        code: "sparse-file",
+        code: Code::SparseFile,
         message: format!(
             "{}: {pct:.0}% of {} is holes: reads of holes return zeros without touching the \
              disk; fill it first (e.g. dd if=/dev/urandom of=FILE bs=1M count={} \
@@ -198,7 +202,7 @@ fn device_saw_less(test: &TestResult, reads_explained: bool) -> Option<Warning> 
         // Half is far below any filesystem's overhead; a real device shows at least what it
         // was given (plus metadata and journal).
         (issued >= MIN_CHECKED_BYTES && seen * 2 < issued).then(|| Warning {
-            code: "cache-suspected",
+            code: Code::CacheSuspected,
             message: format!(
                 "{}: tacho {verb} {} but the device completed only {}: the rest was served by a \
                  cache (page cache, or one in front of the device), not the disk",
@@ -219,7 +223,7 @@ fn faster_than_seek(ctx: &Context, test: &TestResult) -> Option<Warning> {
     let read = test.read?;
     let qd1 = test.iodepth == 1 && test.numjobs == 1 && test.rw.is_random();
     (qd1 && read.lat_ns.p50 < 1_000_000).then(|| Warning {
-        code: "cache-suspected",
+        code: Code::CacheSuspected,
         message: format!(
             "{}: the device says it is a spinning disk, yet random reads took {} at the median, \
              less than any seek: a cache (controller, page cache, SSD tier) answered them",
@@ -235,7 +239,7 @@ fn fits_in_ram(ctx: &Context, test: &TestResult) -> Option<Warning> {
     let flushed_writes_only = test.read.is_none() && test.sync_every.is_some_and(|s| s.every == 1);
     let region = ctx.target.region_bytes;
     (!test.direct && !flushed_writes_only && region < 2 * mem).then(|| Warning {
-        code: "fits-in-ram",
+        code: Code::FitsInRam,
         message: format!(
             "{}: buffered I/O on {} of data, less than twice this machine's {} of RAM: the page \
              cache can hold it, so this measures memory as much as the disk; use direct I/O or a \
@@ -252,7 +256,7 @@ fn fits_in_ram(ctx: &Context, test: &TestResult) -> Option<Warning> {
 fn spread_high(test: &TestResult) -> Option<Warning> {
     let spread = test.spread_pct?;
     (spread > SPREAD_LIMIT_PCT).then(|| Warning {
-        code: "spread-high",
+        code: Code::SpreadHigh,
         message: format!(
             "{}: the {} repeats differ by {spread:.0}% (more than {SPREAD_LIMIT_PCT:.0}%): \
              something is caching or competing; run longer or with more --repeat",
@@ -266,7 +270,7 @@ fn faster_than_link(ctx: &Context, test: &TestResult) -> Option<Warning> {
     let link = ctx.link?;
     // 5% above the theoretical payload rate leaves room for rounding, none for a real device.
     (test.total_bw() > link.bytes_per_s * 1.05).then(|| Warning {
-        code: "faster-than-device",
+        code: Code::FasterThanDevice,
         message: format!(
             "{}: {} is more than the disk's link ({}, at most {}) can carry: the data came from a \
              cache on this side of the link",
@@ -296,7 +300,7 @@ fn not_steady(test: &TestResult) -> Option<Warning> {
         let (head, rest) = (mean(&iops[..head_len]), mean(&iops[head_len..]));
         if rest > 0.0 && ((head - rest) / rest).abs() > 0.25 {
             return Some(Warning {
-                code: "not-steady-state",
+                code: Code::NotSteadyState,
                 message: format!(
                     "{}: the first {head_len} s ran at {} IOPS, the rest at {} (repeat \
                      {repeat}): a cache filled or emptied during the test; run longer (--runtime) \
@@ -346,7 +350,7 @@ mod tests {
     fn target(fs: &str, options: &str, rotational: Option<bool>) -> TargetInfo {
         TargetInfo {
             path: "/data".into(),
-            kind: "directory",
+            kind: crate::bench::result::Kind::Directory,
             region_bytes: 1 << 30,
             filesystem: Some(fs.into()),
             mount_point: Some("/data".into()),
@@ -414,7 +418,7 @@ mod tests {
     }
 
     fn codes(ws: &[Warning]) -> Vec<&'static str> {
-        ws.iter().map(|w| w.code).collect()
+        ws.iter().map(|w| w.code.as_str()).collect()
     }
 
     fn check(ctx: &Context, t: &TestResult) -> Vec<&'static str> {
@@ -583,24 +587,34 @@ mod tests {
 
     #[test]
     fn what_makes_a_figure_wrong_comes_first() {
-        let mut ws: Vec<Warning> = ["vm-detected", "spread-high", "odd", "cache-suspected"]
-            .into_iter()
-            .map(|code| Warning {
-                code,
-                message: String::new(),
-            })
-            .collect();
+        let mut ws: Vec<Warning> = [
+            Code::VmDetected,
+            Code::SpreadHigh,
+            Code::FioFileReplaced,
+            Code::CacheSuspected,
+        ]
+        .into_iter()
+        .map(|code| Warning {
+            code,
+            message: String::new(),
+        })
+        .collect();
         sort_by_weight(&mut ws);
         assert_eq!(
             codes(&ws),
-            vec!["cache-suspected", "spread-high", "odd", "vm-detected"]
+            vec![
+                "cache-suspected",
+                "spread-high",
+                "fio-file-replaced",
+                "vm-detected"
+            ]
         );
     }
 
     #[test]
     fn holes_read_as_zeros_are_named_not_blamed_on_a_cache() {
         let t = TargetInfo {
-            kind: "file",
+            kind: crate::bench::result::Kind::File,
             ..target("ext4", "", Some(false))
         };
         let h = host(None);

@@ -9,6 +9,7 @@ pub mod ping;
 pub mod plan;
 pub mod result;
 pub mod run;
+pub mod session;
 pub mod suite;
 pub mod target;
 pub mod testfile;

@@ -8,7 +8,7 @@ use crate::io::{
 use crate::kernel::diskstats::DiskDelta;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::Tunables;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The `schema` of the `tacho bench disk --json` document.
 pub const SCHEMA: &str = "tacho.bench.v1";
@@ -59,7 +59,7 @@ pub struct SuiteRef {
 #[derive(Debug, Clone, Serialize)]
 pub struct Judgement {
     /// `pass`, `marginal` (passes by less than 20%: production has other writers) or `fail`.
-    pub status: &'static str,
+    pub status: Status,
     /// What was judged (`fdatasync p99`).
     pub metric: &'static str,
     /// The measured value, in nanoseconds.
@@ -68,13 +68,59 @@ pub struct Judgement {
     pub threshold_ns: u64,
 }
 
+/// Where a measured figure stands against a threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Under the threshold by a margin.
+    Pass,
+    /// Under the threshold, but by less than a fifth of it.
+    Marginal,
+    /// At or over the threshold.
+    Fail,
+}
+
+impl Status {
+    /// The word documents store (`pass`, `marginal`, `fail`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Marginal => "marginal",
+            Status::Fail => "fail",
+        }
+    }
+}
+
+/// What the target path is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A directory: tacho creates, uses and removes its own test file in it.
+    Directory,
+    /// An existing regular file, used in place.
+    File,
+    /// A block device, used whole.
+    BlockDevice,
+}
+
+impl Kind {
+    /// The word documents store (`directory`, `file`, `block_device`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Directory => "directory",
+            Kind::File => "file",
+            Kind::BlockDevice => "block_device",
+        }
+    }
+}
+
 /// What was benchmarked, and what lies beneath it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetInfo {
     /// The path the user gave.
     pub path: String,
     /// `directory` (a temporary test file inside), `file` or `block_device`.
-    pub kind: &'static str,
+    pub kind: Kind,
     /// Bytes of the region the tests touch.
     pub region_bytes: u64,
     /// Filesystem type of the mount holding the target (`ext4`); `None` for a block device.
@@ -355,6 +401,33 @@ mod tests {
         assert_eq!(median([4.0, 1.0, 2.0, 3.0].into_iter()), Some(2.5));
         assert_eq!(median(std::iter::empty()), None);
         assert_eq!(median([f64::NAN].into_iter()), None);
+    }
+
+    /// The words stored runs hold, written out: a renamed variant must not rename its word.
+    #[test]
+    fn statuses_and_kinds_round_trip_through_their_stored_words() {
+        let statuses = [
+            (Status::Pass, "pass"),
+            (Status::Marginal, "marginal"),
+            (Status::Fail, "fail"),
+        ];
+        for (status, word) in statuses {
+            let json = serde_json::to_string(&status).unwrap();
+            assert_eq!(json, format!("\"{word}\""));
+            assert_eq!(serde_json::from_str::<Status>(&json).unwrap(), status);
+            assert_eq!(status.as_str(), word);
+        }
+        let kinds = [
+            (Kind::Directory, "directory"),
+            (Kind::File, "file"),
+            (Kind::BlockDevice, "block_device"),
+        ];
+        for (kind, word) in kinds {
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{word}\""));
+            assert_eq!(serde_json::from_str::<Kind>(&json).unwrap(), kind);
+            assert_eq!(kind.as_str(), word);
+        }
     }
 
     #[test]

@@ -10,12 +10,14 @@
 //! created. [`check_write_allowed`] claims a block device and judges what that claimed
 //! descriptor holds; [`Target::prepare`] then makes the test file, if any.
 
+pub use super::result::Kind;
 use super::result::{TargetInfo, Warning};
 use super::testfile::{TestFile, remove_stale_files};
 use crate::kernel::blockdev::{self, BlockDevice};
 use crate::kernel::{SysRoot, mounts};
 use crate::safety::links::{self, Unresolved};
 use crate::safety::{self, DeviceState};
+use crate::warning::Code;
 use anyhow::{Context, Result, bail};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -26,17 +28,6 @@ use std::path::{Path, PathBuf};
 
 /// Test file size when the target is a directory and `--size` is not given.
 pub const DEFAULT_FILE_SIZE: u64 = 1 << 30;
-
-/// What the target path is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// A directory: tacho creates, uses and removes its own test file in it.
-    Directory,
-    /// An existing regular file, used in place.
-    File,
-    /// A block device, used whole.
-    BlockDevice,
-}
 
 /// The result of looking at a target without touching it.
 #[derive(Debug)]
@@ -151,7 +142,7 @@ pub fn inspect(root: &SysRoot, target: &Opened) -> Result<Inspected> {
         Some(d) => blockdev::devices_for_stats(root, d).unwrap_or_else(|_| vec![d.clone()]),
         None => {
             notes.push(Warning {
-                code: "no-device",
+                code: Code::NoDevice,
                 message: format!(
                     "{} has no single block device in /sys (tmpfs, btrfs, network or overlay \
                      filesystem), so device counters are not recorded",
@@ -166,7 +157,7 @@ pub fn inspect(root: &SysRoot, target: &Opened) -> Result<Inspected> {
         .filter(|m| matches!(m.fs_type.as_str(), "tmpfs" | "ramfs"))
     {
         notes.push(Warning {
-            code: "memory-backed",
+            code: Code::MemoryBacked,
             message: format!(
                 "{} is on {}, a filesystem in RAM: the figures measure memory, not a disk",
                 path.display(),
@@ -180,11 +171,7 @@ pub fn inspect(root: &SysRoot, target: &Opened) -> Result<Inspected> {
     let info = TargetInfo {
         // Absolute, so results from different working directories compare.
         path: resolved.display().to_string(),
-        kind: match kind {
-            Kind::Directory => "directory",
-            Kind::File => "file",
-            Kind::BlockDevice => "block_device",
-        },
+        kind,
         region_bytes: 0,
         filesystem: mount.as_ref().map(|m| m.fs_type.clone()),
         mount_point: mount.as_ref().map(|m| m.mount_point.display().to_string()),

@@ -13,6 +13,7 @@
 
 use super::result::Warning;
 use crate::units::format_size;
+use crate::warning::Code;
 use anyhow::{Context, Result, bail};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
 use rustix::io::Errno;
@@ -147,7 +148,7 @@ pub(super) fn remove_stale_files(dir: BorrowedFd<'_>, dir_path: &Path) -> Vec<Wa
         };
         if remove_if_stale(dir, name) {
             notes.push(Warning {
-                code: "removed-stale-file",
+                code: Code::RemovedStaleFile,
                 message: format!(
                     "removed {}, left behind by a tacho run (pid {pid}) that was killed",
                     dir_path.join(name).display()
@@ -282,7 +283,7 @@ mod tests {
         rustix::fs::flock(&holder, FlockOperation::LockExclusive).unwrap();
         let notes = remove_stale_files(open_dir(dir.path()).as_fd(), dir.path());
         assert_eq!(notes.len(), 1, "{notes:?}");
-        assert_eq!(notes[0].code, "removed-stale-file");
+        assert_eq!(notes[0].code, Code::RemovedStaleFile);
         assert!(!dead.exists());
         assert!(live.exists());
         assert!(foreign.exists());

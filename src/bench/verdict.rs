@@ -1,7 +1,8 @@
 //! The first line of every benchmark: the answer, in words, before the table.
 
-use super::result::{BenchReport, Judgement, TestResult};
+use super::result::{BenchReport, Judgement, Status, TestResult};
 use crate::units::{format_bandwidth, format_count, format_latency_ns, format_size};
+use crate::warning::Code;
 
 /// How storage behaves, judged by the median latency of one 4 KiB random read at a time —
 /// the figure that separates device classes most clearly (NVMe ≈ 10–100 µs, SATA SSD ≈ 100–300
@@ -21,13 +22,13 @@ const MARGINAL_FRACTION: f64 = 0.2;
 /// The etcd check's status for a fdatasync p99 against its limit: `fail` at or over it,
 /// `marginal` within a fifth of it, else `pass`. Both the live run and `compare` (for a run
 /// that recorded no judgement, such as fio's) judge with it.
-pub fn etcd_status(p99_ns: f64, limit_ns: f64) -> &'static str {
+pub fn etcd_status(p99_ns: f64, limit_ns: f64) -> Status {
     if p99_ns >= limit_ns {
-        "fail"
+        Status::Fail
     } else if p99_ns >= limit_ns * (1.0 - MARGINAL_FRACTION) {
-        "marginal"
+        Status::Marginal
     } else {
-        "pass"
+        Status::Pass
     }
 }
 
@@ -63,7 +64,7 @@ pub fn verdict(report: &BenchReport) -> String {
         line.push_str(" (interrupted: partial results)");
     }
     // As the table prints them: one line per run warning, one per code among the tests'.
-    let mut codes: Vec<&str> = report
+    let mut codes: Vec<Code> = report
         .tests
         .iter()
         .flat_map(|t| t.warnings.iter().map(|w| w.code))
@@ -84,16 +85,16 @@ fn judgement_words(j: &Judgement) -> String {
     let value = format_latency_ns(j.value_ns as f64);
     let limit = format_latency_ns(j.threshold_ns as f64);
     match j.status {
-        "pass" => format!(
+        Status::Pass => format!(
             "PASS for etcd: {} {value}, under the {limit} limit",
             j.metric
         ),
-        "marginal" => format!(
+        Status::Marginal => format!(
             "MARGINAL for etcd: {} {value} is within 20% of the {limit} limit; production has \
              other writers, so expect slow WAL syncs under load",
             j.metric
         ),
-        _ => format!(
+        Status::Fail => format!(
             "FAIL for etcd: {} {value} is over the {limit} limit; etcd will log slow WAL syncs \
              and may lose leader elections",
             j.metric

@@ -4,23 +4,32 @@
 //! through mmap; [`BlockTracer::sample`] returns the change since the previous call.
 
 use std::collections::HashMap;
+#[cfg(feature = "bpf")]
 use std::sync::atomic::Ordering::Relaxed;
 
+#[cfg(feature = "bpf")]
 use aya::Ebpf;
 
+#[cfg(feature = "bpf")]
 use super::hist::BUCKETS;
+#[cfg(feature = "bpf")]
 use super::shared::SharedArray;
 
 /// The object built by `bpf/build.sh` from `bpf/blockio.bpf.c`.
+#[cfg(feature = "bpf")]
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/blockio.bpf.o");
 
 /// Words of a `struct proc_slot`: key, cgroup, comm[16], padding; bytes, count, padding.
+#[cfg(feature = "bpf")]
 const PROC_WORDS: usize = 16;
 /// Where the counters start in it (their own cache line).
+#[cfg(feature = "bpf")]
 const PROC_BYTES: usize = 8;
 /// Words of a `struct dev_slot`: dev and padding, then queue, service and total histograms.
+#[cfg(feature = "bpf")]
 const DEV_WORDS: usize = 8 + 3 * BUCKETS;
 /// Where the histograms start in it.
+#[cfg(feature = "bpf")]
 const DEV_HIST: usize = 8;
 
 /// The block operation of a request (the kernel's `REQ_OP_*`).
@@ -37,6 +46,7 @@ pub(crate) enum Op {
     Other,
 }
 
+#[cfg(feature = "bpf")]
 impl Op {
     fn from_raw(op: u32) -> Op {
         match op {
@@ -47,9 +57,28 @@ impl Op {
     }
 }
 
+/// In a build without the `bpf` feature: a tracer that never starts (see [`super::missing`]).
+#[cfg(not(feature = "bpf"))]
+#[derive(Debug)]
+pub(crate) struct BlockTracer(std::convert::Infallible);
+
+#[cfg(not(feature = "bpf"))]
+impl BlockTracer {
+    /// Always the missing feature, as a refusal.
+    pub(crate) fn start() -> Result<BlockTracer, super::Refusal> {
+        Err(super::missing())
+    }
+
+    /// Never called: there is no tracer.
+    pub(crate) fn sample(&mut self) -> BlockSample {
+        match self.0 {}
+    }
+}
+
 /// A block device as (major, minor).
 pub(crate) type Dev = (u32, u32);
 
+#[cfg(feature = "bpf")]
 fn split_dev(dev: u32) -> Dev {
     (dev >> 20, dev & 0xfffff)
 }
@@ -98,6 +127,7 @@ pub(crate) struct BlockSample {
 
 /// The loaded and attached block programs, their shared arrays, and the totals of the previous
 /// sample (per array index, with the key that held it).
+#[cfg(feature = "bpf")]
 pub(crate) struct BlockTracer {
     _ebpf: Ebpf,
     procs: SharedArray,
@@ -108,6 +138,7 @@ pub(crate) struct BlockTracer {
     last_dropped: u64,
 }
 
+#[cfg(feature = "bpf")]
 impl std::fmt::Debug for BlockTracer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("BlockTracer")
@@ -115,6 +146,7 @@ impl std::fmt::Debug for BlockTracer {
 }
 
 /// (program in the object, kernel tracepoint) pairs always attached.
+#[cfg(feature = "bpf")]
 const PROGRAMS: [(&str, &str); 3] = [
     ("dirty_folio", "writeback_dirty_folio"),
     ("io_start", "block_io_start"),
@@ -122,11 +154,13 @@ const PROGRAMS: [(&str, &str); 3] = [
 ];
 
 /// Attached besides when some queue lacks the kernel's dispatch stamp.
+#[cfg(feature = "bpf")]
 const ISSUE: (&str, &str) = ("rq_issue", "block_rq_issue");
 
+#[cfg(feature = "bpf")]
 impl BlockTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
-    pub(crate) fn start() -> Result<BlockTracer, String> {
+    pub(crate) fn start() -> Result<BlockTracer, super::Refusal> {
         let sys_block = std::path::Path::new("/sys/block");
         let mut programs = PROGRAMS.to_vec();
         if !every_queue_stamps(sys_block, "wbt_lat_usec") {
@@ -255,6 +289,7 @@ impl BlockTracer {
 }
 
 /// (pid, device, operation) of a `proc_key` (bpf/blockio.bpf.c).
+#[cfg(feature = "bpf")]
 fn split_key(key: u64) -> (u32, Dev, Op) {
     let pid = ((key >> 34) & 0x3f_ffff) as u32;
     let op = Op::from_raw(((key >> 32) & 3) as u32);
@@ -266,6 +301,7 @@ fn split_key(key: u64) -> (u32, Dev, Op) {
 /// set up (even if turned off since), which keeps the queue's statistics on, and with them the
 /// dispatch stamp; `iostats` other than 0 means the creation stamp. Anything unreadable counts
 /// as not stamped, so the programs stamp it themselves.
+#[cfg(feature = "bpf")]
 fn every_queue_stamps(sys_block: &std::path::Path, file: &str) -> bool {
     let Ok(dir) = std::fs::read_dir(sys_block) else {
         return false;
@@ -278,7 +314,7 @@ fn every_queue_stamps(sys_block: &std::path::Path, file: &str) -> bool {
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "bpf"))]
 mod tests {
     use super::*;
 

@@ -3,15 +3,20 @@
 //! fdatasync and sync_file_range calls took, keyed by (process, device, inode, generation). The kernel
 //! keeps totals since the tracer started; [`FileTracer::totals`] reads them.
 
+#[cfg(feature = "bpf")]
 use aya::maps::HashMap as BpfHashMap;
+#[cfg(feature = "bpf")]
 use aya::{Ebpf, Pod};
 
 /// The object built by `bpf/build.sh` from `bpf/files.bpf.c`.
+#[cfg(feature = "bpf")]
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/files.bpf.o");
 
 /// Log2 slots of the sync latency histogram; slot `i` holds `[2^i, 2^(i+1))` µs.
-pub(crate) const SLOTS: usize = 32;
+#[cfg(feature = "bpf")]
+const SLOTS: usize = 32;
 
+#[cfg(feature = "bpf")]
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct FileKey {
@@ -23,8 +28,10 @@ struct FileKey {
 }
 
 /// Bytes the kernel keeps of a file's last path component, NUL included (`NAME_LEN`).
+#[cfg(feature = "bpf")]
 const NAME_LEN: usize = 56;
 
+#[cfg(feature = "bpf")]
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct FileVal {
@@ -44,9 +51,28 @@ struct FileVal {
 // SAFETY: plain #[repr(C)] integers and byte arrays laid out as the C structs of
 // bpf/files.bpf.c (no implicit holes: every field is 4- or 8-byte aligned in order); any bit
 // pattern is valid.
+#[cfg(feature = "bpf")]
 unsafe impl Pod for FileKey {}
 // SAFETY: as above.
+#[cfg(feature = "bpf")]
 unsafe impl Pod for FileVal {}
+
+/// In a build without the `bpf` feature: a tracer that never starts (see [`super::missing`]).
+#[cfg(not(feature = "bpf"))]
+pub(crate) struct FileTracer(std::convert::Infallible);
+
+#[cfg(not(feature = "bpf"))]
+impl FileTracer {
+    /// Always the missing feature, as a refusal.
+    pub(crate) fn start() -> Result<FileTracer, super::Refusal> {
+        Err(super::missing())
+    }
+
+    /// Never called: there is no tracer.
+    pub(crate) fn totals(&self) -> Vec<FileIo> {
+        match self.0 {}
+    }
+}
 
 /// What one process did to one file since the tracer started.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -89,13 +115,15 @@ pub(crate) struct FileIo {
 }
 
 /// The loaded and attached programs.
+#[cfg(feature = "bpf")]
 pub(crate) struct FileTracer {
     ebpf: Ebpf,
 }
 
+#[cfg(feature = "bpf")]
 impl FileTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
-    pub(crate) fn start() -> Result<FileTracer, String> {
+    pub(crate) fn start() -> Result<FileTracer, super::Refusal> {
         let mut ebpf = super::load(
             OBJECT,
             &[],
@@ -127,11 +155,13 @@ impl FileTracer {
 }
 
 /// A C string's bytes, up to its NUL.
+#[cfg(feature = "bpf")]
 fn until_nul(bytes: &[u8]) -> &[u8] {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     &bytes[..end]
 }
 
+#[cfg(feature = "bpf")]
 fn file_io(key: &FileKey, val: &FileVal) -> FileIo {
     FileIo {
         pid: key.tgid,

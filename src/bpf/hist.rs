@@ -5,6 +5,7 @@
 //! at exactly 1 µs, so the buckets also add up exactly to a log2 µs histogram (biolatency's).
 
 /// Buckets of one histogram (`HIST_BUCKETS` in bpf/hist.h).
+#[cfg(any(test, feature = "bpf"))]
 pub(crate) const BUCKETS: usize = 624;
 
 /// Slots of the log2 µs histogram the buckets fold into: slot `i` holds `[2^i, 2^(i+1))` µs,

@@ -6,49 +6,102 @@
 pub(crate) mod block;
 pub(crate) mod files;
 pub(crate) mod hist;
+#[cfg(feature = "bpf")]
 mod shared;
 
+#[cfg(feature = "bpf")]
 use std::path::Path;
 
-/// Why tracing is not available here, in one line (for the caller's note); `None` when the
-/// prerequisites hold (the load itself can still be refused, see [`block::BlockTracer::start`]).
-pub(crate) fn unavailable_reason() -> Option<String> {
+/// Why eBPF tracing is not running, in one line for the caller's note (the caller then uses
+/// the /proc figures). Classified by the error number the kernel gave, not by its wording.
+#[derive(Debug, thiserror::Error)]
+// Without the `bpf` feature only `NotBuilt` is made; the type is kept so callers are the same.
+#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
+pub(crate) enum Refusal {
+    /// This tacho was built without the `bpf` feature: no tracer can start.
+    #[cfg(not(feature = "bpf"))]
+    #[error("{0}")]
+    NotBuilt(crate::features::Missing),
+    /// Loading programs needs root.
+    #[error("eBPF tracing needs root")]
+    NotRoot,
+    /// CO-RE needs the kernel's own type information.
+    #[error("eBPF tracing needs kernel BTF (/sys/kernel/btf/vmlinux is missing)")]
+    NoBtf,
+    /// The kernel answered EPERM or EACCES (a lockdown, a seccomp filter, a container).
+    #[error("eBPF tracing refused ({what}: bpf() not permitted here)")]
+    Denied { what: String },
+    /// The kernel has no bpf() (ENOSYS).
+    #[error("eBPF tracing unavailable ({what}: this kernel has no bpf())")]
+    NoBpf { what: String },
+    /// Any other failure of `what`, with the whole chain of its causes.
+    #[error("eBPF tracing unavailable ({what}: {causes})")]
+    Failed { what: String, causes: String },
+    /// The embedded object does not hold what this code expects (a build mismatch).
+    #[error("eBPF object lacks {0}")]
+    Missing(String),
+    /// A shared array's values are not the size this code reads.
+    #[error("eBPF array {0} has values of an unexpected size")]
+    ValueSize(String),
+    /// Mapping a shared array failed.
+    #[error("eBPF tracing unavailable (mapping {what}: {err})")]
+    Mapping { what: String, err: std::io::Error },
+}
+
+/// Why every tracer refuses to start in a build without the `bpf` feature (no aya): callers
+/// print it as the note they print when the kernel refuses, and fall back the same way.
+#[cfg(not(feature = "bpf"))]
+fn missing() -> Refusal {
+    Refusal::NotBuilt(crate::features::Missing(crate::features::Feature::Bpf))
+}
+
+/// Why tracing is not available here; `None` when the prerequisites hold (the load itself can
+/// still be refused, see [`block::BlockTracer::start`]).
+#[cfg(feature = "bpf")]
+fn unavailable_reason() -> Option<Refusal> {
     if !rustix::process::geteuid().is_root() {
-        return Some("eBPF tracing needs root".into());
+        return Some(Refusal::NotRoot);
     }
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        return Some("eBPF tracing needs kernel BTF (/sys/kernel/btf/vmlinux is missing)".into());
+        return Some(Refusal::NoBtf);
     }
     None
 }
 
-/// The one-line reason for a refused load or attach: the bpf() syscall's error, named plainly.
-pub(crate) fn refusal(what: &str, err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        text = format!("{text}: {inner}");
-        source = inner.source();
+/// A refused load or attach of `what`, by the error number among `err`'s causes.
+#[cfg(feature = "bpf")]
+pub(crate) fn refusal(what: &str, err: &(dyn std::error::Error + 'static)) -> Refusal {
+    let what = what.to_string();
+    let mut causes = err.to_string();
+    let mut errno = os_error(err);
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        causes = format!("{causes}: {e}");
+        errno = errno.or(os_error(e));
+        cause = e.source();
     }
-    let denied = text.contains("Operation not permitted") || text.contains("Permission denied");
-    let missing = text.contains("Function not implemented");
-    if denied {
-        format!("eBPF tracing refused ({what}: bpf() not permitted here)")
-    } else if missing {
-        format!("eBPF tracing unavailable ({what}: this kernel has no bpf())")
-    } else {
-        format!("eBPF tracing unavailable ({what}: {text})")
+    match errno {
+        Some(libc::EPERM | libc::EACCES) => Refusal::Denied { what },
+        Some(libc::ENOSYS) => Refusal::NoBpf { what },
+        _ => Refusal::Failed { what, causes },
     }
+}
+
+/// The system's error number, when `e` is an I/O error.
+#[cfg(feature = "bpf")]
+fn os_error(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    e.downcast_ref::<std::io::Error>()?.raw_os_error()
 }
 
 /// Loads `object` with its `const volatile` globals set (name, value), and attaches each
 /// (program, BTF-typed tracepoint) pair; any refusal is the one-line reason callers print as a
 /// note.
+#[cfg(feature = "bpf")]
 pub(crate) fn load(
     object: &[u8],
     globals: &[(&str, u32)],
     programs: &[(&str, &str)],
-) -> Result<aya::Ebpf, String> {
+) -> Result<aya::Ebpf, Refusal> {
     if let Some(reason) = unavailable_reason() {
         return Err(reason);
     }
@@ -68,19 +121,21 @@ pub(crate) fn load(
 
 /// Attaches one more program of a loaded object where the kernel has its tracepoint (io_uring's,
 /// say, which a kernel built without io_uring lacks); false when it could not.
+#[cfg(feature = "bpf")]
 pub(crate) fn attach_if_possible(ebpf: &mut aya::Ebpf, name: &str, tracepoint: &str) -> bool {
     aya::Btf::from_sys_fs().is_ok_and(|btf| attach(ebpf, &btf, name, tracepoint).is_ok())
 }
 
+#[cfg(feature = "bpf")]
 fn attach(
     ebpf: &mut aya::Ebpf,
     btf: &aya::Btf,
     name: &str,
     tracepoint: &str,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let program: &mut aya::programs::BtfTracePoint = ebpf
         .program_mut(name)
-        .ok_or_else(|| format!("eBPF object lacks program {name}"))?
+        .ok_or_else(|| Refusal::Missing(format!("program {name}")))?
         .try_into()
         .map_err(|e| refusal(name, &e))?;
     program
@@ -88,4 +143,64 @@ fn attach(
         .map_err(|e| refusal(tracepoint, &e))?;
     program.attach().map_err(|e| refusal(tracepoint, &e))?;
     Ok(())
+}
+
+#[cfg(all(test, feature = "bpf"))]
+mod tests {
+    use super::{Refusal, refusal};
+    use std::io;
+
+    /// An error that wraps the system's, as aya's do (`SyscallError { call, io_error }`).
+    #[derive(Debug, thiserror::Error)]
+    #[error("`bpf_prog_load` failed")]
+    struct Wrapped(#[source] io::Error);
+
+    #[test]
+    fn refusals_are_told_apart_by_their_error_number() {
+        let of = |errno| {
+            refusal(
+                "block_io_start",
+                &Wrapped(io::Error::from_raw_os_error(errno)),
+            )
+        };
+        for errno in [libc::EPERM, libc::EACCES] {
+            let r = of(errno);
+            assert!(matches!(r, Refusal::Denied { .. }), "{r:?}");
+            assert_eq!(
+                r.to_string(),
+                "eBPF tracing refused (block_io_start: bpf() not permitted here)"
+            );
+        }
+        let r = of(libc::ENOSYS);
+        assert!(matches!(r, Refusal::NoBpf { .. }), "{r:?}");
+        assert_eq!(
+            r.to_string(),
+            "eBPF tracing unavailable (block_io_start: this kernel has no bpf())"
+        );
+        // Anything else keeps every cause, so the note says what the kernel said.
+        let r = of(libc::E2BIG);
+        assert!(matches!(r, Refusal::Failed { .. }), "{r:?}");
+        assert_eq!(
+            r.to_string(),
+            format!(
+                "eBPF tracing unavailable (block_io_start: `bpf_prog_load` failed: {})",
+                io::Error::from_raw_os_error(libc::E2BIG)
+            )
+        );
+    }
+}
+
+#[cfg(all(test, not(feature = "bpf")))]
+mod without_bpf {
+    #[test]
+    fn the_tracers_never_start_and_say_which_feature_is_missing() {
+        let block = super::block::BlockTracer::start().map(|_| ()).unwrap_err();
+        let files = super::files::FileTracer::start().map(|_| ()).unwrap_err();
+        for reason in [block.to_string(), files.to_string()] {
+            assert!(
+                reason.contains("built without the `bpf` feature"),
+                "{reason}"
+            );
+        }
+    }
 }

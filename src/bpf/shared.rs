@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicU64;
 use aya::Ebpf;
 use aya::maps::Map;
 
+use super::Refusal;
 use crate::mapping::Mapping;
 
 /// One mapped array: `entries` values of `value_words` 64-bit words each.
@@ -18,22 +19,22 @@ pub(crate) struct SharedArray {
 
 impl SharedArray {
     /// Maps the array `name` of the loaded object; its values must be `value_words` words.
-    pub(crate) fn map(ebpf: &Ebpf, name: &str, value_words: usize) -> Result<Self, String> {
+    pub(crate) fn map(ebpf: &Ebpf, name: &str, value_words: usize) -> Result<Self, Refusal> {
         let Some(Map::Array(data)) = ebpf.map(name) else {
-            return Err(format!("eBPF object lacks array {name}"));
+            return Err(Refusal::Missing(format!("array {name}")));
         };
         let info = data.info().map_err(|e| super::refusal(name, &e))?;
         if info.value_size() as usize != value_words * 8 {
-            return Err(format!(
-                "eBPF array {name} has values of an unexpected size"
-            ));
+            return Err(Refusal::ValueSize(name.to_string()));
         }
         let entries = info.max_entries() as usize;
         let page = Mapping::page_size();
         let len = (entries * value_words * 8).div_ceil(page) * page;
         // The kernel allocated the values page-aligned and page-rounded, so this length fits.
-        let map = Mapping::shared(data.fd().as_fd(), len)
-            .map_err(|e| format!("eBPF tracing unavailable (mapping {name}: {e})"))?;
+        let map = Mapping::shared(data.fd().as_fd(), len).map_err(|err| Refusal::Mapping {
+            what: name.to_string(),
+            err,
+        })?;
         Ok(SharedArray {
             map,
             value_words,

@@ -16,7 +16,7 @@ fn target(kind: Kind, capacity: u64, lbs: u32) -> Inspected {
         path: "/t".into(),
         info: TargetInfo {
             path: "/t".into(),
-            kind: "directory",
+            kind: Kind::Directory,
             region_bytes: 0,
             filesystem: None,
             mount_point: None,

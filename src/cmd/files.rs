@@ -192,24 +192,22 @@ fn resolve(root: &SysRoot, args: &FilesArgs) -> Result<WatchConfig> {
     })
 }
 
-/// A `--path` as the events name it. One that does not exist yet is kept (a file about to
-/// be created), with a note: it shows nothing until then. One whose directory does not exist
-/// either is a typo, refused.
+/// A `--path` as the events name it; one that does not exist is refused (`--path
+/// /nonexistent` once watched nothing in silence). A file about to be created is watched
+/// through its directory, which the message offers.
 fn path_filter(p: &Path) -> Result<PathBuf> {
     if let Ok(real) = std::fs::canonicalize(p) {
         return Ok(real);
     }
     let full = absolute(p);
-    let real_dir = full.parent().and_then(|d| std::fs::canonicalize(d).ok());
-    match (real_dir, full.file_name()) {
-        (Some(dir), Some(name)) if dir.is_dir() => {
-            eprintln!(
-                "tacho: note: --path {} does not exist (yet): only files made there will show",
-                crate::text::Escaped(&p.display().to_string())
-            );
-            Ok(dir.join(name))
-        }
-        _ => bail!(
+    match full.parent().filter(|d| d.is_dir()) {
+        Some(dir) => bail!(
+            "--path {}: no such file or directory; give one that exists (for a file not \
+             created yet, its directory: --path {})",
+            p.display(),
+            dir.display()
+        ),
+        None => bail!(
             "--path {}: no such file or directory, nor its directory; give an existing \
              directory or file",
             p.display()

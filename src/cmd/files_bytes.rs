@@ -92,6 +92,7 @@ impl Beside {
         let tracer = match FileTracer::start() {
             Ok(t) => t,
             Err(reason) => {
+                let reason = reason.to_string();
                 eprintln!("tacho: note: {}; {without}", crate::text::Escaped(&reason));
                 return None;
             }

@@ -6,13 +6,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use super::top::sleep_until;
 use crate::cli::{HistoryRecordArgs, TopArgs};
-use crate::diagnose::findings::Judge;
+use crate::diagnose::live::{Pipeline, Session};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::sample::Sampler;
 use crate::history::store::{self, is_disk_full};
@@ -65,68 +64,75 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
         age(args.keep),
         crate::units::format_bytes_approx(args.max_size),
     );
-    let start = Instant::now();
-    let mut n: u64 = 0;
+    let mut first = true;
     let mut disk_full = false;
+    let mut short_of_descriptors = false;
     // Connections are too many to keep raw: each record keeps the interval's TCP traffic
     // by process, service and peer, computed here from the previous sample.
     let mut prev: Option<crate::diagnose::sample::Sample> = None;
-    loop {
-        let sample = sampler.sample()?;
-        if n == 0 {
-            // Once: a sandbox that hides the network leaves it out of every sample silently.
-            for note in network_notes(&sample) {
-                eprintln!("note: {}", crate::text::Escaped(&note));
-            }
-            if let Some(why) = &sample.block_io_unavailable {
-                eprintln!(
-                    "note: {}",
-                    crate::text::Escaped(&format!(
-                        "block I/O is not traced ({why}), so writers are attributed from                          /proc and cgroup counters (likely, not exact)"
-                    ))
-                );
-            }
-        }
-        let connections = prev.as_ref().and_then(|a| {
-            let dt = sample.taken.duration_since(a.taken).as_secs_f64();
-            crate::diagnose::model::conns::between(a, &sample, dt, 0)
-        });
-        prev = Some(sample.clone());
-        let mut rec = Record::new(
-            sample,
-            sampler.devices(),
-            &host,
-            args.interval.as_secs_f64(),
-        );
-        rec.connections = connections;
-        let now = rec.sample.unix_time_s;
-        match history
-            .append(&rec)
-            .and_then(|()| history.prune(now, args.keep, args.max_size))
-        {
-            Ok(_) => disk_full = false,
-            Err(e) if is_disk_full(&e) => {
-                // One line per episode, not one per sample; the next sample tries again.
-                if !disk_full {
-                    eprintln!("tacho: {}", crate::text::Escaped(&format!("{e:#}")));
+    Session::samples(
+        &mut sampler,
+        args.interval,
+        args.count,
+        &stop,
+        |sample, devices| {
+            let sample = match sample {
+                Ok(sample) => sample,
+                // Said once per shortage; the next moment tries again.
+                Err(e) => {
+                    if !std::mem::replace(&mut short_of_descriptors, true) {
+                        eprintln!("warning: {e}; skipping samples until descriptors are free");
+                    }
+                    return Ok(());
                 }
-                disk_full = true;
+            };
+            short_of_descriptors = false;
+            if std::mem::take(&mut first) {
+                first_notes(&sample);
             }
-            Err(e) => return Err(e),
-        }
-        n += 1;
-        if args.count.is_some_and(|c| n >= c) {
-            break;
-        }
-        let due = start
-            + args
-                .interval
-                .saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
-        if !sleep_until(due, &stop) {
-            break;
-        }
-    }
+            let connections = prev.as_ref().and_then(|a| {
+                let dt = sample.taken.duration_since(a.taken).as_secs_f64();
+                crate::diagnose::model::conns::between(a, &sample, dt, 0)
+            });
+            prev = Some(sample.clone());
+            let mut rec = Record::new(sample, devices, &host, args.interval.as_secs_f64());
+            rec.connections = connections;
+            let now = rec.sample.unix_time_s;
+            match history
+                .append(&rec)
+                .and_then(|()| history.prune(now, args.keep, args.max_size))
+            {
+                Ok(_) => disk_full = false,
+                Err(e) if is_disk_full(&e) => {
+                    // One line per episode, not one per sample; the next sample tries again.
+                    if !disk_full {
+                        eprintln!("tacho: {}", crate::text::Escaped(&format!("{e:#}")));
+                    }
+                    disk_full = true;
+                }
+                Err(e) => return Err(e),
+            }
+            Ok(())
+        },
+    )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Said once, from the first sample: what the recorder cannot see, each with its fix.
+fn first_notes(sample: &crate::diagnose::sample::Sample) {
+    // A sandbox that hides the network leaves it out of every sample silently.
+    for note in network_notes(sample) {
+        eprintln!("note: {}", crate::text::Escaped(&note));
+    }
+    if let Some(why) = &sample.block_io_unavailable {
+        eprintln!(
+            "note: {}",
+            crate::text::Escaped(&format!(
+                "block I/O is not traced ({why}), so writers are attributed from \
+                 /proc and cgroup counters (likely, not exact)"
+            ))
+        );
+    }
 }
 
 /// What the first sample says the recorder cannot see of the network, each with its fix.
@@ -245,10 +251,16 @@ fn interval(
         .rposition(|r| r.sample.unix_time_s < since)
         .unwrap_or(0);
     records.drain(..keep_from);
-    let mut judge = Judge::new();
+    let mut pipeline = Pipeline::new(false);
     let mut shown = None;
     for pair in records.windows(2) {
-        shown = Some(summary::judged(&pair[0], &pair[1], &mut judge, top, sort));
+        shown = Some(summary::judged(
+            &pair[0],
+            &pair[1],
+            &mut pipeline,
+            top,
+            sort,
+        ));
     }
     shown.ok_or_else(|| anyhow!("the history has no interval at that time"))
 }

@@ -62,7 +62,8 @@ fn page(top: &Command, cmd: &Command) -> Result<Vec<u8>> {
             // Rendered below, in the order man-pages(7) gives.
             .after_help(None::<&str>)
             .after_long_help(None::<&str>)
-            .version(None::<&str>),
+            .version(None::<&str>)
+            .long_version(None::<&str>),
     );
     let mut page = Vec::new();
     man.render(&mut page)?;

@@ -11,6 +11,7 @@ use crate::kernel::{SysRoot, cache};
 use crate::membench::{self, Config};
 use crate::parallel::usable_cpus;
 use crate::units::{format_bytes_approx, format_size};
+use crate::warning::Code;
 use anyhow::{Result, bail};
 use std::process::ExitCode;
 
@@ -37,7 +38,7 @@ pub fn run(args: &MemArgs) -> Result<ExitCode> {
             );
         }
         notes.push(Warning {
-            code: "dram-size-reduced",
+            code: Code::DramSizeReduced,
             message: format!(
                 "the DRAM working set was cut from {} to {} to fit in half of the available memory",
                 format_size(dram.size_bytes),

@@ -2,6 +2,7 @@
 
 mod check;
 mod compare;
+mod completions;
 pub(crate) mod cpu;
 mod diff;
 pub(crate) mod disk;
@@ -14,6 +15,7 @@ mod man;
 pub(crate) mod mem;
 mod output;
 mod ping;
+#[cfg(feature = "profile")]
 mod profile;
 mod progress;
 mod record;
@@ -26,11 +28,16 @@ pub(crate) mod time;
 pub(crate) mod top;
 mod top_latency;
 mod top_metrics;
+#[cfg(feature = "profile")]
+mod top_profile;
+// Without the profiler top still builds; `needs` refuses `top --profile` before it starts.
+#[cfg(not(feature = "profile"))]
+#[path = "top_profile_off.rs"]
 mod top_profile;
 
 use crate::cli::{BenchWhat, Cli, Command, DiskArgs};
+use crate::features::Feature;
 use anyhow::Result;
-use clap::CommandFactory;
 use std::process::ExitCode;
 
 pub(crate) use interrupt::{EXIT_INTERRUPTED, stop_on_signals};
@@ -40,6 +47,9 @@ pub(crate) use interrupt::{EXIT_INTERRUPTED, stop_on_signals};
 /// the signal after an interruption); an `Err` is a failure for `main` to print on one line
 /// with exit status 2.
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    if let Some(feature) = needs(&cli.command) {
+        feature.require()?;
+    }
     match cli.command {
         Command::Bench(bench) => match bench.what {
             Some(BenchWhat::Disk(args)) => disk::run(&args),
@@ -51,7 +61,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }),
         },
         Command::Files(args) => files::run(&args),
+        #[cfg(feature = "profile")]
         Command::Profile(args) => profile::run(&args),
+        #[cfg(not(feature = "profile"))]
+        Command::Profile(_) => Err(crate::features::Missing(Feature::Profile).into()),
         Command::Runs(command) => runs::run(command),
         Command::Compare(args) => compare::run(&args),
         Command::Top(args) if history::wants_history(&args) => history::top(&args),
@@ -66,9 +79,64 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Stress(args) => stress::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "tacho", &mut std::io::stdout());
+            completions::run(shell)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Man(args) => man::run(&args),
+    }
+}
+
+/// The feature an option needs that its command does not, checked before the command starts so
+/// a build without it fails at once rather than when the option is first used. (Commands that
+/// need one fail at their own start; a PostgreSQL store where it is opened.)
+fn needs(command: &Command) -> Option<Feature> {
+    match command {
+        Command::Top(args) if args.profile => Some(Feature::Profile),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(args).unwrap()
+    }
+
+    #[test]
+    fn top_profile_needs_the_profiler() {
+        let needs = |args: &[&str]| needs(&parse(args).command);
+        assert_eq!(
+            needs(&["tacho", "top", "--batch", "--profile"]),
+            Some(Feature::Profile)
+        );
+        assert_eq!(needs(&["tacho", "top", "--batch"]), None);
+    }
+
+    /// Refused before anything runs: no sampling, no profile.
+    #[cfg(not(feature = "profile"))]
+    #[test]
+    fn without_the_profiler_its_command_and_option_are_refused() {
+        for args in [
+            &["tacho", "profile"][..],
+            &["tacho", "top", "--batch", "--profile"],
+        ] {
+            let e = run(parse(args)).unwrap_err().to_string();
+            assert!(
+                e.contains("built without the `profile` feature"),
+                "{args:?}: {e}"
+            );
+        }
+    }
+
+    /// Refused before the local file is even looked for.
+    #[cfg(not(feature = "pg"))]
+    #[test]
+    fn without_pg_runs_push_is_refused() {
+        let cli = parse(&["tacho", "runs", "push", "--db", "postgres://u@db.example/r"]);
+        let e = run(cli).unwrap_err().to_string();
+        assert!(e.contains("built without the `pg` feature"), "{e}");
     }
 }

@@ -56,7 +56,7 @@ pub fn run(args: &PingArgs) -> Result<ExitCode> {
     let (target, notes) = Target::prepare(&opened, &inspected, consent, region)?;
     // ping records no device counters, so their absence is no news.
     let notes = inspected.notes.iter().chain(&notes);
-    for n in notes.filter(|n| n.code != "no-device") {
+    for n in notes.filter(|n| n.code != crate::warning::Code::NoDevice) {
         // Not on stdout: the lines and the JSON stay ioping's.
         eprintln!("warning [{}]: {}", n.code, crate::text::Escaped(&n.message));
     }

@@ -4,7 +4,7 @@ use super::output::{self, Format};
 use crate::cli::{DbArg, RunFilter, RunsCommand};
 use crate::compare;
 use crate::report::results::{self, Text};
-use crate::store::{self, Place, Results, Store, StoredRun, pg};
+use crate::store::{self, Place, Results, StoredRun};
 use crate::text::Escaped;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::json;
@@ -24,18 +24,24 @@ pub fn run(command: RunsCommand) -> Result<ExitCode> {
             db,
             json,
         } => import(&files, label.as_deref(), &db, json),
+        #[cfg(feature = "pg")]
         RunsCommand::Push { db, from } => push(db.as_deref(), from.as_deref()),
+        #[cfg(not(feature = "pg"))]
+        RunsCommand::Push { .. } => {
+            Err(crate::features::Missing(crate::features::Feature::Pg).into())
+        }
     }?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `runs push`: uploads the local runs the shared store lacks and says how many.
+#[cfg(feature = "pg")]
 fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
-    let env = std::env::var("TACHO_DB").ok().filter(|u| pg::is_url(u));
+    let env = std::env::var("TACHO_DB").ok().filter(|u| store::is_url(u));
     let url = url.map(str::to_owned).or(env).ok_or_else(|| {
         anyhow!("runs push needs the shared store: pass --db postgres://USER@HOST/DATABASE")
     })?;
-    if !pg::is_url(&url) {
+    if !store::is_url(&url) {
         bail!(
             "--db is not a PostgreSQL URL; runs push uploads to postgres://USER@HOST/DATABASE \
              (the local file goes in --from)"
@@ -44,25 +50,25 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
     // TACHO_DB names the server here, so the local default cannot come from it.
     let local = match from {
         Some(p) => p.to_path_buf(),
-        None if std::env::var("TACHO_DB").is_ok_and(|u| pg::is_url(&u)) => {
+        None if std::env::var("TACHO_DB").is_ok_and(|u| store::is_url(&u)) => {
             store::default_local_path()?
         }
         None => store::resolve_path(None)?,
     };
-    let store = Store::open_existing(&local)?.ok_or_else(|| {
+    let store = store::Store::open_existing(&local)?.ok_or_else(|| {
         anyhow!(
             "no results database at {} to push; pass --from PATH",
             local.display()
         )
     })?;
-    let mut server = pg::PgStore::connect(&url)?;
+    let mut server = store::pg::PgStore::connect(&url)?;
     let counts = server.push(&store)?;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "pushed {} new run(s) to {}; {} already there",
         counts.new,
-        Escaped(&pg::redact(&url)),
+        Escaped(&store::redact(&url)),
         counts.present
     )?;
     if counts.running > 0 {

@@ -4,15 +4,15 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
 use crate::cli::TopArgs;
-use crate::diagnose::findings::{Judge, any_warning};
-use crate::diagnose::model::accumulate::Accumulator;
-use crate::diagnose::model::{self, ModelOptions, TopSample};
+use crate::diagnose::findings::any_warning;
+use crate::diagnose::live::{Connections, Pipeline, Session, Tick};
+use crate::diagnose::model::ModelOptions;
 use crate::diagnose::sample::Sampler;
 use crate::kernel::SysRoot;
 use crate::report::prom::top as prometheus;
@@ -53,18 +53,18 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         // disk culprits come from the cgroup counters and /proc.
         let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
         let opts = ModelOptions::for_this_host(top, args.sort, sampler.delayacct);
-        let mut judge = Judge::new();
+        let mut pipeline = Pipeline::new(false);
         let mut prev = sampler.sample()?;
         let mut verdict = move || -> Result<String> {
             let cur = sampler.sample()?;
-            let mut s = model::between(&prev, &cur, sampler.devices(), &opts);
-            judge.judge(&mut s);
+            let ends = (&prev, &cur);
+            let s = pipeline.step(ends, sampler.devices(), &opts, Connections::Sampled);
             prev = cur;
             Ok(s.verdict)
         };
         let json = mode == Mode::Json;
         let count = args.count;
-        match super::top_latency::run(json, interval, count, top, sleep_until, &mut verdict)? {
+        match super::top_latency::run(json, interval, count, top, &mut verdict)? {
             Ok(code) => return Ok(code),
             Err(reason) => eprintln!("note: {reason}; showing the /proc figures instead"),
         }
@@ -106,16 +106,13 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     if !args.no_ebpf && rustix::process::geteuid().is_root() {
         sampler.trace_block_io();
     }
-    let opts = ModelOptions::for_this_host(usize::from(args.top), args.sort, sampler.delayacct);
+    let mut opts = ModelOptions::for_this_host(usize::from(args.top), args.sort, sampler.delayacct);
     if mode == Mode::Screen {
-        crate::tui::run(
-            &mut sampler,
-            opts,
-            interval,
-            args.count,
-            metrics,
-            args.accumulate,
-        )?;
+        // Many processes are listed so the table can scroll; the screen shows what fits.
+        opts.top = opts.top.max(200);
+        let sort = opts.sort;
+        let session = Session::new(sampler, opts, interval, args.count, args.accumulate);
+        crate::tui::run(session.spawn(), sort, metrics, args.accumulate)?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -127,8 +124,22 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     let mut stdout = crate::fit::Fit::new(std::io::stdout().lock(), width);
     let mut batch = text::Batch::new(width, args.show_idle);
     let mut warned = false;
+    let mut short_of_descriptors = false;
     let mut profiler = super::top_profile::OnCpuVerdict::default();
-    let on_sample = |s: &TopSample| -> Result<()> {
+    let mut session = Session::new(sampler, opts, interval, args.count, args.accumulate);
+    session.run(&stop, |tick| {
+        let s = match tick {
+            Tick::Interval(s) => s,
+            // Said once per shortage, not once per sample.
+            Tick::Skipped(e) => {
+                if !short_of_descriptors {
+                    eprintln!("warning: {e}; skipping samples until descriptors are free");
+                    short_of_descriptors = true;
+                }
+                return Ok(());
+            }
+        };
+        short_of_descriptors = false;
         if let Some(m) = &metrics {
             m.set(prometheus::render(s));
         }
@@ -146,97 +157,10 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         stdout.flush()?;
         warned |= any_warning(&s.findings);
         Ok(())
-    };
-    let accumulator = args.accumulate.then(Accumulator::new);
-    sample_loop(
-        &mut sampler,
-        &opts,
-        interval,
-        args.count,
-        &stop,
-        accumulator,
-        on_sample,
-    )?;
+    })?;
     Ok(if warned {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Takes a first sample, then one per interval on a fixed schedule (no drift), handing each
-/// interval's judged sample to `on_sample`; stops after `count` or when `stop` is set.
-pub fn sample_loop(
-    sampler: &mut Sampler,
-    opts: &ModelOptions,
-    interval: Duration,
-    count: Option<u64>,
-    stop: &AtomicBool,
-    mut accumulator: Option<Accumulator>,
-    mut on_sample: impl FnMut(&TopSample) -> Result<()>,
-) -> Result<()> {
-    let mut judge = Judge::new();
-    let start = Instant::now();
-    let mut prev = sampler.sample()?;
-    let mut n: u64 = 0;
-    let mut short_of_descriptors = false;
-    while count.is_none_or(|c| n < c) {
-        let due = start + interval.saturating_mul(u32::try_from(n + 1).unwrap_or(u32::MAX));
-        if !sleep_until(due, stop) {
-            break;
-        }
-        let cur = match sampler.sample() {
-            Ok(cur) => cur,
-            // Out of descriptors for a moment (clients of --listen hold many): this interval
-            // is skipped, said once, and the next one tried; anything else ends the run.
-            Err(e) if out_of_descriptors(&e) => {
-                if !short_of_descriptors {
-                    eprintln!("warning: {e}; skipping samples until descriptors are free");
-                    short_of_descriptors = true;
-                }
-                n += 1;
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        short_of_descriptors = false;
-        let mut s = model::between(&prev, &cur, sampler.devices(), opts);
-        if let Some(acc) = &mut accumulator {
-            acc.apply(&prev, &cur, opts, &mut s);
-        }
-        judge.judge(&mut s);
-        on_sample(&s)?;
-        prev = cur;
-        n += 1;
-    }
-    Ok(())
-}
-
-/// Whether `e` is the process or the system running out of file descriptors.
-fn out_of_descriptors(e: &crate::kernel::KernelError) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && matches!(io.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
-        {
-            return true;
-        }
-        source = err.source();
-    }
-    false
-}
-
-/// Sleeps until `due` in short steps so Ctrl-C or a signal is honoured promptly; false when
-/// stopped.
-pub(crate) fn sleep_until(due: Instant, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= due {
-            return true;
-        }
-        std::thread::sleep((due - now).min(Duration::from_millis(50)));
-    }
 }

@@ -9,23 +9,23 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::bpf::block::{BlockTracer, Dev};
+use crate::diagnose::live::sleep_until;
 use crate::report::top::latency;
 
 /// Runs the tracer until `count` intervals or a signal; `Err(reason)` when eBPF is unavailable,
-/// so the caller falls back to the /proc figures with a note. `sleep_until` is top's
-/// signal-aware sleep and `verdict` judges the interval just ended as top does (both passed
-/// in: this module is top's helper, not its dependency); every interval leads with it.
+/// so the caller falls back to the /proc figures with a note. `verdict` judges the interval
+/// just ended as top does (passed in: this module is top's helper, not its dependency);
+/// every interval leads with it.
 pub(crate) fn run(
     json: bool,
     interval: Duration,
     count: Option<u64>,
     top: usize,
-    sleep_until: fn(Instant, &AtomicBool) -> bool,
     verdict: &mut dyn FnMut() -> Result<String>,
 ) -> Result<std::result::Result<ExitCode, String>> {
     let mut tracer = match BlockTracer::start() {
         Ok(t) => t,
-        Err(reason) => return Ok(Err(reason)),
+        Err(reason) => return Ok(Err(reason.to_string())),
     };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

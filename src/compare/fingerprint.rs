@@ -438,7 +438,7 @@ mod tests {
         };
         let target = TargetInfo {
             path: "/data".into(),
-            kind: "directory",
+            kind: crate::bench::result::Kind::Directory,
             region_bytes: 1 << 30,
             filesystem: some("ext4"),
             mount_point: some("/data"),
@@ -468,7 +468,7 @@ mod tests {
         };
         let test = TestResult::new("t".into(), &spec, &[Measured::default()], Vec::new());
         let judgement = Judgement {
-            status: "pass",
+            status: crate::bench::result::Status::Pass,
             metric: "fdatasync p99",
             value_ns: 1,
             threshold_ns: 10_000_000,
@@ -481,7 +481,7 @@ mod tests {
             changed: Vec::new(),
         };
         let warning = Warning {
-            code: "cache",
+            code: crate::warning::Code::CacheSuspected,
             message: "served from cache".into(),
         };
         let extra = json!({"tunables": tunables, "judgement": judgement, "suite": suite,
@@ -508,7 +508,7 @@ mod tests {
             head.judgement.map(|j| j.describe()).as_deref(),
             Some("PASS: fdatasync p99 1ns, limit 10.0ms")
         );
-        assert_eq!(head.warnings, ["[cache]: served from cache"]);
+        assert_eq!(head.warnings, ["[cache-suspected]: served from cache"]);
         assert_eq!(head.target.as_deref(), Some("/data"));
     }
 }

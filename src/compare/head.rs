@@ -155,7 +155,9 @@ pub(super) fn judge_unjudged(runs: &mut [RunHead], rows: &[super::Row]) {
     for (run, cell) in runs.iter_mut().zip(&row.cells) {
         if let (None, Some(cell)) = (&run.judgement, cell) {
             run.judgement = Some(Judgement {
-                status: crate::bench::verdict::etcd_status(cell.value, limit).to_string(),
+                status: crate::bench::verdict::etcd_status(cell.value, limit)
+                    .as_str()
+                    .to_string(),
                 metric: "fdatasync p99".to_string(),
                 value_ns: cell.value,
                 threshold_ns: limit,

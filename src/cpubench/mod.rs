@@ -13,7 +13,7 @@ use crate::kernel::stat::{CpuTicks, read_stat};
 use crate::kernel::tunables::SystemTunables;
 use crate::parallel::run_together;
 use crate::stats;
-use crate::warning::Warning;
+use crate::warning::{Code, Warning};
 use kernels::Kernel;
 pub use kernels::KernelName;
 use serde::Serialize;
@@ -211,7 +211,7 @@ fn warnings(r: &CpuReport) -> Vec<Warning> {
         .collect();
     if !spread.is_empty() {
         w.push(Warning {
-            code: "spread",
+            code: Code::Spread,
             message: format!(
                 "figures varied between repeats ({}): something else is using the CPU, or its \
                  clock is changing; re-run on an idle machine",
@@ -221,7 +221,7 @@ fn warnings(r: &CpuReport) -> Vec<Warning> {
     }
     if r.all_threads.threads > 1 && r.scaling_pct_of_ideal < 80.0 && !r.interrupted {
         w.push(Warning {
-            code: "poor-scaling",
+            code: Code::PoorScaling,
             message: format!(
                 "{} threads ran only {:.2}× as fast as one ({:.0}% of ideal): other processes \
                  are busy, the threads share SMT cores, a CPU quota applies, or the clock drops \
@@ -232,7 +232,7 @@ fn warnings(r: &CpuReport) -> Vec<Warning> {
     }
     if let Some(steal) = r.steal_pct.filter(|s| *s >= 1.0) {
         w.push(Warning {
-            code: "steal",
+            code: Code::Steal,
             message: format!(
                 "the hypervisor took {steal:.1}% of the CPU time during the run (steal): \
                  figures depend on the host's other guests"

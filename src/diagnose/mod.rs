@@ -10,9 +10,13 @@
 //! 3. [`findings`]: verdicts on a model, with the history a judgement needs (each device's
 //!    recent await); each verdict names its culprits.
 //!
-//! Reporters (`crate::report::top`, `crate::report::prom::top`, `crate::tui`) and the future
-//! history store take the judged sample; nothing here writes output.
+//! 4. [`live`]: the loop that runs 1–3 on a schedule and hands each judged interval on; the
+//!    history replays recorded samples through its same step.
+//!
+//! Reporters (`crate::report::top`, `crate::report::prom::top`, `crate::tui`) take the judged
+//! sample, `crate::history` stores the raw ones; nothing here writes output.
 
 pub mod findings;
+pub mod live;
 pub mod model;
 pub mod sample;

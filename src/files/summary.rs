@@ -175,8 +175,8 @@ impl Summary {
             .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
             .map(|((pid, comm), n)| {
                 format!(
-                    "{n} of its {} events from {}({pid})",
-                    counts.events,
+                    "{n} of its {} from {}({pid})",
+                    crate::units::plural(counts.events, "event"),
                     Escaped(comm)
                 )
             })

@@ -1,12 +1,13 @@
 //! A window of the history judged again: the stored raw samples go through the same
-//! `model::between` and `findings::Judge` as `tacho top` live, and the intervals are summed
+//! pipeline as `tacho top` live (`diagnose::live::Pipeline`), and the intervals are summed
 //! into the `tacho.history.v1` summary (findings with when they fired, totals, peaks).
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::diagnose::findings::{Judge, Severity};
+use crate::diagnose::findings::Severity;
+use crate::diagnose::live::{Connections, Pipeline};
 use crate::diagnose::model::{self, SortKey, TopSample};
 use crate::history::{History, Record};
 use anyhow::Result;
@@ -149,7 +150,7 @@ pub struct Window {
     from: f64,
     to: f64,
     acc: Accumulator,
-    judge: Judge,
+    pipeline: Pipeline,
     gaps: usize,
     last: Option<Record>,
 }
@@ -161,7 +162,7 @@ impl Window {
             from,
             to,
             acc: Accumulator::default(),
-            judge: Judge::new(),
+            pipeline: Pipeline::new(false),
             gaps: 0,
             last: None,
         }
@@ -174,9 +175,9 @@ impl Window {
             let dt = b.sample.unix_time_s - a.sample.unix_time_s;
             if dt <= 0.0 || dt > GAP_FACTOR * b.interval_s.max(a.interval_s) + 1.0 {
                 self.gaps += 1;
-                self.judge = Judge::new();
+                self.pipeline.forget();
             } else {
-                let s = judged(&a, &b, &mut self.judge, 0, SortKey::Io);
+                let s = judged(&a, &b, &mut self.pipeline, 0, SortKey::Io);
                 if b.sample.unix_time_s > self.from && b.sample.unix_time_s <= self.to {
                     self.acc.add(&s, a.sample.unix_time_s);
                     self.acc.add_processes(&a, &b);
@@ -192,13 +193,18 @@ impl Window {
     }
 }
 
-/// One interval as `tacho top` would have shown it, judged with the history in `judge`.
-pub fn judged(a: &Record, b: &Record, judge: &mut Judge, top: usize, sort: SortKey) -> TopSample {
+/// One interval as `tacho top` would have shown it: the recorded pair through the live
+/// pipeline, judged with the baselines `pipeline` holds.
+pub fn judged(
+    a: &Record,
+    b: &Record,
+    pipeline: &mut Pipeline,
+    top: usize,
+    sort: SortKey,
+) -> TopSample {
     let opts = b.model_options(top, sort);
-    let mut s = model::between(&a.sample, &b.sample, &b.device_map(), &opts);
-    s.connections.clone_from(&b.connections);
-    judge.judge(&mut s);
-    s
+    let kept = Connections::Recorded(b.connections.as_ref());
+    pipeline.step((&a.sample, &b.sample), &b.device_map(), &opts, kept)
 }
 
 #[derive(Default)]

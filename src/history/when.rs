@@ -16,17 +16,20 @@ pub fn since_utc(text: &str) -> anyhow::Result<String> {
         .to_string())
 }
 
+/// Text that is none of the forms [`parse`] reads (trimmed as it was read).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot read {0:?} as a time; use 03:00, yesterday 03:00, 3h ago, now, or RFC 3339 \
+     (2026-11-23T03:00:00Z)"
+)]
+pub struct BadTime(String);
+
 /// Parses `text` relative to `now` (in `now`'s zone). A bare time of day means the latest one
 /// not after `now`: `03:00` typed at 01:00 is last night's.
-pub fn parse<Tz: TimeZone>(text: &str, now: &DateTime<Tz>) -> Result<DateTime<Tz>, String> {
+pub fn parse<Tz: TimeZone>(text: &str, now: &DateTime<Tz>) -> Result<DateTime<Tz>, BadTime> {
     let t = text.trim();
     let lower = t.to_ascii_lowercase();
-    let fail = || {
-        format!(
-            "cannot read {t:?} as a time; use 03:00, yesterday 03:00, 3h ago, now, or RFC 3339 \
-             (2026-11-23T03:00:00Z)"
-        )
-    };
+    let fail = || BadTime(t.to_string());
     if lower == "now" {
         return Ok(now.clone());
     }

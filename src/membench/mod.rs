@@ -13,7 +13,7 @@ use crate::kernel::cache::CacheLevel;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::stats;
-use crate::warning::Warning;
+use crate::warning::{Code, Warning};
 use serde::Serialize;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -389,7 +389,7 @@ fn warnings(r: &MemReport) -> Vec<Warning> {
     let mut w = Vec::new();
     if r.caches.is_empty() {
         w.push(Warning {
-            code: "no-cache-info",
+            code: Code::NoCacheInfo,
             message: "sysfs does not describe the CPU caches (common in some VMs); only DRAM \
                       was measured"
                 .into(),
@@ -406,7 +406,7 @@ fn warnings(r: &MemReport) -> Vec<Warning> {
         .collect();
     if !spread.is_empty() {
         w.push(Warning {
-            code: "spread",
+            code: Code::Spread,
             message: format!(
                 "figures varied between repeats (largest spread: {}): other processes are \
                  using memory or CPU; re-run on an idle machine",
@@ -420,7 +420,7 @@ fn warnings(r: &MemReport) -> Vec<Warning> {
         let (upper, lower) = (&pair[0], &pair[1]);
         if lower.latency_ns <= upper.latency_ns * 1.1 {
             w.push(Warning {
-                code: "levels-not-distinct",
+                code: Code::LevelsNotDistinct,
                 message: format!(
                     "{} latency ({:.1} ns) is not clearly above {} ({:.1} ns): the working \
                      sets may not match this CPU's caches",
@@ -508,6 +508,6 @@ mod tests {
             r.levels[1].all_threads.as_ref().unwrap().size_bytes,
             2 << 20
         );
-        assert!(r.warnings.iter().any(|w| w.code == "no-cache-info"));
+        assert!(r.warnings.iter().any(|w| w.code == Code::NoCacheInfo));
     }
 }

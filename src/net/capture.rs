@@ -57,6 +57,20 @@ const FILTER: [libc::sock_filter; 21] = [
     op(RET_K, 0, 0, 0),        // 20: drop
 ];
 
+/// Why the DNS capture could not start, in one line for the caller's note.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// A packet socket needs CAP_NET_RAW.
+    #[error("capturing DNS needs root (CAP_NET_RAW for a packet socket)")]
+    NotPermitted,
+    /// The kernel refused the socket or its filter for another reason.
+    #[error("cannot open a packet socket for DNS: {0}")]
+    Socket(io::Error),
+    /// The capture's thread could not be started.
+    #[error("cannot start the DNS capture: {0}")]
+    Thread(io::Error),
+}
+
 /// A running capture; stopped and joined on drop.
 pub struct DnsCapture {
     tracker: Arc<Mutex<DnsTracker>>,
@@ -66,12 +80,10 @@ pub struct DnsCapture {
 
 impl DnsCapture {
     /// Opens the packet socket and starts capturing; the error says what would allow it.
-    pub fn start() -> Result<DnsCapture, String> {
+    pub fn start() -> Result<DnsCapture, CaptureError> {
         let fd = open_socket().map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM | libc::EACCES) => {
-                "capturing DNS needs root (CAP_NET_RAW for a packet socket)".to_string()
-            }
-            _ => format!("cannot open a packet socket for DNS: {e}"),
+            Some(libc::EPERM | libc::EACCES) => CaptureError::NotPermitted,
+            _ => CaptureError::Socket(e),
         })?;
         let lo = loopback_index();
         let tracker = Arc::new(Mutex::new(DnsTracker::default()));
@@ -81,7 +93,7 @@ impl DnsCapture {
             std::thread::Builder::new()
                 .name("dns-capture".into())
                 .spawn(move || capture(&fd, lo, &tracker, &stop))
-                .map_err(|e| format!("cannot start the DNS capture: {e}"))?
+                .map_err(CaptureError::Thread)?
         };
         Ok(DnsCapture {
             tracker,

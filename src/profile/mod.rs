@@ -278,7 +278,9 @@ pub fn build(
     }
     if lost > 0 {
         notes.push(format!(
-            "{lost} samples were lost (the kernel's rings filled); lower --frequency"
+            "{} {} lost (the kernel's rings filled); lower --frequency",
+            crate::units::plural(lost, "sample"),
+            if lost == 1 { "was" } else { "were" }
         ));
     }
     let kernel_pct = pct(kernel);

@@ -50,11 +50,11 @@ pub fn sync_line(r: &Row) -> Option<String> {
         percentile_us(&io.sync_hist, q).map_or_else(|| "-".into(), |us| format_latency_ns(us * 1e3))
     };
     let mut line = format!(
-        "{} (pid {}) {}: {} syncs, mean {}, p50 {}, p99 {}",
+        "{} (pid {}) {}: {}, mean {}, p50 {}, p99 {}",
         text::exact(&io.comm, io.comm_hex.as_deref()),
         io.pid,
         r.file(),
-        io.syncs,
+        crate::units::plural(io.syncs, "sync"),
         format_latency_ns(io.sync_ns as f64 / io.syncs as f64),
         pct(0.5),
         pct(0.99),

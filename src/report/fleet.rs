@@ -22,8 +22,8 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
     let c = &f.comparison;
     if f.outliers.is_empty() {
         return vec![format!(
-            "no outlier among {} hosts (each host's figure against its peers' median and MAD)",
-            f.hosts.len()
+            "no outlier among {} (each host's figure against its peers' median and MAD)",
+            crate::units::plural(f.hosts.len() as u64, "host")
         )];
     }
     let mut out = Vec::new();
@@ -36,13 +36,13 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
         };
         // Names from the runs cut as in tables; the JSON's fields keep them whole.
         out.push(format!(
-            "{}: {} {} {} against a median of {} over {} peers ({:.1}× worse){more}",
+            "{}: {} {} {} against a median of {} over {} ({:.1}× worse){more}",
             cut(&f.hosts[o.host], SHOWN_CHARS),
             cut(&c.row_title(row), SHOWN_CHARS),
             row.metric_label(),
             row.metric.format(o.value),
             row.metric.format(o.peer_median),
-            o.peers,
+            crate::units::plural(o.peers as u64, "peer"),
             o.times_worse,
         ));
         for d in &o.differences {

@@ -25,13 +25,16 @@ fn clock(unix_s: f64, dated: bool) -> String {
 pub fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
     writeln!(
         out,
-        "{} – {}: {} intervals ({:.0} s){}",
+        "{} – {}: {} ({:.0} s){}",
         clock(s.from_unix_s, true),
         clock(s.to_unix_s, true),
-        s.intervals,
+        crate::units::plural(s.intervals as u64, "interval"),
         s.covered_s,
         if s.gaps > 0 {
-            format!(", {} gaps where nothing was recorded", s.gaps)
+            format!(
+                ", {} where nothing was recorded",
+                crate::units::plural(s.gaps as u64, "gap")
+            )
         } else {
             String::new()
         }

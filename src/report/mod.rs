@@ -18,6 +18,7 @@ pub(crate) mod json;
 pub(crate) mod mem;
 pub(crate) mod outfile;
 pub(crate) mod ping;
+#[cfg(feature = "profile")]
 pub(crate) mod profile;
 pub(crate) mod prom;
 pub(crate) mod results;

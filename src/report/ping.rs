@@ -62,8 +62,8 @@ pub fn write_summary(t: &PingTarget, s: Option<&Summary>, out: &mut impl Write) 
     let lat = |ns: u64| format_latency_ns(ns as f64);
     writeln!(
         out,
-        "{} requests completed in {}, {} {}, {} iops, {}",
-        s.requests,
+        "{} completed in {}, {} {}, {} iops, {}",
+        crate::units::plural(s.requests, "request"),
         lat(s.total_ns),
         format_size(s.bytes),
         if t.operation == "write" {

@@ -24,8 +24,8 @@ pub fn write_text(p: &Profile, out: &mut impl Write, width: Option<usize>) -> io
     writeln!(out, "{}", Escaped(&p.verdict))?;
     writeln!(
         out,
-        "{} samples over {:.1} s at {} Hz per CPU: {} busy ({:.0}% kernel, {:.0}% user), {} idle",
-        p.samples,
+        "{} over {:.1} s at {} Hz per CPU: {} busy ({:.0}% kernel, {:.0}% user), {} idle",
+        crate::units::plural(p.samples, "sample"),
         p.seconds,
         p.frequency_hz,
         p.busy_samples,

@@ -5,6 +5,7 @@ use crate::bench::verdict::verdict;
 use crate::io::LatencySummary;
 use crate::text::Escaped;
 use crate::units::{format_bandwidth, format_bytes_approx, format_count, format_latency_ns};
+use crate::warning::Code;
 use std::io::{self, Write};
 
 /// The figure columns and their priority on a narrow terminal (0 kept longest): IOPS,
@@ -29,13 +30,13 @@ pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -
     writeln!(out, "{}", Escaped(&verdict(report)))?;
     // Reasons to doubt the figures come right under the verdict, before anyone reads the table.
     // The run's and the tests' together, what makes a figure wrong first.
-    let mut lines: Vec<(&str, String)> = report
+    let mut lines: Vec<(Code, String)> = report
         .warnings
         .iter()
         .map(|w| (w.code, w.message.clone()))
         .chain(test_warnings(report))
         .collect();
-    lines.sort_by_key(|(code, _)| crate::bench::honesty::weight(code));
+    lines.sort_by_key(|(code, _)| crate::bench::honesty::weight(*code));
     for (code, message) in lines {
         writeln!(out, "warning [{code}]: {}", Escaped(&message))?;
     }
@@ -173,8 +174,8 @@ fn saturation(points: &[(u32, f64)]) -> Option<(u32, f64)> {
 
 /// One line per warning code: the first test's sentence, then the other tests it applies to,
 /// so seven noisy tests do not bury the table.
-fn test_warnings(report: &BenchReport) -> Vec<(&'static str, String)> {
-    let mut codes: Vec<&'static str> = Vec::new();
+fn test_warnings(report: &BenchReport) -> Vec<(Code, String)> {
+    let mut codes: Vec<Code> = Vec::new();
     for w in report.tests.iter().flat_map(|t| &t.warnings) {
         if !codes.contains(&w.code) {
             codes.push(w.code);
@@ -252,7 +253,7 @@ fn lat_cells(l: &LatencySummary) -> Vec<String> {
 
 fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
     let t = &report.target;
-    let mut line = format!("target: {} ({}", t.path, t.kind.replace('_', " "));
+    let mut line = format!("target: {} ({}", t.path, t.kind.as_str().replace('_', " "));
     if let Some(fs) = &t.filesystem {
         line.push_str(&format!(", {fs}"));
     }

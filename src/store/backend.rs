@@ -1,9 +1,10 @@
 //! Where results live — a local SQLite file or a shared PostgreSQL server — behind one set of
 //! operations, so every command that saves or reads runs works on either with the same meaning.
 
+#[cfg(feature = "pg")]
 use super::pg::{self, PgStore};
 use super::{NewRun, RunKind, RunStatus, RunSummary, Store, StoredRun};
-use anyhow::Result;
+use anyhow::{Result, bail};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -23,7 +24,7 @@ impl Place {
     pub fn resolve(explicit: Option<&Path>) -> Result<Place> {
         let path = super::resolve_path(explicit)?;
         let text = path.to_string_lossy();
-        Ok(if pg::is_url(&text) {
+        Ok(if is_url(&text) {
             Place::Server(text.into_owned())
         } else {
             Place::File(path)
@@ -34,9 +35,44 @@ impl Place {
     pub fn shown(&self) -> String {
         match self {
             Place::File(p) => p.display().to_string(),
-            Place::Server(url) => pg::redact(url),
+            Place::Server(url) => redact(url),
         }
     }
+}
+
+/// Whether `--db` (or `TACHO_DB`) names a PostgreSQL server rather than an SQLite file.
+pub fn is_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// `url` as messages show it: without any password (see `pg::redact`).
+#[cfg(feature = "pg")]
+pub fn redact(url: &str) -> String {
+    pg::redact(url)
+}
+
+/// Without the PostgreSQL client the URL cannot be parsed, so nothing of it is shown.
+#[cfg(not(feature = "pg"))]
+pub fn redact(_url: &str) -> String {
+    "the PostgreSQL URL given (not shown: it may hold a password)".to_owned()
+}
+
+/// Refuses a PostgreSQL URL where only a local SQLite file works.
+pub fn refuse_url(db: &Path) -> Result<()> {
+    let text = db.to_string_lossy();
+    if is_url(&text) {
+        bail!(
+            "{} is a PostgreSQL store, and this needs a local results file; pass --db PATH",
+            redact(&text)
+        );
+    }
+    Ok(())
+}
+
+/// The error of a PostgreSQL store named in a build without the client.
+#[cfg(not(feature = "pg"))]
+fn no_pg() -> anyhow::Error {
+    crate::features::Missing(crate::features::Feature::Pg).into()
 }
 
 /// An open results store of either kind.
@@ -44,6 +80,7 @@ pub enum Results {
     /// A local SQLite file.
     Local(Store),
     /// A shared PostgreSQL server.
+    #[cfg(feature = "pg")]
     Shared(PgStore),
 }
 
@@ -52,7 +89,10 @@ impl Results {
     pub fn open(place: &Place) -> Result<Results> {
         Ok(match place {
             Place::File(p) => Results::Local(Store::open(p)?),
+            #[cfg(feature = "pg")]
             Place::Server(url) => Results::Shared(PgStore::connect(url)?),
+            #[cfg(not(feature = "pg"))]
+            Place::Server(_) => return Err(no_pg()),
         })
     }
 
@@ -61,7 +101,10 @@ impl Results {
     pub fn open_existing(place: &Place) -> Result<Option<Results>> {
         Ok(match place {
             Place::File(p) => Store::open_existing(p)?.map(Results::Local),
+            #[cfg(feature = "pg")]
             Place::Server(url) => Some(Results::Shared(PgStore::connect(url)?)),
+            #[cfg(not(feature = "pg"))]
+            Place::Server(_) => return Err(no_pg()),
         })
     }
 
@@ -69,6 +112,7 @@ impl Results {
     pub fn shown(&self) -> String {
         match self {
             Results::Local(s) => s.path().display().to_string(),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.shown().to_owned(),
         }
     }
@@ -77,6 +121,7 @@ impl Results {
     pub fn writable(&self) -> Result<()> {
         match self {
             Results::Local(s) => s.writable(),
+            #[cfg(feature = "pg")]
             Results::Shared(_) => Ok(()),
         }
     }
@@ -85,6 +130,7 @@ impl Results {
     pub fn list(&mut self) -> Result<Vec<RunSummary>> {
         match self {
             Results::Local(s) => s.list(),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.list(),
         }
     }
@@ -98,6 +144,7 @@ impl Results {
     ) -> Result<Vec<(String, i64)>> {
         match self {
             Results::Local(s) => s.latest_per_host(kind, suite, since),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.latest_per_host(kind, suite, since),
         }
     }
@@ -106,6 +153,7 @@ impl Results {
     pub fn load(&mut self, id: i64) -> Result<StoredRun> {
         match self {
             Results::Local(s) => s.load(id),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.load(id),
         }
     }
@@ -115,6 +163,7 @@ impl Results {
     pub fn load_summary(&mut self, id: i64, max_tests: usize) -> Result<StoredRun> {
         match self {
             Results::Local(s) => s.load_summary(id, max_tests),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.load_upto(id, max_tests),
         }
     }
@@ -128,6 +177,7 @@ impl Results {
     pub fn import_run(&mut self, run: &NewRun) -> Result<(i64, bool)> {
         match self {
             Results::Local(s) => s.import_run(run),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.import_run(run),
         }
     }
@@ -136,6 +186,7 @@ impl Results {
     pub fn begin_run(&mut self, run: &NewRun) -> Result<i64> {
         match self {
             Results::Local(s) => s.begin_run(run),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.begin_run(run),
         }
     }
@@ -144,6 +195,7 @@ impl Results {
     pub fn add_test(&mut self, run_id: i64, seq: usize, test: &Value) -> Result<()> {
         match self {
             Results::Local(s) => s.add_test(run_id, seq, test),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.add_test(run_id, seq, test),
         }
     }
@@ -152,6 +204,7 @@ impl Results {
     pub fn finish_run(&mut self, run_id: i64, run: &NewRun) -> Result<()> {
         match self {
             Results::Local(s) => s.finish_run(run_id, run),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.finish_run(run_id, run),
         }
     }
@@ -160,6 +213,7 @@ impl Results {
     pub fn set_status(&mut self, run_id: i64, status: RunStatus) -> Result<()> {
         match self {
             Results::Local(s) => s.set_status(run_id, status),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.set_status(run_id, status),
         }
     }
@@ -168,7 +222,42 @@ impl Results {
     pub fn remove(&mut self, ids: &[i64]) -> Result<()> {
         match self {
             Results::Local(s) => s.remove(ids),
+            #[cfg(feature = "pg")]
             Results::Shared(s) => s.remove(ids),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `postgres://` place is a server in every build, never taken for a file name, and no
+    /// message shows its password.
+    #[test]
+    fn a_server_url_is_a_server_in_every_build() {
+        let url = "postgres://u:secret@db.example/results";
+        let place = Place::resolve(Some(Path::new(url))).unwrap();
+        assert_eq!(place, Place::Server(url.to_owned()));
+        assert!(!place.shown().contains("secret"), "{}", place.shown());
+        let e = refuse_url(Path::new(url)).unwrap_err().to_string();
+        assert!(
+            e.contains("needs a local results file") && !e.contains("secret"),
+            "{e}"
+        );
+    }
+
+    /// Without the client, opening a server fails with the feature to build with.
+    #[cfg(not(feature = "pg"))]
+    #[test]
+    fn without_pg_a_server_names_the_feature() {
+        let place = Place::Server("postgres://u:secret@db.example/results".into());
+        for e in [
+            Results::open(&place).err(),
+            Results::open_existing(&place).err(),
+        ] {
+            let e = e.expect("refused").to_string();
+            assert!(e.contains("built without the `pg` feature"), "{e}");
         }
     }
 }

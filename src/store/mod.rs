@@ -11,6 +11,7 @@ mod document;
 pub mod figures;
 pub mod fio;
 pub mod kinds;
+#[cfg(feature = "pg")]
 pub(crate) mod pg;
 mod run;
 mod runs;
@@ -18,9 +19,13 @@ pub mod schema;
 pub(crate) mod stored;
 
 pub use backend::{Place, Results};
+#[cfg(feature = "pg")]
+pub use backend::{is_url, redact};
 pub use document::read_documents;
 pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
-pub use runs::{RawRun, RunSummary};
+#[cfg(feature = "pg")]
+pub use runs::RawRun;
+pub use runs::RunSummary;
 
 use crate::kernel::SysRoot;
 use crate::sqlite::{self, Marks, retry_busy};
@@ -50,7 +55,7 @@ impl Store {
     /// file's directory is created as needed; another path's directory must exist (a typo in
     /// `--db` is reported, not created as root).
     pub fn open(path: &Path) -> Result<Store> {
-        pg::refuse_url(path)?;
+        backend::refuse_url(path)?;
         if let Some(dir) = directory_to_make(path)? {
             std::fs::create_dir_all(dir).with_context(|| {
                 format!(
@@ -73,7 +78,7 @@ impl Store {
     /// write permission) is opened for reading: listing, showing, exporting and comparing
     /// work, and writes are refused with [`Store::writable`]'s message.
     pub fn open_existing(path: &Path) -> Result<Option<Store>> {
-        pg::refuse_url(path)?;
+        backend::refuse_url(path)?;
         if !path.exists() {
             return Ok(None);
         }

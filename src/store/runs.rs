@@ -72,6 +72,7 @@ impl RunSummary {
 }
 
 /// A run's row exactly as stored, for copying it to another store.
+#[cfg(feature = "pg")]
 pub struct RawRun {
     /// The local id (differs between stores).
     pub id: i64,
@@ -109,6 +110,7 @@ pub struct RawRun {
     pub tests: Vec<RawTest>,
 }
 
+#[cfg(feature = "pg")]
 impl RawRun {
     /// The run as read back, with `status` as the reader sees it (`None`: the stored word is
     /// not one this tacho knows) and its `tests`.
@@ -147,6 +149,7 @@ impl RawRun {
 }
 
 /// A test's row exactly as stored.
+#[cfg(feature = "pg")]
 pub struct RawTest {
     /// Position in the run.
     pub seq: i64,
@@ -258,6 +261,7 @@ impl Store {
     }
 
     /// Every run as stored, with its tests, oldest first: what `runs push` uploads.
+    #[cfg(feature = "pg")]
     pub fn raw_runs(&self) -> Result<Vec<RawRun>> {
         let snapshot = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
         let mut runs: Vec<RawRun> = snapshot

@@ -10,7 +10,7 @@ use super::schedule::Outcome;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::stats;
-use crate::warning::Warning;
+use crate::warning::{Code, Warning};
 use serde::{Deserialize, Serialize};
 
 /// The `schema` of the `tacho time --json` document.
@@ -169,17 +169,17 @@ fn warnings(r: &CommandResult, timed_out: u64, ctx: Context) -> Vec<Warning> {
     let failed = r.exit_codes.iter().filter(|c| **c != Some(0)).count() - timed_out as usize;
     if failed > 0 {
         w.push(Warning {
-            code: "nonzero-exit",
+            code: Code::NonzeroExit,
             message: format!(
-                "{failed} of {} runs failed (ignored with --ignore-failure); their times may \
+                "{failed} of {} failed (ignored with --ignore-failure); their times may \
                  measure an error path",
-                r.times.len()
+                crate::units::plural(r.times.len() as u64, "run")
             ),
         });
     }
     if timed_out > 0 {
         w.push(Warning {
-            code: "timed-out",
+            code: Code::TimedOut,
             message: {
                 let (were, times_are) = if timed_out == 1 {
                     ("was", "its time is")
@@ -195,7 +195,7 @@ fn warnings(r: &CommandResult, timed_out: u64, ctx: Context) -> Vec<Warning> {
     }
     if ctx.shell && r.times.iter().any(|&t| t < MIN_SHELL_TIME_S) {
         w.push(Warning {
-            code: "faster-than-shell",
+            code: Code::FasterThanShell,
             message: "runs took under 5 ms, closer than the shell-spawn correction is precise; \
                       use -N (--shell=none) to time the command without a shell"
                 .into(),
@@ -210,7 +210,7 @@ fn warnings(r: &CommandResult, timed_out: u64, ctx: Context) -> Vec<Warning> {
     };
     if scores.first().is_some_and(|z| *z > stats::OUTLIER_Z) {
         w.push(Warning {
-            code: "first-run-slower",
+            code: Code::FirstRunSlower,
             message: format!(
                 "the first run was much slower than the rest ({:.3} s against a median of \
                  {:.3} s), probably cold caches; {hint}",
@@ -221,7 +221,7 @@ fn warnings(r: &CommandResult, timed_out: u64, ctx: Context) -> Vec<Warning> {
         let n = scores.iter().filter(|z| z.abs() > stats::OUTLIER_Z).count();
         if n > 0 {
             w.push(Warning {
-                code: "outliers",
+                code: Code::Outliers,
                 message: format!(
                     "{n} of {} runs are statistical outliers (other programs interfering?); \
                      re-run on a quiet system, or {hint}",
@@ -316,7 +316,7 @@ pub fn report(
 
 fn interrupted(runs: usize) -> Warning {
     Warning {
-        code: "interrupted",
+        code: Code::Interrupted,
         message: format!(
             "stopped by a signal after {runs} timed run{}: fewer runs than asked, so the \
              figures are less certain (the run the signal cut short is not counted)",
@@ -362,20 +362,20 @@ mod tests {
         let ctx = Context::default();
         let first = TimedCommand::new("x", &runs(&[0.5, 0.30, 0.29, 0.31, 0.30]), ctx);
         let codes: Vec<_> = first.warnings.iter().map(|w| w.code).collect();
-        assert_eq!(codes, ["first-run-slower"]);
+        assert_eq!(codes, [Code::FirstRunSlower]);
         let later = TimedCommand::new("x", &runs(&[0.30, 0.29, 0.5, 0.31, 0.30]), ctx);
-        assert_eq!(later.warnings[0].code, "outliers");
+        assert_eq!(later.warnings[0].code, Code::Outliers);
         let mut mixed = runs(&[0.1, 0.1, 0.1]);
         mixed[1].exit = Exit::Code(2);
         mixed[2].exit = Exit::TimedOut;
         let t = TimedCommand::new("x", &mixed, ctx);
         let codes: Vec<_> = t.warnings.iter().map(|w| w.code).collect();
-        assert_eq!(codes, ["nonzero-exit", "timed-out"]);
+        assert_eq!(codes, [Code::NonzeroExit, Code::TimedOut]);
         assert_eq!(t.timed_out_runs, 1);
         assert_eq!(t.result.exit_codes, [Some(0), Some(2), None]);
         let shell = Context { shell: true, ..ctx };
         let fast = TimedCommand::new("x", &runs(&[0.001, 0.001]), shell);
-        assert_eq!(fast.warnings[0].code, "faster-than-shell");
+        assert_eq!(fast.warnings[0].code, Code::FasterThanShell);
     }
 
     #[test]

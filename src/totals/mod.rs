@@ -336,14 +336,57 @@ fn chosen_disks(root: &SysRoot, names: &[String]) -> Result<Vec<BlockDevice>, To
         .collect()
 }
 
-/// Asks the drive: smartctl when installed, else the NVMe log natively. `Err` says in words
-/// why there is nothing.
-fn drive_health(dev: &BlockDevice, smartctl: Option<&PathBuf>) -> Result<DriveHealth, String> {
+/// Why a disk has no health figures, in words for its report.
+#[derive(Debug, thiserror::Error)]
+pub enum NoHealth {
+    /// A virtual machine's disk, whose "drive" has nothing to report.
+    #[error("{disk}: {bus} disk, the drive reports no health data")]
+    Virtual {
+        /// The disk's kernel name.
+        disk: String,
+        /// Its paravirtual bus (`virtio`, `xen`).
+        bus: &'static str,
+    },
+    /// smartctl or the NVMe log could not be read.
+    #[error("{disk}: {err}")]
+    Unreadable {
+        /// The disk's kernel name.
+        disk: String,
+        /// What went wrong.
+        err: health::HealthError,
+    },
+    /// Not NVMe, and smartctl is not installed.
+    #[error("{disk}: no health data without smartctl (apt install smartmontools)")]
+    NoSmartctl {
+        /// The disk's kernel name.
+        disk: String,
+    },
+}
+
+/// Why no endurance projection can be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoProjection {
+    /// The drive does not count the bytes written to it.
+    #[error("no projection: the drive does not report its lifetime bytes written")]
+    NoBytesWritten,
+    /// The drive's wear counter has not moved yet.
+    #[error(
+        "no projection: the drive reports 0% used, too early to tell its endurance; give the \
+         warranty's --rated-tbw"
+    )]
+    NoneUsedYet,
+    /// The drive reports no wear at all.
+    #[error("no projection: the drive reports no wear figure; give the warranty's --rated-tbw")]
+    NoWear,
+}
+
+/// Asks the drive: smartctl when installed, else the NVMe log natively.
+fn drive_health(dev: &BlockDevice, smartctl: Option<&PathBuf>) -> Result<DriveHealth, NoHealth> {
     if let Some(bus) = virtual_bus(dev) {
-        return Err(format!(
-            "{}: {bus} disk, the drive reports no health data",
-            dev.name
-        ));
+        return Err(NoHealth::Virtual {
+            disk: dev.name.clone(),
+            bus,
+        });
     }
     let device = PathBuf::from("/dev").join(&dev.name);
     let nvme = dev.name.starts_with("nvme");
@@ -356,18 +399,23 @@ fn drive_health(dev: &BlockDevice, smartctl: Option<&PathBuf>) -> Result<DriveHe
     match asked {
         // An NVMe drive smartctl could not read is asked natively below.
         Some(Ok(h)) if !nvme || !is_empty(&h) => Ok(h),
-        Some(Err(e)) if !nvme => Err(format!("{}: {e}", dev.name)),
+        Some(Err(err)) if !nvme => Err(NoHealth::Unreadable {
+            disk: dev.name.clone(),
+            err,
+        }),
         _ if nvme => {
             let page =
-                health::read_nvme_smart_log(&device).map_err(|e| format!("{}: {e}", dev.name))?;
+                health::read_nvme_smart_log(&device).map_err(|err| NoHealth::Unreadable {
+                    disk: dev.name.clone(),
+                    err,
+                })?;
             let mut h = health::parse_smart_log(&page);
             h.model = dev.model.clone();
             Ok(h)
         }
-        _ => Err(format!(
-            "{}: no health data without smartctl (apt install smartmontools)",
-            dev.name
-        )),
+        _ => Err(NoHealth::NoSmartctl {
+            disk: dev.name.clone(),
+        }),
     }
 }
 
@@ -388,7 +436,7 @@ fn virtual_bus(dev: &BlockDevice) -> Option<&'static str> {
 /// One disk's entry from what was read.
 fn disk_totals(
     name: &str,
-    health: Result<DriveHealth, String>,
+    health: Result<DriveHealth, NoHealth>,
     since_boot: Option<SinceBoot>,
     history: &[DayTotals],
     rated_bytes: Option<u64>,
@@ -398,13 +446,13 @@ fn disk_totals(
     let (health, no_health) = match health {
         Ok(h) if is_empty(&h) => (None, Some(no_figures(name, &h))),
         Ok(h) => (Some(h), None),
-        Err(why) => (None, Some(why)),
+        Err(why) => (None, Some(why.to_string())),
     };
     let projection = match (&health, &rate) {
         (Some(h), Some(rate)) => match project(h, rate.bytes_written_per_day, rated_bytes) {
             Ok(p) => Some(p),
             Err(why) => {
-                notes.push(why);
+                notes.push(why.to_string());
                 None
             }
         },
@@ -488,33 +536,21 @@ pub fn rate_since_boot(since_boot: Option<&SinceBoot>) -> Option<DailyRate> {
 }
 
 /// The endurance projection: against the warranty's rated bytes when given, else against
-/// the endurance the drive's own percentage used implies. `Err` says why none can be made.
+/// the endurance the drive's own percentage used implies.
 pub fn project(
     health: &DriveHealth,
     bytes_per_day: f64,
     rated_bytes: Option<u64>,
-) -> Result<Projection, String> {
-    let written = health
-        .bytes_written
-        .ok_or("no projection: the drive does not report its lifetime bytes written")?;
+) -> Result<Projection, NoProjection> {
+    let written = health.bytes_written.ok_or(NoProjection::NoBytesWritten)?;
     let (rated, rated_from) = match (rated_bytes, health.percentage_used) {
         (Some(rated), _) if rated > 0 => (rated, RatedFrom::Warranty),
         (_, Some(used)) if used > 0 => (
             (written as f64 * 100.0 / used as f64) as u64,
             RatedFrom::PercentageUsed,
         ),
-        (_, Some(_)) => {
-            return Err(
-                "no projection: the drive reports 0% used, too early to tell its \
-                        endurance; give the warranty's --rated-tbw"
-                    .into(),
-            );
-        }
-        _ => {
-            return Err("no projection: the drive reports no wear figure; give the \
-                        warranty's --rated-tbw"
-                .into());
-        }
+        (_, Some(_)) => return Err(NoProjection::NoneUsedYet),
+        _ => return Err(NoProjection::NoWear),
     };
     let percent_used = match rated_from {
         RatedFrom::Warranty => written as f64 * 100.0 / rated as f64,

@@ -48,7 +48,8 @@ fn wear_projection_estimates_the_rating_from_percentage_used() {
 fn no_projection_without_bytes_or_wear_and_no_years_past_the_rating() {
     assert!(project(&DriveHealth::default(), 1e9, Some(TB)).is_err());
     let zero = project(&written(TB, Some(0)), 1e9, None).unwrap_err();
-    assert!(zero.contains("0% used"), "{zero}");
+    assert_eq!(zero, NoProjection::NoneUsedYet);
+    assert!(zero.to_string().contains("0% used"), "{zero}");
     assert!(project(&written(TB, None), 1e9, None).is_err());
     let past = project(&written(2 * TB, None), 1e9, Some(TB)).unwrap();
     assert_eq!(past.years_left, None);

@@ -10,18 +10,20 @@ mod panels;
 mod tables;
 mod wrap;
 
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::mpsc::TryRecvError;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 use ratatui::Frame;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
-use crate::diagnose::findings::Judge;
-use crate::diagnose::model::accumulate::Accumulator;
-use crate::diagnose::model::{self, ModelOptions, SortKey, TopSample};
-use crate::diagnose::sample::Sampler;
+use crate::diagnose::live::{Control, Feed};
+use crate::diagnose::model::{SortKey, TopSample};
 use crate::report::prom::top as prometheus;
 use crate::report::top::server::Latest;
+
+/// How often the screen looks for a new interval when no key is pressed.
+const TICK: Duration = Duration::from_millis(50);
 
 /// The panel that the arrow keys scroll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,75 +167,67 @@ pub fn draw(frame: &mut Frame, sample: Option<&TopSample>, ui: &UiState) -> Show
     panels::draw(frame, sample, ui)
 }
 
-/// Runs the screen until q, Esc, Ctrl-C or `count` samples; `accumulate` opens it in
-/// accumulated mode (the `a` key switches it on and off).
-pub fn run(
-    sampler: &mut Sampler,
-    mut opts: ModelOptions,
-    interval: Duration,
-    count: Option<u64>,
-    metrics: Option<Latest>,
-    accumulate: bool,
-) -> Result<()> {
+/// Runs the screen on the intervals of `feed` until q, Esc, Ctrl-C or the feed's last
+/// interval; `sort` and `accumulate` are what the session started with (the `s` and `a` keys
+/// change them through the feed).
+pub fn run(feed: Feed, sort: SortKey, metrics: Option<Latest>, accumulate: bool) -> Result<()> {
     let mut terminal = ratatui::try_init()?;
     let result = (|| -> Result<()> {
-        let mut ui = UiState::new(opts.sort);
+        let mut ui = UiState::new(sort);
         if accumulate {
             ui.accumulated_since = Some(SystemTime::now());
         }
-        // Totals restart whenever accumulated mode is switched on.
-        let mut accumulator = accumulate.then(Accumulator::new);
-        // Many processes are listed so the table can scroll; the screen shows what fits.
-        opts.top = opts.top.max(200);
-        let mut judge = Judge::new();
-        let mut prev = sampler.sample()?;
-        let mut shown: Option<TopSample> = None;
-        let start = Instant::now();
-        let mut n: u64 = 0;
+        let mut shown: Option<Box<TopSample>> = None;
+        let mut changed = true;
         loop {
-            let mut drawn = Shown::default();
-            terminal.draw(|f| drawn = draw(f, shown.as_ref(), &ui))?;
-            ui.drawn(drawn);
-            let due = start + interval.saturating_mul(u32::try_from(n + 1).unwrap_or(u32::MAX));
-            let wait = due.saturating_duration_since(Instant::now());
-            if event::poll(wait)? {
+            if std::mem::take(&mut changed) {
+                let mut drawn = Shown::default();
+                terminal.draw(|f| drawn = draw(f, shown.as_deref(), &ui))?;
+                ui.drawn(drawn);
+            }
+            // Keys (and resizes) are answered at once; a new interval is looked for every
+            // tick.
+            if event::poll(TICK)? {
+                changed = true;
                 if let Event::Key(k) = event::read()?
                     && k.kind == KeyEventKind::Press
                 {
                     let ctrl_c =
                         k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c');
-                    let was = ui.accumulated_since;
+                    let (was, sort) = (ui.accumulated_since, ui.sort);
                     if ctrl_c || !ui.key(k.code) {
                         return Ok(());
                     }
                     if ui.accumulated_since != was {
-                        accumulator = ui.accumulated_since.map(|_| Accumulator::new());
+                        feed.control(Control::Accumulate(ui.accumulated_since.is_some()));
                         if let Some(s) = &mut shown {
-                            // Rates until the first interval under the mode is added.
+                            // Rates until the first interval under the mode arrives.
                             s.accumulated = None;
                         }
                     }
-                    opts.sort = ui.sort;
+                    if ui.sort != sort {
+                        feed.control(Control::Sort(ui.sort));
+                    }
                 }
                 continue;
             }
-            let cur = sampler.sample()?;
-            let mut s = model::between(&prev, &cur, sampler.devices(), &opts);
-            if let Some(acc) = &mut accumulator {
-                acc.apply(&prev, &cur, &opts, &mut s);
-            }
-            judge.judge(&mut s);
-            if let Some(m) = &metrics {
-                m.set(prometheus::render(&s));
-            }
-            shown = Some(s);
-            prev = cur;
-            n += 1;
-            if count.is_some_and(|c| n >= c) {
-                terminal.draw(|f| {
-                    draw(f, shown.as_ref(), &ui);
-                })?;
-                return Ok(());
+            match feed.intervals.try_recv() {
+                Ok(s) => {
+                    let s = s?;
+                    if let Some(m) = &metrics {
+                        m.set(prometheus::render(&s));
+                    }
+                    shown = Some(s);
+                    changed = true;
+                }
+                Err(TryRecvError::Empty) => {}
+                // The session has run its intervals: the last one stays on screen as drawn.
+                Err(TryRecvError::Disconnected) => {
+                    terminal.draw(|f| {
+                        draw(f, shown.as_deref(), &ui);
+                    })?;
+                    return Ok(());
+                }
             }
         }
     })();

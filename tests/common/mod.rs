@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod netns;
+#[cfg(feature = "pg")]
 pub mod pg;
 
 use std::io::{Read, Write};

@@ -389,6 +389,8 @@ fn a_path_under_a_missing_directory_is_refused_and_nothing_is_made() {
             "missing",
         ),
         (vec!["files".into(), "--path".into(), p(&deeper)], "--path"),
+        // Its directory exists: still a typo (`--path /nonexistent` watched nothing).
+        (vec!["files".into(), "--path".into(), p(&missing)], "--path"),
         (
             vec![
                 "runs".into(),

@@ -2,6 +2,7 @@
 //! hosts is found and named with its hosts, on a local file and on a real PostgreSQL store;
 //! `snapshot --save` and `check --save` store this machine's.
 
+#[cfg(feature = "pg")]
 use crate::common::pg::TestDb;
 use crate::common::*;
 use serde_json::Value;
@@ -92,6 +93,7 @@ fn drift_finds_thp_planted_on_3_of_40_hosts_in_a_file() {
     check_drift(db.to_str().unwrap(), dir.path());
 }
 
+#[cfg(feature = "pg")]
 #[test]
 fn drift_finds_thp_planted_on_3_of_40_hosts_in_postgres() {
     let Some(pg) = TestDb::new("drift") else {

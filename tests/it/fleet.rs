@@ -2,6 +2,7 @@
 //! names its differing fingerprint entry; `runs list --host/--since/--kind` filter; both on
 //! a local file and on a real PostgreSQL store (the server from `TACHO_TEST_PG`).
 
+#[cfg(feature = "pg")]
 use crate::common::pg::TestDb;
 use crate::common::*;
 use serde_json::{Value, json};
@@ -185,6 +186,7 @@ fn compare_by_host_names_the_slow_host_and_its_cause_in_a_file() {
     check_list_filters(db);
 }
 
+#[cfg(feature = "pg")]
 #[test]
 fn compare_by_host_names_the_slow_host_and_its_cause_in_postgres() {
     let Some(pg) = TestDb::new("fleet") else {

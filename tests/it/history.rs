@@ -551,6 +551,7 @@ fn record_takes_the_same_history_option_as_its_readers() {
 
 /// The recorder traces block I/O as live `top` does: a shell loop's short-lived `dd`s replay as
 /// the writers, exactly (eBPF), not as "~100% of writes likely from bash" (issue 29).
+#[cfg(feature = "bpf")]
 #[test]
 fn replay_blames_short_lived_writers_as_live_top_does() {
     if !is_root() {

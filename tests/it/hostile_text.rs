@@ -398,6 +398,7 @@ fn names_that_are_not_utf8_print_their_bytes_in_top_and_connections_keep_them() 
     assert_eq!(unhex(&group["key_hex"]), key);
 }
 
+#[cfg(feature = "bpf")]
 #[test]
 fn files_bytes_prints_names_that_are_not_utf8_by_their_bytes() {
     if !needs("files_bytes_prints_names_that_are_not_utf8", &["python3"]) {

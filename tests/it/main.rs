@@ -9,8 +9,13 @@ mod bad_files;
 mod bad_input;
 mod bench_cpu_mem;
 mod bench_disk;
+// Tests of an optional part build only with its Cargo feature (all are on by default, as CI
+// runs them); the README shows every part.
+#[cfg(feature = "bpf")]
 mod bpf_block;
+#[cfg(feature = "bpf")]
 mod bpf_files;
+#[cfg(feature = "bpf")]
 mod bpf_svctm;
 mod check;
 mod compare;
@@ -29,12 +34,14 @@ mod hostile_paths;
 mod hostile_text;
 mod messages;
 mod metrics_server;
+#[cfg(feature = "tls")]
 mod metrics_tls;
 mod net_conns;
 mod net_dns;
 mod net_links;
 mod partial;
 mod ping;
+#[cfg(all(feature = "pg", feature = "bpf", feature = "profile", feature = "tls"))]
 mod readme;
 mod report_disk;
 mod safety;
@@ -42,6 +49,7 @@ mod saved_kinds;
 mod schema_golden;
 mod sector;
 mod store;
+#[cfg(feature = "pg")]
 mod store_postgres;
 mod stored_truth;
 mod stress;

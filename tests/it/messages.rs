@@ -199,6 +199,31 @@ fn man_writes_every_commands_page_and_names_only_those() {
     assert!(!missing.exists());
 }
 
+/// `--version` lists the Cargo features built in, `+` for each one there and `-` for each left
+/// out; `-V` stays the bare version scripts read, and the man pages show that alone (they are
+/// the same whatever the build).
+#[test]
+fn version_lists_the_features_built_in() {
+    let long = stdout(&run(&["--version"]));
+    for (name, built) in [
+        ("pg", cfg!(feature = "pg")),
+        ("bpf", cfg!(feature = "bpf")),
+        ("profile", cfg!(feature = "profile")),
+        ("tls", cfg!(feature = "tls")),
+    ] {
+        let word = format!("{}{name}", if built { '+' } else { '-' });
+        assert!(
+            long.split_whitespace().any(|w| w == word),
+            "no {word}: {long}"
+        );
+    }
+    let bare = format!("tacho {}\n", env!("CARGO_PKG_VERSION"));
+    assert_eq!(stdout(&run(&["-V"])), bare);
+    assert_eq!(long.lines().next(), bare.lines().next());
+    let page = stdout(&run(&["man"]));
+    assert!(!page.contains("features:"), "{page}");
+}
+
 #[test]
 fn man_refuses_a_link_at_a_page_name_before_writing_any_page() {
     let dir = tempfile::tempdir().unwrap();
@@ -294,6 +319,45 @@ fn completions_offer_the_suite_names_for_suite() {
     let suite = fish.split("-l suite").nth(1).unwrap();
     let suite = suite.split("\ncomplete ").next().unwrap();
     assert!(suite.contains("\netcd\\t"), "{suite}");
+}
+
+/// `report disk DISK` completes the disks of the machine where Tab is pressed (bash run on the
+/// script as a shell would; zsh and fish are not installed here, so their lines are read).
+#[test]
+fn completions_offer_this_machine_s_disks_for_report_disk() {
+    let disk = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .min()
+        .expect("a block device in /sys/block");
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), stdout(&run(&["completions", "bash"]))).unwrap();
+    let prefix = &disk[..disk.len().min(2)];
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {}; COMP_WORDS=(tacho report disk {prefix}); COMP_CWORD=3; \
+             _tacho tacho {prefix} disk; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.path().display()
+        ))
+        .output()
+        .unwrap();
+    let offered = stdout(&o);
+    assert!(
+        offered.lines().any(|l| l == disk),
+        "{offered}{}",
+        stderr(&o)
+    );
+    let zsh = stdout(&run(&["completions", "zsh"]));
+    assert!(
+        zsh.contains("every disk with a device\\]:( $(command ls /sys/block"),
+        "zsh"
+    );
+    let fish = stdout(&run(&["completions", "fish"]));
+    assert!(
+        fish.contains("__fish_seen_subcommand_from disk\" -f -a \"(command ls /sys/block"),
+        "fish"
+    );
 }
 
 #[test]

@@ -227,6 +227,10 @@ fn max_time_kills_a_run() {
     ]);
     let text = format!("{}{}", stdout(&o), stderr(&o));
     assert!(text.contains("1 run was killed at --max-time"), "{text}");
+    // A failed run of one, in the singular too (it said "1 of 1 runs failed").
+    let o = run(&["time", "-N", "--runs", "1", "-i", "false"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("1 of 1 run failed"), "{text}");
 }
 
 #[test]

@@ -7,6 +7,7 @@ use crate::common::cgroup::Cgroup;
 use crate::common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+#[cfg(feature = "bpf")]
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -91,8 +92,10 @@ impl Drop for Procs {
 }
 
 /// A shell loop in its own process group, killed whole (its children included) on drop.
+#[cfg(feature = "bpf")]
 struct Group(Child);
 
+#[cfg(feature = "bpf")]
 impl Group {
     fn shell(script: &str) -> Group {
         Group(
@@ -105,6 +108,7 @@ impl Group {
     }
 }
 
+#[cfg(feature = "bpf")]
 impl Drop for Group {
     fn drop(&mut self) {
         // SAFETY: signals the process group this test started.
@@ -156,6 +160,7 @@ fn findings<'a>(s: &'a Value, subject: &str) -> Vec<&'a Value> {
 
 /// Findings about `device`: its own, or one that names it (an I/O stall names the busiest
 /// device and its writers when the device itself is not busy enough for a verdict).
+#[cfg(feature = "bpf")]
 fn about<'a>(s: &'a Value, device: &str) -> Vec<&'a Value> {
     s["findings"]
         .as_array()
@@ -261,6 +266,7 @@ fn each_loop_device_names_its_own_writer_and_not_the_other() {
     drop(procs);
 }
 
+#[cfg(feature = "bpf")]
 #[test]
 fn with_ebpf_each_loop_device_names_its_own_writer_exactly() {
     const SIZE: u64 = 64 << 20;
@@ -542,6 +548,7 @@ impl Drop for Unstall {
 /// A shell loop's short-lived `dd`s are one command's writes: the verdict folds them into one
 /// culprit ("from dd: N processes, M exited") with the largest under it, instead of naming
 /// three equal strangers and leaving the rest unnamed (issue 29).
+#[cfg(feature = "bpf")]
 #[test]
 fn a_shell_loops_short_lived_writers_are_one_culprit() {
     const SIZE: u64 = 64 << 20;
@@ -598,6 +605,7 @@ fn a_shell_loops_short_lived_writers_are_one_culprit() {
 /// the flusher, but the verdict follows the loop device to its writer (`dd`, through loopN)
 /// instead of naming the kernel's worker (issue 29: "vda saturated … 97% of writes from
 /// kworker/…-flush").
+#[cfg(feature = "bpf")]
 #[test]
 fn a_disk_written_through_a_loop_device_names_the_loops_writer() {
     let test = "culprit_through_loop";

@@ -10,5 +10,6 @@ mod common;
 
 mod check_live;
 mod engine_fallback;
+#[cfg(feature = "profile")]
 mod profile;
 mod snapshot_diff;

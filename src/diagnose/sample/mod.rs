@@ -28,7 +28,7 @@ use crate::kernel::stat::{self, KernelStat};
 use crate::kernel::taskstats::{self, ExitListener, ExitedTask};
 use crate::kernel::tc;
 use crate::kernel::{Result, SysRoot};
-use crate::net::capture::DnsCapture;
+use crate::net::capture::{CaptureError, DnsCapture};
 use crate::net::dns::DnsCounts;
 pub use details::ProcessDetail;
 use devices::Devices;
@@ -108,6 +108,18 @@ pub struct Sample {
     pub details: HashMap<u32, ProcessDetail>,
 }
 
+/// Why the processes that exited between samples are not counted, for the sample's note.
+#[derive(Debug, thiserror::Error)]
+enum ExitsUnavailable {
+    #[error("registering for taskstats needs root (CAP_NET_ADMIN)")]
+    NotPermitted,
+    #[error("taskstats: {0}")]
+    Register(std::io::Error),
+    /// Exit records describe this machine's tasks, never a fixture tree's.
+    #[error("not this machine's /proc")]
+    NotThisMachine,
+}
+
 /// Takes samples of one system; keeps what does not change between samples (device
 /// descriptions, the cgroup2 mount, the delay-accounting switch).
 #[derive(Debug)]
@@ -117,16 +129,16 @@ pub struct Sampler {
     cgroup_mount: Option<PathBuf>,
     /// The cgroup v1 hierarchy with blkio, read when v2 has no io controller.
     blkio_v1: Option<PathBuf>,
-    exits: std::result::Result<ExitListener, String>,
+    exits: std::result::Result<ExitListener, ExitsUnavailable>,
     details: details::Cache,
     /// /proc/PID/stat and io of the processes seen, kept open between samples.
     proc_files: ProcFiles,
     /// Owners of busy connections, kept while their sockets live.
     conn_tracker: conns::ConnTracker,
     /// The block I/O tracer, once asked for, or why it could not start.
-    block: Option<std::result::Result<BlockTracer, String>>,
+    block: Option<std::result::Result<BlockTracer, crate::bpf::Refusal>>,
     /// The DNS capture, once asked for ([`Sampler::capture_dns`]), or why it could not start.
-    dns: Option<std::result::Result<DnsCapture, String>>,
+    dns: Option<std::result::Result<DnsCapture, CaptureError>>,
     /// `kernel.task_delayacct`, read once at start; `None` on kernels without the switch.
     pub delayacct: Option<bool>,
 }
@@ -139,13 +151,11 @@ impl Sampler {
         // Exit records describe this machine's tasks: never mixed into a fixture tree.
         let exits = if root.proc == std::path::Path::new("/proc") {
             ExitListener::register(taskstats::configured_cpus()).map_err(|e| match e.kind() {
-                std::io::ErrorKind::PermissionDenied => {
-                    "registering for taskstats needs root (CAP_NET_ADMIN)".to_string()
-                }
-                _ => format!("taskstats: {e}"),
+                std::io::ErrorKind::PermissionDenied => ExitsUnavailable::NotPermitted,
+                _ => ExitsUnavailable::Register(e),
             })
         } else {
-            Err("not this machine's /proc".into())
+            Err(ExitsUnavailable::NotThisMachine)
         };
         Ok(Sampler {
             root,
@@ -231,7 +241,7 @@ impl Sampler {
                 let drained = l.drain();
                 (details::by_process(drained.tasks), drained.overruns, None)
             }
-            Err(why) => (Vec::new(), 0, Some(why.clone())),
+            Err(why) => (Vec::new(), 0, Some(why.to_string())),
         };
         // The machine's own clock only: another root's start times count from its boot.
         let boot_clock_s = (root.proc == std::path::Path::new("/proc")).then(|| {
@@ -251,12 +261,12 @@ impl Sampler {
                 let traced = tracer.sample();
                 (Some(traced.procs), Some(traced.latency), None)
             }
-            Some(Err(why)) => (None, None, Some(why.clone())),
+            Some(Err(why)) => (None, None, Some(why.to_string())),
         };
         let (dns, dns_unavailable) = match &self.dns {
             None => (None, None),
             Some(Ok(capture)) => (Some(capture.take()), None),
-            Some(Err(why)) => (None, Some(why.clone())),
+            Some(Err(why)) => (None, Some(why.to_string())),
         };
         let swap_used = meminfo
             .get("SwapTotal")

@@ -212,9 +212,9 @@ fn read_everything(path: &Path) {
     // The replay: each moment judged after the ones before it.
     for &t in times.iter().rev().take(3) {
         if let Ok(records) = h.recent(t, 61) {
-            let mut judge = crate::diagnose::findings::Judge::new();
+            let mut pipeline = crate::diagnose::live::Pipeline::new(false);
             for pair in records.windows(2) {
-                summary::judged(&pair[0], &pair[1], &mut judge, 10, SortKey::Io);
+                summary::judged(&pair[0], &pair[1], &mut pipeline, 10, SortKey::Io);
             }
         }
     }

@@ -77,8 +77,13 @@ pub enum HealthError {
     #[error("smartctl output is not valid smartctl JSON: {0}")]
     Json(String),
     /// smartctl could not be run, or did not finish in time.
-    #[error("{0}")]
-    Smartctl(String),
+    #[error("{path}: {why}")]
+    Smartctl {
+        /// The smartctl that was run.
+        path: String,
+        /// What went wrong.
+        why: smartctl::RunError,
+    },
     /// The NVMe device could not be opened or the ioctl failed.
     #[error("cannot read the NVMe health log of {device}: {reason}")]
     Nvme {

@@ -272,20 +272,48 @@ pub fn run_smartctl(
         .arg(device)
         .env_clear()
         .env("LC_ALL", "C");
-    output_within(command, timeout)
-        .map_err(|why| HealthError::Smartctl(format!("{}: {why}", smartctl.display())))
+    output_within(command, timeout).map_err(|why| HealthError::Smartctl {
+        path: smartctl.display().to_string(),
+        why,
+    })
+}
+
+/// Why running smartctl gave no output to read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// It could not be started.
+    #[error("cannot run it: {0}")]
+    Spawn(std::io::Error),
+    /// Its standard output was not a pipe.
+    #[error("no output pipe")]
+    NoPipe,
+    /// It did not finish in time and was killed.
+    #[error("no answer within {:.1} s; the drive may be hanging", .0.as_secs_f64())]
+    Timeout(Duration),
+    /// Waiting for it failed.
+    #[error("cannot wait for it: {0}")]
+    Wait(std::io::Error),
+    /// The thread reading its output panicked.
+    #[error("its output reader failed")]
+    Reader,
+    /// Its output could not be read (or was not UTF-8).
+    #[error("unreadable output: {0}")]
+    Read(std::io::Error),
+    /// It printed nothing before exiting with this status.
+    #[error("printed nothing ({0})")]
+    Empty(std::process::ExitStatus),
 }
 
 /// Runs `command` and returns its standard output, or why not; kills it after `timeout`.
-fn output_within(mut command: Command, timeout: Duration) -> Result<String, String> {
+fn output_within(mut command: Command, timeout: Duration) -> Result<String, RunError> {
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
+        .map_err(RunError::Spawn)?;
     let Some(stdout) = child.stdout.take() else {
-        return Err("no output pipe".into());
+        return Err(RunError::NoPipe);
     };
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
@@ -301,21 +329,18 @@ fn output_within(mut command: Command, timeout: Duration) -> Result<String, Stri
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "no answer within {:.1} s; the drive may be hanging",
-                    timeout.as_secs_f64()
-                ));
+                return Err(RunError::Timeout(timeout));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("cannot wait for it: {e}")),
+            Err(e) => return Err(RunError::Wait(e)),
         }
     };
     let text = reader
         .join()
-        .map_err(|_| "its output reader failed".to_string())?
-        .map_err(|e| format!("unreadable output: {e}"))?;
+        .map_err(|_| RunError::Reader)?
+        .map_err(RunError::Read)?;
     if text.trim().is_empty() {
-        return Err(format!("printed nothing ({status})"));
+        return Err(RunError::Empty(status));
     }
     Ok(text)
 }

@@ -37,8 +37,8 @@ pub fn write(out: &mut impl Write, dns: Option<&Dns>) -> io::Result<()> {
     if d.unmatched > 0 {
         writeln!(
             out,
-            "  unmatched {} answers matched no query in flight (not counted)",
-            d.unmatched
+            "  unmatched {} matched no query in flight (not counted)",
+            crate::units::plural(d.unmatched, "answer")
         )?;
     }
     let dropped = [

@@ -174,8 +174,8 @@ pub(crate) fn write_text(
     if sample.dropped > 0 {
         writeln!(
             out,
-            "{} requests not counted: the tracer's process or device table is full",
-            sample.dropped
+            "{} not counted: the tracer's process or device table is full",
+            crate::units::plural(sample.dropped, "request")
         )?;
     }
     writeln!(

@@ -226,16 +226,22 @@ fn serve_one(
     let Some(tls) = &web.tls else {
         return exchange(&mut &*stream, stream, deadline, latest, slots, id, web);
     };
-    let mut session = rustls::ServerConnection::new(Arc::clone(tls)).map_err(io::Error::other)?;
-    // Timeouts first: the handshake happens inside the first read.
-    stream.set_read_timeout(Some(left(deadline)?))?;
-    stream.set_write_timeout(Some(left(deadline)?))?;
-    let mut socket = stream;
-    let mut io = rustls::Stream::new(&mut session, &mut socket);
-    exchange(&mut io, stream, deadline, latest, slots, id, web)?;
-    session.send_close_notify();
-    let _ = session.write_tls(&mut socket);
-    Ok(())
+    #[cfg(not(feature = "tls"))]
+    match *tls {}
+    #[cfg(feature = "tls")]
+    {
+        let mut session =
+            rustls::ServerConnection::new(Arc::clone(tls)).map_err(io::Error::other)?;
+        // Timeouts first: the handshake happens inside the first read.
+        stream.set_read_timeout(Some(left(deadline)?))?;
+        stream.set_write_timeout(Some(left(deadline)?))?;
+        let mut socket = stream;
+        let mut io = rustls::Stream::new(&mut session, &mut socket);
+        exchange(&mut io, stream, deadline, latest, slots, id, web)?;
+        session.send_close_notify();
+        let _ = session.write_tls(&mut socket);
+        Ok(())
+    }
 }
 
 /// Reads one request head from `io` and answers it; anything after the head is ignored.

@@ -23,7 +23,9 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use base64::Engine;
+#[cfg(feature = "tls")]
 use rustls::pki_types::pem::PemObject;
+#[cfg(feature = "tls")]
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -56,11 +58,19 @@ struct TlsFile {
     key_file: PathBuf,
 }
 
+/// A server's TLS configuration.
+#[cfg(feature = "tls")]
+pub type Tls = Arc<rustls::ServerConfig>;
+/// None can be made in a build without the `tls` feature.
+#[cfg(not(feature = "tls"))]
+#[derive(Clone)]
+pub enum Tls {}
+
 /// What `/metrics` requires of a client.
 #[derive(Clone, Default)]
 pub struct WebConfig {
     /// Serve over TLS with this configuration.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<Tls>,
     /// Require one of these users (name → bcrypt hash), when any.
     pub auth: Option<Arc<Auth>>,
 }
@@ -144,7 +154,8 @@ fn is_bcrypt(hash: &str) -> bool {
     hash.len() == 60 && ["$2a$", "$2b$", "$2y$"].iter().any(|p| hash.starts_with(p))
 }
 
-fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
+#[cfg(feature = "tls")]
+fn tls_config(cert: &Path, key: &Path) -> Result<Tls> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(Iterator::collect)
         .map_err(|e| anyhow!("cert_file {}: {e}", cert.display()))?;
@@ -161,6 +172,11 @@ fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
         .with_single_cert(certs, key)
         .map_err(|e| anyhow!("the certificate and key do not make a TLS identity: {e}"))?;
     Ok(Arc::new(config))
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_config(_: &Path, _: &Path) -> Result<Tls> {
+    Err(crate::features::Missing(crate::features::Feature::Tls).into())
 }
 
 impl Auth {
@@ -332,6 +348,22 @@ mod tests {
         assert!(lock(&a.good).len() == 1);
     }
 
+    /// A build without TLS refuses a file that asks for it rather than serving in the clear.
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn tls_is_refused_without_the_tls_feature() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("web.yml");
+        std::fs::write(
+            &p,
+            "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", WebConfig::load(&p).map(|_| ()).unwrap_err());
+        assert!(e.starts_with("--web-config "), "{e}");
+        assert!(e.contains("built without the `tls` feature"), "{e}");
+    }
+
     #[test]
     fn bad_files_are_one_line_naming_the_problem() {
         let dir = tempfile::tempdir().unwrap();
@@ -347,8 +379,12 @@ mod tests {
             e.contains("not a bcrypt hash") && !e.contains("plaintext"),
             "{e}"
         );
-        let e = write("tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n");
-        assert!(e.contains("missing.crt"), "{e}");
+        #[cfg(feature = "tls")]
+        {
+            let e =
+                write("tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n");
+            assert!(e.contains("missing.crt"), "{e}");
+        }
         assert!(write("[1, 2").contains("--web-config"));
         for e in [
             write("tls_server_config:\n  cert_file: a\n"),

@@ -275,7 +275,7 @@ fn password_file(config: &Config) -> Option<String> {
     match pgpass::lookup(&path, &want) {
         Ok(found) => found,
         Err(note) => {
-            eprintln!("note: {}", crate::text::Escaped(&note));
+            eprintln!("note: {}", crate::text::Escaped(&note.to_string()));
             None
         }
     }

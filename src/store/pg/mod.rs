@@ -19,11 +19,6 @@ use connect::Target;
 pub use connect::redact;
 use postgres::Client;
 
-/// Whether `--db` (or `TACHO_DB`) names a PostgreSQL server rather than an SQLite file.
-pub fn is_url(db: &str) -> bool {
-    db.starts_with("postgres://") || db.starts_with("postgresql://")
-}
-
 /// The advisory lock key migrations hold ("tachoSCH" in ASCII), so they never run twice at once.
 const MIGRATION_LOCK: i64 = 0x7461_6368_6f53_4348;
 
@@ -260,16 +255,4 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     parts.join(": ")
-}
-
-/// Refuses a PostgreSQL URL where only a local SQLite file works.
-pub fn refuse_url(db: &std::path::Path) -> Result<()> {
-    let text = db.to_string_lossy();
-    if is_url(&text) {
-        bail!(
-            "{} is a PostgreSQL store, and this needs a local results file; pass --db PATH",
-            redact(&text)
-        );
-    }
-    Ok(())
 }

@@ -35,32 +35,47 @@ pub fn path() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".pgpass"))
 }
 
+/// Why a password file that exists is not used, as a one-line note.
+#[derive(Debug, thiserror::Error)]
+pub enum Ignored {
+    /// Its metadata or its text could not be read.
+    #[error("cannot read {}: {err}", .path.display())]
+    Unreadable {
+        /// The password file.
+        path: PathBuf,
+        /// The system's reason.
+        err: std::io::Error,
+    },
+    /// A directory, a device or a pipe.
+    #[error("ignoring {}: it is not a regular file", .0.display())]
+    NotAFile(PathBuf),
+    /// The group or others may read it.
+    #[error("ignoring {}: others can read it; chmod 0600 it to use it", .0.display())]
+    OpenToOthers(PathBuf),
+}
+
 /// The password for `want` from the file at `path`: `Ok(None)` when the file is missing or
-/// has no matching line; `Err` with a one-line note when it exists but is not used.
-pub fn lookup(path: &Path, want: &Want) -> Result<Option<String>, String> {
+/// has no matching line; `Err` when it exists but is not used.
+pub fn lookup(path: &Path, want: &Want) -> Result<Option<String>, Ignored> {
     let Ok(mut file) = std::fs::File::open(path) else {
         return Ok(None);
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let unreadable = |err| Ignored::Unreadable {
+        path: path.to_path_buf(),
+        err,
+    };
+    let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {
-        return Err(format!(
-            "ignoring {}: it is not a regular file",
-            path.display()
-        ));
+        return Err(Ignored::NotAFile(path.to_path_buf()));
     }
     if meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "ignoring {}: others can read it; chmod 0600 it to use it",
-            path.display()
-        ));
+        return Err(Ignored::OpenToOthers(path.to_path_buf()));
     }
     let mut text = String::new();
     file.by_ref()
         .take(LIMIT)
         .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(unreadable)?;
     Ok(find(&text, want))
 }
 
@@ -131,14 +146,17 @@ mod tests {
         let p = dir.path().join("pgpass");
         std::fs::write(&p, "*:*:*:*:secret\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let note = lookup(&p, &want("h", "d")).unwrap_err();
+        let note = lookup(&p, &want("h", "d")).unwrap_err().to_string();
         assert!(note.contains("chmod 0600"), "{note}");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(
             lookup(&p, &want("h", "d")).unwrap().as_deref(),
             Some("secret")
         );
-        assert_eq!(lookup(&dir.path().join("none"), &want("h", "d")), Ok(None));
+        assert!(matches!(
+            lookup(&dir.path().join("none"), &want("h", "d")),
+            Ok(None)
+        ));
     }
 
     proptest::proptest! {

@@ -177,7 +177,8 @@ fn runner_kills_a_smartctl_that_does_not_finish() {
     let mut hung = Command::new("/bin/sleep");
     hung.arg("600");
     let e = output_within(hung, Duration::from_millis(300)).unwrap_err();
-    assert!(e.contains("no answer within"), "{e}");
+    assert!(matches!(e, RunError::Timeout(_)), "{e}");
+    assert!(e.to_string().contains("no answer within"), "{e}");
 }
 
 #[test]
