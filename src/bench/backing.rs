@@ -3,8 +3,9 @@
 
 use crate::kernel::SysRoot;
 use crate::kernel::blockdev::{self, BlockDevice, DeviceKind};
+use rustix::fs::SeekFrom;
+use rustix::io::Errno;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -138,28 +139,22 @@ fn adapter_driver(root: &SysRoot, device: &Path) -> Option<String> {
 /// filesystem cannot tell (it then reports the whole file as data, so this is never an
 /// overstatement).
 pub fn hole_bytes(file: &File, len: u64) -> Option<u64> {
-    let fd = file.as_raw_fd();
-    let end = i64::try_from(len).ok()?;
-    let (mut pos, mut holes) = (0i64, 0u64);
-    while pos < end {
-        // SAFETY: lseek on a descriptor owned by `file`, which outlives the call.
-        let data = unsafe { libc::lseek(fd, pos, libc::SEEK_DATA) };
-        if data < 0 {
+    let (mut pos, mut holes) = (0u64, 0u64);
+    // lseek's offsets are signed.
+    if i64::try_from(len).is_err() {
+        return None;
+    }
+    while pos < len {
+        let data = match rustix::fs::seek(file, SeekFrom::Data(pos)) {
+            Ok(data) => data.min(len),
             // ENXIO: no data after `pos`, the rest is a hole; anything else: cannot tell.
-            return (std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO))
-                .then(|| holes + (end - pos) as u64);
-        }
-        let data = data.min(end);
-        holes += (data - pos) as u64;
-        if data >= end {
+            Err(e) => return (e == Errno::NXIO).then(|| holes + (len - pos)),
+        };
+        holes += data - pos;
+        if data >= len {
             break;
         }
-        // SAFETY: as above.
-        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
-        if hole < 0 {
-            return None;
-        }
-        pos = hole;
+        pos = rustix::fs::seek(file, SeekFrom::Hole(data)).ok()?;
     }
     Some(holes)
 }

@@ -29,12 +29,12 @@ fn command(test: &PlannedTest, target: &Inspected) -> String {
     };
     let mut args: Vec<String> = vec!["fio".into(), format!("--name={}", slug(&test.name))];
     args.push(format!("--filename={}", filename.display()));
-    args.push(format!("--rw={}", s.rw.fio_name()));
-    if s.bssplit.is_empty() {
-        args.push(format!("--bs={}", s.bs));
+    args.push(format!("--rw={}", s.rw().fio_name()));
+    if s.bssplit().is_empty() {
+        args.push(format!("--bs={}", s.bs()));
     } else {
         let mix: Vec<String> = s
-            .bssplit
+            .bssplit()
             .iter()
             .map(|b| format!("{}/{}", b.size, b.pct))
             .collect();
@@ -42,43 +42,43 @@ fn command(test: &PlannedTest, target: &Inspected) -> String {
         args.push(format!("--blockalign={MIX_ALIGN}"));
     }
     // fio's psync ignores iodepth; tacho runs one thread per queued I/O, so say it in jobs.
-    let (iodepth, numjobs) = match s.engine {
-        EngineKind::IoUring => (s.iodepth, s.numjobs),
-        EngineKind::Psync | EngineKind::Sync => (1, s.numjobs * s.iodepth),
+    let (iodepth, numjobs) = match s.engine() {
+        EngineKind::IoUring => (s.iodepth(), s.numjobs()),
+        EngineKind::Psync | EngineKind::Sync => (1, s.numjobs() * s.iodepth()),
     };
-    args.push(format!("--ioengine={}", fio_engine(s.engine)));
+    args.push(format!("--ioengine={}", fio_engine(s.engine())));
     args.push(format!("--iodepth={iodepth}"));
     args.push(format!("--numjobs={numjobs}"));
-    args.push(format!("--direct={}", u8::from(s.direct)));
-    args.push(format!("--size={}", s.region_bytes));
-    if let Some(limit) = s.io_limit {
+    args.push(format!("--direct={}", u8::from(s.direct())));
+    args.push(format!("--size={}", s.region_bytes()));
+    if let Some(limit) = s.io_limit() {
         args.push(format!("--io_size={limit}"));
-        args.push(format!("--runtime={}", fio_time(s.runtime)));
+        args.push(format!("--runtime={}", fio_time(s.runtime())));
     } else {
-        args.push(format!("--runtime={}", fio_time(s.runtime)));
+        args.push(format!("--runtime={}", fio_time(s.runtime())));
         args.push("--time_based".into());
     }
-    if !s.ramp.is_zero() {
-        args.push(format!("--ramp_time={}", fio_time(s.ramp)));
+    if !s.ramp().is_zero() {
+        args.push(format!("--ramp_time={}", fio_time(s.ramp())));
     }
-    if s.rw.is_mixed() {
-        args.push(format!("--rwmixread={}", s.rwmixread));
+    if s.rw().is_mixed() {
+        args.push(format!("--rwmixread={}", s.rwmixread()));
     }
-    if let Some(sync) = s.sync {
+    if let Some(sync) = s.sync() {
         let opt = match sync.kind {
             SyncKind::Fsync => "fsync",
             SyncKind::Fdatasync => "fdatasync",
         };
         args.push(format!("--{opt}={}", sync.every));
     }
-    if let Some(o) = s.open_sync {
+    if let Some(o) = s.open_sync() {
         args.push(format!("--sync={o}"));
     }
     if test.fresh {
         // Removed after the run, so the next one writes into a new file again.
         args.push("--unlink=1".into());
     }
-    args.push(format!("--randseed={}", s.seed));
+    args.push(format!("--randseed={}", s.seed()));
     args.push("--group_reporting".into());
     args.iter()
         .map(|a| shell_quote(a))

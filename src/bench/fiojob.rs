@@ -389,7 +389,7 @@ pub fn plan(
     let first = first.context("the job file has no job")?;
     Ok(Plan {
         standard: false,
-        writes: tests.iter().any(|t| t.spec.rw.writes()),
+        writes: tests.iter().any(|t| t.spec.rw().writes()),
         tests,
         ..first
     })

@@ -329,7 +329,9 @@ mod tests {
             hole_bytes: 0,
         }
     }
-    use crate::io::{EngineKind, JobSpec, Measured, Rw, SyncEvery, SyncKind, worker::Dir};
+    use crate::io::{
+        EngineKind, JobParams, JobSpec, Measured, Rw, SyncEvery, SyncKind, worker::Dir,
+    };
     use crate::kernel::diskstats::DiskDelta;
     use std::time::Duration;
 
@@ -364,7 +366,11 @@ mod tests {
     }
 
     fn spec(rw: Rw, iodepth: u32, direct: bool) -> JobSpec {
-        JobSpec {
+        JobSpec::new(params(rw, iodepth, direct)).unwrap()
+    }
+
+    fn params(rw: Rw, iodepth: u32, direct: bool) -> JobParams {
+        JobParams {
             rw,
             bs: 4096,
             bssplit: vec![],
@@ -496,11 +502,14 @@ mod tests {
             vec!["fits-in-ram"]
         );
         // Writes flushed one by one (etcd's test) reach the disk whatever the cache holds.
-        let mut etcd = spec(Rw::Write, 1, false);
-        etcd.sync = Some(SyncEvery {
-            kind: SyncKind::Fdatasync,
-            every: 1,
-        });
+        let etcd = JobSpec::new(JobParams {
+            sync: Some(SyncEvery {
+                kind: SyncKind::Fdatasync,
+                every: 1,
+            }),
+            ..params(Rw::Write, 1, false)
+        })
+        .unwrap();
         let w = measured(Dir::Write, &[100; 1], 1000);
         assert!(check(&ctx, &result(&etcd, &[w], None)).is_empty());
         let big = TargetInfo {

@@ -5,7 +5,7 @@ use super::suite::{self, Suite, SuiteTest};
 use super::target::{Inspected, Kind};
 use crate::choice::Choice;
 use crate::io::buffer::ALIGN;
-use crate::io::{BsShare, EngineKind, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
+use crate::io::{BsShare, EngineKind, JobParams, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
 use crate::units::{format_bytes_approx, format_size};
 use anyhow::{Context, Result, bail};
 use std::time::Duration;
@@ -88,7 +88,7 @@ pub struct Plan {
 impl Plan {
     /// True when any test uses O_DIRECT (the target must accept it).
     pub fn any_direct(&self) -> bool {
-        self.tests.iter().any(|t| t.spec.direct)
+        self.tests.iter().any(|t| t.spec.direct())
     }
 
     /// Refuses a plan whose memory (one aligned buffer per I/O in flight in every job, what
@@ -113,10 +113,10 @@ impl Plan {
              job{}), more than half of the {} available; lower the block size, iodepth or numjobs",
             t.name,
             format_bytes_approx(need),
-            format_size(t.spec.bs),
-            t.spec.iodepth,
-            t.spec.numjobs,
-            if t.spec.numjobs == 1 { "" } else { "s" },
+            format_size(t.spec.bs()),
+            t.spec.iodepth(),
+            t.spec.numjobs(),
+            if t.spec.numjobs() == 1 { "" } else { "s" },
             format_bytes_approx(available)
         )
     }
@@ -128,14 +128,14 @@ impl Plan {
 fn memory_needed(spec: &JobSpec) -> u64 {
     let align = ALIGN as u64;
     let per_io = spec
-        .bs
+        .bs()
         .div_ceil(align)
         .saturating_add(1)
         .saturating_mul(align);
     let per_job = per_io
-        .saturating_mul(u64::from(spec.iodepth))
+        .saturating_mul(u64::from(spec.iodepth()))
         .saturating_add(1 << 20);
-    per_job.saturating_mul(u64::from(spec.numjobs))
+    per_job.saturating_mul(u64::from(spec.numjobs()))
 }
 
 /// Options that describe one custom test and so make no sense with a suite.
@@ -220,7 +220,7 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         tests.push(PlannedTest {
             fresh: s.fresh,
             name: s.name,
-            spec: JobSpec {
+            spec: JobSpec::new(JobParams {
                 rw: s.rw,
                 bs: s.bs,
                 bssplit: s.bssplit,
@@ -236,10 +236,10 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
                 direct,
                 engine: test_engine,
                 seed,
-            },
+            })?,
         });
     }
-    let writes = tests.iter().any(|t| t.spec.rw.writes());
+    let writes = tests.iter().any(|t| t.spec.rw().writes());
     let changed = a.runtime.is_some() || a.ramp.is_some() || a.size.is_some() || a.buffered;
     Ok(Plan {
         standard: suite.is_some() && !changed,

@@ -100,8 +100,8 @@ pub fn run(
             progress.whole_run(i + 1, plan.tests.len(), planned_time(plan, i));
         }
         let spec = &test.spec;
-        let flags = spec.open_sync.map_or(0, |s| s.flag());
-        let open = || target.open_with(spec.direct, flags);
+        let flags = spec.open_sync().map_or(0, |s| s.flag());
+        let open = || target.open_with(spec.direct(), flags);
         let before = device_counters(root, stats_devnos);
         let mut repeats = Vec::new();
         for n in 1..=plan.repeat {
@@ -117,7 +117,7 @@ pub fn run(
                     .renew_test_file()
                     .context("cannot empty the test file")?;
             }
-            if !spec.direct && spec.rw.reads() {
+            if !spec.direct() && spec.rw().reads() {
                 io::drop_cached_pages(&open().context("cannot open the target")?);
             }
             let label = if plan.repeat > 1 {
@@ -125,10 +125,10 @@ pub fn run(
             } else {
                 test.name.clone()
             };
-            progress.start(&label, Work::Time(spec.ramp + spec.runtime), ctl);
+            progress.start(&label, Work::Time(spec.ramp() + spec.runtime()), ctl);
             let measured = watch(ctl, progress, || io::run_job(spec, &open, ctl));
             progress.finish();
-            let measured = measured.map_err(|e| engine_error(e, target, spec.direct))?;
+            let measured = measured.map_err(|e| engine_error(e, target, spec.direct()))?;
             if ctl.stopped() {
                 // Cut short by a signal: what it measured is kept, as fio prints the job it was
                 // running, and marked so nobody takes it for a whole test. Stopped in the ramp,
@@ -144,12 +144,12 @@ pub fn run(
         if repeats.is_empty() {
             break;
         }
-        if spec.rw.writes() {
+        if spec.rw().writes() {
             // What is still in the page cache (or a volatile device cache) has not reached the
             // device yet: flush before reading its counters, so they show what was written.
             open()
                 .and_then(|f| f.sync_all())
-                .map_err(|e| engine_error(io::EngineError::Open(e), target, spec.direct))?;
+                .map_err(|e| engine_error(io::EngineError::Open(e), target, spec.direct()))?;
         }
         let device = match (before, device_counters(root, stats_devnos)) {
             (Some(b), Some(a)) => diskstats::deltas(&b, &a),
@@ -177,7 +177,7 @@ pub fn run(
 fn planned_time(plan: &Plan, from: usize) -> Duration {
     plan.tests[from..]
         .iter()
-        .map(|t| (t.spec.ramp + t.spec.runtime) * plan.repeat)
+        .map(|t| (t.spec.ramp() + t.spec.runtime()) * plan.repeat)
         .sum()
 }
 

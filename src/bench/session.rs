@@ -191,7 +191,7 @@ impl Planned {
                     inspected.path.display()
                 );
             }
-            plan.tests.iter_mut().for_each(|t| t.spec.direct = false);
+            plan.tests.iter_mut().for_each(|t| t.spec.set_buffered());
             warnings.push(Warning {
                 code: Code::DirectUnsupported,
                 message: format!(
@@ -406,11 +406,11 @@ fn choose_engine(asked: Option<EngineKind>) -> (EngineKind, Option<Warning>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::{JobSpec, Measured, Rw, SyncEvery, SyncKind};
+    use crate::io::{JobParams, JobSpec, Measured, Rw, SyncEvery, SyncKind};
     use std::time::Duration;
 
     fn wal_test(p99_ms: u64) -> TestResult {
-        let spec = JobSpec {
+        let spec = JobSpec::new(JobParams {
             rw: Rw::Write,
             bs: 2300,
             bssplit: vec![],
@@ -429,7 +429,8 @@ mod tests {
             direct: false,
             engine: EngineKind::Sync,
             seed: 1,
-        };
+        })
+        .unwrap();
         let mut m = Measured::default();
         for _ in 0..100 {
             m.sync.record(0, p99_ms * 1_000_000);

@@ -73,7 +73,7 @@ fn no_options_is_the_quick_suite() {
     assert!(
         p.tests
             .iter()
-            .all(|t| t.spec.runtime == Duration::from_secs(2))
+            .all(|t| t.spec.runtime() == Duration::from_secs(2))
     );
     assert_eq!(p.region_bytes, 1 << 30);
 }
@@ -87,23 +87,23 @@ fn custom_test_takes_fio_options() {
     .unwrap();
     let s = &p.tests[0].spec;
     assert_eq!(
-        (s.rw, s.bs, s.iodepth, s.numjobs, s.rwmixread),
+        (s.rw(), s.bs(), s.iodepth(), s.numjobs(), s.rwmixread()),
         (Rw::RandRw, 8192, 16, 2, 70)
     );
     assert_eq!(
-        (s.runtime, s.ramp),
+        (s.runtime(), s.ramp()),
         (Duration::from_secs(2), Duration::from_millis(500))
     );
-    assert_eq!(s.region_bytes, 64 << 20);
+    assert_eq!(s.region_bytes(), 64 << 20);
     assert_eq!(
-        s.sync,
+        s.sync(),
         Some(SyncEvery {
             kind: SyncKind::Fdatasync,
             every: 4
         })
     );
-    assert_eq!(s.seed, 7);
-    assert!(!s.direct);
+    assert_eq!(s.seed(), 7);
+    assert!(!s.direct());
 }
 
 #[test]

@@ -132,16 +132,12 @@ fn check_space(dir: &Path, needed: u64) -> Result<()> {
     }
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
         .context("the --hdd-dir path contains a NUL byte")?;
-    // SAFETY: statvfs is plain data; zeroed is valid and the call fills it.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a valid C string, st a valid out-pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("cannot check free space in {}", dir.display()));
-    }
-    let frsize = st.f_frsize as u64;
-    let free = (st.f_bavail as u64).saturating_mul(frsize);
-    let reserve = (st.f_blocks as u64).saturating_mul(frsize) / 20;
+    let st = rustix::fs::statvfs(c.as_c_str())
+        .map_err(std::io::Error::from)
+        .with_context(|| format!("cannot check free space in {}", dir.display()))?;
+    let frsize = st.f_frsize;
+    let free = st.f_bavail.saturating_mul(frsize);
+    let reserve = st.f_blocks.saturating_mul(frsize) / 20;
     if needed > free.saturating_sub(reserve) {
         bail!(
             "the hdd workers need {} in {}, which has {} free (5% is kept free); lower \

@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn every_entry_reads_from_the_types_that_write_the_document() {
         use crate::bench::result::{Judgement, SuiteRef, TargetInfo, TestResult, Warning};
-        use crate::io::{EngineKind, JobSpec, Measured, Rw};
+        use crate::io::{EngineKind, JobParams, JobSpec, Measured, Rw};
         use crate::kernel::host::Host;
         use crate::kernel::tunables::{QueueTunables, SystemTunables, Tunables};
         use std::time::Duration;
@@ -449,7 +449,7 @@ mod tests {
             scheduler: some("none"),
             logical_block_size: 512,
         };
-        let spec = JobSpec {
+        let spec = JobSpec::new(JobParams {
             rw: Rw::RandRead,
             bs: 4096,
             bssplit: Vec::new(),
@@ -465,7 +465,8 @@ mod tests {
             direct: true,
             engine: EngineKind::IoUring,
             seed: 1,
-        };
+        })
+        .unwrap();
         let test = TestResult::new("t".into(), &spec, &[Measured::default()], Vec::new());
         let judgement = Judgement {
             status: crate::bench::result::Status::Pass,

@@ -150,9 +150,9 @@ fn different_suite_versions_are_flagged() {
 fn the_match_key_reads_what_the_test_result_writes() {
     use crate::bench::result::TestResult;
     use crate::io::Measured;
-    use crate::io::spec::{EngineKind, JobSpec, Rw, SyncEvery, SyncKind};
+    use crate::io::spec::{EngineKind, JobParams, JobSpec, Rw, SyncEvery, SyncKind};
     use std::time::Duration;
-    let spec = JobSpec {
+    let spec = JobSpec::new(JobParams {
         rw: Rw::RandRw,
         bs: 2300,
         bssplit: Vec::new(),
@@ -171,7 +171,8 @@ fn the_match_key_reads_what_the_test_result_writes() {
         direct: true,
         engine: EngineKind::IoUring,
         seed: 1,
-    };
+    })
+    .unwrap();
     let result = TestResult::new("w".into(), &spec, &[Measured::default()], Vec::new());
     let json = serde_json::to_value(&result).unwrap();
     assert_eq!(

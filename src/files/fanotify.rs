@@ -9,6 +9,7 @@
 //! every field and never panics on any input.
 
 use super::bytes::{ne_i32, ne_u16, ne_u32, ne_u64};
+use rustix::io::Errno;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -101,17 +102,11 @@ impl Group {
     /// Reads the queued events into `buf`; `Ok(0)` when none are waiting.
     pub fn read(&self, buf: &mut EventBuf) -> io::Result<usize> {
         let bytes = &mut buf.0[..];
-        // SAFETY: `bytes` is a writable buffer of `bytes.len()` bytes owned by the caller for
-        // the duration of the call.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            return match err.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(err),
-            };
+        match rustix::io::read(&self.fd, bytes) {
+            Ok(n) => Ok(n),
+            Err(Errno::AGAIN | Errno::INTR) => Ok(0),
+            Err(e) => Err(e.into()),
         }
-        Ok(n as usize)
     }
 
     /// The fanotify descriptor, for poll().

@@ -11,10 +11,11 @@
 //! without CONFIG_PROC_EVENTS, tacho falls back to /proc alone.
 
 use super::bytes::ne_u32;
+use rustix::net::netlink::{self, SocketAddrNetlink};
+use rustix::net::{self, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
-const NETLINK_CONNECTOR: libc::c_int = 11;
 const CN_IDX_PROC: u32 = 1;
 const CN_VAL_PROC: u32 = 1;
 const PROC_CN_MCAST_LISTEN: u32 = 1;
@@ -45,40 +46,14 @@ impl ProcEvents {
     /// Opens the connector socket and asks for process events; fails without CAP_NET_ADMIN or
     /// CONFIG_PROC_EVENTS.
     pub fn subscribe() -> io::Result<ProcEvents> {
-        // SAFETY: socket takes three integers and returns a new descriptor or -1.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                NETLINK_CONNECTOR,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor from the kernel, owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        addr.nl_groups = CN_IDX_PROC;
-        // SAFETY: `addr` is a valid sockaddr_nl and the length says so.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let msg = listen_message();
-        // SAFETY: `msg` is a readable buffer of `msg.len()` bytes for the call.
-        let sent = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::DGRAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            Some(netlink::CONNECTOR),
+        )?;
+        net::bind(&fd, &SocketAddrNetlink::new(0, CN_IDX_PROC))?;
+        net::send(&fd, &listen_message(), SendFlags::empty())?;
         Ok(ProcEvents {
             fd,
             buf: vec![0; 64 * 1024],
@@ -89,19 +64,11 @@ impl ProcEvents {
     /// a fork storm) end the drain; the /proc fallback covers what was lost.
     pub fn drain(&mut self, mut each: impl FnMut(ProcEvent)) {
         loop {
-            // SAFETY: `buf` is a writable buffer of `buf.len()` bytes for the call.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    0,
-                )
+            let n = match net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty()) {
+                Ok((n, _)) if n > 0 => n,
+                _ => return,
             };
-            if n <= 0 {
-                return;
-            }
-            parse(&self.buf[..n as usize], &mut each);
+            parse(&self.buf[..n], &mut each);
         }
     }
 }

@@ -139,17 +139,13 @@ pub fn path_of_fd(fd: &OwnedFd) -> io::Result<PathBuf> {
 
 /// The filesystem id (statfs f_fsid) of an open file, as fanotify reports it in events.
 fn fsid_of(file: &std::fs::File) -> io::Result<[u8; 8]> {
-    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: `st` is a writable statfs; fstatfs fills it or fails.
-    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstatfs succeeded, so the struct is initialised.
-    let st = unsafe { st.assume_init() };
-    // f_fsid is two ints, laid out exactly as fanotify's __kernel_fsid_t.
-    // SAFETY: fsid_t is 8 bytes of plain data.
-    let bytes: [u8; 8] = unsafe { std::mem::transmute(st.f_fsid) };
+    // f_fsid is two ints, laid out exactly as fanotify's __kernel_fsid_t; rustix's statvfs
+    // holds them as one u64, the first in the low half.
+    let fsid = rustix::fs::fstatvfs(file)?.f_fsid;
+    let (a, b) = (fsid as u32, (fsid >> 32) as u32);
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&a.to_ne_bytes());
+    bytes[4..].copy_from_slice(&b.to_ne_bytes());
     Ok(bytes)
 }
 

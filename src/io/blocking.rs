@@ -20,7 +20,7 @@ pub fn run(
     ctl: &Control,
 ) -> Result<Measured, EngineError> {
     let mut picker = Picker::new(spec, stream);
-    let mut buf = AlignedBuf::random(spec.bs as usize, picker.rng());
+    let mut buf = AlignedBuf::random(spec.bs() as usize, picker.rng());
     let mut meter = Meter::start(spec, stream, ctl);
     let mut position: Option<u64> = None;
 
@@ -31,10 +31,18 @@ pub fn run(
         }
         let (dir, offset, len) = picker.next_op();
         meter.issue(dir, len, &mut buf);
-        transfer(spec.engine, file, &mut buf, len, dir, offset, &mut position)?;
+        transfer(
+            spec.engine(),
+            file,
+            &mut buf,
+            len,
+            dir,
+            offset,
+            &mut position,
+        )?;
         meter.completed(dir, len, started, Instant::now());
         if picker.sync_due() {
-            let kind = spec.sync.map_or(SyncKind::Fsync, |s| s.kind);
+            let kind = spec.sync().map_or(SyncKind::Fsync, |s| s.kind);
             let sync_start = Instant::now();
             flush(file, kind)?;
             meter.flushed(sync_start, Instant::now());

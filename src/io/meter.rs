@@ -28,14 +28,14 @@ pub(super) struct Meter<'a> {
 impl<'a> Meter<'a> {
     /// Starts the window now; `stream` keeps this job's buffer stamps apart from the others'.
     pub fn start(spec: &JobSpec, stream: u64, ctl: &'a Control) -> Meter<'a> {
-        let window = Window::starting_now(spec.ramp, spec.runtime);
+        let window = Window::starting_now(spec.ramp(), spec.runtime());
         Meter {
             last_completion: window.measure_from,
             window,
             measured: Measured::default(),
             ctl,
-            io_limit: spec.io_limit,
-            bs: spec.bs,
+            io_limit: spec.io_limit(),
+            bs: spec.bs(),
             cpu_start: None,
             stamp: stream << 48,
             pending: (0, 0),

@@ -13,7 +13,7 @@ pub mod stats;
 mod uring;
 pub mod worker;
 
-pub use spec::{BsShare, EngineKind, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
+pub use spec::{BsShare, EngineKind, JobParams, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
 pub use stats::{CpuTime, LatencySummary, Measured, OpStats};
 pub use uring::available as io_uring_available;
 pub use worker::Control;
@@ -78,11 +78,11 @@ pub fn run_job(
     open: &(dyn Fn() -> io::Result<File> + Sync),
     ctl: &Control,
 ) -> Result<Measured, EngineError> {
-    let threads_per_job = match spec.engine {
+    let threads_per_job = match spec.engine() {
         EngineKind::IoUring => 1,
-        EngineKind::Psync | EngineKind::Sync => spec.iodepth,
+        EngineKind::Psync | EngineKind::Sync => spec.iodepth(),
     };
-    let workers = u64::from(spec.numjobs * threads_per_job);
+    let workers = u64::from(spec.numjobs() * threads_per_job);
     let results: Vec<Result<Measured, EngineError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|stream| {
@@ -90,7 +90,7 @@ pub fn run_job(
                     let result =
                         open()
                             .map_err(EngineError::Open)
-                            .and_then(|file| match spec.engine {
+                            .and_then(|file| match spec.engine() {
                                 EngineKind::IoUring => uring::run(&file, spec, stream, ctl),
                                 _ => blocking::run(&file, spec, stream, ctl),
                             });

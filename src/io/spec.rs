@@ -1,5 +1,6 @@
-//! What one I/O test does, in fio's terms. Built by the command layer after validation, so the
-//! engine can assume every field is consistent (iodepth ≥ 1, bs ≥ 1, region ≥ bs).
+//! What one I/O test does, in fio's terms. The plan validates options with messages about
+//! them; [`JobSpec::new`] checks again what the engines rely on (iodepth ≥ 1, bs ≥ 1, every
+//! I/O within its buffer, region ≥ bs), and a spec's fields cannot change after.
 
 use crate::choice::Choice;
 use serde::Serialize;
@@ -240,9 +241,9 @@ pub struct BsShare {
 /// advice, since 512-byte alignment splits 4K-sector and SSD pages and measures that penalty.
 pub const MIX_ALIGN: u64 = 4096;
 
-/// One test, ready to run.
+/// What one test is to do, before [`JobSpec::new`] checks that it holds together.
 #[derive(Clone, Debug, PartialEq)]
-pub struct JobSpec {
+pub struct JobParams {
     /// Access pattern.
     pub rw: Rw,
     /// The block size, or the largest size of a mix (buffers are this big).
@@ -253,35 +254,299 @@ pub struct JobSpec {
     pub iodepth: u32,
     /// Workers, each with its own queue and file descriptor.
     pub numjobs: u32,
-    /// Bytes of the file or device the test touches, starting at offset 0; a multiple of `bs`.
+    /// Bytes of the file or device the test touches, starting at offset 0.
     pub region_bytes: u64,
+    /// Measured time per repeat, after the ramp.
     pub runtime: Duration,
+    /// Warm-up before the measured time.
     pub ramp: Duration,
     /// Each worker stops once it has issued this many bytes, even before `runtime` ends.
     pub io_limit: Option<u64>,
+    /// Share of reads of a mixed pattern, in percent.
     pub rwmixread: u8,
+    /// A flush after every N writes.
     pub sync: Option<SyncEvery>,
     /// Opened with O_DSYNC or O_SYNC.
     pub open_sync: Option<OpenSync>,
+    /// O_DIRECT, or through the page cache.
     pub direct: bool,
+    /// The engine that submits the I/O.
     pub engine: EngineKind,
     /// Seed of the random offsets and mix choices (`--randseed`): the same seed repeats them.
     pub seed: u64,
 }
 
+/// A test whose parameters contradict what the engines rely on. The plan refuses such tests
+/// first with a message about the option; this is the last check, next to the engine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSpec {
+    /// A block size of zero bytes.
+    #[error("a block size of 0 bytes")]
+    ZeroBlockSize,
+    /// A size of the mix that is zero or larger than the buffers (`bs`).
+    #[error("a block-size mix with {size} bytes, outside 1 to the block size {bs}")]
+    MixSize {
+        /// The size in the mix.
+        size: u64,
+        /// The block size (the buffers' size).
+        bs: u64,
+    },
+    /// Shares of the mix that do not add up to 100%.
+    #[error("a block-size mix whose shares add up to {0}%, not 100%")]
+    MixShares(u32),
+    /// A region smaller than one block: no offset could hold an I/O.
+    #[error("a region of {region} bytes, smaller than one {bs}-byte block")]
+    RegionTooSmall {
+        /// The region's bytes.
+        region: u64,
+        /// The block size.
+        bs: u64,
+    },
+    /// No I/O in flight, or no worker.
+    #[error("an iodepth or numjobs of 0")]
+    NoWork,
+    /// A read share above 100%.
+    #[error("a read share of {0}%, above 100%")]
+    ReadShare(u8),
+    /// A flush after every 0 writes.
+    #[error("a flush after every 0 writes")]
+    ZeroSyncEvery,
+}
+
+/// One test, ready to run: its parameters checked by [`JobSpec::new`] and private after, so
+/// what the engines rely on (bs ≥ 1, every I/O within its `bs`-byte buffer, region ≥ bs,
+/// iodepth and numjobs ≥ 1) holds wherever a spec exists.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec(JobParams);
+
 impl JobSpec {
+    /// Checks that `p` holds together.
+    pub fn new(p: JobParams) -> Result<JobSpec, InvalidSpec> {
+        if p.bs == 0 {
+            return Err(InvalidSpec::ZeroBlockSize);
+        }
+        if let Some(s) = p.bssplit.iter().find(|s| s.size == 0 || s.size > p.bs) {
+            return Err(InvalidSpec::MixSize {
+                size: s.size,
+                bs: p.bs,
+            });
+        }
+        let shares: u32 = p.bssplit.iter().map(|s| u32::from(s.pct)).sum();
+        if !p.bssplit.is_empty() && shares != 100 {
+            return Err(InvalidSpec::MixShares(shares));
+        }
+        if p.region_bytes < p.bs {
+            return Err(InvalidSpec::RegionTooSmall {
+                region: p.region_bytes,
+                bs: p.bs,
+            });
+        }
+        if p.iodepth == 0 || p.numjobs == 0 {
+            return Err(InvalidSpec::NoWork);
+        }
+        if p.rwmixread > 100 {
+            return Err(InvalidSpec::ReadShare(p.rwmixread));
+        }
+        if p.sync.is_some_and(|s| s.every == 0) {
+            return Err(InvalidSpec::ZeroSyncEvery);
+        }
+        Ok(JobSpec(p))
+    }
+
+    /// The same test through the page cache (for a target that refuses O_DIRECT).
+    pub fn set_buffered(&mut self) {
+        self.0.direct = false;
+    }
+
+    /// Access pattern.
+    pub fn rw(&self) -> Rw {
+        self.0.rw
+    }
+
+    /// The block size, or the largest size of a mix: every I/O is at most this long, and the
+    /// buffers are this big.
+    pub fn bs(&self) -> u64 {
+        self.0.bs
+    }
+
+    /// The block-size mix; empty when every I/O is [`JobSpec::bs`].
+    pub fn bssplit(&self) -> &[BsShare] {
+        &self.0.bssplit
+    }
+
+    /// I/Os in flight per worker (at least 1).
+    pub fn iodepth(&self) -> u32 {
+        self.0.iodepth
+    }
+
+    /// Workers (at least 1).
+    pub fn numjobs(&self) -> u32 {
+        self.0.numjobs
+    }
+
+    /// Bytes of the region the test touches, from offset 0 (at least [`JobSpec::bs`]).
+    pub fn region_bytes(&self) -> u64 {
+        self.0.region_bytes
+    }
+
+    /// Measured time per repeat.
+    pub fn runtime(&self) -> Duration {
+        self.0.runtime
+    }
+
+    /// Warm-up before the measured time.
+    pub fn ramp(&self) -> Duration {
+        self.0.ramp
+    }
+
+    /// Bytes after which each worker stops, if any.
+    pub fn io_limit(&self) -> Option<u64> {
+        self.0.io_limit
+    }
+
+    /// Share of reads of a mixed pattern, in percent.
+    pub fn rwmixread(&self) -> u8 {
+        self.0.rwmixread
+    }
+
+    /// The flush after every N writes (N ≥ 1), if any.
+    pub fn sync(&self) -> Option<SyncEvery> {
+        self.0.sync
+    }
+
+    /// O_DSYNC or O_SYNC, if asked.
+    pub fn open_sync(&self) -> Option<OpenSync> {
+        self.0.open_sync
+    }
+
+    /// O_DIRECT, or through the page cache.
+    pub fn direct(&self) -> bool {
+        self.0.direct
+    }
+
+    /// The engine that submits the I/O.
+    pub fn engine(&self) -> EngineKind {
+        self.0.engine
+    }
+
+    /// Seed of the random offsets and mix choices.
+    pub fn seed(&self) -> u64 {
+        self.0.seed
+    }
+
     /// Distance between possible offsets.
     pub fn align(&self) -> u64 {
-        if self.bssplit.is_empty() {
-            self.bs
+        if self.0.bssplit.is_empty() {
+            self.0.bs
         } else {
             MIX_ALIGN
         }
     }
 
     /// How many offsets an I/O may start at such that even the largest I/O stays in the region;
-    /// never zero for a validated spec (region ≥ bs).
+    /// never zero (region ≥ bs, checked by [`JobSpec::new`]).
     pub fn blocks(&self) -> u64 {
-        (self.region_bytes - self.bs) / self.align() + 1
+        (self.0.region_bytes - self.0.bs) / self.align() + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> JobParams {
+        JobParams {
+            rw: Rw::RandRead,
+            bs: 64 << 10,
+            bssplit: vec![
+                BsShare {
+                    size: 4096,
+                    pct: 60,
+                },
+                BsShare {
+                    size: 64 << 10,
+                    pct: 40,
+                },
+            ],
+            iodepth: 4,
+            numjobs: 1,
+            region_bytes: 1 << 20,
+            runtime: Duration::from_secs(1),
+            ramp: Duration::ZERO,
+            io_limit: None,
+            rwmixread: 50,
+            sync: None,
+            open_sync: None,
+            direct: true,
+            engine: EngineKind::IoUring,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_spec_exists_only_where_the_engines_can_run_it() {
+        let spec = JobSpec::new(params()).unwrap();
+        assert_eq!(spec.blocks(), ((1 << 20) - (64 << 10)) / MIX_ALIGN + 1);
+        let refused = |p: JobParams| JobSpec::new(p).unwrap_err();
+        assert_eq!(
+            refused(JobParams { bs: 0, ..params() }),
+            InvalidSpec::ZeroBlockSize
+        );
+        // An I/O of the mix larger than the buffers would hand the kernel memory past them.
+        assert_eq!(
+            refused(JobParams {
+                bs: 4096,
+                ..params()
+            }),
+            InvalidSpec::MixSize {
+                size: 64 << 10,
+                bs: 4096
+            }
+        );
+        let mut short_mix = params();
+        short_mix.bssplit[0].pct = 50;
+        assert_eq!(refused(short_mix), InvalidSpec::MixShares(90));
+        assert_eq!(
+            refused(JobParams {
+                region_bytes: 4096,
+                ..params()
+            }),
+            InvalidSpec::RegionTooSmall {
+                region: 4096,
+                bs: 64 << 10
+            }
+        );
+        assert_eq!(
+            refused(JobParams {
+                iodepth: 0,
+                ..params()
+            }),
+            InvalidSpec::NoWork
+        );
+        assert_eq!(
+            refused(JobParams {
+                numjobs: 0,
+                ..params()
+            }),
+            InvalidSpec::NoWork
+        );
+        assert_eq!(
+            refused(JobParams {
+                rwmixread: 101,
+                ..params()
+            }),
+            InvalidSpec::ReadShare(101)
+        );
+        let never = SyncEvery {
+            kind: SyncKind::Fsync,
+            every: 0,
+        };
+        assert_eq!(
+            refused(JobParams {
+                sync: Some(never),
+                ..params()
+            }),
+            InvalidSpec::ZeroSyncEvery
+        );
     }
 }

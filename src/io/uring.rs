@@ -196,9 +196,9 @@ pub fn run(
     stream: u64,
     ctl: &Control,
 ) -> Result<Measured, EngineError> {
-    let depth = spec.iodepth as usize;
+    let depth = spec.iodepth() as usize;
     let mut picker = Picker::new(spec, stream);
-    let bs = spec.bs as usize;
+    let bs = spec.bs() as usize;
     let slots: Vec<Slot> = (0..depth)
         .map(|_| Slot {
             buf: AlignedBuf::random(bs, picker.rng()),
@@ -232,7 +232,7 @@ pub fn run(
             if !stopping && sync_pending && *in_flight == 0 {
                 // A flush goes out alone, once every write before it has completed, so its
                 // latency is the device's flush time and not the queue's.
-                let flags = match spec.sync.map(|s| s.kind) {
+                let flags = match spec.sync().map(|s| s.kind) {
                     Some(SyncKind::Fdatasync) => types::FsyncFlags::DATASYNC,
                     _ => types::FsyncFlags::empty(),
                 };

@@ -75,21 +75,21 @@ pub struct Picker {
 impl Picker {
     /// `stream` distinguishes the workers of one test, so they do not walk in lockstep.
     pub fn new(spec: &JobSpec, stream: u64) -> Self {
-        let seed = spec.seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
+        let seed = spec.seed() ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
         let offsets = |salt: u64| {
-            if spec.rw.is_random() {
+            if spec.rw().is_random() {
                 Offsets::random(spec.blocks(), seed ^ salt)
             } else {
                 Offsets::sequential(spec.blocks())
             }
         };
-        let read_pct = match spec.rw {
-            Rw::ReadWrite | Rw::RandRw => spec.rwmixread,
+        let read_pct = match spec.rw() {
+            Rw::ReadWrite | Rw::RandRw => spec.rwmixread(),
             other => other.read_pct(0),
         };
         let mut total = 0u8;
         let mix = spec
-            .bssplit
+            .bssplit()
             .iter()
             .map(|share| {
                 total = total.saturating_add(share.pct);
@@ -98,13 +98,13 @@ impl Picker {
             .collect();
         Picker {
             align: spec.align(),
-            bs: spec.bs,
+            bs: spec.bs(),
             mix,
             read_pct,
             reads: offsets(1),
             writes: offsets(2),
             rng: fastrand::Rng::with_seed(seed),
-            sync: spec.sync,
+            sync: spec.sync(),
             writes_since_sync: 0,
         }
     }
@@ -192,10 +192,10 @@ pub fn retry<T>(mut call: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::spec::EngineKind;
+    use crate::io::spec::{EngineKind, JobParams};
 
     fn spec(rw: Rw, rwmixread: u8) -> JobSpec {
-        JobSpec {
+        JobSpec::new(JobParams {
             rw,
             bs: 4096,
             iodepth: 1,
@@ -214,7 +214,8 @@ mod tests {
             direct: true,
             engine: EngineKind::IoUring,
             seed: 9,
-        }
+        })
+        .unwrap()
     }
 
     #[test]

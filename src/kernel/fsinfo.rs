@@ -68,20 +68,15 @@ pub fn ext4(root: &SysRoot, dev: &str) -> Result<Option<Ext4Info>> {
 /// Whether `path` carries the no-copy-on-write attribute (`chattr +C`, `FS_NOCOW_FL`), read
 /// with the FS_IOC_GETFLAGS ioctl; `Ok(None)` where the filesystem has no such flags.
 pub fn nocow(path: &Path) -> Result<Option<bool>> {
-    use std::os::fd::AsRawFd;
-    const FS_NOCOW_FL: libc::c_long = 0x0080_0000;
+    const FS_NOCOW_FL: u32 = 0x0080_0000;
     let file = std::fs::File::open(path).map_err(|source| KernelError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let mut flags: libc::c_long = 0;
-    // SAFETY: FS_IOC_GETFLAGS writes one long into `flags`, which lives across the call; the
-    // descriptor is open for the duration. The ioctl only reads the inode's flags.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) };
-    if rc != 0 {
+    let Ok(flags) = rustix::fs::ioctl_getflags(&file) else {
         return Ok(None);
-    }
-    Ok(Some(flags & FS_NOCOW_FL != 0))
+    };
+    Ok(Some(flags.bits() & FS_NOCOW_FL != 0))
 }
 
 /// How freed blocks reach an SSD when nothing mounts with `discard`.

@@ -12,6 +12,7 @@
 //! everything else keep the rest; processes beyond the budget are read by opening their files
 //! each time, as before.
 
+use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{ErrorKind, Result};
@@ -141,26 +142,23 @@ fn read_at_start(file: &File, buf: &mut Vec<u8>) -> Result<()> {
 /// The open-file limit after raising the soft limit towards the hard one (an unprivileged
 /// process may do that); 1024 when it cannot be read.
 fn open_file_limit() -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes only into the struct it is given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 1024;
-    }
-    let wanted = lim.rlim_max.min(LIMIT_WANTED);
-    if lim.rlim_cur < wanted {
-        let raised = libc::rlimit {
-            rlim_cur: wanted,
-            rlim_max: lim.rlim_max,
+    // rustix says "unlimited" with None where the kernel says RLIM_INFINITY.
+    let lim = getrlimit(Resource::Nofile);
+    let (max, mut current) = (
+        lim.maximum.unwrap_or(u64::MAX),
+        lim.current.unwrap_or(u64::MAX),
+    );
+    let wanted = max.min(LIMIT_WANTED);
+    if current < wanted {
+        let raised = Rlimit {
+            current: Some(wanted),
+            maximum: lim.maximum,
         };
-        // SAFETY: setrlimit reads only the struct it is given.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            lim.rlim_cur = wanted;
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            current = wanted;
         }
     }
-    usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+    usize::try_from(current).unwrap_or(usize::MAX)
 }
 
 /// Whether a read of /proc/PID/… failed because the process is gone.
@@ -242,8 +240,7 @@ mod tests {
 
     #[test]
     fn a_reused_pid_is_opened_afresh_and_never_read_through_the_old_descriptor() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !rustix::process::geteuid().is_root() {
             assert!(
                 std::env::var_os("CI").is_none(),
                 "CI runs as root: setting ns_last_pid needs it"

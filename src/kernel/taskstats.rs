@@ -8,12 +8,16 @@
 //! read with bounds checks at the offsets of `struct taskstats` (linux/taskstats.h, which
 //! only ever grows). Registering needs CAP_NET_ADMIN; without it tacho says so in a note.
 
+use rustix::net::{
+    self, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType, netlink, sockopt,
+    sockopt::Timeout,
+};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-const NETLINK_GENERIC: libc::c_int = 16;
 const NLMSG_HDR: usize = 16;
 const GENL_HDR: usize = 4;
 const NLMSG_ERROR: u16 = 2;
@@ -145,47 +149,18 @@ struct Socket {
 
 impl Socket {
     fn open() -> io::Result<Socket> {
-        // SAFETY: socket takes three integers and returns a new descriptor or -1.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                NETLINK_GENERIC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor from the kernel, owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let size: libc::c_int = 4 << 20;
-        // SAFETY: the option value is a c_int of the size given. A smaller buffer than asked
-        // (without CAP_NET_ADMIN) only loses records sooner, and they are counted.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        let fd = net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::RAW,
+            SocketFlags::CLOEXEC,
+            Some(netlink::GENERIC),
+        )?;
+        // A smaller buffer than asked (without CAP_NET_ADMIN) only loses records sooner, and
+        // they are counted.
+        let _ = sockopt::set_socket_recv_buffer_size_force(&fd, 4 << 20);
         // Registration replies must not hang, and the reader thread wakes this often to see
         // whether it should stop.
-        let timeout = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 500_000,
-        };
-        // SAFETY: as above, with a timeval.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            );
-        }
+        let _ = sockopt::set_socket_timeout(&fd, Timeout::Recv, Some(Duration::from_millis(500)));
         Ok(Socket {
             fd,
             buf: vec![0; 64 * 1024],
@@ -225,16 +200,7 @@ impl Socket {
     }
 
     fn recv_raw(&mut self) -> io::Result<usize> {
-        // SAFETY: `buf` is a writable buffer of `buf.len()` bytes for the call.
-        let n = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                self.buf.as_mut_ptr().cast(),
-                self.buf.len(),
-                0,
-            )
-        };
-        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+        Ok(net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty())?.0)
     }
 
     fn recv(&mut self) -> Option<usize> {
@@ -243,11 +209,7 @@ impl Socket {
 
     fn request(&self, kind: u16, cmd: u8, attr: u16, value: &[u8]) -> io::Result<()> {
         let msg = message(kind, cmd, attr, value);
-        // SAFETY: `msg` is a readable buffer of `msg.len()` bytes for the call.
-        let sent = unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        net::send(&self.fd, &msg, SendFlags::empty())?;
         Ok(())
     }
 

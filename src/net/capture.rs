@@ -6,12 +6,13 @@
 //! interface. Loopback shows each packet twice (as sent and as received), so the sent copy is
 //! skipped there. TCP DNS and IP fragments after the first are not seen.
 
+use rustix::net::{self, AddressFamily, SocketFlags, SocketType, sockopt, sockopt::Timeout};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::dns::{DnsCounts, DnsTracker};
 
@@ -125,14 +126,12 @@ impl std::fmt::Debug for DnsCapture {
 }
 
 fn open_socket() -> io::Result<OwnedFd> {
-    let all = i32::from((libc::ETH_P_ALL as u16).to_be());
-    // SAFETY: plain socket creation; the result is checked before use.
-    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, all) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a descriptor this function just opened and owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let fd = net::socket_with(
+        AddressFamily::PACKET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        Some(net::eth::ALL),
+    )?;
     let prog = libc::sock_fprog {
         len: FILTER.len() as u16,
         filter: FILTER.as_ptr().cast_mut(),
@@ -151,23 +150,7 @@ fn open_socket() -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     // Wakes the reader every 200 ms to see whether it should stop.
-    let timeout = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 200_000,
-    };
-    // SAFETY: `timeout` is a valid timeval for the duration of the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&raw const timeout).cast(),
-            size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sockopt::set_socket_timeout(&fd, Timeout::Recv, Some(Duration::from_millis(200)))?;
     Ok(fd)
 }
 

@@ -173,12 +173,8 @@ fn detect_with(dev: &File, size_bytes: u64, use_blkid: bool) -> io::Result<Vec<S
 /// through /proc/self/fd (no path another user could swap).
 fn without_o_direct(dev: &File) -> io::Result<Option<File>> {
     use std::os::fd::AsRawFd;
-    // SAFETY: F_GETFL on a descriptor we borrow; no memory is passed.
-    let flags = unsafe { libc::fcntl(dev.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if flags & libc::O_DIRECT == 0 || !blkid::available() {
+    let flags = rustix::fs::fcntl_getfl(dev)?;
+    if !flags.contains(rustix::fs::OFlags::DIRECT) || !blkid::available() {
         return Ok(None);
     }
     File::open(format!("/proc/self/fd/{}", dev.as_raw_fd())).map(Some)

@@ -245,12 +245,7 @@ pub fn directory_to_make(path: &Path) -> Result<Option<&Path>> {
 /// Whether this process may write `path` and create files beside it (SQLite's `-wal` and
 /// `-shm`), asked of the kernel (`access(2)` honours read-only mounts and permissions).
 fn writable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let may_write = |p: &Path| {
-        std::ffi::CString::new(p.as_os_str().as_bytes())
-            // SAFETY: a valid NUL-terminated string that outlives the call.
-            .is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
-    };
+    let may_write = |p: &Path| rustix::fs::access(p, rustix::fs::Access::WRITE_OK).is_ok();
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

@@ -162,9 +162,13 @@ fn remove_stale(parent: &OwnedFd) {
 }
 
 fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    // Signal 0 only checks that the process exists; EPERM: it exists, as another user's.
+    rustix::process::Pid::from_raw(pid).is_some_and(|p| {
+        matches!(
+            rustix::process::test_kill_process(p),
+            Ok(()) | Err(rustix::io::Errno::PERM)
+        )
+    })
 }
 
 #[cfg(test)]

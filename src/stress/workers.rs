@@ -127,8 +127,7 @@ pub fn vm(
 /// sync() in a loop; counts calls.
 pub fn io(stop: &AtomicBool, syncs: &AtomicU64) {
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: sync has no preconditions.
-        unsafe { libc::sync() };
+        rustix::fs::sync();
         syncs.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -6,6 +6,12 @@
 //! makes every later run look as big; per-child rusage does not have that flaw.
 
 use anyhow::{Context, Result, bail};
+use rustix::io::Errno;
+use rustix::process::{
+    Pid, PidfdFlags, Signal, WaitId, WaitIdOptions, WaitOptions, pidfd_open,
+    test_kill_process_group, waitid,
+};
+use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -216,20 +222,20 @@ fn timeval_s(tv: libc::timeval) -> f64 {
     tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6
 }
 
+/// Signals the process group a run leads. ESRCH (nobody left) is the usual, harmless outcome;
+/// the signals sent are all named ones (TERM, KILL, and the INT, TERM or HUP tacho received).
 fn signal_group(pgid: libc::pid_t, sig: i32) {
-    // SAFETY: kill with a negative pid signals the process group a run leads; no memory is
-    // involved. ESRCH (nobody left) is the usual, harmless outcome.
-    unsafe { libc::kill(-pgid, sig) };
+    if let (Some(pgid), Some(sig)) = (Pid::from_raw(pgid), Signal::from_named_raw(sig)) {
+        let _ = rustix::process::kill_process_group(pgid, sig);
+    }
 }
 
 /// After the leader is reaped: waits up to [`GRACE`] for the rest of the group to go (it was
 /// signalled already), then kills what is left. A group's id stays reserved while any member
 /// lives, so these signals reach nobody else.
 fn end_group(pgid: libc::pid_t) {
-    let gone = || {
-        // SAFETY: signal 0 only asks whether any process of the group exists.
-        unsafe { libc::kill(-pgid, 0) != 0 }
-    };
+    // Signal 0 only asks whether any process of the group exists.
+    let gone = || Pid::from_raw(pgid).is_none_or(|g| test_kill_process_group(g).is_err());
     let until = Instant::now() + GRACE;
     while !gone() {
         if Instant::now() >= until {
@@ -246,11 +252,9 @@ fn end_group(pgid: libc::pid_t) {
 /// cgroup would need root and, joined between fork and exec, turns every spawn into a full
 /// fork, inside the measured time (see docs/benchmarks.md, "Ending a run's leftovers").
 pub fn adopt_orphans() -> std::io::Result<()> {
-    // SAFETY: prctl with an integer option and value; no memory is passed.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    // The kernel reads the argument as a flag; rustix passes the pid given as that argument,
+    // so pid 1 sets it to 1, as prctl(PR_SET_CHILD_SUBREAPER, 1) does, with no getpid first.
+    Ok(rustix::process::set_child_subreaper(Some(Pid::INIT))?)
 }
 
 /// After a run is reaped, tacho's children are only what the run left behind and tacho
@@ -258,21 +262,21 @@ pub fn adopt_orphans() -> std::io::Result<()> {
 /// orphans, adopted in turn. One `waitpid` when nothing was left (the usual case).
 fn end_orphans() {
     let until = Instant::now() + GRACE;
-    let mut signal = libc::SIGTERM;
+    let mut signal = Signal::TERM;
     let mut signalled = Vec::new();
     // Past this, what SIGKILL has not ended yet (stuck in the kernel) is left to init.
     while Instant::now() < until + GRACE {
         if !reap_exited() {
             return;
         }
-        if signal == libc::SIGTERM && Instant::now() >= until {
-            signal = libc::SIGKILL;
+        if signal == Signal::TERM && Instant::now() >= until {
+            signal = Signal::KILL;
             signalled.clear();
         }
         for pid in children_of(std::process::id()) {
             if !signalled.contains(&pid) {
-                // SAFETY: pid is tacho's own unreaped child, so it names no other process.
-                unsafe { libc::kill(pid, signal) };
+                // pid is tacho's own unreaped child, so it names no other process.
+                let _ = rustix::process::kill_process(pid, signal);
                 signalled.push(pid);
             }
         }
@@ -283,25 +287,22 @@ fn end_orphans() {
 /// Reaps every exited child; whether any child is still running.
 fn reap_exited() -> bool {
     loop {
-        let mut status = 0;
-        // SAFETY: a valid out-pointer; WNOHANG never blocks.
-        match unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } {
-            0 => return true,
-            r if r > 0 => continue,
-            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
-            _ => return false,
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(None) => return true,
+            Ok(Some(_)) | Err(Errno::INTR) => continue,
+            Err(_) => return false,
         }
     }
 }
 
 /// The pids whose parent is `parent`, from /proc/PID/stat (the field after the name, which
 /// ends at the last ')').
-fn children_of(parent: u32) -> Vec<libc::pid_t> {
+fn children_of(parent: u32) -> Vec<Pid> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter_map(|e| Pid::from_raw(e.file_name().to_str()?.parse().ok()?))
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
                 stat.rsplit_once(')')
@@ -343,9 +344,8 @@ enum Ended {
 fn wait_for(pid: libc::pid_t, deadline: Option<Instant>, signal: Option<&AtomicUsize>) -> Ended {
     // A pidfd turns "exited, deadline or signal" into a poll that a signal interrupts; kernels
     // before 5.3 lack it, and there the exit is polled every millisecond instead.
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    let ended = loop {
+    let pidfd = Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok());
+    loop {
         let sig = signal.map_or(0, |s| s.load(Ordering::Relaxed));
         if sig != 0 {
             break Ended::Signal(i32::try_from(sig).unwrap_or(libc::SIGTERM));
@@ -358,14 +358,15 @@ fn wait_for(pid: libc::pid_t, deadline: Option<Instant>, signal: Option<&AtomicU
         }
         // Slices of at most 100 ms, so a signal is noticed promptly even if poll restarts.
         let slice = remaining.min(Duration::from_millis(100));
-        if fd >= 0 {
+        if let Some(fd) = &pidfd {
             let mut pfd = libc::pollfd {
-                fd,
+                fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             };
             let ms = i32::try_from(slice.as_millis() + 1).unwrap_or(i32::MAX);
-            // SAFETY: one valid pollfd. EINTR just goes round the loop again.
+            // SAFETY: one valid pollfd. EINTR just goes round the loop again. (libc's poll,
+            // not rustix's, which is ppoll: the same system calls as before.)
             if unsafe { libc::poll(&mut pfd, 1, ms) } > 0 {
                 break Ended::Exited;
             }
@@ -374,23 +375,14 @@ fn wait_for(pid: libc::pid_t, deadline: Option<Instant>, signal: Option<&AtomicU
         } else {
             std::thread::sleep(Duration::from_millis(1).min(slice));
         }
-    };
-    if fd >= 0 {
-        // SAFETY: fd is ours and closed once.
-        unsafe { libc::close(fd) };
     }
-    ended
 }
 
 /// Whether `pid` has exited, leaving it to be reaped by `wait4` (which gives the rusage).
 fn exited_without_reaping(pid: libc::pid_t) -> bool {
-    // SAFETY: siginfo_t is plain data; waitid fills it. WNOWAIT leaves the child waitable.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-    // SAFETY: a valid out-pointer; P_PID with the child's pid.
-    let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
-    // SAFETY: si_pid is valid to read after waitid succeeded (0 when nothing changed).
-    r == 0 && unsafe { info.si_pid() } != 0
+    // WNOWAIT leaves the child waitable; `None` when nothing changed.
+    let flags = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    Pid::from_raw(pid).is_some_and(|p| matches!(waitid(WaitId::Pid(p), flags), Ok(Some(_))))
 }
 
 /// Ctrl-C, SIGTERM or SIGHUP arrived while a run was being timed; the run was given the same
@@ -413,6 +405,7 @@ impl From<usize> for Interrupted {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::process::{kill_process, test_kill_process};
 
     #[test]
     fn invocations_split_without_a_shell() {
@@ -480,10 +473,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
         let line = format!("sleep 30 & echo $! > {}", pidfile.display());
-        let alive = |pid: i32| {
-            // SAFETY: signal 0 only checks the process exists; zombies are reaped by init.
-            unsafe { libc::kill(pid, 0) == 0 }
-        };
+        // Signal 0 only checks the process exists; zombies are reaped by init.
+        let alive = |pid: i32| Pid::from_raw(pid).is_some_and(|p| test_kill_process(p).is_ok());
         for keep in [false, true] {
             let mut sp = Spawner {
                 show_output: false,
@@ -503,8 +494,8 @@ mod tests {
                 .unwrap();
             if keep {
                 assert!(alive(pid), "kept");
-                // SAFETY: our own test child, ended here.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // Our own test child, ended here.
+                let _ = kill_process(Pid::from_raw(pid).unwrap(), Signal::KILL);
             } else {
                 // Reaped by init, which may take a moment after SIGTERM.
                 let until = Instant::now() + Duration::from_secs(10);

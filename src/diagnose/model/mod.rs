@@ -211,13 +211,11 @@ pub struct ModelOptions {
 impl ModelOptions {
     /// This machine's tick rate and page size.
     pub fn for_this_host(top: usize, sort: SortKey, delayacct: Option<bool>) -> ModelOptions {
-        // SAFETY: sysconf has no preconditions.
-        let (ticks, page) = unsafe {
-            (
-                libc::sysconf(libc::_SC_CLK_TCK),
-                libc::sysconf(libc::_SC_PAGESIZE),
-            )
-        };
+        // Both from the auxiliary vector the kernel gave the process, as sysconf reads them.
+        let (ticks, page) = (
+            rustix::param::clock_ticks_per_second(),
+            rustix::param::page_size(),
+        );
         ModelOptions {
             top,
             sort,
@@ -455,8 +453,7 @@ fn io_denied_note(b: &Sample) -> Option<String> {
     if pids.len() > 5 {
         named.push(format!("and {} more", pids.len() - 5));
     }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     let why = if root {
         "the kernel refuses it even to root (its ptrace access check fails, as for a task in another user namespace or one marked undumpable); a fact of this kernel, not of tacho's rights"
     } else {

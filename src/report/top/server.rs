@@ -102,9 +102,7 @@ const LISTEN_QUEUE: libc::c_int = 1024;
 /// Listens again with [`LISTEN_QUEUE`] (Linux takes a second listen() as a new backlog);
 /// on failure the first backlog simply stays.
 fn deepen_queue(listener: &TcpListener) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: listen() on a descriptor this listener owns; it touches no memory.
-    let _ = unsafe { libc::listen(listener.as_raw_fd(), LISTEN_QUEUE) };
+    let _ = rustix::net::listen(listener, LISTEN_QUEUE);
 }
 
 /// A connection being served.
@@ -192,17 +190,9 @@ fn admit(slots: &Mutex<Slots>, stream: &Arc<TcpStream>, cap: usize) -> Option<u6
 /// At most [`MAX_CONNECTIONS`], and at most half the open-file limit, so that running out of
 /// descriptors is met by closing idle connections rather than by failing to accept.
 fn connection_cap() -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes only into the struct it is given.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0;
-    let half = if ok {
-        usize::try_from(lim.rlim_cur / 2).unwrap_or(usize::MAX)
-    } else {
-        MAX_CONNECTIONS
-    };
+    // None: unlimited (RLIM_INFINITY).
+    let current = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    let half = usize::try_from(current.unwrap_or(u64::MAX) / 2).unwrap_or(usize::MAX);
     half.clamp(1, MAX_CONNECTIONS)
 }
 
