@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 
 use crate::cli::DiffArgs;
+use crate::kernel::SysRoot;
 use crate::report::diff::{write_json as write_diff_json, write_text as write_diff_text};
 use crate::snapshot::diff::{Side, compare};
 
@@ -16,8 +17,9 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
             "both sides are live; give at least one snapshot file, e.g. tacho diff old.json live"
         );
     }
-    let a = Side::load(&args.a)?;
-    let b = Side::load(&args.b)?;
+    let root = SysRoot::real();
+    let a = Side::load(&args.a, &root)?;
+    let b = Side::load(&args.b, &root)?;
     let diffs = compare(&a.values, &b.values);
     let mut stdout = std::io::stdout().lock();
     if args.json {

@@ -3,6 +3,7 @@
 //! folded stacks or a flame graph.
 
 use crate::cli::ProfileArgs;
+use crate::kernel::SysRoot;
 use crate::profile::Filter;
 use crate::profile::quick::{STEP, Session};
 use crate::report::profile as show;
@@ -17,8 +18,9 @@ use std::time::{Duration, Instant};
 const CLEAR: &str = "\x1b[H\x1b[2J";
 
 pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
+    let root = SysRoot::real();
     if let Some(pid) = args.pid
-        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !root.proc.join(pid.to_string()).exists()
     {
         return Err(anyhow!(
             "--pid {pid}: no such process; check the id with ps -e"
@@ -29,7 +31,7 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
             .with_context(|| format!("cannot write --svg {}", path.display()))?;
     }
     let mut session =
-        Session::start(args.frequency, Filter { pid: args.pid }).map_err(|e| anyhow!(e))?;
+        Session::start(args.frequency, Filter { pid: args.pid }, root).map_err(|e| anyhow!(e))?;
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     eprintln!(

@@ -5,6 +5,7 @@
 
 use crate::bench::result::{BenchReport, TestResult};
 use crate::cli::{RecordArgs, SaveArgs};
+use crate::kernel::SysRoot;
 use crate::report::prom;
 use crate::store::{NewRun, Place, Results, Store};
 use crate::store::{RunSource, RunStatus};
@@ -30,7 +31,10 @@ impl Recorder {
         let db = if args.save.no_save {
             None
         } else {
-            let mut store = Results::open(&Place::resolve(args.save.db.db.as_deref())?)?;
+            let mut store = Results::open(
+                &Place::resolve(args.save.db.db.as_deref())?,
+                &SysRoot::real(),
+            )?;
             let id = store.begin_run(&new_run(report, args)?)?;
             Some((store, id))
         };
@@ -172,7 +176,7 @@ impl RunSaver {
         let mut run =
             crate::store::kinds::to_run(&doc, RunSource::Bench).map_err(|e| anyhow!(e))?;
         run.label = self.label;
-        let mut store = Results::open(&place)?;
+        let mut store = Results::open(&place, &SysRoot::real())?;
         let id = store.insert_run(&run)?;
         eprintln!(
             "saved as run {id} in {} (tacho runs show {id})",
@@ -186,7 +190,7 @@ impl RunSaver {
 pub fn save_document(args: &crate::cli::SaveDocArgs, doc: &serde_json::Value) -> Result<()> {
     let mut run = crate::store::kinds::to_run(doc, RunSource::Bench).map_err(|e| anyhow!(e))?;
     run.label = args.label.clone();
-    let mut store = Results::open(&Place::resolve(args.db.db.as_deref())?)?;
+    let mut store = Results::open(&Place::resolve(args.db.db.as_deref())?, &SysRoot::real())?;
     let id = store.insert_run(&run)?;
     eprintln!(
         "saved as run {id} in {} (tacho runs show {id})",
@@ -203,7 +207,7 @@ pub fn save_document(args: &crate::cli::SaveDocArgs, doc: &serde_json::Value) ->
 fn check_database(place: &Place) -> Result<()> {
     let path = match place {
         Place::File(path) => path,
-        Place::Server(_) => return Results::open(place).map(drop),
+        Place::Server(_) => return Results::open(place, &SysRoot::real()).map(drop),
     };
     if let Some(store) = Store::open_existing(path)? {
         return store.writable();

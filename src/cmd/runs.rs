@@ -3,6 +3,7 @@
 use super::output::{self, Format};
 use crate::cli::{DbArg, RunFilter, RunsCommand};
 use crate::compare;
+use crate::kernel::SysRoot;
 use crate::report::results::{self, Text};
 use crate::store::{self, Place, Results, StoredRun};
 use crate::text::Escaped;
@@ -61,7 +62,7 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
             local.display()
         )
     })?;
-    let mut server = store::pg::PgStore::connect(&url)?;
+    let mut server = store::pg::PgStore::connect(&url, SysRoot::real())?;
     let counts = server.push(&store)?;
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -100,7 +101,7 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
 /// The store, for commands that only read or remove: a missing file is not created.
 pub fn open_existing(db: &DbArg) -> Result<(Option<Results>, Place)> {
     let place = Place::resolve(db.db.as_deref())?;
-    let results = Results::open_existing(&place)?;
+    let results = Results::open_existing(&place, &SysRoot::real())?;
     // The default place is empty until the first run is saved; a named one that is missing
     // is a typo, not "no runs yet".
     if results.is_none()
@@ -272,7 +273,7 @@ fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Res
     if parsed.is_empty() {
         bail!("no runs found in the given files");
     }
-    let mut store = Results::open(&Place::resolve(db.db.as_deref())?)?;
+    let mut store = Results::open(&Place::resolve(db.db.as_deref())?, &SysRoot::real())?;
     let mut imported = Vec::new();
     for (file, run) in &parsed {
         let (id, new) = store.import_run(run)?;

@@ -10,6 +10,7 @@ use anyhow::Result;
 
 use crate::bpf::block::{BlockTracer, Dev};
 use crate::diagnose::live::sleep_until;
+use crate::kernel::SysRoot;
 use crate::report::top::latency;
 
 /// Runs the tracer until `count` intervals or a signal; `Err(reason)` when eBPF is unavailable,
@@ -33,6 +34,8 @@ pub(crate) fn run(
     }
     let width = crate::fit::stdout_width().filter(|_| !json);
     let mut stdout = crate::fit::Fit::new(std::io::stdout().lock(), width);
+    let root = SysRoot::real();
+    let device_name = |dev| device_name(&root, dev);
     let mut due = Instant::now();
     let mut done = 0u64;
     while count.is_none_or(|c| done < c) {
@@ -56,8 +59,8 @@ pub(crate) fn run(
 }
 
 /// The kernel's name of a block device (`/sys/dev/block/M:m` links to it), else "M:m".
-fn device_name(dev: Dev) -> String {
-    std::fs::read_link(format!("/sys/dev/block/{}:{}", dev.0, dev.1))
+fn device_name(root: &SysRoot, dev: Dev) -> String {
+    std::fs::read_link(root.sys.join(format!("dev/block/{}:{}", dev.0, dev.1)))
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| format!("{}:{}", dev.0, dev.1))

@@ -66,7 +66,7 @@ fn latest_runs(host: Option<&str>) -> anyhow::Result<Vec<StoredRun>> {
     let Some(host) = host else {
         return Ok(Vec::new());
     };
-    let Some(mut store) = Results::open_existing(&Place::resolve(None)?)? else {
+    let Some(mut store) = Results::open_existing(&Place::resolve(None)?, &SysRoot::real())? else {
         return Ok(Vec::new());
     };
     let mut latest: BTreeMap<(&str, Option<String>), i64> = BTreeMap::new();

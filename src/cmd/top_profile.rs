@@ -3,6 +3,7 @@
 //! CPU says which functions take the time. At most once a minute: a profile pauses sampling.
 
 use crate::diagnose::model::TopSample;
+use crate::kernel::SysRoot;
 use crate::profile::quick::profile_for;
 use crate::text::Escaped;
 use std::io::Write;
@@ -44,7 +45,7 @@ impl OnCpuVerdict {
             return Ok(());
         }
         self.last = Some(Instant::now());
-        match profile_for(PROFILE_TIME, 99, stop) {
+        match profile_for(PROFILE_TIME, 99, SysRoot::real(), stop) {
             Ok(None) => {}
             Ok(Some(p)) => {
                 writeln!(

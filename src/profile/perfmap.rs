@@ -5,6 +5,7 @@
 //! owned by the process's own user is read; it is opened with `O_NONBLOCK | O_NOFOLLOW`,
 //! checked on the descriptor, and read (never mapped) up to [`MAX_BYTES`].
 
+use crate::kernel::SysRoot;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -30,10 +31,11 @@ impl PerfMap {
 
 /// The perf map of process `pid`, as the process sees `/tmp`; `None` when it has none, or
 /// when what is there is not a regular file of the process's user of at most [`MAX_BYTES`].
-pub fn load(pid: u32) -> Option<PerfMap> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+pub fn load(root: &SysRoot, pid: u32) -> Option<PerfMap> {
+    let proc = root.proc.join(pid.to_string());
+    let status = std::fs::read_to_string(proc.join("status")).ok()?;
     let (ns_pid, uid) = ns_pid_and_uid(&status)?;
-    let path = format!("/proc/{pid}/root/tmp/perf-{ns_pid}.map");
+    let path = proc.join(format!("root/tmp/perf-{ns_pid}.map"));
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
@@ -99,6 +101,28 @@ mod tests {
         assert_eq!(map.find(0x3000), Some("at"));
         assert_eq!(map.find(0x3001), None);
         assert_eq!(map.find(0x10), None);
+    }
+
+    /// The map is found as the process sees /tmp, under the root's /proc, by the process's
+    /// own id in its pid namespace, and only when its owner is the process's user.
+    #[test]
+    fn the_map_is_read_under_the_roots_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::under(dir.path());
+        let uid = rustix::process::geteuid().as_raw();
+        let status =
+            |uid: u32| format!("Name:\tjava\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nNStgid:\t4242\t7\n");
+        crate::kernel::fixture::write(dir.path(), "proc/4242/status", &status(uid));
+        crate::kernel::fixture::write(
+            dir.path(),
+            "proc/4242/root/tmp/perf-7.map",
+            "1000 10 jit_a\n",
+        );
+        let map = load(&root, 4242).expect("the fixture's map");
+        assert_eq!(map.find(0x1008), Some("jit_a"));
+        assert!(load(&root, 4243).is_none(), "no such process");
+        crate::kernel::fixture::write(dir.path(), "proc/4242/status", &status(uid + 1));
+        assert!(load(&root, 4242).is_none(), "another user's file");
     }
 
     #[test]

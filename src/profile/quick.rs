@@ -5,6 +5,7 @@
 use super::sampler::{self, Sampler, Stacks, StartError};
 use super::symbols::{Frames, NAMING_LIMIT, Namer, Naming};
 use super::{Filter, Profile};
+use crate::kernel::SysRoot;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -22,20 +23,23 @@ pub struct Session {
     comms: HashMap<u32, String>,
     namer: Namer,
     frames: Frames,
+    root: SysRoot,
 }
 
 impl Session {
-    /// Starts sampling every CPU at `hz`.
-    pub fn start(hz: u64, filter: Filter) -> Result<Session, StartError> {
+    /// Starts sampling every CPU at `hz`; processes are named and their files found under
+    /// `root`.
+    pub fn start(hz: u64, filter: Filter, root: SysRoot) -> Result<Session, StartError> {
         Ok(Session {
-            sampler: Sampler::start(hz)?,
+            sampler: Sampler::start(hz, &root)?,
             start: Instant::now(),
             hz,
             filter,
             stacks: Stacks::new(),
             comms: HashMap::new(),
-            namer: Namer::start(),
+            namer: Namer::start(root.clone()),
             frames: Frames::new(),
+            root,
         })
     }
 
@@ -50,7 +54,9 @@ impl Session {
         let mut batch = Vec::new();
         self.sampler.drain(&mut batch);
         for s in &batch {
-            self.comms.entry(s.pid).or_insert_with(|| comm(s.pid));
+            self.comms
+                .entry(s.pid)
+                .or_insert_with(|| comm(&self.root, s.pid));
         }
         sampler::count(batch, &mut self.stacks);
     }
@@ -87,9 +93,10 @@ impl Session {
 pub fn profile_for(
     duration: Duration,
     hz: u64,
+    root: SysRoot,
     stop: &AtomicBool,
 ) -> Result<Option<Profile>, StartError> {
-    let mut session = Session::start(hz, Filter { pid: None })?;
+    let mut session = Session::start(hz, Filter { pid: None }, root)?;
     while session.elapsed() < duration {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(None);
@@ -100,8 +107,22 @@ pub fn profile_for(
     Ok(session.profile(stop))
 }
 
-fn comm(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+fn comm(root: &SysRoot, pid: u32) -> String {
+    std::fs::read_to_string(root.proc.join(format!("{pid}/comm")))
         .map(|c| c.trim_end_matches('\n').to_owned())
         .unwrap_or_else(|_| format!("pid {pid}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_names_come_from_the_roots_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::under(dir.path());
+        crate::kernel::fixture::write(dir.path(), "proc/42/comm", "postgres\n");
+        assert_eq!(comm(&root, 42), "postgres");
+        assert_eq!(comm(&root, 43), "pid 43");
+    }
 }

@@ -5,6 +5,7 @@
 //! (ip, pid/tid, call chain) and `PERF_RECORD_LOST` are asked for, and the well-kept crates
 //! for this (`perf-event2`) do not expose call chains from all-CPU sampling.
 
+use crate::kernel::SysRoot;
 use crate::mapping::Mapping;
 use perf_event_open_sys::bindings as sys;
 use std::collections::HashMap;
@@ -61,12 +62,12 @@ struct Ring {
 }
 
 impl Sampler {
-    /// Opens a CPU-clock sampling event at `hz` on every online CPU.
-    pub fn start(hz: u64) -> Result<Sampler, StartError> {
-        let cpus = online_cpus();
+    /// Opens a CPU-clock sampling event at `hz` on every CPU online under `root`.
+    pub fn start(hz: u64, root: &SysRoot) -> Result<Sampler, StartError> {
+        let cpus = online_cpus(root);
         let mut rings = Vec::new();
         for cpu in cpus {
-            rings.push(open(cpu, hz)?);
+            rings.push(open(cpu, hz, root)?);
         }
         Ok(Sampler { rings, lost: 0 })
     }
@@ -80,8 +81,9 @@ impl Sampler {
     }
 }
 
-fn online_cpus() -> Vec<i32> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+fn online_cpus(root: &SysRoot) -> Vec<i32> {
+    let text =
+        std::fs::read_to_string(root.sys.join("devices/system/cpu/online")).unwrap_or_default();
     let mut out = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
@@ -95,7 +97,7 @@ fn online_cpus() -> Vec<i32> {
     out
 }
 
-fn open(cpu: i32, hz: u64) -> Result<Ring, StartError> {
+fn open(cpu: i32, hz: u64, root: &SysRoot) -> Result<Ring, StartError> {
     let mut attr = sys::perf_event_attr {
         type_: sys::PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<sys::perf_event_attr>() as u32,
@@ -123,7 +125,7 @@ fn open(cpu: i32, hz: u64) -> Result<Ring, StartError> {
         let err = std::io::Error::last_os_error();
         return Err(match err.raw_os_error() {
             Some(libc::EACCES) | Some(libc::EPERM) => StartError::Denied {
-                paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                paranoid: std::fs::read_to_string(root.proc.join("sys/kernel/perf_event_paranoid"))
                     .map(|s| s.trim().to_owned())
                     .unwrap_or_else(|_| "unknown".into()),
             },
@@ -241,6 +243,16 @@ pub fn count(samples: Vec<Sample>, stacks: &mut Stacks) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::fixture;
+
+    #[test]
+    fn the_cpus_sampled_are_those_online_under_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::under(dir.path());
+        assert_eq!(online_cpus(&root), vec![0], "unreadable: CPU 0 alone");
+        fixture::write(dir.path(), "sys/devices/system/cpu/online", "0-2,5\n");
+        assert_eq!(online_cpus(&root), vec![0, 1, 2, 5]);
+    }
 
     fn record(kind: u32, body: &[u64]) -> Vec<u8> {
         let mut r = Vec::new();

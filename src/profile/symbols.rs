@@ -11,6 +11,8 @@
 
 use super::perfmap::{self, PerfMap};
 use super::sampler::Stacks;
+use crate::kernel::SysRoot;
+use blazesym::MaybeDefault;
 use blazesym::symbolize::source::{Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use std::collections::{BTreeSet, HashMap};
@@ -71,8 +73,9 @@ pub struct Namer {
 }
 
 impl Namer {
-    /// Starts the naming thread.
-    pub fn start() -> Namer {
+    /// Starts the naming thread, which finds the kernel's symbols and processes' mappings and
+    /// perf maps under `root`.
+    pub fn start(root: SysRoot) -> Namer {
         let (requests, inbox) = mpsc::channel::<Request>();
         let (outbox, answers) = mpsc::channel();
         std::thread::spawn(move || {
@@ -81,9 +84,9 @@ impl Namer {
             for (kernel, user) in inbox {
                 let mut out = Frames::new();
                 if !kernel.is_empty() {
-                    name_kernel(&symbolizer, &kernel, &mut out);
+                    name_kernel(&symbolizer, &root, &kernel, &mut out);
                 }
-                name_user(&symbolizer, &mut perf_maps, user, &mut out);
+                name_user(&symbolizer, &root, &mut perf_maps, user, &mut out);
                 if outbox.send(out).is_err() {
                     break;
                 }
@@ -148,8 +151,17 @@ impl Namer {
     }
 }
 
-fn name_kernel(symbolizer: &Symbolizer, kernel: &[u64], out: &mut Frames) {
-    let source = Source::Kernel(Kernel::default());
+fn name_kernel(symbolizer: &Symbolizer, root: &SysRoot, kernel: &[u64], out: &mut Frames) {
+    // Named only when it opens: blazesym fails the whole lookup on a kallsyms it was given
+    // and cannot read, where it would try a vmlinux file instead had it found none.
+    let kallsyms = root.proc.join("kallsyms");
+    let source = Source::Kernel(Kernel {
+        kallsyms: match std::fs::File::open(&kallsyms) {
+            Ok(_) => MaybeDefault::Some(kallsyms),
+            Err(_) => MaybeDefault::None,
+        },
+        ..Kernel::default()
+    });
     let names = symbolizer
         .symbolize(&source, Input::AbsAddr(kernel))
         .unwrap_or_default();
@@ -174,6 +186,7 @@ fn name_kernel(symbolizer: &Symbolizer, kernel: &[u64], out: &mut Frames) {
 
 fn name_user(
     symbolizer: &Symbolizer,
+    root: &SysRoot,
     perf_maps: &mut HashMap<u32, Option<PerfMap>>,
     user: HashMap<u32, BTreeSet<u64>>,
     out: &mut Frames,
@@ -186,14 +199,14 @@ fn name_user(
         let names = symbolizer
             .symbolize(&Source::Process(process), Input::AbsAddr(&addrs))
             .unwrap_or_default();
-        let maps = read_maps(pid);
+        let maps = read_maps(root, pid);
         for (i, &addr) in addrs.iter().enumerate() {
             let mapping = maps.iter().find(|m| m.start <= addr && addr < m.end);
             // A perf map's functions lie in anonymous JIT memory.
             let jit = match mapping {
                 None | Some(Mapping { path: None, .. }) => perf_maps
                     .entry(pid)
-                    .or_insert_with(|| perfmap::load(pid))
+                    .or_insert_with(|| perfmap::load(root, pid))
                     .as_ref()
                     .and_then(|m| m.find(addr)),
                 Some(_) => None,
@@ -256,8 +269,8 @@ pub struct Mapping {
     pub path: Option<String>,
 }
 
-fn read_maps(pid: u32) -> Vec<Mapping> {
-    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+fn read_maps(root: &SysRoot, pid: u32) -> Vec<Mapping> {
+    std::fs::read_to_string(root.proc.join(format!("{pid}/maps")))
         .map(|t| parse_maps(&t))
         .unwrap_or_default()
 }
@@ -294,6 +307,22 @@ mod tests {
         assert_eq!(maps[0].offset, 0x1000);
         assert_eq!(maps[0].path.as_deref(), Some("/tmp/app"));
         assert_eq!(maps[1].path, None);
+    }
+
+    #[test]
+    fn mappings_come_from_the_roots_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::under(dir.path());
+        crate::kernel::fixture::write(
+            dir.path(),
+            "proc/42/maps",
+            "1000-2000 r-xp 00000000 fd:00 1 /usr/bin/app\n",
+        );
+        assert_eq!(
+            read_maps(&root, 42)[0].path.as_deref(),
+            Some("/usr/bin/app")
+        );
+        assert!(read_maps(&root, 43).is_empty());
     }
 
     proptest::proptest! {

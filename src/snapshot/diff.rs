@@ -29,10 +29,10 @@ pub struct Side {
 }
 
 impl Side {
-    /// `live` captures this machine; anything else is a snapshot file.
-    pub fn load(arg: &str) -> Result<Side> {
+    /// `live` captures the machine under `root`; anything else is a snapshot file.
+    pub fn load(arg: &str, root: &SysRoot) -> Result<Side> {
         let doc = if arg == "live" {
-            serde_json::to_value(Snapshot::capture(&SysRoot::real()))?
+            serde_json::to_value(Snapshot::capture(root))?
         } else {
             read_file(Path::new(arg))?
         };

@@ -4,6 +4,7 @@
 #[cfg(feature = "pg")]
 use super::pg::{self, PgStore};
 use super::{NewRun, RunKind, RunStatus, RunSummary, Store, StoredRun};
+use crate::kernel::SysRoot;
 use anyhow::{Result, bail};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -86,23 +87,27 @@ pub enum Results {
 
 impl Results {
     /// Opens for writing: a local file is created if needed, a server's tables migrated.
-    pub fn open(place: &Place) -> Result<Results> {
+    /// `root` is where this machine's /proc is: a run being saved is marked with the process
+    /// saving it, and a reader here tells one whose process is gone (`abandoned`).
+    pub fn open(place: &Place, root: &SysRoot) -> Result<Results> {
         Ok(match place {
-            Place::File(p) => Results::Local(Store::open(p)?),
+            Place::File(p) => Results::Local(Store::open(p)?.with_sys_root(root.clone())),
             #[cfg(feature = "pg")]
-            Place::Server(url) => Results::Shared(PgStore::connect(url)?),
+            Place::Server(url) => Results::Shared(PgStore::connect(url, root.clone())?),
             #[cfg(not(feature = "pg"))]
             Place::Server(_) => return Err(no_pg()),
         })
     }
 
     /// Opens for reading what is there: `Ok(None)` when a local file does not exist yet (a
-    /// server is always there, or its error says why not).
-    pub fn open_existing(place: &Place) -> Result<Option<Results>> {
+    /// server is always there, or its error says why not). `root` as for [`Results::open`].
+    pub fn open_existing(place: &Place, root: &SysRoot) -> Result<Option<Results>> {
         Ok(match place {
-            Place::File(p) => Store::open_existing(p)?.map(Results::Local),
+            Place::File(p) => {
+                Store::open_existing(p)?.map(|s| Results::Local(s.with_sys_root(root.clone())))
+            }
             #[cfg(feature = "pg")]
-            Place::Server(url) => Some(Results::Shared(PgStore::connect(url)?)),
+            Place::Server(url) => Some(Results::Shared(PgStore::connect(url, root.clone())?)),
             #[cfg(not(feature = "pg"))]
             Place::Server(_) => return Err(no_pg()),
         })
@@ -253,8 +258,8 @@ mod tests {
     fn without_pg_a_server_names_the_feature() {
         let place = Place::Server("postgres://u:secret@db.example/results".into());
         for e in [
-            Results::open(&place).err(),
-            Results::open_existing(&place).err(),
+            Results::open(&place, &SysRoot::real()).err(),
+            Results::open_existing(&place, &SysRoot::real()).err(),
         ] {
             let e = e.expect("refused").to_string();
             assert!(e.contains("built without the `pg` feature"), "{e}");

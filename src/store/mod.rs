@@ -178,9 +178,8 @@ impl Store {
         })
     }
 
-    /// The same store, judging which saving processes are alive under `root` (tests point it
-    /// at a fixture tree).
-    #[cfg(test)]
+    /// The same store, marking runs with their saving process and judging which are alive
+    /// under `root` (the caller's: `Results::open`, or a test's fixture tree).
     pub fn with_sys_root(mut self, root: SysRoot) -> Store {
         self.root = root;
         self

@@ -14,6 +14,7 @@ mod pgpass;
 mod runs;
 
 use super::{RawRun, Store};
+use crate::kernel::SysRoot;
 use anyhow::{Result, anyhow, bail};
 use connect::Target;
 pub use connect::redact;
@@ -69,6 +70,9 @@ pub struct PgStore {
     client: Client,
     /// The URL without its password, for messages.
     shown: String,
+    /// Where this machine's /proc is (given by the caller): a `running` run is marked with
+    /// the process saving it, and one saved from here is `abandoned` once that process is gone.
+    root: SysRoot,
 }
 
 /// What `runs push` did.
@@ -85,8 +89,9 @@ pub struct PushCounts {
 }
 
 impl PgStore {
-    /// Connects to `url` and migrates the schema; errors are one line naming the fix.
-    pub fn connect(url: &str) -> Result<PgStore> {
+    /// Connects to `url` and migrates the schema; errors are one line naming the fix. `root`
+    /// is where this machine's /proc is.
+    pub fn connect(url: &str, root: SysRoot) -> Result<PgStore> {
         let (mut client, shown) = Target::parse(url)?.connect()?;
         migrate(&mut client).map_err(|e| {
             anyhow!(
@@ -94,7 +99,11 @@ impl PgStore {
                 error_chain(&e)
             )
         })?;
-        Ok(PgStore { client, shown })
+        Ok(PgStore {
+            client,
+            shown,
+            root,
+        })
     }
 
     /// The server's URL without its password, for messages.

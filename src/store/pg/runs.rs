@@ -31,12 +31,11 @@ impl PgStore {
                 &[],
             )
             .map_err(|e| self.fail(&e))?;
-        let root = SysRoot::real();
         rows.iter()
             .map(|row| {
                 let run = raw(row);
                 let tests: i64 = row.get(16);
-                let stored = run.stored(status(&root, &run), Vec::new())?;
+                let stored = run.stored(status(&self.root, &run), Vec::new())?;
                 Ok(RunSummary::of(
                     &stored,
                     run.hostname.clone(),
@@ -109,7 +108,7 @@ impl PgStore {
             .collect();
         tx.commit().map_err(|e| fail(&self.shown, &e))?;
         let run = raw(&row);
-        run.stored(status(&SysRoot::real(), &run), tests)
+        run.stored(status(&self.root, &run), tests)
     }
 
     /// Saves a whole run in one transaction unless a run with its run id is already here:
@@ -140,7 +139,7 @@ impl PgStore {
         let mut run = run.clone();
         run.tests.clear();
         run.status = RunStatus::Running;
-        let owner = process::identity(&SysRoot::real(), std::process::id());
+        let owner = process::identity(&self.root, std::process::id());
         let shown = self.shown.clone();
         let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
         let id = insert_row(&mut tx, &run, owner.as_deref()).map_err(|e| fail(&shown, &e))?;
