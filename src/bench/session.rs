@@ -28,7 +28,7 @@ use crate::kernel::tunables::Tunables;
 use crate::kernel::{SysRoot, blockdev};
 use crate::warning::{Code, Warning};
 
-/// What the command line resolved: the run's inputs, nothing of clap.
+/// What the command line resolved: the run's inputs, none of the argument parser's types.
 #[derive(Debug, Clone)]
 pub struct Request {
     /// The target given (a fio job file's own filename/directory wins).

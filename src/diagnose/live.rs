@@ -343,14 +343,19 @@ mod tests {
         assert!(got.iter().all(|s| s.is_ok()));
     }
 
-    #[test]
-    fn totals_start_when_accumulation_is_switched_on_and_stop_when_off() {
+    /// Two samples of the fixture, its devices and the options to model them with.
+    fn pair() -> (Sample, Sample, Devices, ModelOptions) {
         let root = SysRoot::new(format!("{FIX}/a/proc"), format!("{FIX}/sys"));
         let mut sampler = Sampler::new(root).unwrap();
         let opts = ModelOptions::for_this_host(5, SortKey::Io, None);
         let a = sampler.sample().unwrap();
         let b = sampler.sample().unwrap();
-        let devices = sampler.devices().clone();
+        (a, b, sampler.devices().clone(), opts)
+    }
+
+    #[test]
+    fn totals_start_when_accumulation_is_switched_on_and_stop_when_off() {
+        let (a, b, devices, opts) = pair();
         let mut p = Pipeline::new(false);
         let step = |p: &mut Pipeline| p.step((&a, &b), &devices, &opts, Connections::Sampled);
         assert!(step(&mut p).accumulated.is_none());
@@ -362,12 +367,7 @@ mod tests {
 
     #[test]
     fn recorded_connections_replace_the_sampled_ones() {
-        let root = SysRoot::new(format!("{FIX}/a/proc"), format!("{FIX}/sys"));
-        let mut sampler = Sampler::new(root).unwrap();
-        let opts = ModelOptions::for_this_host(5, SortKey::Io, None);
-        let a = sampler.sample().unwrap();
-        let b = sampler.sample().unwrap();
-        let devices = sampler.devices().clone();
+        let (a, b, devices, opts) = pair();
         let kept = Conns::default();
         let mut p = Pipeline::new(false);
         let s = p.step(

@@ -440,24 +440,34 @@ while True:
     drop(procs);
 }
 
+/// `top --accumulate` once its first sample is in, or `None` (skipped) where exit accounting
+/// is unavailable: it needs root, and as another user the note says so.
+fn accumulating_with_exits(test: &str) -> Option<Top> {
+    let top = Top::start(&["--accumulate"]);
+    let first = top.wait_for("a first sample", |_| true);
+    let no_exits = first["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("exit between samples"));
+    if no_exits {
+        skip(&format!(
+            "{test}: exit accounting unavailable here (needs root)"
+        ));
+        return None;
+    }
+    Some(top)
+}
+
 #[test]
 fn a_writer_that_exits_mid_interval_keeps_its_bytes() {
     const SIZE: u64 = 64 << 20;
     let Some(dev) = LoopDev::new("culprit_exited", SIZE) else {
         return;
     };
-    let top = Top::start(&["--accumulate"]);
-    // Exit accounting needs root; as another user the note says so and this cannot pass.
-    let first = top.wait_for("a first sample", |_| true);
-    if first["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|n| n.as_str().unwrap().contains("exit between samples"))
-    {
-        skip("culprit_exited: exit accounting unavailable here (needs root)");
+    let Some(top) = accumulating_with_exits("culprit_exited") else {
         return;
-    }
+    };
     let child = writer(&dev, SIZE, 0.3)
         .stdout(Stdio::piped())
         .spawn()
@@ -710,17 +720,9 @@ fn high_system_time_points_at_tacho_profile() {
 /// exited)` in a verdict, while the live processes beside it showed `\xff`).
 #[test]
 fn a_process_that_exits_mid_interval_keeps_a_name_that_is_not_utf8() {
-    let top = Top::start(&["--accumulate"]);
-    let first = top.wait_for("a first sample", |_| true);
-    if first["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|n| n.as_str().unwrap().contains("exit between samples"))
-    {
-        skip("culprit_exited_name: exit accounting unavailable here (needs root)");
+    let Some(top) = accumulating_with_exits("culprit_exited_name") else {
         return;
-    }
+    };
     // Renames itself, burns 0.3 s of CPU and exits, inside one 1 s interval.
     let script = "import ctypes, time\n\
                   ctypes.CDLL(None).prctl(15, b'gone\\xff\\xfe', 0, 0, 0)\n\

@@ -233,7 +233,6 @@ mod tests {
         use crate::diagnose::model::accumulate::{
             Accumulated, AccumulatedProcess, AccumulatedService,
         };
-        use crate::diagnose::model::conns::{ConnGroup, Conns};
         use crate::diagnose::model::process::{Cgroup, CgroupDevice};
         let mut s = fixture_top_sample();
         s.time_unix_s = 1795573250.7573602;
@@ -264,36 +263,8 @@ mod tests {
                 dbytes_per_s: 0.0,
             }],
         }];
-        let group = |key: &str, pid| ConnGroup {
-            key: key.into(),
-            key_hex: None,
-            pid,
-            unit: None,
-            connections: 2,
-            tx_bytes_per_s: 1000.0,
-            rx_bytes_per_s: 10.0,
-            tx_share_pct: 75.0,
-            segs_out: 400,
-            retrans: 8,
-        };
-        s.connections = Some(Conns {
-            established: 3,
-            tx_bytes_per_s: 1333.0,
-            rx_bytes_per_s: 10.0,
-            top: Vec::new(),
-            by_remote: vec![group("10.0.0.5:5432", None)],
-            by_process: vec![group("php-fpm (pid 3111)", Some(3111))],
-            by_service: vec![group("php-fpm.service", None)],
-            owners_unknown: 1,
-        });
-        let mut c = crate::net::dns::DnsCounts {
-            queries: 4,
-            answers: 4,
-            ..Default::default()
-        };
-        c.rcodes.insert("NXDOMAIN".into(), 3);
-        c.qtypes.insert("AAAA".into(), 4);
-        let mut dns = crate::diagnose::model::dns::between(&c, 2.0);
+        s.connections = Some(php_fpm_conns(1));
+        let mut dns = crate::diagnose::model::dns::between(&dns_counts(), 2.0);
         (dns.response_p50_ms, dns.response_p90_ms) = (Some(1.5), Some(20.0));
         dns.response_p99_ms = Some(250.0);
         s.dns = Some(dns);
@@ -373,10 +344,9 @@ mod tests {
         assert_eq!(types.count(), 1);
     }
 
-    #[test]
-    fn connections_and_dns_are_exported_by_group_and_code() {
+    /// A php-fpm talking to its database: one group by peer, process and service.
+    fn php_fpm_conns(owners_unknown: usize) -> crate::diagnose::model::conns::Conns {
         use crate::diagnose::model::conns::{ConnGroup, Conns};
-        let mut s = fixture_top_sample();
         let group = |key: &str, pid| ConnGroup {
             key: key.into(),
             key_hex: None,
@@ -389,7 +359,7 @@ mod tests {
             segs_out: 400,
             retrans: 8,
         };
-        s.connections = Some(Conns {
+        Conns {
             established: 3,
             tx_bytes_per_s: 1333.0,
             rx_bytes_per_s: 10.0,
@@ -397,8 +367,12 @@ mod tests {
             by_remote: vec![group("10.0.0.5:5432", None)],
             by_process: vec![group("php-fpm (pid 3111)", Some(3111))],
             by_service: vec![group("php-fpm.service", None)],
-            owners_unknown: 0,
-        });
+            owners_unknown,
+        }
+    }
+
+    /// Four AAAA queries, three answered NXDOMAIN.
+    fn dns_counts() -> crate::net::dns::DnsCounts {
         let mut c = crate::net::dns::DnsCounts {
             queries: 4,
             answers: 4,
@@ -406,7 +380,14 @@ mod tests {
         };
         c.rcodes.insert("NXDOMAIN".into(), 3);
         c.qtypes.insert("AAAA".into(), 4);
-        s.dns = Some(crate::diagnose::model::dns::between(&c, 2.0));
+        c
+    }
+
+    #[test]
+    fn connections_and_dns_are_exported_by_group_and_code() {
+        let mut s = fixture_top_sample();
+        s.connections = Some(php_fpm_conns(0));
+        s.dns = Some(crate::diagnose::model::dns::between(&dns_counts(), 2.0));
         let text = render(&s);
         for line in [
             "tacho_tcp_established 3\n",
