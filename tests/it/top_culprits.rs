@@ -459,6 +459,24 @@ fn accumulating_with_exits(test: &str) -> Option<Top> {
     Some(top)
 }
 
+/// The totals' row of `pid`, once a sample shows it exited.
+fn exited_in_totals(top: &Top, pid: u64) -> Value {
+    let s = top.wait_for("the exited process in the totals", |s| {
+        s["accumulated"]["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["pid"] == pid && p["exited"] == true)
+    });
+    s["accumulated"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap()
+        .clone()
+}
+
 #[test]
 fn a_writer_that_exits_mid_interval_keeps_its_bytes() {
     const SIZE: u64 = 64 << 20;
@@ -478,19 +496,7 @@ fn a_writer_that_exits_mid_interval_keeps_its_bytes() {
     let written: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!(written > 0);
     // The writer lived 0.3 s inside one 1 s interval: /proc never showed it to a sample.
-    let s = top.wait_for("the exited writer in the totals", |s| {
-        s["accumulated"]["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["pid"] == pid && p["exited"] == true)
-    });
-    let p = s["accumulated"]["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["pid"] == pid)
-        .unwrap();
+    let p = exited_in_totals(&top, pid);
     assert_eq!(p["comm"], "python3");
     // Direct writes are counted when submitted: the record has them all, and no more than
     // the interpreter's own few.
@@ -735,19 +741,7 @@ fn a_process_that_exits_mid_interval_keeps_a_name_that_is_not_utf8() {
         .expect("cannot start python3");
     let pid = u64::from(child.id());
     assert!(child.wait_with_output().unwrap().status.success());
-    let s = top.wait_for("the exited process in the totals", |s| {
-        s["accumulated"]["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["pid"] == pid && p["exited"] == true)
-    });
-    let p = s["accumulated"]["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["pid"] == pid)
-        .unwrap();
+    let p = exited_in_totals(&top, pid);
     assert_eq!(p["comm_hex"], "676f6e65fffe", "{p:#}");
     assert!(!p["comm"].as_str().unwrap().is_empty(), "{p:#}");
 }
