@@ -39,3 +39,4 @@ pub(crate) mod totals;
 pub(crate) mod tui;
 pub mod units;
 pub(crate) mod warning;
+pub(crate) mod words;

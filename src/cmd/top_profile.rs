@@ -3,6 +3,7 @@
 //! CPU says which functions take the time. At most once a minute: a profile pauses sampling.
 
 use crate::diagnose::model::TopSample;
+use crate::diagnose::model::finding::Code;
 use crate::kernel::SysRoot;
 use crate::profile::quick::profile_for;
 use crate::text::Escaped;
@@ -11,11 +12,11 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// Verdicts a profile explains.
-const CPU_CODES: [&str; 4] = [
-    "cpu_saturated",
-    "cpu_system_high",
-    "softirq_one_cpu",
-    "compaction_stalls",
+const CPU_CODES: [Code; 4] = [
+    Code::CpuSaturated,
+    Code::CpuSystemHigh,
+    Code::SoftirqOneCpu,
+    Code::CompactionStalls,
 ];
 const PROFILE_TIME: Duration = Duration::from_secs(2);
 const AT_MOST_EVERY: Duration = Duration::from_secs(60);

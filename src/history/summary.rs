@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::diagnose::findings::Severity;
+use crate::diagnose::findings::{Code, Severity};
 use crate::diagnose::live::{Connections, Pipeline};
 use crate::diagnose::model::{self, SortKey, TopSample};
 use crate::history::{History, Record};
@@ -59,7 +59,7 @@ pub struct Summary {
 #[derive(Debug, Clone, Serialize)]
 pub struct FindingSpan {
     /// The finding's stable code (`disk_saturated`, …).
-    pub code: &'static str,
+    pub code: Code,
     /// Its worst severity in the span.
     pub severity: Severity,
     /// What it is about (a device, `cpu`, `memory`).
@@ -213,7 +213,7 @@ struct Accumulator {
     covered_s: f64,
     spans: Vec<FindingSpan>,
     /// Index in `spans` of each (code, subject) span still open, with its last end time.
-    open: HashMap<(&'static str, String), (usize, f64)>,
+    open: HashMap<(Code, String), (usize, f64)>,
     disks: HashMap<String, DiskTotal>,
     device_write_bytes: u64,
     process_write_bytes: u64,

@@ -2,7 +2,7 @@ use super::*;
 use crate::diagnose::findings::tests::fixture_top_sample;
 use crate::diagnose::model::Disk;
 use crate::diagnose::model::accumulate::{Accumulated, AccumulatedProcess};
-use crate::diagnose::model::finding::{Finding, Severity};
+use crate::diagnose::model::finding::{Code, Finding, Severity};
 use crate::diagnose::sample::devices::DeviceInfo;
 use crate::kernel::blockdev::DeviceKind;
 use ratatui::Terminal;
@@ -269,7 +269,7 @@ fn a_long_verdict_wraps_whole_at_80_columns() {
     s.findings.insert(
         0,
         Finding {
-            code: "disk_saturated",
+            code: Code::DiskSaturated,
             severity: Severity::Critical,
             subject: "vda".into(),
             message: message.into(),
@@ -290,7 +290,7 @@ fn a_long_verdict_wraps_whole_at_80_columns() {
     // Many findings on a short screen: the first whole, the rest counted, the disks still shown.
     for i in 0..6 {
         s.findings.push(Finding {
-            code: "hot_disk",
+            code: Code::HotDisk,
             severity: Severity::Warning,
             subject: format!("sd{i}"),
             message: format!("sd{i} is hot: {message}"),

@@ -1,6 +1,6 @@
 //! TCP verdicts: a peer to which segments keep being retransmitted (loss on the path).
 
-use super::Finding;
+use super::{Code, Finding};
 use crate::diagnose::model::TopSample;
 
 /// Segments sent to a peer in an interval before its retransmission share means anything.
@@ -28,6 +28,6 @@ pub(super) fn retransmits(s: &TopSample, out: &mut Vec<Finding>) {
             .and_then(|t| Some(format!(" (from {} (pid {}))", t.comm.as_deref()?, t.pid?)))
             .unwrap_or_default();
         let msg = format!("TCP retransmits to {host} at {pct:.1}%: packet loss on the path{who}");
-        out.push(Finding::warning("tcp_retransmits", &g.key, msg));
+        out.push(Finding::warning(Code::TcpRetransmits, &g.key, msg));
     }
 }

@@ -2,10 +2,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{Finding, Severity};
+use super::{Code, Finding, Severity};
 use crate::diagnose::model::TopSample;
-use crate::diagnose::model::culprits::{Attribution, Culprit};
+use crate::diagnose::model::culprits::{Attribution, Culprit, Direction};
 use crate::diagnose::model::disk::{Disk, worst_await};
+use crate::diagnose::model::groups::Kind;
 use crate::kernel::blockdev::DeviceKind;
 use crate::stats::{mad, median};
 use crate::units::format_bytes_approx;
@@ -49,7 +50,7 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
             && !d.device.virtual_disk;
         if rotational {
             if util >= ROTATIONAL_UTIL_PCT {
-                out.push(Finding::warning("disk_saturated", d.device.name.clone(), format!(
+                out.push(Finding::warning(Code::DiskSaturated, d.device.name.clone(), format!(
                         "{} is saturated: {util:.0}% busy, queue {queue:.1}{} (rotational disk: %util is the measure)",
                         label(d),
                         await_text(d),
@@ -76,17 +77,17 @@ pub fn saturation(s: &TopSample, history: &HashMap<String, VecDeque<f64>>, out: 
             }
             (None, None) => continue,
         };
-        out.push(Finding::warning("disk_saturated", d.device.name.clone(), format!(
+        out.push(Finding::warning(Code::DiskSaturated, d.device.name.clone(), format!(
                 "{} is saturated: queue {queue:.1}, {why} (%util {util:.0}% says little for a device that serves requests in parallel)",
                 label(d)
             )));
     }
     if let Some(p) = s.psi.io.as_ref().and_then(|p| p.full.as_ref())
         && p.avg10_pct >= 10.0
-        && !out.iter().any(|f| f.code == "disk_saturated")
+        && !out.iter().any(|f| f.code == Code::DiskSaturated)
     {
         out.push(Finding::warning(
-            "io_pressure",
+            Code::IoPressure,
             "io",
             format!(
                 "all running tasks were stalled on I/O {:.0}% of the last 10 s (PSI io full)",
@@ -110,14 +111,12 @@ pub fn busy(s: &TopSample, out: &mut Vec<Finding>) {
         let Some((dir, culprits)) = s.culprits.disks.get(&d.device.name) else {
             continue;
         };
-        let rate = if *dir == "writes" {
-            d.wkb_per_s
-        } else {
-            d.rkb_per_s
+        let (rate, verb) = match dir {
+            Direction::Writes => (d.wkb_per_s, "written"),
+            Direction::Reads => (d.rkb_per_s, "read"),
         };
-        let verb = if *dir == "writes" { "written" } else { "read" };
         out.push(Finding {
-            code: "disk_busy",
+            code: Code::DiskBusy,
             severity: Severity::Info,
             subject: d.device.name.clone(),
             message: format!(
@@ -135,8 +134,10 @@ pub fn busy(s: &TopSample, out: &mut Vec<Finding>) {
 pub fn blame(s: &TopSample, findings: &mut [Finding]) {
     for f in findings.iter_mut() {
         let (device, lead) = match f.code {
-            "disk_saturated" | "hot_disk" | "disk_busy" => (f.subject.clone(), String::new()),
-            "io_pressure" => match busiest_with_culprits(s) {
+            Code::DiskSaturated | Code::HotDisk | Code::DiskBusy => {
+                (f.subject.clone(), String::new())
+            }
+            Code::IoPressure => match busiest_with_culprits(s) {
                 Some(d) => (
                     d.device.name.clone(),
                     format!(
@@ -155,7 +156,7 @@ pub fn blame(s: &TopSample, findings: &mut [Finding]) {
         if culprits.is_empty() {
             continue;
         }
-        let named: Vec<String> = culprits.iter().map(|c| share_text(c, dir)).collect();
+        let named: Vec<String> = culprits.iter().map(|c| share_text(c, *dir)).collect();
         f.message = format!("{}: {lead}{}", f.message, named.join(", "));
         f.culprits.clone_from(culprits);
     }
@@ -180,7 +181,7 @@ fn busiest_with_culprits(s: &TopSample) -> Option<&Disk> {
 }
 
 /// `81% of writes from dd (pid 4242, session-3.scope)`, or `~40% of writes likely from …`.
-fn share_text(c: &Culprit, dir: &str) -> String {
+fn share_text(c: &Culprit, dir: Direction) -> String {
     match c.attribution {
         Attribution::Exact { .. } => format!("{:.0}% of {dir} from {}", c.share_pct, c.who()),
         Attribution::Likely { .. } => {
@@ -258,7 +259,7 @@ pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
                     worst = Some((
                         score,
                         Finding::warning(
-                            "hot_disk",
+                            Code::HotDisk,
                             d.device.name.clone(),
                             format!(
                                 "{}: {metric} {v:.1}{unit} vs {m:.1}{unit} for its {} peers in {} ({})",
@@ -278,11 +279,11 @@ pub fn hot_disks(s: &TopSample, out: &mut Vec<Finding>) {
     }
 }
 
-fn group_kind(kind: &str) -> &'static str {
+fn group_kind(kind: Kind) -> &'static str {
     match kind {
-        "md" => "md array",
-        "lvm" => "LVM volume group",
-        "btrfs" => "btrfs filesystem",
-        _ => "dm table",
+        Kind::Md => "md array",
+        Kind::Lvm => "LVM volume group",
+        Kind::Btrfs => "btrfs filesystem",
+        Kind::Dm => "dm table",
     }
 }

@@ -1,6 +1,6 @@
 //! DNS verdicts: a resolver that fails or stops answering a share of the queries.
 
-use super::Finding;
+use super::{Code, Finding};
 use crate::diagnose::model::TopSample;
 
 /// Answers (or lost queries) in an interval before a share means anything.
@@ -35,7 +35,7 @@ pub(super) fn failures(s: &TopSample, out: &mut Vec<Finding>) {
         "DNS: {pct:.0}% of {asked} queries failed ({failed} SERVFAIL or REFUSED, {} unanswered){worst}",
         d.unanswered
     );
-    out.push(Finding::warning("dns_failures", "dns", msg));
+    out.push(Finding::warning(Code::DnsFailures, "dns", msg));
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::diagnose::model::TopSample;
 
-pub use crate::diagnose::model::finding::{Finding, Severity};
+pub use crate::diagnose::model::finding::{Code, Finding, Severity};
 
 /// Samples of a device's await kept as its baseline (about a minute at 1 s intervals).
 const BASELINE_SAMPLES: usize = 60;

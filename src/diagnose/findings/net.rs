@@ -1,7 +1,7 @@
 //! Link verdicts: an interface near the speed the kernel reports, and errors, drops, overruns
 //! or carrier changes that keep coming.
 
-use super::Finding;
+use super::{Code, Finding};
 use crate::diagnose::model::TopSample;
 
 /// Share of the link's speed from which it is full: queues build and latency grows before
@@ -50,7 +50,7 @@ pub(super) fn saturated(s: &TopSample, out: &mut Vec<Finding>) {
             if dir == "out" {
                 msg.push_str(&top_sender(s));
             }
-            out.push(Finding::warning("link_saturated", &l.name, msg));
+            out.push(Finding::warning(Code::LinkSaturated, &l.name, msg));
         }
     }
 }
@@ -93,7 +93,7 @@ pub(super) fn errors(s: &TopSample, out: &mut Vec<Finding>) {
                     "{}: {rate:.0} {dir} errors/s — check cabling or the switch port",
                     n.name
                 );
-                out.push(Finding::warning("link_errors", &n.name, msg));
+                out.push(Finding::warning(Code::LinkErrors, &n.name, msg));
             }
         }
         for (rate, dir) in [(n.rx_drops_per_s, "rx"), (n.tx_drops_per_s, "tx")] {
@@ -102,7 +102,7 @@ pub(super) fn errors(s: &TopSample, out: &mut Vec<Finding>) {
                     "{}: {rate:.0} {dir} drops/s — the host cannot keep up (ring or queue full)",
                     n.name
                 );
-                out.push(Finding::warning("link_drops", &n.name, msg));
+                out.push(Finding::warning(Code::LinkDrops, &n.name, msg));
             }
         }
         if let Some(c) = link
@@ -115,7 +115,7 @@ pub(super) fn errors(s: &TopSample, out: &mut Vec<Finding>) {
                 c * s.interval_s,
                 s.interval_s
             );
-            out.push(Finding::warning("link_flapping", &n.name, msg));
+            out.push(Finding::warning(Code::LinkFlapping, &n.name, msg));
         }
     }
 }
@@ -153,7 +153,7 @@ mod tests {
         saturated(&s, &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].message, "eth0 at 94% of 1 Gb/s out");
-        assert_eq!(out[0].code, "link_saturated");
+        assert_eq!(out[0].code, Code::LinkSaturated);
     }
 
     #[test]
@@ -168,7 +168,7 @@ mod tests {
         s.links = vec![l];
         let mut out = Vec::new();
         errors(&s, &mut out);
-        let codes: Vec<_> = out.iter().map(|f| f.code).collect();
+        let codes: Vec<_> = out.iter().map(|f| f.code.as_str()).collect();
         assert_eq!(codes, ["link_errors", "link_drops", "link_flapping"]);
         assert_eq!(
             out[0].message,

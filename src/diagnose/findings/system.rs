@@ -1,6 +1,6 @@
 //! CPU and memory verdicts.
 
-use super::{Finding, Severity};
+use super::{Code, Finding, Severity};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::model::culprits::Culprit;
 use crate::units::format_bytes_approx as format_bytes;
@@ -75,7 +75,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
         };
         out.push(blame(
             Finding::warning(
-                "cpu_system_high",
+                Code::CpuSystemHigh,
                 "cpu",
                 format!(
                     "system time {:.0}% is above user time {:.0}%{hint}; spent by",
@@ -103,7 +103,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
             let mean = others.iter().sum::<f64>() / others.len() as f64;
             if h.split.softirq_pct >= SOFTIRQ_PCT && h.split.softirq_pct >= SOFTIRQ_FACTOR * mean {
                 out.push(Finding::warning(
-                    "softirq_one_cpu",
+                    Code::SoftirqOneCpu,
                     format!("cpu{}", h.cpu),
                     format!(
                         "cpu{} spends {:.0}% in softirq, the other CPUs {mean:.0}% on average: interrupt work lands on one CPU (check irqbalance, RPS/RSS)",
@@ -115,7 +115,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
     }
     if c.steal_pct >= STEAL_PCT {
         out.push(Finding::warning(
-            "cpu_steal",
+            Code::CpuSteal,
             "cpu",
             format!(
                 "steal {:.0}%: the hypervisor gives this VM's CPU time to other guests",
@@ -129,7 +129,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
         .all(|d| d.util_pct.unwrap_or(0.0) < 20.0 && d.aqu_sz.unwrap_or(0.0) < 1.0);
     if c.iowait_pct >= IOWAIT_PCT && disks_idle {
         out.push(Finding {
-            code: "iowait_idle_disks",
+            code: Code::IowaitIdleDisks,
             severity: Severity::Info,
             subject: "cpu".into(),
             message: format!(
@@ -142,7 +142,7 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
     if c.busy_pct() >= BUSY_PCT && s.load.runnable as usize > s.load.cpus.max(1) {
         out.push(blame(
             Finding::warning(
-                "cpu_saturated",
+                Code::CpuSaturated,
                 "cpu",
                 format!(
                     "CPUs saturated: {:.0}% busy, {} runnable threads on {} CPUs",
@@ -173,7 +173,7 @@ fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
         && p.some.avg10_pct >= PSI_MEMORY_SOME_PCT
     {
         out.push(Finding::warning(
-            "memory_pressure",
+            Code::MemoryPressure,
             "memory",
             format!(
                 "memory pressure: tasks waited for memory {:.0}% of the last 10 s ({} available)",
@@ -185,7 +185,7 @@ fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
         && (m.available_bytes as f64) < m.total_bytes as f64 * AVAILABLE_LOW_PCT / 100.0
     {
         out.push(Finding::warning(
-            "memory_low",
+            Code::MemoryLow,
             "memory",
             format!(
                 "only {} of {} memory available",
@@ -198,7 +198,7 @@ fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
     let swap_out = m.swap_out_bytes_per_s.unwrap_or(0.0);
     if swap_in + swap_out >= SWAP_BYTES_PER_S {
         out.push(Finding::warning(
-            "swapping",
+            Code::Swapping,
             "memory",
             format!(
                 "swapping: {}/s in, {}/s out",
@@ -210,7 +210,7 @@ fn memory_findings(s: &TopSample, out: &mut Vec<Finding>) {
     let stalls = s.vm_events.get("compact_stall").copied().unwrap_or(0);
     if stalls > 0 {
         out.push(Finding::warning(
-            "compaction_stalls",
+            Code::CompactionStalls,
             "memory",
             format!(
                 "{stalls} direct compaction stalls: allocations (often transparent huge pages) waited while memory was defragmented; THP defrag=defer or madvise avoids it"

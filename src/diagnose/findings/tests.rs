@@ -1,5 +1,6 @@
 use super::*;
-use crate::diagnose::model::groups::Group;
+use crate::diagnose::model::culprits::Direction;
+use crate::diagnose::model::groups::{Group, Kind};
 use crate::diagnose::model::tests::fixture_sample;
 use crate::kernel::blockdev::DeviceKind;
 
@@ -71,7 +72,7 @@ fn disk(name: &str, w_await: f64, util: f64, queue: f64) -> Disk {
     d
 }
 
-fn codes(s: &TopSample) -> Vec<&'static str> {
+fn codes(s: &TopSample) -> Vec<Code> {
     s.findings.iter().map(|f| f.code).collect()
 }
 
@@ -105,11 +106,11 @@ fn the_slow_member_of_an_md_array_is_named() {
     }
     s.groups.push(Group {
         name: "md0".into(),
-        kind: "md",
+        kind: Kind::Md,
         members: s.disks.iter().map(|d| d.device.name.clone()).collect(),
     });
     Judge::new().judge(&mut s);
-    assert_eq!(codes(&s), ["hot_disk"]);
+    assert_eq!(codes(&s), [Code::HotDisk]);
     assert_eq!(s.findings[0].subject, "sdd");
     assert_eq!(
         s.verdict,
@@ -125,7 +126,7 @@ fn peers_that_differ_by_microseconds_are_not_hot() {
     }
     s.groups.push(Group {
         name: "stripe".into(),
-        kind: "dm",
+        kind: Kind::Dm,
         members: s.disks.iter().map(|d| d.device.name.clone()).collect(),
     });
     Judge::new().judge(&mut s);
@@ -144,7 +145,7 @@ fn rotational_disks_are_judged_by_util_parallel_ones_by_queue_and_baseline() {
     vda.device.virtual_disk = true;
     s.disks = vec![hdd, vda];
     judge.judge(&mut s);
-    assert_eq!(codes(&s), ["disk_saturated"]);
+    assert_eq!(codes(&s), [Code::DiskSaturated]);
     assert!(
         s.verdict.starts_with("sda is saturated: 95% busy"),
         "{}",
@@ -162,7 +163,7 @@ fn rotational_disks_are_judged_by_util_parallel_ones_by_queue_and_baseline() {
     let mut s = quiet();
     s.disks = vec![disk("nvme0n1", 2.0, 100.0, 24.0)];
     judge.judge(&mut s);
-    assert_eq!(codes(&s), ["disk_saturated"]);
+    assert_eq!(codes(&s), [Code::DiskSaturated]);
     assert!(
         s.verdict.contains("w_await 2.0 ms vs 0.2 ms baseline"),
         "{}",
@@ -175,7 +176,7 @@ fn rotational_disks_are_judged_by_util_parallel_ones_by_queue_and_baseline() {
     s.disks = vec![disk("nvme0n1", 2.0, 100.0, 24.0)];
     s.psi.io = Some(io_stall(35.0));
     Judge::new().judge(&mut s);
-    assert_eq!(codes(&s), ["disk_saturated"]);
+    assert_eq!(codes(&s), [Code::DiskSaturated]);
     assert!(s.verdict.contains("stalled on I/O 35%"), "{}", s.verdict);
 }
 
@@ -193,17 +194,17 @@ fn cpu_findings() {
     Judge::new().judge(&mut s);
     let c = codes(&s);
     for code in [
-        "cpu_system_high",
-        "softirq_one_cpu",
-        "cpu_steal",
-        "compaction_stalls",
+        Code::CpuSystemHigh,
+        Code::SoftirqOneCpu,
+        Code::CpuSteal,
+        Code::CompactionStalls,
     ] {
         assert!(c.contains(&code), "{code} missing from {c:?}");
     }
     let sys = s
         .findings
         .iter()
-        .find(|f| f.code == "cpu_system_high")
+        .find(|f| f.code == Code::CpuSystemHigh)
         .unwrap();
     assert!(
         sys.message.contains("transparent huge pages"),
@@ -222,17 +223,17 @@ fn memory_findings() {
     Judge::new().judge(&mut s);
     let c = codes(&s);
     assert!(
-        c.contains(&"memory_low") && c.contains(&"swapping"),
+        c.contains(&Code::MemoryLow) && c.contains(&Code::Swapping),
         "{c:?}"
     );
     let info = s
         .findings
         .iter()
-        .find(|f| f.code == "iowait_idle_disks")
+        .find(|f| f.code == Code::IowaitIdleDisks)
         .unwrap();
     assert_eq!(info.severity, Severity::Info);
     // Warnings come before the informational finding.
-    assert_eq!(s.findings.last().unwrap().code, "iowait_idle_disks");
+    assert_eq!(s.findings.last().unwrap().code, Code::IowaitIdleDisks);
 }
 
 /// A sysfs tree with md0 over four loop devices, and two /proc trees whose diskstats differ
@@ -340,7 +341,7 @@ fn a_slow_md_member_found_from_sysfs_and_diskstats() {
         (loop2.w_await_ms, loop2.group.as_deref()),
         (Some(60.0), Some("md0"))
     );
-    let hot = s.findings.iter().find(|f| f.code == "hot_disk").unwrap();
+    let hot = s.findings.iter().find(|f| f.code == Code::HotDisk).unwrap();
     assert_eq!(hot.subject, "loop2");
     assert_eq!(
         hot.message,
@@ -377,12 +378,12 @@ fn an_io_stall_names_the_busiest_device_and_its_writer() {
     };
     s.culprits
         .disks
-        .insert("loop11".into(), ("writes", vec![dd]));
+        .insert("loop11".into(), (Direction::Writes, vec![dd]));
     Judge::new().judge(&mut s);
     let f = s
         .findings
         .iter()
-        .find(|f| f.code == "io_pressure")
+        .find(|f| f.code == Code::IoPressure)
         .expect("an io_pressure finding");
     assert!(
         f.message.contains("busiest device loop11 (62% util)")
@@ -395,7 +396,11 @@ fn an_io_stall_names_the_busiest_device_and_its_writer() {
     // With nobody known, the stall is still said, naming no one.
     s.culprits = Default::default();
     Judge::new().judge(&mut s);
-    let f = s.findings.iter().find(|f| f.code == "io_pressure").unwrap();
+    let f = s
+        .findings
+        .iter()
+        .find(|f| f.code == Code::IoPressure)
+        .unwrap();
     assert!(f.message.ends_with("(PSI io full)"), "{}", f.message);
     assert!(f.culprits.is_empty());
 }

@@ -7,6 +7,25 @@ use serde::Serialize;
 
 use super::process::Delta;
 
+/// The direction of a device's I/O that its verdict judges: the one that moved more bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Bytes read from the device.
+    Reads,
+    /// Bytes written to it.
+    Writes,
+}
+
+impl std::fmt::Display for Direction {
+    /// `reads` or `writes`, as verdicts name it ("81% of writes from dd").
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Direction::Reads => "reads",
+            Direction::Writes => "writes",
+        })
+    }
+}
+
 /// How a culprit was tied to what it is blamed for.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]

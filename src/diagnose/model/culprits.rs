@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use super::Disk;
-pub use super::blame::{Attribution, Culprit};
+pub use super::blame::{Attribution, Culprit, Direction};
 use super::fold::fold;
 use super::process::Delta;
 use crate::bpf::block::{Op, ProcIo};
@@ -27,8 +27,8 @@ const MAX_CULPRITS: usize = 3;
 /// Culprits of one interval, by what they are blamed for; findings pick from here.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Culprits {
-    /// Per device (kernel name): the direction judged (`reads`/`writes`) and who.
-    pub disks: HashMap<String, (&'static str, Vec<Culprit>)>,
+    /// Per device (kernel name): the direction judged and who.
+    pub disks: HashMap<String, (Direction, Vec<Culprit>)>,
     /// Top CPU consumers, user and system split.
     pub cpu: Vec<Culprit>,
     /// Top system-time consumers.
@@ -199,14 +199,14 @@ fn disk<'p>(
     d: &Disk,
     devices: &Devices,
     dt: f64,
-) -> Option<(&'static str, Vec<Culprit>)> {
+) -> Option<(Direction, Vec<Culprit>)> {
     let write_total = d.write_bytes.unwrap_or(0) as f64;
     let read_total = d.rkb_per_s.unwrap_or(0.0) * 1024.0 * dt;
     let writes = write_total >= read_total;
     let (dir, total) = if writes {
-        ("writes", write_total)
+        (Direction::Writes, write_total)
     } else {
-        ("reads", read_total)
+        (Direction::Reads, read_total)
     };
     if total <= 0.0 {
         return None;

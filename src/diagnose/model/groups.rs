@@ -10,6 +10,21 @@ use serde::Serialize;
 use crate::diagnose::sample::devices::Devices;
 use crate::kernel::blockdev::DeviceKind;
 use crate::kernel::btrfs::BtrfsFs;
+use crate::words::words;
+
+words! {
+    /// What ties a group's members together.
+    pub enum Kind {
+        /// An md (software RAID) array.
+        Md = "md",
+        /// The physical volumes of an LVM volume group.
+        Lvm = "lvm",
+        /// The devices under a device-mapper table (striped, linear).
+        Dm = "dm",
+        /// The devices of a btrfs filesystem that stripes or mirrors data.
+        Btrfs = "btrfs",
+    }
+}
 
 /// Devices that share work (an md array, a volume group, a dm table, a multi-device btrfs), whose
 /// members are compared with one another.
@@ -17,8 +32,8 @@ use crate::kernel::btrfs::BtrfsFs;
 pub struct Group {
     /// `md0`, the volume group's name, the dm name, or the btrfs label.
     pub name: String,
-    /// `md`, `lvm`, `dm` or `btrfs`.
-    pub kind: &'static str,
+    /// What ties the members together.
+    pub kind: Kind,
     /// Kernel names of the members, sorted.
     pub members: Vec<String>,
 }
@@ -37,7 +52,7 @@ pub fn groups(devices: &Devices, btrfs: &[BtrfsFs]) -> Vec<Group> {
     for d in sorted.iter().filter(|d| d.kind == DeviceKind::Md) {
         push(Group {
             name: d.display_name.clone(),
-            kind: "md",
+            kind: Kind::Md,
             members: sorted_members(&d.slaves),
         });
     }
@@ -53,21 +68,21 @@ pub fn groups(devices: &Devices, btrfs: &[BtrfsFs]) -> Vec<Group> {
     for (name, members) in volume_groups.into_values() {
         push(Group {
             name,
-            kind: "lvm",
+            kind: Kind::Lvm,
             members: sorted_members(&members),
         });
     }
     for d in sorted.iter().filter(|d| d.kind == DeviceKind::DeviceMapper) {
         push(Group {
             name: d.display_name.clone(),
-            kind: "dm",
+            kind: Kind::Dm,
             members: sorted_members(&d.slaves),
         });
     }
     for fs in btrfs.iter().filter(|fs| fs.spreads_data()) {
         push(Group {
             name: fs.name(),
-            kind: "btrfs",
+            kind: Kind::Btrfs,
             members: sorted_members(&fs.devices),
         });
     }
@@ -215,7 +230,10 @@ mod tests {
             fs("jbod", "single", &["loop7", "loop8"]),
         ];
         let g = groups(&d, &btrfs);
-        let names: Vec<(&str, &str)> = g.iter().map(|g| (g.name.as_str(), g.kind)).collect();
+        let names: Vec<(&str, &str)> = g
+            .iter()
+            .map(|g| (g.name.as_str(), g.kind.as_str()))
+            .collect();
         assert_eq!(
             names,
             [
@@ -230,6 +248,15 @@ mod tests {
         assert_eq!(g[1].members, ["sdd", "sde"]);
         assert_eq!(g[3].members, ["dm-3", "loop0", "loop1"]);
         assert_eq!(membership(&g)["dm-3"], "stripe");
+    }
+
+    #[test]
+    fn kinds_serialize_as_their_words() {
+        let words: Vec<String> = Kind::ALL
+            .iter()
+            .map(|k| serde_json::to_string(k).unwrap())
+            .collect();
+        assert_eq!(words, [r#""md""#, r#""lvm""#, r#""dm""#, r#""btrfs""#]);
     }
 
     #[test]

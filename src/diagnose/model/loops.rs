@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::Disk;
-use super::blame::{Attribution, Culprit};
+use super::blame::{Attribution, Culprit, Direction};
 use super::fold::fold;
 use crate::diagnose::sample::devices::Devices;
 use crate::kernel::blockdev::DeviceKind;
@@ -23,7 +23,7 @@ struct Source<'a> {
 
 /// Rewrites the culprits of every disk that loop devices are backed on (see the module).
 pub(super) fn through_loops(
-    by_disk: &mut HashMap<String, (&'static str, Vec<Culprit>)>,
+    by_disk: &mut HashMap<String, (Direction, Vec<Culprit>)>,
     disks: &[Disk],
     devices: &Devices,
     keep: usize,
@@ -42,21 +42,20 @@ pub(super) fn through_loops(
                     .iter()
                     .find(|d| d.device.name == i.name)?
                     .write_bytes? as f64;
-                (on == disk && *dir == "writes" && bytes > 0.0 && !writers.is_empty()).then(|| {
-                    Source {
+                (on == disk && *dir == Direction::Writes && bytes > 0.0 && !writers.is_empty())
+                    .then(|| Source {
                         name: &i.name,
                         file,
                         bytes,
                         writers: writers.clone(),
-                    }
-                })
+                    })
             })
             .collect();
         let total: f64 = sources.iter().map(|s| s.bytes).sum();
         let Some((dir, culprits)) = by_disk.get_mut(&disk) else {
             continue;
         };
-        if sources.is_empty() || *dir != "writes" {
+        if sources.is_empty() || *dir != Direction::Writes {
             continue;
         }
         let (workers, mut rest): (Vec<Culprit>, Vec<Culprit>) =

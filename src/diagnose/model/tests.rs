@@ -202,7 +202,7 @@ fn disk_culprits_are_exact_from_cgroup_counters_and_likely_from_open_files() {
     // No kernel counters: dd's own bytes, tied to vda by its open descriptor.
     let s = between(&a, &b, &devices, &opts());
     let (dir, c) = &s.culprits.disks["vda"];
-    assert_eq!(*dir, "writes");
+    assert_eq!(*dir, super::culprits::Direction::Writes);
     assert_eq!(c[0].pid, Some(dd));
     assert_eq!(c[0].unit.as_deref(), Some("session-3.scope"));
     let Attribution::Likely { reason } = &c[0].attribution else {

@@ -135,7 +135,7 @@ pub fn render(s: &TopSample) -> String {
             Severity::Critical => "critical",
         };
         let about = [
-            ("code", finding.code),
+            ("code", finding.code.as_str()),
             ("subject", finding.subject.as_str()),
         ];
         let labels = [about[0], about[1], ("severity", severity)];
