@@ -15,6 +15,7 @@ pub mod fsinfo;
 pub mod health;
 pub mod host;
 pub mod kconfig;
+pub mod limits;
 pub mod link;
 pub mod loadavg;
 pub mod mdstat;

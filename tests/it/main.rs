@@ -60,3 +60,4 @@ mod top;
 mod top_culprits;
 mod top_hot_disk;
 mod top_screen;
+mod top_waits;

@@ -7,6 +7,7 @@
 mod conns;
 mod disk;
 mod dns;
+mod limits;
 mod net;
 mod system;
 
@@ -40,6 +41,7 @@ impl Judge {
         disk::blame(sample, &mut findings);
         system::cpu(sample, &mut findings);
         system::memory(sample, &mut findings);
+        limits::throttling(sample, &mut findings);
         net::saturated(sample, &mut findings);
         net::errors(sample, &mut findings);
         dns::failures(sample, &mut findings);

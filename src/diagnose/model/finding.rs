@@ -46,6 +46,13 @@ words! {
         Swapping = "swapping",
         /// Allocations waited for memory to be defragmented.
         CompactionStalls = "compaction_stalls",
+        // Cgroup limits.
+        /// A cgroup's CPU quota stopped its tasks in many periods.
+        CpuThrottled = "cpu_throttled",
+        /// A cgroup reached its memory limit or was reclaimed to stay under it.
+        MemoryLimited = "memory_limited",
+        /// A cgroup's I/O on a device ran at its limit.
+        IoThrottled = "io_throttled",
         // Disks.
         /// A device with requests queueing.
         DiskSaturated = "disk_saturated",
@@ -105,7 +112,7 @@ mod tests {
 
     /// The words released versions print, written out: a renamed variant must not rename its
     /// word (scripts, alerts and recorded summaries match on them).
-    const RELEASED: [(Code, &str); 19] = [
+    const RELEASED: [(Code, &str); 22] = [
         (Code::CpuSystemHigh, "cpu_system_high"),
         (Code::SoftirqOneCpu, "softirq_one_cpu"),
         (Code::CpuSteal, "cpu_steal"),
@@ -115,6 +122,9 @@ mod tests {
         (Code::MemoryLow, "memory_low"),
         (Code::Swapping, "swapping"),
         (Code::CompactionStalls, "compaction_stalls"),
+        (Code::CpuThrottled, "cpu_throttled"),
+        (Code::MemoryLimited, "memory_limited"),
+        (Code::IoThrottled, "io_throttled"),
         (Code::DiskSaturated, "disk_saturated"),
         (Code::IoPressure, "io_pressure"),
         (Code::DiskBusy, "disk_busy"),

@@ -13,6 +13,7 @@ pub(crate) mod dns;
 pub mod finding;
 mod fold;
 pub mod groups;
+pub mod limits;
 mod loops;
 pub mod memory;
 pub mod net;
@@ -87,6 +88,10 @@ pub struct TopSample {
     /// DNS seen on the wire over the interval (`--dns`); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dns: Option<dns::Dns>,
+    /// Cgroup limits that held work back in the interval (CPU quota, memory, I/O); absent
+    /// when none did.
+    #[serde(skip_serializing_if = "limits::Throttling::is_empty")]
+    pub throttling: limits::Throttling,
     /// Who is behind each resource's use, for the findings to name (they carry them).
     #[serde(skip)]
     pub culprits: culprits::Culprits,
@@ -327,6 +332,9 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         processes_total: b.processes.processes.len(),
     };
     let culprits = culprits::culprits(a, b, &deltas, &disks, devices, dt, opts.ticks_per_s);
+    let throttling = limits::throttling(a, b, &deltas, dt, |major, minor| {
+        devices.get(&(major, minor)).map(|i| i.name.clone())
+    });
 
     let mut memory = memory::memory_of(&b.meminfo);
     let vm_events = memory::vm_events(&a.vmstat, &b.vmstat);
@@ -428,6 +436,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         accumulated: None,
         connections: conns::between(a, b, dt, opts.top),
         dns: b.dns.as_ref().map(|c| dns::between(c, dt)),
+        throttling,
         culprits,
     }
 }

