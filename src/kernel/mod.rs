@@ -5,6 +5,7 @@
 //! file into zeros: every failure is a [`KernelError`] naming the file (and line when known).
 
 pub mod blockdev;
+pub mod blocked;
 pub mod btrfs;
 pub mod cache;
 pub mod cgroup;

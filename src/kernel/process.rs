@@ -134,7 +134,7 @@ pub fn read_task_delayacct(root: &SysRoot) -> Result<Option<bool>> {
 }
 
 /// The raw bytes of the command name in a /proc/PID/stat line (first '(' to last ')').
-fn comm_bytes(stat: &[u8]) -> Option<&[u8]> {
+pub(super) fn comm_bytes(stat: &[u8]) -> Option<&[u8]> {
     let open = stat.iter().position(|&b| b == b'(')?;
     let close = stat.iter().rposition(|&b| b == b')')?;
     stat.get(open + 1..close)

@@ -108,3 +108,66 @@ fn a_cpu_burner_under_a_v1_quota_is_named_throttled_with_its_quota() {
     );
     drop(burners);
 }
+
+/// Reads a block device with O_DIRECT, 4 KiB at a time from the start, round and round.
+const READER: &str = r#"
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+size = os.lseek(fd, 0, os.SEEK_END)
+buf = mmap.mmap(-1, 4096)
+off = 0
+while True:
+    os.preadv(fd, [buf], off)
+    off = (off + 4096) % size
+"#;
+
+#[test]
+fn a_reader_in_d_state_on_a_slow_device_is_named_behind_the_io_wait() {
+    let test = "iowait_d_state";
+    if !is_root() {
+        skip(&format!("{test}: needs root for a loop device and FUSE"));
+        return;
+    }
+    // Every read of the loop device's backing file waits 0.5 s in the FUSE server.
+    let backing = tempfile::tempdir().unwrap();
+    let fuse = FuseMount::start(backing.path(), &["--delay", "0.5", "--direct-io"]);
+    let Some(dev) = LoopDev::new_in(test, 16 << 20, fuse.path()) else {
+        return;
+    };
+    let reader = Killed(
+        std::process::Command::new("python3")
+            .args(["-c", READER, dev.path()])
+            .spawn()
+            .unwrap(),
+    );
+    let pid = u64::from(reader.0.id());
+    let named = format!("(pid {pid}");
+    let explains = |f: &Value| {
+        ["iowait_tasks", "iowait_idle_disks"].contains(&f["code"].as_str().unwrap_or(""))
+            && f["message"].as_str().unwrap().contains(&named)
+    };
+    let line = first_line(&["--json"], |l| findings(l).iter().any(&explains))
+        .expect("no sample named the reader behind the I/O wait");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    let f = findings(&line).into_iter().find(|f| explains(f)).unwrap();
+    let message = f["message"].as_str().unwrap();
+    eprintln!("{message}");
+    assert!(message.contains("D state"), "{message}");
+    let waiter = v["io_waiters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["pid"].as_u64() == Some(pid))
+        .cloned()
+        .unwrap_or_else(|| panic!("{:#}", v["io_waiters"]));
+    assert_eq!(waiter["comm"], "python3", "{waiter:#}");
+    assert_eq!(waiter["waits_on"], "disk", "{waiter:#}");
+    // The text verdicts name it too.
+    let text = first_line(&["--batch"], |l| {
+        l.contains(&named) && l.contains("D state")
+    });
+    assert!(text.is_some(), "no --batch verdict named the reader");
+    drop(reader);
+    drop(dev);
+    drop(fuse);
+}

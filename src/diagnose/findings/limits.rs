@@ -63,6 +63,23 @@ fn dir(who: &Limited) -> &str {
         .map_or(who.evidence.as_str(), |(d, _)| d)
 }
 
+/// `fix`, unless the cgroup's name (which a delegated user may choose) holds anything a shell
+/// would read as more than a name: root must never be handed a command to paste that runs
+/// someone else's words.
+fn pasteable(who: &Limited, fix: String) -> String {
+    let safe = |t: &str| {
+        t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-@:,+=".contains(c))
+    };
+    if safe(dir(who)) && who.unit.as_deref().is_none_or(safe) {
+        fix
+    } else {
+        "change the limit by hand (no command is given: the cgroup's name holds characters a \
+         shell would interpret)"
+            .into()
+    }
+}
+
 /// `: burn (pid 77) 100%, …` when processes in the cgroup are known.
 fn culprits_text(culprits: &[Culprit], what: &str) -> String {
     if culprits.is_empty() {
@@ -103,6 +120,7 @@ fn cpu_message(c: &CpuThrottled, interval_s: f64) -> String {
         c.throttled_s,
         c.who.evidence,
         culprits_text(&c.who.culprits, "its CPU"),
+        fix = pasteable(&c.who, fix),
     )
 }
 
@@ -170,6 +188,7 @@ fn memory_message(m: &MemoryLimited) -> String {
         what.join(", "),
         m.who.evidence,
         culprits_text(&m.who.culprits, "its activity"),
+        fix = pasteable(&m.who, fix),
     )
 }
 
@@ -228,6 +247,7 @@ fn io_message(i: &IoLimited) -> String {
         i.limit,
         i.who.evidence,
         culprits_text(&i.who.culprits, "its I/O"),
+        fix = pasteable(&i.who, fix),
     )
 }
 
@@ -297,6 +317,17 @@ mod tests {
                 .ends_with("echo 100000 > /sys/fs/cgroup/x/cpu.cfs_quota_us (-1 lifts it)"),
             "{}",
             out[1].message
+        );
+        // A name a delegated user chose that a shell would read as a command gets none.
+        let mut hostile = cpu("x;reboot", Hierarchy::V1, 60);
+        hostile.who.evidence = "/sys/fs/cgroup/cpu/x;reboot/cpu.stat".into();
+        s.throttling.cpu = vec![hostile];
+        let mut out = Vec::new();
+        throttling(&s, &mut out);
+        assert!(
+            out[0].message.ends_with("raise it: change the limit by hand (no command is given: the cgroup's name holds characters a shell would interpret)"),
+            "{}",
+            out[0].message
         );
     }
 

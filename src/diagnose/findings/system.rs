@@ -3,6 +3,8 @@
 use super::{Code, Finding, Severity};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::model::culprits::Culprit;
+use crate::diagnose::model::waiters::{IoWaiter, WaitsOn};
+use crate::text::exact;
 use crate::units::format_bytes_approx as format_bytes;
 
 /// System time worth a look: above user time and at least this share of all CPU time.
@@ -15,6 +17,11 @@ const SOFTIRQ_FACTOR: f64 = 3.0;
 const STEAL_PCT: f64 = 10.0;
 /// iowait worth explaining when no disk is busy.
 const IOWAIT_PCT: f64 = 20.0;
+/// Share of the interval with a task stalled on I/O (PSI io `some`) worth explaining: unlike
+/// %iowait, it does not vanish when the CPUs are busy with other work.
+const IO_STALL_PCT: f64 = 20.0;
+/// Blocked threads named in a verdict; the rest are counted.
+const WAITERS_NAMED: usize = 3;
 /// Busy share from which the CPUs are saturated (when the run queue is longer than CPUs).
 const BUSY_PCT: f64 = 95.0;
 /// PSI memory `some` (avg10) from which tasks are visibly held up waiting for memory.
@@ -127,14 +134,52 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
         .disks
         .iter()
         .all(|d| d.util_pct.unwrap_or(0.0) < 20.0 && d.aqu_sz.unwrap_or(0.0) < 1.0);
+    let stalled = s
+        .psi
+        .io
+        .as_ref()
+        .and_then(|p| p.some.stall_pct)
+        .unwrap_or(0.0);
     if c.iowait_pct >= IOWAIT_PCT && disks_idle {
+        let message = if s.io_waiters.is_empty() {
+            format!(
+                "iowait {:.0}% while no local disk is busy: tasks wait on network storage (NFS, iSCSI) or the CPUs are simply idle",
+                c.iowait_pct
+            )
+        } else {
+            format!(
+                "iowait {:.0}% while no local disk is busy: {}; {}",
+                c.iowait_pct,
+                waiters_text(&s.io_waiters),
+                if s.io_waiters.iter().any(|w| w.waits_on == WaitsOn::Disk) {
+                    "disks idle"
+                } else {
+                    "disks idle — not a storage problem"
+                }
+            )
+        };
         out.push(Finding {
             code: Code::IowaitIdleDisks,
             severity: Severity::Info,
             subject: "cpu".into(),
+            message,
+            culprits: Vec::new(),
+        });
+    } else if (c.iowait_pct >= IOWAIT_PCT || stalled >= IO_STALL_PCT) && !s.io_waiters.is_empty() {
+        let no_disk = !s.io_waiters.iter().any(|w| w.waits_on == WaitsOn::Disk);
+        out.push(Finding {
+            code: Code::IowaitTasks,
+            severity: Severity::Info,
+            subject: "cpu".into(),
             message: format!(
-                "iowait {:.0}% while no local disk is busy: tasks wait on network storage (NFS, iSCSI) or the CPUs are simply idle",
-                c.iowait_pct
+                "iowait {:.0}%, a task stalled on I/O {stalled:.0}% of the interval: {}{}",
+                c.iowait_pct,
+                waiters_text(&s.io_waiters),
+                if no_disk {
+                    "; none waits on a disk — not a storage problem"
+                } else {
+                    ""
+                }
             ),
             culprits: Vec::new(),
         });
@@ -155,6 +200,46 @@ pub fn cpu(s: &TopSample, out: &mut Vec<Finding>) {
             cpu_split,
         ));
     }
+}
+
+/// `2 threads in D state: app (pid 77, thread io_wq 78) waiting on io_uring in io_cqring_wait, …`
+fn waiters_text(waiters: &[IoWaiter]) -> String {
+    let named: Vec<String> = waiters
+        .iter()
+        .take(WAITERS_NAMED)
+        .map(|w| {
+            let comm = exact(&w.comm, w.comm_hex.as_deref());
+            let thread = exact(&w.thread, w.thread_hex.as_deref());
+            let who = if w.tid == w.pid {
+                format!("{comm} (pid {})", w.pid)
+            } else {
+                format!("{comm} (pid {}, thread {thread} {})", w.pid, w.tid)
+            };
+            let on = match w.waits_on {
+                WaitsOn::Disk => " waiting on a disk",
+                WaitsOn::IoUring => " waiting on io_uring",
+                WaitsOn::Nfs => " waiting on NFS",
+                WaitsOn::Fuse => " waiting on a FUSE server",
+                WaitsOn::Other => " waiting",
+            };
+            match &w.in_function {
+                Some(f) => format!("{who}{on} in {}", exact(f, None)),
+                None => format!("{who}{on}"),
+            }
+        })
+        .collect();
+    let more = waiters.len().saturating_sub(WAITERS_NAMED);
+    let tail = if more > 0 {
+        format!(", and {more} more")
+    } else {
+        String::new()
+    };
+    let n = waiters.len();
+    format!(
+        "{n} thread{} in D state: {}{tail}",
+        if n == 1 { "" } else { "s" },
+        named.join(", ")
+    )
 }
 
 pub fn memory(s: &TopSample, out: &mut Vec<Finding>) {

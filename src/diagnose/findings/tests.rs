@@ -2,6 +2,7 @@ use super::*;
 use crate::diagnose::model::culprits::Direction;
 use crate::diagnose::model::groups::{Group, Kind};
 use crate::diagnose::model::tests::fixture_sample;
+use crate::diagnose::model::waiters::{IoWaiter, WaitsOn};
 use crate::kernel::blockdev::DeviceKind;
 
 /// The judged sample of the captured interval, for reporters' and the screen's tests.
@@ -403,4 +404,95 @@ fn an_io_stall_names_the_busiest_device_and_its_writer() {
         .unwrap();
     assert!(f.message.ends_with("(PSI io full)"), "{}", f.message);
     assert!(f.culprits.is_empty());
+}
+
+fn waiter(pid: u32, tid: u32, waits_on: WaitsOn, function: &str) -> IoWaiter {
+    IoWaiter {
+        pid,
+        comm: "app".into(),
+        comm_hex: None,
+        tid,
+        thread: "iou-wrk".into(),
+        thread_hex: None,
+        waits_on,
+        in_function: Some(function.into()),
+        wchan: None,
+        stack: Vec::new(),
+    }
+}
+
+#[test]
+fn iowait_with_idle_disks_names_the_waiting_threads() {
+    let mut s = quiet();
+    s.cpu.all.iowait_pct = 25.0;
+    s.io_waiters = vec![waiter(77, 78, WaitsOn::IoUring, "io_cqring_wait")];
+    Judge::new().judge(&mut s);
+    let f = s
+        .findings
+        .iter()
+        .find(|f| f.code == Code::IowaitIdleDisks)
+        .unwrap();
+    assert_eq!(
+        f.message,
+        "iowait 25% while no local disk is busy: 1 thread in D state: app (pid 77, thread \
+         iou-wrk 78) waiting on io_uring in io_cqring_wait; disks idle — not a storage problem"
+    );
+}
+
+#[test]
+fn io_stalls_with_a_busy_disk_name_the_waiting_threads() {
+    let mut s = quiet();
+    s.disks = vec![disk("loop3", 900.0, 100.0, 1.0)];
+    s.psi.io = Some(PsiResource {
+        some: PsiLine {
+            avg10_pct: 90.0,
+            avg60_pct: 50.0,
+            avg300_pct: 10.0,
+            stall_ms: Some(950.0),
+            stall_pct: Some(95.0),
+        },
+        full: None,
+    });
+    Judge::new().judge(&mut s);
+    assert!(!codes(&s).contains(&Code::IowaitTasks), "nobody is blocked");
+    s.io_waiters = (0..5)
+        .map(|i| waiter(100 + i, 100 + i, WaitsOn::Disk, "__blkdev_direct_IO_simple"))
+        .collect();
+    Judge::new().judge(&mut s);
+    let f = s
+        .findings
+        .iter()
+        .find(|f| f.code == Code::IowaitTasks)
+        .unwrap();
+    assert!(
+        f.message.starts_with(
+            "iowait 0%, a task stalled on I/O 95% of the interval: 5 threads in D state: app \
+             (pid 100) waiting on a disk in __blkdev_direct_IO_simple, "
+        ),
+        "{}",
+        f.message
+    );
+    assert!(f.message.ends_with(", and 2 more"), "{}", f.message);
+}
+
+#[test]
+fn a_waiting_threads_name_that_is_not_utf8_shows_its_bytes() {
+    let mut s = quiet();
+    s.cpu.all.iowait_pct = 30.0;
+    let mut w = waiter(77, 78, WaitsOn::Nfs, "rpc_wait_bit_killable");
+    w.thread = "bad\u{fffd}\u{1b}[2J".into();
+    w.thread_hex = Some("626164ff1b5b324a".into());
+    s.io_waiters = vec![w];
+    Judge::new().judge(&mut s);
+    let f = s
+        .findings
+        .iter()
+        .find(|f| f.code == Code::IowaitIdleDisks)
+        .unwrap();
+    assert!(
+        f.message
+            .contains("(pid 77, thread bad\\xff\\e[2J 78) waiting on NFS in rpc_wait_bit_killable"),
+        "{}",
+        f.message
+    );
 }

@@ -35,6 +35,8 @@ words! {
         CpuSteal = "cpu_steal",
         /// High iowait while no local disk is busy.
         IowaitIdleDisks = "iowait_idle_disks",
+        /// Tasks stalled on I/O, named with what they wait on (disks busy or not).
+        IowaitTasks = "iowait_tasks",
         /// Every CPU busy and more runnable threads than CPUs.
         CpuSaturated = "cpu_saturated",
         // Memory.
@@ -112,11 +114,12 @@ mod tests {
 
     /// The words released versions print, written out: a renamed variant must not rename its
     /// word (scripts, alerts and recorded summaries match on them).
-    const RELEASED: [(Code, &str); 22] = [
+    const RELEASED: [(Code, &str); 23] = [
         (Code::CpuSystemHigh, "cpu_system_high"),
         (Code::SoftirqOneCpu, "softirq_one_cpu"),
         (Code::CpuSteal, "cpu_steal"),
         (Code::IowaitIdleDisks, "iowait_idle_disks"),
+        (Code::IowaitTasks, "iowait_tasks"),
         (Code::CpuSaturated, "cpu_saturated"),
         (Code::MemoryPressure, "memory_pressure"),
         (Code::MemoryLow, "memory_low"),

@@ -18,6 +18,7 @@ mod loops;
 pub mod memory;
 pub mod net;
 pub mod process;
+pub mod waiters;
 
 use std::collections::BTreeMap;
 
@@ -88,6 +89,10 @@ pub struct TopSample {
     /// DNS seen on the wire over the interval (`--dns`); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dns: Option<dns::Dns>,
+    /// Threads in uninterruptible sleep at the end of the interval and what they wait on,
+    /// read when tasks were blocked on I/O; absent when none were.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub io_waiters: Vec<waiters::IoWaiter>,
     /// Cgroup limits that held work back in the interval (CPU quota, memory, I/O); absent
     /// when none did.
     #[serde(skip_serializing_if = "limits::Throttling::is_empty")]
@@ -436,6 +441,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         accumulated: None,
         connections: conns::between(a, b, dt, opts.top),
         dns: b.dns.as_ref().map(|c| dns::between(c, dt)),
+        io_waiters: waiters::waiters(b),
         throttling,
         culprits,
     }

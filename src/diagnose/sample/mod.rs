@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::bpf::block::{BlockTracer, DevLatency, ProcIo};
+use crate::kernel::blocked::{self, BlockedTask};
 use crate::kernel::btrfs::{self, BtrfsFs};
 use crate::kernel::cgroup::{self, CgroupIoScan};
 use crate::kernel::diskstats::{self, DiskCounters};
@@ -108,6 +109,10 @@ pub struct Sample {
     /// Why DNS was asked for but is not counted (no root).
     #[serde(skip)]
     pub dns_unavailable: Option<String>,
+    /// Threads in uninterruptible sleep and where they wait, read when /proc/stat counts
+    /// tasks blocked on I/O (absent from records written before it was sampled).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<BlockedTask>,
     /// Cgroups, open devices and swap of the processes that did something since the
     /// previous sample (see [`details`]), by pid.
     pub details: HashMap<u32, ProcessDetail>,
@@ -258,6 +263,12 @@ impl Sampler {
             t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
         });
         let processes = process::read_processes(root, &mut self.proc_files)?;
+        // Only when something waits: a scan of every thread costs more than the rest.
+        let blocked = if stat.procs_blocked > 0 {
+            blocked::read_blocked(root)
+        } else {
+            Vec::new()
+        };
         // Connections are this machine's (sock_diag answers for the caller's namespace).
         let conns = if root.proc == std::path::Path::new("/proc") {
             self.conn_tracker.scan(root)
@@ -308,6 +319,7 @@ impl Sampler {
             block_latency,
             dns,
             dns_unavailable,
+            blocked,
             details,
         })
     }
