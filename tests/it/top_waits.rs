@@ -171,3 +171,114 @@ fn a_reader_in_d_state_on_a_slow_device_is_named_behind_the_io_wait() {
     drop(dev);
     drop(fuse);
 }
+
+fn devno(dev: &LoopDev) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let rdev = std::fs::metadata(dev.path()).unwrap().rdev();
+    format!("{}:{}", libc::major(rdev), libc::minor(rdev))
+}
+
+/// The first finding with `code` about the cgroup `/name` in a `top --json` sample, or a
+/// panic naming what was awaited.
+fn limit_finding(code: &str, name: &str) -> Value {
+    let subject = format!("/{name}");
+    let about = |f: &Value| f["code"] == code && f["subject"] == subject.as_str();
+    let line = first_line(&["--json", "--top", "1000"], |l| {
+        findings(l).iter().any(about)
+    })
+    .unwrap_or_else(|| panic!("no sample had {code} about {subject}"));
+    findings(&line).into_iter().find(about).unwrap()
+}
+
+#[test]
+fn a_writer_at_its_v1_blkio_limit_is_named_held_at_it() {
+    let test = "io_throttled";
+    let Some(dev) = LoopDev::new(test, 64 << 20) else {
+        return;
+    };
+    let name = format!("tacho-itest-{test}-{}", std::process::id());
+    let Some(cg) = Cgroup::new("blkio", &name) else {
+        return;
+    };
+    cg.set(
+        "blkio.throttle.write_bps_device",
+        &format!("{} 1048576", devno(&dev)),
+    );
+    // 64 KiB direct writes, round and round: sixteen a second at the limit, so each
+    // interval's rate is close to it.
+    let writer = r#"
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
+size = os.lseek(fd, 0, os.SEEK_END)
+buf = mmap.mmap(-1, 65536)
+off = 0
+while True:
+    os.pwrite(fd, buf, off)
+    off = (off + 65536) % size
+"#;
+    let w = Killed(
+        cg.command(&["python3", "-c", writer, dev.path()])
+            .spawn()
+            .unwrap(),
+    );
+    let f = limit_finding("io_throttled", &name);
+    let message = f["message"].as_str().unwrap();
+    eprintln!("{message}");
+    assert!(
+        message.starts_with(&format!("{name} held at its I/O limit on {}: ", dev.name()))
+            && message.contains("written of wbps 1.00 MiB/s"),
+        "{message}"
+    );
+    assert!(
+        message.contains("blkio.throttle.write_bps_device"),
+        "the fix: {message}"
+    );
+    let pids: Vec<u64> = f["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["pid"].as_u64())
+        .collect();
+    assert!(pids.contains(&u64::from(w.0.id())), "{f:#}");
+    drop(w);
+}
+
+#[test]
+fn a_reader_over_its_v1_memory_limit_is_named_with_its_failures() {
+    let test = "memory_limited";
+    let Some(dev) = LoopDev::new(test, 128 << 20) else {
+        return;
+    };
+    let name = format!("tacho-itest-{test}-{}", std::process::id());
+    let Some(cg) = Cgroup::new("memory", &name) else {
+        return;
+    };
+    cg.set("memory.limit_in_bytes", &(16u64 << 20).to_string());
+    // Buffered reads of 128 MiB through a 16 MiB limit: the page cache it fills is reclaimed
+    // at the limit, over and over, each time counted in memory.failcnt.
+    let reader = r#"
+import sys
+while True:
+    with open(sys.argv[1], "rb") as f:
+        while f.read(1 << 20):
+            pass
+"#;
+    let r = Killed(
+        cg.command(&["python3", "-c", reader, dev.path()])
+            .spawn()
+            .unwrap(),
+    );
+    let f = limit_finding("memory_limited", &name);
+    let message = f["message"].as_str().unwrap();
+    eprintln!("{message}");
+    assert!(
+        message.starts_with(&format!("{name} hit its memory limit 16.0 MiB "))
+            && message.contains("memory.failcnt"),
+        "{message}"
+    );
+    assert!(
+        message.contains("memory.limit_in_bytes"),
+        "the fix: {message}"
+    );
+    drop(r);
+}
