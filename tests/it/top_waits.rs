@@ -282,3 +282,65 @@ while True:
     );
     drop(r);
 }
+
+/// The recorder keeps the limited cgroups' counters, so a replay names the throttling too.
+#[test]
+fn a_replay_names_the_throttled_cgroup_the_recorder_saw() {
+    let name = format!("tacho-itest-throttle-replay-{}", std::process::id());
+    let Some(cg) = Cgroup::new("cpu", &name) else {
+        return;
+    };
+    cg.set("cpu.cfs_quota_us", "20000");
+    let burners: Vec<Killed> = (0..2)
+        .map(|_| {
+            Killed(
+                cg.command(&["python3", "-c", "while True: pass"])
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.db");
+    let recorder = Killed(
+        tacho()
+            .args(["record", "--interval", "1s", "--history"])
+            .arg(&history)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let subject = format!("/{name}");
+    let start = std::time::Instant::now();
+    let f = loop {
+        let o = run(&[
+            "top",
+            "--replay",
+            "--json",
+            "--history",
+            history.to_str().unwrap(),
+        ]);
+        if o.status.success() {
+            let line = stdout(&o);
+            if let Some(f) = findings(line.trim())
+                .into_iter()
+                .find(|f| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str())
+            {
+                break f;
+            }
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no replayed interval named {subject} throttled: {}",
+            stderr(&o)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert!(
+        f["message"].as_str().unwrap().contains("CPUQuota=20%"),
+        "{f:#}"
+    );
+    drop(recorder);
+    drop(burners);
+}
