@@ -168,6 +168,10 @@ pub fn hierarchies(root: &SysRoot) -> Vec<Mounted> {
                 ),
                 _ => return None,
             };
+            // A v1 hierarchy of other controllers (name=systemd, pids) has no limits here.
+            if hierarchy == Hierarchy::V1 && controllers.is_empty() {
+                return None;
+            }
             let read = match m.mount_point.strip_prefix("/sys") {
                 Ok(rest) => root.sys.join(rest),
                 Err(_) => m.mount_point.clone(),
