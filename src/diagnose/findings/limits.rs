@@ -1,7 +1,7 @@
 //! Throttling, named: a cgroup's CPU quota, memory limit or I/O limit that held its work back,
 //! with the unit, the file that shows it, who runs there, and the setting that lifts it.
 
-use super::{Code, Finding};
+use super::{Code, Finding, Severity};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::model::culprits::Culprit;
 use crate::diagnose::model::limits::{
@@ -9,6 +9,9 @@ use crate::diagnose::model::limits::{
 };
 use crate::kernel::limits::Hierarchy;
 use crate::units::format_bytes_approx as bytes;
+
+/// Share of the interval a cgroup's tasks stalled on memory from which its limit costs it.
+const MEMORY_STALL_PCT: f64 = 10.0;
 
 /// Share of periods throttled from which a quota visibly slows the cgroup's work…
 const THROTTLED_PCT: f64 = 10.0;
@@ -29,11 +32,24 @@ pub fn throttling(s: &TopSample, out: &mut Vec<Finding>) {
         ));
     }
     for m in &t.memory {
-        out.push(finding(Code::MemoryLimited, &m.who, memory_message(m)));
+        let mut f = finding(Code::MemoryLimited, &m.who, memory_message(m));
+        if !memory_hurts(m) {
+            f.severity = Severity::Info;
+        }
+        out.push(f);
     }
     for i in &t.io {
         out.push(finding(Code::IoThrottled, &i.who, io_message(i)));
     }
+}
+
+/// Whether a memory limit visibly costs the cgroup: throttled by memory.high, an OOM kill, or
+/// stalls. Reaching memory.max (v1: failcnt) alone is often only page cache reclaimed at the
+/// limit, which is how a limit works: worth knowing, not a warning.
+fn memory_hurts(m: &MemoryLimited) -> bool {
+    m.high_events.is_some_and(|n| n > 0)
+        || m.oom_kills.is_some_and(|n| n > 0)
+        || m.stall_pct.is_some_and(|p| p >= MEMORY_STALL_PCT)
 }
 
 fn finding(code: Code, who: &Limited, message: String) -> Finding {
@@ -365,6 +381,19 @@ mod tests {
         }];
         let mut out = Vec::new();
         throttling(&s, &mut out);
+        assert_eq!(
+            out[0].severity,
+            Severity::Warning,
+            "throttled by memory.high"
+        );
+        let mut cache_at_limit = s.throttling.memory[0].clone();
+        (cache_at_limit.high_events, cache_at_limit.stall_pct) = (Some(0), Some(0.5));
+        cache_at_limit.max_events = Some(40);
+        let mut quiet = fixture_top_sample();
+        quiet.throttling.memory = vec![cache_at_limit];
+        let mut info = Vec::new();
+        throttling(&quiet, &mut info);
+        assert_eq!(info[0].severity, Severity::Info, "{}", info[0].message);
         assert_eq!(
             out[0].message,
             "db.service reclaimed 17 times to stay under memory.high 512 MiB, its tasks stalled \
