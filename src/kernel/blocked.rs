@@ -12,8 +12,9 @@ use crate::text::hex_if_not_utf8;
 
 /// Blocked threads kept per sample: enough to say who waits, not a census.
 const MAX_BLOCKED: usize = 16;
-/// Threads looked at per sample: past it, the blocked ones found so far are the answer.
-const MAX_THREADS: usize = 65_536;
+/// Threads looked at per sample (a stat read each, some microseconds): past it, the blocked
+/// ones found so far are the answer.
+const MAX_THREADS: usize = 16_384;
 /// Kernel stack frames kept per thread (the innermost ones say where it waits).
 const MAX_FRAMES: usize = 12;
 
