@@ -78,6 +78,15 @@ impl NewTest {
     }
 }
 
+impl NewTest {
+    /// A test built from typed parts (serialized as a `Value` of them would be).
+    pub fn of(test: &impl serde::Serialize) -> Result<NewTest, Invalid> {
+        serde_json::to_string(test)
+            .map(NewTest)
+            .map_err(|e| Invalid(e.to_string()))
+    }
+}
+
 impl From<&Value> for NewTest {
     fn from(test: &Value) -> NewTest {
         NewTest(test.to_string())

@@ -6,9 +6,11 @@
 //! The run header ([`RunView`]) is written through the same type.
 //!
 //! Every field is a [`Field`]: runs from older tacho versions, other machines and fio imports
-//! lack some, record others as null, or hold another type; none of that fails the view.
+//! lack some, record others as null, or hold another type; none of that fails the view. A
+//! struct is read only from an object (serde's derived structs also take an array, element by
+//! element as the fields in order, which no stored document means: see [`ObjectsOnly`]).
 
-use serde::de::{DeserializeOwned, Deserializer, IgnoredAny};
+use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
@@ -63,8 +65,101 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Field<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(match Value::deserialize(d)? {
             Value::Null => Field::Null,
-            v => T::deserialize(v).map_or(Field::Absent, Field::Set),
+            v => T::deserialize(ObjectsOnly(v)).map_or(Field::Absent, Field::Set),
         })
+    }
+}
+
+/// A deserializer that reads a struct only from an object: given an array, serde's derived
+/// structs would take its elements as the fields in order (`"judgement": ["fail", …]` as a
+/// judgement), which a stored document never means. Everything else is `D`'s own.
+pub(crate) struct ObjectsOnly<D>(pub(crate) D);
+
+/// Forwards `deserialize_*` methods that take only a visitor to the wrapped deserializer.
+macro_rules! forward {
+    ($($method:ident)*) => {
+        $(fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+            self.0.$method(v)
+        })*
+    };
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectsOnly<D> {
+    type Error = D::Error;
+
+    forward! {
+        deserialize_any deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32
+        deserialize_i64 deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32
+        deserialize_u64 deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char
+        deserialize_str deserialize_string deserialize_bytes deserialize_byte_buf
+        deserialize_option deserialize_unit deserialize_seq deserialize_map
+        deserialize_identifier deserialize_ignored_any
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_unit_struct(name, v)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_newtype_struct(name, v)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(self, len: usize, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple(len, v)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple_struct(name, len, v)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_enum(name, variants, v)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_struct(name, fields, MapOnly(v))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+/// A struct's visitor that accepts only a map (every other shape is the default: an error).
+struct MapOnly<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for MapOnly<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(map)
     }
 }
 
@@ -257,7 +352,7 @@ pub(crate) struct SyncView {
 
 /// The view of `value`; a value that is not an object reads as nothing recorded.
 pub(crate) fn view<T: Default + DeserializeOwned>(value: &Value) -> T {
-    T::deserialize(value).unwrap_or_default()
+    T::deserialize(ObjectsOnly(value)).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -299,5 +394,21 @@ mod tests {
             suite.changed,
             Field::Set(vec![Field::Absent, Field::Set("x".to_string())])
         );
+    }
+
+    #[test]
+    fn an_array_is_not_read_as_a_struct_field_by_field() {
+        let extra: ExtraView = view(&json!({
+            "judgement": ["fail", "fdatasync p99", 2e6, 1e6],
+            "suite": {"name": "etcd", "version": 1},
+            "warnings": [["spread", "varied"], {"code": "steal"}],
+        }));
+        assert!(extra.judgement.is_absent());
+        assert_eq!(extra.suite.get().and_then(|s| s.version.get()), Some(&1));
+        let warnings = extra.warnings.get().unwrap();
+        assert!(warnings[0].is_absent());
+        assert_eq!(warnings[1].get().unwrap().code.get().unwrap(), "steal");
+        let work: WorkView = view(&json!(["randread", 4096, 1, 1, 100]));
+        assert_eq!((work.rw, work.bs_bytes), (Field::Absent, Field::Absent));
     }
 }
