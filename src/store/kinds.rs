@@ -3,21 +3,22 @@
 //! the store indexes them (see [`super::figures::DIRECTIONS`]), so `compare` lines them up
 //! and tests their repeats like disk tests.
 //!
-//! Read through typed views of what `cpubench::CpuReport`, `membench::MemReport` and
-//! `timing::result::TimeReport` write, the same way for a document saved by `--json` and one
-//! the running command saves. The views are not the writers' types: those hold plain figures
-//! (an `f64` cannot say it was absent), while a document read back may lack any field (an older
-//! or hand-made one), and this split tells a missing figure (refused, by name) from a missing
-//! description (`op`, `spread_pct`, `threads`, `size_bytes`: copied as the document held them,
-//! null when absent). The goldens of `tests/it/schema_golden.rs` import the documents of
-//! tacho 0.1.0, so a writer's renamed field shows there as a refused document or a changed
-//! row. A time result is kept whole (hyperfine's keys as they are) with the figures added.
+//! Read through the writers' own types in their read-back form ([`crate::form`]):
+//! `cpubench::Pass<Read>`, `membench::LevelResult<Read>`, `timing::result::CommandResult<Read>`,
+//! the same way for a document saved by `--json` and one the running command saves. A missing
+//! figure is refused, by name; a missing description (`op`, `spread_pct`, `threads`,
+//! `size_bytes`) is stored as null. A writer's renamed field is renamed here too, so importing
+//! the documents of tacho 0.1.0 (the goldens of `tests/it/schema_golden.rs`) fails on it. A
+//! time result is kept whole (hyperfine's keys as they are) with the figures added.
 
 use super::run::Invalid;
 use super::run::{NewRun, NewTest};
 use super::run::{RunKind, RunSource, RunStatus};
-use super::stored::{Field, view};
+use super::stored::{Field, Read, view};
 use super::version::{DocKind, Schema, SchemaError};
+use crate::cpubench::{KernelResult, Pass};
+use crate::membench::{Figures, LevelResult, Spread};
+use crate::timing::result::CommandResult;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -31,67 +32,14 @@ struct DocumentView {
     interrupted: Field<bool>,
     /// A snapshot's time (one collected from a host and imported later).
     taken_at_unix_s: Field<i64>,
-    /// `tacho.cpu.v1` (written from `cpubench::Pass`).
-    single_thread: Field<PassView>,
-    all_threads: Field<PassView>,
-    /// `tacho.mem.v1` (written from `membench::LevelResult`).
-    levels: Field<Vec<Field<LevelView>>>,
-    /// `tacho.time.v1` (written from `timing::result::TimedCommand`), each kept whole.
+    /// `tacho.cpu.v1`.
+    single_thread: Field<Pass<Read>>,
+    all_threads: Field<Pass<Read>>,
+    /// `tacho.mem.v1`.
+    levels: Field<Vec<Field<LevelResult<Read>>>>,
+    /// `tacho.time.v1` (written from `timing::result::TimedCommand`), each kept whole and its
+    /// figures read as a `CommandResult`.
     results: Field<Vec<Value>>,
-}
-
-/// One pass of `bench cpu` (written from `cpubench::Pass`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct PassView {
-    /// Copied into each test as written.
-    threads: Field<Value>,
-    ops_per_s: Field<f64>,
-    kernels: Field<Vec<Field<KernelView>>>,
-}
-
-/// One kernel of a pass (written from `cpubench::KernelResult`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct KernelView {
-    name: Field<String>,
-    /// Copied into the test as written.
-    op: Field<Value>,
-    /// Copied into the test as written.
-    spread_pct: Field<Value>,
-    ops_per_s: Field<f64>,
-    repeats_ops_per_s: Field<Vec<Field<f64>>>,
-}
-
-/// A level of `bench mem`, its all-threads pass, or one of their repeats: the fields each
-/// has (written from `membench::{LevelResult, ThreadsResult, Figures}`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct LevelView {
-    name: Field<String>,
-    /// Copied into the test as written (the all-threads pass's).
-    threads: Field<Value>,
-    /// Copied into the test as written.
-    size_bytes: Field<Value>,
-    /// Copied into the test as written.
-    spread_pct: Field<Value>,
-    read_bytes_per_s: Field<f64>,
-    write_bytes_per_s: Field<f64>,
-    copy_bytes_per_s: Field<f64>,
-    latency_ns: Field<f64>,
-    repeats: Field<Vec<Field<LevelView>>>,
-    all_threads: Field<Box<LevelView>>,
-}
-
-/// The figures of one `tacho time` result (written from `timing::result::CommandResult`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct ResultView {
-    command: Field<String>,
-    mean: Field<f64>,
-    median: Field<f64>,
-    max: Field<f64>,
-    times: Field<Vec<Field<f64>>>,
 }
 
 /// Splits a `tacho.cpu.v1`, `tacho.mem.v1` or `tacho.time.v1` document into a run.
@@ -178,11 +126,11 @@ struct CpuTest<'a> {
     name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel: Option<&'a str>,
-    threads: &'a Field<Value>,
+    threads: &'a Field<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    op: Option<&'a Field<Value>>,
+    op: Option<&'a Field<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    spread_pct: Option<&'a Field<Value>>,
+    spread_pct: Option<&'a Field<f64>>,
     run: Ops,
     repeats: Vec<OpsRepeat>,
 }
@@ -200,7 +148,7 @@ fn ops_repeats(values: impl IntoIterator<Item = f64>) -> Vec<OpsRepeat> {
 /// each pass's score (the geometric mean of its kernels, per repeat too).
 fn cpu_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
     let mut tests = Vec::new();
-    let none = KernelView::default();
+    let none = KernelResult::<Read>::default();
     for (key, pass, title) in [
         ("single_thread", &doc.single_thread, "1 thread"),
         ("all_threads", &doc.all_threads, "all threads"),
@@ -290,44 +238,56 @@ struct MemTest<'a> {
     figures: MemFigures,
     name: String,
     level: &'a str,
-    threads: &'a Field<Value>,
-    size_bytes: &'a Field<Value>,
-    spread_pct: &'a Field<Value>,
+    threads: &'a Field<usize>,
+    size_bytes: &'a Field<u64>,
+    spread_pct: &'a Field<Spread>,
     repeats: Vec<MemFigures>,
 }
 
 /// A level's (or a repeat's) bandwidths as read, write and copy, its random-access latency
-/// as the read latency.
-fn mem_figures(f: &LevelView) -> Result<MemFigures, Invalid> {
+/// as the read latency: `[read, write, copy, latency]` as the document has them.
+fn mem_figures([read, write, copy, latency]: [&Field<f64>; 4]) -> Result<MemFigures, Invalid> {
     // In the order the figures were checked before the views (the message names the first).
-    let read = number(&f.read_bytes_per_s, "read_bytes_per_s")?;
-    let latency = number(&f.latency_ns, "latency_ns")?;
+    let read = number(read, "read_bytes_per_s")?;
+    let latency = number(latency, "latency_ns")?;
     Ok(MemFigures {
         read: ReadFigures {
             bw_bytes_per_s: read,
             lat_ns: Mean { mean: latency },
         },
         write: Bandwidth {
-            bw_bytes_per_s: number(&f.write_bytes_per_s, "write_bytes_per_s")?,
+            bw_bytes_per_s: number(write, "write_bytes_per_s")?,
         },
         copy: Bandwidth {
-            bw_bytes_per_s: number(&f.copy_bytes_per_s, "copy_bytes_per_s")?,
+            bw_bytes_per_s: number(copy, "copy_bytes_per_s")?,
         },
     })
+}
+
+/// The fields a level and its all-threads pass both have.
+struct LevelPass<'a> {
+    threads: &'a Field<usize>,
+    size_bytes: &'a Field<u64>,
+    figures: [&'a Field<f64>; 4],
+    spread_pct: &'a Field<Spread>,
+    repeats: &'a Field<Vec<Field<Figures<Read>>>>,
 }
 
 /// Each level on one thread and on all threads: bandwidths as read, write and copy, the
 /// random-access latency as the read latency.
 fn mem_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
-    let none = LevelView::default();
-    let test = |name: String, level: &str, threads: &Field<Value>, f: &LevelView| {
-        let figures = mem_figures(f)?;
-        let repeats = f
+    let none = Figures::<Read>::default();
+    let test = |name: String, level: &str, pass: LevelPass| {
+        let figures = mem_figures(pass.figures)?;
+        let repeats = pass
             .repeats
             .get()
             .map(|r| {
                 r.iter()
-                    .map(|r| mem_figures(r.get().unwrap_or(&none)))
+                    .map(|r| {
+                        let r = r.get().unwrap_or(&none);
+                        mem_figures([&r.read, &r.write, &r.copy, &r.latency_ns])
+                    })
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?
@@ -336,9 +296,9 @@ fn mem_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
             figures,
             name,
             level,
-            threads,
-            size_bytes: &f.size_bytes,
-            spread_pct: &f.spread_pct,
+            threads: pass.threads,
+            size_bytes: pass.size_bytes,
+            spread_pct: pass.spread_pct,
             repeats,
         })
     };
@@ -346,19 +306,39 @@ fn mem_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
         .levels
         .get()
         .ok_or_else(|| Invalid("\"levels\" must be an array".into()))?;
-    let one = Field::Set(json!(1));
+    let one = Field::Set(1);
+    let no_level = LevelResult::<Read>::default();
     let mut tests = Vec::new();
     for l in levels {
-        let l = l.get().unwrap_or(&none);
+        let l = l.get().unwrap_or(&no_level);
         let level = text(&l.name, "name")?;
-        tests.push(test(format!("{level} 1 thread"), level, &one, l)?);
-        if let Some(all) = l.all_threads.get() {
-            tests.push(test(
-                format!("{level} all threads"),
-                level,
-                &all.threads,
-                all,
-            )?);
+        let pass = LevelPass {
+            threads: &one,
+            size_bytes: &l.size_bytes,
+            figures: [
+                &l.read_bytes_per_s,
+                &l.write_bytes_per_s,
+                &l.copy_bytes_per_s,
+                &l.latency_ns,
+            ],
+            spread_pct: &l.spread_pct,
+            repeats: &l.repeats,
+        };
+        tests.push(test(format!("{level} 1 thread"), level, pass)?);
+        if let Some(Some(all)) = l.all_threads.get() {
+            let pass = LevelPass {
+                threads: &all.threads,
+                size_bytes: &all.size_bytes,
+                figures: [
+                    &all.read_bytes_per_s,
+                    &all.write_bytes_per_s,
+                    &all.copy_bytes_per_s,
+                    &all.latency_ns,
+                ],
+                spread_pct: &all.spread_pct,
+                repeats: &all.repeats,
+            };
+            tests.push(test(format!("{level} all threads"), level, pass)?);
         }
     }
     Ok(tests)
@@ -394,7 +374,7 @@ fn time_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
         .ok_or_else(|| Invalid("\"results\" must be an array".into()))?;
     let mut tests = Vec::new();
     for r in results {
-        let figures: ResultView = view(r);
+        let figures: CommandResult<Read> = view(r);
         let command = text(&figures.command, "command")?;
         let times: Vec<f64> = figures
             .times

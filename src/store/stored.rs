@@ -10,6 +10,7 @@
 //! struct is read only from an object (serde's derived structs also take an array, element by
 //! element as the fields in order, which no stored document means: see [`ObjectsOnly`]).
 
+use crate::form::{Form, Leaf};
 use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
@@ -92,8 +93,12 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectsOnly<D> {
         deserialize_i64 deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32
         deserialize_u64 deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char
         deserialize_str deserialize_string deserialize_bytes deserialize_byte_buf
-        deserialize_option deserialize_unit deserialize_seq deserialize_map
+        deserialize_unit deserialize_seq deserialize_map
         deserialize_identifier deserialize_ignored_any
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_option(SomeObjectsOnly(v))
     }
 
     fn deserialize_unit_struct<V: Visitor<'de>>(
@@ -148,6 +153,29 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectsOnly<D> {
     }
 }
 
+/// An `Option`'s visitor whose value, when there is one, is read as [`ObjectsOnly`] too.
+struct SomeObjectsOnly<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for SomeObjectsOnly<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_none()
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_unit()
+    }
+
+    fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<V::Value, D2::Error> {
+        self.0.visit_some(ObjectsOnly(d))
+    }
+}
+
 /// A struct's visitor that accepts only a map (every other shape is the default: an error).
 struct MapOnly<V>(V);
 
@@ -161,6 +189,16 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for MapOnly<V> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
         self.0.visit_map(map)
     }
+}
+
+/// As a stored document is read back: each field absent, null or recorded (see
+/// [`crate::form`]).
+// Clone, Copy and PartialEq so a derive on a struct of this form can have them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Read;
+
+impl Form for Read {
+    type Of<T: Leaf> = Field<T>;
 }
 
 /// A scalar shown as text: a string as it is, a number or a boolean as JSON writes it.
@@ -410,5 +448,10 @@ mod tests {
         assert_eq!(warnings[1].get().unwrap().code.get().unwrap(), "steal");
         let work: WorkView = view(&json!(["randread", 4096, 1, 1, 100]));
         assert_eq!((work.rw, work.bs_bytes), (Field::Absent, Field::Absent));
+        // Nor inside an Option.
+        let some: Field<Option<SyncView>> = view(&json!([3]));
+        assert!(some.is_absent());
+        let some: Field<Option<SyncView>> = view(&json!({"count": 3}));
+        assert_eq!(some.get().unwrap().as_ref().unwrap().count, Field::Set(3));
     }
 }
