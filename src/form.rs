@@ -23,6 +23,9 @@ impl<T: Debug + Default + Serialize + DeserializeOwned> Leaf for T {}
 pub trait Form: Debug + Default {
     /// A field that holds a `T`.
     type Of<T: Leaf>: Leaf;
+
+    /// Whether a list field holds nothing (for a field written only when it holds something).
+    fn is_empty<T: Leaf>(list: &Self::Of<Vec<T>>) -> bool;
 }
 
 /// As written: each field is its value.
@@ -32,4 +35,8 @@ pub struct Written;
 
 impl Form for Written {
     type Of<T: Leaf> = T;
+
+    fn is_empty<T: Leaf>(list: &Vec<T>) -> bool {
+        list.is_empty()
+    }
 }

@@ -180,7 +180,7 @@ impl NewRun {
         let suite = doc
             .suite
             .get()
-            .and_then(|s| Some((s.name.get()?.clone(), *s.version.get()?)));
+            .and_then(|s| Some((s.name.get()?.clone(), i64::from(*s.version.get()?))));
         for key in ["host", "target"] {
             if let Some(v) = obj.get(key).filter(|v| !v.is_object()) {
                 return Err(Invalid(format!(

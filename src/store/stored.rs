@@ -10,6 +10,7 @@
 //! struct is read only from an object (serde's derived structs also take an array, element by
 //! element as the fields in order, which no stored document means: see [`ObjectsOnly`]).
 
+use crate::bench::result::SuiteRef;
 use crate::form::{Form, Leaf};
 use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -199,6 +200,10 @@ pub(crate) struct Read;
 
 impl Form for Read {
     type Of<T: Leaf> = Field<T>;
+
+    fn is_empty<T: Leaf>(list: &Field<Vec<T>>) -> bool {
+        list.get().is_none_or(Vec::is_empty)
+    }
 }
 
 /// A scalar shown as text: a string as it is, a number or a boolean as JSON writes it.
@@ -299,18 +304,8 @@ pub(crate) struct WarningView {
     pub(crate) message: Field<String>,
 }
 
-/// `suite` (written from `bench::result::SuiteRef`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct SuiteView {
-    pub(crate) name: Field<String>,
-    pub(crate) version: Field<i64>,
-    /// `false` when options changed the suite's method; absent from runs saved before.
-    pub(crate) standard: Field<bool>,
-    pub(crate) repeat: Field<u64>,
-    /// What options changed (`runtime 1s`).
-    pub(crate) changed: Field<Vec<Field<String>>>,
-}
+/// `suite`, as read back (`standard` is absent from runs saved before it was written).
+pub(crate) type SuiteView = SuiteRef<Read>;
 
 /// The top-level fields of a `tacho.bench.v1` document the store keeps in its own columns
 /// (besides `host`, `target` and `tests`).
