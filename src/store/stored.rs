@@ -75,7 +75,7 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Field<T> {
 /// A deserializer that reads a struct only from an object: given an array, serde's derived
 /// structs would take its elements as the fields in order (`"judgement": ["fail", …]` as a
 /// judgement), which a stored document never means. Everything else is `D`'s own.
-pub(crate) struct ObjectsOnly<D>(pub(crate) D);
+struct ObjectsOnly<D>(D);
 
 /// Forwards `deserialize_*` methods that take only a visitor to the wrapped deserializer.
 macro_rules! forward {
