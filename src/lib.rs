@@ -17,6 +17,7 @@ pub(crate) mod diagnose;
 pub(crate) mod features;
 pub(crate) mod files;
 pub(crate) mod fit;
+pub(crate) mod form;
 pub(crate) mod history;
 pub(crate) mod io;
 pub(crate) mod kernel;

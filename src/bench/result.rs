@@ -2,6 +2,7 @@
 //! Field names carry their units (`_bytes`, `_ns`, `_s`, `_per_s`).
 
 use super::hostcache::HostCacheProbe;
+use crate::form::{Form, Written};
 use crate::io::{
     BsShare, CpuTime, EngineKind, JobSpec, LatencySummary, Measured, OpStats, Rw, SyncEvery,
 };
@@ -39,20 +40,27 @@ pub struct BenchReport {
     pub interrupted: bool,
 }
 
-/// Which suite ran and whether its method was kept.
-#[derive(Debug, Serialize)]
-pub struct SuiteRef {
+/// Which suite ran and whether its method was kept (in either [`Form`]: the store reads it
+/// back as `SuiteRef<Read>`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, bound = "")]
+pub struct SuiteRef<F: Form = Written> {
     /// The suite's name (`quick`, `etcd`, …).
-    pub name: &'static str,
+    pub name: F::Of<String>,
     /// The suite's version: results compare only within one.
-    pub version: u32,
+    pub version: F::Of<u32>,
     /// False when options changed the suite's method (runtime, ramp, size, buffered I/O).
-    pub standard: bool,
+    pub standard: F::Of<bool>,
     /// Runs of every test.
-    pub repeat: u32,
+    pub repeat: F::Of<u32>,
     /// What the options changed when `standard` is false (`runtime 1s`, `size 4.00 MiB`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub changed: Vec<String>,
+    #[serde(skip_serializing_if = "no_changes::<F>")]
+    pub changed: F::Of<Vec<F::Of<String>>>,
+}
+
+/// An empty `changed` is left out.
+fn no_changes<F: Form>(changed: &F::Of<Vec<F::Of<String>>>) -> bool {
+    F::is_empty::<F::Of<String>>(changed)
 }
 
 /// A pass/fail judgement against a threshold (the etcd suite's).

@@ -380,7 +380,7 @@ fn single_disk_link(root: &SysRoot, t: &Inspected) -> Option<Link> {
 
 fn suite_ref(plan: &Plan, req: &Request) -> Option<SuiteRef> {
     plan.suite.as_ref().map(|s| SuiteRef {
-        name: s.name,
+        name: s.name.to_string(),
         version: s.version,
         standard: plan.standard,
         repeat: plan.repeat,

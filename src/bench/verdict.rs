@@ -43,7 +43,7 @@ pub fn verdict(report: &BenchReport) -> String {
         (Some(j), _) => judgement_words(j),
         // The suites built around CrystalDiskMark's figures read best as those figures; the
         // others (k8s, iometer, oltp) as their named tests.
-        (None, Some(s)) if ["quick", "cdm", "full"].contains(&s.name) => {
+        (None, Some(s)) if ["quick", "cdm", "full"].contains(&s.name.as_str()) => {
             suite_summary(&report.tests)
         }
         (None, Some(_)) => report

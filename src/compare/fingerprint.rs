@@ -172,8 +172,8 @@ fn method(
     let repeats = extra
         .suite
         .get()
-        .and_then(|s| s.repeat.get())
-        .or_else(|| extra.repeat.get())
+        .and_then(|s| s.repeat.get().map(|&n| u64::from(n)))
+        .or_else(|| extra.repeat.get().copied())
         .map(|n| n.to_string())
         .or_else(|| {
             if run.kind == RunKind::Time {
@@ -474,8 +474,8 @@ mod tests {
             value_ns: 1,
             threshold_ns: 10_000_000,
         };
-        let suite = SuiteRef {
-            name: "etcd",
+        let suite: SuiteRef = SuiteRef {
+            name: "etcd".to_string(),
             version: 1,
             standard: true,
             repeat: 3,

@@ -167,6 +167,14 @@ pub(super) fn judge_unjudged(runs: &mut [RunHead], rows: &[super::Row]) {
     }
 }
 
+/// A test's warnings (written from `bench::result::TestResult`): only the field read, as a run
+/// may hold many tests.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct TestWarningsView {
+    warnings: Field<Vec<Field<WarningView>>>,
+}
+
 pub(super) fn head(run: &StoredRun) -> RunHead {
     let extra: ExtraView = view(&Value::Object(run.extra.clone()));
     let target: TargetView = view(&run.target);
@@ -223,9 +231,8 @@ pub fn run_warnings(run: &StoredRun) -> Vec<String> {
     // Per kind, in the order first seen: the first sentence and the other tests' names.
     let mut kinds: Vec<(String, String, Vec<&str>)> = Vec::new();
     for t in &run.tests {
-        // Only the field read: a run may hold many tests.
-        let warnings = t.json.get("warnings").map_or(Field::Absent, view);
-        for (code, message) in of(&warnings) {
+        let test: TestWarningsView = view(&t.json);
+        for (code, message) in of(&test.warnings) {
             match kinds.iter_mut().find(|(c, _, _)| *c == code) {
                 Some((_, _, others)) => {
                     if !others.contains(&t.name.as_str()) {

@@ -6,6 +6,7 @@
 
 pub mod kernels;
 
+use crate::form::{Form, Written};
 use crate::kernel::SysRoot;
 use crate::kernel::cpusplit::CpuSplit;
 use crate::kernel::host::Host;
@@ -16,7 +17,7 @@ use crate::stats;
 use crate::warning::{Code, Warning};
 use kernels::Kernel;
 pub use kernels::KernelName;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -75,30 +76,33 @@ pub struct CpuReport {
     pub interrupted: bool,
 }
 
-/// One pass over the kernels at one thread count.
-#[derive(Debug, Serialize)]
-pub struct Pass {
+/// One pass over the kernels at one thread count (in either [`Form`]: the store reads it back
+/// as `Pass<Read>`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, bound = "")]
+pub struct Pass<F: Form = Written> {
     /// Threads that ran each kernel at once.
-    pub threads: usize,
+    pub threads: F::Of<usize>,
     /// Geometric mean of the kernels' `ops_per_s`.
-    pub ops_per_s: f64,
+    pub ops_per_s: F::Of<f64>,
     /// One entry per kernel, in [`Config::kernels`] order.
-    pub kernels: Vec<KernelResult>,
+    pub kernels: F::Of<Vec<F::Of<KernelResult<F>>>>,
 }
 
 /// One kernel's figures in one pass.
-#[derive(Debug, Serialize)]
-pub struct KernelResult {
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, bound = "")]
+pub struct KernelResult<F: Form = Written> {
     /// The kernel's id (`primes`, `integer`, `float`, `hash`).
-    pub name: &'static str,
+    pub name: F::Of<String>,
     /// What one op is, in words.
-    pub op: &'static str,
+    pub op: F::Of<String>,
     /// Median over the repeats (sum over threads in the all-threads pass).
-    pub ops_per_s: f64,
+    pub ops_per_s: F::Of<f64>,
     /// (max − min) / median of the repeats, in percent; 0 when the median is 0.
-    pub spread_pct: f64,
+    pub spread_pct: F::Of<f64>,
     /// Each repeat's ops per second, in run order.
-    pub repeats_ops_per_s: Vec<f64>,
+    pub repeats_ops_per_s: F::Of<Vec<F::Of<f64>>>,
 }
 
 /// Runs the suite. `progress` is told what is about to run; `stop` ends it early.
@@ -184,8 +188,8 @@ fn pass(threads: usize, names: &[KernelName], repeats: &[Vec<f64>]) -> Pass {
         .zip(repeats)
         .filter(|(_, r)| !r.is_empty())
         .map(|(k, r)| KernelResult {
-            name: k.id(),
-            op: k.op(),
+            name: k.id().to_string(),
+            op: k.op().to_string(),
             ops_per_s: stats::median(r).unwrap_or(0.0),
             spread_pct: stats::spread_pct(r).unwrap_or(0.0),
             repeats_ops_per_s: r.to_vec(),

@@ -9,12 +9,13 @@
 pub mod kernels;
 
 use crate::choice::Choice;
+use crate::form::{Form, Written};
 use crate::kernel::cache::CacheLevel;
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::stats;
 use crate::warning::{Code, Warning};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -136,53 +137,58 @@ pub struct MemReport {
     pub interrupted: bool,
 }
 
-/// One level: the single-thread figures at the top (the headline), all threads beneath.
-#[derive(Debug, Serialize)]
-pub struct LevelResult {
+/// One level: the single-thread figures at the top (the headline), all threads beneath (in
+/// either [`Form`]: the store reads it back as `LevelResult<Read>`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, bound = "")]
+pub struct LevelResult<F: Form = Written> {
     /// `L1`, `L2`, `L3` or `DRAM`.
-    pub name: &'static str,
+    pub name: F::Of<String>,
     /// Working set of the single-thread pass, in bytes.
-    pub size_bytes: u64,
+    pub size_bytes: F::Of<u64>,
     /// Read bandwidth on one thread, bytes per second.
-    pub read_bytes_per_s: f64,
+    pub read_bytes_per_s: F::Of<f64>,
     /// Write bandwidth on one thread, bytes per second.
-    pub write_bytes_per_s: f64,
+    pub write_bytes_per_s: F::Of<f64>,
     /// Bytes copied per second (each read once and written once).
-    pub copy_bytes_per_s: f64,
+    pub copy_bytes_per_s: F::Of<f64>,
     /// Nanoseconds per dependent load of a random pointer chase through the set, one thread.
-    pub latency_ns: f64,
+    pub latency_ns: F::Of<f64>,
     /// (max − min) / median of the repeats of each figure, in percent.
-    pub spread_pct: Spread,
+    pub spread_pct: F::Of<Spread>,
     /// Each repeat's figures, in the order they ran (the figures above are their medians).
-    pub repeats: Vec<Figures>,
+    pub repeats: F::Of<Vec<F::Of<Figures<F>>>>,
     /// The same level on all threads at once; `None` with one thread or after Ctrl-C.
-    pub all_threads: Option<ThreadsResult>,
+    pub all_threads: F::Of<Option<ThreadsResult<F>>>,
 }
 
 /// One level measured on all threads at once, each with its own buffer.
-#[derive(Debug, Serialize)]
-pub struct ThreadsResult {
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, bound = "")]
+pub struct ThreadsResult<F: Form = Written> {
     /// Threads that ran at once.
-    pub threads: usize,
+    pub threads: F::Of<usize>,
     /// Working set of each thread.
-    pub size_bytes: u64,
+    pub size_bytes: F::Of<u64>,
     /// Sums over the threads.
-    pub read_bytes_per_s: f64,
+    pub read_bytes_per_s: F::Of<f64>,
     /// Write bandwidth summed over the threads, bytes per second.
-    pub write_bytes_per_s: f64,
+    pub write_bytes_per_s: F::Of<f64>,
     /// Copy bandwidth summed over the threads, bytes per second.
-    pub copy_bytes_per_s: f64,
+    pub copy_bytes_per_s: F::Of<f64>,
     /// Mean over the threads (latency under load).
-    pub latency_ns: f64,
+    pub latency_ns: F::Of<f64>,
     /// (max − min) / median of the repeats of each figure, in percent.
-    pub spread_pct: Spread,
+    pub spread_pct: F::Of<Spread>,
     /// Each repeat's figures, in the order they ran.
-    pub repeats: Vec<Figures>,
+    pub repeats: F::Of<Vec<F::Of<Figures<F>>>>,
 }
 
 /// Spread between repeats of each figure, in percent ((max − min) / median; 0 when the median is
 /// 0).
-#[derive(Debug, Clone, Copy, Serialize, Default)]
+///
+/// Read back whole or not at all: it describes the figures, which are read one by one.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default)]
 pub struct Spread {
     /// Of the read bandwidth.
     pub read: f64,
@@ -233,19 +239,20 @@ impl LevelName {
 }
 
 /// The four figures of one measurement, in kernel order: one repeat in `repeats[]`.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Figures {
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
+#[serde(default, bound = "")]
+pub struct Figures<F: Form = Written> {
     /// Read bandwidth, bytes per second.
     #[serde(rename = "read_bytes_per_s")]
-    pub read: f64,
+    pub read: F::Of<f64>,
     /// Write bandwidth, bytes per second.
     #[serde(rename = "write_bytes_per_s")]
-    pub write: f64,
+    pub write: F::Of<f64>,
     /// Copy bandwidth (each byte read once and written once), bytes per second.
     #[serde(rename = "copy_bytes_per_s")]
-    pub copy: f64,
+    pub copy: F::Of<f64>,
     /// Nanoseconds per dependent load of the random chase.
-    pub latency_ns: f64,
+    pub latency_ns: F::Of<f64>,
 }
 
 /// Median figures and spreads over repeats.
@@ -314,7 +321,7 @@ pub fn run(
             None
         };
         levels.push(LevelResult {
-            name: plan.name.label(),
+            name: plan.name.label().to_string(),
             size_bytes: plan.size_bytes,
             read_bytes_per_s: one.read,
             write_bytes_per_s: one.write,
@@ -351,7 +358,7 @@ fn measure_threads(threads: usize, bytes: u64, cfg: &Config) -> Vec<Figures> {
     let barrier = Barrier::new(threads);
     let per_thread = crate::parallel::run_together(threads, |t| {
         let mut buf = kernels::buffer(bytes);
-        let mut out = Vec::with_capacity(cfg.repeat as usize);
+        let mut out: Vec<Figures> = Vec::with_capacity(cfg.repeat as usize);
         for r in 0..cfg.repeat {
             barrier.wait();
             let read = read(&buf, cfg.runtime);
@@ -375,7 +382,7 @@ fn measure_threads(threads: usize, bytes: u64, cfg: &Config) -> Vec<Figures> {
         .map(|r| {
             let rows = per_thread.iter().map(|t| t[r]);
             let n = threads as f64;
-            rows.fold(Figures::default(), |acc, f| Figures {
+            rows.fold(<Figures>::default(), |acc, f| Figures {
                 read: acc.read + f.read,
                 write: acc.write + f.write,
                 copy: acc.copy + f.copy,

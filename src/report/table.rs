@@ -82,7 +82,7 @@ fn write_row_meanings(report: &BenchReport, out: &mut impl Write) -> io::Result<
     let Some(suite) = report
         .suite
         .as_ref()
-        .and_then(|s| crate::bench::suite::find(s.name).ok())
+        .and_then(|s| crate::bench::suite::find(&s.name).ok())
     else {
         return Ok(());
     };

@@ -4,8 +4,20 @@
 use super::fio;
 use super::run::Invalid;
 use super::run::{NewRun, NewTest, RunSource, check_test};
+use super::version::{DocKind, Schema, SchemaError};
 use crate::bench::result::SCHEMA;
 use serde_json::{Map, Value};
+
+/// Why the runs of a file cannot be imported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    /// What is wrong with the file (`document 2: "tests" must be an array`).
+    #[error("{0}")]
+    Invalid(#[from] Invalid),
+    /// Document N names a version of its schema newer than this tacho reads.
+    #[error("document {0}: {1}")]
+    Newer(usize, SchemaError),
+}
 
 /// The largest file `runs import` reads. A tacho run of the largest suite is under 1 MiB
 /// and fio's json+ output with full latency histograms about 120 KiB per job, so this holds
@@ -38,13 +50,15 @@ pub fn read_documents(path: &std::path::Path) -> anyhow::Result<Vec<NewRun>> {
     file.take(IMPORT_LIMIT + 1)
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    parse_documents(&bytes).map_err(|e| {
-        anyhow::anyhow!(
+    parse_documents(&bytes).map_err(|e| match e {
+        // The fix is a newer tacho, not another file.
+        Unreadable::Newer(..) => anyhow::anyhow!("{} cannot be imported: {e}", path.display()),
+        Unreadable::Invalid(e) => anyhow::anyhow!(
             "{} cannot be imported: {e}; give tacho.bench.v1 JSON (tacho runs export, tacho bench \
              --json), the --json output of bench cpu, bench mem or time, or fio \
              --output-format=json output",
             path.display()
-        )
+        ),
     })
 }
 
@@ -52,11 +66,11 @@ pub fn read_documents(path: &std::path::Path) -> anyhow::Result<Vec<NewRun>> {
 /// one after another) or fio's `--output-format=json` output. A UTF-8 byte-order mark, CRLF
 /// line ends and text around the JSON (fio's notes before it, `--output-format=json,normal`
 /// after it) are skipped; every run is checked (see [`check_test`]) before it is returned.
-pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, Invalid> {
+pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, Unreadable> {
     let bytes = bytes.as_ref();
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let mut runs = Vec::new();
-    let mut at = json_line(bytes, 0).ok_or("no JSON document found")?;
+    let mut at = json_line(bytes, 0).ok_or(Invalid("no JSON document found".into()))?;
     let mut documents = 0;
     while at < bytes.len() {
         let mut stream = serde_json::Deserializer::from_slice(&bytes[at..]).into_iter::<Top>();
@@ -72,7 +86,8 @@ pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, Invalid> 
                 return Err(match e.classify() {
                     serde_json::error::Category::Data => Invalid(format!("line {line}: {what}")),
                     _ => Invalid(format!("not valid JSON at line {line}: {what}")),
-                });
+                }
+                .into());
             }
             None => break,
         };
@@ -82,14 +97,14 @@ pub fn parse_documents(bytes: impl AsRef<[u8]>) -> Result<Vec<NewRun>, Invalid> 
         };
         for doc in docs {
             documents += 1;
-            runs.push(parse_one(doc).map_err(|e| Invalid(format!("document {documents}: {e}")))?);
+            runs.push(parse_one(doc, documents)?);
         }
         // Whatever follows on the value's own line and any lines of text after it are skipped
         // up to the next line that opens a JSON value.
         at = json_line(bytes, at + stream.byte_offset()).unwrap_or(bytes.len());
     }
     if runs.is_empty() {
-        return Err(Invalid("no runs in it".into()));
+        return Err(Invalid("no runs in it".into()).into());
     }
     Ok(runs)
 }
@@ -210,25 +225,42 @@ impl<'de> serde::Deserialize<'de> for TestList {
     }
 }
 
-fn parse_one(doc: Document) -> Result<NewRun, Invalid> {
-    let run = parse_kind(doc)?;
-    refuse_nul(&run)?;
+/// Document `n` of a file as a run.
+fn parse_one(doc: Document, n: usize) -> Result<NewRun, Unreadable> {
+    let schema = doc
+        .fields
+        .get("schema")
+        .and_then(Value::as_str)
+        .map(Schema::parse);
+    let schema = match schema {
+        Some(Err(newer @ SchemaError::Newer { .. })) => return Err(Unreadable::Newer(n, newer)),
+        Some(Err(SchemaError::Unknown(other))) => Some(Err(other)),
+        Some(Ok(schema)) => Some(Ok(schema)),
+        None => None,
+    };
+    let at = |e: Invalid| Invalid(format!("document {n}: {e}"));
+    let run = parse_kind(doc, schema).map_err(at)?;
+    refuse_nul(&run).map_err(at)?;
     Ok(run)
 }
 
-fn parse_kind(doc: Document) -> Result<NewRun, Invalid> {
+/// A document as a run, by its schema (`None`: it names none; `Err`: one tacho does not store).
+fn parse_kind(doc: Document, schema: Option<Result<Schema, String>>) -> Result<NewRun, Invalid> {
     let Document { mut fields, tests } = doc;
-    let run = match fields.get("schema").and_then(Value::as_str) {
-        Some(SCHEMA) => {
+    let run = match schema {
+        Some(Ok(Schema {
+            kind: DocKind::Bench,
+            ..
+        })) => {
             return NewRun::from_parts(fields, tests.unwrap_or_default(), RunSource::Import);
         }
-        Some(other) if super::kinds::kind_of_schema(other).is_some() => {
+        Some(Ok(_)) => {
             if let Some(tests) = tests {
                 fields.insert("tests".into(), tests.iter().map(NewTest::value).collect());
             }
             super::kinds::to_run(&Value::Object(fields), RunSource::Import)?
         }
-        Some(other) => {
+        Some(Err(other)) => {
             return Err(Invalid(format!(
                 "schema {other:?} cannot be imported (expected {SCHEMA}, tacho.cpu.v1, \
                  tacho.mem.v1, tacho.time.v1 or fio JSON)"

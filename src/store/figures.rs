@@ -1,10 +1,13 @@
 //! The per-direction figures of a test, taken from its JSON object: the reported figure
 //! (sample 0) and, when the test was repeated, each repeat (samples 1..N).
 //!
-//! Read from `serde_json::Value` rather than a typed struct so tests written by any tacho
-//! version (and by fio import) index the same way; absent fields are `None`, never zero.
+//! Read through a typed view whose every field may be absent ([`Field`]), so tests written by
+//! any tacho version (and by fio import) index the same way; absent fields are `None`, never
+//! zero.
 
+use super::stored::{Field, view};
 use rusqlite::{Transaction, params};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The latency percentiles stored per direction, as (JSON key, column) pairs.
@@ -45,31 +48,103 @@ pub struct Figures {
     pub lat_ns: [Option<f64>; 7],
 }
 
+/// The figures of a test or of one of its repeats, by direction (written from
+/// `bench::result::{TestResult, DirectionResult}`, and by `store::kinds` and `store::fio`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SampleView {
+    read: Field<DirectionView>,
+    write: Field<DirectionView>,
+    sync: Field<DirectionView>,
+    copy: Field<DirectionView>,
+    run: Field<DirectionView>,
+    wall: Field<DirectionView>,
+    /// The test's repeats (a repeat's own are not read).
+    repeats: Field<Vec<Field<SampleView>>>,
+}
+
+impl SampleView {
+    /// The sample's directions, in the order of [`DIRECTIONS`].
+    fn directions(&self) -> [(&'static str, &Field<DirectionView>); 6] {
+        let [read, write, sync, copy, run, wall] = DIRECTIONS;
+        [
+            (read, &self.read),
+            (write, &self.write),
+            (sync, &self.sync),
+            (copy, &self.copy),
+            (run, &self.run),
+            (wall, &self.wall),
+        ]
+    }
+}
+
+/// One direction's figures.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct DirectionView {
+    iops: Field<f64>,
+    bw_bytes_per_s: Field<f64>,
+    ops_per_s: Field<f64>,
+    lat_ns: Field<LatencyView>,
+}
+
+/// `lat_ns`, by the keys of [`LATENCY_KEYS`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct LatencyView {
+    mean: Field<f64>,
+    p50: Field<f64>,
+    p90: Field<f64>,
+    p99: Field<f64>,
+    p99_9: Field<f64>,
+    p99_99: Field<f64>,
+    max: Field<f64>,
+}
+
+impl LatencyView {
+    /// In the order of [`LATENCY_KEYS`].
+    fn in_order(&self) -> [Option<f64>; 7] {
+        [
+            &self.mean,
+            &self.p50,
+            &self.p90,
+            &self.p99,
+            &self.p99_9,
+            &self.p99_99,
+            &self.max,
+        ]
+        .map(|f| f.get().copied())
+    }
+}
+
 /// Every sample and direction present in a test object.
 pub fn of_test(test: &Value) -> Vec<Figures> {
-    let mut out = directions(test, 0);
-    if let Some(repeats) = test.get("repeats").and_then(Value::as_array) {
+    let test: SampleView = view(test);
+    let mut out = directions(&test, 0);
+    if let Some(repeats) = test.repeats.get() {
         for (i, repeat) in repeats.iter().enumerate() {
-            out.extend(directions(repeat, u32::try_from(i + 1).unwrap_or(u32::MAX)));
+            if let Some(repeat) = repeat.get() {
+                out.extend(directions(repeat, u32::try_from(i + 1).unwrap_or(u32::MAX)));
+            }
         }
     }
     out
 }
 
-fn directions(obj: &Value, sample: u32) -> Vec<Figures> {
-    DIRECTIONS
-        .iter()
-        .filter_map(|&direction| {
-            let d = obj.get(direction).filter(|d| d.is_object())?;
-            let lat = d.get("lat_ns");
+fn directions(sample: &SampleView, n: u32) -> Vec<Figures> {
+    sample
+        .directions()
+        .into_iter()
+        .filter_map(|(direction, d)| {
+            let d = d.get()?;
+            let none = LatencyView::default();
             Some(Figures {
-                sample,
+                sample: n,
                 direction,
-                iops: d.get("iops").and_then(Value::as_f64),
-                bw_bytes_per_s: d.get("bw_bytes_per_s").and_then(Value::as_f64),
-                ops_per_s: d.get("ops_per_s").and_then(Value::as_f64),
-                lat_ns: LATENCY_KEYS
-                    .map(|(key, _)| lat.and_then(|l| l.get(key)).and_then(Value::as_f64)),
+                iops: d.iops.get().copied(),
+                bw_bytes_per_s: d.bw_bytes_per_s.get().copied(),
+                ops_per_s: d.ops_per_s.get().copied(),
+                lat_ns: d.lat_ns.get().unwrap_or(&none).in_order(),
             })
         })
         .collect()

@@ -3,24 +3,43 @@
 //! the store indexes them (see [`super::figures::DIRECTIONS`]), so `compare` lines them up
 //! and tests their repeats like disk tests.
 //!
-//! Read from `serde_json::Value`, like fio's JSON, so a document saved by `--json` imports the
-//! same way the running command saves it.
+//! Read through the writers' own types in their read-back form ([`crate::form`]):
+//! `cpubench::Pass<Read>`, `membench::LevelResult<Read>`, `timing::result::CommandResult<Read>`,
+//! the same way for a document saved by `--json` and one the running command saves. A missing
+//! figure is refused, by name; a missing description (`op`, `spread_pct`, `threads`,
+//! `size_bytes`) is stored as null. A writer's renamed field is renamed here too, so importing
+//! the documents of tacho 0.1.0 (the goldens of `tests/it/schema_golden.rs`) fails on it. A
+//! time result is kept whole (hyperfine's keys as they are) with the figures added.
 
 use super::run::Invalid;
 use super::run::{NewRun, NewTest};
 use super::run::{RunKind, RunSource, RunStatus};
+use super::stored::{Field, Read, view};
+use super::version::{DocKind, Schema, SchemaError};
+use crate::cpubench::{KernelResult, Pass};
+use crate::membench::{Figures, LevelResult, Spread};
+use crate::timing::result::CommandResult;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-/// The kind a document's schema stands for, when it is one of these three.
-pub fn kind_of_schema(schema: &str) -> Option<RunKind> {
-    match schema {
-        "tacho.cpu.v1" => Some(RunKind::Cpu),
-        "tacho.mem.v1" => Some(RunKind::Mem),
-        "tacho.time.v1" => Some(RunKind::Time),
-        "tacho.check.v1" => Some(RunKind::Check),
-        crate::snapshot::SCHEMA => Some(RunKind::Snapshot),
-        _ => None,
-    }
+/// The fields of a cpu, mem or time document read here, besides `host` and the fields kept
+/// whole in `extra`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct DocumentView {
+    tool_version: Field<String>,
+    suite_version: Field<i64>,
+    interrupted: Field<bool>,
+    /// A snapshot's time (one collected from a host and imported later).
+    taken_at_unix_s: Field<i64>,
+    /// `tacho.cpu.v1`.
+    single_thread: Field<Pass<Read>>,
+    all_threads: Field<Pass<Read>>,
+    /// `tacho.mem.v1`.
+    levels: Field<Vec<Field<LevelResult<Read>>>>,
+    /// `tacho.time.v1` (written from `timing::result::TimedCommand`), each kept whole and its
+    /// figures read as a `CommandResult`.
+    results: Field<Vec<Value>>,
 }
 
 /// Splits a `tacho.cpu.v1`, `tacho.mem.v1` or `tacho.time.v1` document into a run.
@@ -29,12 +48,16 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
         .as_object()
         .ok_or("the document must be a JSON object")?;
     let schema = obj.get("schema").and_then(Value::as_str).unwrap_or("");
-    let kind =
-        kind_of_schema(schema).ok_or_else(|| Invalid(format!("unknown schema {schema:?}")))?;
-    let (tests, consumed): (Vec<Value>, &[&str]) = match kind {
-        RunKind::Cpu => (cpu_tests(obj)?, &["single_thread", "all_threads"]),
-        RunKind::Mem => (mem_tests(obj)?, &["levels"]),
-        RunKind::Time => (time_tests(obj)?, &["results"]),
+    let kind = match Schema::parse(schema) {
+        Ok(s) if s.kind != DocKind::Bench => s.kind.run_kind(),
+        Err(newer @ SchemaError::Newer { .. }) => return Err(Invalid(newer.to_string())),
+        _ => return Err(Invalid(format!("unknown schema {schema:?}"))),
+    };
+    let fields: DocumentView = view(doc);
+    let (tests, consumed): (Vec<NewTest>, &[&str]) = match kind {
+        RunKind::Cpu => (cpu_tests(&fields)?, &["single_thread", "all_threads"]),
+        RunKind::Mem => (mem_tests(&fields)?, &["levels"]),
+        RunKind::Time => (time_tests(&fields)?, &["results"]),
         // Kept whole: drift reads the document, and there are no figures to compare.
         RunKind::Check | RunKind::Snapshot | RunKind::Disk => (Vec::new(), &[]),
     };
@@ -45,28 +68,20 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
         )));
     }
     let own = ["schema", "tool_version", "host", "suite_version"];
-    let suite = obj
-        .get("suite_version")
-        .and_then(Value::as_i64)
-        .map(|v| (kind.to_string(), v));
     Ok(NewRun {
         uuid: None,
         kind,
         source,
         label: None,
         created_at: None,
-        // A snapshot says when it was taken (one collected from a host and imported later).
-        created_unix: obj.get("taken_at_unix_s").and_then(Value::as_i64),
-        status: if obj.get("interrupted").and_then(Value::as_bool) == Some(true) {
+        created_unix: fields.taken_at_unix_s.get().copied(),
+        status: if fields.interrupted.get() == Some(&true) {
             RunStatus::Interrupted
         } else {
             RunStatus::Finished
         },
-        tool_version: obj
-            .get("tool_version")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        suite,
+        tool_version: fields.tool_version.get().cloned(),
+        suite: fields.suite_version.get().map(|v| (kind.to_string(), *v)),
         host: obj.get("host").cloned().unwrap_or_else(|| json!({})),
         target: json!({}),
         extra: obj
@@ -74,62 +89,97 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
             .filter(|(k, _)| !own.contains(&k.as_str()) && !consumed.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        tests: tests.iter().map(NewTest::from).collect(),
+        tests,
     })
 }
 
-fn array<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a Vec<Value>, Invalid> {
-    obj.get(key)
-        .and_then(Value::as_array)
-        .ok_or_else(|| Invalid(format!("\"{key}\" must be an array")))
-}
-
-fn number(obj: &Value, key: &str) -> Result<f64, Invalid> {
-    obj.get(key)
-        .and_then(Value::as_f64)
+/// A figure the test cannot do without.
+fn number(field: &Field<f64>, key: &str) -> Result<f64, Invalid> {
+    field
+        .get()
+        .copied()
         .ok_or_else(|| Invalid(format!("\"{key}\" must be a number")))
 }
 
-fn text<'a>(obj: &'a Value, key: &str) -> Result<&'a str, Invalid> {
-    obj.get(key)
-        .and_then(Value::as_str)
+fn text<'a>(field: &'a Field<String>, key: &str) -> Result<&'a str, Invalid> {
+    field
+        .get()
+        .map(String::as_str)
         .ok_or_else(|| Invalid(format!("\"{key}\" must be a string")))
+}
+
+/// `{"ops_per_s": …}`: a CPU test's figure, in direction `run`.
+#[derive(Serialize)]
+struct Ops {
+    ops_per_s: f64,
+}
+
+/// One repeat of a CPU test.
+#[derive(Serialize)]
+struct OpsRepeat {
+    run: Ops,
+}
+
+/// A kernel's test, or (without `kernel`, `op` and `spread_pct`) a pass's score.
+#[derive(Serialize)]
+struct CpuTest<'a> {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel: Option<&'a str>,
+    threads: &'a Field<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    op: Option<&'a Field<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spread_pct: Option<&'a Field<f64>>,
+    run: Ops,
+    repeats: Vec<OpsRepeat>,
+}
+
+fn ops_repeats(values: impl IntoIterator<Item = f64>) -> Vec<OpsRepeat> {
+    values
+        .into_iter()
+        .map(|ops_per_s| OpsRepeat {
+            run: Ops { ops_per_s },
+        })
+        .collect()
 }
 
 /// The two passes' kernels, one test each (`primes 1 thread`, `primes all threads`), and
 /// each pass's score (the geometric mean of its kernels, per repeat too).
-fn cpu_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, Invalid> {
+fn cpu_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
     let mut tests = Vec::new();
-    for (key, title) in [
-        ("single_thread", "1 thread"),
-        ("all_threads", "all threads"),
+    let none = KernelResult::<Read>::default();
+    for (key, pass, title) in [
+        ("single_thread", &doc.single_thread, "1 thread"),
+        ("all_threads", &doc.all_threads, "all threads"),
     ] {
-        let pass = obj
-            .get(key)
-            .filter(|p| p.is_object())
+        let pass = pass
+            .get()
             .ok_or_else(|| Invalid(format!("\"{key}\" must be an object")))?;
-        let threads = pass.get("threads").cloned().unwrap_or(Value::Null);
         let kernels = pass
-            .get("kernels")
-            .and_then(Value::as_array)
+            .kernels
+            .get()
             .ok_or_else(|| Invalid(format!("\"{key}.kernels\" must be an array")))?;
         let mut per_kernel: Vec<Vec<f64>> = Vec::new();
         for k in kernels {
-            let name = text(k, "name")?;
+            let k = k.get().unwrap_or(&none);
+            let name = text(&k.name, "name")?;
             let repeats: Vec<f64> = k
-                .get("repeats_ops_per_s")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_f64).collect())
+                .repeats_ops_per_s
+                .get()
+                .map(|r| r.iter().filter_map(Field::get).copied().collect())
                 .unwrap_or_default();
-            tests.push(json!({
-                "name": format!("{name} {title}"),
-                "kernel": name,
-                "threads": threads,
-                "op": k.get("op"),
-                "spread_pct": k.get("spread_pct"),
-                "run": {"ops_per_s": number(k, "ops_per_s")?},
-                "repeats": repeats.iter().map(|r| json!({"run": {"ops_per_s": r}})).collect::<Vec<_>>(),
-            }));
+            tests.push(NewTest::of(&CpuTest {
+                name: format!("{name} {title}"),
+                kernel: Some(name),
+                threads: &pass.threads,
+                op: Some(&k.op),
+                spread_pct: Some(&k.spread_pct),
+                run: Ops {
+                    ops_per_s: number(&k.ops_per_s, "ops_per_s")?,
+                },
+                repeats: ops_repeats(repeats.iter().copied()),
+            })?);
             per_kernel.push(repeats);
         }
         if kernels.is_empty() {
@@ -137,101 +187,226 @@ fn cpu_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, Invalid> {
         }
         // A repeat's score exists when every kernel finished that repeat.
         let rounds = per_kernel.iter().map(Vec::len).min().unwrap_or(0);
-        let scores: Vec<Value> = (0..rounds)
-            .filter_map(|i| crate::stats::geometric_mean(per_kernel.iter().map(|k| k[i])))
-            .map(|s| json!({"run": {"ops_per_s": s}}))
-            .collect();
-        tests.push(json!({
-            "name": format!("score {title}"),
-            "threads": threads,
-            "run": {"ops_per_s": number(pass, "ops_per_s")?},
-            "repeats": scores,
-        }));
+        let scores = (0..rounds)
+            .filter_map(|i| crate::stats::geometric_mean(per_kernel.iter().map(|k| k[i])));
+        tests.push(NewTest::of(&CpuTest {
+            name: format!("score {title}"),
+            kernel: None,
+            threads: &pass.threads,
+            op: None,
+            spread_pct: None,
+            run: Ops {
+                ops_per_s: number(&pass.ops_per_s, "ops_per_s")?,
+            },
+            repeats: ops_repeats(scores),
+        })?);
     }
     Ok(tests)
+}
+
+/// `{"bw_bytes_per_s": …}`.
+#[derive(Serialize)]
+struct Bandwidth {
+    bw_bytes_per_s: f64,
+}
+
+/// The read direction of a memory test: bandwidth, and the random-access latency.
+#[derive(Serialize)]
+struct ReadFigures {
+    bw_bytes_per_s: f64,
+    lat_ns: Mean,
+}
+
+/// `{"mean": …}`.
+#[derive(Serialize)]
+struct Mean {
+    mean: f64,
+}
+
+/// One sample of a memory test.
+#[derive(Serialize)]
+struct MemFigures {
+    read: ReadFigures,
+    write: Bandwidth,
+    copy: Bandwidth,
+}
+
+/// A level on one thread or on all threads.
+#[derive(Serialize)]
+struct MemTest<'a> {
+    #[serde(flatten)]
+    figures: MemFigures,
+    name: String,
+    level: &'a str,
+    threads: &'a Field<usize>,
+    size_bytes: &'a Field<u64>,
+    spread_pct: &'a Field<Spread>,
+    repeats: Vec<MemFigures>,
+}
+
+/// A level's (or a repeat's) bandwidths as read, write and copy, its random-access latency
+/// as the read latency: `[read, write, copy, latency]` as the document has them.
+fn mem_figures([read, write, copy, latency]: [&Field<f64>; 4]) -> Result<MemFigures, Invalid> {
+    // In the order the figures were checked before the views (the message names the first).
+    let read = number(read, "read_bytes_per_s")?;
+    let latency = number(latency, "latency_ns")?;
+    Ok(MemFigures {
+        read: ReadFigures {
+            bw_bytes_per_s: read,
+            lat_ns: Mean { mean: latency },
+        },
+        write: Bandwidth {
+            bw_bytes_per_s: number(write, "write_bytes_per_s")?,
+        },
+        copy: Bandwidth {
+            bw_bytes_per_s: number(copy, "copy_bytes_per_s")?,
+        },
+    })
+}
+
+/// The fields a level and its all-threads pass both have.
+struct LevelPass<'a> {
+    threads: &'a Field<usize>,
+    size_bytes: &'a Field<u64>,
+    figures: [&'a Field<f64>; 4],
+    spread_pct: &'a Field<Spread>,
+    repeats: &'a Field<Vec<Field<Figures<Read>>>>,
 }
 
 /// Each level on one thread and on all threads: bandwidths as read, write and copy, the
 /// random-access latency as the read latency.
-fn mem_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, Invalid> {
-    let figures = |f: &Value| -> Result<Value, Invalid> {
-        Ok(json!({
-            "read": {
-                "bw_bytes_per_s": number(f, "read_bytes_per_s")?,
-                "lat_ns": {"mean": number(f, "latency_ns")?},
-            },
-            "write": {"bw_bytes_per_s": number(f, "write_bytes_per_s")?},
-            "copy": {"bw_bytes_per_s": number(f, "copy_bytes_per_s")?},
-        }))
-    };
-    let test = |name: String, level: &str, threads: &Value, f: &Value| -> Result<Value, Invalid> {
-        let mut t = figures(f)?;
-        let repeats = f
-            .get("repeats")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().map(figures).collect::<Result<Vec<_>, _>>())
+fn mem_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
+    let none = Figures::<Read>::default();
+    let test = |name: String, level: &str, pass: LevelPass| {
+        let figures = mem_figures(pass.figures)?;
+        let repeats = pass
+            .repeats
+            .get()
+            .map(|r| {
+                r.iter()
+                    .map(|r| {
+                        let r = r.get().unwrap_or(&none);
+                        mem_figures([&r.read, &r.write, &r.copy, &r.latency_ns])
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
             .transpose()?
             .unwrap_or_default();
-        let extra = json!({
-            "name": name,
-            "level": level,
-            "threads": threads,
-            "size_bytes": f.get("size_bytes"),
-            "spread_pct": f.get("spread_pct"),
-            "repeats": repeats,
-        });
-        if let (Some(t), Value::Object(extra)) = (t.as_object_mut(), extra) {
-            t.extend(extra);
-        }
-        Ok(t)
+        NewTest::of(&MemTest {
+            figures,
+            name,
+            level,
+            threads: pass.threads,
+            size_bytes: pass.size_bytes,
+            spread_pct: pass.spread_pct,
+            repeats,
+        })
     };
+    let levels = doc
+        .levels
+        .get()
+        .ok_or_else(|| Invalid("\"levels\" must be an array".into()))?;
+    let one = Field::Set(1);
+    let no_level = LevelResult::<Read>::default();
     let mut tests = Vec::new();
-    for l in array(obj, "levels")? {
-        let level = text(l, "name")?;
-        tests.push(test(format!("{level} 1 thread"), level, &json!(1), l)?);
-        if let Some(all) = l.get("all_threads").filter(|a| a.is_object()) {
-            let threads = all.get("threads").cloned().unwrap_or(Value::Null);
-            tests.push(test(format!("{level} all threads"), level, &threads, all)?);
+    for l in levels {
+        let l = l.get().unwrap_or(&no_level);
+        let level = text(&l.name, "name")?;
+        let pass = LevelPass {
+            threads: &one,
+            size_bytes: &l.size_bytes,
+            figures: [
+                &l.read_bytes_per_s,
+                &l.write_bytes_per_s,
+                &l.copy_bytes_per_s,
+                &l.latency_ns,
+            ],
+            spread_pct: &l.spread_pct,
+            repeats: &l.repeats,
+        };
+        tests.push(test(format!("{level} 1 thread"), level, pass)?);
+        if let Some(Some(all)) = l.all_threads.get() {
+            let pass = LevelPass {
+                threads: &all.threads,
+                size_bytes: &all.size_bytes,
+                figures: [
+                    &all.read_bytes_per_s,
+                    &all.write_bytes_per_s,
+                    &all.copy_bytes_per_s,
+                    &all.latency_ns,
+                ],
+                spread_pct: &all.spread_pct,
+                repeats: &all.repeats,
+            };
+            tests.push(test(format!("{level} all threads"), level, pass)?);
         }
     }
     Ok(tests)
 }
 
+/// `{"lat_ns": …}`: a timed command's wall time, in direction `wall`.
+#[derive(Serialize)]
+struct Wall<T> {
+    lat_ns: T,
+}
+
+/// The wall time's figures, in nanoseconds.
+#[derive(Serialize)]
+struct WallFigures {
+    mean: f64,
+    p50: f64,
+    max: f64,
+}
+
+/// One run of a timed command, as a repeat.
+#[derive(Serialize)]
+struct WallRepeat {
+    wall: Wall<Mean>,
+}
+
 /// One test per command, named by it: hyperfine's keys as they are, plus every run's wall
 /// time as a repeat, so a later run of the same command is tested against all of them.
-fn time_tests(obj: &Map<String, Value>) -> Result<Vec<Value>, Invalid> {
+fn time_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
     let ns = |s: f64| s * 1e9;
+    let results = doc
+        .results
+        .get()
+        .ok_or_else(|| Invalid("\"results\" must be an array".into()))?;
     let mut tests = Vec::new();
-    for r in array(obj, "results")? {
-        let command = text(r, "command")?;
-        let times: Vec<f64> = r
-            .get("times")
-            .and_then(Value::as_array)
+    for r in results {
+        let figures: CommandResult<Read> = view(r);
+        let command = text(&figures.command, "command")?;
+        let times: Vec<f64> = figures
+            .times
+            .get()
             .ok_or("\"times\" must be an array")?
             .iter()
-            .filter_map(Value::as_f64)
+            .filter_map(Field::get)
+            .copied()
             .collect();
-        let mut t = r
+        let mut t: Map<String, Value> = r
             .as_object()
             .cloned()
             .ok_or("every result must be an object")?;
+        let wall = Wall {
+            lat_ns: WallFigures {
+                mean: ns(number(&figures.mean, "mean")?),
+                p50: ns(number(&figures.median, "median")?),
+                max: ns(number(&figures.max, "max")?),
+            },
+        };
+        let repeats: Vec<WallRepeat> = times
+            .iter()
+            .map(|&s| WallRepeat {
+                wall: Wall {
+                    lat_ns: Mean { mean: ns(s) },
+                },
+            })
+            .collect();
         t.insert("name".into(), json!(command));
-        t.insert(
-            "wall".into(),
-            json!({"lat_ns": {
-                "mean": ns(number(r, "mean")?),
-                "p50": ns(number(r, "median")?),
-                "max": ns(number(r, "max")?),
-            }}),
-        );
-        t.insert(
-            "repeats".into(),
-            times
-                .iter()
-                .map(|&s| json!({"wall": {"lat_ns": {"mean": ns(s)}}}))
-                .collect(),
-        );
-        tests.push(Value::Object(t));
+        t.insert("wall".into(), json!(wall));
+        t.insert("repeats".into(), json!(repeats));
+        tests.push(NewTest::from(&Value::Object(t)));
     }
     Ok(tests)
 }

@@ -17,6 +17,7 @@ mod run;
 mod runs;
 pub mod schema;
 pub(crate) mod stored;
+pub(crate) mod version;
 
 pub use backend::{Place, Results};
 #[cfg(feature = "pg")]

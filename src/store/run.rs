@@ -78,6 +78,15 @@ impl NewTest {
     }
 }
 
+impl NewTest {
+    /// A test built from typed parts (serialized as a `Value` of them would be).
+    pub fn of(test: &impl serde::Serialize) -> Result<NewTest, Invalid> {
+        serde_json::to_string(test)
+            .map(NewTest)
+            .map_err(|e| Invalid(e.to_string()))
+    }
+}
+
 impl From<&Value> for NewTest {
     fn from(test: &Value) -> NewTest {
         NewTest(test.to_string())
@@ -171,7 +180,7 @@ impl NewRun {
         let suite = doc
             .suite
             .get()
-            .and_then(|s| Some((s.name.get()?.clone(), *s.version.get()?)));
+            .and_then(|s| Some((s.name.get()?.clone(), i64::from(*s.version.get()?))));
         for key in ["host", "target"] {
             if let Some(v) = obj.get(key).filter(|v| !v.is_object()) {
                 return Err(Invalid(format!(

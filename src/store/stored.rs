@@ -6,9 +6,13 @@
 //! The run header ([`RunView`]) is written through the same type.
 //!
 //! Every field is a [`Field`]: runs from older tacho versions, other machines and fio imports
-//! lack some, record others as null, or hold another type; none of that fails the view.
+//! lack some, record others as null, or hold another type; none of that fails the view. A
+//! struct is read only from an object (serde's derived structs also take an array, element by
+//! element as the fields in order, which no stored document means: see [`ObjectsOnly`]).
 
-use serde::de::{DeserializeOwned, Deserializer, IgnoredAny};
+use crate::bench::result::SuiteRef;
+use crate::form::{Form, Leaf};
+use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
@@ -63,8 +67,142 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Field<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(match Value::deserialize(d)? {
             Value::Null => Field::Null,
-            v => T::deserialize(v).map_or(Field::Absent, Field::Set),
+            v => T::deserialize(ObjectsOnly(v)).map_or(Field::Absent, Field::Set),
         })
+    }
+}
+
+/// A deserializer that reads a struct only from an object: given an array, serde's derived
+/// structs would take its elements as the fields in order (`"judgement": ["fail", …]` as a
+/// judgement), which a stored document never means. Everything else is `D`'s own.
+struct ObjectsOnly<D>(D);
+
+/// Forwards `deserialize_*` methods that take only a visitor to the wrapped deserializer.
+macro_rules! forward {
+    ($($method:ident)*) => {
+        $(fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+            self.0.$method(v)
+        })*
+    };
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectsOnly<D> {
+    type Error = D::Error;
+
+    forward! {
+        deserialize_any deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32
+        deserialize_i64 deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32
+        deserialize_u64 deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char
+        deserialize_str deserialize_string deserialize_bytes deserialize_byte_buf
+        deserialize_unit deserialize_seq deserialize_map
+        deserialize_identifier deserialize_ignored_any
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_option(SomeObjectsOnly(v))
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_unit_struct(name, v)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_newtype_struct(name, v)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(self, len: usize, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple(len, v)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple_struct(name, len, v)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_enum(name, variants, v)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_struct(name, fields, MapOnly(v))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+/// An `Option`'s visitor whose value, when there is one, is read as [`ObjectsOnly`] too.
+struct SomeObjectsOnly<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for SomeObjectsOnly<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_none()
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_unit()
+    }
+
+    fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<V::Value, D2::Error> {
+        self.0.visit_some(ObjectsOnly(d))
+    }
+}
+
+/// A struct's visitor that accepts only a map (every other shape is the default: an error).
+struct MapOnly<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for MapOnly<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(map)
+    }
+}
+
+/// As a stored document is read back: each field absent, null or recorded (see
+/// [`crate::form`]).
+// Clone, Copy and PartialEq so a derive on a struct of this form can have them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Read;
+
+impl Form for Read {
+    type Of<T: Leaf> = Field<T>;
+
+    fn is_empty<T: Leaf>(list: &Field<Vec<T>>) -> bool {
+        list.get().is_none_or(Vec::is_empty)
     }
 }
 
@@ -166,18 +304,8 @@ pub(crate) struct WarningView {
     pub(crate) message: Field<String>,
 }
 
-/// `suite` (written from `bench::result::SuiteRef`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct SuiteView {
-    pub(crate) name: Field<String>,
-    pub(crate) version: Field<i64>,
-    /// `false` when options changed the suite's method; absent from runs saved before.
-    pub(crate) standard: Field<bool>,
-    pub(crate) repeat: Field<u64>,
-    /// What options changed (`runtime 1s`).
-    pub(crate) changed: Field<Vec<Field<String>>>,
-}
+/// `suite`, as read back (`standard` is absent from runs saved before it was written).
+pub(crate) type SuiteView = SuiteRef<Read>;
 
 /// The top-level fields of a `tacho.bench.v1` document the store keeps in its own columns
 /// (besides `host`, `target` and `tests`).
@@ -257,7 +385,7 @@ pub(crate) struct SyncView {
 
 /// The view of `value`; a value that is not an object reads as nothing recorded.
 pub(crate) fn view<T: Default + DeserializeOwned>(value: &Value) -> T {
-    T::deserialize(value).unwrap_or_default()
+    T::deserialize(ObjectsOnly(value)).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -299,5 +427,26 @@ mod tests {
             suite.changed,
             Field::Set(vec![Field::Absent, Field::Set("x".to_string())])
         );
+    }
+
+    #[test]
+    fn an_array_is_not_read_as_a_struct_field_by_field() {
+        let extra: ExtraView = view(&json!({
+            "judgement": ["fail", "fdatasync p99", 2e6, 1e6],
+            "suite": {"name": "etcd", "version": 1},
+            "warnings": [["spread", "varied"], {"code": "steal"}],
+        }));
+        assert!(extra.judgement.is_absent());
+        assert_eq!(extra.suite.get().and_then(|s| s.version.get()), Some(&1));
+        let warnings = extra.warnings.get().unwrap();
+        assert!(warnings[0].is_absent());
+        assert_eq!(warnings[1].get().unwrap().code.get().unwrap(), "steal");
+        let work: WorkView = view(&json!(["randread", 4096, 1, 1, 100]));
+        assert_eq!((work.rw, work.bs_bytes), (Field::Absent, Field::Absent));
+        // Nor inside an Option.
+        let some: Field<Option<SyncView>> = view(&json!([3]));
+        assert!(some.is_absent());
+        let some: Field<Option<SyncView>> = view(&json!({"count": 3}));
+        assert_eq!(some.get().unwrap().as_ref().unwrap().count, Field::Set(3));
     }
 }

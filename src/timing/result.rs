@@ -7,6 +7,7 @@
 
 use super::exec::Measurement;
 use super::schedule::Outcome;
+use crate::form::{Form, Written};
 use crate::kernel::host::Host;
 use crate::kernel::tunables::SystemTunables;
 use crate::stats;
@@ -16,33 +17,35 @@ use serde::{Deserialize, Serialize};
 /// The `schema` of the `tacho time --json` document.
 pub const SCHEMA: &str = "tacho.time.v1";
 
-/// One command's results, key for key as hyperfine exports them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CommandResult {
+/// One command's results, key for key as hyperfine exports them (in either [`Form`]: the store
+/// reads it back as `CommandResult<Read>`).
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, bound = "")]
+pub struct CommandResult<F: Form = Written> {
     /// The command line as the user gave it (or its `--command-name`).
-    pub command: String,
+    pub command: F::Of<String>,
     /// Mean wall time per run, in seconds (0 when there are no runs).
-    pub mean: f64,
+    pub mean: F::Of<f64>,
     /// `null` for a single run, as in hyperfine.
-    pub stddev: Option<f64>,
+    pub stddev: F::Of<Option<f64>>,
     /// Median wall time per run, in seconds (0 when there are no runs).
-    pub median: f64,
+    pub median: F::Of<f64>,
     /// Mean user CPU time per run.
-    pub user: f64,
+    pub user: F::Of<f64>,
     /// Mean system CPU time per run.
-    pub system: f64,
+    pub system: F::Of<f64>,
     /// Fastest run's wall time, in seconds (0 when there are no runs).
-    pub min: f64,
+    pub min: F::Of<f64>,
     /// Slowest run's wall time, in seconds (0 when there are no runs).
-    pub max: f64,
+    pub max: F::Of<f64>,
     /// Wall time of each run in seconds, in run order, with the shell's spawn time subtracted.
-    pub times: Vec<f64>,
+    pub times: F::Of<Vec<F::Of<f64>>>,
     /// Peak resident memory of each run. Never below tacho's own resident size (a few MiB):
     /// until `exec`, the kernel counts the spawning process's pages for the child, as it does
     /// for hyperfine (and as GNU time's figure includes its own ~1 MiB).
-    pub memory_usage_byte: Vec<u64>,
+    pub memory_usage_byte: F::Of<Vec<u64>>,
     /// `null` for runs ended by a signal or by `--max-time`.
-    pub exit_codes: Vec<Option<i32>>,
+    pub exit_codes: F::Of<Vec<Option<i32>>>,
 }
 
 impl CommandResult {

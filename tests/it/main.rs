@@ -52,6 +52,7 @@ mod store;
 #[cfg(feature = "pg")]
 mod store_postgres;
 mod stored_truth;
+mod stored_versions;
 mod stress;
 mod suites;
 mod sync_flags;
