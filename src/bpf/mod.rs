@@ -6,6 +6,7 @@
 pub(crate) mod block;
 pub(crate) mod files;
 pub(crate) mod hist;
+pub(crate) mod offcpu;
 #[cfg(feature = "bpf")]
 mod shared;
 

@@ -8,6 +8,7 @@ pub mod blockdev;
 pub mod btrfs;
 pub mod cache;
 pub mod cgroup;
+pub mod cgunit;
 pub mod cpupower;
 pub mod cpusplit;
 pub mod diskstats;
