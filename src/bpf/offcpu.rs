@@ -16,6 +16,8 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/offcpu.bpf.o");
 
 /// Which tasks to follow (every process's, when both are `None`).
 #[derive(Clone, Copy, Debug, Default)]
+// Without the `bpf` feature the tracer that would read it never starts.
+#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
 pub(crate) struct Target {
     /// One process (thread group).
     pub(crate) tgid: Option<u32>,

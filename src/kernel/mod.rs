@@ -8,6 +8,8 @@ pub mod blockdev;
 pub mod btrfs;
 pub mod cache;
 pub mod cgroup;
+// Only `profile --unit` looks a unit up.
+#[cfg(feature = "profile")]
 pub mod cgunit;
 pub mod cpupower;
 pub mod cpusplit;
