@@ -527,3 +527,47 @@ fn without_root_or_bpf_it_says_so_in_one_line() {
         "{line}"
     );
 }
+
+/// Sleeps under a name chosen to break a terminal.
+const SLEEPER_NAMED: &str = r#"
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+int main(void) {
+    prctl(PR_SET_NAME, "\x1b]0;pwn\x07<&x", 0, 0, 0);
+    printf("%d\n", getpid()); fflush(stdout);
+    struct timespec t = {0, 5000000};
+    for (;;) nanosleep(&t, 0);
+}
+"#;
+
+#[test]
+fn a_hostile_thread_name_reaches_the_table_and_the_folded_stacks_escaped() {
+    let test = "a_hostile_thread_name_reaches_the_table_and_the_folded_stacks_escaped";
+    if !root_or_skip(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = Program::start(Command::new(build(dir.path(), "named", SLEEPER_NAMED)));
+    let pid = program.pid.to_string();
+    for format in ["--batch", "--folded"] {
+        let o = run(&[
+            "profile",
+            "--off-cpu",
+            format,
+            "--pid",
+            &pid,
+            "--duration",
+            "1s",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            !o.stdout.iter().any(|&b| b == 0x1b || b == 0x07),
+            "a raw control character: {}",
+            stdout(&o)
+        );
+        // (`;` separates frames in folded stacks: there it becomes `_`.)
+        assert!(stdout(&o).contains(r"pwn\a<&x"), "{}", stdout(&o));
+    }
+}
