@@ -1,7 +1,7 @@
 //! Off-CPU time (bpf/offcpu.bpf.c): how long each thread stayed off the CPU, summed in the
 //! kernel per (process, thread, kernel stack, user stack, state, system call, descriptor).
-//! [`OffCpuTracer::read`] returns the sums since the start, with the intervals still open
-//! counted up to now, and the stacks as addresses (leaf first).
+//! [`OffCpuTracer::read`] returns the sums since the start (a wait counts once it has ended)
+//! and the stacks as addresses (leaf first).
 
 #[cfg(feature = "bpf")]
 use aya::maps::{HashMap as BpfHashMap, StackTraceMap};
@@ -33,8 +33,8 @@ pub(crate) struct Wait {
     pub(crate) tgid: u32,
     /// Thread id.
     pub(crate) tid: u32,
-    /// The thread's name when this sum began, raw from the kernel (escape it); `None` for an
-    /// interval still open.
+    /// The thread's name when this sum began, raw from the kernel (escape it); `None` when
+    /// the kernel kept none.
     pub(crate) thread: Option<String>,
     /// The process's name (its main thread's), as `thread`.
     pub(crate) process: Option<String>,
@@ -57,7 +57,7 @@ pub(crate) struct Wait {
 /// What the tracer holds now.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Waits {
-    /// Every sum, the open intervals as sums of their own.
+    /// Every sum.
     pub(crate) waits: Vec<Wait>,
     /// Intervals not counted because the kernel's table was full.
     pub(crate) lost_waits: u64,
@@ -105,20 +105,6 @@ struct WaitVal {
     process: [u8; 16],
 }
 
-#[cfg(feature = "bpf")]
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Start {
-    ts: u64,
-    kstack: i32,
-    ustack: i32,
-    state: u32,
-    syscall: i32,
-    arg: u64,
-    tgid: u32,
-    pad: u32,
-}
-
 // SAFETY: plain #[repr(C)] integers and byte arrays laid out as the C structs of
 // bpf/offcpu.bpf.c (no implicit holes: every field is naturally aligned in order, and the
 // sizes are multiples of 8); any bit pattern is valid.
@@ -127,9 +113,6 @@ unsafe impl Pod for WaitKey {}
 // SAFETY: as above.
 #[cfg(feature = "bpf")]
 unsafe impl Pod for WaitVal {}
-// SAFETY: as above.
-#[cfg(feature = "bpf")]
-unsafe impl Pod for Start {}
 
 /// A thread's and its process's names.
 #[cfg(feature = "bpf")]
@@ -168,7 +151,7 @@ impl OffCpuTracer {
         })
     }
 
-    /// The sums since the start, and the intervals still open up to now.
+    /// The sums since the start.
     pub(crate) fn read(&mut self) -> Waits {
         let mut out = Waits::default();
         // Key, ns, count, and the (thread, process) names the kernel kept.
@@ -178,24 +161,12 @@ impl OffCpuTracer {
         {
             for (key, val) in map.iter().flatten() {
                 let names = (c_text(&val.comm), c_text(&val.process));
-                raw.push((key, val.ns, val.count, Some(names)));
-            }
-        }
-        let now = monotonic_ns();
-        if let Some(map) = self.ebpf.map("starts")
-            && let Ok(map) = BpfHashMap::<_, u32, Start>::try_from(map)
-        {
-            for (pid, s) in map.iter().flatten() {
-                let key = WaitKey {
-                    tgid: s.tgid,
-                    pid,
-                    kstack: s.kstack,
-                    ustack: s.ustack,
-                    state: s.state,
-                    syscall: s.syscall,
-                    arg: s.arg,
-                };
-                raw.push((key, now.saturating_sub(s.ts), 1, None));
+                raw.push((
+                    key,
+                    val.ns,
+                    val.count,
+                    Some(names).filter(|n| !n.0.is_empty()),
+                ));
             }
         }
         if let Some(map) = self.ebpf.map("lost")
@@ -243,13 +214,6 @@ impl OffCpuTracer {
         self.stacks.insert(id, addrs.clone());
         addrs
     }
-}
-
-/// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`.
-#[cfg(feature = "bpf")]
-fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// A C string's text, up to its NUL (invalid UTF-8 as U+FFFD).
