@@ -11,7 +11,9 @@
 # Printed per run: round trips per second, context switches per second (from /proc/stat, the
 # whole machine), throughput lost against the same round's `none`, and the tool's own CPU
 # (utime+stime of its process over the load's window) as a share of one core. The in-kernel
-# cost of a tracer runs in the load's threads: it shows as throughput lost, not as tool CPU.
+# cost of a tracer runs in the load's threads: it shows as throughput lost, not as tool CPU;
+# for tacho it is also printed directly, as the mean time of one run of its sched_switch
+# program (kernel.bpf_stats_enabled is on during the run, and restored after).
 #
 #   sudo benches/offcpu_overhead.sh [ROUNDS] [SECONDS]       (default 3 rounds of 5 s)
 #
@@ -30,7 +32,9 @@ tacho=${TACHO:-$here/target/release/tacho}
 [[ $(id -u) == 0 ]] || { echo "run as root (tracing needs it)" >&2; exit 2; }
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+stats_was=$(cat /proc/sys/kernel/bpf_stats_enabled)
+trap 'rm -rf "$work"; echo "$stats_was" > /proc/sys/kernel/bpf_stats_enabled' EXIT
+echo 1 >/proc/sys/kernel/bpf_stats_enabled
 cat >"$work/pingpong.c" <<'EOF'
 #include <pthread.h>
 #include <stdio.h>
@@ -68,6 +72,10 @@ int main(int argc, char **argv) {
 EOF
 cc -O2 -pthread -o "$work/pingpong" "$work/pingpong.c"
 
+# LOAD_PRIO=fifo runs the load SCHED_FIFO (chrt -f 10) so other work on a shared machine does
+# not take its CPUs in the middle of a run (the tools stay at normal priority).
+run_load=
+[[ ${LOAD_PRIO:-} == fifo ]] && run_load="chrt -f 10"
 ticks=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 ctxt() { awk '/^ctxt/ {print $2}' /proc/stat; }
@@ -112,10 +120,16 @@ for ((r = 1; r <= rounds; r++)); do
     c0=$(ctxt)
     t0=0; [[ -n $pid ]] && t0=$(cpu_ticks "$pid")
     s0=$(date +%s.%N)
-    rate[$mode]=$("$work/pingpong" "$secs")
+    rate[$mode]=$($run_load "$work/pingpong" "$secs")
     s1=$(date +%s.%N)
     t1=0; [[ -n $pid ]] && t1=$(cpu_ticks "$pid")
     c1=$(ctxt)
+    if [[ $mode == tacho ]]; then
+      for fd in /proc/"$pid"/fdinfo/*; do
+        grep -qs run_cnt "$fd" && awk '/run_time_ns/ {t = $2} /run_cnt/ {c = $2}
+          END {if (c) printf "  (tacho round %d: %d program runs, %.0f ns each)\n", r, c, t / c}' r="$r" "$fd"
+      done >>"$work/bpf_runs"
+    fi
     sw[$mode]=$(echo "($c1 - $c0) / ($s1 - $s0)" | bc -l)
     cpu[$mode]=$(echo "100 * ($t1 - $t0) / $ticks / ($s1 - $s0)" | bc -l)
     if [[ -n $pid ]]; then
@@ -131,3 +145,4 @@ for ((r = 1; r <= rounds; r++)); do
       "$lost" "${cpu[$mode]}"
   done
 done
+cat "$work/bpf_runs" 2>/dev/null || true

@@ -232,6 +232,18 @@ static __always_inline void leave(void *ctx, struct task_struct *prev, unsigned 
 		place ^= (regs->ip * 0x9E3779B97F4A7C15ULL) ^ (regs->sp * 0xC2B2AE3D27D4EB4FULL) ^
 			 (regs->bp * 0x165667B19E3779F9ULL) ^ ((__u64)(nr + 1) << 52);
 	}
+	s->state = state & STATE_BITS;
+	s->syscall = nr;
+	s->arg = arg;
+	s->ts = now;
+	/* A preempted task (still runnable) waits for a CPU wherever it was: its stacks say
+	 * nothing about why, and a busy program is preempted at a new place each time, where
+	 * they would be walked every time. */
+	if (s->state == 0) {
+		s->kstack = -1;
+		s->ustack = -1;
+		return;
+	}
 	/* Walking the stacks is most of the cost: done at a new place, and every REWALK-th time
 	 * at a known one, in case the kernel path under it changed. */
 	struct walked *w = 0;
@@ -257,10 +269,6 @@ static __always_inline void leave(void *ctx, struct task_struct *prev, unsigned 
 	}
 	s->kstack = w->kstack;
 	s->ustack = w->ustack;
-	s->state = state & STATE_BITS;
-	s->syscall = nr;
-	s->arg = arg;
-	s->ts = now;
 }
 
 static __always_inline void arrive(struct task_struct *next, __u64 now)
