@@ -3,10 +3,10 @@
 // with the kernel and user stacks it left with, summed in the kernel.
 //
 // At sched_switch the leaving task (prev, still current) has its time, stacks, state and the
-// system call it sleeps in (number and first argument, from its saved user registers) kept in
-// its task storage; when a task comes back (next), the time since is added to (process,
-// thread, kernel stack, user stack, state, syscall, argument). Nothing is sent to userspace per
-// event: tacho reads the sums when it reports, so a wait counts once it has ended.
+// system call it sleeps in (number and first argument, from its saved user registers) kept by
+// thread; when a task comes back (next), the time since is added to (process, thread, kernel
+// stack, user stack, state, syscall, argument). Nothing is sent to userspace per event: tacho
+// reads the sums, and the waits still open, when it reports.
 //
 // Cost: walking the two stacks is most of it (~2.5 us a switch on the project VM, against
 // ~0.3 us for the rest), so the stacks walked at each of a thread's last few places (user
@@ -71,14 +71,18 @@ struct walked {
 };
 
 #define PLACES 4
+/* Threads followed at once, at most (the rest are counted as lost waits). */
+#define THREADS 32768
 
-/* Per thread (task storage): since when it is off the CPU (0: it is on), with which stacks, in
+/* Per thread: since when it is off the CPU (0: it is on), with which stacks, in
  * which state and system call; and the last few places it left the CPU from (its user
  * registers, state and system call) with the stacks walked there, reused while it leaves from
  * one of them. A thread typically alternates between two or three (preempted as it wakes its
  * peer, then blocked in its read). */
 struct start {
 	__u64 ts;
+	__u32 tgid;
+	__u32 pad0;
 	__s32 kstack;
 	__s32 ustack;
 	__u32 state;
@@ -113,10 +117,13 @@ struct lost {
 	__u64 stacks;
 };
 
+/* By thread id; preallocated, so claiming an entry in sched_switch never waits on or fails
+ * for memory (task storage, allocated on first use, sometimes failed there). An exiting
+ * thread's entry is removed at its last switches. */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, THREADS);
+	__type(key, __u32);
 	__type(value, struct start);
 } starts SEC(".maps");
 
@@ -208,9 +215,18 @@ static __always_inline int fd_first(long nr)
 static __always_inline void leave(void *ctx, struct task_struct *prev, unsigned int state,
 				  __u64 now)
 {
-	struct start *s = bpf_task_storage_get(&starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!s)
-		return;
+	__u32 pid = prev->pid;
+	struct start *s = bpf_map_lookup_elem(&starts, &pid);
+	if (!s) {
+		struct start fresh = {};
+		bpf_map_update_elem(&starts, &pid, &fresh, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&starts, &pid);
+		if (!s) {
+			count_lost(1);
+			return;
+		}
+	}
+	s->tgid = prev->tgid;
 	long nr = -1;
 	__u64 arg = NO_ARG, place = state & STATE_BITS;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
@@ -273,7 +289,8 @@ static __always_inline void leave(void *ctx, struct task_struct *prev, unsigned 
 
 static __always_inline void arrive(struct task_struct *next, __u64 now)
 {
-	struct start *s = bpf_task_storage_get(&starts, next, 0, 0);
+	__u32 pid = next->pid;
+	struct start *s = bpf_map_lookup_elem(&starts, &pid);
 	if (!s || !s->ts)
 		return;
 	__u64 delta = now - s->ts;
@@ -312,8 +329,12 @@ int BPF_PROG(offcpu_switch, _Bool preempt, struct task_struct *prev, struct task
 	     unsigned int prev_state)
 {
 	__u64 now = bpf_ktime_get_ns();
-	if (wanted(prev, prev_state))
+	if (wanted(prev, prev_state)) {
 		leave(ctx, prev, prev_state, now);
+	} else if (prev->flags & PF_EXITING) {
+		__u32 pid = prev->pid;
+		bpf_map_delete_elem(&starts, &pid);
+	}
 	if (next->pid != 0)
 		arrive(next, now);
 	return 0;

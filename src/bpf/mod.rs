@@ -110,9 +110,6 @@ pub(crate) fn load(
     }
     let btf = aya::Btf::from_sys_fs().map_err(|e| refusal("reading kernel BTF", &e))?;
     let mut loader = aya::EbpfLoader::new();
-    // Task storage (the off-CPU tracer's per-thread state) has no aya wrapper; tacho never
-    // reads it, so it is created as is.
-    loader.allow_unsupported_maps();
     for (name, value) in globals {
         loader.set_global(name, value, true);
     }

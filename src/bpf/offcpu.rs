@@ -1,7 +1,7 @@
 //! Off-CPU time (bpf/offcpu.bpf.c): how long each thread stayed off the CPU, summed in the
 //! kernel per (process, thread, kernel stack, user stack, state, system call, descriptor).
-//! [`OffCpuTracer::read`] returns the sums since the start (a wait counts once it has ended)
-//! and the stacks as addresses (leaf first).
+//! [`OffCpuTracer::read`] returns the sums since the start, with the waits still open counted
+//! up to now, and the stacks as addresses (leaf first).
 
 #[cfg(feature = "bpf")]
 use aya::maps::{HashMap as BpfHashMap, StackTraceMap};
@@ -33,8 +33,8 @@ pub(crate) struct Wait {
     pub(crate) tgid: u32,
     /// Thread id.
     pub(crate) tid: u32,
-    /// The thread's name when this sum began, raw from the kernel (escape it); `None` when
-    /// the kernel kept none.
+    /// The thread's name when this sum began, raw from the kernel (escape it); `None` for a
+    /// wait still open.
     pub(crate) thread: Option<String>,
     /// The process's name (its main thread's), as `thread`.
     pub(crate) process: Option<String>,
@@ -105,6 +105,25 @@ struct WaitVal {
     process: [u8; 16],
 }
 
+/// A thread's entry in `starts` (bpf/offcpu.bpf.c `struct start`); the cache of places
+/// after `arg` is the program's own.
+#[cfg(feature = "bpf")]
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Start {
+    ts: u64,
+    tgid: u32,
+    pad0: u32,
+    kstack: i32,
+    ustack: i32,
+    state: u32,
+    syscall: i32,
+    arg: u64,
+    next_place: u32,
+    pad: u32,
+    places: [[u64; 3]; 4],
+}
+
 // SAFETY: plain #[repr(C)] integers and byte arrays laid out as the C structs of
 // bpf/offcpu.bpf.c (no implicit holes: every field is naturally aligned in order, and the
 // sizes are multiples of 8); any bit pattern is valid.
@@ -113,6 +132,9 @@ unsafe impl Pod for WaitKey {}
 // SAFETY: as above.
 #[cfg(feature = "bpf")]
 unsafe impl Pod for WaitVal {}
+// SAFETY: as above.
+#[cfg(feature = "bpf")]
+unsafe impl Pod for Start {}
 
 /// A thread's and its process's names.
 #[cfg(feature = "bpf")]
@@ -151,7 +173,7 @@ impl OffCpuTracer {
         })
     }
 
-    /// The sums since the start.
+    /// The sums since the start, and the waits still open up to now.
     pub(crate) fn read(&mut self) -> Waits {
         let mut out = Waits::default();
         // Key, ns, count, and the (thread, process) names the kernel kept.
@@ -167,6 +189,27 @@ impl OffCpuTracer {
                     val.count,
                     Some(names).filter(|n| !n.0.is_empty()),
                 ));
+            }
+        }
+        // Waits still open, up to now.
+        let now = monotonic_ns();
+        if let Some(map) = self.ebpf.map("starts")
+            && let Ok(map) = BpfHashMap::<_, u32, Start>::try_from(map)
+        {
+            for (pid, s) in map.iter().flatten() {
+                if s.ts == 0 {
+                    continue;
+                }
+                let key = WaitKey {
+                    tgid: s.tgid,
+                    pid,
+                    kstack: s.kstack,
+                    ustack: s.ustack,
+                    state: s.state,
+                    syscall: s.syscall,
+                    arg: s.arg,
+                };
+                raw.push((key, now.saturating_sub(s.ts), 1, None));
             }
         }
         if let Some(map) = self.ebpf.map("lost")
@@ -214,6 +257,13 @@ impl OffCpuTracer {
         self.stacks.insert(id, addrs.clone());
         addrs
     }
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`.
+#[cfg(feature = "bpf")]
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// A C string's text, up to its NUL (invalid UTF-8 as U+FFFD).
