@@ -58,7 +58,10 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &a);
     long n = 0;
     char c = 'x';
+    long work = argc > 2 ? atol(argv[2]) : 0;
+    volatile long sink = 0;
     for (;;) {
+        for (long i = 0; i < work; i++) sink += i;
         if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1) return 1;
         if (++n % 1024 == 0) {
             clock_gettime(CLOCK_MONOTONIC, &b);
@@ -72,6 +75,8 @@ int main(int argc, char **argv) {
 EOF
 cc -O2 -pthread -o "$work/pingpong" "$work/pingpong.c"
 
+# WORK=N adds N loop iterations of computing before each round trip, to bring the untraced
+# rate down to a chosen one (WORK=4000 gives about 100k switches/s on the project VM).
 # LOAD_PRIO=fifo runs the load SCHED_FIFO (chrt -f 10) so other work on a shared machine does
 # not take its CPUs in the middle of a run (the tools stay at normal priority).
 run_load=
@@ -120,7 +125,7 @@ for ((r = 1; r <= rounds; r++)); do
     c0=$(ctxt)
     t0=0; [[ -n $pid ]] && t0=$(cpu_ticks "$pid")
     s0=$(date +%s.%N)
-    rate[$mode]=$($run_load "$work/pingpong" "$secs")
+    rate[$mode]=$($run_load "$work/pingpong" "$secs" "${WORK:-0}")
     s1=$(date +%s.%N)
     t1=0; [[ -n $pid ]] && t1=$(cpu_ticks "$pid")
     c1=$(ctxt)
