@@ -87,7 +87,16 @@ impl WaitSession {
         let mut batch = Vec::new();
         sampler.drain(&mut batch);
         for s in batch {
-            if s.pid == 0 || self.scope.pid.is_some_and(|p| p != s.pid) || !self.wanted(s.pid) {
+            // As the tracer leaves them out: the idle task, tacho itself, and kernel threads
+            // (a sample with no user frame: a user thread in a system call has its caller's).
+            let own = s.pid == std::process::id();
+            let kernel_thread = s.stack.iter().all(|&a| super::symbols::is_kernel(a));
+            if s.pid == 0
+                || own
+                || kernel_thread
+                || self.scope.pid.is_some_and(|p| p != s.pid)
+                || !self.wanted(s.pid)
+            {
                 continue;
             }
             self.name(s.pid, s.pid);

@@ -147,11 +147,13 @@ struct Acc {
 
 impl Acc {
     fn off_ms(&self) -> f64 {
+        // An empty f64 sum is -0.0, which would print as "-0ns".
         self.by_why
             .iter()
             .filter(|(w, _)| **w != Why::Cpu)
             .map(|(_, ms)| ms)
-            .sum()
+            .sum::<f64>()
+            + 0.0
     }
 }
 
@@ -292,7 +294,8 @@ pub fn build(input: &Input, target: &mut dyn FnMut(u32, u32) -> Target) -> WaitP
         .iter()
         .filter(|(w, _)| **w != Why::Cpu)
         .map(|(_, ms)| ms)
-        .sum();
+        .sum::<f64>()
+        + 0.0;
     let all_ms = off_cpu_ms + on_cpu_ms;
     let share = |ms: f64, of: f64| if of > 0.0 { 100.0 * ms / of } else { 0.0 };
     let by_reason = reasons(&total_by_why, all_ms);

@@ -161,7 +161,14 @@ const BY_KERNEL: &[(Why, &[&str])] = &[
     ),
     (
         Why::Pipe,
-        &["pipe_read", "pipe_write", "pipe_wait", "wait_for_partner"],
+        &[
+            "pipe_read",
+            "pipe_write",
+            "anon_pipe_read",
+            "anon_pipe_write",
+            "pipe_wait",
+            "wait_for_partner",
+        ],
     ),
     (
         Why::Sleep,
