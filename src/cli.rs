@@ -743,12 +743,27 @@ fn parse_block_size(text: &str) -> Result<u64, String> {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  sudo tacho profile\n  sudo tacho profile --pid 812 --duration 30s\n  \
-sudo tacho profile --folded > stacks.txt\n  sudo tacho profile --svg flame.svg"
+sudo tacho profile --folded > stacks.txt\n  sudo tacho profile --svg flame.svg\n  \
+sudo tacho profile --off-cpu --unit php-fpm.service\n  sudo tacho profile --wall --pid 812 --svg wall.svg",
+    group(clap::ArgGroup::new("waits").args(["off_cpu", "wall"]))
 )]
 pub(crate) struct ProfileArgs {
     /// Only this process's samples (every CPU is still sampled)
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
+    /// Time off the CPU instead of on it: how long each thread waited and why (lock, disk,
+    /// network with the peer, sleep, page faults, pipe), with its stacks; traced in the kernel
+    /// at every context switch (eBPF, root)
+    #[arg(long)]
+    pub off_cpu: bool,
+    /// Time on and off the CPU together, in milliseconds: CPU samples beside the off-CPU
+    /// time, so a request's whole life shows (eBPF, root)
+    #[arg(long)]
+    pub wall: bool,
+    /// Only the processes of this systemd unit or cgroup (its cgroup v2 subtree, e.g.
+    /// nginx.service), with --off-cpu or --wall
+    #[arg(long, value_name = "UNIT", requires = "waits", conflicts_with = "pid")]
+    pub unit: Option<String>,
     /// How long to sample
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_profile_duration)]
     pub duration: Duration,
@@ -758,10 +773,12 @@ pub(crate) struct ProfileArgs {
     /// Print the table once at the end instead of refreshing it every second on a terminal
     #[arg(long)]
     pub batch: bool,
-    /// One JSON document (schema tacho.profile.v1)
+    /// One JSON document (schema tacho.profile.v1; with --off-cpu or --wall
+    /// tacho.profile.offcpu.v1)
     #[arg(long, conflicts_with = "folded")]
     pub json: bool,
-    /// Folded stacks (`process;root;…;leaf count`), as flame-graph tools read
+    /// Folded stacks (`process;root;…;leaf count`), as flame-graph tools read (with
+    /// --off-cpu or --wall the count is microseconds, and a wait's leaf its reason)
     #[arg(long)]
     pub folded: bool,
     /// Also write a flame graph to FILE (SVG)

@@ -6,6 +6,9 @@
 pub(crate) mod block;
 pub(crate) mod files;
 pub(crate) mod hist;
+// Only the profiler (`profile --off-cpu`, `--wall`) reads it.
+#[cfg(feature = "profile")]
+pub(crate) mod offcpu;
 #[cfg(feature = "bpf")]
 mod shared;
 
@@ -196,7 +199,19 @@ mod without_bpf {
     fn the_tracers_never_start_and_say_which_feature_is_missing() {
         let block = super::block::BlockTracer::start().map(|_| ()).unwrap_err();
         let files = super::files::FileTracer::start().map(|_| ()).unwrap_err();
-        for reason in [block.to_string(), files.to_string()] {
+        #[cfg(feature = "profile")]
+        let offcpu = Some(
+            super::offcpu::OffCpuTracer::start(super::offcpu::Target::default())
+                .map(|_| ())
+                .unwrap_err()
+                .to_string(),
+        );
+        #[cfg(not(feature = "profile"))]
+        let offcpu = None;
+        for reason in [block.to_string(), files.to_string()]
+            .into_iter()
+            .chain(offcpu)
+        {
             assert!(
                 reason.contains("built without the `bpf` feature"),
                 "{reason}"

@@ -17,6 +17,8 @@ mod output;
 mod ping;
 #[cfg(feature = "profile")]
 mod profile;
+#[cfg(feature = "profile")]
+mod profile_waits;
 mod progress;
 mod record;
 mod report;

@@ -30,6 +30,9 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         crate::report::outfile::check(path, crate::report::outfile::Existing::Replace)
             .with_context(|| format!("cannot write --svg {}", path.display()))?;
     }
+    if args.off_cpu || args.wall {
+        return super::profile_waits::run(args);
+    }
     let mut session =
         Session::start(args.frequency, Filter { pid: args.pid }, root).map_err(|e| anyhow!(e))?;
     let stop = Arc::new(AtomicBool::new(false));

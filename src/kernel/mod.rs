@@ -9,6 +9,9 @@ pub mod blocked;
 pub mod btrfs;
 pub mod cache;
 pub mod cgroup;
+// Only `profile --unit` looks a unit up.
+#[cfg(feature = "profile")]
+pub mod cgunit;
 pub mod cpupower;
 pub mod cpusplit;
 pub mod diskstats;

@@ -1,13 +1,19 @@
 //! `tacho profile`: where the CPU time goes, by function — sampled on every CPU with the CPU
 //! clock ([`sampler`]), named with blazesym ([`symbols`]), and summed here into functions by
 //! self and total share, processes, the user/kernel split with the kernel's subsystems in
-//! words ([`subsystem`]), folded stacks for flame graphs, and a one-line verdict.
+//! words ([`subsystem`]), folded stacks for flame graphs, and a one-line verdict. Time off
+//! the CPU (`--off-cpu`, `--wall`) is traced in the kernel ([`offcpu`]), classed by reason
+//! ([`why`]) and summed in [`waits`].
 
+pub mod offcpu;
 pub mod perfmap;
 pub mod quick;
 pub mod sampler;
 pub mod subsystem;
 pub mod symbols;
+pub mod waiton;
+pub mod waits;
+pub mod why;
 
 use sampler::Stacks;
 use std::collections::HashMap;

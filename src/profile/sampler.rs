@@ -23,6 +23,8 @@ const MAX_STACK: u16 = 127;
 pub struct Sample {
     /// Thread-group id (0: the idle task).
     pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
     /// Addresses from the leaf up, kernel and user frames together (context markers
     /// removed).
     pub stack: Vec<u64>,
@@ -214,6 +216,7 @@ fn parse(rec: &[u8]) -> Option<Record> {
     // ip, pid/tid, nr, ips[nr] (sample_type IP | TID | CALLCHAIN, in that order).
     let ip = u64_at(rec, 8)?;
     let pid = u32_at(rec, 16)?;
+    let tid = u32_at(rec, 20)?;
     let nr = usize::try_from(u64_at(rec, 24)?).ok()?;
     let mut stack = Vec::with_capacity(nr.min(256));
     for i in 0..nr.min(1024) {
@@ -227,7 +230,7 @@ fn parse(rec: &[u8]) -> Option<Record> {
     if stack.is_empty() {
         stack.push(ip);
     }
-    Some(Record::Sample(Sample { pid, stack }))
+    Some(Record::Sample(Sample { pid, tid, stack }))
 }
 
 /// Per process, how many samples each distinct stack got.
@@ -275,7 +278,7 @@ mod tests {
         );
         match parse(&r) {
             Some(Record::Sample(s)) => {
-                assert_eq!(s.pid, 42);
+                assert_eq!((s.pid, s.tid), (42, 7));
                 assert_eq!(s.stack, [0x1000, 0x2000, 0x3000]);
             }
             _ => panic!("not a sample"),

@@ -20,6 +20,8 @@ pub(crate) mod outfile;
 pub(crate) mod ping;
 #[cfg(feature = "profile")]
 pub(crate) mod profile;
+#[cfg(feature = "profile")]
+pub(crate) mod profile_waits;
 pub(crate) mod prom;
 pub(crate) mod results;
 mod sheet;

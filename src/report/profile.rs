@@ -112,7 +112,7 @@ pub fn write_svg(p: &Profile, title: &str, out: &mut impl Write) -> io::Result<(
 
 /// `text` escaped as on a terminal, and without the two characters that are neither controls
 /// nor allowed in XML (U+FFFE, U+FFFF).
-fn xml_text(text: &str) -> String {
+pub(crate) fn xml_text(text: &str) -> String {
     Escaped(text)
         .to_string()
         .replace('\u{fffe}', "\\u{fffe}")

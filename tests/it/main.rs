@@ -41,6 +41,8 @@ mod net_dns;
 mod net_links;
 mod partial;
 mod ping;
+#[cfg(all(feature = "profile", feature = "bpf"))]
+mod profile_offcpu;
 #[cfg(all(feature = "pg", feature = "bpf", feature = "profile", feature = "tls"))]
 mod readme;
 mod report_disk;

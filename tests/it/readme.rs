@@ -161,6 +161,16 @@ const INSTEAD: &[(&str, &str, &str)] = &[
         "10 s",
     ),
     (
+        "sudo tacho profile --off-cpu --pid 812 --duration 30s",
+        "sudo tacho profile --off-cpu --pid @PID@ --duration 1s",
+        "a process that exists, and 30 s",
+    ),
+    (
+        "sudo tacho profile --wall --unit php-fpm.service --svg wall.svg",
+        "sudo tacho profile --wall --pid @PID@ --svg wall.svg --duration 1s",
+        "no php-fpm here: this test's process instead, for 1 s not 10",
+    ),
+    (
         "sudo tacho top --batch --profile",
         "sudo tacho top --batch --profile --count 2 --interval 500ms",
         "until Ctrl-C",
