@@ -750,9 +750,9 @@ impl Drop for Killed {
     }
 }
 
-/// Writes 64 KiB blocks with O_DIRECT over the whole of `dev`, round and round, until dropped.
-pub fn direct_writer(dev: &str) -> Killed {
-    const WRITER: &str = r#"
+/// A Python program writing 64 KiB blocks with O_DIRECT over the whole of the device named by
+/// its first argument, round and round.
+pub const DIRECT_WRITER: &str = r#"
 import mmap, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
 size = os.lseek(fd, 0, os.SEEK_END)
@@ -762,9 +762,12 @@ while True:
     os.pwrite(fd, buf, off)
     off = (off + 65536) % size
 "#;
+
+/// Writes 64 KiB blocks with O_DIRECT over the whole of `dev`, round and round, until dropped.
+pub fn direct_writer(dev: &str) -> Killed {
     Killed(
         Command::new("python3")
-            .args(["-c", WRITER, dev])
+            .args(["-c", DIRECT_WRITER, dev])
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("cannot start python3"),

@@ -9,6 +9,19 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
+/// `n` Python busy loops in `cg`, killed when dropped.
+fn burners(cg: &Cgroup, n: usize) -> Vec<Killed> {
+    (0..n)
+        .map(|_| {
+            Killed(
+                cg.command(&["python3", "-c", "while True: pass"])
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// Samples looked at before a test gives up (the VM is shared and slow at times).
 const SAMPLES: &str = "40";
 
@@ -50,15 +63,7 @@ fn a_cpu_burner_under_a_v1_quota_is_named_throttled_with_its_quota() {
     cg.set("cpu.cfs_period_us", "100000");
     cg.set("cpu.cfs_quota_us", "20000");
     // Two burners want 200% of a CPU: the quota bites in every period even on a busy VM.
-    let burners: Vec<Killed> = (0..2)
-        .map(|_| {
-            Killed(
-                cg.command(&["python3", "-c", "while True: pass"])
-                    .spawn()
-                    .unwrap(),
-            )
-        })
-        .collect();
+    let burners = burners(&cg, 2);
     let pids: Vec<u64> = burners.iter().map(|b| u64::from(b.0.id())).collect();
     let subject = format!("/{name}");
     let throttled = |f: &Value| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str();
@@ -206,18 +211,8 @@ fn a_writer_at_its_v1_blkio_limit_is_named_held_at_it() {
     );
     // 64 KiB direct writes, round and round: sixteen a second at the limit, so each
     // interval's rate is close to it.
-    let writer = r#"
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
-size = os.lseek(fd, 0, os.SEEK_END)
-buf = mmap.mmap(-1, 65536)
-off = 0
-while True:
-    os.pwrite(fd, buf, off)
-    off = (off + 65536) % size
-"#;
     let w = Killed(
-        cg.command(&["python3", "-c", writer, dev.path()])
+        cg.command(&["python3", "-c", DIRECT_WRITER, dev.path()])
             .spawn()
             .unwrap(),
     );
@@ -291,15 +286,7 @@ fn a_replay_names_the_throttled_cgroup_the_recorder_saw() {
         return;
     };
     cg.set("cpu.cfs_quota_us", "20000");
-    let burners: Vec<Killed> = (0..2)
-        .map(|_| {
-            Killed(
-                cg.command(&["python3", "-c", "while True: pass"])
-                    .spawn()
-                    .unwrap(),
-            )
-        })
-        .collect();
+    let burners = burners(&cg, 2);
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("history.db");
     let recorder = Killed(
