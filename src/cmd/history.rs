@@ -133,6 +133,16 @@ fn first_notes(sample: &crate::diagnose::sample::Sample) {
             ))
         );
     }
+    // A process that starts and ends between two samples is known only from its exit record.
+    if let Some(why) = &sample.exits_unavailable {
+        eprintln!(
+            "note: {}",
+            crate::text::Escaped(&format!(
+                "processes that exit between samples are not recorded: {why}; give the \
+                 recorder CAP_NET_ADMIN (systemd: add it to CapabilityBoundingSet=)"
+            ))
+        );
+    }
 }
 
 /// What the first sample says the recorder cannot see of the network, each with its fix.

@@ -117,8 +117,9 @@ impl ExitListener {
             TASKSTATS_CMD_GET,
             TASKSTATS_CMD_ATTR_REGISTER_CPUMASK,
             mask.as_bytes(),
+            SEQ_REGISTER,
         )?;
-        socket.ack()?;
+        socket.ack(SEQ_REGISTER)?;
         let collected = Arc::new(Mutex::new(Drained::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (into, stopped) = (Arc::clone(&collected), Arc::clone(&stop));
@@ -207,8 +208,8 @@ impl Socket {
         self.recv_raw().ok().filter(|&n| n > 0)
     }
 
-    fn request(&self, kind: u16, cmd: u8, attr: u16, value: &[u8]) -> io::Result<()> {
-        let msg = message(kind, cmd, attr, value);
+    fn request(&self, kind: u16, cmd: u8, attr: u16, value: &[u8], seq: u32) -> io::Result<()> {
+        let msg = message(kind, cmd, attr, value, seq);
         net::send(&self.fd, &msg, SendFlags::empty())?;
         Ok(())
     }
@@ -219,6 +220,7 @@ impl Socket {
             CTRL_CMD_GETFAMILY,
             CTRL_ATTR_FAMILY_NAME,
             b"TASKSTATS\0",
+            SEQ_FAMILY,
         )?;
         let n = self.recv().ok_or_else(io::Error::last_os_error)?;
         let msg = &self.buf[..n];
@@ -229,14 +231,31 @@ impl Socket {
             .ok_or_else(|| io::Error::other("the kernel has no TASKSTATS netlink family"))
     }
 
-    fn ack(&mut self) -> io::Result<()> {
-        let n = self.recv().ok_or_else(io::Error::last_os_error)?;
-        check_error(&self.buf[..n])
+    /// Waits for the kernel's answer to request `seq`: its error code, or 0. Every request asks
+    /// for an acknowledgement, so the family lookup's own ack may come first: taking that one
+    /// for the registration's hid a refusal (EPERM without CAP_NET_ADMIN), which the reader
+    /// thread then dropped, and exits went uncounted without a note.
+    fn ack(&mut self, seq: u32) -> io::Result<()> {
+        for _ in 0..8 {
+            let n = self.recv().ok_or_else(io::Error::last_os_error)?;
+            if let Some(answer) = messages(&self.buf[..n])
+                .find(|m| kind_of(m) == Some(NLMSG_ERROR) && seq_of(m) == Some(seq))
+            {
+                return check_error(answer);
+            }
+        }
+        Err(io::Error::other(
+            "the kernel did not answer the taskstats registration",
+        ))
     }
 }
 
+/// The sequence numbers of the two requests, told apart in their acknowledgements.
+const SEQ_FAMILY: u32 = 1;
+const SEQ_REGISTER: u32 = 2;
+
 /// nlmsghdr (request + ack) + genlmsghdr + one attribute.
-fn message(kind: u16, cmd: u8, attr: u16, value: &[u8]) -> Vec<u8> {
+fn message(kind: u16, cmd: u8, attr: u16, value: &[u8], seq: u32) -> Vec<u8> {
     let attr_len = 4 + value.len();
     let total = NLMSG_HDR + GENL_HDR + attr_len.next_multiple_of(4);
     let mut m = Vec::with_capacity(total);
@@ -244,7 +263,7 @@ fn message(kind: u16, cmd: u8, attr: u16, value: &[u8]) -> Vec<u8> {
     m.extend_from_slice(&kind.to_ne_bytes());
     let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
     m.extend_from_slice(&flags.to_ne_bytes());
-    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&seq.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes());
     m.extend_from_slice(&[cmd, 1, 0, 0]);
     m.extend_from_slice(&(attr_len as u16).to_ne_bytes());
@@ -254,10 +273,29 @@ fn message(kind: u16, cmd: u8, attr: u16, value: &[u8]) -> Vec<u8> {
     m
 }
 
+/// The netlink messages in one datagram, stopping at the first malformed one.
+fn messages(mut bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let len = u32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        let msg = bytes.get(..len).filter(|_| len >= NLMSG_HDR)?;
+        bytes = bytes.get(len.next_multiple_of(4)..).unwrap_or_default();
+        Some(msg)
+    })
+}
+
+/// A message's type.
+fn kind_of(msg: &[u8]) -> Option<u16> {
+    Some(u16::from_ne_bytes(msg.get(4..6)?.try_into().ok()?))
+}
+
+/// A message's sequence number.
+fn seq_of(msg: &[u8]) -> Option<u32> {
+    Some(u32::from_ne_bytes(msg.get(8..12)?.try_into().ok()?))
+}
+
 /// An NLMSG_ERROR with a non-zero code becomes that errno.
 fn check_error(msg: &[u8]) -> io::Result<()> {
-    let kind = msg.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]));
-    if kind == Some(NLMSG_ERROR) {
+    if kind_of(msg) == Some(NLMSG_ERROR) {
         let code = msg
             .get(NLMSG_HDR..NLMSG_HDR + 4)
             .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
@@ -282,15 +320,8 @@ fn attrs(mut bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 
 /// Decodes the per-task exit records in one datagram (several netlink messages may share
 /// it); thread-group aggregates carry no I/O and are skipped.
-pub fn parse_exits(mut bytes: &[u8], out: &mut Vec<ExitedTask>) {
-    while let Some(len) = bytes
-        .get(..4)
-        .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
-    {
-        if len < NLMSG_HDR {
-            return;
-        }
-        let Some(msg) = bytes.get(..len) else { return };
+pub fn parse_exits(bytes: &[u8], out: &mut Vec<ExitedTask>) {
+    for msg in messages(bytes) {
         let payload = msg.get(NLMSG_HDR + GENL_HDR..).unwrap_or_default();
         for (kind, nested) in attrs(payload) {
             if kind != TASKSTATS_TYPE_AGGR_PID {
@@ -313,7 +344,6 @@ pub fn parse_exits(mut bytes: &[u8], out: &mut Vec<ExitedTask>) {
                 }
             }
         }
-        bytes = bytes.get(len.next_multiple_of(4)..).unwrap_or_default();
     }
 }
 
