@@ -859,6 +859,22 @@ if bad:
     assert!(rows > 1, "{what}: a header and rows: {csv}");
 }
 
+/// Every cell of a CSV document, row after row.
+pub fn csv_cells(csv: &str) -> Vec<String> {
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(csv.as_bytes())
+        .records()
+        .flat_map(|r| {
+            r.expect("CSV")
+                .iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// What tacho printed on a pseudo-terminal `cols` columns wide: stdout always, stderr too when
 /// `stderr_too` (else piped, in the returned output), with the terminal's CR LF turned back
 /// into LF. `cmd` is [`tacho()`] with its arguments and environment (`COLUMNS` if any).
