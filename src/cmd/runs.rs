@@ -146,30 +146,47 @@ fn load_with(
     ids.iter().map(|&id| each(&mut store, id)).collect()
 }
 
+/// `runs list`: rows are read one at a time; JSON writes each as it comes, and the table keeps
+/// each row's text cut as read, so neither holds more than a row of what was stored.
 fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
     let since = filter
         .since
         .as_deref()
         .map(crate::history::when::since_utc)
         .transpose()?;
-    let (store, _) = open_existing(db)?;
-    let mut runs = match store {
-        Some(mut s) => s.list()?,
-        None => Vec::new(),
-    };
-    runs.retain(|r| {
+    let wanted = |r: &store::RunSummary| {
         filter.kind.as_deref().is_none_or(|k| r.kind.as_str() == k)
-            && since.as_deref().is_none_or(|s| r.created_at.as_str() >= s)
+            && since.as_deref().is_none_or(|s| &*r.created_at >= s)
             && filter.host.as_deref().is_none_or(|p| {
                 r.hostname
                     .as_deref()
                     .is_some_and(|h| crate::snapshot::explain::glob(p, h))
             })
-    });
+    };
+    let (store, _) = open_existing(db)?;
     let mut out = std::io::stdout().lock();
     if json {
-        results::list_json(&runs, &mut out)?;
+        let mut doc = results::ListJson::begin(&mut out)?;
+        if let Some(mut s) = store {
+            s.list_each(store::ListText::Whole, |r| {
+                if wanted(r) {
+                    doc.run(r)?;
+                }
+                Ok(())
+            })?;
+        }
+        doc.end()?;
     } else {
+        let shown = crate::text::SHOWN_CHARS;
+        let mut runs = Vec::new();
+        if let Some(mut s) = store {
+            s.list_each(store::ListText::Cut(shown), |r| {
+                if wanted(r) {
+                    runs.push(r.shown(shown));
+                }
+                Ok(())
+            })?;
+        }
         results::list_text(&runs, &mut out)?;
     }
     Ok(())

@@ -6,7 +6,7 @@
 use crate::check::{self, Options};
 use crate::kernel::SysRoot;
 use crate::report::prom::host::{HostFigures, render};
-use crate::store::{Place, Results, RunKind, RunStatus, StoredRun};
+use crate::store::{ListText, Place, Results, RunKind, RunStatus, StoredRun};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -70,15 +70,20 @@ fn latest_runs(host: Option<&str>) -> anyhow::Result<Vec<StoredRun>> {
         return Ok(Vec::new());
     };
     let mut latest: BTreeMap<(&str, Option<String>), i64> = BTreeMap::new();
-    for r in store.list()? {
+    // Row by row, labels and targets cut as read: only kinds, suites and ids are kept.
+    store.list_each(ListText::Cut(0), |r| {
         let wanted = matches!(r.kind, RunKind::Disk | RunKind::Cpu | RunKind::Mem)
             && r.status == RunStatus::Finished
             && r.hostname.as_deref() == Some(host);
         if wanted {
             // Listed oldest first: the last one of each suite stays.
-            latest.insert((r.kind.as_str(), r.suite.clone()), r.id);
+            latest.insert(
+                (r.kind.as_str(), r.suite.as_deref().map(str::to_owned)),
+                r.id,
+            );
         }
-    }
+        Ok(())
+    })?;
     latest
         .into_values()
         .map(|id| store.load_summary(id, TESTS_PER_RUN))

@@ -89,9 +89,9 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
             .map(|r| {
                 vec![
                     r.id.to_string(),
-                    r.created_at.clone(),
+                    r.created_at.to_string(),
                     r.kind.to_string(),
-                    r.label.clone().unwrap_or_default(),
+                    r.label.as_deref().unwrap_or_default().to_owned(),
                     r.status.to_string(),
                     crate::compare::source_text(r.source, r.kind),
                     r.suite
@@ -106,8 +106,8 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
                         })
                         .unwrap_or_default(),
                     r.tests.to_string(),
-                    r.hostname.clone().unwrap_or_default(),
-                    r.target.clone().unwrap_or_default(),
+                    r.hostname.as_deref().unwrap_or_default().to_owned(),
+                    r.target.as_deref().unwrap_or_default().to_owned(),
                 ]
             })
             .collect(),
@@ -118,10 +118,62 @@ pub fn list_text(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
     grid.write_text(out, None)
 }
 
-/// Writes the stored runs as one `tacho.runs.v1` JSON document.
-pub fn list_json(runs: &[RunSummary], out: &mut impl Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, &json!({"schema": LIST_SCHEMA, "runs": runs}))?;
-    writeln!(out)
+/// The `tacho.runs.v1` JSON document of `runs list`, written run by run as the store hands
+/// them over, laid out as `serde_json`'s pretty printer lays out the whole document.
+pub struct ListJson<W: Write> {
+    out: W,
+    runs: usize,
+}
+
+impl<W: Write> ListJson<W> {
+    /// Writes the document's head.
+    pub fn begin(mut out: W) -> io::Result<ListJson<W>> {
+        write!(
+            out,
+            "{{\n  \"schema\": {},\n  \"runs\": [",
+            json!(LIST_SCHEMA)
+        )?;
+        Ok(ListJson { out, runs: 0 })
+    }
+
+    /// Writes one run, indented as an element of `runs`.
+    pub fn run(&mut self, run: &RunSummary) -> io::Result<()> {
+        let sep = if self.runs == 0 { "" } else { "," };
+        write!(self.out, "{sep}\n    ")?;
+        // JSON text has a newline only between tokens (strings escape theirs): each is
+        // followed by the run's own indentation.
+        serde_json::to_writer_pretty(Indented(&mut self.out), run)?;
+        self.runs += 1;
+        Ok(())
+    }
+
+    /// Closes the document.
+    pub fn end(mut self) -> io::Result<()> {
+        if self.runs > 0 {
+            write!(self.out, "\n  ")?;
+        }
+        writeln!(self.out, "]\n}}")?;
+        self.out.flush()
+    }
+}
+
+/// A writer that indents each new line by four spaces.
+struct Indented<W: Write>(W);
+
+impl<W: Write> Write for Indented<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        for (i, line) in buf.split(|&b| b == b'\n').enumerate() {
+            if i > 0 {
+                self.0.write_all(b"\n    ")?;
+            }
+            self.0.write_all(line)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// `runs show`: verdict, the run's facts, warnings, one row per test and direction, and the

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "pg")]
 use super::pg::{self, PgStore};
+use super::runs::ListText;
 use super::{NewRun, RunKind, RunStatus, RunSummary, Store, StoredRun};
 use crate::kernel::SysRoot;
 use anyhow::{Result, bail};
@@ -131,12 +132,17 @@ impl Results {
         }
     }
 
-    /// All runs, oldest first.
-    pub fn list(&mut self) -> Result<Vec<RunSummary>> {
+    /// All runs, oldest first, each handed to `each` as it is read (one held at a time), with
+    /// label and target read as `text` says.
+    pub fn list_each(
+        &mut self,
+        text: ListText,
+        each: impl FnMut(&RunSummary) -> Result<()>,
+    ) -> Result<()> {
         match self {
-            Results::Local(s) => s.list(),
+            Results::Local(s) => s.list_each(text, each),
             #[cfg(feature = "pg")]
-            Results::Shared(s) => s.list(),
+            Results::Shared(s) => s.list_each(text, each),
         }
     }
 

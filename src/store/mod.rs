@@ -26,7 +26,7 @@ pub use document::read_documents;
 pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
 #[cfg(feature = "pg")]
 pub use runs::RawRun;
-pub use runs::RunSummary;
+pub use runs::{ListText, RunSummary};
 
 use crate::kernel::SysRoot;
 use crate::sqlite::{self, Marks, retry_busy};

@@ -10,16 +10,18 @@ use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
-/// One line of `tacho runs list`.
+/// One line of `tacho runs list`, its text borrowed from the row being read where it can be:
+/// a label of 100 MB is then held once, by the database's row, and only one row at a time.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunSummary {
+pub struct RunSummary<'a> {
     /// The run's id in the store.
     pub id: i64,
     /// When the run happened, as RFC 3339 UTC.
-    pub created_at: String,
-    /// The run's `--label`, if given.
-    pub label: Option<String>,
+    pub created_at: Cow<'a, str>,
+    /// The run's `--label`, if given (cut as read, for a table: see [`ListText`]).
+    pub label: Option<Cow<'a, str>>,
     /// What was benchmarked.
     pub kind: RunKind,
     /// Running, finished, interrupted, failed or abandoned.
@@ -27,13 +29,13 @@ pub struct RunSummary {
     /// Measured here, or imported from a tacho document or from fio.
     pub source: RunSource,
     /// The suite's name; `None` for a custom test or a non-disk run.
-    pub suite: Option<String>,
+    pub suite: Option<Cow<'a, str>>,
     /// The suite's version.
     pub suite_version: Option<i64>,
     /// The host name the document recorded.
-    pub hostname: Option<String>,
-    /// The path that was benchmarked, when the kind has one.
-    pub target: Option<String>,
+    pub hostname: Option<Cow<'a, str>>,
+    /// The path that was benchmarked, when the kind has one (cut as read, for a table).
+    pub target: Option<Cow<'a, str>>,
     /// Tests saved.
     pub tests: i64,
     /// False when options changed the suite's method; `None` without a suite or when the
@@ -44,30 +46,94 @@ pub struct RunSummary {
     pub changed: Vec<String>,
 }
 
-impl RunSummary {
-    /// The summary of `run` (read without its tests), which has `tests` tests.
-    pub(crate) fn of(
-        run: &StoredRun,
-        hostname: Option<String>,
-        target: Option<String>,
-        tests: i64,
-    ) -> RunSummary {
-        let (suite, suite_version) = run.suite.clone().unzip();
+impl RunSummary<'_> {
+    /// The summary holding its own text, each piece cut to `chars` characters plus one (so a
+    /// table still shows that something was cut): what a table keeps of every row.
+    pub fn shown(&self, chars: usize) -> RunSummary<'static> {
+        let keep = |s: &str| -> Cow<'static, str> {
+            Cow::Owned(s.chars().take(chars.saturating_add(1)).collect())
+        };
         RunSummary {
-            standard: suite_standard(&run.extra),
-            changed: suite_changes(&run.extra),
-            id: run.id,
-            created_at: run.created_at.clone(),
-            label: run.label.clone(),
-            kind: run.kind,
-            status: run.status,
-            source: run.source,
-            suite,
-            suite_version,
-            hostname,
-            target,
-            tests,
+            id: self.id,
+            created_at: keep(&self.created_at),
+            label: self.label.as_deref().map(keep),
+            kind: self.kind,
+            status: self.status,
+            source: self.source,
+            suite: self.suite.as_deref().map(keep),
+            suite_version: self.suite_version,
+            hostname: self.hostname.as_deref().map(keep),
+            target: self.target.as_deref().map(keep),
+            tests: self.tests,
+            standard: self.standard,
+            changed: self
+                .changed
+                .iter()
+                .take(chars)
+                .map(|c| keep(c).into_owned())
+                .collect(),
         }
+    }
+}
+
+/// How `runs list` reads a run's label and target: whole (JSON keeps them), or the first
+/// this many characters and one more (a table shows [`crate::text::SHOWN_CHARS`] of them),
+/// so a table's rows stay small whatever was stored. PostgreSQL sends only the cut text;
+/// SQLite reads the row's whole value to cut it, one row at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListText {
+    /// As stored.
+    Whole,
+    /// At most this many characters and one more.
+    Cut(usize),
+}
+
+impl ListText {
+    /// The SQL expression reading `column` this way (SQLite and PostgreSQL both count
+    /// characters in `substr`).
+    pub(crate) fn column(self, column: &str) -> String {
+        match self {
+            ListText::Whole => column.to_owned(),
+            ListText::Cut(n) => format!("substr({column}, 1, {})", n.saturating_add(1)),
+        }
+    }
+}
+
+/// `suite.standard` and `suite.changed` of a run's `extra_json` text, parsing nothing but
+/// its `suite` member (the rest is skipped unread), so a run's other fields cost a listing
+/// nothing; text that is not an object reads as no suite, as [`read_run`] reads it.
+pub(crate) fn suite_flags(extra_json: &str) -> (Option<bool>, Vec<String>) {
+    let extra = serde_json::from_str::<SuiteOnly>(extra_json).map_or_else(|_| Map::new(), |s| s.0);
+    (suite_standard(&extra), suite_changes(&extra))
+}
+
+/// A run's extra fields with only `suite` kept.
+struct SuiteOnly(Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for SuiteOnly {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = SuiteOnly;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SuiteOnly, A::Error> {
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "suite" {
+                        out.insert(key.into_owned(), map.next_value()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(SuiteOnly(out))
+            }
+        }
+        d.deserialize_map(Visit)
     }
 }
 
@@ -320,29 +386,66 @@ impl Store {
         Ok(runs)
     }
 
-    /// All runs, oldest first.
-    pub fn list(&self) -> Result<Vec<RunSummary>> {
+    /// All runs, oldest first, each handed to `each` as it is read (one row held at a time),
+    /// with its label and target read as `text` says; stops at `each`'s first error.
+    pub fn list_each(
+        &self,
+        text: ListText,
+        mut each: impl FnMut(&RunSummary) -> Result<()>,
+    ) -> Result<()> {
         let mut stmt = self
             .conn
             .prepare(&format!(
-                "SELECT {RUN_COLUMNS}, r.hostname, r.target_path,
-                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id) AS tests
-                 FROM runs r ORDER BY r.id"
+                "SELECT r.id, r.created_at, {}, r.kind, r.status, r.source, r.suite_name,
+                        r.suite_version, r.extra_json, r.owner, r.hostname, {},
+                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id)
+                 FROM runs r ORDER BY r.id",
+                text.column("r.label"),
+                text.column("r.target_path"),
             ))
             .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                let run = read_run(r, &self.root)?;
-                Ok(RunSummary::of(
-                    &run,
-                    r.get("hostname")?,
-                    r.get("target_path")?,
-                    r.get("tests")?,
-                ))
-            })
-            .map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<_>>()
-            .map_err(|e| self.err(e))
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let summary = self.summary(r).map_err(|e| self.err(e))?;
+            each(&summary)?;
+        }
+        Ok(())
+    }
+
+    /// A row of [`Store::list_each`]'s query, its text borrowed from the row.
+    fn summary<'r>(&self, r: &'r Row) -> rusqlite::Result<RunSummary<'r>> {
+        let text = |i: usize| -> rusqlite::Result<Option<Cow<'r, str>>> {
+            Ok(r.get_ref(i)?.as_str_or_null()?.map(Cow::Borrowed))
+        };
+        let (standard, changed) = suite_flags(r.get_ref(8)?.as_str()?);
+        // As a stored run reads them: a suite is a name and a version, or none.
+        let (suite, suite_version) = text(6)?.zip(r.get::<_, Option<i64>>(7)?).unzip();
+        Ok(RunSummary {
+            id: r.get(0)?,
+            created_at: Cow::Borrowed(r.get_ref(1)?.as_str()?),
+            label: text(2)?,
+            kind: r.get(3)?,
+            status: current_status(&self.root, r.get(4)?, r.get(9)?),
+            source: r.get(5)?,
+            suite,
+            suite_version,
+            hostname: text(10)?,
+            target: text(11)?,
+            tests: r.get(12)?,
+            standard,
+            changed,
+        })
+    }
+
+    /// All runs, oldest first, their text whole (what the tests check the store by).
+    #[cfg(test)]
+    pub fn list(&self) -> Result<Vec<RunSummary<'static>>> {
+        let mut all = Vec::new();
+        self.list_each(ListText::Whole, |r| {
+            all.push(r.shown(usize::MAX));
+            Ok(())
+        })?;
+        Ok(all)
     }
 
     /// The latest finished run of `kind` (of `suite`, when given; made at or after `since`, an

@@ -108,6 +108,52 @@ impl SpawnPiped for Command {
     }
 }
 
+/// Python starts tacho from its own small image and reports the peak of its children
+/// (RUSAGE_CHILDREN), tacho's own. A child started straight from this test binary would carry,
+/// in its ru_maxrss, the test binary's peak at the moment of the exec (the kernel keeps the old
+/// image's high-water mark), over a gigabyte in a binary running hundreds of tests.
+const MEASURE: &str = "import resource, subprocess, sys
+try:
+    r = subprocess.run(sys.argv[3:], timeout=float(sys.argv[2])).returncode
+except subprocess.TimeoutExpired:
+    sys.exit(f'tacho ran past {sys.argv[2]} s')
+open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(r if r >= 0 else 128 - r)
+";
+
+/// Runs tacho with `args` (at most a minute) and returns its output and peak resident memory.
+pub fn run_measured(args: &[&str]) -> (Output, u64) {
+    run_measured_within(args, RUN_LIMIT)
+}
+
+/// As [`run_measured`], failing (exit 1, saying so) when tacho runs past `limit`; a tacho
+/// killed by a signal exits 128 + the signal's number.
+pub fn run_measured_within(args: &[&str], limit: Duration) -> (Output, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let peak = dir.path().join("maxrss");
+    let template = tacho();
+    let mut command = Command::new(PYTHON);
+    for (key, value) in template.get_envs() {
+        match value {
+            Some(v) => command.env(key, v),
+            None => command.env_remove(key),
+        };
+    }
+    let output = command
+        .args(["-c", MEASURE])
+        .arg(&peak)
+        .arg(limit.as_secs_f64().to_string())
+        .arg(template.get_program())
+        .args(args)
+        .output()
+        .unwrap();
+    let kib: u64 = std::fs::read_to_string(&peak)
+        .unwrap_or_else(|e| panic!("no peak for {args:?} ({e}): {}", stderr(&output)))
+        .parse()
+        .unwrap();
+    (output, kib * 1024)
+}
+
 /// Runs tacho with `args`, collecting its output; panics if it runs past [`RUN_LIMIT`].
 pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     let mut cmd = tacho();
@@ -811,6 +857,22 @@ if bad:
     assert!(o.status.success(), "{what}: {}\n{csv}", stderr(&o));
     let rows: usize = stdout(&o).trim().parse().unwrap();
     assert!(rows > 1, "{what}: a header and rows: {csv}");
+}
+
+/// Every cell of a CSV document, row after row.
+pub fn csv_cells(csv: &str) -> Vec<String> {
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(csv.as_bytes())
+        .records()
+        .flat_map(|r| {
+            r.expect("CSV")
+                .iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// What tacho printed on a pseudo-terminal `cols` columns wide: stdout always, stderr too when

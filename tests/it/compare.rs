@@ -683,6 +683,67 @@ fn long_labels_are_cut_in_tables_and_whole_in_json() {
     );
 }
 
+/// `runs list` read every run whole before writing any (three runs with labels of 100 MB
+/// took ~640 MB, issue 28): rows are read one at a time, a table's labels cut as read, and
+/// JSON written run by run. Four labels of 100 MB (400 MB) are listed in either form holding at
+/// most one of them.
+#[test]
+fn runs_list_of_labels_of_100_mb_holds_one_run_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("labels.db");
+    let db = db.to_str().unwrap();
+    let o = run(&["runs", "import", "--db", db, FIO, FIO, FIO, FIO]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // 100,000,000 L after each run's id, made by SQLite itself (the command line holds at
+    // most 128 KiB).
+    const LONG: usize = 100_000_000;
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET label = id || ':' || replace(hex(zeroblob(?1)), '0', 'L')",
+            [LONG as i64 / 2],
+        )
+        .unwrap();
+    let (o, rss) = run_measured(&["runs", "list", "--db", db]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.len() < 4 << 10, "{} bytes", table.len());
+    for id in 1..=4 {
+        assert!(table.contains(&format!("{id}:LLLL")), "{table}");
+    }
+    assert_eq!(table.matches("L…").count(), 4, "{table}");
+    // SQLite reads a row's label whole to cut it: one label held at a time, not four.
+    assert!(rss < 200 << 20, "runs list: {} MiB resident", rss >> 20);
+    let (o, rss) = run_measured(&["runs", "list", "--db", db, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    #[derive(serde::Deserialize)]
+    struct Doc<'a> {
+        #[serde(borrow)]
+        runs: Vec<Run<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Run<'a> {
+        id: i64,
+        label: &'a str,
+    }
+    let doc: Doc = serde_json::from_slice(&o.stdout).expect("runs list --json is JSON");
+    assert_eq!(doc.runs.len(), 4);
+    for run in &doc.runs {
+        let (id, rest) = run.label.split_once(':').unwrap();
+        assert_eq!(id, run.id.to_string());
+        assert!(
+            rest.len() == LONG && rest.bytes().all(|b| b == b'L'),
+            "run {id}"
+        );
+    }
+    // One label held by SQLite while it is written out, not four (nor a copy of it).
+    assert!(
+        rss < 200 << 20,
+        "runs list --json: {} MiB resident",
+        rss >> 20
+    );
+}
+
 /// `compare --csv` writes an imported run's judgement (its status and metric are text from the
 /// file) as spreadsheet text, like test names (checked with Python's csv module).
 #[test]

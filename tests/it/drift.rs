@@ -167,6 +167,20 @@ fn drift_csv_and_markdown_keep_hostile_hosts_and_values_inert() {
     let o = run(&["drift", "--db", db, "--csv"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_spreadsheet_safe("drift --csv", &stdout(&o));
+    // The hostile hosts and values are there, as text a spreadsheet shows and a terminal
+    // prints inert.
+    let cells = csv_cells(&stdout(&o));
+    for inert in [
+        r#"'=HYPERLINK("http://x")"#,
+        r"'+cmd|' /C calc'!A0\u{202e}\e]0;x\a",
+        r"'-2+3\r\n@SUM(A1)",
+        r"'@x\u{202e}\e[2J",
+    ] {
+        assert!(
+            cells.iter().any(|c| c == inert),
+            "{inert:?} not among {cells:?}"
+        );
+    }
     let o = run(&["drift", "--db", db, "--markdown"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     for raw in ["\u{202e}", "\u{1b}", "\u{7}", "\r"] {

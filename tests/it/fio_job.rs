@@ -376,10 +376,19 @@ fn io_buffers_beyond_available_memory_are_refused_with_the_figure() {
         "1G",
     ]);
     let err = assert_error(&o);
+    assert!(err.contains("for I/O buffers"), "{err}");
+    // The buffers asked for (256 MiB per I/O in flight) and the memory available, as figures.
     assert!(
-        err.contains("for I/O buffers") && err.contains("available"),
+        err.contains(&format!("(block size 256MiB × iodepth {depth} × 1 job)")),
         "{err}"
     );
+    let need = figure_between(&err, "needs about ", " of memory");
+    let asked = (256u64 << 20) * depth.parse::<u64>().unwrap();
+    assert!(
+        need >= asked as f64 && need < asked as f64 * 1.01,
+        "{err}: {need} for {asked}"
+    );
+    assert_near_available(&err, avail);
     let job = dir.path().join("big.fio");
     // 256 jobs of 4096 I/Os in flight (the most a job file may ask), in blocks big enough.
     let bs = (2 * avail / (256 * 4096)).div_ceil(4096) * 4096;
@@ -391,7 +400,46 @@ fn io_buffers_beyond_available_memory_are_refused_with_the_figure() {
     let o = run(&["bench", "disk", d, "--fio-job", job.to_str().unwrap()]);
     let err = assert_error(&o);
     assert!(err.contains("for I/O buffers"), "{err}");
+    assert!(err.contains("× iodepth 4096 × 256 jobs)"), "{err}");
+    let need = figure_between(&err, "needs about ", " of memory");
+    assert!(need >= (bs * 4096 * 256) as f64, "{err}: {need}");
+    assert_near_available(&err, avail);
     assert_eq!(common::entries(dir.path()), vec!["big.fio".to_string()]);
+}
+
+/// The figure (`50.0 GiB`) between `before` and `after` in `text`, in bytes.
+fn figure_between(text: &str, before: &str, after: &str) -> f64 {
+    let start = text
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?}: {text}"))
+        + before.len();
+    let len = text[start..]
+        .find(after)
+        .unwrap_or_else(|| panic!("no {after:?}: {text}"));
+    let (number, unit) = text[start..start + len]
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("not a figure: {text}"));
+    let scale = match unit {
+        "B" => 1u64,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "PiB" => 1 << 50,
+        other => panic!("unit {other:?}: {text}"),
+    };
+    number.parse::<f64>().unwrap() * scale as f64
+}
+
+/// The refusal names the memory available, within what it may have changed by since the
+/// test read it (and the figure's rounding).
+fn assert_near_available(err: &str, avail: u64) {
+    let said = figure_between(err, "more than half of the ", " available");
+    let avail = avail as f64;
+    assert!(
+        (said - avail).abs() < avail * 0.1,
+        "{err}: {avail} bytes available when the test read it"
+    );
 }
 
 /// A job's name comes from its file: on the progress bar (a terminal) it is escaped like any

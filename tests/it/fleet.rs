@@ -258,7 +258,19 @@ fn hostile_fleet(dir: &Path) -> impl Fn(&[&str]) -> String {
 fn compare_by_host_csv_cells_are_never_formulas_or_controls() {
     let dir = tempfile::tempdir().unwrap();
     let by_host = hostile_fleet(dir.path());
-    assert_spreadsheet_safe("compare --by host --csv", &by_host(&["--csv"]));
+    let csv = by_host(&["--csv"]);
+    assert_spreadsheet_safe("compare --by host --csv", &csv);
+    // The hostile names are there, as text a spreadsheet shows and a terminal prints inert.
+    let cells = csv_cells(&csv);
+    for inert in [
+        r#"'=HYPERLINK("http://x","<script>alert(1)</script>")\u{202e}\e[2J"#,
+        r"'@SUM(A1)\a\u{202e}[x](y)",
+    ] {
+        assert!(
+            cells.iter().any(|c| c == inert),
+            "{inert:?} not among {cells:?}"
+        );
+    }
 }
 
 /// The Markdown weakness of issue 28: the verdict line of `compare --by host --markdown` is

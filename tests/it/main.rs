@@ -29,6 +29,7 @@ mod history;
 mod honesty;
 mod host_cache;
 mod hostile_history;
+mod hostile_history_prop;
 mod hostile_outputs;
 mod hostile_paths;
 mod hostile_text;

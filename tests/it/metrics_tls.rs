@@ -160,11 +160,36 @@ fn bad_web_configs_stop_tacho_with_one_line() {
 /// One plain-HTTP GET of /metrics with `user:password`: the status code, or None when no
 /// answer came within `limit`.
 fn get_status(port: u16, user_pw: &str, limit: Duration) -> Option<u16> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let s = std::net::TcpStream::connect_timeout(&addr, limit).ok()?;
+    status_over(s, user_pw, limit)
+}
+
+/// As [`get_status`], from the loopback address `from` (bound before connecting), so the
+/// server sees a client of its own.
+fn get_status_from(
+    from: std::net::Ipv4Addr,
+    port: u16,
+    user_pw: &str,
+    limit: Duration,
+) -> Option<u16> {
+    use rustix::net::{AddressFamily, SocketType};
+    let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).ok()?;
+    rustix::net::bind(&fd, &std::net::SocketAddrV4::new(from, 0)).ok()?;
+    // Loopback: connected or refused at once.
+    rustix::net::connect(
+        &fd,
+        &std::net::SocketAddrV4::new([127, 0, 0, 1].into(), port),
+    )
+    .ok()?;
+    status_over(std::net::TcpStream::from(fd), user_pw, limit)
+}
+
+/// The status of `GET /metrics` as `user_pw` over `s`, answered within `limit`.
+fn status_over(mut s: std::net::TcpStream, user_pw: &str, limit: Duration) -> Option<u16> {
     use base64::Engine;
     use std::io::{Read, Write};
     let start = Instant::now();
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = std::net::TcpStream::connect_timeout(&addr, limit).ok()?;
     let auth = base64::engine::general_purpose::STANDARD.encode(user_pw);
     s.write_all(
         format!("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\n\r\n")
@@ -209,23 +234,32 @@ fn a_flood_of_wrong_passwords_does_not_lock_out_the_scraper() {
         assert!(start.elapsed() < Duration::from_secs(30), "no first scrape");
         std::thread::sleep(Duration::from_millis(200));
     }
-    // 64 clients guessing passwords, each asking again as soon as it is answered (a short
+    // 64 clients guessing passwords, each from an address of its own (127.0.0.2 to
+    // 127.0.0.65: the limit of one check per address does not hold them back, only the 4
+    // checks under way or waiting do), each asking again as soon as it is answered (a short
     // pause keeps the flood from being only a CPU hog on a small machine).
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flood: Vec<_> = (0..64)
+    let flood: Vec<_> = (0..64u8)
         .map(|t| {
             let stop = std::sync::Arc::clone(&stop);
             std::thread::spawn(move || {
                 let mut n = 0u64;
+                // Answers by status: 401 (checked and wrong), 429 (no check free).
+                let mut answers = std::collections::BTreeMap::<u16, u64>::new();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     n += 1;
-                    let _ = get_status(
+                    let status = get_status_from(
+                        [127, 0, 0, 2 + t].into(),
                         port,
                         &format!("prometheus:guess-{t}-{n}"),
                         Duration::from_secs(6),
                     );
+                    if let Some(status) = status {
+                        *answers.entry(status).or_default() += 1;
+                    }
                     std::thread::sleep(Duration::from_millis(50));
                 }
+                answers
             })
         })
         .collect();
@@ -242,9 +276,18 @@ fn a_flood_of_wrong_passwords_does_not_lock_out_the_scraper() {
     // Each scrape must be answered within 1 s.
     let during = scrape(40);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut answers = std::collections::BTreeMap::<u16, u64>::new();
     for f in flood {
-        f.join().unwrap();
+        for (status, n) in f.join().unwrap() {
+            *answers.entry(status).or_default() += n;
+        }
     }
+    // The flood was real: guesses were checked and refused, and others turned away at once
+    // although each came from an address with no check of its own under way.
+    assert!(
+        answers.get(&401).is_some_and(|&n| n > 0) && answers.get(&429).is_some_and(|&n| n > 0),
+        "the flood's answers: {answers:?}"
+    );
     let after = scrape(8);
     assert!(
         during >= 36,

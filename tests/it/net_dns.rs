@@ -2,7 +2,7 @@
 //! a scripted resolver (tests/helpers/dns_server.py) answers by name, so every count is known.
 
 use crate::common::netns::NetnsPair;
-use crate::common::{have_tool, is_root, skip, tacho};
+use crate::common::{have_tool, is_root, skip, tacho, wait_limited};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -231,15 +231,23 @@ fn clients_and_servers_by_the_thousand_are_bounded_and_counted() {
     if !is_root() || !have_tool("setpriv") || !have_tool("python3") {
         return skip("dns spread: needs root, setpriv and python3");
     }
-    let mut top = tacho()
-        .args(["top", "--dns", "--json", "--interval", "5s", "--count", "3"])
-        .args(["--no-ebpf"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(top.stdout.take().unwrap()).lines();
+    // The same traffic seen by top in JSON and as text.
+    let start = |format: &str| {
+        let mut top = tacho()
+            .args(["top", "--dns", format, "--interval", "5s", "--count", "3"])
+            .args(["--no-ebpf"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(top.stdout.take().unwrap()).lines();
+        (top, lines)
+    };
+    let (mut top, mut lines) = start("--json");
+    let (mut text_top, mut text_lines) = start("--batch");
     let first = lines.next().expect("a first sample").unwrap();
+    // The text top has drawn its first sample too: both watch before the traffic starts.
+    let text_first = text_lines.next().expect("a first text sample").unwrap();
     let o = std::process::Command::new("setpriv")
         .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
         .args(["/usr/bin/python3", "-c", SPREAD])
@@ -249,6 +257,18 @@ fn clients_and_servers_by_the_thousand_are_bounded_and_counted() {
     let mut samples: Vec<Value> = vec![serde_json::from_str(&first).unwrap()];
     samples.extend(lines.map(|l| serde_json::from_str(&l.unwrap()).unwrap()));
     let _ = top.wait();
+    let text: String = std::iter::once(Ok(text_first))
+        .chain(text_lines)
+        .map(|l| l.unwrap() + "\n")
+        .collect();
+    let status = wait_limited(&mut text_top, std::time::Duration::from_secs(60));
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut text_top.stderr.take().unwrap(), &mut err);
+    // 1: a sample warned (the spread's queries go unanswered).
+    assert!(
+        matches!(status.code(), Some(0 | 1)),
+        "top --batch: {status}: {err}"
+    );
     let sum = |field: &str| -> u64 {
         samples
             .iter()
@@ -259,4 +279,38 @@ fn clients_and_servers_by_the_thousand_are_bounded_and_counted() {
     // 4,096 clients and servers are kept per interval; the queries of the rest are counted.
     assert!(sum("sources_dropped") > 0, "{dns:?}");
     assert!(sum("destinations_dropped") > 0, "{dns:?}");
+    for s in &samples {
+        let d = &s["dns"];
+        // The lists name the busiest ten of those kept.
+        for list in ["sources", "destinations"] {
+            let n = d[list].as_object().map_or(0, |m| m.len());
+            assert!(n <= 10, "{list}: {n} listed");
+        }
+        // Each spread client sends one query to its own server: in an interval whose tables
+        // filled, the queries of kept clients (and of kept servers) are the 4,096 kept, give
+        // or take the machine's own few queries; a larger table would keep more.
+        let queries = (d["queries_per_s"].as_f64().unwrap_or(0.0)
+            * s["interval_s"].as_f64().unwrap())
+        .round() as u64;
+        for dropped in ["sources_dropped", "destinations_dropped"] {
+            let dropped = d[dropped].as_u64().unwrap_or(0);
+            if dropped > 0 {
+                let kept = queries - dropped;
+                assert!(
+                    (4096..4096 + 64).contains(&kept),
+                    "{kept} queries of kept ones, {dropped} dropped: {d}"
+                );
+            }
+        }
+    }
+    // The text says how many queries were not listed, and by what.
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("dropped  queries not listed (table full)"))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains(" by client") && l.contains(" by server")),
+        "{text}"
+    );
 }

@@ -790,3 +790,143 @@ fn on_a_narrow_terminal_profile_fits() {
     let header = piped.lines().find(|l| l.contains("FUNCTION")).unwrap();
     assert!(header.contains("MODULE"), "{header}");
 }
+
+/// One more of `nobody`'s `bin` than there are CPUs (saturating them), each started with `args`,
+/// with the address of its code.
+fn nobody_spinners(bin: &Path, args: &[&str]) -> Vec<(Spinner, String)> {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (0..=cpus)
+        .map(|_| {
+            let mut cmd = as_nobody(bin);
+            cmd.args(args);
+            Spinner::spawn(cmd)
+        })
+        .collect()
+}
+
+/// `top --batch --profile`, two 1 s samples, while the CPUs are saturated: what it printed,
+/// checked to have ended well within the minute a profiler blocked on a perf map would take.
+fn top_profile() -> Output {
+    let started = std::time::Instant::now();
+    let child = tacho()
+        .args([
+            "top",
+            "--batch",
+            "--profile",
+            "--count",
+            "2",
+            "--interval",
+            "1",
+        ])
+        .arg("--no-ebpf")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait_output(child, std::time::Duration::from_secs(60));
+    // Two samples and one 2 s profile.
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "top took {took:?}"
+    );
+    // Exit 1: a warning verdict (the saturated CPUs) was shown.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    o
+}
+
+/// The functions `top --profile` printed under its verdict.
+fn profiled(o: &Output) -> String {
+    let text = stdout(o);
+    let after = text
+        .split("profile of every CPU for 2 s (cpu_saturated): ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no profile: {text}"));
+    after.to_owned()
+}
+
+#[test]
+fn a_fifo_planted_as_a_perf_map_does_not_hang_top_profile() {
+    let _kernel_wide = crate::common::kernel_wide();
+    let test = "a_fifo_planted_as_a_perf_map_does_not_hang_top_profile";
+    if !root_or_skip(test) {
+        return;
+    }
+    if !have_tool("setpriv") {
+        return skip(&format!("{test}: setpriv is not installed"));
+    }
+    let dir = open_tempdir();
+    let bin = build(dir.path(), "fifojit", JIT_QUIET);
+    // nobody's processes, each with a perf map that is a FIFO no one writes.
+    let spinners = nobody_spinners(&bin, &["fifo"]);
+    for (s, _) in &spinners {
+        let map = std::fs::symlink_metadata(format!("/tmp/perf-{}.map", s.pid)).unwrap();
+        assert!(
+            std::os::unix::fs::FileTypeExt::is_fifo(&map.file_type()),
+            "the perf map is a FIFO"
+        );
+    }
+    let o = top_profile();
+    drop(spinners);
+    let after = profiled(&o);
+    assert!(after.contains("(fifojit, "), "{after}");
+}
+
+/// Sets `fs.protected_symlinks` to 0 while held (root following another user's link in
+/// /tmp is then not stopped by the kernel, only by tacho), and puts it back on drop.
+struct UnprotectedSymlinks(String);
+
+impl UnprotectedSymlinks {
+    const KNOB: &str = "/proc/sys/fs/protected_symlinks";
+
+    fn new() -> UnprotectedSymlinks {
+        let was = std::fs::read_to_string(Self::KNOB).unwrap();
+        std::fs::write(Self::KNOB, "0").unwrap();
+        UnprotectedSymlinks(was)
+    }
+}
+
+impl Drop for UnprotectedSymlinks {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::KNOB, self.0.trim());
+    }
+}
+
+#[test]
+fn a_perf_map_planted_as_a_link_names_nothing_in_top_profile() {
+    let _kernel_wide = crate::common::kernel_wide();
+    let test = "a_perf_map_planted_as_a_link_names_nothing_in_top_profile";
+    if !root_or_skip(test) {
+        return;
+    }
+    if !have_tool("setpriv") {
+        return skip(&format!("{test}: setpriv is not installed"));
+    }
+    let _unprotected = UnprotectedSymlinks::new();
+    let dir = open_tempdir();
+    let bin = build(dir.path(), "linkjit", JIT_QUIET);
+    // Where root reads and nobody cannot reach: maps that would pass every other check
+    // (regular files of the process's user, small), naming each spinner's code.
+    let private = tempfile::tempdir().unwrap();
+    let planted = |pid: u32, addr: &str| {
+        let target = private.path().join(format!("map-{pid}"));
+        std::fs::write(&target, format!("{addr} 2 planted_through_a_link\n")).unwrap();
+        std::os::unix::fs::chown(&target, Some(65534), Some(65534)).unwrap();
+        let o = as_nobody(Path::new("ln"))
+            .arg("-s")
+            .arg(&target)
+            .arg(format!("/tmp/perf-{pid}.map"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let spinners = nobody_spinners(&bin, &[]);
+    for (s, addr) in &spinners {
+        planted(s.pid, addr);
+    }
+    let o = top_profile();
+    drop(spinners);
+    let after = profiled(&o);
+    assert!(after.contains("(linkjit, "), "{after}");
+    assert!(!stdout(&o).contains("planted_through_a_link"), "{after}");
+}

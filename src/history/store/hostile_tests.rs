@@ -201,16 +201,27 @@ fn build(path: &Path, schema: &Schema, rows: &[(f64, Data)]) {
     }
 }
 
-/// Every reader over the file: errors are fine, panics are not.
+/// Every reader over the file: errors are fine, panics are not. Each reader is tried whether
+/// or not the others refused the file: `top --from/--to` reads through `scan` alone, and a
+/// file `times()` refuses can still reach it.
 fn read_everything(path: &Path) {
     let Ok(h) = History::open(path) else { return };
-    let Ok(times) = h.times() else { return };
-    let (Some(&first), Some(&last)) = (times.first(), times.last()) else {
-        return;
+    // The times the readers start from: the file's, else the span the generator stamps rows
+    // in (with the hostile times around it).
+    let times = h.times().unwrap_or_default();
+    let (first, last) = match (times.first(), times.last()) {
+        (Some(&first), Some(&last)) => (first, last),
+        _ => (BASE, BASE + 50.0),
     };
     let _ = summary::summarise(&h, first - 1.0, last + 1.0, 5);
+    let _ = summary::summarise(&h, -1e30, 1e300, 5);
     // The replay: each moment judged after the ones before it.
-    for &t in times.iter().rev().take(3) {
+    let ends: Vec<f64> = if times.is_empty() {
+        vec![last, f64::MAX]
+    } else {
+        times.iter().rev().take(3).copied().collect()
+    };
+    for t in ends {
         if let Ok(records) = h.recent(t, 61) {
             let mut pipeline = crate::diagnose::live::Pipeline::new(false);
             for pair in records.windows(2) {

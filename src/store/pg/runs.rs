@@ -7,11 +7,13 @@
 use super::{PgStore, error_chain};
 use crate::kernel::{SysRoot, process};
 use crate::store::figures;
-use crate::store::run::{NewRun, RunKind, RunStatus, StoredRun, StoredTest};
-use crate::store::runs::{LATEST_PER_HOST, RawRun, RunSummary, hostname, target_path};
+use crate::store::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest};
+use crate::store::runs::{LATEST_PER_HOST, ListText, RawRun, RunSummary, hostname, target_path};
 use anyhow::{Result, anyhow, bail};
 use postgres::Row;
+use postgres::fallible_iterator::FallibleIterator;
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// The run columns [`raw`] reads by position, first in every query of runs.
 const RUN_COLUMNS: &str = "id, uuid::TEXT, created_at, label, kind, status, source, \
@@ -19,31 +21,31 @@ const RUN_COLUMNS: &str = "id, uuid::TEXT, created_at, label, kind, status, sour
     extra_json, owner";
 
 impl PgStore {
-    /// All runs, oldest first.
-    pub fn list(&mut self) -> Result<Vec<RunSummary>> {
-        let rows = self
+    /// All runs, oldest first, each handed to `each` as the server sends it (`query_raw`
+    /// streams rows: one is held at a time), with its label and target read as `text` says;
+    /// stops at `each`'s first error.
+    pub fn list_each(
+        &mut self,
+        text: ListText,
+        mut each: impl FnMut(&RunSummary) -> Result<()>,
+    ) -> Result<()> {
+        let sql = format!(
+            "SELECT id, created_at, {}, kind, status, source, suite_name, suite_version,
+                    extra_json, owner, hostname, {},
+                    (SELECT count(*) FROM tests t WHERE t.run_id = r.id)
+             FROM runs r ORDER BY id",
+            text.column("label"),
+            text.column("target_path"),
+        );
+        let shown = self.shown.clone();
+        let mut rows = self
             .client
-            .query(
-                &format!(
-                    "SELECT {RUN_COLUMNS}, (SELECT count(*) FROM tests t WHERE t.run_id = r.id)
-                     FROM runs r ORDER BY id"
-                ),
-                &[],
-            )
-            .map_err(|e| self.fail(&e))?;
-        rows.iter()
-            .map(|row| {
-                let run = raw(row);
-                let tests: i64 = row.get(16);
-                let stored = run.stored(status(&self.root, &run), Vec::new())?;
-                Ok(RunSummary::of(
-                    &stored,
-                    run.hostname.clone(),
-                    run.target_path.clone(),
-                    tests,
-                ))
-            })
-            .collect()
+            .query_raw(&sql, std::iter::empty::<&str>())
+            .map_err(|e| fail(&shown, &e))?;
+        while let Some(row) = rows.next().map_err(|e| fail(&shown, &e))? {
+            each(&summary(&self.root, &row)?)?;
+        }
+        Ok(())
     }
 
     /// As [`crate::store::Store::latest_per_host`].
@@ -235,16 +237,48 @@ fn raw(r: &Row) -> RawRun {
     }
 }
 
-/// A run's status as a reader sees it. A `running` run saved from this machine (same boot)
-/// whose process is gone is `abandoned`; one saved from another machine or an earlier boot
-/// cannot be checked from here and stays as stored.
+/// A row of [`PgStore::list_each`]'s query, its text borrowed from the row.
+fn summary<'r>(root: &SysRoot, r: &'r Row) -> Result<RunSummary<'r>> {
+    let id: i64 = r.get(0);
+    let newer = |noun: &str, word: &str| {
+        let word = crate::text::cut(word, crate::text::SHOWN_CHARS);
+        anyhow!(
+            "run {id} has {noun} {word:?}, which this tacho does not know (a newer one saved \
+             it); upgrade tacho to read it"
+        )
+    };
+    let (kind, status, source): (&str, &str, &str) = (r.get(3), r.get(4), r.get(5));
+    let (standard, changed) = crate::store::runs::suite_flags(r.get(8));
+    let text = |i: usize| r.get::<_, Option<&str>>(i).map(Cow::Borrowed);
+    let (suite, suite_version) = text(6).zip(r.get::<_, Option<i64>>(7)).unzip();
+    Ok(RunSummary {
+        id,
+        created_at: Cow::Borrowed(r.get(1)),
+        label: text(2),
+        kind: RunKind::parse(kind).ok_or_else(|| newer("kind", kind))?,
+        status: status_of(root, status, r.get(9)).ok_or_else(|| newer("status", status))?,
+        source: RunSource::parse(source).ok_or_else(|| newer("source", source))?,
+        suite,
+        suite_version,
+        hostname: text(10),
+        target: text(11),
+        tests: r.get(12),
+        standard,
+        changed,
+    })
+}
+
+/// A run's status as a reader sees it.
 fn status(root: &SysRoot, run: &RawRun) -> Option<RunStatus> {
-    let stored = RunStatus::parse(&run.status)?;
-    let Some(owner) = run
-        .owner
-        .as_deref()
-        .filter(|_| stored == RunStatus::Running)
-    else {
+    status_of(root, &run.status, run.owner.as_deref())
+}
+
+/// The stored status word and owner as a reader sees them. A `running` run saved from this
+/// machine (same boot) whose process is gone is `abandoned`; one saved from another machine or
+/// an earlier boot cannot be checked from here and stays as stored.
+fn status_of(root: &SysRoot, status: &str, owner: Option<&str>) -> Option<RunStatus> {
+    let stored = RunStatus::parse(status)?;
+    let Some(owner) = owner.filter(|_| stored == RunStatus::Running) else {
         return Some(stored);
     };
     let boot = crate::kernel::read_text(&root.proc.join("sys/kernel/random/boot_id")).ok();
