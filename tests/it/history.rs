@@ -712,6 +712,8 @@ fn replay_blames_short_lived_writers_as_live_top_does() {
     wait_for_interval_after(&history, t1 + 1.0);
     let name = dev.name();
     let mut blamed = Vec::new();
+    // The first moment whose verdict knew dd's share exactly, and from what.
+    let mut exact_at: Option<(f64, String)> = None;
     for at in [(t0 + 2.5).floor(), (t0 + 3.5).floor(), (t1 - 1.0).floor()] {
         let o = run(&[
             "top",
@@ -730,14 +732,33 @@ fn replay_blames_short_lived_writers_as_live_top_does() {
                 continue;
             }
             for c in f["culprits"].as_array().unwrap() {
-                blamed.push((
-                    c["comm"].as_str().unwrap().to_string(),
-                    c["attribution"]["kind"].as_str().unwrap().to_string(),
-                ));
+                let how = c["attribution"]["kind"].as_str().unwrap().to_string();
+                if c["comm"] == "dd" && how == "exact" && exact_at.is_none() {
+                    let source = c["attribution"]["source"].as_str().unwrap();
+                    exact_at = Some((at, source.to_string()));
+                }
+                blamed.push((c["comm"].as_str().unwrap().to_string(), how));
             }
         }
     }
     assert!(!blamed.is_empty(), "no verdict on {name} in the replay");
+    // The text replay of that moment says how dd's share was known, as the JSON does.
+    if let Some((at, source)) = &exact_at {
+        let o = run(&[
+            "top",
+            "--replay",
+            "--at",
+            &rfc3339(*at),
+            "--history",
+            history.to_str().unwrap(),
+        ]);
+        let text = stdout(&o);
+        assert!(
+            text.lines()
+                .any(|l| l.contains("dd") && l.contains(&format!("exact: {source}"))),
+            "no \"exact: {source}\" for dd in the text replay: {text}"
+        );
+    }
     assert!(
         blamed
             .iter()
