@@ -201,6 +201,9 @@ pub struct TestResult {
     pub cpu: CpuTime,
     /// (max − min) / median of the repeats' total IOPS, in percent; null with one repeat.
     pub spread_pct: Option<f64>,
+    /// How many repeats `read`, `write`, `sync` and `cpu` pool: every one in `repeats` (no
+    /// figure of a row comes from a single repeat).
+    pub pooled_repeats: usize,
     /// Each repeat's own figures, in run order.
     pub repeats: Vec<RepeatResult>,
     /// Per-second IOPS and bandwidth of every repeat, in order.
@@ -348,6 +351,7 @@ impl TestResult {
             sync: sync_result(&all.sync),
             cpu: all.cpu,
             spread_pct,
+            pooled_repeats: runs.len(),
             timeline: timeline(repeats),
             repeats: runs,
             issued: Issued {

@@ -22,8 +22,9 @@ pub fn ramp() -> String {
 
 pub fn repeat() -> String {
     format!(
-        "Runs of every test; the report gives their median and spread [default: {SUITE_REPEATS} \
-         for suites, 1 for a custom test]"
+        "Runs of every test; a row's figures pool all of them (IOPS and bandwidth over their time \
+         together, latencies over every I/O), with the spread between them [default: \
+         {SUITE_REPEATS} for suites, 1 for a custom test]"
     )
 }
 

@@ -53,6 +53,9 @@ pub struct Summary {
     pub services: Vec<ServiceTotal>,
     /// The worst moments.
     pub peaks: Peaks,
+    /// Times the recorder lost processes' exit records in the window (its netlink buffer
+    /// overran): a process that exited then may be missing from `top_io` or undercounted.
+    pub exit_overruns: u64,
 }
 
 /// One finding over a stretch of consecutive intervals.
@@ -220,6 +223,7 @@ struct Accumulator {
     processes: HashMap<(u32, String), ProcessTotal>,
     services: HashMap<String, ServiceTotal>,
     peaks: Peaks,
+    exit_overruns: u64,
 }
 
 impl Accumulator {
@@ -317,6 +321,7 @@ impl Accumulator {
     /// exited by their exit records, a parent's bytes without its reaped children's.
     fn add_processes(&mut self, a: &Record, b: &Record) {
         let opts = a.model_options(0, SortKey::Io);
+        self.exit_overruns = self.exit_overruns.saturating_add(b.sample.exit_overruns);
         for d in model::process::deltas(&a.sample, &b.sample, &opts) {
             let read = d.read_bytes.unwrap_or(0);
             let write = d.write_bytes.unwrap_or(0);
@@ -383,6 +388,7 @@ impl Accumulator {
             top_cpu,
             services,
             peaks: self.peaks,
+            exit_overruns: self.exit_overruns,
         }
     }
 }

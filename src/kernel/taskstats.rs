@@ -85,10 +85,13 @@ pub fn configured_cpus() -> usize {
 /// A registration for exit records of tasks on every CPU, read continuously by a thread of
 /// its own: the kernel drops records once the socket's buffer is full, and an exit storm (a
 /// build, a shell loop) fills even 4 MiB within a second or two on a busy machine, where the
-/// sampler itself may run late.
+/// sampler itself may run late. [`ExitListener::drain`] also reads whatever the socket holds
+/// then: under CPU load the thread may not have run since a process exited, and a sample
+/// that missed the exit of a process gone from its scan would count the process's whole
+/// life again in the next (issue 29).
 #[derive(Debug)]
 pub struct ExitListener {
-    collected: Arc<Mutex<Drained>>,
+    reader: Arc<Mutex<Reader>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -103,6 +106,47 @@ pub struct Drained {
     /// Times records were dropped (the socket overran, or too many waited): the kernel only
     /// says that some were, not how many.
     pub overruns: u64,
+}
+
+/// The socket and what has been read from it, under one lock: a datagram is only ever
+/// received with the lock held, so none is between the socket and `drained` when a drain
+/// takes them.
+#[derive(Debug)]
+struct Reader {
+    socket: Socket,
+    drained: Drained,
+    /// The socket is unusable; reading stops (the note about lost records would never end).
+    broken: bool,
+}
+
+impl Reader {
+    /// Receives every datagram queued now, without waiting.
+    fn catch_up(&mut self) {
+        let mut batch = Vec::new();
+        while !self.broken {
+            let overran = match self.socket.recv_now() {
+                Ok(n) => {
+                    parse_exits(&self.socket.buf[..n], &mut batch);
+                    false
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.broken = true;
+                    break;
+                }
+            };
+            let c = &mut self.drained;
+            let room = MAX_KEPT.saturating_sub(c.tasks.len());
+            if batch.len() > room {
+                batch.truncate(room);
+                c.overruns += 1;
+            }
+            c.tasks.append(&mut batch);
+            c.overruns += u64::from(overran);
+        }
+    }
 }
 
 impl ExitListener {
@@ -120,31 +164,65 @@ impl ExitListener {
             SEQ_REGISTER,
         )?;
         socket.ack(SEQ_REGISTER)?;
-        let collected = Arc::new(Mutex::new(Drained::default()));
+        let fd = Arc::clone(&socket.fd);
+        let reader = Arc::new(Mutex::new(Reader {
+            socket,
+            drained: Drained::default(),
+            broken: false,
+        }));
         let stop = Arc::new(AtomicBool::new(false));
-        let (into, stopped) = (Arc::clone(&collected), Arc::clone(&stop));
+        let (into, stopped) = (Arc::clone(&reader), Arc::clone(&stop));
         std::thread::Builder::new()
             .name("tacho-exits".into())
-            .spawn(move || socket.read_until(&stopped, &into))?;
-        Ok(ExitListener { collected, stop })
+            .spawn(move || read_until(&fd, &stopped, &into))?;
+        Ok(ExitListener { reader, stop })
     }
 
-    /// Every exit recorded since the last call.
+    /// Every exit recorded since the last call, the socket read up to now.
     pub fn drain(&mut self) -> Drained {
-        std::mem::take(&mut *self.collected.lock().unwrap_or_else(|e| e.into_inner()))
+        let mut r = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        r.catch_up();
+        std::mem::take(&mut r.drained)
     }
 }
 
 impl Drop for ExitListener {
     fn drop(&mut self) {
-        // The thread sees it within its receive timeout and closes the socket.
+        // The thread sees it within its wait and closes the socket.
         self.stop.store(true, Ordering::Relaxed);
     }
 }
 
-/// The netlink socket, used by `register` and then by the reader thread alone.
+/// The reader thread: waits (without the lock) until the socket has something, then reads
+/// all of it into the reader, until `stop` or the socket breaks.
+fn read_until(fd: &OwnedFd, stop: &AtomicBool, reader: &Mutex<Reader>) {
+    use std::os::fd::AsRawFd;
+    while !stop.load(Ordering::Relaxed) {
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd of a descriptor this thread holds open (the Arc), for 500 ms.
+        let n = unsafe { libc::poll(&mut pfd, 1, 500) };
+        if n == 0 || (n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted) {
+            continue;
+        }
+        if n < 0 {
+            return;
+        }
+        let mut r = reader.lock().unwrap_or_else(|e| e.into_inner());
+        r.catch_up();
+        if r.broken {
+            return;
+        }
+    }
+}
+
+/// The netlink socket, used by `register` and then under the reader's lock.
+#[derive(Debug)]
 struct Socket {
-    fd: OwnedFd,
+    fd: Arc<OwnedFd>,
     buf: Vec<u8>,
 }
 
@@ -159,49 +237,21 @@ impl Socket {
         // A smaller buffer than asked (without CAP_NET_ADMIN) only loses records sooner, and
         // they are counted.
         let _ = sockopt::set_socket_recv_buffer_size_force(&fd, 4 << 20);
-        // Registration replies must not hang, and the reader thread wakes this often to see
-        // whether it should stop.
+        // Registration replies must not hang.
         let _ = sockopt::set_socket_timeout(&fd, Timeout::Recv, Some(Duration::from_millis(500)));
         Ok(Socket {
-            fd,
+            fd: Arc::new(fd),
             buf: vec![0; 64 * 1024],
         })
     }
 
-    /// The reader thread: parses every record into `into` until `stop`.
-    fn read_until(mut self, stop: &AtomicBool, into: &Mutex<Drained>) {
-        let mut batch = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let overran = match self.recv_raw() {
-                Ok(n) => {
-                    parse_exits(&self.buf[..n], &mut batch);
-                    false
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => true,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue;
-                }
-                // The socket is unusable; the note about lost records would never end.
-                Err(_) => return,
-            };
-            let mut c = into.lock().unwrap_or_else(|e| e.into_inner());
-            let room = MAX_KEPT.saturating_sub(c.tasks.len());
-            if batch.len() > room {
-                batch.truncate(room);
-                c.overruns += 1;
-            }
-            c.tasks.append(&mut batch);
-            c.overruns += u64::from(overran);
-        }
+    /// One datagram if one is queued, else `WouldBlock`.
+    fn recv_now(&mut self) -> io::Result<usize> {
+        Ok(net::recv(&*self.fd, &mut self.buf[..], RecvFlags::DONTWAIT)?.0)
     }
 
     fn recv_raw(&mut self) -> io::Result<usize> {
-        Ok(net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty())?.0)
+        Ok(net::recv(&*self.fd, &mut self.buf[..], RecvFlags::empty())?.0)
     }
 
     fn recv(&mut self) -> Option<usize> {
@@ -210,7 +260,7 @@ impl Socket {
 
     fn request(&self, kind: u16, cmd: u8, attr: u16, value: &[u8], seq: u32) -> io::Result<()> {
         let msg = message(kind, cmd, attr, value, seq);
-        net::send(&self.fd, &msg, SendFlags::empty())?;
+        net::send(&*self.fd, &msg, SendFlags::empty())?;
         Ok(())
     }
 

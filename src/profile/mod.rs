@@ -298,7 +298,13 @@ pub fn build(
             .max_by(|a, b| a.1.cmp(b.1).then(b.0.1.name.cmp(&a.0.1.name)))
             .map(|((_, f), _)| f.name.clone())
     };
-    let verdict = verdict(busy, samples, kernel_pct, &subsystems, &functions, top_of);
+    let window = Window {
+        pid: filter.pid,
+        samples,
+        seconds,
+        hz,
+    };
+    let verdict = verdict(busy, &window, kernel_pct, &subsystems, &functions, top_of);
     let mut folded: Vec<(String, u64)> = folded.into_iter().collect();
     folded.sort();
     Profile {
@@ -327,6 +333,8 @@ const KERNEL_STORY_PCT: f64 = 30.0;
 pub const MIN_VERDICT_SAMPLES: u64 = 20;
 /// Below this share of busy samples the verdict says how busy the CPUs were.
 const SAY_BUSY_BELOW_PCT: f64 = 90.0;
+/// Below this share of busy samples the CPUs were "nearly idle".
+const NEARLY_IDLE_PCT: f64 = 10.0;
 /// … as is one user function this large.
 const ONE_FUNCTION_PCT: f64 = 30.0;
 
@@ -347,26 +355,74 @@ fn sample_subsystem<'a>(frames: impl Iterator<Item = &'a Frame>) -> Subsystem {
         .unwrap_or(Subsystem::Other)
 }
 
+/// What the busy samples are counted against: every sample of the window, or with `--pid` the
+/// CPU time the window offered one thread (all of the target's samples are busy ones, so a
+/// share of its own samples would always read 100%).
+struct Window {
+    pid: Option<u32>,
+    samples: u64,
+    seconds: f64,
+    hz: u64,
+}
+
+impl Window {
+    /// How busy the target was, in words, from `busy` samples: "nearly idle" only when it
+    /// was (a short window can hold few samples of a busy machine).
+    fn busy_words(&self, busy: u64) -> String {
+        match self.pid {
+            None => {
+                let pct = 100.0 * busy as f64 / self.samples.max(1) as f64;
+                let state = if pct < NEARLY_IDLE_PCT {
+                    "nearly idle".to_string()
+                } else {
+                    format!("{pct:.0}% busy")
+                };
+                format!(
+                    "the CPUs were {state}: {busy} of {} samples ({pct:.0}%) found work running",
+                    self.samples
+                )
+            }
+            Some(pid) => format!(
+                "pid {pid} was on a CPU in {} (about {:.2} s of CPU in {:.1} s)",
+                crate::units::plural(busy, "sample"),
+                busy as f64 / self.hz.max(1) as f64,
+                self.seconds
+            ),
+        }
+    }
+}
+
 fn verdict(
     busy: u64,
-    samples: u64,
+    window: &Window,
     kernel_pct: f64,
     subsystems: &[SubsystemShare],
     functions: &[Function],
     top_of: impl Fn(Subsystem) -> Option<String>,
 ) -> String {
     if busy == 0 {
-        return format!("the CPUs were idle: none of {samples} samples found work running");
+        return match window.pid {
+            None => format!(
+                "the CPUs were idle: none of {} samples found work running",
+                window.samples
+            ),
+            Some(pid) => format!(
+                "pid {pid} was idle: no sample in {:.1} s found it on a CPU",
+                window.seconds
+            ),
+        };
     }
-    let busy_pct = 100.0 * busy as f64 / samples.max(1) as f64;
     if busy < MIN_VERDICT_SAMPLES {
         return format!(
-            "the CPUs were nearly idle: {busy} of {samples} samples ({busy_pct:.0}%) found work \
-             running, too few for a verdict; profile longer (--duration) or while the load runs"
+            "{}, too few for a verdict (fewer than {MIN_VERDICT_SAMPLES}); profile longer \
+             (--duration) or while the load runs",
+            window.busy_words(busy)
         );
     }
     let story = story(kernel_pct, subsystems, functions, top_of);
-    if busy_pct < SAY_BUSY_BELOW_PCT {
+    // With --pid every sample is the target's: how busy the CPUs were is not known here.
+    let busy_pct = 100.0 * busy as f64 / window.samples.max(1) as f64;
+    if window.pid.is_none() && busy_pct < SAY_BUSY_BELOW_PCT {
         format!("{story} (the CPUs were {busy_pct:.0}% busy)")
     } else {
         story
@@ -482,6 +538,53 @@ mod tests {
             p.verdict
         );
         assert!(!p.verdict.contains("in the kernel"), "{}", p.verdict);
+    }
+
+    /// With --pid every sample counted is the target's: its busy-ness is its samples against
+    /// the window's time, not a share of its own samples (which would always be 100%).
+    #[test]
+    fn too_few_samples_of_a_pid_say_its_cpu_time_not_a_share_of_itself() {
+        let stacks = [((7, vec![K + 2]), 12), ((0, vec![K + 1]), 186)]
+            .into_iter()
+            .collect();
+        let f = frames(&[
+            (7, K + 2, "do_syscall_64", true, true),
+            (0, K + 1, "pv_native_safe_halt", true, true),
+        ]);
+        let comms = [(7, "app".to_string())].into_iter().collect();
+        let p = build(&stacks, &f, &comms, &Filter { pid: Some(7) }, 1.0, 100, 0);
+        assert_eq!((p.samples, p.busy_samples), (12, 12));
+        assert_eq!(
+            p.verdict,
+            "pid 7 was on a CPU in 12 samples (about 0.12 s of CPU in 1.0 s), too few for a \
+             verdict (fewer than 20); profile longer (--duration) or while the load runs"
+        );
+        let idle = build(&stacks, &f, &comms, &Filter { pid: Some(8) }, 2.0, 100, 0);
+        assert_eq!(
+            idle.verdict,
+            "pid 8 was idle: no sample in 2.0 s found it on a CPU"
+        );
+    }
+
+    /// A short window on busy CPUs holds few samples: they are too few, not "nearly idle".
+    #[test]
+    fn too_few_samples_of_busy_cpus_are_not_called_idle() {
+        let stacks = [((7, vec![K + 2]), 15), ((0, vec![K + 1]), 3)]
+            .into_iter()
+            .collect();
+        let f = frames(&[
+            (7, K + 2, "do_syscall_64", true, true),
+            (0, K + 1, "pv_native_safe_halt", true, true),
+        ]);
+        let comms = [(7, "app".to_string())].into_iter().collect();
+        let p = build(&stacks, &f, &comms, &Filter { pid: None }, 0.1, 99, 0);
+        assert!(
+            p.verdict.starts_with(
+                "the CPUs were 83% busy: 15 of 18 samples (83%) found work running, too few"
+            ),
+            "{}",
+            p.verdict
+        );
     }
 
     #[test]

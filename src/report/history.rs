@@ -43,6 +43,14 @@ pub fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
         writeln!(out, "nothing was recorded in this window")?;
         return Ok(());
     }
+    if s.exit_overruns > 0 {
+        writeln!(
+            out,
+            "note: some exit records were lost ({} overruns of the kernel's buffer): processes \
+             that exited in this window may be missing or undercounted",
+            s.exit_overruns
+        )?;
+    }
     writeln!(out, "\nFindings")?;
     if s.findings.is_empty() {
         writeln!(out, "  nothing stood out")?;

@@ -72,9 +72,31 @@ pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -
         writeln!(out)?;
     }
     writeln!(out)?;
+    write_pooling(report, out)?;
     write_row_meanings(report, out)?;
     write_curve(report, out)?;
     write_target(report, out)
+}
+
+/// Which data a row's figures come from, once repeats were run: all of them pooled, so no
+/// reader takes IOPS for one repeat's and latency for another's.
+fn write_pooling(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    let mut counts: Vec<usize> = report.tests.iter().map(|t| t.pooled_repeats).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    match counts.as_slice() {
+        [n] if *n > 1 => writeln!(
+            out,
+            "figures pool all {n} repeats (IOPS and bandwidth over their time together, \
+             latencies over every I/O); spread: how far the repeats' IOPS differ"
+        ),
+        [_, .., max] if *max > 1 => writeln!(
+            out,
+            "figures pool all of each test's repeats (IOPS and bandwidth over their time \
+             together, latencies over every I/O); spread: how far the repeats' IOPS differ"
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// What each row measures, for suites that say (dd's rows differ by what they wait for).

@@ -170,6 +170,9 @@ fn a_rows_figures_come_from_the_same_repeats() {
         .iter()
         .map(|r| f64_of(r, "runtime_s"))
         .sum();
+    // The row says which data it uses: all three repeats, pooled.
+    assert_eq!(t["pooled_repeats"], 3, "{t}");
+    assert_eq!(t["repeats"].as_array().unwrap().len(), 3);
     let w = &t["write"];
     let pooled = u64_of(w, "ios") as f64 / secs;
     assert!(
@@ -195,6 +198,10 @@ fn a_rows_figures_come_from_the_same_repeats() {
             .unwrap()
             .to_string()
     };
+    assert!(
+        text.contains("figures pool all 3 repeats"),
+        "the table does not say its figures pool the repeats: {text}"
+    );
     let name = t["name"].as_str().unwrap();
     let (iops, flush) = (rate(name), rate("└ fdatasync (flushes/s)"));
     let num = |s: &str| -> f64 {

@@ -386,7 +386,9 @@ fn a_reused_inode_number_keeps_two_files_apart() {
 
 /// fio's libaio engine (as InnoDB and other databases write) submits with io_submit, which
 /// passes no read or write syscall: its bytes are counted at submission, for its file, as fio
-/// reports them (issue 29: `--bytes` did not list fio at all).
+/// reports them, by `--bytes` and by `--summary` (issue 29: `--bytes` did not list fio at
+/// all), and no other file is given any of them. fio submits at most `iodepth` (8) iocbs per
+/// io_submit here, within the 32 the tracer reads of one call.
 #[test]
 fn libaio_reads_and_writes_are_counted_for_their_file() {
     if !is_root() {
@@ -397,21 +399,59 @@ fn libaio_reads_and_writes_are_counted_for_their_file() {
         skip("libaio_reads_and_writes: fio is not installed");
         return;
     }
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = dir.path().to_str().unwrap();
-    let args = [
-        "files",
-        "--bytes",
-        "--json",
-        "--duration",
-        "6",
-        "--path",
-        path,
-    ];
-    let child = started(&args, "counting bytes");
-    let file = dir.path().join("fiofile");
+    for (mode, says) in [("--bytes", "counting bytes"), ("--summary", "watching")] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let (doc, job) = under_libaio_fio(mode, says, dir.path());
+        let rows = match mode {
+            "--bytes" => &doc["files"],
+            _ => &doc["summary"]["files"],
+        }
+        .as_array()
+        .unwrap_or_else(|| panic!("{mode}: no files in {doc}"));
+        let file = dir.path().join("fiofile");
+        let is_fios = |f: &&Value| {
+            f["path"].as_str() == file.to_str() && (mode == "--summary" || f["comm"] == "fio")
+        };
+        let row = rows
+            .iter()
+            .find(is_fios)
+            .unwrap_or_else(|| panic!("{mode}: fio's libaio file is not counted: {doc}"));
+        // Laying the file out is written by plain write() calls, before the timed jobs.
+        let written = row["write_bytes"].as_u64().unwrap();
+        let read = row["read_bytes"].as_u64().unwrap();
+        assert_eq!(
+            read,
+            job["read"]["io_bytes"].as_u64().unwrap(),
+            "{mode}: {row}"
+        );
+        assert!(
+            written >= job["write"]["io_bytes"].as_u64().unwrap(),
+            "{mode}: {written} written < fio's {}: {row}",
+            job["write"]["io_bytes"]
+        );
+        // Only fio touched the directory, and only its one file: no other row has bytes.
+        let others: Vec<&Value> = rows
+            .iter()
+            .filter(|f| !is_fios(f))
+            .filter(|f| {
+                f["read_bytes"].as_u64().unwrap_or(0) + f["write_bytes"].as_u64().unwrap_or(0) > 0
+            })
+            .collect();
+        assert!(
+            others.is_empty(),
+            "{mode}: fio's bytes went elsewhere: {others:?}"
+        );
+    }
+}
+
+/// `tacho files MODE --json --path DIR` while fio's libaio engine reads and writes
+/// `DIR/fiofile`: tacho's document and fio's job.
+fn under_libaio_fio(mode: &str, says: &str, dir: &Path) -> (Value, Value) {
+    let path = dir.to_str().unwrap();
+    let args = ["files", mode, "--json", "--duration", "6", "--path", path];
+    let child = started(&args, says);
     let fio = Command::new("fio")
-        .arg(format!("--filename={}", file.display()))
+        .arg(format!("--filename={}", dir.join("fiofile").display()))
         .args(["--name=aio", "--ioengine=libaio", "--direct=1"])
         .args([
             "--rw=randrw",
@@ -429,25 +469,12 @@ fn libaio_reads_and_writes_are_counted_for_their_file() {
         String::from_utf8_lossy(&fio.stderr)
     );
     let report: Value = serde_json::from_slice(&fio.stdout).unwrap();
-    let job = &report["jobs"][0];
     let out = wait_output(child, Duration::from_secs(60));
-    assert!(out.status.success(), "{out:?}");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let row = doc["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["comm"] == "fio" && f["path"].as_str() == file.to_str())
-        .unwrap_or_else(|| panic!("fio's libaio file is not counted: {doc}"));
-    // Laying the file out is written by plain write() calls, before the timed jobs.
-    let written = row["write_bytes"].as_u64().unwrap();
-    let read = row["read_bytes"].as_u64().unwrap();
-    assert_eq!(read, job["read"]["io_bytes"].as_u64().unwrap(), "{row}");
-    assert!(
-        written >= job["write"]["io_bytes"].as_u64().unwrap(),
-        "{written} written < fio's {}: {row}",
-        job["write"]["io_bytes"]
-    );
+    assert!(out.status.success(), "{mode}: {out:?}");
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        report["jobs"][0].clone(),
+    )
 }
 
 /// `files --bytes` lists the `--top N` busiest pairs (20 by default, 0 all) and says how many

@@ -102,21 +102,13 @@ fn recorder(mut command: Command, history: &Path, interval: &str) -> Recorder {
     Recorder(child)
 }
 
-#[test]
-fn replay_names_the_writer_and_the_window_counts_its_bytes() {
-    let Some(dev) = LoopDev::new("history burst", 128 << 20) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let history = dir.path().join("history.db");
-    // A copy of dd under a name no other process has.
-    let name = format!("hburst{}", std::process::id() % 100_000);
-    let writer = dir.path().join(&name);
-    std::fs::copy("/bin/dd", &writer).unwrap();
-    // A busy machine (issue 29: 40–48 MiB of 64 counted at a load of 10 on 2 CPUs): more CPU
-    // workers than CPUs, and processes starting and exiting all the time.
+/// A busy machine (issue 29: 40–48 MiB of 64 counted at a load of 10 on 2 CPUs): more CPU
+/// workers than CPUs, and processes starting and exiting all the time. Returns once both are
+/// seen working — the stress workers burning CPU and the loop forking — so no write is made
+/// before the load is on.
+fn busy_machine() -> Load {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let _load = Load(vec![
+    let load = Load(vec![
         tacho()
             .args([
                 "stress",
@@ -136,6 +128,58 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
             .spawn()
             .unwrap(),
     ]);
+    let stress = load.0[0].id();
+    let (cpu0, forks0) = (cpu_ticks(stress), forks());
+    let start = Instant::now();
+    // One CPU-second among the workers, and a hundred processes started since.
+    while cpu_ticks(stress) < cpu0 + 100 || forks() < forks0 + 100 {
+        assert!(
+            start.elapsed() < LIMIT,
+            "the load never started: stress {} ticks, {} forks",
+            cpu_ticks(stress) - cpu0,
+            forks() - forks0
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    load
+}
+
+/// User + system clock ticks of a process, all its threads (0 once it is gone).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces), from field 3 (state).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(14) + field(15)
+}
+
+/// Processes started since boot (/proc/stat `processes`).
+fn forks() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("processes ")?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn replay_names_the_writer_and_the_window_counts_its_bytes() {
+    let Some(dev) = LoopDev::new("history burst", 128 << 20) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.db");
+    // A copy of dd under a name no other process has.
+    let name = format!("hburst{}", std::process::id() % 100_000);
+    let writer = dir.path().join(&name);
+    std::fs::copy("/bin/dd", &writer).unwrap();
+    let _load = busy_machine();
     // A writer born within a second after a sample was skipped for its first interval where
     // btime's rounding hid its birth (issue 29: 40–48 of 64 MiB counted): the worst rounding.
     let _rec = start_recorder_late_btime(&history, "1s");
@@ -212,6 +256,8 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
         "--to",
         &rfc3339(t1.ceil() + 1.0),
         "--json",
+        "--top",
+        "1000",
         "--history",
         history.to_str().unwrap(),
     ]);
@@ -228,7 +274,7 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
         .unwrap_or_default();
     assert!(
         within(proc_bytes),
-        "{name} wrote {proc_bytes} bytes per the history, {wrote} really"
+        "{name} wrote {proc_bytes} bytes per the history, {wrote} really: {summary}"
     );
     let disk_bytes = summary["disks"]
         .as_array()
@@ -290,6 +336,83 @@ fn replay_names_the_writer_and_the_window_counts_its_bytes() {
         within(day_bytes),
         "{} wrote {day_bytes} bytes per the daily table, {wrote} really",
         dev.name()
+    );
+}
+
+/// The writer exits right after its last write, under the same load: the bytes of its last
+/// interval reach the history only through its exit record (taskstats), which must not be
+/// lost to the load's exit storm. The window counts all of them, within 2%, and says no exit
+/// record was lost (issue 29).
+#[test]
+fn a_writer_that_exits_at_once_is_counted_from_its_exit_record_under_load() {
+    let Some(dev) = LoopDev::new("history exit", 128 << 20) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.db");
+    let name = format!("hexit{}", std::process::id() % 100_000);
+    let writer = dir.path().join(&name);
+    std::fs::copy("/bin/dd", &writer).unwrap();
+    let _load = busy_machine();
+    let _rec = start_recorder_late_btime(&history, "1s");
+    wait_for_interval_after(&history, 0.0);
+
+    // 64 MiB in 8 paced chunks; dd exits as soon as its input ends, after the last write.
+    const CHUNKS: u64 = 8;
+    const CHUNK: u64 = 8 << 20;
+    let t0 = now_unix();
+    let mut feeder = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for i in $(seq {CHUNKS}); do head -c {CHUNK} /dev/zero; sleep 0.4; done"
+        ))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = Command::new(&writer)
+        .args([
+            &format!("of={}", dev.path()),
+            "bs=1M",
+            "iflag=fullblock",
+            "oflag=direct",
+            "status=none",
+        ])
+        .stdin(feeder.stdout.take().unwrap())
+        .status()
+        .unwrap();
+    feeder.wait().unwrap();
+    assert!(status.success());
+    let t1 = now_unix();
+    wait_for_interval_after(&history, t1 + 1.0);
+
+    let window = [
+        "top",
+        "--from",
+        &rfc3339(t0.floor()),
+        "--to",
+        &rfc3339(t1.ceil() + 1.0),
+        // Every process: on a shared machine others may write more than the writer.
+        "--top",
+        "1000",
+        "--history",
+        history.to_str().unwrap(),
+    ];
+    let summary = json_ok(&run(&[&window[..], &["--json"]].concat()));
+    let text = stdout(&run(&window));
+    // No exit record was lost in the window, and the text has no note saying one was.
+    assert_eq!(summary["exit_overruns"], 0, "{summary}");
+    assert!(!text.contains("exit records were lost"), "{text}");
+    let wrote = (CHUNKS * CHUNK) as f64;
+    let proc_bytes = summary["top_io"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["comm"] == name.as_str())
+        .map(|p| p["write_bytes"].as_f64().unwrap())
+        .sum::<f64>();
+    assert!(
+        (proc_bytes - wrote).abs() <= 0.02 * wrote,
+        "{name} wrote {proc_bytes} bytes per the history, {wrote} really: {summary}"
     );
 }
 
@@ -589,6 +712,8 @@ fn replay_blames_short_lived_writers_as_live_top_does() {
     wait_for_interval_after(&history, t1 + 1.0);
     let name = dev.name();
     let mut blamed = Vec::new();
+    // The first moment whose verdict knew dd's share exactly, and from what.
+    let mut exact_at: Option<(f64, String)> = None;
     for at in [(t0 + 2.5).floor(), (t0 + 3.5).floor(), (t1 - 1.0).floor()] {
         let o = run(&[
             "top",
@@ -607,14 +732,33 @@ fn replay_blames_short_lived_writers_as_live_top_does() {
                 continue;
             }
             for c in f["culprits"].as_array().unwrap() {
-                blamed.push((
-                    c["comm"].as_str().unwrap().to_string(),
-                    c["attribution"]["kind"].as_str().unwrap().to_string(),
-                ));
+                let how = c["attribution"]["kind"].as_str().unwrap().to_string();
+                if c["comm"] == "dd" && how == "exact" && exact_at.is_none() {
+                    let source = c["attribution"]["source"].as_str().unwrap();
+                    exact_at = Some((at, source.to_string()));
+                }
+                blamed.push((c["comm"].as_str().unwrap().to_string(), how));
             }
         }
     }
     assert!(!blamed.is_empty(), "no verdict on {name} in the replay");
+    // The text replay of that moment says how dd's share was known, as the JSON does.
+    if let Some((at, source)) = &exact_at {
+        let o = run(&[
+            "top",
+            "--replay",
+            "--at",
+            &rfc3339(*at),
+            "--history",
+            history.to_str().unwrap(),
+        ]);
+        let text = stdout(&o);
+        assert!(
+            text.lines()
+                .any(|l| l.contains("dd") && l.contains(&format!("exact: {source}"))),
+            "no \"exact: {source}\" for dd in the text replay: {text}"
+        );
+    }
     assert!(
         blamed
             .iter()

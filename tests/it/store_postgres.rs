@@ -484,6 +484,29 @@ fn the_store_is_reached_through_its_unix_socket_by_peer_authentication() {
     admin
         .batch_execute(&format!("ALTER DATABASE {} OWNER TO root", pg.name))
         .unwrap();
+    // Peer authentication, not a password nor trust: the role has no password, and the
+    // first pg_hba.conf line a socket login of root to this database meets says `peer`.
+    let no_password: bool = admin
+        .query_one(
+            "SELECT rolpassword IS NULL FROM pg_authid WHERE rolname = 'root'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        no_password,
+        "the role root has a password: a login could use it"
+    );
+    let method: String = admin
+        .query_one(
+            "SELECT auth_method FROM pg_hba_file_rules WHERE type = 'local' \
+             AND (database && ARRAY['all', $1]) AND (user_name && ARRAY['all', 'root']) \
+             ORDER BY line_number LIMIT 1",
+            &[&pg.name],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(method, "peer", "a socket login of root is not by peer");
     let encoded = socket_dir.replace('/', "%2F");
     let db = &pg.name;
     let urls = [
@@ -494,14 +517,34 @@ fn the_store_is_reached_through_its_unix_socket_by_peer_authentication() {
         format!("postgres:///{db}?host={socket_dir}&port={port}&sslmode=require"),
     ];
     for (i, url) in urls.iter().enumerate() {
+        // No password anywhere libpq would look for one (a missing password file).
         let o = tacho()
             .args(["runs", "import", "--db", url, FIO])
             .env_remove("PGHOST")
             .env_remove("PGUSER")
+            .env_remove("PGPASSWORD")
+            .env("PGPASSFILE", "/nonexistent/tacho-no-pgpass")
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{url}: {}", stderr(&o));
         assert_eq!(listed(url).len(), i + 1, "{url}");
+    }
+    // The same login from a process of another user is refused by peer authentication: the
+    // kernel's word on the caller decides, nothing the client sends.
+    if have_tool("setpriv") {
+        let o = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_tacho"))
+            .args(["runs", "list", "--json", "--db"])
+            .arg(format!(
+                "postgres://root@/{db}?host={socket_dir}&port={port}"
+            ))
+            .env_remove("PGPASSWORD")
+            .env("PGPASSFILE", "/nonexistent/tacho-no-pgpass")
+            .output()
+            .unwrap();
+        let line = assert_error(&o);
+        assert!(line.to_lowercase().contains("peer"), "{line}");
     }
     // PGHOST naming the directory, as libpq reads it.
     let o = tacho()

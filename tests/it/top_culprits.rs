@@ -575,9 +575,16 @@ fn a_shell_loops_short_lived_writers_are_one_culprit() {
     let Some(dev) = LoopDev::new(test, SIZE) else {
         return;
     };
+    // The loop in a unit of its own, so the verdict has one to name ("in tacho-fold-….scope").
+    let unit = format!("tacho-fold-{}.scope", std::process::id());
+    let Some(cgroup) = v2_cgroup(test, &unit) else {
+        return;
+    };
     let top = Top::start_with(&[]);
     let script = format!(
-        "while :; do dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none; done",
+        "echo $$ > '{}/cgroup.procs' && while :; do dd if=/dev/zero of={} bs=1M count=8 \
+         oflag=direct status=none; done",
+        cgroup.0.display(),
         dev.path()
     );
     let _loop = Group::shell(&script);
@@ -604,9 +611,24 @@ fn a_shell_loops_short_lived_writers_are_one_culprit() {
         "{c:#}"
     );
     let n = c["processes"].as_u64().unwrap();
+    // Every process's own row is kept (a handful a second: far below the bound).
+    assert_eq!(members.len() as u64, n, "{c:#}");
+    assert!(c["members_left_out"].is_null(), "{c:#}");
+    let exited = c["exited_processes"].as_u64().unwrap();
+    assert_eq!(
+        exited,
+        members.iter().filter(|m| m["exited"] == true).count() as u64,
+        "{c:#}"
+    );
+    assert_eq!(c["unit"], unit.as_str(), "{c:#}");
     let message = f["message"].as_str().unwrap();
+    // One dd at a time, each ending within the interval: all but at most the running one
+    // exited.
+    assert!(exited + 1 >= n && exited > 0, "{c:#}");
     assert!(
-        message.contains(&format!("from dd: {n} processes")),
+        message.contains(&format!(
+            "from dd: {n} processes, {exited} exited, in {unit}"
+        )),
         "{message}"
     );
     // Only one dd at a time: no other row names dd alone.
@@ -615,6 +637,21 @@ fn a_shell_loops_short_lived_writers_are_one_culprit() {
         .filter(|c| c["comm"] == "dd")
         .count();
     assert_eq!(alone, 0, "{f:#}");
+}
+
+/// A cgroup v2 directory named `name` (a unit's name), removed on drop; `None` (said) where
+/// there is no v2 hierarchy.
+#[cfg(feature = "bpf")]
+fn v2_cgroup(test: &str, name: &str) -> Option<crate::common::cgroup::Cgroup> {
+    if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+        crate::common::cgroup::Cgroup::new("unified", name)
+    } else if std::path::Path::new("/sys/fs/cgroup/cgroup.procs").exists() {
+        // A pure v2 host: the hierarchy is mounted at /sys/fs/cgroup itself.
+        crate::common::cgroup::Cgroup::new("", name)
+    } else {
+        skip(&format!("{test}: no cgroup v2 hierarchy"));
+        None
+    }
 }
 
 /// A loop device through the page cache of a file on the disk: the disk's writes are done by

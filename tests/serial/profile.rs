@@ -11,6 +11,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 const BURN: &str = r#"
 #include <stdio.h>
@@ -710,6 +711,126 @@ fn an_idle_target_gets_no_verdict_and_an_svg_that_says_so() {
     );
     assert!(String::from_utf8_lossy(&check.stdout).contains("idle"));
 }
+
+/// Waits for a line on stdin, then burns 0.12 s of its own CPU time (about 12 samples at
+/// 99 Hz, fewer than the 20 a verdict needs) and says "done"; then sleeps until killed.
+const BURST: &str = r#"
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+volatile unsigned long sink;
+static double cpu_s(void) {
+    struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+__attribute__((noinline)) void burst(void) { double end = cpu_s() + 0.12; while (cpu_s() < end) sink++; }
+int main(void) {
+    printf("%d\n", getpid()); fflush(stdout);
+    char line[8];
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    burst();
+    printf("done\n"); fflush(stdout);
+    for (;;) pause();
+}
+"#;
+
+/// A process that runs a short CPU burst while it is profiled gives some busy samples, but
+/// fewer than a verdict needs: the verdict says so and how much CPU the pid had against the
+/// window (not "100% of samples": with --pid every sample counted is the target's), makes no
+/// "in the kernel" headline, and `--svg` writes a page that says so (issue 29). Unlike the
+/// sleeping target above, this crosses the threshold's lower side: busy samples, not none.
+#[test]
+fn a_short_burst_is_too_few_samples_for_a_verdict_and_the_svg_says_so() {
+    let _kernel_wide = crate::common::kernel_wide();
+    if !root_or_skip("a_short_burst_is_too_few_samples_for_a_verdict_and_the_svg_says_so") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "burst", BURST);
+    let mut child = Command::new(&bin)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut burst_out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    burst_out.read_line(&mut line).unwrap();
+    let mut burst = Spinner {
+        pid: line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no pid in {line:?}")),
+        child,
+    };
+    let svg = dir.path().join("burst.svg");
+    let mut profiler = tacho()
+        .args(["profile", "--json", "--duration", "2s", "--svg"])
+        .arg(&svg)
+        .args(["--pid", &burst.pid.to_string()])
+        .spawn_piped();
+    // The burst starts once the sampler is on: tacho says so on stderr before sampling.
+    let mut err = BufReader::new(profiler.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("sampling every CPU") {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        said.push_str(&line);
+    }
+    assert!(said.contains("sampling every CPU"), "{said}");
+    let rest = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut text);
+        text
+    });
+    std::io::Write::write_all(burst.child.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    let mut done = String::new();
+    burst_out.read_line(&mut done).unwrap();
+    assert_eq!(done.trim(), "done");
+    let o = wait_output(profiler, Duration::from_secs(60));
+    let said = rest.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let v = parse_json(&o);
+    // The case this test is for: some busy samples, fewer than a verdict needs.
+    let busy = v["busy_samples"].as_u64().unwrap();
+    assert!(
+        busy > 0 && busy < MIN_VERDICT_SAMPLES,
+        "the burst gave {busy} samples; this test needs 1 to 19: {v}"
+    );
+    let verdict = v["verdict"].as_str().unwrap();
+    assert!(verdict.contains("too few for a verdict"), "{verdict}");
+    assert!(!verdict.contains("in the kernel"), "{verdict}");
+    assert!(!verdict.contains("% of CPU"), "{verdict}");
+    assert!(!verdict.contains("100%"), "{verdict}");
+    assert!(
+        verdict.starts_with(&format!(
+            "pid {} was on a CPU in {busy} samples (about ",
+            burst.pid
+        )),
+        "{verdict}"
+    );
+    let check = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); \
+             print(''.join(r.itertext()))",
+        ])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "not XML: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(text.contains("too few for a verdict"), "{text}");
+    assert!(!text.contains("in the kernel"), "{text}");
+}
+
+/// The binary's `profile::MIN_VERDICT_SAMPLES` (a test binary cannot import it).
+const MIN_VERDICT_SAMPLES: u64 = 20;
 
 /// Burns in a stack 80 calls deep, so a whole-system flame graph is taller than a window.
 const BURN_DEEP: &str = r#"

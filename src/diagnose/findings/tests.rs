@@ -376,6 +376,7 @@ fn an_io_stall_names_the_busiest_device_and_its_writer() {
         processes: None,
         exited_processes: None,
         members: Vec::new(),
+        members_left_out: None,
     };
     s.culprits
         .disks

@@ -85,9 +85,13 @@ pub struct Culprit {
     /// How many of those exited during the interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exited_processes: Option<usize>,
-    /// The largest of those processes, each as its own culprit.
+    /// Those processes, each as its own culprit, largest first: every one up to
+    /// `fold::MAX_MEMBERS`, the rest counted in `members_left_out`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<Culprit>,
+    /// Processes of the group past `fold::MAX_MEMBERS`, not listed in `members`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub members_left_out: Option<usize>,
 }
 
 impl Culprit {
@@ -130,6 +134,7 @@ impl Culprit {
             processes: None,
             exited_processes: None,
             members: Vec::new(),
+            members_left_out: None,
         }
     }
 
@@ -150,6 +155,7 @@ impl Culprit {
             let largest: Vec<String> = self
                 .members
                 .iter()
+                .take(super::fold::NAMED_MEMBERS)
                 .filter_map(|m| Some(format!("pid {} {:.0}%", m.pid?, m.share_pct)))
                 .collect();
             if !largest.is_empty() {

@@ -2,12 +2,18 @@
 //! or a pool of workers each hold a small share; named one by one they look like strangers
 //! ("27% from dd (pid 31797, exited), 27% from dd (pid 31785, exited), …") and the rest falls
 //! off the list. Folded, the verdict says what the admin needs: "81% of writes from dd: 9
-//! processes, 8 exited, in session-3.scope", with the largest ones under it.
+//! processes, 8 exited, in session-3.scope", with the largest ones under it. The JSON keeps
+//! each process's own row under the group (`members`).
 
 use super::blame::{Attribution, Culprit};
 
-/// Processes named under a folded culprit.
-const MEMBERS: usize = 3;
+/// Processes named in a folded culprit's line ("largest: pid 108 10%, …").
+pub(super) const NAMED_MEMBERS: usize = 3;
+
+/// Process rows kept under a folded culprit: a fork storm (a build, a shell loop) makes tens
+/// of thousands of processes a second, each a row in every finding naming the group. Past
+/// this many the smallest are counted in `members_left_out` instead.
+pub(super) const MAX_MEMBERS: usize = 256;
 
 /// Folds the culprits that share a command, a unit and a kind of attribution into one, when
 /// there are at least two of them; then the `keep` largest, most share first.
@@ -67,8 +73,9 @@ fn folded(mut members: Vec<Culprit>) -> Culprit {
         processes: Some(members.len()),
         exited_processes: Some(exited),
         members: Vec::new(),
+        members_left_out: members.len().checked_sub(MAX_MEMBERS).filter(|&n| n > 0),
     };
-    members.truncate(MEMBERS);
+    members.truncate(MAX_MEMBERS);
     Culprit { members, ..group }
 }
 
@@ -114,7 +121,8 @@ mod tests {
             (None, Some(9), Some(8))
         );
         assert!((g.share_pct - 84.6).abs() < 1e-9, "{}", g.share_pct);
-        assert_eq!(g.members.len(), 3);
+        assert_eq!(g.members.len(), 9, "every process's own row");
+        assert_eq!(g.members_left_out, None);
         assert_eq!(g.members[0].pid, Some(108), "the largest first");
         assert_eq!(
             g.who(),
@@ -122,6 +130,21 @@ mod tests {
              pid 106 10%)"
         );
         assert_eq!(out[1].comm, "postgres");
+    }
+
+    #[test]
+    fn a_fork_storms_rows_are_bounded_and_the_rest_counted() {
+        let n = MAX_MEMBERS as u32 + 5;
+        let list: Vec<Culprit> = (0..n)
+            .map(|i| dd(1000 + i, 0.1 + f64::from(i) * 1e-6, true))
+            .collect();
+        let out = fold(list, 3);
+        let g = &out[0];
+        assert_eq!(g.processes, Some(n as usize));
+        assert_eq!(g.members.len(), MAX_MEMBERS);
+        assert_eq!(g.members_left_out, Some(5));
+        // The largest are kept: the five smallest (the first five pids) are left out.
+        assert!(g.members.iter().all(|m| m.pid >= Some(1005)));
     }
 
     #[test]

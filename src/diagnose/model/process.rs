@@ -195,7 +195,16 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
             .filter(|q| q.comm == x.comm && q.comm_hex == x.comm_hex);
         let qi = q.and_then(|q| q.io).unwrap_or_default();
         let detail = a.details.get(&x.tgid);
-        let cgroups = detail.and_then(|d| d.cgroups.as_ref());
+        // One born and gone within the interval was never read: a child starts in its
+        // parent's cgroup, so the parent's (a shell loop's, a build's) names its unit.
+        let cgroups = [
+            a.details.get(&x.tgid),
+            b.details.get(&x.ppid),
+            a.details.get(&x.ppid),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(|d| d.cgroups.as_ref());
         all.push(Delta {
             pid: x.tgid,
             start_ticks: q.map_or(0, |q| q.start_ticks),

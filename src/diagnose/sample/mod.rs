@@ -8,6 +8,7 @@
 pub mod conns;
 pub mod details;
 pub mod devices;
+mod exits;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -142,6 +143,8 @@ pub struct Sampler {
     /// The cgroup hierarchies whose limits are read.
     hierarchies: Vec<limits::Mounted>,
     exits: std::result::Result<ExitListener, ExitsUnavailable>,
+    /// Exit records of processes the last scan still saw, for the next sample.
+    held_exits: Vec<ExitedTask>,
     details: details::Cache,
     /// /proc/PID/stat and io of the processes seen, kept open between samples.
     proc_files: ProcFiles,
@@ -176,6 +179,7 @@ impl Sampler {
             cgroup_mount,
             blkio_v1,
             exits,
+            held_exits: Vec::new(),
             details: details::Cache::default(),
             proc_files: ProcFiles::default(),
             conn_tracker: conns::ConnTracker::default(),
@@ -248,21 +252,26 @@ impl Sampler {
             cgroups = cgroup::read_blkio_v1(dir)?;
         }
         let limits = limits::read_limits(&self.hierarchies);
-        // Drained before the scan: a process that exits after it is in the next sample's
-        // exits and, having been in this scan, is counted from these counters on.
-        let (exited, exit_overruns, exits_unavailable) = match &mut self.exits {
-            Ok(l) => {
-                let drained = l.drain();
-                (details::by_process(drained.tasks), drained.overruns, None)
-            }
-            Err(why) => (Vec::new(), 0, Some(why.to_string())),
-        };
         // The machine's own clock only: another root's start times count from its boot.
         let boot_clock_s = (root.proc == std::path::Path::new("/proc")).then(|| {
             let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
             t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
         });
         let processes = process::read_processes(root, &mut self.proc_files)?;
+        // Drained after the scan, records of processes still in it held for the next sample
+        // (see [`exits`]).
+        let (exited, exit_overruns, exits_unavailable) = match &mut self.exits {
+            Ok(l) => {
+                let drained = l.drain();
+                let mut tasks = std::mem::take(&mut self.held_exits);
+                tasks.extend(drained.tasks);
+                let live = processes.processes.iter().map(|p| p.pid).collect();
+                let (now, held) = exits::split(tasks, &live);
+                self.held_exits = held;
+                (details::by_process(now), drained.overruns, None)
+            }
+            Err(why) => (Vec::new(), 0, Some(why.to_string())),
+        };
         // Only when something waits: a scan of every thread costs more than the rest.
         let blocked = if stat.procs_blocked > 0 {
             blocked::read_blocked(root)
