@@ -23,6 +23,9 @@ pub struct ProcessCounters {
     pub comm_hex: Option<String>,
     /// State letter (`R` running, `S` sleeping, `D` uninterruptible, usually I/O, …).
     pub state: char,
+    /// Its parent process (0 in samples recorded before it was read).
+    #[serde(default)]
+    pub ppid: u32,
     /// Start time in clock ticks after boot: with the pid, it identifies a process even when
     /// the pid is reused between two samples.
     pub start_ticks: u64,
@@ -175,6 +178,7 @@ pub fn parse_pid_stat(text: &str, path: &Path) -> Result<ProcessCounters> {
         comm,
         comm_hex: None,
         state,
+        ppid: u32::try_from(number(4)?).unwrap_or(0),
         utime: number(14)?,
         stime: number(15)?,
         threads: number(20)?,

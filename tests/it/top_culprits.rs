@@ -611,13 +611,15 @@ fn a_shell_loops_short_lived_writers_are_one_culprit() {
         "{c:#}"
     );
     let n = c["processes"].as_u64().unwrap();
-    // Every process's own row is kept (a handful a second: far below the bound).
-    assert_eq!(members.len() as u64, n, "{c:#}");
-    assert!(c["members_left_out"].is_null(), "{c:#}");
+    // Every process's own row is kept up to the bound (256), the rest counted: a dd of 8 MiB
+    // into a RAM-backed loop device lasts a few milliseconds, so a second can hold more.
+    let left_out = c["members_left_out"].as_u64().unwrap_or(0);
+    assert_eq!(members.len() as u64, n.min(256), "{c:#}");
+    assert_eq!(members.len() as u64 + left_out, n, "{c:#}");
     let exited = c["exited_processes"].as_u64().unwrap();
-    assert_eq!(
-        exited,
-        members.iter().filter(|m| m["exited"] == true).count() as u64,
+    let listed_exited = members.iter().filter(|m| m["exited"] == true).count() as u64;
+    assert!(
+        listed_exited <= exited && exited <= listed_exited + left_out,
         "{c:#}"
     );
     assert_eq!(c["unit"], unit.as_str(), "{c:#}");

@@ -148,6 +148,7 @@ fn disk_name(devices: &Devices, major: u32, minor: u32) -> Option<&str> {
 fn traced_culprits(
     traced: &[ProcIo],
     deltas: &[Delta],
+    (a, b): (&Sample, &Sample),
     dev: (u32, u32),
     writes: bool,
     dt: f64,
@@ -173,14 +174,9 @@ fn traced_culprits(
             };
             let culprit = match deltas.iter().find(|d| d.pid == pid) {
                 Some(d) => Culprit::of(d, share, attribution),
-                // Exited before the sample, or a kernel thread: named as traced.
-                None => Culprit::named(
-                    (pid != 0).then_some(pid),
-                    comm.to_string(),
-                    None,
-                    share,
-                    attribution,
-                ),
+                // A kernel thread, or a process the interval's scan and exit records do not
+                // hold: named as traced, with what the samples knew of it.
+                None => traced_alone(pid, comm, (a, b), share, attribution),
             };
             Culprit {
                 bytes_per_s: Some(bytes as f64 / dt),
@@ -189,6 +185,40 @@ fn traced_culprits(
         })
         .collect();
     Some(fold(out, MAX_CULPRITS))
+}
+
+/// A traced process that is in neither the scan nor the exit records of the interval. The
+/// tracer is read just before each scan, so one that submitted I/O after that read and ended
+/// before the scan reached it was counted among the previous sample's exits: that record (and
+/// its parent's cgroup, which a child starts in) names its unit, as its siblings'.
+fn traced_alone(
+    pid: u32,
+    comm: &str,
+    (a, b): (&Sample, &Sample),
+    share: f64,
+    attribution: Attribution,
+) -> Culprit {
+    let gone = a.exited.iter().find(|x| x.tgid == pid && pid != 0);
+    let unit = [
+        b.details.get(&pid),
+        a.details.get(&pid),
+        gone.and_then(|x| b.details.get(&x.ppid)),
+        gone.and_then(|x| a.details.get(&x.ppid)),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|d| d.cgroups.as_ref()?.unit_path.as_deref())
+    .and_then(procinfo::unit_of);
+    Culprit {
+        exited: gone.is_some(),
+        ..Culprit::named(
+            (pid != 0).then_some(pid),
+            comm.to_string(),
+            unit,
+            share,
+            attribution,
+        )
+    }
 }
 
 /// Who moved the bytes of device `d` in its busier direction; `None` when it moved none.
@@ -235,7 +265,7 @@ fn disk<'p>(
     let on_device = |p: &'p Delta| open_on(p, devices, &d.device.name, writes);
     // 1. Per-I/O tracing: every request's submitter, exactly.
     if let Some(traced) = &b.block_io
-        && let Some(out) = traced_culprits(traced, deltas, (major, minor), writes, dt)
+        && let Some(out) = traced_culprits(traced, deltas, (a, b), (major, minor), writes, dt)
     {
         return Some((dir, out));
     }

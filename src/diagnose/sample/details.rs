@@ -4,7 +4,7 @@
 //! (only while the machine uses swap). Reading these for every process each second would
 //! cost more than the rest of the scan.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::kernel::SysRoot;
 use crate::kernel::process::ProcessScan;
@@ -36,12 +36,16 @@ pub struct Cache {
 
 impl Cache {
     /// Details of the processes in `scan` that used CPU, did storage I/O, faulted or
-    /// changed size since the previous call (none on the first call).
+    /// changed size since the previous call (none on the first call), and of `parents`, the
+    /// live parents of processes that exited between samples: such a child was never read,
+    /// and it started in its parent's cgroup, so the parent's names its unit (a shell loop
+    /// that only waits for its `dd`s does nothing itself).
     pub fn refresh(
         &mut self,
         root: &SysRoot,
         scan: &ProcessScan,
         swap_used: bool,
+        parents: &HashSet<u32>,
     ) -> HashMap<u32, ProcessDetail> {
         let first = self.last.is_empty();
         let mut out = HashMap::new();
@@ -65,7 +69,13 @@ impl Cache {
             let (cpu0, io0, flt0, rss0) = before.map_or((0, 0, 0, 0), |b| (b.1, b.2, b.3, b.4));
             let did_io = io > io0;
             let active = did_io || now.1 > cpu0 || now.3 > flt0 || now.4 != rss0;
-            if !active {
+            // A process born in the interval did something: it started. One that lived for
+            // milliseconds (a shell loop's `dd`) may be caught exiting, or as a zombie not yet
+            // reaped, with no tick, no memory and no readable I/O, yet the tracer counted its
+            // writes: its unit is read as a live process's (once: cached per process).
+            let born = before.is_none();
+            let zombie = p.state == 'Z';
+            if !active && !born && !zombie && !parents.contains(&p.pid) {
                 continue;
             }
             let cgroups = self
@@ -87,6 +97,22 @@ impl Cache {
                         .flatten(),
                 },
             );
+        }
+        // One gone before its cgroups were read (a `dd` of a few milliseconds, read at the end
+        // of the sample) started in its parent's cgroup: the parent's names its unit.
+        for p in &scan.processes {
+            let orphan = out.get(&p.pid).is_some_and(|d| d.cgroups.is_none());
+            let Some(&(start, ..)) = last.get(&p.ppid).filter(|_| orphan && p.ppid != 0) else {
+                continue;
+            };
+            let parent = self
+                .cgroups
+                .entry((p.ppid, start))
+                .or_insert_with(|| procinfo::read_cgroups(root, p.ppid))
+                .clone();
+            if let Some(d) = out.get_mut(&p.pid) {
+                d.cgroups = parent;
+            }
         }
         self.cgroups
             .retain(|(pid, start), _| last.get(pid).is_some_and(|l| l.0 == *start));

@@ -257,6 +257,17 @@ impl Sampler {
             let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
             t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
         });
+        // Traced before the scan: a process that submitted I/O by now is either in the scan or
+        // gone, and then its exit record is drained below, so each is named with its unit (a
+        // `dd` born between the scan and the tracer's read was in neither, and unnamed).
+        let (block_io, block_latency, block_io_unavailable) = match &mut self.block {
+            None => (None, None, None),
+            Some(Ok(tracer)) => {
+                let traced = tracer.sample();
+                (Some(traced.procs), Some(traced.latency), None)
+            }
+            Some(Err(why)) => (None, None, Some(why.to_string())),
+        };
         let processes = process::read_processes(root, &mut self.proc_files)?;
         // Drained after the scan, records of processes still in it held for the next sample
         // (see [`exits`]).
@@ -284,14 +295,6 @@ impl Sampler {
         } else {
             conns::ConnScan::default()
         };
-        let (block_io, block_latency, block_io_unavailable) = match &mut self.block {
-            None => (None, None, None),
-            Some(Ok(tracer)) => {
-                let traced = tracer.sample();
-                (Some(traced.procs), Some(traced.latency), None)
-            }
-            Some(Err(why)) => (None, None, Some(why.to_string())),
-        };
         let (dns, dns_unavailable) = match &self.dns {
             None => (None, None),
             Some(Ok(capture)) => (Some(capture.take()), None),
@@ -301,7 +304,8 @@ impl Sampler {
             .get("SwapTotal")
             .zip(meminfo.get("SwapFree"))
             .is_some_and(|(t, f)| t > f);
-        let details = self.details.refresh(root, &processes, swap_used);
+        let parents = exited.iter().map(|e| e.ppid).collect();
+        let details = self.details.refresh(root, &processes, swap_used, &parents);
         devices::refresh(root, &mut self.devices, &disks);
         Ok(Sample {
             taken,
