@@ -26,6 +26,9 @@ impl std::fmt::Display for Direction {
     }
 }
 
+/// Processes named in a folded culprit's line ("largest: pid 108 10%, …").
+const NAMED_MEMBERS: usize = 3;
+
 /// How a culprit was tied to what it is blamed for.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -155,7 +158,7 @@ impl Culprit {
             let largest: Vec<String> = self
                 .members
                 .iter()
-                .take(super::fold::NAMED_MEMBERS)
+                .take(NAMED_MEMBERS)
                 .filter_map(|m| Some(format!("pid {} {:.0}%", m.pid?, m.share_pct)))
                 .collect();
             if !largest.is_empty() {

@@ -7,9 +7,6 @@
 
 use super::blame::{Attribution, Culprit};
 
-/// Processes named in a folded culprit's line ("largest: pid 108 10%, …").
-pub(super) const NAMED_MEMBERS: usize = 3;
-
 /// Process rows kept under a folded culprit: a fork storm (a build, a shell loop) makes tens
 /// of thousands of processes a second, each a row in every finding naming the group. Past
 /// this many the smallest are counted in `members_left_out` instead.
