@@ -695,21 +695,7 @@ fn an_idle_target_gets_no_verdict_and_an_svg_that_says_so() {
     let verdict = v["verdict"].as_str().unwrap();
     assert!(verdict.contains("idle"), "{verdict}");
     assert!(!verdict.contains("% of CPU in the kernel"), "{verdict}");
-    let check = Command::new("python3")
-        .args([
-            "-c",
-            "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); \
-             print(''.join(r.itertext()))",
-        ])
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "not XML: {}",
-        String::from_utf8_lossy(&check.stderr)
-    );
-    assert!(String::from_utf8_lossy(&check.stdout).contains("idle"));
+    assert!(svg_text(&svg).contains("idle"));
 }
 
 /// Waits for a line on stdin, then burns 0.12 s of its own CPU time (about 12 samples at
@@ -810,21 +796,7 @@ fn a_short_burst_is_too_few_samples_for_a_verdict_and_the_svg_says_so() {
         )),
         "{verdict}"
     );
-    let check = Command::new("python3")
-        .args([
-            "-c",
-            "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); \
-             print(''.join(r.itertext()))",
-        ])
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "not XML: {}",
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let text = String::from_utf8_lossy(&check.stdout);
+    let text = svg_text(&svg);
     assert!(text.contains("too few for a verdict"), "{text}");
     assert!(!text.contains("in the kernel"), "{text}");
 }
@@ -1050,4 +1022,23 @@ fn a_perf_map_planted_as_a_link_names_nothing_in_top_profile() {
     let after = profiled(&o);
     assert!(after.contains("(linkjit, "), "{after}");
     assert!(!stdout(&o).contains("planted_through_a_link"), "{after}");
+}
+
+/// The text of an SVG, read by Python's XML parser (which fails the test when it is not XML).
+fn svg_text(svg: &std::path::Path) -> String {
+    let check = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); \
+             print(''.join(r.itertext()))",
+        ])
+        .arg(svg)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "not XML: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    String::from_utf8_lossy(&check.stdout).into_owned()
 }
