@@ -189,7 +189,10 @@ mod tests {
         // The last bucket starts at 7 * 2^22 units (30 s) and holds everything longer.
         assert_eq!(proc_bucket(u64::MAX), PROC_BUCKETS - 1);
         assert_eq!(proc_bucket(7 << 32), PROC_BUCKETS - 1);
-        assert_eq!(proc_bounds_us(PROC_BUCKETS - 1).0, (7u64 << 22) as f64 * 1.024);
+        assert_eq!(
+            proc_bounds_us(PROC_BUCKETS - 1).0,
+            (7u64 << 22) as f64 * 1.024
+        );
         assert_eq!(proc_bucket(1 << 35), PROC_BUCKETS - 1);
         assert_eq!(proc_bucket((7 << 32) - 1), PROC_BUCKETS - 2);
     }
@@ -202,7 +205,10 @@ mod tests {
         let sparse = [(fast, 99), (slow, 1)];
         let (low, high) = proc_bounds_us(fast as usize);
         let p50 = proc_percentile_us(&sparse, 0.5).unwrap();
-        assert!(low <= p50 && p50 < high && (p50 - 1000.0).abs() < 250.0, "{p50}");
+        assert!(
+            low <= p50 && p50 < high && (p50 - 1000.0).abs() < 250.0,
+            "{p50}"
+        );
         assert_eq!(proc_percentile_us(&sparse, 0.99), Some(high));
         let p100 = proc_percentile_us(&sparse, 1.0).unwrap();
         assert_eq!(p100, proc_bounds_us(slow as usize).1);
