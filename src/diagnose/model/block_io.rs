@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::blame::{Attribution, Culprit};
 use super::process::Delta;
-use crate::bpf::block::{Op, ProcIo};
+use crate::bpf::block::{Dev, Op, ProcIo};
 use crate::bpf::hist::proc_percentile_us;
 use crate::diagnose::sample::Sample;
 use crate::diagnose::sample::devices::Devices;
@@ -139,14 +139,14 @@ pub(super) fn rows(
     devices: &Devices,
     dt: f64,
 ) -> (Vec<BlockIoProcess>, Vec<BlockIoUnit>) {
-    let mut by: HashMap<(u32, (u32, u32)), (Sum, &str)> = HashMap::new();
+    let mut by: HashMap<(u32, Dev), (Sum, &str)> = HashMap::new();
     for t in traced.iter().filter(|t| t.requests > 0 || t.bytes > 0) {
         by.entry((t.pid, t.dev))
             .or_insert_with(|| (Sum::default(), &t.comm))
             .0
             .add(t);
     }
-    let device = |dev: (u32, u32)| {
+    let device = |dev: Dev| {
         devices
             .get(&dev)
             .map_or_else(|| format!("{}:{}", dev.0, dev.1), |i| i.name.clone())
