@@ -442,6 +442,26 @@ mod delta_tests {
     }
 
     #[test]
+    fn a_history_recorded_before_latencies_reads_without_them() {
+        let old = r#"{"pid":812,"comm":"postgres","cgroup":9,"dev":[254,0],"op":"write","bytes":8192,"requests":2}"#;
+        let p: ProcIo = serde_json::from_str(old).unwrap();
+        assert_eq!((p.requests, p.total_ns, p.queue_ns), (2, 0, 0));
+        assert!(p.latency.is_empty());
+        // And a new one keeps them.
+        let new = ProcIo {
+            total_ns: 5_000_000,
+            queue_ns: 1_000_000,
+            latency: vec![(40, 2)],
+            ..p
+        };
+        let back: ProcIo = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(
+            (back.total_ns, back.queue_ns, back.latency),
+            (5_000_000, 1_000_000, vec![(40, 2)])
+        );
+    }
+
+    #[test]
     fn totals_going_backwards_give_zero_and_histogram_counts_wrap() {
         let mut a = counters(10_000, 5, 50_000, 20_000);
         a.hist[3] = u32::MAX - 1;

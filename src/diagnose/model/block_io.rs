@@ -289,6 +289,58 @@ mod tests {
     }
 
     #[test]
+    fn culprits_traced_by_ebpf_get_their_row_s_figures_others_none() {
+        use super::super::culprits::Direction;
+        let row = |pid: u32, device: &str, iops: f64| BlockIoProcess {
+            pid: Some(pid),
+            comm: "dd".into(),
+            comm_hex: None,
+            unit: None,
+            exited: false,
+            device: device.into(),
+            figures: BlockIoFigures {
+                iops,
+                lat_p99_ms: Some(3.0),
+                queued_pct: Some(10.0),
+                ..BlockIoFigures::default()
+            },
+        };
+        let rows = [
+            row(1, "vda", 100.0),
+            row(1, "vdb", 7.0),
+            row(2, "vda", 50.0),
+        ];
+        let culprit = |pid: u32, source: &str| {
+            Culprit::named(
+                Some(pid),
+                "dd".into(),
+                None,
+                50.0,
+                Attribution::Exact {
+                    source: source.into(),
+                },
+            )
+        };
+        let traced = super::super::culprits::TRACED_SOURCE;
+        let mut disks = HashMap::new();
+        disks.insert(
+            "vda".to_string(),
+            (
+                Direction::Writes,
+                vec![culprit(1, traced), culprit(2, "cgroup v2 io.stat")],
+            ),
+        );
+        annotate(&mut disks, &rows);
+        let (_, c) = &disks["vda"];
+        assert_eq!(
+            (c[0].iops, c[0].lat_p99_ms, c[0].queued_pct),
+            (Some(100.0), Some(3.0), Some(10.0))
+        );
+        // Not attributed by eBPF: no figures, though the tracer has its row.
+        assert_eq!((c[1].iops, c[1].lat_p99_ms), (None, None));
+    }
+
+    #[test]
     fn requests_of_unknown_creation_count_but_give_no_latency() {
         let mut s = Sum::default();
         s.add(&io(Op::Read, 50, &[], 0));
