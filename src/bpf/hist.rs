@@ -61,13 +61,30 @@ pub(crate) fn proc_bounds_us(bucket: usize) -> (f64, f64) {
 /// The latency (µs) below which `quantile` of a process's requests fall, from its sparse
 /// histogram (bucket, count) as [`crate::bpf::block::ProcIo`] keeps it; `None` when empty.
 pub(crate) fn proc_percentile_us(sparse: &[(u16, u64)], quantile: f64) -> Option<f64> {
-    let mut hist = vec![0u64; PROC_BUCKETS];
+    // Counted in f64: a hostile history's counts near u64::MAX cannot overflow a sum.
+    let mut hist = vec![0f64; PROC_BUCKETS];
     for &(b, c) in sparse {
         if let Some(slot) = hist.get_mut(b as usize) {
-            *slot += c;
+            *slot += c as f64;
         }
     }
-    percentile(&hist, quantile, proc_bounds_us)
+    let total: f64 = hist.iter().sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = quantile.clamp(0.0, 1.0) * total;
+    let mut seen = 0.0;
+    for (bucket, &count) in hist.iter().enumerate() {
+        if count == 0.0 {
+            continue;
+        }
+        if seen + count >= rank {
+            let (low, high) = proc_bounds_us(bucket);
+            return Some(low + (high - low) * ((rank - seen) / count));
+        }
+        seen += count;
+    }
+    None
 }
 
 /// The bounds of a bucket in µs, `[low, high)`.
@@ -213,8 +230,12 @@ mod tests {
         let p100 = proc_percentile_us(&sparse, 1.0).unwrap();
         assert_eq!(p100, proc_bounds_us(slow as usize).1);
         assert_eq!(proc_percentile_us(&[], 0.99), None);
-        // A bucket past the end (a history from another build) is ignored, not a panic.
+        // A bucket past the end (a history from another build) is ignored, not a panic; nor
+        // do a hostile history's counts overflow.
         assert_eq!(proc_percentile_us(&[(500, 3)], 0.5), None);
+        let huge = [(fast, u64::MAX), (fast, u64::MAX), (slow, u64::MAX)];
+        let p = proc_percentile_us(&huge, 0.5).unwrap();
+        assert!(low <= p && p <= high, "{p}");
     }
 
     proptest! {

@@ -88,33 +88,38 @@ struct Sum {
 }
 
 impl Sum {
+    /// Saturating: a hostile history's counts near u64::MAX stop there, never panic.
     fn add(&mut self, t: &ProcIo) {
-        match t.op {
-            Op::Read => self.reads += t.requests,
-            Op::Write => self.writes += t.requests,
-            Op::Other => {}
-        }
-        self.requests += t.requests;
-        self.bytes += t.bytes;
-        self.total_ns += t.total_ns;
-        self.queue_ns += t.queue_ns;
-        self.latency.extend_from_slice(&t.latency);
+        let (reads, writes) = match t.op {
+            Op::Read => (t.requests, 0),
+            Op::Write => (0, t.requests),
+            Op::Other => (0, 0),
+        };
+        self.merge(&Sum {
+            reads,
+            writes,
+            requests: t.requests,
+            bytes: t.bytes,
+            total_ns: t.total_ns,
+            queue_ns: t.queue_ns,
+            latency: t.latency.clone(),
+        });
     }
 
     fn merge(&mut self, o: &Sum) {
-        self.reads += o.reads;
-        self.writes += o.writes;
-        self.requests += o.requests;
-        self.bytes += o.bytes;
-        self.total_ns += o.total_ns;
-        self.queue_ns += o.queue_ns;
+        self.reads = self.reads.saturating_add(o.reads);
+        self.writes = self.writes.saturating_add(o.writes);
+        self.requests = self.requests.saturating_add(o.requests);
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.total_ns = self.total_ns.saturating_add(o.total_ns);
+        self.queue_ns = self.queue_ns.saturating_add(o.queue_ns);
         self.latency.extend_from_slice(&o.latency);
     }
 
     fn figures(&self, dt: f64) -> BlockIoFigures {
-        let timed: u64 = self.latency.iter().map(|(_, c)| c).sum();
+        let timed: f64 = self.latency.iter().map(|(_, c)| *c as f64).sum();
         let ms = |q: f64| proc_percentile_us(&self.latency, q).map(|us| us / 1000.0);
-        let mean = |ns: u64| (timed > 0).then(|| ns as f64 / timed as f64 / 1e6);
+        let mean = |ns: u64| (timed > 0.0).then(|| ns as f64 / timed / 1e6);
         BlockIoFigures {
             iops: self.requests as f64 / dt,
             read_iops: self.reads as f64 / dt,
@@ -124,7 +129,7 @@ impl Sum {
             lat_p99_ms: ms(0.99),
             lat_mean_ms: mean(self.total_ns),
             queue_mean_ms: mean(self.queue_ns),
-            queued_pct: (timed > 0 && self.total_ns > 0)
+            queued_pct: (timed > 0.0 && self.total_ns > 0)
                 .then(|| self.queue_ns as f64 * 100.0 / self.total_ns as f64),
         }
     }
@@ -338,6 +343,22 @@ mod tests {
         );
         // Not attributed by eBPF: no figures, though the tracer has its row.
         assert_eq!((c[1].iops, c[1].lat_p99_ms), (None, None));
+    }
+
+    #[test]
+    fn a_hostile_history_s_huge_counts_saturate() {
+        let mut s = Sum::default();
+        let mut big = io(Op::Write, 1, &[(2, 1)], u64::MAX);
+        big.requests = u64::MAX;
+        big.bytes = u64::MAX;
+        big.total_ns = u64::MAX;
+        big.latency = vec![(40, u64::MAX), (95, u64::MAX), (u16::MAX, 3)];
+        s.add(&big);
+        s.add(&big);
+        let f = s.figures(1.0);
+        assert_eq!(f.iops, u64::MAX as f64);
+        assert!(f.lat_p99_ms.is_some_and(f64::is_finite));
+        assert!(f.queued_pct.is_some_and(|q| q <= 100.0));
     }
 
     #[test]
