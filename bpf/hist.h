@@ -27,4 +27,22 @@ static __always_inline __u32 hist_bucket(__u64 ns)
 	return (o - 3) * 16 + ((v >> (o - 4)) & 15);
 }
 
+/* The coarser buckets of a process's request times (mirrored in src/bpf/hist.rs): units of
+ * 1024 ns (a shift), one bucket each below 4, then every octave [2^o, 2^(o+1)) split in 4
+ * (a bucket at most a quarter of its lower bound wide); the last (from 30 s) also holds
+ * everything longer than 34 s. */
+#define PROC_HIST_LAST_OCTAVE 24
+#define PROC_HIST_BUCKETS ((PROC_HIST_LAST_OCTAVE - 1) * 4 + 4)
+
+static __always_inline __u32 proc_hist_bucket(__u64 ns)
+{
+	__u64 v = ns >> 10;
+	if (v < 4)
+		return v;
+	__u32 o = floor_log2(v);
+	if (o > PROC_HIST_LAST_OCTAVE)
+		return PROC_HIST_BUCKETS - 1;
+	return (o - 1) * 4 + ((v >> (o - 2)) & 3);
+}
+
 #endif

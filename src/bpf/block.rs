@@ -12,6 +12,8 @@ use aya::Ebpf;
 
 #[cfg(feature = "bpf")]
 use super::hist::BUCKETS;
+#[cfg(any(test, feature = "bpf"))]
+use super::hist::PROC_BUCKETS;
 #[cfg(feature = "bpf")]
 use super::shared::SharedArray;
 
@@ -19,12 +21,16 @@ use super::shared::SharedArray;
 #[cfg(feature = "bpf")]
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/blockio.bpf.o");
 
-/// Words of a `struct proc_slot`: key, cgroup, comm[16], padding; bytes, count, padding.
+/// Words of a `struct proc_slot`: key, cgroup, comm[16], padding; bytes, count, total and
+/// queued ns, padding; then the request-time histogram, two 32-bit counts a word.
 #[cfg(feature = "bpf")]
-const PROC_WORDS: usize = 16;
-/// Where the counters start in it (their own cache line).
+const PROC_WORDS: usize = 16 + PROC_BUCKETS / 2;
+/// Where the counters start in it (their own cache line): bytes, count, total_ns, queue_ns.
 #[cfg(feature = "bpf")]
 const PROC_BYTES: usize = 8;
+/// Where the histogram starts.
+#[cfg(feature = "bpf")]
+const PROC_HIST: usize = 16;
 /// Words of a `struct dev_slot`: dev and padding, then queue, service and total histograms.
 #[cfg(feature = "bpf")]
 const DEV_WORDS: usize = 8 + 3 * BUCKETS;
@@ -101,6 +107,75 @@ pub(crate) struct ProcIo {
     pub(crate) bytes: u64,
     /// Requests completed.
     pub(crate) requests: u64,
+    /// Sum of the whole times (creation → completion) of the completed requests whose
+    /// creation was seen, ns (0 in histories recorded before it was traced).
+    #[serde(default)]
+    pub(crate) total_ns: u64,
+    /// The queued part of that sum (creation → dispatch), ns.
+    #[serde(default)]
+    pub(crate) queue_ns: u64,
+    /// Those requests' whole times as (bucket, count) of the non-empty buckets of
+    /// [`super::hist::proc_bounds_us`], for percentiles (empty in older histories).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) latency: Vec<(u16, u64)>,
+}
+
+/// The running totals of one process slot as the kernel keeps them.
+#[cfg(any(test, feature = "bpf"))]
+#[derive(Clone, Debug, PartialEq)]
+struct ProcCounters {
+    bytes: u64,
+    count: u64,
+    total_ns: u64,
+    queue_ns: u64,
+    /// 32-bit counts that wrap (see [`ProcCounters::since`]).
+    hist: [u32; PROC_BUCKETS],
+}
+
+/// What a slot gained over an interval.
+#[cfg(any(test, feature = "bpf"))]
+#[derive(Debug, PartialEq)]
+struct ProcDelta {
+    bytes: u64,
+    requests: u64,
+    total_ns: u64,
+    queue_ns: u64,
+    latency: Vec<(u16, u64)>,
+}
+
+#[cfg(any(test, feature = "bpf"))]
+impl ProcCounters {
+    /// The change since `before` (the same key's totals at the previous sample), or all of
+    /// them when the slot is new. The 64-bit totals never wrap, so one that went backwards
+    /// (a slot released and claimed again between two reads) gives 0, not an underflow; the
+    /// 32-bit histogram counts wrap after 4 billion requests of one bucket, so they are
+    /// subtracted modulo 2^32 (a slot that is reset is forgotten: `before` is then `None`).
+    fn since(&self, before: Option<&ProcCounters>) -> ProcDelta {
+        let zero = ProcCounters {
+            bytes: 0,
+            count: 0,
+            total_ns: 0,
+            queue_ns: 0,
+            hist: [0; PROC_BUCKETS],
+        };
+        let b = before.unwrap_or(&zero);
+        ProcDelta {
+            bytes: self.bytes.saturating_sub(b.bytes),
+            requests: self.count.saturating_sub(b.count),
+            total_ns: self.total_ns.saturating_sub(b.total_ns),
+            queue_ns: self.queue_ns.saturating_sub(b.queue_ns),
+            latency: self
+                .hist
+                .iter()
+                .zip(&b.hist)
+                .enumerate()
+                .filter_map(|(i, (n, b))| {
+                    let d = n.wrapping_sub(*b);
+                    (d > 0).then_some((i as u16, u64::from(d)))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A device's latency histograms for one interval, counts per log2 µs slot.
@@ -133,7 +208,7 @@ pub(crate) struct BlockTracer {
     procs: SharedArray,
     devs: SharedArray,
     dropped: SharedArray,
-    last_proc: HashMap<usize, (u64, u64, u64)>,
+    last_proc: HashMap<usize, (u64, ProcCounters)>,
     last_dev: HashMap<usize, (u64, Vec<u64>)>,
     last_dropped: u64,
 }
@@ -205,17 +280,25 @@ impl BlockTracer {
                 self.last_proc.remove(&index);
                 continue;
             }
-            let (bytes_now, count_now) =
-                (v[PROC_BYTES].load(Relaxed), v[PROC_BYTES + 1].load(Relaxed));
-            let (bytes, requests) = match self.last_proc.insert(index, (key, bytes_now, count_now))
-            {
-                Some((k, b, c)) if k == key => {
-                    (bytes_now.saturating_sub(b), count_now.saturating_sub(c))
-                }
-                _ => (bytes_now, count_now),
+            let mut hist = [0u32; PROC_BUCKETS];
+            for (i, w) in v[PROC_HIST..].iter().enumerate() {
+                // Two 32-bit counts a word, the lower-numbered bucket in the low half.
+                let w = w.load(Relaxed);
+                hist[2 * i] = w as u32;
+                hist[2 * i + 1] = (w >> 32) as u32;
+            }
+            let now = ProcCounters {
+                bytes: v[PROC_BYTES].load(Relaxed),
+                count: v[PROC_BYTES + 1].load(Relaxed),
+                total_ns: v[PROC_BYTES + 2].load(Relaxed),
+                queue_ns: v[PROC_BYTES + 3].load(Relaxed),
+                hist,
             };
+            let before = self.last_proc.remove(&index).filter(|(k, _)| *k == key);
+            let delta = now.since(before.as_ref().map(|(_, c)| c));
+            self.last_proc.insert(index, (key, now));
             let (pid, dev, op) = split_key(key);
-            if bytes == 0 && requests == 0 {
+            if delta.bytes == 0 && delta.requests == 0 {
                 if pid != 0 && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                     idle_dead.push((index, key));
                 }
@@ -231,8 +314,11 @@ impl BlockTracer {
                 cgroup: v[1].load(Relaxed),
                 dev,
                 op,
-                bytes,
-                requests,
+                bytes: delta.bytes,
+                requests: delta.requests,
+                total_ns: delta.total_ns,
+                queue_ns: delta.queue_ns,
+                latency: delta.latency,
             });
         }
         for (index, key) in idle_dead {
@@ -248,8 +334,12 @@ impl BlockTracer {
     /// flight (idle for a whole interval) would count for the slot's next owner.
     fn release(&mut self, index: usize, key: u64) {
         let v = self.procs.value(index);
-        v[PROC_BYTES].store(0, Relaxed);
-        v[PROC_BYTES + 1].store(0, Relaxed);
+        for w in &v[PROC_BYTES..PROC_BYTES + 4] {
+            w.store(0, Relaxed);
+        }
+        for w in &v[PROC_HIST..] {
+            w.store(0, Relaxed);
+        }
         let _ = v[0].compare_exchange(key, 0, Relaxed, Relaxed);
         self.last_proc.remove(&index);
     }
@@ -312,6 +402,77 @@ fn every_queue_stamps(sys_block: &std::path::Path, file: &str) -> bool {
             || std::fs::read_to_string(queue.join(file))
                 .is_ok_and(|v| file != "iostats" || v.trim() != "0")
     })
+}
+
+#[cfg(test)]
+mod delta_tests {
+    use super::*;
+
+    fn counters(bytes: u64, count: u64, total_ns: u64, queue_ns: u64) -> ProcCounters {
+        ProcCounters {
+            bytes,
+            count,
+            total_ns,
+            queue_ns,
+            hist: [0; PROC_BUCKETS],
+        }
+    }
+
+    #[test]
+    fn an_interval_is_the_change_since_the_last_read() {
+        let mut a = counters(4096, 1, 1_000, 100);
+        a.hist[10] = 1;
+        let mut b = counters(3 * 4096, 3, 9_000, 600);
+        b.hist[10] = 2;
+        b.hist[40] = 1;
+        let d = b.since(Some(&a));
+        assert_eq!(
+            d,
+            ProcDelta {
+                bytes: 2 * 4096,
+                requests: 2,
+                total_ns: 8_000,
+                queue_ns: 500,
+                latency: vec![(10, 1), (40, 1)],
+            }
+        );
+        // A new slot: everything it holds is this interval's.
+        assert_eq!(b.since(None).latency, vec![(10, 2), (40, 1)]);
+        assert_eq!(b.since(None).requests, 3);
+    }
+
+    #[test]
+    fn a_history_recorded_before_latencies_reads_without_them() {
+        let old = r#"{"pid":812,"comm":"postgres","cgroup":9,"dev":[254,0],"op":"write","bytes":8192,"requests":2}"#;
+        let p: ProcIo = serde_json::from_str(old).unwrap();
+        assert_eq!((p.requests, p.total_ns, p.queue_ns), (2, 0, 0));
+        assert!(p.latency.is_empty());
+        // And a new one keeps them.
+        let new = ProcIo {
+            total_ns: 5_000_000,
+            queue_ns: 1_000_000,
+            latency: vec![(40, 2)],
+            ..p
+        };
+        let back: ProcIo = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(
+            (back.total_ns, back.queue_ns, back.latency),
+            (5_000_000, 1_000_000, vec![(40, 2)])
+        );
+    }
+
+    #[test]
+    fn totals_going_backwards_give_zero_and_histogram_counts_wrap() {
+        let mut a = counters(10_000, 5, 50_000, 20_000);
+        a.hist[3] = u32::MAX - 1;
+        a.hist[4] = 7;
+        let mut b = counters(4096, 1, 1_000, 0);
+        b.hist[3] = 2; // wrapped past 2^32: 4 more
+        b.hist[4] = 7;
+        let d = b.since(Some(&a));
+        assert_eq!((d.bytes, d.requests, d.total_ns, d.queue_ns), (0, 0, 0, 0));
+        assert_eq!(d.latency, vec![(3, 4)]);
+    }
 }
 
 #[cfg(all(test, feature = "bpf"))]

@@ -27,6 +27,66 @@ pub(crate) fn bucket(ns: u64) -> usize {
     (o - 3) * 16 + ((v >> (o - 4)) & 15) as usize
 }
 
+/// Buckets of a process's histogram (`PROC_HIST_BUCKETS` in bpf/hist.h): coarser, as every
+/// process slot holds one.
+pub(crate) const PROC_BUCKETS: usize = 96;
+
+/// The bucket of a process's request time, as `proc_hist_bucket` in bpf/hist.h computes it.
+#[cfg(test)]
+pub(crate) fn proc_bucket(ns: u64) -> usize {
+    let v = ns >> 10;
+    if v < 4 {
+        return v as usize;
+    }
+    let o = 63 - v.leading_zeros() as usize;
+    if o > 24 {
+        return PROC_BUCKETS - 1;
+    }
+    (o - 1) * 4 + ((v >> (o - 2)) & 3) as usize
+}
+
+/// The bounds of a process bucket in µs, `[low, high)`: units of 1024 ns, one bucket each
+/// below 4 units, then each octave split in four.
+pub(crate) fn proc_bounds_us(bucket: usize) -> (f64, f64) {
+    let (low, high) = if bucket < 4 {
+        (bucket as u64, bucket as u64 + 1)
+    } else {
+        let o = bucket / 4 + 1;
+        let sub = (bucket % 4) as u64;
+        ((4 + sub) << (o - 2), (5 + sub) << (o - 2))
+    };
+    (low as f64 * 1.024, high as f64 * 1.024)
+}
+
+/// The latency (µs) below which `quantile` of a process's requests fall, from its sparse
+/// histogram (bucket, count) as [`crate::bpf::block::ProcIo`] keeps it; `None` when empty.
+pub(crate) fn proc_percentile_us(sparse: &[(u16, u64)], quantile: f64) -> Option<f64> {
+    // Counted in f64: a hostile history's counts near u64::MAX cannot overflow a sum.
+    let mut hist = vec![0f64; PROC_BUCKETS];
+    for &(b, c) in sparse {
+        if let Some(slot) = hist.get_mut(b as usize) {
+            *slot += c as f64;
+        }
+    }
+    let total: f64 = hist.iter().sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = quantile.clamp(0.0, 1.0) * total;
+    let mut seen = 0.0;
+    for (bucket, &count) in hist.iter().enumerate() {
+        if count == 0.0 {
+            continue;
+        }
+        if seen + count >= rank {
+            let (low, high) = proc_bounds_us(bucket);
+            return Some(low + (high - low) * ((rank - seen) / count));
+        }
+        seen += count;
+    }
+    None
+}
+
 /// The bounds of a bucket in µs, `[low, high)`.
 pub(crate) fn bounds_us(bucket: usize) -> (f64, f64) {
     let (low, high) = if bucket < 16 {
@@ -135,7 +195,67 @@ mod tests {
         assert_eq!(log2_percentile_us(&vec![0; LOG2_SLOTS], 0.5), None);
     }
 
+    #[test]
+    fn process_buckets_split_octaves_in_four() {
+        assert_eq!(proc_bucket(0), 0);
+        assert_eq!(proc_bucket(3 * 1024), 3);
+        assert_eq!(proc_bucket(4 * 1024), 4);
+        assert_eq!(proc_bounds_us(4), (4.096, 5.12));
+        assert_eq!(proc_bounds_us(7), (7.168, 8.192));
+        assert_eq!(proc_bucket(8 * 1024), 8);
+        // The last bucket starts at 7 * 2^22 units (30 s) and holds everything longer.
+        assert_eq!(proc_bucket(u64::MAX), PROC_BUCKETS - 1);
+        assert_eq!(proc_bucket(7 << 32), PROC_BUCKETS - 1);
+        assert_eq!(
+            proc_bounds_us(PROC_BUCKETS - 1).0,
+            (7u64 << 22) as f64 * 1.024
+        );
+        assert_eq!(proc_bucket(1 << 35), PROC_BUCKETS - 1);
+        assert_eq!(proc_bucket((7 << 32) - 1), PROC_BUCKETS - 2);
+    }
+
+    #[test]
+    fn process_percentiles_interpolate_in_the_sparse_histogram() {
+        // 99 requests at 1 ms and 1 at 40 ms: p50 in 1 ms's bucket, p99 at its top.
+        let fast = proc_bucket(1_000_000) as u16;
+        let slow = proc_bucket(40_000_000) as u16;
+        let sparse = [(fast, 99), (slow, 1)];
+        let (low, high) = proc_bounds_us(fast as usize);
+        let p50 = proc_percentile_us(&sparse, 0.5).unwrap();
+        assert!(
+            low <= p50 && p50 < high && (p50 - 1000.0).abs() < 250.0,
+            "{p50}"
+        );
+        assert_eq!(proc_percentile_us(&sparse, 0.99), Some(high));
+        let p100 = proc_percentile_us(&sparse, 1.0).unwrap();
+        assert_eq!(p100, proc_bounds_us(slow as usize).1);
+        assert_eq!(proc_percentile_us(&[], 0.99), None);
+        // A bucket past the end (a history from another build) is ignored, not a panic; nor
+        // do a hostile history's counts overflow.
+        assert_eq!(proc_percentile_us(&[(500, 3)], 0.5), None);
+        let huge = [(fast, u64::MAX), (fast, u64::MAX), (slow, u64::MAX)];
+        let p = proc_percentile_us(&huge, 0.5).unwrap();
+        assert!(low <= p && p <= high, "{p}");
+    }
+
     proptest! {
+        #[test]
+        fn every_process_latency_falls_inside_its_bucket(ns in 0u64..(1 << 36)) {
+            let b = proc_bucket(ns);
+            prop_assert!(b < PROC_BUCKETS);
+            let (low, high) = proc_bounds_us(b);
+            let us = (ns >> 10) as f64 * 1.024;
+            // Past 2^25 units (34 s) everything shares the last bucket.
+            if ns < 1 << 35 {
+                prop_assert!(low <= us && us < high, "{ns} ns: {us} µs not in [{low}, {high})");
+            } else {
+                prop_assert_eq!(b, PROC_BUCKETS - 1);
+            }
+            if b >= 4 {
+                prop_assert!(high - low <= low / 4.0 + 1e-9);
+            }
+        }
+
         #[test]
         fn every_latency_falls_inside_its_bucket(ns in 0u64..(1 << 50)) {
             let b = bucket(ns);

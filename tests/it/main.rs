@@ -15,6 +15,7 @@ mod bench_disk;
 mod bpf_block;
 #[cfg(feature = "bpf")]
 mod bpf_files;
+mod bpf_iops;
 #[cfg(feature = "bpf")]
 mod bpf_svctm;
 mod check;

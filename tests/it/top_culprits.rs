@@ -310,6 +310,23 @@ fn with_ebpf_each_loop_device_names_its_own_writer_exactly() {
             let source = c["attribution"]["source"].as_str().unwrap();
             assert!(source.contains("eBPF"), "{c:#}");
             assert!(c["share_pct"].as_f64().unwrap() > 99.0, "{c:#}");
+            // The tracer's own figures for it on the device: its row's IOPS, p99 and queued
+            // share, said in the verdict after its share.
+            let row = s["block_io_processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["pid"].as_u64() == Some(mine) && r["device"] == name.as_str())
+                .unwrap_or_else(|| panic!("no block_io_processes row for {mine}: {s:#}"));
+            assert!(c["iops"].as_f64().unwrap() > 0.0, "{c:#}");
+            assert_eq!(c["iops"], row["iops"], "{c:#} vs {row:#}");
+            assert_eq!(c["lat_p99_ms"], row["lat_p99_ms"], "{c:#} vs {row:#}");
+            assert_eq!(c["queued_pct"], row["queued_pct"], "{c:#} vs {row:#}");
+            let message = f["message"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("(pid {mine}")) && message.contains(" IOPS (p99 "),
+                "{message}"
+            );
         }
     }
 }

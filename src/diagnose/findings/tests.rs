@@ -373,6 +373,9 @@ fn an_io_stall_names_the_busiest_device_and_its_writer() {
         rss_growth_bytes: None,
         major_faults_per_s: None,
         swap_bytes: None,
+        iops: None,
+        lat_p99_ms: None,
+        queued_pct: None,
         processes: None,
         exited_processes: None,
         members: Vec::new(),
@@ -496,4 +499,63 @@ fn a_waiting_threads_name_that_is_not_utf8_shows_its_bytes() {
         "{}",
         f.message
     );
+}
+
+#[test]
+fn a_traced_culprit_says_its_iops_p99_and_queued_share_once() {
+    use crate::diagnose::model::culprits::{Attribution, Culprit};
+    let mut s = quiet();
+    s.disks = vec![disk("vda", 0.2, 20.0, 0.1), disk("loop11", 0.03, 62.0, 0.6)];
+    s.psi.io = Some(io_stall(30.0));
+    let traced =
+        |pid: u32, comm: &str, unit: Option<&str>, share: f64, io: (f64, f64, f64)| Culprit {
+            pid: Some(pid),
+            comm: comm.into(),
+            comm_hex: None,
+            unit: unit.map(Into::into),
+            share_pct: share,
+            exited: false,
+            attribution: Attribution::Exact {
+                source: "eBPF".into(),
+            },
+            bytes_per_s: None,
+            user_pct: None,
+            system_pct: None,
+            rss_growth_bytes: None,
+            major_faults_per_s: None,
+            swap_bytes: None,
+            iops: Some(io.0),
+            lat_p99_ms: Some(io.1),
+            queued_pct: Some(io.2),
+            processes: None,
+            exited_processes: None,
+            members: Vec::new(),
+            members_left_out: None,
+        };
+    let pg = traced(
+        812,
+        "postgres",
+        Some("postgresql.service"),
+        80.0,
+        (4123.0, 38.2, 81.6),
+    );
+    let dd = traced(4242, "dd", None, 20.0, (50.0, 0.4, 1.0));
+    s.culprits
+        .disks
+        .insert("loop11".into(), (Direction::Writes, vec![pg, dd]));
+    Judge::new().judge(&mut s);
+    let f = s
+        .findings
+        .iter()
+        .find(|f| f.code == Code::IoPressure)
+        .expect("an io_pressure finding");
+    assert!(
+        f.message.contains(
+            "80% of writes from postgres (pid 812, postgresql.service) at 4.12k IOPS \
+             (p99 38.2 ms, 82% of its time queued), 20% of writes from dd (pid 4242)"
+        ),
+        "{}",
+        f.message
+    );
+    assert!(!f.message.contains("50 IOPS"), "{}", f.message);
 }

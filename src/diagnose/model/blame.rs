@@ -82,6 +82,16 @@ pub struct Culprit {
     /// Swap in use (VmSwap), bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swap_bytes: Option<u64>,
+    /// Block requests it completed per second on the device (eBPF; a folded group: its
+    /// members' together).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iops: Option<f64>,
+    /// 99th percentile of its requests' whole time there (creation → completion), ms (eBPF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lat_p99_ms: Option<f64>,
+    /// Share of its requests' whole time spent queued before dispatch, percent (eBPF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queued_pct: Option<f64>,
     /// Set when this is one command's processes folded together (see `fold`): how many.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<usize>,
@@ -134,6 +144,9 @@ impl Culprit {
             rss_growth_bytes: None,
             major_faults_per_s: None,
             swap_bytes: None,
+            iops: None,
+            lat_p99_ms: None,
+            queued_pct: None,
             processes: None,
             exited_processes: None,
             members: Vec::new(),

@@ -21,6 +21,11 @@ use crate::diagnose::sample::Sample;
 use crate::diagnose::sample::devices::Devices;
 use crate::kernel::procinfo::{self, OpenDevice};
 
+/// How eBPF-attributed disk culprits say they were known.
+pub(super) const TRACED_SOURCE: &str = "eBPF block tracepoints: the process submitting each \
+                                        request (writeback counted for the process that \
+                                        dirtied the pages)";
+
 /// Culprits named per verdict.
 const MAX_CULPRITS: usize = 3;
 
@@ -163,8 +168,7 @@ fn traced_culprits(
     if total == 0 {
         return None;
     }
-    let source = "eBPF block tracepoints: the process submitting each request (writeback \
-                  counted for the process that dirtied the pages)";
+    let source = TRACED_SOURCE;
     let out: Vec<Culprit> = by_pid
         .into_iter()
         .map(|(pid, (bytes, comm))| {
@@ -191,7 +195,7 @@ fn traced_culprits(
 /// tracer is read just before each scan, so one that submitted I/O after that read and ended
 /// before the scan reached it was counted among the previous sample's exits: that record (and
 /// its parent's cgroup, which a child starts in) names its unit, as its siblings'.
-fn traced_alone(
+pub(super) fn traced_alone(
     pid: u32,
     comm: &str,
     (a, b): (&Sample, &Sample),

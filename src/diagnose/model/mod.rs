@@ -5,6 +5,7 @@
 
 pub mod accumulate;
 mod blame;
+pub mod block_io;
 pub mod conns;
 pub mod cpu;
 pub mod culprits;
@@ -93,6 +94,14 @@ pub struct TopSample {
     /// read when tasks were blocked on I/O; absent when none were.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub io_waiters: Vec<waiters::IoWaiter>,
+    /// Block I/O per submitting process and device over the interval, most requests first:
+    /// IOPS, bytes and the requests' p50/p99 whole time and queued part (eBPF, `tacho top` as
+    /// root; at most `--top` rows); absent without the tracer or when none completed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub block_io_processes: Vec<block_io::BlockIoProcess>,
+    /// The same per service (systemd unit) and device, its processes together.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub block_io_units: Vec<block_io::BlockIoUnit>,
     /// Cgroup limits that held work back in the interval (CPU quota, memory, I/O); absent
     /// when none did.
     #[serde(skip_serializing_if = "limits::Throttling::is_empty")]
@@ -336,7 +345,14 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         processes_readable: b.processes.processes.len() - b.processes.io_denied,
         processes_total: b.processes.processes.len(),
     };
-    let culprits = culprits::culprits(a, b, &deltas, &disks, devices, dt, opts.ticks_per_s);
+    let mut culprits = culprits::culprits(a, b, &deltas, &disks, devices, dt, opts.ticks_per_s);
+    let (mut block_io_processes, mut block_io_units) = match &b.block_io {
+        Some(traced) => block_io::rows(traced, &deltas, (a, b), devices, dt),
+        None => (Vec::new(), Vec::new()),
+    };
+    block_io::annotate(&mut culprits.disks, &block_io_processes);
+    block_io_processes.truncate(opts.top);
+    block_io_units.truncate(opts.top);
     let throttling = limits::throttling(a, b, &deltas, dt, |major, minor| {
         devices.get(&(major, minor)).map(|i| i.name.clone())
     });
@@ -442,6 +458,8 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         connections: conns::between(a, b, dt, opts.top),
         dns: b.dns.as_ref().map(|c| dns::between(c, dt)),
         io_waiters: waiters::waiters(b),
+        block_io_processes,
+        block_io_units,
         throttling,
         culprits,
     }

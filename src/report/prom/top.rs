@@ -92,6 +92,21 @@ pub fn render(s: &TopSample) -> String {
         let pid = p.pid.to_string();
         f.figures(metrics::PROCESS, p, &[("pid", &pid), ("comm", &p.comm)]);
     }
+    // At most --top rows each: the JSON's, so the series stay bounded.
+    for p in &s.block_io_processes {
+        let pid = p.pid.map_or_else(|| "-".to_string(), |p| p.to_string());
+        // Label values are escaped as the format requires, as the process list's are.
+        let labels = [
+            ("pid", pid.as_str()),
+            ("comm", p.comm.as_str()),
+            ("device", p.device.as_str()),
+        ];
+        f.figures(metrics::BLOCK_IO_PROCESS, p, &labels);
+    }
+    for u in &s.block_io_units {
+        let labels = [("unit", u.unit.as_str()), ("device", u.device.as_str())];
+        f.figures(metrics::BLOCK_IO_UNIT, u, &labels);
+    }
     for c in &s.cgroups {
         for d in &c.devices {
             let labels = [("cgroup", c.path.as_str()), ("device", d.device.as_str())];
@@ -290,6 +305,34 @@ mod tests {
                 processes: 1,
             }],
         });
+        use crate::diagnose::model::block_io::{BlockIoFigures, BlockIoProcess, BlockIoUnit};
+        let figures = BlockIoFigures {
+            iops: 4100.0,
+            read_iops: 4000.0,
+            write_iops: 100.0,
+            bytes_per_s: 33_587_200.0,
+            lat_p50_ms: Some(2.5),
+            lat_p99_ms: Some(38.0),
+            lat_mean_ms: Some(4.0),
+            queue_mean_ms: Some(3.0),
+            queued_pct: Some(75.0),
+        };
+        s.block_io_processes = vec![BlockIoProcess {
+            pid: Some(812),
+            // A name any user can choose: quotes, a backslash and a newline in a label.
+            comm: "pg\"x\\\n".into(),
+            comm_hex: None,
+            unit: Some("postgresql.service".into()),
+            exited: false,
+            device: "vda".into(),
+            figures: figures.clone(),
+        }];
+        s.block_io_units = vec![BlockIoUnit {
+            unit: "postgresql.service".into(),
+            device: "vda".into(),
+            processes: 1,
+            figures,
+        }];
         s
     }
 
@@ -440,6 +483,8 @@ mod tests {
             metrics::TCP.iter().map(|m| m.field).collect(),
             metrics::TCP_PROCESS.iter().map(|m| m.field).collect(),
             metrics::DNS.iter().map(|m| m.field).collect(),
+            metrics::BLOCK_IO_PROCESS.iter().map(|m| m.field).collect(),
+            metrics::BLOCK_IO_UNIT.iter().map(|m| m.field).collect(),
         ]
         .concat()
         .into_iter()
@@ -481,6 +526,11 @@ mod tests {
         let group = &json["connections"]["by_process"][0];
         want.extend(figures("tacho_tcp_process_", group, &["pid"]));
         want.extend(figures("tacho_dns_", &json["dns"], &[]));
+        let procs = &json["block_io_processes"][0];
+        want.extend(figures("tacho_block_io_process_", procs, &["pid"]));
+        let units = &json["block_io_units"][0];
+        want.extend(figures("tacho_block_io_unit_", units, &[]));
+        assert!(procs.is_object() && units.is_object(), "{json}");
         let missing: Vec<&String> = want
             .iter()
             .filter(|f| !listed.contains(f.as_str()))

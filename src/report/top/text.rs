@@ -40,6 +40,7 @@ impl Batch {
         memory(out, s, self.width)?;
         psi(out, s)?;
         disks(out, &s.disks, self.width, self.show_idle)?;
+        block_io(out, s, self.width)?;
         processes(out, s, self.width)?;
         cgroups(out, s)?;
         write_amplification(out, s)?;
@@ -375,6 +376,56 @@ Device           queue_p50  svc_p50  svc_p99   (ms, eBPF)"
         }
     }
     Ok(())
+}
+
+/// biotop's view per process and device (eBPF); on a narrow terminal the split by operation
+/// and the unit go first.
+const BLOCK_IO_COLUMNS: [Col; 11] = [
+    Col::num("PID", 0, 7),
+    Col::text("COMM", 0, 16),
+    Col::text("UNIT", 3, 24),
+    Col::text("DEVICE", 0, 10),
+    Col::num("IOPS", 0, 8),
+    Col::num("r/s", 2, 8),
+    Col::num("w/s", 2, 8),
+    Col::num("kB/s", 1, 10),
+    Col::num("p50_ms", 1, 8),
+    Col::num("p99_ms", 0, 8),
+    Col::num("%queued", 0, 7),
+];
+
+/// Per process and device: requests per second, bytes, the p50/p99 of the requests' whole
+/// time (submit → done) and the share of it queued, under the devices' latency table.
+fn block_io(out: &mut impl Write, s: &TopSample, width: Option<usize>) -> io::Result<()> {
+    if s.block_io_processes.is_empty() {
+        return Ok(());
+    }
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    let rows: Vec<Vec<String>> = s
+        .block_io_processes
+        .iter()
+        .map(|p| {
+            let f = &p.figures;
+            vec![
+                p.pid.map_or("-".into(), |p| p.to_string()),
+                crate::text::exact(&p.comm, p.comm_hex.as_deref()),
+                crate::text::escape(p.unit.as_deref().unwrap_or("-")).into_owned(),
+                crate::text::escape(&p.device).into_owned(),
+                format!("{:.1}", f.iops),
+                format!("{:.1}", f.read_iops),
+                format!("{:.1}", f.write_iops),
+                format!("{:.1}", f.bytes_per_s / 1024.0),
+                ms(f.lat_p50_ms),
+                ms(f.lat_p99_ms),
+                f.queued_pct.map_or("-".into(), |v| format!("{v:.0}")),
+            ]
+        })
+        .collect();
+    writeln!(
+        out,
+        "\nBlock I/O by process (eBPF; latency = submit→done, %queued = share before dispatch)"
+    )?;
+    table(out, &BLOCK_IO_COLUMNS, &rows, width)
 }
 
 /// pidstat's columns; on a narrow terminal the split of CPU time and cancelled writes go

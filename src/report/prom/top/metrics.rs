@@ -3,6 +3,7 @@
 //! Names are written out, not derived from the field names: renaming a field cannot rename
 //! a metric, and a metric is found by grepping for its name.
 
+use crate::diagnose::model::block_io::{BlockIoProcess, BlockIoUnit};
 use crate::diagnose::model::conns::{ConnGroup, Conns};
 use crate::diagnose::model::cpu::{Cpu, PerCpu};
 use crate::diagnose::model::dns::Dns;
@@ -336,5 +337,35 @@ metrics! {
         "tacho_dns_destinations_dropped" <- "tacho_dns_destinations_dropped", Same, |x| x.destinations_dropped;
         "tacho_dns_unmatched" <- "tacho_dns_unmatched", Same, |x| x.unmatched;
         "tacho_dns_malformed" <- "tacho_dns_malformed", Same, |x| x.malformed;
+    }
+}
+
+metrics! {
+    BLOCK_IO_PROCESS: BlockIoProcess {
+        "tacho_block_io_process_iops" <- "tacho_block_io_process_iops", Same, |x| x.figures.iops;
+        "tacho_block_io_process_read_iops" <- "tacho_block_io_process_read_iops", Same, |x| x.figures.read_iops;
+        "tacho_block_io_process_write_iops" <- "tacho_block_io_process_write_iops", Same, |x| x.figures.write_iops;
+        "tacho_block_io_process_bytes_per_second" <- "tacho_block_io_process_bytes_per_s", Same, |x| x.figures.bytes_per_s;
+        "tacho_block_io_process_lat_p50_seconds" <- "tacho_block_io_process_lat_p50_ms", Millis, |x| x.figures.lat_p50_ms;
+        "tacho_block_io_process_lat_p99_seconds" <- "tacho_block_io_process_lat_p99_ms", Millis, |x| x.figures.lat_p99_ms;
+        "tacho_block_io_process_lat_mean_seconds" <- "tacho_block_io_process_lat_mean_ms", Millis, |x| x.figures.lat_mean_ms;
+        "tacho_block_io_process_queue_mean_seconds" <- "tacho_block_io_process_queue_mean_ms", Millis, |x| x.figures.queue_mean_ms;
+        "tacho_block_io_process_queued_ratio" <- "tacho_block_io_process_queued_pct", Percent, |x| x.figures.queued_pct;
+        "tacho_block_io_process_exited" <- "tacho_block_io_process_exited", Same, |x| x.exited;
+    }
+}
+
+metrics! {
+    BLOCK_IO_UNIT: BlockIoUnit {
+        "tacho_block_io_unit_processes" <- "tacho_block_io_unit_processes", Same, |x| x.processes;
+        "tacho_block_io_unit_iops" <- "tacho_block_io_unit_iops", Same, |x| x.figures.iops;
+        "tacho_block_io_unit_read_iops" <- "tacho_block_io_unit_read_iops", Same, |x| x.figures.read_iops;
+        "tacho_block_io_unit_write_iops" <- "tacho_block_io_unit_write_iops", Same, |x| x.figures.write_iops;
+        "tacho_block_io_unit_bytes_per_second" <- "tacho_block_io_unit_bytes_per_s", Same, |x| x.figures.bytes_per_s;
+        "tacho_block_io_unit_lat_p50_seconds" <- "tacho_block_io_unit_lat_p50_ms", Millis, |x| x.figures.lat_p50_ms;
+        "tacho_block_io_unit_lat_p99_seconds" <- "tacho_block_io_unit_lat_p99_ms", Millis, |x| x.figures.lat_p99_ms;
+        "tacho_block_io_unit_lat_mean_seconds" <- "tacho_block_io_unit_lat_mean_ms", Millis, |x| x.figures.lat_mean_ms;
+        "tacho_block_io_unit_queue_mean_seconds" <- "tacho_block_io_unit_queue_mean_ms", Millis, |x| x.figures.queue_mean_ms;
+        "tacho_block_io_unit_queued_ratio" <- "tacho_block_io_unit_queued_pct", Percent, |x| x.figures.queued_pct;
     }
 }
