@@ -60,6 +60,8 @@ const volatile __u32 own_tgid = 0;
 const volatile __u32 cgroup_lo = 0;
 const volatile __u32 cgroup_hi = 0;
 const volatile __u32 cgroup_level = 0;
+/* Set before load: walk no stacks (tacho top's waits need the call, state and descriptor). */
+const volatile __u32 no_stacks = 0;
 
 /* Stacks walked at one place a thread left the CPU from (see leave). */
 struct walked {
@@ -255,7 +257,7 @@ static __always_inline void leave(void *ctx, struct task_struct *prev, unsigned 
 	/* A preempted task (still runnable) waits for a CPU wherever it was: its stacks say
 	 * nothing about why, and a busy program is preempted at a new place each time, where
 	 * they would be walked every time. */
-	if (s->state == 0) {
+	if (s->state == 0 || no_stacks) {
 		s->kstack = -1;
 		s->ustack = -1;
 		return;

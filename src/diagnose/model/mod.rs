@@ -19,6 +19,7 @@ pub mod memory;
 pub mod net;
 pub mod process;
 pub mod waiters;
+pub mod waits;
 
 use std::collections::BTreeMap;
 
@@ -93,6 +94,10 @@ pub struct TopSample {
     /// read when tasks were blocked on I/O; absent when none were.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub io_waiters: Vec<waiters::IoWaiter>,
+    /// Who waited on what (`--waits`, traced with eBPF): per process, time off the CPU by
+    /// class with what it waited on; absent when waits are not traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits: Option<waits::Waits>,
     /// Cgroup limits that held work back in the interval (CPU quota, memory, I/O); absent
     /// when none did.
     #[serde(skip_serializing_if = "limits::Throttling::is_empty")]
@@ -309,6 +314,18 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
             "disk culprits come from cgroup counters and /proc, not per-I/O tracing: {why}"
         ));
     }
+    if let Some(why) = &b.waits_unavailable {
+        notes.push(format!(
+            "waits are not measured (who waits on what needs the off-CPU tracer): {why}; \
+             /proc shows only the tasks blocked on I/O"
+        ));
+    }
+    if let Some(lost) = b.waits.as_ref().map(|w| w.dropped).filter(|&n| n > 0) {
+        notes.push(format!(
+            "waits: {lost} more processes waited in this interval than the {} kept",
+            crate::diagnose::sample::waits::MAX_PROCS
+        ));
+    }
     if let Some(why) = &b.dns_unavailable {
         notes.push(format!("no DNS figures: {why}"));
     }
@@ -442,6 +459,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         connections: conns::between(a, b, dt, opts.top),
         dns: b.dns.as_ref().map(|c| dns::between(c, dt)),
         io_waiters: waiters::waiters(b),
+        waits: waits::waits(b, &deltas, dt),
         throttling,
         culprits,
     }
