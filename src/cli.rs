@@ -517,6 +517,10 @@ pub struct HistoryRecordArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
 
+    /// Record who waits on what too (as `top --waits`: eBPF, root; about 0.3 µs per context
+    /// switch), so a replay names the processes waiting on a peer or a disk
+    #[arg(long)]
+    pub waits: bool,
     /// Print the systemd unit that runs the recorder, and exit
     #[arg(long)]
     pub print_unit: bool,

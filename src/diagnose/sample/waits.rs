@@ -7,8 +7,9 @@
 //! The tracer's sums are cumulative per (process, thread, state, call, descriptor); each sample
 //! keeps the previous sums and reports the deltas, and forgets (in the kernel too) the threads
 //! that are gone, so the kernel's table does not fill over a long run. At most [`MAX_PROCS`]
-//! processes are kept per interval (the most off-CPU time first; the rest are counted in
-//! `dropped`), each with at most [`MAX_CLASSES`] classes.
+//! processes are kept per interval (those with the most time stalled on the network, a disk, a
+//! lock or memory first, then the most off-CPU time; the rest are counted in `dropped`), each
+//! with at most [`MAX_CLASSES`] classes.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +68,7 @@ impl WaitClass {
     }
 
     /// Every class, in order.
+    #[cfg(test)]
     pub const ALL: [WaitClass; 10] = [
         WaitClass::Lock,
         WaitClass::Disk,
@@ -115,6 +117,20 @@ impl ProcWaits {
     /// Off-CPU time of all its classes kept, ns.
     pub fn total_ns(&self) -> u64 {
         self.classes.iter().map(|c| c.ns).sum()
+    }
+
+    /// Time in the classes that stall work (network replies, disk, lock, memory), ns.
+    pub fn stall_ns(&self) -> u64 {
+        self.classes
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.class,
+                    WaitClass::Network | WaitClass::Disk | WaitClass::Lock | WaitClass::Memory
+                )
+            })
+            .map(|c| c.ns)
+            .sum()
     }
 }
 
@@ -203,7 +219,14 @@ pub fn aggregate(parts: Vec<Part>, lost: u64) -> WaitScan {
         })
         .filter(|p| !p.classes.is_empty())
         .collect();
-    procs.sort_by(|x, y| y.total_ns().cmp(&x.total_ns()).then(x.pid.cmp(&y.pid)));
+    // The waits that stall work first (a busy machine has many more idle sleepers than
+    // MAX_PROCS), then all time off the CPU.
+    procs.sort_by(|x, y| {
+        y.stall_ns()
+            .cmp(&x.stall_ns())
+            .then(y.total_ns().cmp(&x.total_ns()))
+            .then(x.pid.cmp(&y.pid))
+    });
     let dropped = procs.len().saturating_sub(MAX_PROCS);
     procs.truncate(MAX_PROCS);
     WaitScan {
@@ -477,6 +500,19 @@ mod tests {
         assert!(scan.procs.iter().all(|p| p.classes.len() == MAX_CLASSES));
         // The largest kept.
         assert_eq!(scan.procs[0].pid, MAX_PROCS as u32 + 9);
+        // A process stalled on the network comes before any number of sleepers.
+        let mut parts: Vec<Part> = (0..(MAX_PROCS as u32 + 10))
+            .map(|pid| part(pid, pid, WaitClass::Sleep, None, 1_000_000_000))
+            .collect();
+        parts.push(part(
+            9999,
+            9999,
+            WaitClass::Network,
+            Some("10.0.0.5:3306"),
+            5,
+        ));
+        let scan = aggregate(parts, 0);
+        assert_eq!(scan.procs[0].pid, 9999);
     }
 
     #[test]

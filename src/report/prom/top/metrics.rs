@@ -9,6 +9,7 @@ use crate::diagnose::model::dns::Dns;
 use crate::diagnose::model::memory::{Memory, UsedParts};
 use crate::diagnose::model::net::Link;
 use crate::diagnose::model::process::{CgroupDevice, Process};
+use crate::diagnose::model::waits::{ClassShare, ProcessWaits, Waits};
 use crate::diagnose::model::{Disk, Load, Net, PsiLine, WriteAmplification};
 
 /// How a figure is turned into Prometheus's base units (seconds, bytes, ratios 0–1).
@@ -336,5 +337,27 @@ metrics! {
         "tacho_dns_destinations_dropped" <- "tacho_dns_destinations_dropped", Same, |x| x.destinations_dropped;
         "tacho_dns_unmatched" <- "tacho_dns_unmatched", Same, |x| x.unmatched;
         "tacho_dns_malformed" <- "tacho_dns_malformed", Same, |x| x.malformed;
+    }
+}
+
+metrics! {
+    WAITS: Waits {
+        "tacho_waits_dropped_processes" <- "tacho_waits_dropped", Same, |x| x.dropped;
+        "tacho_waits_lost" <- "tacho_waits_lost", Same, |x| x.lost;
+    }
+}
+
+metrics! {
+    WAIT_PROCESS: ProcessWaits {
+        "tacho_wait_process_threads" <- "tacho_wait_process_threads", Same, |x| u64::from(x.threads);
+    }
+}
+
+metrics! {
+    WAIT_CLASS: ClassShare {
+        "tacho_wait_process_seconds" <- "tacho_wait_process_ms", Millis, |x| x.ms;
+        "tacho_wait_process_ratio" <- "tacho_wait_process_pct", Percent, |x| x.pct;
+        "tacho_wait_process_waits" <- "tacho_wait_process_count", Same, |x| x.count;
+        "tacho_wait_process_mean_seconds" <- "tacho_wait_process_mean_wait_ms", Millis, |x| x.mean_wait_ms;
     }
 }
