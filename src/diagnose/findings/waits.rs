@@ -174,3 +174,161 @@ fn ms_words(ms: f64) -> String {
         format!("{ms:.1} ms")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::findings::tests::fixture_top_sample;
+    use crate::diagnose::model::waits::{ClassShare, ProcessWaits, Waits};
+
+    fn class(class: WaitClass, ms: f64, count: u64, on: Option<&str>, call: &str) -> ClassShare {
+        ClassShare {
+            class,
+            ms,
+            pct: 0.0,
+            count,
+            mean_wait_ms: ms / count as f64,
+            on: on.map(str::to_string),
+            call: Some(call.into()),
+        }
+    }
+
+    fn process(pid: u32, comm: &str, unit: &str, classes: Vec<ClassShare>) -> ProcessWaits {
+        ProcessWaits {
+            pid,
+            comm: comm.into(),
+            comm_hex: None,
+            unit: Some(unit.into()),
+            threads: 1,
+            classes,
+        }
+    }
+
+    /// The fixture sample, 1 s long, with these waits, judged by `waiting` after `before`.
+    fn judged(processes: Vec<ProcessWaits>, before: Vec<Finding>) -> Vec<Finding> {
+        judged_over(1.0, processes, before)
+    }
+
+    fn judged_over(dt: f64, processes: Vec<ProcessWaits>, before: Vec<Finding>) -> Vec<Finding> {
+        let mut s = fixture_top_sample();
+        s.interval_s = dt;
+        s.waits = Some(Waits {
+            processes,
+            dropped: 0,
+            lost: 0,
+        });
+        let mut out = before;
+        let n = out.len();
+        waiting(&s, &mut out);
+        out.split_off(n)
+    }
+
+    #[test]
+    fn one_commands_processes_in_a_unit_waiting_on_one_peer_are_one_finding() {
+        let workers: Vec<ProcessWaits> = (0..12)
+            .map(|i| {
+                let net = class(
+                    WaitClass::Network,
+                    710.0,
+                    4,
+                    Some("10.0.0.5:3306"),
+                    "recvfrom",
+                );
+                process(100 + i, "php-fpm", "php-fpm.service", vec![net])
+            })
+            .collect();
+        let found = judged(workers, Vec::new());
+        assert_eq!(found.len(), 1);
+        let f = &found[0];
+        assert_eq!(f.code, Code::Waiting);
+        assert_eq!(f.severity, Severity::Info);
+        assert_eq!(f.subject, "10.0.0.5:3306");
+        assert_eq!(
+            f.message,
+            "php-fpm (12 processes, in php-fpm.service): 71% of their time waiting on network \
+             replies from 10.0.0.5:3306, mean wait 178 ms"
+        );
+        assert_eq!(f.culprits.len(), 1);
+        assert_eq!(f.culprits[0].processes, Some(12));
+        assert_eq!(f.culprits[0].members.len(), 12);
+    }
+
+    #[test]
+    fn one_process_in_fsync_is_named_with_its_device() {
+        let pg = process(
+            812,
+            "postgres",
+            "postgresql.service",
+            vec![class(WaitClass::Disk, 400.0, 80, Some("vda"), "fsync")],
+        );
+        let found = judged(vec![pg], Vec::new());
+        assert_eq!(
+            found[0].message,
+            "postgres (pid 812, postgresql.service): 40% of its time in fsync on vda, mean \
+             wait 5.0 ms"
+        );
+        assert_eq!(found[0].culprits[0].pid, Some(812));
+    }
+
+    #[test]
+    fn short_small_idle_or_explained_waits_are_not_findings() {
+        let net = |ms| class(WaitClass::Network, ms, 1, Some("10.0.0.5:3306"), "recvfrom");
+        // Under 30% of its time.
+        assert!(judged(vec![process(1, "a", "a.service", vec![net(290.0)])], vec![]).is_empty());
+        // 100% of a short interval, under MIN_MS; the same share of a longer one is found.
+        let short = process(2, "b", "b.service", vec![net(200.0)]);
+        assert!(judged_over(0.2, vec![short.clone()], vec![]).is_empty());
+        let long = process(2, "b", "b.service", vec![net(300.0)]);
+        assert_eq!(judged_over(0.3, vec![long], vec![]).len(), 1);
+        // A lock, a server's clients, sleeps and polls: idling, not stalls.
+        for c in [
+            WaitClass::Lock,
+            WaitClass::Clients,
+            WaitClass::Sleep,
+            WaitClass::Poll,
+        ] {
+            let idle = process(
+                3,
+                "c",
+                "c.service",
+                vec![class(c, 1000.0, 1, None, "futex")],
+            );
+            assert!(judged(vec![idle], vec![]).is_empty(), "{c:?}");
+        }
+        // The disk it waits on is busy: that finding explains it; another device's is not.
+        let disk = || {
+            process(
+                4,
+                "d",
+                "d.service",
+                vec![class(WaitClass::Disk, 900.0, 9, Some("vda"), "fsync")],
+            )
+        };
+        let busy = |dev: &str| Finding::warning(Code::DiskBusy, dev, "busy".into());
+        assert!(judged(vec![disk()], vec![busy("vda")]).is_empty());
+        assert_eq!(judged(vec![disk()], vec![busy("vdb")]).len(), 1);
+        // A saturated link explains network waits.
+        let link = Finding::warning(Code::LinkSaturated, "eth0", "full".into());
+        let p = process(5, "e", "e.service", vec![net(900.0)]);
+        assert!(judged(vec![p], vec![link]).is_empty());
+    }
+
+    #[test]
+    fn a_hostile_name_is_shown_as_its_bytes_not_as_control_characters() {
+        let mut p = process(
+            6,
+            "x",
+            "x.service",
+            vec![class(WaitClass::Network, 900.0, 9, None, "recvfrom")],
+        );
+        p.comm = "\u{fffd}".into();
+        p.comm_hex = Some("ff1b".into());
+        let found = judged(vec![p], Vec::new());
+        assert!(
+            found[0].message.starts_with("\\xff\\e (pid 6"),
+            "{}",
+            found[0].message
+        );
+        assert!(!found[0].message.contains('\x1b'));
+    }
+}
