@@ -505,6 +505,48 @@ mod traced {
         }
     }
 
+    #[test]
+    fn a_recorded_history_replays_the_same_waiting_finding() {
+        if !root_or_skip("a_recorded_history_replays_the_same_waiting_finding") {
+            return;
+        }
+        let port = slow_server();
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(build(dir.path(), "client", CLIENT));
+        cmd.arg(port.to_string());
+        let program = Program::start(cmd);
+        let pid = program.pid;
+        let db = dir.path().join("history.db");
+        let db = db.to_str().unwrap();
+        let o = run(&[
+            "record",
+            "--waits",
+            "--interval",
+            "1s",
+            "--count",
+            "3",
+            "--file",
+            db,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            !stderr(&o).contains("waits are not recorded"),
+            "{}",
+            stderr(&o)
+        );
+        let o = run(&["top", "--replay", "--json", "--history", db]);
+        let v: Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+        let f = waiting_for(&v, pid).unwrap_or_else(|| panic!("no waiting finding: {v}"));
+        assert!(
+            f["message"].as_str().unwrap().contains(&format!(
+                "of its time waiting on network replies from 127.0.0.1:{port}"
+            )),
+            "{f}"
+        );
+        let row = waits_row(&v, pid).expect("a waits row in the replay");
+        assert_eq!(row["classes"][0]["class"], "network", "{row}");
+    }
+
     /// Sleeps 100 ms at a time, forever: idle.
     const NAPPER: &str = r#"
 #include <stdio.h>
