@@ -11,7 +11,8 @@
 // Cost: walking the two stacks is most of it (~2.5 us a switch on the project VM, against
 // ~0.3 us for the rest), so the stacks walked at each of a thread's last few places (user
 // ip/sp/bp, system call, state) are reused while it leaves the CPU from one of them, and
-// walked again every REWALK-th time there.
+// walked again every REWALK-th time there. With `no_stacks` set (tacho top --waits, which
+// classes waits by call, state and descriptor) no stack is ever walked: ~0.29 us a switch.
 //
 // Left out, to stay cheap and on topic: the idle task, kernel threads (their waits are waiting
 // for work), tacho itself, a task that is dying, and with a target set, every other process

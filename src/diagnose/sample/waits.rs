@@ -10,6 +10,8 @@
 //! processes are kept per interval (those with the most time stalled on the network, a disk, a
 //! lock or memory first, then the most off-CPU time; the rest are counted in `dropped`), each
 //! with at most [`MAX_CLASSES`] classes.
+// Without the tracer (no `bpf` or no `profile`) only the types a history holds are used.
+#![cfg_attr(not(all(feature = "bpf", feature = "profile")), allow(dead_code))]
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +21,6 @@ pub const MAX_PROCS: usize = 64;
 pub const MAX_CLASSES: usize = 4;
 /// A descriptor is looked up (its peer, its device) only for waits of at least this long in
 /// the interval: a few links read per interval, not one per thread.
-#[cfg_attr(not(all(feature = "bpf", feature = "profile")), allow(dead_code))]
 const RESOLVE_MIN_NS: u64 = 10_000_000;
 
 /// Why a process waited, as `tacho profile --off-cpu` classes it; `clients` is a socket
@@ -161,14 +162,20 @@ pub struct Part {
     pub count: u64,
 }
 
+/// One class's sums: ns, count, and ns per (target, call).
+type ClassAcc = (
+    u64,
+    u64,
+    std::collections::HashMap<(Option<String>, Option<u32>), u64>,
+);
+
 /// The parts summed per process and class, bounded as [`WaitScan`] says.
 pub fn aggregate(parts: Vec<Part>, lost: u64) -> WaitScan {
     use std::collections::{BTreeMap, HashMap, HashSet};
     struct Acc {
         comm: String,
         tids: HashSet<u32>,
-        // Per class: ns, count, and per (target, call) ns.
-        classes: BTreeMap<WaitClass, (u64, u64, HashMap<(Option<String>, Option<u32>), u64>)>,
+        classes: BTreeMap<WaitClass, ClassAcc>,
     }
     let mut by_pid: HashMap<u32, Acc> = HashMap::new();
     for p in parts {
@@ -276,7 +283,6 @@ pub fn syscall_name(nr: u32) -> &'static str {
 }
 
 /// Local TCP ports in LISTEN, from /proc/net/tcp and tcp6 (this network namespace).
-#[cfg_attr(not(all(feature = "bpf", feature = "profile")), allow(dead_code))]
 fn listening_ports(proc: &std::path::Path) -> std::collections::HashSet<u16> {
     let mut out = std::collections::HashSet::new();
     for file in ["net/tcp", "net/tcp6"] {
