@@ -374,8 +374,14 @@ mod traced {
         None
     }
 
-    /// The `waiting` finding whose culprit is `pid`.
+    /// The `waiting` finding whose culprit is `pid` (or a folded culprit's member).
     fn waiting_for(v: &Value, pid: u32) -> Option<Value> {
+        let names = |c: &Value| {
+            c["pid"] == pid
+                || c["members"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().any(|m| m["pid"] == pid))
+        };
         v["findings"]
             .as_array()?
             .iter()
@@ -383,7 +389,7 @@ mod traced {
                 f["code"] == "waiting"
                     && f["culprits"]
                         .as_array()
-                        .is_some_and(|c| c.iter().any(|c| c["pid"] == pid))
+                        .is_some_and(|c| c.iter().any(names))
             })
             .cloned()
     }
@@ -412,7 +418,8 @@ mod traced {
         }
         let port = slow_server();
         let dir = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(build(dir.path(), "client", CLIENT));
+        // A name of its own: profile_offcpu's clients, run beside it, would fold with it.
+        let mut cmd = Command::new(build(dir.path(), "waitclient", CLIENT));
         cmd.arg(port.to_string());
         let program = Program::start(cmd);
         let pid = program.pid;
@@ -421,7 +428,7 @@ mod traced {
         let f = waiting_for(&line, pid).unwrap();
         let peer = format!("127.0.0.1:{port}");
         let msg = f["message"].as_str().unwrap();
-        assert!(msg.starts_with(&format!("client (pid {pid}")), "{msg}");
+        assert!(msg.starts_with(&format!("waitclient (pid {pid}")), "{msg}");
         assert!(
             msg.contains(&format!(
                 "of its time waiting on network replies from {peer}, mean wait"
@@ -430,7 +437,7 @@ mod traced {
         );
         assert_eq!(f["subject"], peer.as_str(), "{f}");
         assert_eq!(f["severity"], "info", "{f}");
-        assert_eq!(f["culprits"][0]["comm"], "client", "{f}");
+        assert_eq!(f["culprits"][0]["comm"], "waitclient", "{f}");
         // The waits section: the network most of its time, on that peer.
         let row = waits_row(&line, pid).expect("a waits row");
         let net = &row["classes"][0];
@@ -451,7 +458,7 @@ mod traced {
         }
         // On a disk (not tmpfs, where fsync waits for nothing): beside the build.
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let bin = build(dir.path(), "fsyncer", FSYNCER);
+        let bin = build(dir.path(), "waitfsyncer", FSYNCER);
         let mut cmd = Command::new(bin);
         cmd.arg(dir.path().join("data"));
         let program = Program::start(cmd);
@@ -477,7 +484,7 @@ mod traced {
             Some(line) => {
                 let f = waiting_for(&line, pid).unwrap();
                 let msg = f["message"].as_str().unwrap();
-                assert!(msg.starts_with(&format!("fsyncer (pid {pid}")), "{msg}");
+                assert!(msg.starts_with(&format!("waitfsyncer (pid {pid}")), "{msg}");
                 assert!(
                     msg.contains(&format!("of its time in fsync on {dev}, mean wait")),
                     "{msg}"
@@ -512,7 +519,7 @@ mod traced {
         }
         let port = slow_server();
         let dir = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(build(dir.path(), "client", CLIENT));
+        let mut cmd = Command::new(build(dir.path(), "recclient", CLIENT));
         cmd.arg(port.to_string());
         let program = Program::start(cmd);
         let pid = program.pid;

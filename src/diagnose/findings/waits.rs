@@ -70,6 +70,11 @@ pub fn waiting(s: &TopSample, out: &mut Vec<Finding>) {
             continue;
         }
         let on = largest(&g.on);
+        // A socket with no TCP peer (netlink, a Unix socket, UDP) is how daemons idle: only
+        // a known peer's replies are judged.
+        if class == WaitClass::Network && on.is_none() {
+            continue;
+        }
         if explained(out, class, on.as_deref()) {
             continue;
         }
@@ -88,7 +93,6 @@ pub fn waiting(s: &TopSample, out: &mut Vec<Finding>) {
             (WaitClass::Network, Some(peer), _) => {
                 format!("waiting on network replies from {peer}")
             }
-            (WaitClass::Network, None, _) => "waiting on network replies".into(),
             (WaitClass::Disk, dev, Some(c @ ("fsync" | "fdatasync" | "sync_file_range"))) => {
                 format!(
                     "in {c}{}",
@@ -280,6 +284,14 @@ mod tests {
         assert!(judged_over(0.2, vec![short.clone()], vec![]).is_empty());
         let long = process(2, "b", "b.service", vec![net(300.0)]);
         assert_eq!(judged_over(0.3, vec![long], vec![]).len(), 1);
+        // A socket with no TCP peer (netlink, Unix): not judged.
+        let unix = process(
+            7,
+            "f",
+            "f.service",
+            vec![class(WaitClass::Network, 900.0, 9, None, "poll")],
+        );
+        assert!(judged(vec![unix], vec![]).is_empty());
         // A lock, a server's clients, sleeps and polls: idling, not stalls.
         for c in [
             WaitClass::Lock,
@@ -319,7 +331,13 @@ mod tests {
             6,
             "x",
             "x.service",
-            vec![class(WaitClass::Network, 900.0, 9, None, "recvfrom")],
+            vec![class(
+                WaitClass::Network,
+                900.0,
+                9,
+                Some("10.0.0.5:3306"),
+                "recvfrom",
+            )],
         );
         p.comm = "\u{fffd}".into();
         p.comm_hex = Some("ff1b".into());
