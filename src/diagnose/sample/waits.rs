@@ -282,27 +282,6 @@ pub fn syscall_name(nr: u32) -> &'static str {
     }
 }
 
-/// Local TCP ports in LISTEN, from /proc/net/tcp and tcp6 (this network namespace).
-fn listening_ports(proc: &std::path::Path) -> std::collections::HashSet<u16> {
-    let mut out = std::collections::HashSet::new();
-    for file in ["net/tcp", "net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(proc.join(file)) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() > 3
-                && f[3] == "0A"
-                && let Some(port) = f[1].rsplit(':').next()
-                && let Ok(port) = u16::from_str_radix(port, 16)
-            {
-                out.insert(port);
-            }
-        }
-    }
-    out
-}
-
 #[cfg(all(feature = "bpf", feature = "profile"))]
 pub use live::WaitTracker;
 
@@ -363,7 +342,6 @@ mod live {
                 }
             }
             let mut resolver = Resolver::new(root.clone());
-            let listening = super::listening_ports(&root.proc);
             let mut inbound: Option<HashSet<String>> = None;
             let mut parts = Vec::new();
             for (key, (ns, count)) in &now {
@@ -383,7 +361,7 @@ mod live {
                 let mut on = target.and_then(|t| t.name);
                 let class = match why::classify(&[], state, call, kind) {
                     Why::Network => {
-                        let peers = inbound.get_or_insert_with(|| accepted_peers(&listening));
+                        let peers = inbound.get_or_insert_with(accepted_peers);
                         if on.as_ref().is_some_and(|p| peers.contains(p)) {
                             WaitClass::Clients
                         } else {
@@ -425,8 +403,10 @@ mod live {
         }
     }
 
-    /// The remote ends of connections accepted on a local listening port.
-    fn accepted_peers(listening: &HashSet<u16>) -> HashSet<String> {
+    /// The remote ends of connections accepted on a local listening port (sock_diag, read
+    /// only in an interval with a network wait).
+    fn accepted_peers() -> HashSet<String> {
+        let listening = crate::kernel::sockdiag::tcp_listening_ports().unwrap_or_default();
         crate::kernel::sockdiag::tcp_connections()
             .unwrap_or_default()
             .into_iter()
@@ -519,20 +499,5 @@ mod tests {
         ));
         let scan = aggregate(parts, 0);
         assert_eq!(scan.procs[0].pid, 9999);
-    }
-
-    #[test]
-    fn listening_ports_come_from_state_0a() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("net")).unwrap();
-        std::fs::write(
-            dir.path().join("net/tcp"),
-            "  sl  local_address rem_address   st\n\
-             0: 00000000:0CEA 00000000:0000 0A 0\n\
-             1: 0100007F:D431 0100007F:0CEA 01 0\n",
-        )
-        .unwrap();
-        let ports = listening_ports(dir.path());
-        assert_eq!(ports.into_iter().collect::<Vec<_>>(), vec![3306]);
     }
 }
