@@ -378,11 +378,11 @@ fn start_waits() -> std::result::Result<WaitTracker, String> {
 
 #[cfg(not(all(feature = "bpf", feature = "profile")))]
 fn start_waits() -> std::result::Result<WaitTracker, String> {
-    Err(if cfg!(feature = "bpf") {
-        "this build has no off-CPU classes (built without the `profile` feature)".into()
-    } else {
-        crate::bpf::missing().to_string()
-    })
+    #[cfg(feature = "bpf")]
+    let why = "this build has no off-CPU classes (built without the `profile` feature)".into();
+    #[cfg(not(feature = "bpf"))]
+    let why = crate::bpf::missing().to_string();
+    Err(why)
 }
 
 #[cfg(all(feature = "bpf", feature = "profile"))]
