@@ -282,6 +282,23 @@ pub fn syscall_name(nr: u32) -> &'static str {
     }
 }
 
+/// What each sum grew by since `prev`: (key, ns, count) for the sums whose time grew. A sum
+/// counts a thread's closed waits plus its open one up to the read, so it only grows while the
+/// thread lives; a key seen for the first time counts whole (the tracer started, or the thread
+/// did, within the interval).
+pub fn grown<K: std::hash::Hash + Eq + Clone>(
+    prev: &std::collections::HashMap<K, (u64, u64)>,
+    now: &std::collections::HashMap<K, (u64, u64)>,
+) -> Vec<(K, u64, u64)> {
+    now.iter()
+        .filter_map(|(key, (ns, count))| {
+            let (was_ns, was_count) = prev.get(key).copied().unwrap_or_default();
+            let ns = ns.saturating_sub(was_ns);
+            (ns > 0).then(|| (key.clone(), ns, count.saturating_sub(was_count)))
+        })
+        .collect()
+}
+
 #[cfg(all(feature = "bpf", feature = "profile"))]
 pub use live::WaitTracker;
 
@@ -344,13 +361,8 @@ mod live {
             let mut resolver = Resolver::new(root.clone());
             let mut inbound: Option<HashSet<String>> = None;
             let mut parts = Vec::new();
-            for (key, (ns, count)) in &now {
-                let (before_ns, before_count) = self.prev.get(key).copied().unwrap_or_default();
-                let ns = ns.saturating_sub(before_ns);
-                if ns == 0 {
-                    continue;
-                }
-                let (tgid, tid, state, call, fd) = *key;
+            for (key, ns, count) in super::grown(&self.prev, &now) {
+                let (tgid, tid, state, call, fd) = key;
                 let target = match fd {
                     Some(fd) if ns >= super::RESOLVE_MIN_NS && state != 0 => {
                         Some(resolver.target(tgid, fd))
@@ -381,7 +393,7 @@ mod live {
                     on,
                     call,
                     ns,
-                    count: count.saturating_sub(before_count),
+                    count,
                 });
             }
             // Threads gone: their sums are final; forgotten here and in the kernel.
@@ -499,5 +511,17 @@ mod tests {
         ));
         let scan = aggregate(parts, 0);
         assert_eq!(scan.procs[0].pid, 9999);
+    }
+
+    #[test]
+    fn sums_are_reported_by_what_they_grew() {
+        use std::collections::HashMap;
+        let prev: HashMap<u32, (u64, u64)> = [(1, (100, 2)), (2, (500, 5)), (3, (70, 1))].into();
+        // 1 grew; 2 did not; 3 went back (its thread's id reused: nothing, not a wrap); 4 is new.
+        let now: HashMap<u32, (u64, u64)> =
+            [(1, (160, 3)), (2, (500, 5)), (3, (10, 1)), (4, (40, 1))].into();
+        let mut g = grown(&prev, &now);
+        g.sort();
+        assert_eq!(g, vec![(1, 60, 1), (4, 40, 1)]);
     }
 }
