@@ -5,6 +5,8 @@
 #
 #   none     the load alone
 #   tacho    tacho profile --off-cpu --json (whole system), started before the load
+#   top      tacho top --json --waits (the same tracer loaded without stack walks, read each
+#            second, with top's block tracer), started before the load
 #   perf     perf sched record (every sched event to a file), started before the load
 #   bcc      offcputime-bpfcc, when installed and able to start (it says why when not)
 #
@@ -94,7 +96,8 @@ if [[ -n $bcc ]]; then
 else
   echo "offcputime-bpfcc is not installed (Debian: bpfcc-tools): left out"
 fi
-modes=(none tacho perf)
+modes=(none tacho top)
+command -v perf >/dev/null && modes+=(perf)
 [[ -n $bcc ]] && modes+=(bcc)
 
 # Starts tool $1 in the background (for the load plus a margin); prints its pid.
@@ -105,6 +108,10 @@ start_tool() {
       echo $!
       # Tracing starts once it says so on stderr.
       for _ in $(seq 100); do grep -q "tracing" "$work/tacho.err" 2>/dev/null && break; sleep 0.1; done ;;
+    top) "$tacho" top --json --waits --interval 1s --count "$run" >"$work/top.json" 2>"$work/top.err" &
+      echo $!
+      # The tracers are loaded before the first line (one interval in).
+      for _ in $(seq 100); do [[ -s $work/top.json ]] && break; sleep 0.1; done ;;
     perf) perf sched record -o "$work/perf.data" -- sleep "$run" >/dev/null 2>&1 &
       echo $!
       sleep 1.5 ;;
@@ -129,10 +136,10 @@ for ((r = 1; r <= rounds; r++)); do
     s1=$(date +%s.%N)
     t1=0; [[ -n $pid ]] && t1=$(cpu_ticks "$pid")
     c1=$(ctxt)
-    if [[ $mode == tacho ]]; then
+    if [[ $mode == tacho || $mode == top ]]; then
       for fd in /proc/"$pid"/fdinfo/*; do
         grep -qs run_cnt "$fd" && awk '/run_time_ns/ {t = $2} /run_cnt/ {c = $2}
-          END {if (c) printf "  (tacho round %d: %d program runs, %.0f ns each)\n", r, c, t / c}' r="$r" "$fd"
+          END {if (c) printf "  (%s round %d: %d program runs, %.0f ns each)\n", m, r, c, t / c}' m="$mode" r="$r" "$fd"
       done >>"$work/bpf_runs"
     fi
     sw[$mode]=$(echo "($c1 - $c0) / ($s1 - $s0)" | bc -l)

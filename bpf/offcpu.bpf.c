@@ -11,7 +11,8 @@
 // Cost: walking the two stacks is most of it (~2.5 us a switch on the project VM, against
 // ~0.3 us for the rest), so the stacks walked at each of a thread's last few places (user
 // ip/sp/bp, system call, state) are reused while it leaves the CPU from one of them, and
-// walked again every REWALK-th time there.
+// walked again every REWALK-th time there. With `no_stacks` set (tacho top --waits, which
+// classes waits by call, state and descriptor) no stack is ever walked: ~0.29 us a switch.
 //
 // Left out, to stay cheap and on topic: the idle task, kernel threads (their waits are waiting
 // for work), tacho itself, a task that is dying, and with a target set, every other process
@@ -60,6 +61,8 @@ const volatile __u32 own_tgid = 0;
 const volatile __u32 cgroup_lo = 0;
 const volatile __u32 cgroup_hi = 0;
 const volatile __u32 cgroup_level = 0;
+/* Set before load: walk no stacks (tacho top's waits need the call, state and descriptor). */
+const volatile __u32 no_stacks = 0;
 
 /* Stacks walked at one place a thread left the CPU from (see leave). */
 struct walked {
@@ -255,7 +258,7 @@ static __always_inline void leave(void *ctx, struct task_struct *prev, unsigned 
 	/* A preempted task (still runnable) waits for a CPU wherever it was: its stacks say
 	 * nothing about why, and a busy program is preempted at a new place each time, where
 	 * they would be walked every time. */
-	if (s->state == 0) {
+	if (s->state == 0 || no_stacks) {
 		s->kstack = -1;
 		s->ustack = -1;
 		return;

@@ -419,6 +419,14 @@ pub(crate) struct TopArgs {
     #[arg(long, conflicts_with_all = ["replay", "from", "net", "dns", "listen"])]
     pub latency: bool,
 
+    /// Who waits on what: trace every process's time off the CPU with eBPF (root) and say
+    /// when one (or one command's processes in a unit) spends a large share of its time
+    /// waiting on one peer's network replies or on a disk that is not saturated (finding
+    /// `waiting`, a `waits` section in --json, wait seconds in /metrics). Off by default: it
+    /// costs about 0.3 µs per context switch (docs/benchmarks.md); without root, a note
+    #[arg(long, conflicts_with_all = ["replay", "from", "no_ebpf"])]
+    pub waits: bool,
+
     /// Do not trace block I/O with eBPF: name disk culprits from cgroup counters and /proc
     /// only (as without root)
     #[arg(long)]
@@ -509,6 +517,10 @@ pub struct HistoryRecordArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
 
+    /// Record who waits on what too (as `top --waits`: eBPF, root; about 0.3 µs per context
+    /// switch), so a replay names the processes waiting on a peer or a disk
+    #[arg(long)]
+    pub waits: bool,
     /// Print the systemd unit that runs the recorder, and exit
     #[arg(long)]
     pub print_unit: bool,

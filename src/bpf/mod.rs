@@ -54,7 +54,7 @@ pub(crate) enum Refusal {
 /// Why every tracer refuses to start in a build without the `bpf` feature (no aya): callers
 /// print it as the note they print when the kernel refuses, and fall back the same way.
 #[cfg(not(feature = "bpf"))]
-fn missing() -> Refusal {
+pub(crate) fn missing() -> Refusal {
     Refusal::NotBuilt(crate::features::Missing(crate::features::Feature::Bpf))
 }
 

@@ -23,6 +23,9 @@ pub(crate) struct Target {
     pub(crate) tgid: Option<u32>,
     /// One cgroup v2 and everything below it: (its id, its depth below the root).
     pub(crate) cgroup: Option<(u64, u32)>,
+    /// Walk no stacks (`tacho top`'s waits are classed by the call, state and descriptor):
+    /// every wait's stacks are empty.
+    pub(crate) no_stacks: bool,
 }
 
 /// One sum: a thread's time off the CPU after leaving it with these stacks, in this state and
@@ -78,6 +81,12 @@ impl OffCpuTracer {
 
     /// Never called: there is no tracer.
     pub(crate) fn read(&mut self) -> Waits {
+        match self.0 {}
+    }
+
+    /// Never called: there is no tracer.
+    #[allow(dead_code)]
+    pub(crate) fn forget(&mut self, _: &std::collections::HashSet<u32>) {
         match self.0 {}
     }
 }
@@ -164,6 +173,7 @@ impl OffCpuTracer {
                 ("cgroup_lo", cgroup as u32),
                 ("cgroup_hi", (cgroup >> 32) as u32),
                 ("cgroup_level", level),
+                ("no_stacks", u32::from(target.no_stacks)),
             ],
             &[("offcpu_switch", "sched_switch")],
         )?;
@@ -237,6 +247,23 @@ impl OffCpuTracer {
             });
         }
         out
+    }
+
+    /// Removes the sums of the threads in `tids` (gone, their sums read for the last time), so
+    /// a long run's table holds only live threads.
+    pub(crate) fn forget(&mut self, tids: &std::collections::HashSet<u32>) {
+        if let Some(map) = self.ebpf.map_mut("waits")
+            && let Ok(mut map) = BpfHashMap::<_, WaitKey, WaitVal>::try_from(map)
+        {
+            let keys: Vec<WaitKey> = map
+                .keys()
+                .flatten()
+                .filter(|k| tids.contains(&k.pid))
+                .collect();
+            for k in keys {
+                let _ = map.remove(&k);
+            }
+        }
     }
 
     /// The addresses of stack `id`, leaf first (read once; empty for no stack).

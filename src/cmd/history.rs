@@ -44,6 +44,9 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     // As live `top` does: each request's submitter, so a replay blames the writer exactly
     // (not the shell that reaped it). Without eBPF, the samples say why and /proc stands in.
     sampler.trace_block_io();
+    if args.waits {
+        sampler.trace_waits();
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [
         signal_hook::consts::SIGINT,
@@ -123,6 +126,12 @@ fn first_notes(sample: &crate::diagnose::sample::Sample) {
     // A sandbox that hides the network leaves it out of every sample silently.
     for note in network_notes(sample) {
         eprintln!("note: {}", crate::text::Escaped(&note));
+    }
+    if let Some(why) = &sample.waits_unavailable {
+        eprintln!(
+            "note: {}",
+            crate::text::Escaped(&format!("waits are not recorded: {why}"))
+        );
     }
     if let Some(why) = &sample.block_io_unavailable {
         eprintln!(

@@ -106,6 +106,10 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     if !args.no_ebpf && rustix::process::geteuid().is_root() {
         sampler.trace_block_io();
     }
+    // Asked for: each sample says why not where it cannot run (no root, no BPF).
+    if args.waits && !args.no_ebpf {
+        sampler.trace_waits();
+    }
     let mut opts = ModelOptions::for_this_host(usize::from(args.top), args.sort, sampler.delayacct);
     if mode == Mode::Screen {
         // Many processes are listed so the table can scroll; the screen shows what fits.

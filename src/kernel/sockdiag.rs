@@ -54,6 +54,21 @@ pub struct TcpConn {
 
 /// Every established TCP connection (IPv4 and IPv6) in this network namespace.
 pub fn tcp_connections() -> io::Result<Vec<TcpConn>> {
+    tcp_sockets(StateFlags::ESTABLISHED)
+}
+
+/// The local ports of listening TCP sockets (IPv4 and IPv6), from the same dump restricted
+/// to LISTEN: a connection on one of them was accepted, not opened.
+// Only `top --waits` asks, which needs the `bpf` and `profile` features.
+#[cfg_attr(not(all(feature = "bpf", feature = "profile")), allow(dead_code))]
+pub fn tcp_listening_ports() -> io::Result<std::collections::HashSet<u16>> {
+    Ok(tcp_sockets(StateFlags::LISTEN)?
+        .into_iter()
+        .filter_map(|c| c.local.map(|l| l.port()))
+        .collect())
+}
+
+fn tcp_sockets(states: StateFlags) -> io::Result<Vec<TcpConn>> {
     let mut socket = Socket::new(NETLINK_SOCK_DIAG)?;
     socket.bind_auto()?;
     socket.connect(&NetlinkAddr::new(0, 0))?;
@@ -62,12 +77,18 @@ pub fn tcp_connections() -> io::Result<Vec<TcpConn>> {
         (AF_INET, SocketId::new_v4()),
         (AF_INET6, SocketId::new_v6()),
     ] {
-        dump(&socket, family, id, &mut out)?;
+        dump(&socket, family, id, states.clone(), &mut out)?;
     }
     Ok(out)
 }
 
-fn dump(socket: &Socket, family: u8, id: SocketId, out: &mut Vec<TcpConn>) -> io::Result<()> {
+fn dump(
+    socket: &Socket,
+    family: u8,
+    id: SocketId,
+    states: StateFlags,
+    out: &mut Vec<TcpConn>,
+) -> io::Result<()> {
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST | NLM_F_DUMP;
     let mut request = NetlinkMessage::new(
@@ -76,7 +97,7 @@ fn dump(socket: &Socket, family: u8, id: SocketId, out: &mut Vec<TcpConn>) -> io
             family,
             protocol: IPPROTO_TCP,
             extensions: ExtensionFlags::INFO,
-            states: StateFlags::ESTABLISHED,
+            states,
             socket_id: id,
         })
         .into(),

@@ -54,6 +54,7 @@ impl WaitSession {
         let target = Target {
             tgid: scope.pid,
             cgroup: scope.cgroup.as_ref().map(|(_, id, level)| (*id, *level)),
+            no_stacks: false,
         };
         let tracer = OffCpuTracer::start(target).map_err(|e| e.to_string())?;
         let sampler = match mode {

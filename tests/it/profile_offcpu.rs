@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// Prints its pid, waits for a line on stdin, sleeps 10 ms 100 times (timer slack 1 ns),
 /// prints the nanoseconds those sleeps took by its own clock, then waits on stdin again.
-const SLEEPER: &str = r#"
+pub(crate) const SLEEPER: &str = r#"
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,7 +68,7 @@ int main(void) {
 "#;
 
 /// Writes 4 KiB and fsyncs it, over and over, to the file named by its argument.
-const FSYNCER: &str = r#"
+pub(crate) const FSYNCER: &str = r#"
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
 "#;
 
 /// Connects to 127.0.0.1:PORT and asks one byte at a time, waiting for each answer.
-const CLIENT: &str = r#"
+pub(crate) const CLIENT: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
 "#;
 
 /// Builds `source` as `dir/name` with frame pointers.
-fn build(dir: &Path, name: &str, source: &str) -> PathBuf {
+pub(crate) fn build(dir: &Path, name: &str, source: &str) -> PathBuf {
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).unwrap();
     let bin = dir.join(name);
@@ -123,14 +123,14 @@ fn build(dir: &Path, name: &str, source: &str) -> PathBuf {
 }
 
 /// A program started here, killed on drop; its pid is its first line.
-struct Program {
+pub(crate) struct Program {
     child: Child,
-    pid: u32,
+    pub(crate) pid: u32,
     out: BufReader<std::process::ChildStdout>,
 }
 
 impl Program {
-    fn start(mut cmd: Command) -> Program {
+    pub(crate) fn start(mut cmd: Command) -> Program {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -342,7 +342,7 @@ fn an_fsync_loop_waits_on_the_disk_it_writes_to() {
 }
 
 /// A server on 127.0.0.1 that answers each byte after 50 ms; returns its port.
-fn slow_server() -> u16 {
+pub(crate) fn slow_server() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {

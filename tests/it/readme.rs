@@ -196,6 +196,11 @@ const INSTEAD: &[(&str, &str, &str)] = &[
         "until Ctrl-C",
     ),
     (
+        "tacho top --batch --waits",
+        "tacho top --batch --waits --count 2 --interval 200ms",
+        "until Ctrl-C",
+    ),
+    (
         "tacho top --batch --dns",
         "tacho top --batch --dns --count 2 --interval 200ms",
         "until Ctrl-C",
@@ -299,6 +304,7 @@ const ANSWERS: &[(&str, &str)] = &[
     ),
     ("tacho top --batch --accumulate", "a sample had a warning"),
     ("tacho top --batch --show-idle", "a sample had a warning"),
+    ("tacho top --batch --waits", "a sample had a warning"),
     ("tacho top --batch --dns", "a sample had a warning"),
     ("tacho top --batch --net", "a sample had a warning"),
     ("tacho top --batch --latency", "a sample had a warning"),

@@ -10,6 +10,7 @@ mod dns;
 mod limits;
 mod net;
 mod system;
+mod waits;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -46,6 +47,8 @@ impl Judge {
         net::errors(sample, &mut findings);
         dns::failures(sample, &mut findings);
         conns::retransmits(sample, &mut findings);
+        // Last: a saturated disk or link found above explains its waiters.
+        waits::waiting(sample, &mut findings);
         self.remember(sample);
         // Stable: equal severities keep the order above (disks, then CPU, then memory).
         findings.sort_by_key(|f| std::cmp::Reverse(f.severity));

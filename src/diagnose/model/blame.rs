@@ -123,7 +123,7 @@ impl Culprit {
     }
 
     /// A culprit known only by what is given (no figures of its own yet).
-    pub(super) fn named(
+    pub(crate) fn named(
         pid: Option<u32>,
         comm: String,
         unit: Option<String>,

@@ -42,6 +42,12 @@ pub struct Culprits {
     pub memory: Vec<Culprit>,
 }
 
+/// One command's processes (same unit) folded into one culprit, as the disk and CPU
+/// verdicts fold theirs.
+pub fn fold_culprits(members: Vec<Culprit>) -> Vec<Culprit> {
+    fold(members, 1)
+}
+
 /// Everything in [`Culprits`] for the interval `a`..`b`.
 pub fn culprits(
     a: &Sample,

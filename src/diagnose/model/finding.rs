@@ -77,6 +77,10 @@ words! {
         DnsFailures = "dns_failures",
         /// TCP retransmits to one peer: loss on the path.
         TcpRetransmits = "tcp_retransmits",
+        // Waits.
+        /// Processes spending a large share of their time waiting on one thing (the network
+        /// replies of one peer, a disk) that is not itself saturated.
+        Waiting = "waiting",
     }
 }
 
@@ -114,7 +118,7 @@ mod tests {
 
     /// The words released versions print, written out: a renamed variant must not rename its
     /// word (scripts, alerts and recorded summaries match on them).
-    const RELEASED: [(Code, &str); 23] = [
+    const RELEASED: [(Code, &str); 24] = [
         (Code::CpuSystemHigh, "cpu_system_high"),
         (Code::SoftirqOneCpu, "softirq_one_cpu"),
         (Code::CpuSteal, "cpu_steal"),
@@ -138,6 +142,7 @@ mod tests {
         (Code::LinkFlapping, "link_flapping"),
         (Code::DnsFailures, "dns_failures"),
         (Code::TcpRetransmits, "tcp_retransmits"),
+        (Code::Waiting, "waiting"),
     ];
 
     #[test]

@@ -20,6 +20,7 @@ pub mod memory;
 pub mod net;
 pub mod process;
 pub mod waiters;
+pub mod waits;
 
 use std::collections::BTreeMap;
 
@@ -102,6 +103,10 @@ pub struct TopSample {
     /// The same per service (systemd unit) and device, its processes together.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub block_io_units: Vec<block_io::BlockIoUnit>,
+    /// Who waited on what (`--waits`, traced with eBPF): per process, time off the CPU by
+    /// class with what it waited on; absent when waits are not traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits: Option<waits::Waits>,
     /// Cgroup limits that held work back in the interval (CPU quota, memory, I/O); absent
     /// when none did.
     #[serde(skip_serializing_if = "limits::Throttling::is_empty")]
@@ -318,6 +323,18 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
             "disk culprits come from cgroup counters and /proc, not per-I/O tracing: {why}"
         ));
     }
+    if let Some(why) = &b.waits_unavailable {
+        notes.push(format!(
+            "waits are not measured (who waits on what needs the off-CPU tracer): {why}; \
+             /proc shows only the tasks blocked on I/O"
+        ));
+    }
+    if let Some(lost) = b.waits.as_ref().map(|w| w.dropped).filter(|&n| n > 0) {
+        notes.push(format!(
+            "waits: {lost} more processes waited in this interval than the {} kept",
+            crate::diagnose::sample::waits::MAX_PROCS
+        ));
+    }
     if let Some(why) = &b.dns_unavailable {
         notes.push(format!("no DNS figures: {why}"));
     }
@@ -460,6 +477,7 @@ pub fn between(a: &Sample, b: &Sample, devices: &Devices, opts: &ModelOptions) -
         io_waiters: waiters::waiters(b),
         block_io_processes,
         block_io_units,
+        waits: waits::waits(b, &deltas, dt),
         throttling,
         culprits,
     }

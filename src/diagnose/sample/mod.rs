@@ -9,6 +9,7 @@ pub mod conns;
 pub mod details;
 pub mod devices;
 mod exits;
+pub mod waits;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -110,6 +111,13 @@ pub struct Sample {
     /// Why DNS was asked for but is not counted (no root).
     #[serde(skip)]
     pub dns_unavailable: Option<String>,
+    /// Who waited on what over the interval (`top --waits`, traced with eBPF): per process,
+    /// time off the CPU by class; kept in the history, so a replay says the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<waits::WaitScan>,
+    /// Why waits were asked for but are not traced (no root, no BPF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_unavailable: Option<String>,
     /// Threads in uninterruptible sleep and where they wait, read when /proc/stat counts
     /// tasks blocked on I/O (absent from records written before it was sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -154,6 +162,9 @@ pub struct Sampler {
     block: Option<std::result::Result<BlockTracer, crate::bpf::Refusal>>,
     /// The DNS capture, once asked for ([`Sampler::capture_dns`]), or why it could not start.
     dns: Option<std::result::Result<DnsCapture, CaptureError>>,
+    /// The off-CPU tracer, once asked for ([`Sampler::trace_waits`]), or why it could not
+    /// start.
+    waits: Option<std::result::Result<WaitTracker, String>>,
     /// `kernel.task_delayacct`, read once at start; `None` on kernels without the switch.
     pub delayacct: Option<bool>,
 }
@@ -185,6 +196,7 @@ impl Sampler {
             conn_tracker: conns::ConnTracker::default(),
             block: None,
             dns: None,
+            waits: None,
             delayacct,
         })
     }
@@ -193,6 +205,12 @@ impl Sampler {
     /// exactly (root, BPF and kernel BTF; otherwise each sample says why not).
     pub fn trace_block_io(&mut self) {
         self.block = Some(BlockTracer::start());
+    }
+
+    /// Traces who waits on what from now on (`top --waits`): root, BPF and kernel BTF;
+    /// otherwise each sample says why not.
+    pub fn trace_waits(&mut self) {
+        self.waits = Some(start_waits());
     }
 
     /// Starts counting DNS on every interface from now on (root only; otherwise each sample
@@ -268,6 +286,11 @@ impl Sampler {
             }
             Some(Err(why)) => (None, None, Some(why.to_string())),
         };
+        let (waits, waits_unavailable) = match &mut self.waits {
+            None => (None, None),
+            Some(Ok(tracker)) => (Some(sample_waits(tracker, root)), None),
+            Some(Err(why)) => (None, Some(why.clone())),
+        };
         let processes = process::read_processes(root, &mut self.proc_files)?;
         // Drained after the scan, records of processes still in it held for the next sample
         // (see [`exits`]).
@@ -332,10 +355,44 @@ impl Sampler {
             block_latency,
             dns,
             dns_unavailable,
+            waits,
+            waits_unavailable,
             blocked,
             details,
         })
     }
+}
+
+#[cfg(all(feature = "bpf", feature = "profile"))]
+use waits::WaitTracker;
+
+/// Without both `bpf` and `profile` there is no tracer: never built.
+#[cfg(not(all(feature = "bpf", feature = "profile")))]
+#[derive(Debug)]
+pub struct WaitTracker(std::convert::Infallible);
+
+#[cfg(all(feature = "bpf", feature = "profile"))]
+fn start_waits() -> std::result::Result<WaitTracker, String> {
+    WaitTracker::start().map_err(|e| e.to_string())
+}
+
+#[cfg(not(all(feature = "bpf", feature = "profile")))]
+fn start_waits() -> std::result::Result<WaitTracker, String> {
+    #[cfg(feature = "bpf")]
+    let why = "this build has no off-CPU classes (built without the `profile` feature)".into();
+    #[cfg(not(feature = "bpf"))]
+    let why = crate::bpf::missing().to_string();
+    Err(why)
+}
+
+#[cfg(all(feature = "bpf", feature = "profile"))]
+fn sample_waits(tracker: &mut WaitTracker, root: &SysRoot) -> waits::WaitScan {
+    tracker.sample(root)
+}
+
+#[cfg(not(all(feature = "bpf", feature = "profile")))]
+fn sample_waits(tracker: &mut WaitTracker, _: &SysRoot) -> waits::WaitScan {
+    match tracker.0 {}
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -132,6 +132,26 @@ pub fn render(s: &TopSample) -> String {
             }
         }
     }
+    // Bounded: at most 64 processes a sample, 4 classes each.
+    if let Some(waits) = &s.waits {
+        f.figures(metrics::WAITS, waits, &[]);
+        for p in &waits.processes {
+            let pid = p.pid.to_string();
+            f.figures(
+                metrics::WAIT_PROCESS,
+                p,
+                &[("pid", &pid), ("comm", &p.comm)],
+            );
+            for c in &p.classes {
+                let labels = [
+                    ("pid", pid.as_str()),
+                    ("comm", &p.comm),
+                    ("class", c.class.word()),
+                ];
+                f.figures(metrics::WAIT_CLASS, c, &labels);
+            }
+        }
+    }
     if let Some(dns) = &s.dns {
         f.figures(metrics::DNS, dns, &[]);
         for (map, name, label) in [
@@ -279,6 +299,26 @@ mod tests {
             }],
         }];
         s.connections = Some(php_fpm_conns(1));
+        s.waits = Some(crate::diagnose::model::waits::Waits {
+            processes: vec![crate::diagnose::model::waits::ProcessWaits {
+                pid: 812,
+                comm: "php-fpm".into(),
+                comm_hex: None,
+                unit: Some("php-fpm.service".into()),
+                threads: 1,
+                classes: vec![crate::diagnose::model::waits::ClassShare {
+                    class: crate::diagnose::sample::waits::WaitClass::Network,
+                    ms: 710.0,
+                    pct: 71.0,
+                    count: 4,
+                    mean_wait_ms: 177.5,
+                    on: Some("10.0.0.5:3306".into()),
+                    call: Some("recvfrom".into()),
+                }],
+            }],
+            dropped: 2,
+            lost: 0,
+        });
         let mut dns = crate::diagnose::model::dns::between(&dns_counts(), 2.0);
         (dns.response_p50_ms, dns.response_p90_ms) = (Some(1.5), Some(20.0));
         dns.response_p99_ms = Some(250.0);
@@ -485,6 +525,9 @@ mod tests {
             metrics::DNS.iter().map(|m| m.field).collect(),
             metrics::BLOCK_IO_PROCESS.iter().map(|m| m.field).collect(),
             metrics::BLOCK_IO_UNIT.iter().map(|m| m.field).collect(),
+            metrics::WAITS.iter().map(|m| m.field).collect(),
+            metrics::WAIT_PROCESS.iter().map(|m| m.field).collect(),
+            metrics::WAIT_CLASS.iter().map(|m| m.field).collect(),
         ]
         .concat()
         .into_iter()
@@ -531,6 +574,10 @@ mod tests {
         let units = &json["block_io_units"][0];
         want.extend(figures("tacho_block_io_unit_", units, &[]));
         assert!(procs.is_object() && units.is_object(), "{json}");
+        want.extend(figures("tacho_waits_", &json["waits"], &[]));
+        let row = &json["waits"]["processes"][0];
+        want.extend(figures("tacho_wait_process_", row, &["pid"]));
+        want.extend(figures("tacho_wait_process_", &row["classes"][0], &[]));
         let missing: Vec<&String> = want
             .iter()
             .filter(|f| !listed.contains(f.as_str()))

@@ -10,6 +10,7 @@ use crate::diagnose::model::dns::Dns;
 use crate::diagnose::model::memory::{Memory, UsedParts};
 use crate::diagnose::model::net::Link;
 use crate::diagnose::model::process::{CgroupDevice, Process};
+use crate::diagnose::model::waits::{ClassShare, ProcessWaits, Waits};
 use crate::diagnose::model::{Disk, Load, Net, PsiLine, WriteAmplification};
 
 /// How a figure is turned into Prometheus's base units (seconds, bytes, ratios 0–1).
@@ -356,6 +357,13 @@ metrics! {
 }
 
 metrics! {
+    WAITS: Waits {
+        "tacho_waits_dropped_processes" <- "tacho_waits_dropped", Same, |x| x.dropped;
+        "tacho_waits_lost" <- "tacho_waits_lost", Same, |x| x.lost;
+    }
+}
+
+metrics! {
     BLOCK_IO_UNIT: BlockIoUnit {
         "tacho_block_io_unit_processes" <- "tacho_block_io_unit_processes", Same, |x| x.processes;
         "tacho_block_io_unit_iops" <- "tacho_block_io_unit_iops", Same, |x| x.figures.iops;
@@ -367,5 +375,20 @@ metrics! {
         "tacho_block_io_unit_lat_mean_seconds" <- "tacho_block_io_unit_lat_mean_ms", Millis, |x| x.figures.lat_mean_ms;
         "tacho_block_io_unit_queue_mean_seconds" <- "tacho_block_io_unit_queue_mean_ms", Millis, |x| x.figures.queue_mean_ms;
         "tacho_block_io_unit_queued_ratio" <- "tacho_block_io_unit_queued_pct", Percent, |x| x.figures.queued_pct;
+    }
+}
+
+metrics! {
+    WAIT_PROCESS: ProcessWaits {
+        "tacho_wait_process_threads" <- "tacho_wait_process_threads", Same, |x| u64::from(x.threads);
+    }
+}
+
+metrics! {
+    WAIT_CLASS: ClassShare {
+        "tacho_wait_process_seconds" <- "tacho_wait_process_ms", Millis, |x| x.ms;
+        "tacho_wait_process_ratio" <- "tacho_wait_process_pct", Percent, |x| x.pct;
+        "tacho_wait_process_waits" <- "tacho_wait_process_count", Same, |x| x.count;
+        "tacho_wait_process_mean_seconds" <- "tacho_wait_process_mean_wait_ms", Millis, |x| x.mean_wait_ms;
     }
 }
