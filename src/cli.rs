@@ -361,7 +361,7 @@ pub(crate) struct TopArgs {
     #[arg(long)]
     pub batch: bool,
 
-    /// One JSON object per sample per line (schema tacho.top.v2) instead of the screen; with
+    /// One JSON object per sample per line (schema tacho.top.v3) instead of the screen; with
     /// --batch too, since JSON lines are batch output
     #[arg(long)]
     pub json: bool,

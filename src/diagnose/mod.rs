@@ -2,7 +2,7 @@
 //!
 //! 1. [`sample`]: raw cumulative counters of everything shown, read from `crate::kernel`
 //!    (/proc, /sys) at one instant; nothing computed.
-//! 2. [`model`]: rates and figures between two samples (`TopSample`, the `tacho.top.v2`
+//! 2. [`model`]: rates and figures between two samples (`TopSample`, the `tacho.top.v3`
 //!    object); no kernel reads, no history.
 //!    It also attributes use to processes and services (`model::culprits`: who drove each
 //!    device, the CPUs, memory growth; exact from kernel per-cgroup counters, else likely

@@ -403,7 +403,7 @@ fn top_batch_json_is_json() {
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
     let lines = json_lines(&stdout(&o));
     assert_eq!(lines.len(), 1);
-    assert_eq!(lines[0]["schema"], "tacho.top.v2");
+    assert_eq!(lines[0]["schema"], "tacho.top.v3");
 }
 
 // --- time's textfile when a command fails ---------------------------------------------------

@@ -21,7 +21,7 @@ fn json_is_one_object_per_sample_with_the_documented_fields() {
     let samples = json_lines(&o);
     assert_eq!(samples.len(), 2);
     for s in &samples {
-        assert_eq!(s["schema"], "tacho.top.v2");
+        assert_eq!(s["schema"], "tacho.top.v3");
         assert!(s["verdict"].as_str().is_some_and(|v| !v.is_empty()));
         for k in [
             "user_pct",

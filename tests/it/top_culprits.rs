@@ -59,7 +59,7 @@ impl Top {
                 break;
             };
             let v: Value = serde_json::from_str(&line).expect("a JSON line");
-            assert_eq!(v["schema"], "tacho.top.v2");
+            assert_eq!(v["schema"], "tacho.top.v3");
             if ok(&v) {
                 return v;
             }

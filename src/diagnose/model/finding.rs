@@ -1,5 +1,5 @@
 //! The shape of a verdict on a [`TopSample`](super::TopSample): the sample carries its findings
-//! (the `tacho.top.v2` object has them), while `crate::diagnose::findings` decides them. Kept here so
+//! (the `tacho.top.v3` object has them), while `crate::diagnose::findings` decides them. Kept here so
 //! the model does not depend on the stage that judges it.
 
 use serde::Serialize;

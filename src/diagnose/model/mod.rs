@@ -1,4 +1,4 @@
-//! Rates and figures from two raw samples: one [`TopSample`], the `tacho.top.v2` object.
+//! Rates and figures from two raw samples: one [`TopSample`], the `tacho.top.v3` object.
 //!
 //! Everything here is computed from (previous, current, dt) with saturating or checked
 //! deltas; nothing reads the kernel. Findings are added by `findings`, which needs history.
@@ -37,7 +37,7 @@ pub use memory::Memory;
 pub use process::{Cgroup, Process, SortKey};
 
 /// The `schema` of every `tacho top --json` line.
-pub const SCHEMA: &str = "tacho.top.v2";
+pub const SCHEMA: &str = "tacho.top.v3";
 
 /// One interval, as printed, served and judged.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -43,7 +43,7 @@ pub(crate) fn fixture_sample() -> TopSample {
 fn disks_processes_and_write_amplification_from_real_captures() {
     let (a, b, devices) = pair();
     let s = between(&a, &b, &devices, &opts());
-    assert_eq!(s.schema, "tacho.top.v2");
+    assert_eq!(s.schema, "tacho.top.v3");
     assert!((s.interval_s - 1.0).abs() < 1e-9);
     // iostat hides devices never used since boot; so does tacho.
     assert!(s.disks.iter().all(|d| d.device.name != "loop5"));

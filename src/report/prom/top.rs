@@ -227,7 +227,7 @@ pub fn render(s: &TopSample) -> String {
     exposition(&families)
 }
 
-/// HELP for a metric read from a `tacho.top.v2` field: where to read what it means.
+/// HELP for a metric read from a `tacho.top.v3` field: where to read what it means.
 fn help(field: &str) -> String {
     format!(
         "tacho top figure {field} in base units (seconds, bytes, ratios 0-1); see tacho top \

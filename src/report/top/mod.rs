@@ -13,7 +13,7 @@ use std::io::Write;
 
 use crate::diagnose::model::TopSample;
 
-/// One sample as one line of JSON (schema `tacho.top.v2`).
+/// One sample as one line of JSON (schema `tacho.top.v3`).
 pub fn write_json_line(out: &mut impl Write, sample: &TopSample) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, sample)?;
     writeln!(out)
