@@ -914,10 +914,8 @@ fn open_pty(cols: u16) -> (std::fs::File, std::os::fd::OwnedFd) {
     assert_eq!(rc, 0, "openpty failed");
     for fd in [master, slave] {
         // SAFETY: fcntl on a descriptor just opened here; no memory is passed.
-        assert_eq!(
-            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) },
-            0
-        );
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        assert_eq!(rc, 0, "fcntl(FD_CLOEXEC) failed");
     }
     // SAFETY: both descriptors were just opened and are owned here alone.
     unsafe {
