@@ -941,3 +941,13 @@ fn read_until_hangup(mut master: std::fs::File, mut take: impl FnMut(&[u8])) {
         }
     }
 }
+
+/// A command that runs `program` as `nobody` (group `nogroup`, no supplementary groups)
+/// through setpriv: the unprivileged user of the tests that check what root's tacho refuses
+/// or keeps from strangers. The caller checks `is_root()` and `have_tool("setpriv")`.
+pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(program);
+    c
+}
