@@ -38,6 +38,7 @@ pub mod text;
 pub(crate) mod timing;
 pub(crate) mod totals;
 pub(crate) mod tui;
+pub(crate) mod tune;
 pub mod units;
 pub(crate) mod warning;
 pub(crate) mod words;
