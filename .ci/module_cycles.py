@@ -50,6 +50,7 @@ LAYERS = [
     ("sessions", ["diagnose/live.rs", "bench/session.rs"]),
     ("store and comparison", ["store", "history", "compare"]),
     ("reporters", ["report", "tui"]),
+    ("experiments", ["experiment"]),
     ("command line", ["main.rs", "cli.rs", "cli", "cmd", "lib.rs", "diagnose/mod.rs"]),
 ]
 

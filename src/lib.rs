@@ -14,6 +14,7 @@ pub mod cmd;
 pub(crate) mod compare;
 pub(crate) mod cpubench;
 pub(crate) mod diagnose;
+pub(crate) mod experiment;
 pub(crate) mod features;
 pub(crate) mod files;
 pub(crate) mod fit;
