@@ -42,7 +42,7 @@ fn governor(facts: &Facts) -> Finding {
     let Some(gov) = facts.tunables.cpu_governor.as_deref() else {
         let virt = facts.host.virtualization.is_some();
         evidence.push(Evidence::new(
-            &Setting::Governor.shell_path(),
+            Setting::Governor.shell_path(),
             "absent (no cpufreq driver)",
         ));
         return Finding {
@@ -63,7 +63,7 @@ fn governor(facts: &Facts) -> Finding {
             remedy: Remedy::default(),
         };
     };
-    evidence.push(Evidence::new(&Setting::Governor.shell_path(), gov));
+    evidence.push(Evidence::new(Setting::Governor.shell_path(), gov));
     // intel_pstate and amd-pstate in active mode implement powersave as a dynamic policy
     // driven by the hardware's energy/performance preference, not as "lowest frequency".
     let hardware_managed = matches!(driver, Some("intel_pstate" | "amd-pstate-epp"));

@@ -70,7 +70,7 @@ pub enum ExperimentError {
         /// What stopped the experiment (or "finished").
         cause: String,
         /// Why the revert failed.
-        revert: TuneError,
+        revert: Box<TuneError>,
         /// The journal left in place.
         journal: PathBuf,
     },
@@ -238,7 +238,7 @@ pub fn run(
             cause: result
                 .err()
                 .map_or("the experiment finished".into(), |e| e.to_string()),
-            revert,
+            revert: Box::new(revert),
             journal,
         }),
     }
