@@ -258,26 +258,34 @@ fn rounds(
         .map(Change::describe)
         .collect::<Vec<_>>()
         .join(" + ");
+    let (mut baseline, mut changed, mut figure) = (Vec::new(), Vec::new(), None);
+    // Ctrl-C reaches the measuring child too: its failure then is the interruption.
+    let measure = || match plan.measure.run(&plan.exe, &plan.root) {
+        Err(_) if stop.load(Ordering::Relaxed) => Ok(None),
+        r => r.map(Some),
+    };
     // A change that does not take is found before anything is measured.
     applied.apply()?;
     applied.revert()?;
     observer.line(&format!(
         "{names}: applies and reads back; warm-up round (discarded)"
     ));
-    plan.measure.run(&plan.exe, &plan.root)?;
-    let (mut baseline, mut changed, mut figure) = (Vec::new(), Vec::new(), None);
+    if measure()?.is_none() {
+        return Ok((baseline, changed, figure, true));
+    }
     for round in 1..=plan.rounds {
         if stop.load(Ordering::Relaxed) {
             return Ok((baseline, changed, figure, true));
         }
-        let a = plan.measure.run(&plan.exe, &plan.root)?;
-        if stop.load(Ordering::Relaxed) {
+        let Some(a) = measure()? else {
             return Ok((baseline, changed, figure, true));
-        }
+        };
         applied.apply()?;
-        let b = plan.measure.run(&plan.exe, &plan.root);
+        let b = measure();
         applied.revert()?;
-        let b = b?;
+        let Some(b) = b? else {
+            return Ok((baseline, changed, figure, true));
+        };
         observer.line(&format!(
             "round {round}/{}: baseline {} {}, changed {}",
             plan.rounds,

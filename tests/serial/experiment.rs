@@ -118,8 +118,13 @@ fn a_loop_devices_scheduler_is_applied_in_its_rounds_and_reverted() {
 }
 
 /// Starts an experiment on `dev`'s scheduler whose rounds last long enough to be killed in,
-/// waits until a changed round runs, and kills it with SIGKILL.
-fn kill_in_the_middle(dev: &LoopDev, journal: &Path, want: &str) {
+/// waits until a changed round runs, and sends it `signal`.
+fn signal_in_the_middle(
+    dev: &LoopDev,
+    journal: &Path,
+    want: &str,
+    signal: i32,
+) -> std::process::Output {
     let file = format!("/sys/block/{}/queue/scheduler", dev.name());
     let mut child = experiment(journal)
         .args([
@@ -135,8 +140,8 @@ fn kill_in_the_middle(dev: &LoopDev, journal: &Path, want: &str) {
             "50",
             "--yes",
         ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // The change is applied once and reverted at once (the check that it takes) before the
@@ -150,10 +155,39 @@ fn kill_in_the_middle(dev: &LoopDev, journal: &Path, want: &str) {
         assert!(start.elapsed() < Duration::from_secs(30), "never applied");
         std::thread::sleep(Duration::from_millis(10));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    // SAFETY: kill(2) on our own child's pid, which it still is (not yet waited for).
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    wait_output(child, Duration::from_secs(30))
+}
+
+fn kill_in_the_middle(dev: &LoopDev, journal: &Path, want: &str) {
+    signal_in_the_middle(dev, journal, want, libc::SIGKILL);
+    let file = format!("/sys/block/{}/queue/scheduler", dev.name());
     assert_eq!(read_active(&file), want, "killed with the change applied");
     assert_eq!(entries(journal).len(), 1, "the journal is left");
+}
+
+/// Ctrl-C in a changed round: the value is put back at once, the journal removed, and the
+/// rounds that finished are reported (exit 130).
+#[test]
+fn ctrl_c_reverts_at_once() {
+    let _kernel = kernel_wide();
+    let Some(dev) = LoopDev::new_in("experiment ctrl-c", 16 << 20, Path::new("/dev/shm")) else {
+        return;
+    };
+    let file = format!("/sys/block/{}/queue/scheduler", dev.name());
+    let before = read_active(&file);
+    let want = if before == "none" {
+        "mq-deadline"
+    } else {
+        "none"
+    };
+    let (_home, journal) = journal_home();
+    let o = signal_in_the_middle(&dev, &journal, want, libc::SIGINT);
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_eq!(read_active(&file), before);
+    assert!(stdout(&o).contains("interrupted"), "{}", stdout(&o));
+    assert_empty(&journal);
 }
 
 /// Issue 34: an experiment killed with SIGKILL while its change is applied is reverted by
