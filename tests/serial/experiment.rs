@@ -126,7 +126,7 @@ fn signal_in_the_middle(
     signal: i32,
 ) -> std::process::Output {
     let file = format!("/sys/block/{}/queue/scheduler", dev.name());
-    let mut child = experiment(journal)
+    let child = experiment(journal)
         .args([
             "--change",
             &format!("block.{}.scheduler={want}", dev.name()),
