@@ -8,8 +8,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use serde::Serialize;
-
 use crate::compare::Metric;
 use crate::kernel::SysRoot;
 use crate::kernel::stat::read_stat;
@@ -70,7 +68,7 @@ pub enum Measure {
 }
 
 /// One round's figure.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
     /// What it is, for people (`run ops/s`, `workload system CPU (s)`).
     pub name: String,

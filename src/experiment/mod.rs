@@ -100,10 +100,10 @@ pub struct Outcome {
     pub changes: Vec<Changed>,
     /// The measure as given.
     pub measure: String,
-    /// What each round's figure is.
-    pub figure: String,
-    /// True for throughput, false for times and CPU use.
-    pub higher_is_better: bool,
+    /// What each round's figure is; `None` when no round finished.
+    pub figure: Option<String>,
+    /// True for throughput, false for times and CPU use; `None` when no round finished.
+    pub higher_is_better: Option<bool>,
     /// The baseline's rounds, in order (the warm-up left out).
     pub baseline: Vec<f64>,
     /// The changed rounds, in order.
@@ -137,7 +137,7 @@ impl Applied<'_> {
     }
 
     fn revert(&self) -> Result<(), TuneError> {
-        // In reverse, so settings that interact are unwound in the order they were wound.
+        // In the reverse order of applying, so settings that interact are unwound as wound.
         for (c, s) in self.plan.changes.iter().zip(&self.saved).rev() {
             c.setting.restore(&self.plan.root, s)?;
         }
@@ -215,14 +215,13 @@ pub fn run(
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
-            let (name, higher) =
-                figure.map_or((String::new(), false), |f| (f.name, f.higher_is_better));
+            let higher = figure.as_ref().map(|f| f.higher_is_better);
             Ok(Outcome {
                 schema: SCHEMA,
-                effect: verdict::judge(&baseline, &changed, higher),
+                effect: higher.and_then(|h| verdict::judge(&baseline, &changed, h)),
                 changes,
                 measure: plan.measure.describe(),
-                figure: name,
+                figure: figure.map(|f| f.name),
                 higher_is_better: higher,
                 baseline,
                 changed,

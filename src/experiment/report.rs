@@ -40,7 +40,7 @@ pub fn verdict_line(o: &Outcome) -> String {
         format_p(e.welch_p),
         format_p(e.rank_p)
     );
-    let figure = Escaped(&o.figure);
+    let figure = Escaped(o.figure.as_deref().unwrap_or("-"));
     match e.verdict {
         Verdict::Win => format!(
             "{change}: {figure} {} ({interval}): a win, keep it",
@@ -70,7 +70,7 @@ pub fn text(o: &Outcome, w: &mut dyn Write) -> io::Result<()> {
         w,
         "measure: {} ({})",
         Escaped(&o.measure),
-        Escaped(&o.figure)
+        Escaped(o.figure.as_deref().unwrap_or("no round finished"))
     )?;
     for c in &o.changes {
         writeln!(
