@@ -65,7 +65,7 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
     let root = SysRoot::real();
     if args.recover {
         if !rustix::process::geteuid().is_root() {
-            bail!("tacho experiment --recover restores kernel settings: run it as root");
+            bail!("experiment --recover restores kernel settings: run it as root");
         }
         let restored = experiment::recover(&root, &journal::dir())?;
         if restored.is_empty() {
@@ -86,7 +86,7 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             bail!(
-                "tacho experiment changes kernel settings; add --yes to allow it (stdin is not a \
+                "experiment changes kernel settings; add --yes to allow it (stdin is not a \
                  terminal to ask on)"
             );
         }
@@ -161,7 +161,7 @@ fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<Plan> {
     let measure = Measure::parse(measure, args.workload.as_deref(), args.figure.as_deref())
         .map_err(anyhow::Error::msg)?;
     if !rustix::process::geteuid().is_root() {
-        bail!("tacho experiment changes kernel settings: run it as root");
+        bail!("experiment changes kernel settings: run it as root");
     }
     // Every setting must exist here before anything changes.
     for c in &changes {
