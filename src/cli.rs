@@ -18,6 +18,8 @@ mod hint;
 mod kit;
 pub(crate) use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
+mod experiment;
+pub(crate) use experiment::ExperimentArgs;
 mod ping;
 use choice::choice;
 pub use ping::PingArgs;
@@ -92,6 +94,9 @@ pub(crate) enum Command {
     Ping(PingArgs),
     /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
     Stress(StressArgs),
+    /// Change one setting, measure in turns with and without it, put it back: the effect with
+    /// its confidence interval and significance (a revert journal survives a crash)
+    Experiment(Box<ExperimentArgs>),
     /// Reports over what the machine has accumulated: `report disk` (bytes per disk, drive
     /// health, endurance projection)
     Report(ReportArgs),

@@ -7,6 +7,7 @@ pub(crate) mod cpu;
 mod diff;
 pub(crate) mod disk;
 mod drift;
+mod experiment;
 pub(crate) mod files;
 mod files_bytes;
 mod history;
@@ -52,6 +53,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(feature) = needs(&cli.command) {
         feature.require()?;
     }
+    if !matches!(&cli.command, Command::Experiment(a) if a.recover) {
+        experiment::recover_at_start();
+    }
     match cli.command {
         Command::Bench(bench) => match bench.what {
             Some(BenchWhat::Disk(args)) => disk::run(&args),
@@ -79,6 +83,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Time(args) => time::run(&args),
         Command::Ping(args) => ping::run(&args),
         Command::Stress(args) => stress::run(&args),
+        Command::Experiment(args) => experiment::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Completions { shell } => {
             completions::run(shell)?;

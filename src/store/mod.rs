@@ -22,7 +22,7 @@ pub(crate) mod version;
 pub use backend::{Place, Results};
 #[cfg(feature = "pg")]
 pub use backend::{is_url, redact};
-pub use document::read_documents;
+pub use document::{parse_documents, read_documents};
 pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
 #[cfg(feature = "pg")]
 pub use runs::RawRun;

@@ -23,6 +23,7 @@ mod compare;
 mod contrib_prometheus;
 mod drift;
 mod engine_errors;
+mod experiment;
 mod files;
 mod fio_job;
 mod fleet;
