@@ -130,6 +130,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     let mut warned = false;
     let mut short_of_descriptors = false;
     let mut profiler = super::top_profile::OnCpuVerdict::default();
+    let mut exporter = prometheus::Exporter::default();
     let mut session = Session::new(sampler, opts, interval, args.count, args.accumulate);
     session.run(&stop, |tick| {
         let s = match tick {
@@ -145,7 +146,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         };
         short_of_descriptors = false;
         if let Some(m) = &metrics {
-            m.set(prometheus::render(s));
+            m.set(exporter.render(s));
         }
         match mode {
             Mode::Json => write_json_line(&mut stdout, s)?,
