@@ -286,15 +286,20 @@ fn metrics_give_device_latency_as_histograms_promtool_accepts() {
         .map_while(Result::ok)
     {
         let sample: Value = serde_json::from_str(&line).unwrap();
-        let busy = sample["disks"].as_array().unwrap().iter().any(|d| {
-            d["name"] == name.as_str() && d["service_p50_ms"].as_f64().is_some()
-        });
+        let busy = sample["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["name"] == name.as_str() && d["service_p50_ms"].as_f64().is_some());
         if busy {
             body = common::http_get(port, "/metrics");
             break;
         }
     }
-    let body = body.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    let body = body
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
     let traced: f64 = body
         .lines()
         .find_map(|l| l.strip_prefix(&count))
@@ -303,7 +308,10 @@ fn metrics_give_device_latency_as_histograms_promtool_accepts() {
         .unwrap();
     assert!(traced > 0.0, "{body}");
     assert!(!body.contains("pid=\""), "a pid label:\n{body}");
-    assert!(!body.contains("_p99_seconds{device"), "a device percentile gauge:\n{body}");
+    assert!(
+        !body.contains("_p99_seconds{device"),
+        "a device percentile gauge:\n{body}"
+    );
     // The histogram families alone: the live gauges' older names draw promtool's lint.
     let mut histograms = String::new();
     let mut keep = false;
@@ -317,7 +325,10 @@ fn metrics_give_device_latency_as_histograms_promtool_accepts() {
             histograms.push('\n');
         }
     }
-    assert!(histograms.contains("# TYPE tacho_disk_queue_seconds histogram\n"), "{body}");
+    assert!(
+        histograms.contains("# TYPE tacho_disk_queue_seconds histogram\n"),
+        "{body}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("latency.prom");
     std::fs::write(&file, &histograms).unwrap();

@@ -16,10 +16,10 @@ mod metrics;
 use std::collections::BTreeMap;
 
 use super::{Family, exposition};
+use crate::bpf::hist::{LOG2_SLOTS, Log2Hist};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::model::culprits::Attribution;
 use crate::diagnose::model::finding::Severity;
-use crate::bpf::hist::{LOG2_SLOTS, Log2Hist};
 use groups::{BlockIoGroup, ProcessGroup, WaitGroup};
 use metrics::{Metric, Unit};
 
@@ -64,7 +64,11 @@ impl Cumulative {
             seen = seen.saturating_add(*c);
             // 2^(i+1) µs, exact in decimal seconds.
             let le = ((1u64 << (i + 1)) as f64 / 1e6).to_string();
-            let with_le: Vec<(&str, &str)> = labels.iter().copied().chain([("le", le.as_str())]).collect();
+            let with_le: Vec<(&str, &str)> = labels
+                .iter()
+                .copied()
+                .chain([("le", le.as_str())])
+                .collect();
             family.sample_named("_bucket", &with_le, None, seen as f64);
         }
         let count = self.slots.iter().fold(0u64, |a, c| a.saturating_add(*c));
@@ -148,7 +152,13 @@ impl Families {
                 ),
             )
         });
-        self.add(name, name, Unit::Same, &[("section", section)], groups as f64);
+        self.add(
+            name,
+            name,
+            Unit::Same,
+            &[("section", section)],
+            groups as f64,
+        );
     }
 
     /// Every figure of `x` that `metrics` lists and that was measured.
@@ -221,7 +231,11 @@ fn figures(s: &TopSample) -> Vec<Family> {
             ("comm", comm.as_str()),
             ("device", device.as_str()),
         ];
-        f.figures(metrics::BLOCK_IO_PROCESS, &BlockIoGroup::of(members), &labels);
+        f.figures(
+            metrics::BLOCK_IO_PROCESS,
+            &BlockIoGroup::of(members),
+            &labels,
+        );
     }
     for u in &s.block_io_units {
         let labels = [("unit", u.unit.as_str()), ("device", u.device.as_str())];
@@ -263,8 +277,9 @@ fn figures(s: &TopSample) -> Vec<Family> {
     // Bounded: at most 64 processes a sample, 4 classes each.
     if let Some(waits) = &s.waits {
         f.figures(metrics::WAITS, waits, &[]);
-        let (by_command, cut) =
-            groups::grouped(&waits.processes, |p| (groups::unit(&p.unit), p.comm.clone()));
+        let (by_command, cut) = groups::grouped(&waits.processes, |p| {
+            (groups::unit(&p.unit), p.comm.clone())
+        });
         f.cut("wait_processes", cut);
         for ((unit, comm), members) in &by_command {
             let g = WaitGroup::of(members);
@@ -535,7 +550,11 @@ mod tests {
         let mut twin = s.processes[0].clone();
         twin.pid += 1;
         let first = &s.processes[0];
-        let (cpu, comm, unit) = (first.cpu_pct + twin.cpu_pct, first.comm.clone(), first.unit.clone());
+        let (cpu, comm, unit) = (
+            first.cpu_pct + twin.cpu_pct,
+            first.comm.clone(),
+            first.unit.clone(),
+        );
         s.processes.push(twin);
         let text = Exporter::default().render(&s);
         let labels = format!(
@@ -599,7 +618,10 @@ mod tests {
             .unwrap();
         let exact = 2.0 * (4.0 * 3e-6 + 1.5e-3);
         assert!((sum - exact).abs() < exact / 32.0, "{sum}");
-        assert!(!text.contains("p99"), "no percentile gauges of devices:\n{text}");
+        assert!(
+            !text.contains("p99"),
+            "no percentile gauges of devices:\n{text}"
+        );
         // Families stay sorted by name with the histograms among them.
         let names: Vec<&str> = text
             .lines()

@@ -144,7 +144,10 @@ impl WaitGroup {
             }
         }
         for g in &mut classes {
-            let w = weighted.iter().find(|(k, _)| *k == g.class).map_or(0.0, |x| x.1);
+            let w = weighted
+                .iter()
+                .find(|(k, _)| *k == g.class)
+                .map_or(0.0, |x| x.1);
             g.pct = if threads > 0 { w / threads as f64 } else { 0.0 };
             g.mean_wait_ms = if g.count > 0 {
                 g.ms / g.count as f64
