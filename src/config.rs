@@ -142,9 +142,11 @@ pub fn load(
     explicit: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(FileState, FileValues)> {
-    let named = explicit
-        .map(Path::to_path_buf)
-        .or_else(|| env("TACHO_CONFIG").filter(|p| !p.is_empty()).map(PathBuf::from));
+    let named = explicit.map(Path::to_path_buf).or_else(|| {
+        env("TACHO_CONFIG")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    });
     let path = named.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_PATH));
     let text = match read_trusted(&path, "the config file") {
         Ok(text) => text,
@@ -152,7 +154,10 @@ pub fn load(
             return Ok((FileState::Absent(path), FileValues::default()));
         }
         Err(e) if e.kind == ReadError::Missing => {
-            bail!("{}; give an existing file to --config or TACHO_CONFIG", e.message)
+            bail!(
+                "{}; give an existing file to --config or TACHO_CONFIG",
+                e.message
+            )
         }
         Err(e) => bail!("{}", e.message),
     };
@@ -274,13 +279,11 @@ fn read_trusted(path: &Path, what: &str) -> std::result::Result<String, Refusal>
         }
         Err(e) => return Err(refuse(format!("cannot open {what} {shown}: {e}"))),
     };
-    let st = rustix::fs::fstat(&fd)
-        .map_err(|e| refuse(format!("cannot read {what} {shown}: {e}")))?;
+    let st =
+        rustix::fs::fstat(&fd).map_err(|e| refuse(format!("cannot read {what} {shown}: {e}")))?;
     let mode = st.st_mode;
     if rustix::fs::FileType::from_raw_mode(mode) != rustix::fs::FileType::RegularFile {
-        return Err(refuse(format!(
-            "{what} {shown} is not a regular file"
-        )));
+        return Err(refuse(format!("{what} {shown} is not a regular file")));
     }
     let me = rustix::process::geteuid().as_raw();
     if st.st_uid != 0 && st.st_uid != me {
@@ -312,7 +315,11 @@ fn read_trusted(path: &Path, what: &str) -> std::result::Result<String, Refusal>
 /// The 1-based line of byte `offset` of `text`.
 fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// The checked values of a config file's `text` (named `shown` in errors); `read` reads a
@@ -347,7 +354,11 @@ fn parse(
         (Some(u), None) => {
             let url = u.get_ref().trim();
             if url.is_empty() {
-                return Err(bad(u, "db_url", "is empty; give postgres://USER@HOST/DATABASE or a file path".into()));
+                return Err(bad(
+                    u,
+                    "db_url",
+                    "is empty; give postgres://USER@HOST/DATABASE or a file path".into(),
+                ));
             }
             v.db = Some((url.to_owned(), at(u)));
         }
@@ -362,7 +373,10 @@ fn parse(
                 return Err(bad(
                     f,
                     "db_url_file",
-                    format!("{} must hold the database URL alone, on one line", path.display()),
+                    format!(
+                        "{} must hold the database URL alone, on one line",
+                        path.display()
+                    ),
                 ));
             }
             v.db = Some((url.to_owned(), at(f)));
@@ -388,8 +402,7 @@ fn parse(
             return Err(bad(
                 val,
                 &format!("labels.{name}"),
-                "a label's value is 1 to 256 characters, none of them control characters"
-                    .into(),
+                "a label's value is 1 to 256 characters, none of them control characters".into(),
             ));
         }
         v.labels.insert(name.clone(), (value.clone(), at(val)));
@@ -513,7 +526,10 @@ mod tests {
         assert_eq!(v.db, Some(("postgres://tacho@db.example/tacho".into(), 2)));
         assert_eq!(v.labels["role"], ("db".into(), 4));
         assert_eq!(v.labels["dc"], ("fra1".into(), 5));
-        assert_eq!(v.listen, Some((SocketAddr::from(([127, 0, 0, 1], 9101)), 7)));
+        assert_eq!(
+            v.listen,
+            Some((SocketAddr::from(([127, 0, 0, 1], 9101)), 7))
+        );
         assert_eq!(v.web_config, Some(("/etc/tacho/web.yml".into(), 8)));
         assert_eq!(v.record_interval, Some((Duration::from_secs(30), 10)));
         assert_eq!(v.record_keep, Some((Duration::from_secs(30 * 86_400), 11)));
@@ -529,7 +545,10 @@ mod tests {
         assert_eq!(s.record_interval.value, Duration::from_secs(30));
         let env = |k: &str| (k == "TACHO_DB").then(|| "/tmp/env.db".to_string());
         let s = Settings::resolve(file.clone(), &v, &Flags::default(), &env);
-        assert_eq!((s.db.value.as_deref(), s.db.from), (Some("/tmp/env.db"), Source::Env("TACHO_DB")));
+        assert_eq!(
+            (s.db.value.as_deref(), s.db.from),
+            (Some("/tmp/env.db"), Source::Env("TACHO_DB"))
+        );
         let flags = Flags {
             db: Some("/tmp/flag.db".into()),
             record_interval: Some(Duration::from_secs(2)),
@@ -537,23 +556,58 @@ mod tests {
         };
         let s = Settings::resolve(file, &v, &flags, &env);
         assert_eq!(s.db.from, Source::Flag("--db"));
-        assert_eq!(s.record_interval, Setting { value: Duration::from_secs(2), from: Source::Flag("--interval") });
-        let s = Settings::resolve(FileState::Absent("x".into()), &FileValues::default(), &Flags::default(), &none);
-        assert_eq!(s.record_keep, Setting { value: DEFAULT_RECORD_KEEP, from: Source::Default });
+        assert_eq!(
+            s.record_interval,
+            Setting {
+                value: Duration::from_secs(2),
+                from: Source::Flag("--interval")
+            }
+        );
+        let s = Settings::resolve(
+            FileState::Absent("x".into()),
+            &FileValues::default(),
+            &Flags::default(),
+            &none,
+        );
+        assert_eq!(
+            s.record_keep,
+            Setting {
+                value: DEFAULT_RECORD_KEEP,
+                from: Source::Default
+            }
+        );
         assert_eq!(s.listen.value, None);
     }
 
     #[test]
     fn unknown_keys_and_bad_values_are_named_with_their_line() {
         for (text, want) in [
-            ("db_url = \"x\"\nport = 5\n", "tacho.toml line 2: unknown key `port`"),
-            ("[record]\ninterval = \"30s\"\nretention = \"7d\"\n", "line 3: unknown key `retention`"),
-            ("[top]\nlisten = \"nowhere\"\n", "line 2: top.listen: \"nowhere\" is not an address"),
-            ("[record]\n\nkeep = \"10s\"\n", "line 3: record.keep: the age must be at least a minute"),
+            (
+                "db_url = \"x\"\nport = 5\n",
+                "tacho.toml line 2: unknown key `port`",
+            ),
+            (
+                "[record]\ninterval = \"30s\"\nretention = \"7d\"\n",
+                "line 3: unknown key `retention`",
+            ),
+            (
+                "[top]\nlisten = \"nowhere\"\n",
+                "line 2: top.listen: \"nowhere\" is not an address",
+            ),
+            (
+                "[record]\n\nkeep = \"10s\"\n",
+                "line 3: record.keep: the age must be at least a minute",
+            ),
             ("[record]\ninterval = 5\n", "line 2: invalid type"),
             ("[labels]\nRole = \"db\"\n", "line 2: label \"Role\""),
-            ("db_url = \"a\"\ndb_url_file = \"/x\"\n", "line 2: db_url_file: give db_url or db_url_file, not both"),
-            ("db_url_file = \"/x\"\n", "line 1: db_url_file: no file here"),
+            (
+                "db_url = \"a\"\ndb_url_file = \"/x\"\n",
+                "line 2: db_url_file: give db_url or db_url_file, not both",
+            ),
+            (
+                "db_url_file = \"/x\"\n",
+                "line 1: db_url_file: no file here",
+            ),
             ("[top\n", "line 1:"),
         ] {
             let e = format!("{:#}", values(text).unwrap_err());
@@ -580,12 +634,19 @@ mod tests {
         // Uncommented (but db_url_file, whose file is not here), every example parses.
         let on: String = text
             .lines()
-            .map(|l| l.strip_prefix("# ").filter(|r| r.contains(" = ") || r.starts_with('[')).unwrap_or(""))
+            .map(|l| {
+                l.strip_prefix("# ")
+                    .filter(|r| r.contains(" = ") || r.starts_with('['))
+                    .unwrap_or("")
+            })
             .filter(|l| !l.starts_with("db_url_file"))
             .map(|l| format!("{l}\n"))
             .collect();
         let v = values(&on).unwrap();
-        assert!(v.db.is_some() && !v.labels.is_empty() && v.listen.is_some(), "{on}");
+        assert!(
+            v.db.is_some() && !v.labels.is_empty() && v.listen.is_some(),
+            "{on}"
+        );
         assert!(v.web_config.is_some() && v.record_interval.is_some() && v.record_keep.is_some());
     }
 

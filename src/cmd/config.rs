@@ -16,7 +16,9 @@ use crate::text::Escaped;
 pub fn settings(explicit: Option<&Path>, command: &Command) -> Result<Settings> {
     let env = |k: &str| std::env::var(k).ok();
     let (file, values) = match command {
-        Command::Completions { .. } | Command::Man(_) => (FileState::NotRead, FileValues::default()),
+        Command::Completions { .. } | Command::Man(_) => {
+            (FileState::NotRead, FileValues::default())
+        }
         _ => crate::config::load(explicit, &env)?,
     };
     if let Some(db) = values.db() {
@@ -112,6 +114,10 @@ pub fn show(s: &Settings) -> Result<()> {
         secs(s.record_interval.value),
         &s.record_interval.from,
     )?;
-    line("record.keep", secs(s.record_keep.value), &s.record_keep.from)?;
+    line(
+        "record.keep",
+        secs(s.record_keep.value),
+        &s.record_keep.from,
+    )?;
     Ok(())
 }

@@ -52,9 +52,7 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
     // from it.
     let local = match from {
         Some(p) => p.to_path_buf(),
-        None if store::server_url_from_env_or_config().is_some() => {
-            store::default_local_path()?
-        }
+        None if store::server_url_from_env_or_config().is_some() => store::default_local_path()?,
         None => store::resolve_path(None)?,
     };
     let store = store::Store::open_existing(&local)?.ok_or_else(|| {
