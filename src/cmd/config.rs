@@ -76,9 +76,9 @@ pub fn show(s: &Settings) -> Result<()> {
             Escaped(&from(src))
         )
     };
+    // A URL without its password.
     let db = match &s.db.value {
-        Some(db) if crate::store::is_url(db) => crate::store::redact(db),
-        Some(db) => db.clone(),
+        Some(db) => crate::store::Place::resolve(Some(Path::new(db)))?.shown(),
         None => match crate::store::default_local_path() {
             Ok(p) => p.display().to_string(),
             Err(e) => format!("none ({e})"),

@@ -325,12 +325,13 @@ pub fn configured_db() -> Option<&'static str> {
 }
 
 /// `$TACHO_DB`, else the config file's store, when either names a PostgreSQL server.
+#[cfg(feature = "pg")]
 pub fn server_url_from_env_or_config() -> Option<String> {
     std::env::var("TACHO_DB")
         .ok()
         .filter(|u| !u.is_empty())
         .or_else(|| configured_db().map(str::to_owned))
-        .filter(|u| is_url(u))
+        .filter(|u| backend::is_url(u))
 }
 
 /// `--db`, else `$TACHO_DB`, else the config file's `db_url`, else
