@@ -360,6 +360,13 @@ fn parse(
                     "is empty; give postgres://USER@HOST/DATABASE or a file path".into(),
                 ));
             }
+            if !url.contains("://") && !Path::new(url).is_absolute() {
+                return Err(bad(
+                    u,
+                    "db_url",
+                    "give postgres://USER@HOST/DATABASE or an absolute file path".into(),
+                ));
+            }
             v.db = Some((url.to_owned(), at(u)));
         }
         (None, Some(f)) => {
@@ -609,6 +616,10 @@ mod tests {
                 "line 1: db_url_file: no file here",
             ),
             ("[top\n", "line 1:"),
+            (
+                "db_url = \"results.db\"\n",
+                "line 1: db_url: give postgres://",
+            ),
         ] {
             let e = format!("{:#}", values(text).unwrap_err());
             assert!(e.contains(want), "{text:?}: {e}");
