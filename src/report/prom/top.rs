@@ -407,6 +407,7 @@ mod tests {
     /// The captured sample with every section `/metrics` exports filled: links, cgroups,
     /// TCP groups, DNS, a finding's culprit and accumulated totals.
     fn every_section() -> TopSample {
+        use crate::bpf::hist::{BUCKETS, bucket};
         use crate::diagnose::model::accumulate::{
             Accumulated, AccumulatedProcess, AccumulatedService,
         };
@@ -416,6 +417,14 @@ mod tests {
         s.disks[0].queue_p50_ms = Some(0.25);
         s.disks[0].service_p50_ms = Some(0.5);
         s.disks[0].service_p99_ms = Some(4.0);
+        // Traced requests: 3 queued under 1 µs, 2 served in about 0.5 ms.
+        let (mut queue, mut service) = (vec![0; BUCKETS], vec![0; BUCKETS]);
+        queue[bucket(800)] = 3;
+        service[bucket(500_000)] = 2;
+        s.disks[0].latency_log2 = Some(Box::new(crate::diagnose::model::disk::LatencyLog2 {
+            queue: Log2Hist::of(&queue),
+            service: Log2Hist::of(&service),
+        }));
         s.processes[0].io_delay_pct = Some(12.5);
         s.links = vec![crate::diagnose::model::net::Link {
             name: "eth0".into(),
