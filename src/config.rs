@@ -45,7 +45,9 @@ pub enum Source {
 /// A value and where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Setting<T> {
+    /// The value used.
     pub value: T,
+    /// Where it came from.
     pub from: Source,
 }
 
@@ -83,10 +85,15 @@ pub enum FileState {
 /// The options of the command line that a setting can come from.
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
+    /// `--db`.
     pub db: Option<String>,
+    /// `top --listen ADDR`.
     pub listen: Option<SocketAddr>,
+    /// `top --web-config`.
     pub web_config: Option<PathBuf>,
+    /// `record --interval`.
     pub record_interval: Option<Duration>,
+    /// `record --keep`.
     pub record_keep: Option<Duration>,
 }
 
