@@ -42,7 +42,7 @@ def file_of(parts, files):
 LAYERS = [
     ("shared", ["units.rs", "stats.rs", "choice.rs", "parallel.rs", "text.rs", "mapping.rs",
                 "warning.rs", "words.rs", "fit.rs", "abandon.rs", "features.rs", "sqlite.rs", "form.rs"]),
-    ("readers and tracers", ["kernel", "files", "safety", "net", "bpf"]),
+    ("readers and tracers", ["kernel", "files", "safety", "net", "bpf", "config.rs"]),
     ("profiler, engines and samplers",
      ["profile", "io", "diagnose/sample", "cpubench", "membench", "stress", "timing", "tune"]),
     ("models and plans", ["bench", "diagnose/model", "snapshot", "totals"]),

@@ -12,6 +12,7 @@ pub(crate) mod choice;
 pub mod cli;
 pub mod cmd;
 pub(crate) mod compare;
+pub(crate) mod config;
 pub(crate) mod cpubench;
 pub(crate) mod diagnose;
 pub(crate) mod experiment;

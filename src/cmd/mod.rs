@@ -3,6 +3,7 @@
 mod check;
 mod compare;
 mod completions;
+mod config;
 pub(crate) mod cpu;
 mod diff;
 pub(crate) mod disk;
@@ -56,6 +57,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     if !matches!(&cli.command, Command::Experiment(a) if a.recover) {
         experiment::recover_at_start();
     }
+    let settings = config::settings(cli.config.as_deref(), &cli.command)?;
     match cli.command {
         Command::Bench(bench) => match bench.what {
             Some(BenchWhat::Disk(args)) => disk::run(&args),
@@ -74,8 +76,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Runs(command) => runs::run(command),
         Command::Compare(args) => compare::run(&args),
         Command::Top(args) if history::wants_history(&args) => history::top(&args),
-        Command::Top(args) => top::run(&args),
-        Command::Record(args) => history::record(&args),
+        Command::Top(args) => top::run(&args, &settings),
+        Command::Record(args) => history::record(&args, &settings),
+        Command::Config(crate::cli::ConfigCommand::Show(_)) => {
+            config::show(&settings)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check(args) => check::run(&args),
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Diff(args) => diff::run(&args),

@@ -38,7 +38,7 @@ pub fn run(command: RunsCommand) -> Result<ExitCode> {
 /// `runs push`: uploads the local runs the shared store lacks and says how many.
 #[cfg(feature = "pg")]
 fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
-    let env = std::env::var("TACHO_DB").ok().filter(|u| store::is_url(u));
+    let env = store::server_url_from_env_or_config();
     let url = url.map(str::to_owned).or(env).ok_or_else(|| {
         anyhow!("runs push needs the shared store: pass --db postgres://USER@HOST/DATABASE")
     })?;
@@ -48,12 +48,11 @@ fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
              (the local file goes in --from)"
         );
     }
-    // TACHO_DB names the server here, so the local default cannot come from it.
+    // TACHO_DB (or the config file) names the server here, so the local default cannot come
+    // from it.
     let local = match from {
         Some(p) => p.to_path_buf(),
-        None if std::env::var("TACHO_DB").is_ok_and(|u| store::is_url(&u)) => {
-            store::default_local_path()?
-        }
+        None if store::server_url_from_env_or_config().is_some() => store::default_local_path()?,
         None => store::resolve_path(None)?,
     };
     let store = store::Store::open_existing(&local)?.ok_or_else(|| {

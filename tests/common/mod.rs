@@ -71,6 +71,9 @@ pub fn tacho() -> Command {
     // Benchmarks save their runs; never into the real ~/.local/share. Tests of the store pass
     // their own --db, which wins over this.
     cmd.env("TACHO_DB", scratch_db());
+    // Nor the machine's /etc/tacho/tacho.toml: an empty config file of this test process.
+    // Tests of the config file pass their own --config or TACHO_CONFIG, which win.
+    cmd.env("TACHO_CONFIG", scratch_db().with_file_name("tacho.toml"));
     cmd
 }
 
@@ -85,10 +88,13 @@ pub fn scratch_db() -> PathBuf {
     DIR.get_or_init(|| {
         // SAFETY: registers a plain function without arguments; it only removes files.
         unsafe { libc::atexit(remove_scratch) };
-        tempfile::Builder::new()
+        let dir = tempfile::Builder::new()
             .prefix("tacho-itest-db-")
             .tempdir()
-            .expect("cannot create a scratch directory")
+            .expect("cannot create a scratch directory");
+        std::fs::write(dir.path().join("tacho.toml"), "# no settings\n")
+            .expect("cannot write the scratch config file");
+        dir
     })
     .path()
     .join("tacho.db")

@@ -20,6 +20,7 @@ mod bpf_iops;
 mod bpf_svctm;
 mod check;
 mod compare;
+mod config_file;
 mod contrib_prometheus;
 mod drift;
 mod engine_errors;
