@@ -23,7 +23,7 @@ pub fn verdict_line(o: &Outcome) -> String {
     let change = o
         .changes
         .iter()
-        .map(|c| format!("{}={}", c.setting, c.to))
+        .map(|c| c.side(true))
         .collect::<Vec<_>>()
         .join(" + ");
     let Some(e) = &o.effect else {
@@ -51,7 +51,7 @@ pub fn verdict_line(o: &Outcome) -> String {
             pct(e.change_pct),
             o.changes
                 .iter()
-                .map(|c| format!("{}={}", c.setting, c.from))
+                .map(|c| c.side(false))
                 .collect::<Vec<_>>()
                 .join(" + ")
         ),
@@ -73,14 +73,8 @@ pub fn text(o: &Outcome, w: &mut dyn Write) -> io::Result<()> {
         Escaped(o.figure.as_deref().unwrap_or("no round finished"))
     )?;
     for c in &o.changes {
-        writeln!(
-            w,
-            "baseline {}={}: {}",
-            c.setting,
-            c.from,
-            list(&o.baseline)
-        )?;
-        writeln!(w, "changed  {}={}: {}", c.setting, c.to, list(&o.changed))?;
+        writeln!(w, "baseline {}: {}", c.side(false), list(&o.baseline))?;
+        writeln!(w, "changed  {}: {}", c.side(true), list(&o.changed))?;
     }
     if o.interrupted {
         writeln!(w, "interrupted: only the rounds above ran")?;
