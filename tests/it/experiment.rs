@@ -56,6 +56,11 @@ fn a_bad_setting_value_or_measure_exits_2_with_one_line() {
         ),
         (&["--change", "vm.swappiness=1000"], "from 0 to 200"),
         (&["--change", "vm.swappiness"], "SETTING=VALUE"),
+        (&["--change", "mount:data=noatime"], "names no mount point"),
+        (
+            &["--change", "mount:/data=lazytime"],
+            "noatime, relatime, strictatime",
+        ),
         (&["--change-cmd", "true"], "needs --revert-cmd"),
         (&["--revert-cmd", "true"], "without --change-cmd"),
         (
