@@ -85,6 +85,7 @@ pub fn setting(setting: &Setting, new: &str, current: &str) -> Remedy {
         Setting::ReadAhead(dev) => queue_attr(dev, "read_ahead_kb", new, current),
         Setting::Sysctl(name) => sysctl(name, new, current),
         Setting::Governor => all_cpus(&setting.shell_path(), "cpu-governor", new, current),
+        Setting::Mount(path) => mount_option(path, new, Some(current)),
     }
 }
 

@@ -11,7 +11,18 @@ pub struct ExperimentArgs {
     #[arg(long, value_name = "SETTING=VALUE")]
     pub change: Vec<String>,
 
-    /// Judge several --change as one change
+    /// A change the catalogue lacks: a shell command line (sh -c) that makes it, run before
+    /// each changed round; exit status 0 means it took. Needs --revert-cmd
+    #[arg(long, value_name = "APPLY")]
+    pub change_cmd: Option<String>,
+
+    /// The shell command line that undoes --change-cmd, run after each changed round and at
+    /// the end; exit status 0 means it is undone. Recorded in the revert journal, so
+    /// `--recover` and the next tacho start run it after a crash
+    #[arg(long, value_name = "REVERT")]
+    pub revert_cmd: Option<String>,
+
+    /// Judge several --change (or --change and --change-cmd) as one change
     #[arg(long)]
     pub together: bool,
 
@@ -39,7 +50,7 @@ pub struct ExperimentArgs {
     pub yes: bool,
 
     /// Restore what an experiment that was killed left changed (from its journal), and exit
-    #[arg(long, conflicts_with_all = ["change", "measure", "workload", "figure", "together"])]
+    #[arg(long, conflicts_with_all = ["change", "change_cmd", "revert_cmd", "measure", "workload", "figure", "together"])]
     pub recover: bool,
 
     /// Print one JSON document (schema tacho.experiment.v1) on stdout

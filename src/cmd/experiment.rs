@@ -4,6 +4,7 @@
 
 use super::interrupt::{self, EXIT_INTERRUPTED};
 use crate::cli::ExperimentArgs;
+use crate::experiment::command::{self, Commands};
 use crate::experiment::{self, Observer, Plan, journal, measure::Measure, report};
 use crate::kernel::SysRoot;
 use crate::text::Escaped;
@@ -42,9 +43,8 @@ fn describe(r: &journal::Restored) -> String {
     let settings = r
         .settings
         .iter()
-        .map(|(name, result)| match result {
-            Ok(value) => format!("{name} back to {value}"),
-            Err(e) => format!("{name} NOT restored ({e})"),
+        .map(|r| match r {
+            Ok(s) | Err(s) => s.as_str(),
         })
         .collect::<Vec<_>>()
         .join(", ");
@@ -90,12 +90,7 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
                  terminal to ask on)"
             );
         }
-        let what = plan
-            .changes
-            .iter()
-            .map(Change::describe)
-            .collect::<Vec<_>>()
-            .join(" + ");
+        let what = experiment::describe(&plan);
         eprint!(
             "apply {what} in turns with the current value ({} rounds each), and revert it at \
              the end? [y/N] ",
@@ -125,17 +120,38 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
 
 /// Checks everything before anything changes; each error is one line with the fix.
 fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<Plan> {
-    match args.change.len() {
-        0 => bail!("nothing to try: give --change SETTING=VALUE (e.g. thp.enabled=never)"),
+    let commands = match (&args.change_cmd, &args.revert_cmd) {
+        (Some(apply), Some(revert)) => {
+            command::check("--change-cmd", apply)?;
+            command::check("--revert-cmd", revert)?;
+            Some(Commands {
+                apply: apply.clone(),
+                revert: revert.clone(),
+            })
+        }
+        (None, None) => None,
+        (Some(_), None) => bail!(
+            "--change-cmd needs --revert-cmd: give the command that undoes it, which tacho \
+             runs after each changed round and records for a recovery"
+        ),
+        (None, Some(_)) => bail!("--revert-cmd without --change-cmd: give the change too"),
+    };
+    let given = args
+        .change
+        .iter()
+        .map(|c| Escaped(c).to_string())
+        .chain(commands.iter().map(|_| "--change-cmd".to_string()))
+        .collect::<Vec<_>>();
+    match given.len() {
+        0 => bail!(
+            "nothing to try: give --change SETTING=VALUE (e.g. thp.enabled=never) or \
+             --change-cmd APPLY --revert-cmd REVERT"
+        ),
         1 => {}
         n if !args.together => bail!(
-            "one change at a time: {n} --change given ({}); add --together to judge them as one \
-             change, or run one experiment each",
-            args.change
-                .iter()
-                .map(|c| Escaped(c).to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "one change at a time: {n} changes given ({}); add --together to judge them as \
+             one change, or run one experiment each",
+            given.join(", ")
         ),
         _ => {}
     }
@@ -169,6 +185,7 @@ fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<Plan> {
     }
     Ok(Plan {
         changes,
+        commands,
         measure,
         rounds: args.rounds,
         root,

@@ -6,9 +6,10 @@
 //! directory (`/var/lib/tacho/experiments`, or `$TACHO_EXPERIMENT_DIR`) must be a real
 //! directory, not a link, owned by root, mode 0700, under directories only root can change; each
 //! journal file must be a regular root-owned file no one else can write, opened without
-//! following links. A journal holds settings and values, never commands: each is checked
-//! against the catalogue (`tune`) before anything is written, so even a forged one could only
-//! set a listed setting to a value it takes.
+//! following links. A journal holds settings and values: each is checked against the
+//! catalogue (`tune`) before anything is written, so even a forged one could only set a listed
+//! setting to a value it takes. The one command it may hold is a `--revert-cmd` root gave on
+//! the command line, which is run only from a journal that passed every check above.
 //!
 //! A running experiment holds `flock` on its journal: a locked journal is a live experiment's
 //! and is left alone; the kernel drops the lock when its process dies, however it dies.
@@ -21,9 +22,11 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
+use super::command;
 use crate::kernel::SysRoot;
 use crate::report::outfile::{self, Existing};
-use crate::tune::{Saved, Setting, TuneError};
+use crate::text::Escaped;
+use crate::tune::{Saved, Setting};
 
 /// Where journals live unless `$TACHO_EXPERIMENT_DIR` says otherwise.
 pub const DEFAULT_DIR: &str = "/var/lib/tacho/experiments";
@@ -81,11 +84,14 @@ pub struct Record {
     pub started_unix_s: u64,
     /// The settings it changes, with their values before.
     pub changes: Vec<Entry>,
+    /// The `--revert-cmd` root gave, run before the settings are restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert_command: Option<String>,
 }
 
 impl Record {
-    /// A journal of `changes` for this process.
-    pub fn new(changes: Vec<Entry>) -> Record {
+    /// A journal of `changes` (and the revert command, if any) for this process.
+    pub fn new(changes: Vec<Entry>, revert_command: Option<String>) -> Record {
         Record {
             schema: SCHEMA.into(),
             pid: std::process::id(),
@@ -93,6 +99,7 @@ impl Record {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             changes,
+            revert_command,
         }
     }
 }
@@ -338,28 +345,40 @@ impl Dir {
 pub struct Restored {
     /// The journal file.
     pub path: PathBuf,
-    /// Each setting with the value it is back at, or why it could not be restored.
-    pub settings: Vec<(String, Result<String, TuneError>)>,
+    /// What became of each change, in words: `vm.swappiness back to 60`, `--revert-cmd '…'
+    /// ran (exit 0)`, or why it was not restored.
+    pub settings: Vec<Result<String, String>>,
 }
 
 impl Restored {
     /// True when every setting was restored (and read back).
     pub fn complete(&self) -> bool {
-        self.settings.iter().all(|(_, r)| r.is_ok())
+        self.settings.iter().all(Result::is_ok)
     }
 }
 
-/// Restores every setting of a stale journal and removes the journal when all were restored
-/// (a failure keeps it, so the next start tries again).
+/// Restores every setting of a stale journal (its revert command first, as a live experiment
+/// reverts) and removes the journal when all were restored (a failure keeps it, so the next
+/// start tries again).
 pub fn restore(root: &SysRoot, stale: Stale) -> Restored {
     let mut settings = Vec::new();
+    if let Some(cmd) = &stale.record.revert_command {
+        settings.push(
+            command::run("--revert-cmd", cmd)
+                .map(|()| format!("--revert-cmd `{}` ran (exit 0)", Escaped(cmd)))
+                .map_err(|e| format!("{e}: NOT restored")),
+        );
+    }
     for entry in &stale.record.changes {
         let result = Setting::parse(&entry.setting).and_then(|s| {
             s.check_saved(&entry.saved)?;
             s.restore(root, &entry.saved)?;
             Ok(s.current(&entry.saved))
         });
-        settings.push((entry.setting.clone(), result));
+        settings.push(match result {
+            Ok(value) => Ok(format!("{} back to {value}", entry.setting)),
+            Err(e) => Err(format!("{} NOT restored ({e})", entry.setting)),
+        });
     }
     let restored = Restored {
         path: stale.path.clone(),
@@ -411,10 +430,13 @@ mod tests {
         let mut saved = BTreeMap::new();
         saved.insert(String::new(), "madvise".to_string());
         let held = dir
-            .write(&Record::new(vec![Entry {
-                setting: "thp.enabled".into(),
-                saved: Saved(saved),
-            }]))
+            .write(&Record::new(
+                vec![Entry {
+                    setting: "thp.enabled".into(),
+                    saved: Saved(saved),
+                }],
+                None,
+            ))
             .unwrap();
         assert!(
             dir.stale().unwrap().is_empty(),

@@ -8,6 +8,7 @@
 //! reverted, and the revert at the end, on an error or on Ctrl-C, verified by reading back.
 //! The journal is removed only once every value is back.
 
+pub mod command;
 pub mod journal;
 pub mod measure;
 pub mod report;
@@ -20,7 +21,9 @@ use serde::Serialize;
 
 use crate::check::cmds;
 use crate::kernel::SysRoot;
+use crate::text::Escaped;
 use crate::tune::{Change, Saved, TuneError};
+use command::{CommandError, Commands};
 use journal::{Dir, Entry, JournalError, Record};
 use measure::{Measure, MeasureError};
 use verdict::Effect;
@@ -33,6 +36,8 @@ pub const SCHEMA: &str = "tacho.experiment.v1";
 pub struct Plan {
     /// The change (several only with `--together`, then judged as one).
     pub changes: Vec<Change>,
+    /// `--change-cmd` and `--revert-cmd`: applied after the settings, reverted before them.
+    pub commands: Option<Commands>,
     /// How each round is measured.
     pub measure: Measure,
     /// Rounds of each side (baseline and changed).
@@ -57,6 +62,9 @@ pub enum ExperimentError {
     /// A round could not be measured.
     #[error(transparent)]
     Measure(#[from] MeasureError),
+    /// `--change-cmd` or `--revert-cmd` failed.
+    #[error(transparent)]
+    Command(#[from] CommandError),
     /// The setting already has the value: there is nothing to compare.
     #[error("{0} already; there is nothing to compare (change it to another value)")]
     Already(String),
@@ -70,25 +78,42 @@ pub enum ExperimentError {
         /// What stopped the experiment (or "finished").
         cause: String,
         /// Why the revert failed.
-        revert: Box<TuneError>,
+        revert: Box<ExperimentError>,
         /// The journal left in place.
         journal: PathBuf,
     },
 }
 
+/// The [`Changed::setting`] of a `--change-cmd`/`--revert-cmd` pair.
+pub const COMMAND: &str = "change-cmd";
+
 /// One changed setting in the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Changed {
-    /// The setting's name.
+    /// The setting's name; [`COMMAND`] for a `--change-cmd` pair.
     pub setting: String,
-    /// Its value before (the baseline's).
+    /// Its value before (the baseline's); the `--revert-cmd` of a command pair.
     pub from: String,
-    /// The value tried.
+    /// The value tried; the `--change-cmd` of a command pair.
     pub to: String,
     /// Restores `from` by hand (the journal does it by itself).
     pub revert_command: Option<String>,
     /// Makes `to` survive a reboot, if it is kept.
     pub persist_command: Option<String>,
+}
+
+impl Changed {
+    /// One side for people: `thp.enabled=never`, or `change-cmd 'APPLY'` (`revert-cmd
+    /// 'REVERT'` for the baseline).
+    pub fn side(&self, changed: bool) -> String {
+        let value = if changed { &self.to } else { &self.from };
+        if self.setting == COMMAND {
+            let what = if changed { "change-cmd" } else { "revert-cmd" };
+            format!("{what} '{}'", Escaped(value))
+        } else {
+            format!("{}={value}", self.setting)
+        }
+    }
 }
 
 /// The result.
@@ -129,15 +154,21 @@ struct Applied<'a> {
 }
 
 impl Applied<'_> {
-    fn apply(&self) -> Result<(), TuneError> {
+    fn apply(&self) -> Result<(), ExperimentError> {
         for (c, s) in self.plan.changes.iter().zip(&self.saved) {
             c.setting.apply(&self.plan.root, &c.value, s)?;
+        }
+        if let Some(c) = &self.plan.commands {
+            command::run("--change-cmd", &c.apply)?;
         }
         Ok(())
     }
 
-    fn revert(&self) -> Result<(), TuneError> {
+    fn revert(&self) -> Result<(), ExperimentError> {
         // In the reverse order of applying, so settings that interact are unwound as wound.
+        if let Some(c) = &self.plan.commands {
+            command::run("--revert-cmd", &c.revert)?;
+        }
         for (c, s) in self.plan.changes.iter().zip(&self.saved).rev() {
             c.setting.restore(&self.plan.root, s)?;
         }
@@ -173,6 +204,15 @@ pub fn run(
         });
         saved.push(s);
     }
+    if let Some(c) = &plan.commands {
+        changes.push(Changed {
+            setting: COMMAND.into(),
+            from: c.revert.clone(),
+            to: c.apply.clone(),
+            revert_command: Some(c.revert.clone()),
+            persist_command: None,
+        });
+    }
     // The rollback is planned before anything changes: the values in the journal, the
     // commands on the screen.
     let dir = Dir::open(&plan.journal_dir, true)?.ok_or_else(|| {
@@ -187,6 +227,7 @@ pub fn run(
                 saved: s.clone(),
             })
             .collect(),
+        plan.commands.as_ref().map(|c| c.revert.clone()),
     );
     let held = dir.write(&record)?;
     observer.line(&format!(
@@ -198,7 +239,7 @@ pub fn run(
             .revert_command
             .clone()
             .unwrap_or_else(|| format!("set {} back to {}", c.setting, c.from));
-        observer.line(&format!("  {how}"));
+        observer.line(&format!("  {}", Escaped(&how)));
     }
     let applied = Applied { plan, saved };
     let result = rounds(plan, &applied, stop, observer);
@@ -211,7 +252,11 @@ pub fn run(
                 "reverted: {} (read back)",
                 changes
                     .iter()
-                    .map(|c| format!("{} back to {}", c.setting, c.from))
+                    .map(|c| if c.setting == COMMAND {
+                        format!("{} exited 0", c.side(false))
+                    } else {
+                        format!("{} back to {}", c.setting, c.from)
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
@@ -234,9 +279,12 @@ pub fn run(
             Err(e)
         }
         (result, Err(revert)) => Err(ExperimentError::RevertFailed {
-            cause: result
-                .err()
-                .map_or("the experiment finished".into(), |e| e.to_string()),
+            // A revert that failed in a round fails again at the end: named once.
+            cause: match result {
+                Ok(_) => "the experiment finished".into(),
+                Err(e) if e.to_string() == revert.to_string() => "the experiment stopped".into(),
+                Err(e) => e.to_string(),
+            },
             revert: Box::new(revert),
             journal,
         }),
@@ -251,12 +299,7 @@ fn rounds(
     stop: &AtomicBool,
     observer: &mut dyn Observer,
 ) -> Result<Rounds, ExperimentError> {
-    let names = plan
-        .changes
-        .iter()
-        .map(Change::describe)
-        .collect::<Vec<_>>()
-        .join(" + ");
+    let names = describe(plan);
     let (mut baseline, mut changed, mut figure) = (Vec::new(), Vec::new(), None);
     // Ctrl-C reaches the measuring child too: its failure then is the interruption.
     let measure = || match plan.measure.run(&plan.exe, &plan.root) {
@@ -297,6 +340,20 @@ fn rounds(
         figure = Some(b);
     }
     Ok((baseline, changed, figure, stop.load(Ordering::Relaxed)))
+}
+
+/// The change for people: `thp.enabled=never + change-cmd '…'`.
+pub fn describe(plan: &Plan) -> String {
+    plan.changes
+        .iter()
+        .map(Change::describe)
+        .chain(
+            plan.commands
+                .iter()
+                .map(|c| format!("change-cmd '{}'", Escaped(&c.apply))),
+        )
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// A figure with four significant digits.

@@ -23,7 +23,7 @@ pub fn verdict_line(o: &Outcome) -> String {
     let change = o
         .changes
         .iter()
-        .map(|c| format!("{}={}", c.setting, c.to))
+        .map(|c| c.side(true))
         .collect::<Vec<_>>()
         .join(" + ");
     let Some(e) = &o.effect else {
@@ -43,23 +43,56 @@ pub fn verdict_line(o: &Outcome) -> String {
     let figure = Escaped(o.figure.as_deref().unwrap_or("-"));
     match e.verdict {
         Verdict::Win => format!(
-            "{change}: {figure} {} ({interval}): a win, keep it",
-            pct(e.change_pct)
+            "{change}: {figure} {} ({interval}): keep it; {}",
+            pct(e.change_pct),
+            persist(o)
         ),
         Verdict::Loss => format!(
             "{change}: {figure} {} ({interval}): a loss, leave it at {}",
             pct(e.change_pct),
             o.changes
                 .iter()
-                .map(|c| format!("{}={}", c.setting, c.from))
+                .map(|c| c.side(false))
                 .collect::<Vec<_>>()
                 .join(" + ")
         ),
         Verdict::NoEffect => format!(
-            "{change}: no effect distinguishable from noise on {figure} ({} measured, {interval})",
+            "{change}: no effect distinguishable from noise (\u{b1}{:.1}%) on {figure} ({} \
+             measured, {interval})",
+            (e.ci95_high_pct - e.ci95_low_pct) / 2.0,
             pct(e.change_pct)
         ),
     }
+}
+
+/// How to keep a win after a reboot: `to persist: CMD` (as `check --emit-script` gives it,
+/// joined with `&&` for changes made together), or what has no such command.
+fn persist(o: &Outcome) -> String {
+    let (known, unknown): (Vec<_>, Vec<_>) =
+        o.changes.iter().partition(|c| c.persist_command.is_some());
+    let mut out = Vec::new();
+    if !known.is_empty() {
+        out.push(format!(
+            "to persist: {}",
+            known
+                .iter()
+                .filter_map(|c| c.persist_command.as_deref())
+                .map(|p| Escaped(p).to_string())
+                .collect::<Vec<_>>()
+                .join(" && ")
+        ));
+    }
+    if !unknown.is_empty() {
+        out.push(format!(
+            "persist {} by hand (tacho knows no command for it)",
+            unknown
+                .iter()
+                .map(|c| c.side(true))
+                .collect::<Vec<_>>()
+                .join(" + ")
+        ));
+    }
+    out.join("; ")
 }
 
 /// The whole report.
@@ -73,14 +106,8 @@ pub fn text(o: &Outcome, w: &mut dyn Write) -> io::Result<()> {
         Escaped(o.figure.as_deref().unwrap_or("no round finished"))
     )?;
     for c in &o.changes {
-        writeln!(
-            w,
-            "baseline {}={}: {}",
-            c.setting,
-            c.from,
-            list(&o.baseline)
-        )?;
-        writeln!(w, "changed  {}={}: {}", c.setting, c.to, list(&o.changed))?;
+        writeln!(w, "baseline {}: {}", c.side(false), list(&o.baseline))?;
+        writeln!(w, "changed  {}: {}", c.side(true), list(&o.changed))?;
     }
     if o.interrupted {
         writeln!(w, "interrupted: only the rounds above ran")?;
@@ -88,12 +115,86 @@ pub fn text(o: &Outcome, w: &mut dyn Write) -> io::Result<()> {
     if o.reverted {
         writeln!(w, "reverted and read back; the journal is removed")?;
     }
-    if o.effect.is_some_and(|e| e.verdict == Verdict::Win) {
-        for c in &o.changes {
-            if let Some(p) = &c.persist_command {
-                writeln!(w, "to keep {}={} after a reboot: {p}", c.setting, c.to)?;
-            }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::verdict::Effect;
+    use crate::experiment::{COMMAND, Changed, SCHEMA};
+
+    fn outcome(verdict: Verdict, changes: Vec<Changed>) -> Outcome {
+        Outcome {
+            schema: SCHEMA,
+            changes,
+            measure: "top".into(),
+            figure: Some("workload system CPU (s)".into()),
+            higher_is_better: Some(false),
+            baseline: vec![1.0, 1.1],
+            changed: vec![0.5, 0.6],
+            effect: Some(Effect {
+                change_pct: -2.0,
+                ci95_low_pct: -5.0,
+                ci95_high_pct: 1.0,
+                welch_p: 0.3,
+                rank_p: 0.4,
+                verdict,
+            }),
+            reverted: true,
+            interrupted: false,
         }
     }
-    Ok(())
+
+    fn thp() -> Changed {
+        Changed {
+            setting: "thp.enabled".into(),
+            from: "always".into(),
+            to: "never".into(),
+            revert_command: Some("echo always > /sys/kernel/mm/transparent_hugepage/enabled".into()),
+            persist_command: Some("echo 'w /sys/kernel/mm/transparent_hugepage/enabled - - - - never' > /etc/tmpfiles.d/tacho-thp-enabled.conf".into()),
+        }
+    }
+
+    #[test]
+    fn a_win_says_keep_it_and_how_to_persist_it() {
+        let line = verdict_line(&outcome(Verdict::Win, vec![thp()]));
+        assert!(
+            line.starts_with("thp.enabled=never: workload system CPU (s) \u{2212}2.0% (")
+                && line.ends_with(&format!(
+                    "keep it; to persist: {}",
+                    thp().persist_command.unwrap()
+                )),
+            "{line}"
+        );
+        let cmd = Changed {
+            setting: COMMAND.into(),
+            from: "undo".into(),
+            to: "do".into(),
+            revert_command: Some("undo".into()),
+            persist_command: None,
+        };
+        let line = verdict_line(&outcome(Verdict::Win, vec![thp(), cmd]));
+        assert!(
+            line.contains("keep it; to persist: echo ")
+                && line
+                    .ends_with("; persist change-cmd 'do' by hand (tacho knows no command for it)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn no_effect_names_the_noise() {
+        let line = verdict_line(&outcome(Verdict::NoEffect, vec![thp()]));
+        assert!(
+            line.starts_with("thp.enabled=never: no effect distinguishable from noise (\u{b1}3.0%) on workload system CPU (s) (\u{2212}2.0% measured"),
+            "{line}"
+        );
+        assert!(!line.contains("keep it"), "{line}");
+        let line = verdict_line(&outcome(Verdict::Loss, vec![thp()]));
+        assert!(
+            line.ends_with("a loss, leave it at thp.enabled=always"),
+            "{line}"
+        );
+    }
 }

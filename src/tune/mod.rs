@@ -3,6 +3,10 @@
 //! back (to see that it took) and restore what was read. `check` takes the files and shell
 //! commands of its fixes from here; `experiment` applies and reverts through it.
 //!
+//! Mount options that can be changed on a mounted filesystem (its atime mode) are applied with
+//! a bind remount (`mount(2)` with `MS_REMOUNT | MS_BIND`, which changes only that mount's own
+//! flags and keeps the others as /proc/self/mountinfo lists them) and read back from mountinfo.
+//!
 //! This is the only module that writes to /proc or /sys. It writes only what a [`Change`]
 //! (parsed and checked here) or a [`Saved`] state (re-checked here value by value) holds, so
 //! whatever asks it to write (a command line, a journal read back after a crash) can only set
@@ -14,7 +18,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::{self, SysRoot, sysctl, tunables};
+use rustix::mount::MountFlags;
+
+use crate::kernel::{self, SysRoot, mounts, sysctl, tunables};
 
 /// `thp.enabled` values, as the kernel offers them.
 const THP_ENABLED: &[&str] = &["always", "madvise", "never"];
@@ -23,6 +29,10 @@ const THP_DEFRAG: &[&str] = &["always", "defer", "defer+madvise", "madvise", "ne
 /// The multi-queue I/O schedulers (kyber and bfq may need their module loaded; writing the
 /// name loads it where the kernel can).
 const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
+/// A mount's atime mode, the mount option the catalogue changes (remountable, per mount).
+const ATIME: &[&str] = &["noatime", "relatime", "strictatime"];
+/// Prefix of a mount setting's name: `mount:/data`.
+const MOUNT_PREFIX: &str = "mount:";
 /// Largest read-ahead accepted, in KiB (1 GiB).
 const MAX_READ_AHEAD_KB: u64 = 1 << 20;
 
@@ -108,6 +118,9 @@ pub enum Setting {
     Sysctl(&'static str),
     /// `cpu.governor`: every CPU's cpufreq scaling governor.
     Governor,
+    /// `mount:/MOUNTPOINT`: the atime mode of the mount there (`noatime`, `relatime`,
+    /// `strictatime`).
+    Mount(String),
 }
 
 /// Why a setting could not be named, read, applied or restored; each message names the
@@ -120,7 +133,7 @@ pub enum TuneError {
     /// The name is not in the catalogue.
     #[error(
         "unknown setting {0:?}; settings: thp.enabled, thp.defrag, block.DEV.scheduler, \
-         block.DEV.read_ahead_kb, cpu.governor, {sysctls}",
+         block.DEV.read_ahead_kb, cpu.governor, mount:/MOUNTPOINT, {sysctls}",
         sysctls = SYSCTLS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
     )]
     Unknown(String),
@@ -134,6 +147,13 @@ pub enum TuneError {
         /// What it takes.
         expected: String,
     },
+    /// A mount setting's mount point is not an absolute, normalized path.
+    #[error(
+        "mount:{} names no mount point: give an absolute path without `.`, `..` or a trailing \
+         slash, e.g. mount:/data=noatime",
+        crate::text::Escaped(.0)
+    )]
+    BadMountPoint(String),
     /// The device or setting does not exist on this machine.
     #[error("{0} does not exist on this machine ({1} is missing)")]
     Absent(String, String),
@@ -178,9 +198,13 @@ pub struct Change {
 impl Change {
     /// Parses `SETTING=VALUE` (names as in [`Setting::name`]).
     pub fn parse(text: &str) -> Result<Change, TuneError> {
-        let (name, value) = text
-            .split_once('=')
-            .ok_or_else(|| TuneError::NotAssignment(text.to_string()))?;
+        // A mount point may hold `=`; no value does.
+        let (name, value) = if text.trim_start().starts_with(MOUNT_PREFIX) {
+            text.rsplit_once('=')
+        } else {
+            text.split_once('=')
+        }
+        .ok_or_else(|| TuneError::NotAssignment(text.to_string()))?;
         let setting = Setting::parse(name.trim())?;
         let value = setting.check_value(value.trim())?;
         Ok(Change { setting, value })
@@ -196,6 +220,18 @@ impl Change {
 /// write resets, or each CPU's governor. What a journal records (values, never commands).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Saved(pub BTreeMap<String, String>);
+
+/// A mount point as a setting names it: absolute, normalized (no `.`, `..`, empty component or
+/// trailing slash), no control character, at most 4096 bytes.
+fn plain_mount_point(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() <= 4096
+        && !path.chars().any(crate::text::needs_escape)
+        && (path == "/"
+            || path[1..]
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != ".."))
+}
 
 /// A device name as the kernel gives it: no path separator, no dot first, nothing but
 /// letters, digits, `-`, `_` and `.`.
@@ -217,7 +253,12 @@ impl Setting {
             "thp.defrag" => Setting::ThpDefrag,
             "cpu.governor" => Setting::Governor,
             _ => {
-                if let Some(rest) = name.strip_prefix("block.") {
+                if let Some(path) = name.strip_prefix(MOUNT_PREFIX) {
+                    if !plain_mount_point(path) {
+                        return Err(TuneError::BadMountPoint(path.to_string()));
+                    }
+                    Setting::Mount(path.to_string())
+                } else if let Some(rest) = name.strip_prefix("block.") {
                     let (dev, attr) = rest.rsplit_once('.').ok_or_else(unknown)?;
                     if !plain_device(dev) {
                         return Err(unknown());
@@ -247,6 +288,7 @@ impl Setting {
             Setting::ReadAhead(dev) => format!("block.{dev}.read_ahead_kb"),
             Setting::Sysctl(name) => (*name).into(),
             Setting::Governor => "cpu.governor".into(),
+            Setting::Mount(path) => format!("{MOUNT_PREFIX}{path}"),
         }
     }
 
@@ -260,6 +302,7 @@ impl Setting {
             Setting::ReadAhead(dev) => format!("/sys/block/{dev}/queue/read_ahead_kb"),
             Setting::Sysctl(name) => format!("/proc/sys/{}", name.replace('.', "/")),
             Setting::Governor => "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor".into(),
+            Setting::Mount(_) => "/proc/self/mountinfo".into(),
         }
     }
 
@@ -287,6 +330,7 @@ impl Setting {
         match self {
             Setting::ThpEnabled => word(THP_ENABLED),
             Setting::ThpDefrag => word(THP_DEFRAG),
+            Setting::Mount(_) => word(ATIME),
             Setting::Scheduler(_) => word(SCHEDULERS),
             Setting::ReadAhead(_) => number(MAX_READ_AHEAD_KB),
             Setting::Sysctl(name) => number(spec(name).map_or(0, |s| s.max)),
@@ -320,6 +364,7 @@ impl Setting {
                 .join("devices/system/cpu")
                 .join(part)
                 .join("cpufreq/scaling_governor"),
+            Setting::Mount(_) => root.proc.join("self/mountinfo"),
         }
     }
 
@@ -338,6 +383,10 @@ impl Setting {
                             .join("devices/system/cpu/cpu0/cpufreq/scaling_governor"),
                     ));
                 }
+            }
+            Setting::Mount(path) => {
+                let mount = mount_at(root, path)?;
+                parts.insert(String::new(), atime_mode(&mount.options).to_string());
             }
             Setting::Sysctl(name) => {
                 for n in std::iter::once(*name).chain(spec(name).and_then(|s| s.twin)) {
@@ -476,8 +525,12 @@ impl Setting {
         Ok(())
     }
 
-    /// Writes one value to one part's file, in one write (sysfs takes a value per write).
+    /// Writes one value to one part's file, in one write (sysfs takes a value per write); a
+    /// mount's atime mode by a bind remount.
     fn write(&self, root: &SysRoot, part: &str, value: &str) -> Result<(), TuneError> {
+        if let Setting::Mount(path) = self {
+            return remount(root, path, value);
+        }
         let path = self.file(root, part);
         let refused = |source| TuneError::Refused {
             path: path.display().to_string(),
@@ -493,6 +546,66 @@ impl Setting {
             .map_err(refused)?;
         file.write_all(value.as_bytes()).map_err(refused)
     }
+}
+
+/// The mount whose mount point is `path` (the last one mounted there, which is the one seen).
+fn mount_at(root: &SysRoot, path: &str) -> Result<mounts::Mount, TuneError> {
+    mounts::read_mounts(root)?
+        .into_iter()
+        .rev()
+        .find(|m| m.mount_point.as_os_str() == path)
+        .ok_or_else(|| {
+            TuneError::Absent(
+                format!("{MOUNT_PREFIX}{path}"),
+                format!("a mount at {path} in /proc/self/mountinfo"),
+            )
+        })
+}
+
+/// The atime mode in a mount's options: `noatime`, `relatime`, or neither (`strictatime`).
+fn atime_mode(options: &str) -> &'static str {
+    let has = |w: &str| options.split(',').any(|o| o == w);
+    if has("noatime") {
+        "noatime"
+    } else if has("relatime") {
+        "relatime"
+    } else {
+        "strictatime"
+    }
+}
+
+/// The mount flags a bind remount of a mount with `options` must pass to keep them, with the
+/// atime mode `atime` (one of [`ATIME`]).
+fn remount_flags(options: &str, atime: &str) -> MountFlags {
+    let mut flags = MountFlags::BIND;
+    for o in options.split(',') {
+        flags |= match o {
+            "ro" => MountFlags::RDONLY,
+            "nosuid" => MountFlags::NOSUID,
+            "nodev" => MountFlags::NODEV,
+            "noexec" => MountFlags::NOEXEC,
+            "nodiratime" => MountFlags::NODIRATIME,
+            "nosymfollow" => MountFlags::NOSYMFOLLOW,
+            _ => MountFlags::empty(),
+        };
+    }
+    flags
+        | match atime {
+            "noatime" => MountFlags::NOATIME,
+            "relatime" => MountFlags::RELATIME,
+            _ => MountFlags::STRICTATIME,
+        }
+}
+
+/// Gives the mount at `path` the atime mode `atime`, keeping its other flags.
+fn remount(root: &SysRoot, path: &str, atime: &str) -> Result<(), TuneError> {
+    let mount = mount_at(root, path)?;
+    let flags = remount_flags(&mount.options, atime);
+    rustix::mount::mount_remount(path, flags, "").map_err(|e| TuneError::Refused {
+        path: format!("the mount at {path} (remount)"),
+        value: atime.to_string(),
+        source: e.into(),
+    })
 }
 
 fn spec(name: &str) -> Option<&'static SysctlSpec> {

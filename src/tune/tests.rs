@@ -159,3 +159,66 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_mounts_atime_mode_is_named_read_and_checked() {
+    let c = Change::parse("mount:/srv/a=b=noatime").unwrap();
+    assert_eq!(c.setting, Setting::Mount("/srv/a=b".into()));
+    assert_eq!(c.describe(), "mount:/srv/a=b=noatime");
+    assert_eq!(Setting::parse("mount:/").unwrap().name(), "mount:/");
+    for bad in [
+        "mount:data",
+        "mount:/data/",
+        "mount:/a/../b",
+        "mount:/a//b",
+        "mount:",
+    ] {
+        let e = Setting::parse(bad).unwrap_err().to_string();
+        assert!(e.contains("names no mount point"), "{bad}: {e}");
+    }
+    let e = Change::parse("mount:/data=lazytime")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("noatime, relatime, strictatime"), "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "proc/self/mountinfo",
+        "22 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n\
+         30 22 7:0 / /srv/a\\040b rw,nosuid,noatime - ext4 /dev/loop0 rw\n\
+         31 22 7:1 / /srv/c rw,nodiratime - ext4 /dev/loop1 rw\n\
+         32 31 7:2 / /srv/c rw,noexec,relatime - ext4 /dev/loop2 rw\n",
+    );
+    let root = SysRoot::under(dir.path());
+    let read = |p: &str| {
+        Setting::Mount(p.into())
+            .read(&root)
+            .map(|s| s.0[""].clone())
+    };
+    assert_eq!(read("/").unwrap(), "relatime");
+    assert_eq!(read("/srv/a b").unwrap(), "noatime");
+    // The last mount at a point is the one seen.
+    assert_eq!(read("/srv/c").unwrap(), "relatime");
+    let e = read("/srv").unwrap_err().to_string();
+    assert!(e.contains("mount:/srv does not exist"), "{e}");
+}
+
+#[test]
+fn a_remount_keeps_the_mounts_other_flags() {
+    let f = remount_flags("rw,nosuid,nodev,noexec,nodiratime,relatime", "noatime");
+    assert_eq!(
+        f,
+        MountFlags::BIND
+            | MountFlags::NOSUID
+            | MountFlags::NODEV
+            | MountFlags::NOEXEC
+            | MountFlags::NODIRATIME
+            | MountFlags::NOATIME
+    );
+    assert_eq!(
+        remount_flags("ro,noatime", "strictatime"),
+        MountFlags::BIND | MountFlags::RDONLY | MountFlags::STRICTATIME
+    );
+    assert_eq!(atime_mode("rw,nosuid"), "strictatime");
+}

@@ -1,8 +1,9 @@
 //! `tacho experiment`: bad input exits 2 with one line before anything changes, and the revert
 //! journal cannot be used by another user to make root apply values (a journal directory owned
 //! by `nobody`, one anyone can write, a symlinked one, and journal files others own or can
-//! write are refused, by `--recover` and by an ordinary start). The tests that change settings
-//! are in tests/serial/experiment.rs.
+//! write are refused, by `--recover` and by an ordinary start). `--change-cmd`/`--revert-cmd`
+//! run in turns and after a SIGKILL from the journal (they change only a file of the test's).
+//! The tests that change kernel settings are in tests/serial/experiment.rs.
 
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
@@ -55,7 +56,32 @@ fn a_bad_setting_value_or_measure_exits_2_with_one_line() {
         ),
         (&["--change", "vm.swappiness=1000"], "from 0 to 200"),
         (&["--change", "vm.swappiness"], "SETTING=VALUE"),
-        (&["--measure", "bench cpu"], "give --change"),
+        (&["--change", "mount:data=noatime"], "names no mount point"),
+        (
+            &["--change", "mount:/data=lazytime"],
+            "noatime, relatime, strictatime",
+        ),
+        (&["--change-cmd", "true"], "needs --revert-cmd"),
+        (&["--revert-cmd", "true"], "without --change-cmd"),
+        (
+            &["--change-cmd", " ", "--revert-cmd", "true"],
+            "--change-cmd ` ` is empty",
+        ),
+        (
+            &[
+                "--change",
+                "vm.swappiness=10",
+                "--change-cmd",
+                "true",
+                "--revert-cmd",
+                "true",
+            ],
+            "one change at a time",
+        ),
+        (
+            &["--measure", "bench cpu"],
+            "give --change SETTING=VALUE (e.g. thp.enabled=never) or --change-cmd",
+        ),
         (&["--change", "vm.swappiness=10"], "give --measure"),
         (
             &["--change", "vm.swappiness=10", "--measure", "rm -rf /"],
@@ -86,12 +112,15 @@ impl Drop for Swappiness {
     }
 }
 
-/// A journal as tacho writes it, restoring vm.swappiness to `value`.
+/// A journal as tacho writes it, restoring vm.swappiness to `value` and, as a
+/// `--revert-cmd`, creating `dir`'s `ran` file.
 fn plant(dir: &Path, value: &str) -> std::path::PathBuf {
     let path = dir.join("1-1.json");
     let text = format!(
         r#"{{"schema":"tacho.experiment-journal.v1","pid":1,"started_unix_s":1,
-            "changes":[{{"setting":"vm.swappiness","saved":{{"vm.swappiness":"{value}"}}}}]}}"#
+            "changes":[{{"setting":"vm.swappiness","saved":{{"vm.swappiness":"{value}"}}}}],
+            "revert_command":"touch {}"}}"#,
+        dir.join("ran").display()
     );
     std::fs::write(&path, text).unwrap();
     path
@@ -105,10 +134,11 @@ fn mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-/// Issue 34: the journal cannot be used by another user to make root apply values. Each
-/// forged journal asks root to set vm.swappiness to another value; `--recover` refuses it
-/// (exit 2, one line naming what is wrong) and an ordinary start says so in a note, and the
-/// value stays. A journal in a directory only root can write is applied (the control).
+/// Issue 34: the journal cannot be used by another user to make root apply values or run
+/// commands. Each forged journal asks root to set vm.swappiness to another value and to run a
+/// command; `--recover` refuses it (exit 2, one line naming what is wrong) and an ordinary
+/// start says so in a note, the value stays and the command never runs. A journal in a
+/// directory only root can write is applied (the control).
 #[test]
 fn a_journal_another_user_could_write_is_never_applied() {
     if !is_root() {
@@ -171,6 +201,11 @@ fn a_journal_another_user_could_write_is_never_applied() {
             "{}: the forged value was applied",
             dir.display()
         );
+        assert!(
+            !dir.join("ran").exists(),
+            "{}: the forged command ran",
+            dir.display()
+        );
     }
     // The control: the same journal in a directory only root can write is applied.
     let good_journal = plant(&good, &now);
@@ -181,5 +216,141 @@ fn a_journal_another_user_could_write_is_never_applied() {
         "{}",
         stdout(&o)
     );
+    assert!(
+        stdout(&o).contains("--revert-cmd `touch ") && good.join("ran").exists(),
+        "{}",
+        stdout(&o)
+    );
     assert!(!good_journal.exists(), "a restored journal is removed");
+}
+
+/// A root-owned 0700 directory whose `j` subdirectory tacho makes as its journal directory.
+fn journal_home() -> (tempfile::TempDir, std::path::PathBuf) {
+    let home = tempfile::tempdir().unwrap();
+    mode(home.path(), 0o700);
+    let dir = home.path().join("j");
+    (home, dir)
+}
+
+/// `--change-cmd` and `--revert-cmd` writing a state file: (apply, revert).
+fn state_commands(state: &Path) -> (String, String) {
+    (
+        format!("echo changed > {}", state.display()),
+        format!("echo base > {}", state.display()),
+    )
+}
+
+/// Issue 34: `--change-cmd`/`--revert-cmd` run as a catalogue setting does: applied and
+/// reverted once before measuring, the warm-up and the baseline rounds with the revert's
+/// state, each changed round with the change's, and reverted at the end.
+#[test]
+fn a_command_pair_is_applied_in_its_rounds_and_reverted() {
+    if !is_root() {
+        skip("experiment runs as root only");
+        return;
+    }
+    let (home, journal) = journal_home();
+    let state = home.path().join("state");
+    std::fs::write(&state, "base\n").unwrap();
+    let log = home.path().join("seen");
+    let (apply, revert) = state_commands(&state);
+    let o = experiment(
+        &journal,
+        &[
+            "--change-cmd",
+            &apply,
+            "--revert-cmd",
+            &revert,
+            "--measure",
+            "top",
+            "--workload",
+            &format!("cat {} >> {}", state.display(), log.display()),
+            "--rounds",
+            "2",
+            "--yes",
+            "--json",
+        ],
+    );
+    let v = json_ok(&o);
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        seen.lines().collect::<Vec<_>>(),
+        ["base", "base", "changed", "base", "changed"],
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "base\n");
+    assert_eq!(v["changes"][0]["setting"], "change-cmd");
+    assert_eq!(v["changes"][0]["to"], apply.as_str());
+    assert_eq!(v["changes"][0]["revert_command"], revert.as_str());
+    assert_eq!(v["reverted"], true);
+    assert_empty(&journal);
+
+    // A revert that fails is named, and the journal is kept for --recover.
+    let o = experiment(
+        &journal,
+        &[
+            "--change-cmd",
+            "true",
+            "--revert-cmd",
+            "exit 3",
+            "--measure",
+            "top",
+            "--workload",
+            "true",
+            "--yes",
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("--revert-cmd `exit 3` failed") && err.contains("--recover"),
+        "{err}"
+    );
+    assert_eq!(entries(&journal).len(), 1, "the journal is kept");
+}
+
+/// Issue 34: an experiment with a command pair killed with SIGKILL in a changed round is
+/// reverted by `--recover`, which runs the `--revert-cmd` its journal holds.
+#[test]
+fn a_killed_command_experiment_is_reverted_by_recover() {
+    if !is_root() {
+        skip("experiment runs as root only");
+        return;
+    }
+    let (home, journal) = journal_home();
+    let state = home.path().join("state");
+    std::fs::write(&state, "base\n").unwrap();
+    let (apply, revert) = state_commands(&state);
+    let mut c = tacho();
+    c.env("TACHO_EXPERIMENT_DIR", &journal)
+        .arg("experiment")
+        .args(["--change-cmd", &apply, "--revert-cmd", &revert])
+        .args(["--measure", "top", "--workload", "sleep 0.3"])
+        .args(["--rounds", "50", "--yes"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    // The change is applied and reverted at once before the rounds: wait until it holds.
+    let start = std::time::Instant::now();
+    let changed = || std::fs::read_to_string(&state).is_ok_and(|s| s == "changed\n");
+    while !(changed() && {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        changed()
+    }) {
+        assert!(start.elapsed().as_secs() < 30, "never applied");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(changed(), "killed with the change applied");
+    let o = experiment(&journal, &["--recover"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("--revert-cmd `echo base"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "base\n");
+    assert_empty(&journal);
 }

@@ -1,5 +1,6 @@
 //! `tacho experiment` changes real settings and puts them back: THP always against never under
-//! `tacho stress --vm`, a loop device's scheduler, and an experiment killed with SIGKILL,
+//! `tacho stress --vm`, a loop device's scheduler, the atime mode of an ext4 mount on a loop
+//! device, and an experiment killed with SIGKILL,
 //! restored by `--recover` and by the next ordinary start. Each test has a journal directory
 //! of its own (`TACHO_EXPERIMENT_DIR`) and a guard that restores what it set up.
 
@@ -235,6 +236,67 @@ fn a_killed_experiment_is_reverted_by_recover_and_by_the_next_start() {
     assert!(
         err.starts_with("tacho: note: an interrupted experiment's changes were reverted"),
         "{err}"
+    );
+    assert_empty(&journal);
+}
+
+/// The options field (6th) of `mount_point`'s line in /proc/self/mountinfo, as awk prints it.
+fn options_awk(mount_point: &Path) -> String {
+    format!(
+        "awk '$5==\"{}\" {{print $6}}' /proc/self/mountinfo",
+        mount_point.display()
+    )
+}
+
+/// Issue 34: a mount option that can be remounted (`mount:/MNT=noatime`) on an ext4 filesystem
+/// of a loop device: the changed rounds run with noatime, the baseline ones with relatime, the
+/// mount's other flags (nosuid, nodev) are kept throughout, and it is back at relatime after.
+#[test]
+fn a_mounts_atime_mode_is_remounted_in_its_rounds_and_reverted() {
+    let _kernel = kernel_wide();
+    let Some(dev) = LoopDev::new_in("experiment mount", 16 << 20, Path::new("/dev/shm")) else {
+        return;
+    };
+    assert!(dev.mkfs_ext4(), "mkfs.ext4 failed");
+    let mnt = tempfile::tempdir().unwrap();
+    let _mounted =
+        MountGuard::mount(&["-o", "relatime,nosuid,nodev", dev.path()], mnt.path()).unwrap();
+    let (home, journal) = journal_home();
+    let log = home.path().join("seen");
+    let o = run_cmd({
+        let mut c = experiment(&journal);
+        c.args([
+            "--change",
+            &format!("mount:{}=noatime", mnt.path().display()),
+        ])
+        .args(["--measure", "top", "--rounds", "2", "--yes", "--json"])
+        .args([
+            "--workload",
+            &format!("{} >> {}", options_awk(mnt.path()), log.display()),
+        ]);
+        c
+    });
+    let v = json_ok(&o);
+    let seen: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let (base, changed) = ("rw,nosuid,nodev,relatime", "rw,nosuid,nodev,noatime");
+    assert_eq!(seen, [base, base, changed, base, changed], "{}", stderr(&o));
+    let after = run_cmd({
+        let mut c = Command::new("sh");
+        c.args(["-c", &options_awk(mnt.path())]);
+        c
+    });
+    assert_eq!(stdout(&after).trim(), base);
+    assert_eq!(v["changes"][0]["from"], "relatime");
+    assert_eq!(v["reverted"], true);
+    // The persist line is the fstab edit `check` gives for noatime.
+    let persist = v["changes"][0]["persist_command"].as_str().unwrap();
+    assert!(
+        persist.contains("/etc/fstab") && persist.contains("noatime"),
+        "{persist}"
     );
     assert_empty(&journal);
 }
