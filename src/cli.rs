@@ -11,6 +11,7 @@ use std::time::Duration;
 mod results;
 pub(crate) use results::{
     CompareArgs, DbArg, FormatArgs, RecordArgs, RunFilter, RunsCommand, SaveArgs, SaveDocArgs,
+    StoreCommand,
 };
 pub mod errors;
 mod help;
@@ -66,6 +67,10 @@ pub(crate) enum Command {
     /// Stored benchmark runs: list, show, rm, export, import (also fio JSON)
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// The shared PostgreSQL store: `store init` (schema and a host role's grants), `store
+    /// prune` (history retention)
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Compare stored runs side by side, with significance and configuration differences
     Compare(CompareArgs),
     /// Live diagnosis: CPU, memory, PSI, disks (every iostat -x column), processes' I/O,
@@ -527,7 +532,7 @@ pub struct HistoryRecordArgs {
 }
 
 /// A retention age: days (`7d`) and weeks (`2w`) besides what `parse_duration` reads.
-fn parse_age(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let whole = |n: &str, per: u64| {
         n.parse::<u64>()

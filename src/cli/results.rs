@@ -73,6 +73,35 @@ pub struct RunFilter {
     pub kind: Option<String>,
 }
 
+/// `tacho store`: the shared PostgreSQL store's administration.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Create or migrate the shared store's tables (the only command that changes them; run it
+    /// once as the database's owner) and print the SQL grants of a host role, which may read
+    /// and add its own rows and nothing more
+    #[command(after_help = "Examples:\n  tacho store init --db postgres://admin@db/tacho \
+--role tacho_host > grants.sql\n  psql -d tacho -f grants.sql")]
+    Init {
+        /// The shared store, with an administrator's login:
+        /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE [default: $TACHO_DB]
+        #[arg(long, value_name = "URL")]
+        db: Option<String>,
+        /// The host role the printed grants are for
+        #[arg(long, value_name = "NAME", default_value = "tacho_host")]
+        role: String,
+    },
+    /// Drop the shared history's day partitions older than AGE (whole days, UTC; as the
+    /// administrator)
+    Prune {
+        /// The shared store [default: $TACHO_DB]
+        #[arg(long, value_name = "URL")]
+        db: Option<String>,
+        /// Drop the days that ended longer ago than this: 90d, 12w
+        #[arg(long, value_name = "AGE", value_parser = crate::cli::parse_age)]
+        older_than: std::time::Duration,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
     /// List the stored runs, oldest first

@@ -25,6 +25,8 @@ mod report;
 mod runs;
 mod sector;
 mod snapshot;
+#[cfg(feature = "pg")]
+mod store;
 pub(crate) mod stress;
 pub(crate) mod time;
 pub(crate) mod top;
@@ -68,6 +70,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         #[cfg(not(feature = "profile"))]
         Command::Profile(_) => Err(crate::features::Missing(Feature::Profile).into()),
         Command::Runs(command) => runs::run(command),
+        #[cfg(feature = "pg")]
+        Command::Store(command) => store::run(command),
+        #[cfg(not(feature = "pg"))]
+        Command::Store(_) => Err(crate::features::Missing(Feature::Pg).into()),
         Command::Compare(args) => compare::run(&args),
         Command::Top(args) if history::wants_history(&args) => history::top(&args),
         Command::Top(args) => top::run(&args),

@@ -38,16 +38,7 @@ pub fn run(command: RunsCommand) -> Result<ExitCode> {
 /// `runs push`: uploads the local runs the shared store lacks and says how many.
 #[cfg(feature = "pg")]
 fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
-    let env = std::env::var("TACHO_DB").ok().filter(|u| store::is_url(u));
-    let url = url.map(str::to_owned).or(env).ok_or_else(|| {
-        anyhow!("runs push needs the shared store: pass --db postgres://USER@HOST/DATABASE")
-    })?;
-    if !store::is_url(&url) {
-        bail!(
-            "--db is not a PostgreSQL URL; runs push uploads to postgres://USER@HOST/DATABASE \
-             (the local file goes in --from)"
-        );
-    }
+    let url = super::store::shared_url(url, "runs push")?;
     // TACHO_DB names the server here, so the local default cannot come from it.
     let local = match from {
         Some(p) => p.to_path_buf(),

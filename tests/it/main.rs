@@ -55,6 +55,8 @@ mod sector;
 mod store;
 #[cfg(feature = "pg")]
 mod store_postgres;
+#[cfg(feature = "pg")]
+mod store_roles;
 mod stored_truth;
 mod stored_versions;
 mod stress;

@@ -121,6 +121,11 @@ const INSTEAD: &[(&str, &str, &str)] = &[
         "the quick suite, shortened",
     ),
     (
+        "tacho store init --db 'postgres://admin@db.example/results' > grants.sql",
+        "tacho store init --db '@PG@' > grants.sql",
+        "the fleet's server: the test's own (already initialised: init again changes nothing)",
+    ),
+    (
         "tacho runs push --db 'postgres://tacho@db.example/results?sslmode=require'",
         "tacho runs push --db '@PG@'",
         "the fleet's server: the test's own",

@@ -11,6 +11,7 @@ use crate::store::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, Stored
 use crate::store::runs::{LATEST_PER_HOST, ListText, RawRun, RunSummary, hostname, target_path};
 use anyhow::{Result, anyhow, bail};
 use postgres::Row;
+use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -162,7 +163,8 @@ impl PgStore {
         self.client
             .execute(
                 "UPDATE runs SET status = $2, host_json = $3, target_json = $4, extra_json = $5,
-                 hostname = $6, target_path = $7 WHERE id = $1",
+                 hostname = $6, target_path = $7, machine_id = $3::TEXT::JSONB ->> 'machine_id',
+                 labels = coalesce($3::TEXT::JSONB -> 'labels', '{}') WHERE id = $1",
                 &[
                     &run_id,
                     &run.status.as_str(),
@@ -195,7 +197,13 @@ impl PgStore {
         for &id in ids {
             let n = tx
                 .execute("DELETE FROM runs WHERE id = $1", &[&id])
-                .map_err(|e| fail(&shown, &e))?;
+                .map_err(|e| match e.code() {
+                    Some(&SqlState::INSUFFICIENT_PRIVILEGE) => anyhow!(
+                        "shared store {shown}: removing runs needs its administrator's role \
+                         (host roles may only add runs); nothing removed"
+                    ),
+                    _ => fail(&shown, &e),
+                })?;
             if n == 0 {
                 bail!(
                     "no run {id} in {shown} (tacho runs list shows the stored ones); nothing removed"
@@ -316,8 +324,9 @@ fn insert_row(
     let row = tx.query_opt(
         "INSERT INTO runs (uuid, created_at, label, kind, status, source, tool_version,
             suite_name, suite_version, hostname, target_path, host_json, target_json,
-            extra_json, owner)
-         VALUES ($1::TEXT::UUID, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+            extra_json, owner, machine_id, labels)
+         VALUES ($1::TEXT::UUID, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                 $12::TEXT::JSONB ->> 'machine_id', coalesce($12::TEXT::JSONB -> 'labels', '{}'))
          ON CONFLICT (uuid) DO NOTHING RETURNING id",
         &[
             &uuid,
