@@ -529,6 +529,36 @@ pub struct HistoryRecordArgs {
     /// Print the systemd unit that runs the recorder, and exit
     #[arg(long)]
     pub print_unit: bool,
+
+    /// The shared store and this host's labels (`--db`, `--label`, `--backlog`).
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+}
+
+/// Sending what the recorder sees to the shared store (`tacho record --db`).
+#[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Shared store (fleet history)")]
+pub struct FleetArgs {
+    /// Also send each interval's findings and figures to the shared PostgreSQL store
+    /// (`tacho store init` made it): postgres://USER@HOST/DATABASE [default: $TACHO_DB when
+    /// it is a postgres:// URL]
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+
+    /// A label of this host, stored with every interval (repeatable): --label role=db
+    /// --label dc=fra1 [default: $TACHO_LABELS, comma-separated]
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label_pair)]
+    pub labels: Vec<String>,
+
+    /// Intervals kept while the shared store cannot be reached; beyond it the oldest are
+    /// dropped (and said)
+    #[arg(long, value_name = "N", default_value = "8640", value_parser = clap::value_parser!(u64).range(1..))]
+    pub backlog: u64,
+}
+
+/// A `KEY=VALUE` label, checked as `labels::parse` does.
+pub(crate) fn parse_label_pair(text: &str) -> Result<String, String> {
+    crate::labels::parse(text).map(|_| text.to_owned())
 }
 
 /// A retention age: days (`7d`) and weeks (`2w`) besides what `parse_duration` reads.

@@ -40,6 +40,12 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
         (None, None) => (store::resolve_path(None)?, Make::Chain),
     };
     let history = History::create(&path, make)?;
+    let fleet = super::fleet::Settings::resolve(args.fleet.db.as_deref(), &args.fleet.labels)?;
+    let mut ship = match &fleet.url {
+        Some(url) => Some(shipper(&history, url, &fleet, args.fleet.backlog)?),
+        None => None,
+    };
+    let mut judge = summary::Judge::default();
     let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
     // As live `top` does: each request's submitter, so a replay blames the writer exactly
     // (not the shell that reaped it). Without eBPF, the samples say why and /proc stands in.
@@ -101,10 +107,15 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
             let mut rec = Record::new(sample, devices, &host, args.interval.as_secs_f64());
             rec.connections = connections;
             let now = rec.sample.unix_time_s;
-            match history
+            let stored = history
                 .append(&rec)
-                .and_then(|()| history.prune(now, args.keep, args.max_size))
-            {
+                .and_then(|()| history.prune(now, args.keep, args.max_size));
+            if let Some(ship) = &mut ship {
+                if let Some(i) = judge.push(rec, |_| true) {
+                    send(ship, &i)?;
+                }
+            }
+            match stored {
                 Ok(_) => disk_full = false,
                 Err(e) if is_disk_full(&e) => {
                     // One line per episode, not one per sample; the next sample tries again.
@@ -118,8 +129,81 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
             Ok(())
         },
     )?;
+    if let Some(ship) = &mut ship {
+        finish(ship);
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(feature = "pg")]
+type Shipper<'h> = crate::history::ship::Shipper<'h>;
+/// Without the PostgreSQL client there is nothing to send to (`shipper` refuses `--db`).
+#[cfg(not(feature = "pg"))]
+type Shipper<'h> = std::marker::PhantomData<&'h ()>;
+
+/// The shipper of `record --db`: this machine's identity and the resolved labels.
+#[cfg(feature = "pg")]
+fn shipper<'h>(
+    history: &'h History,
+    url: &str,
+    fleet: &super::fleet::Settings,
+    backlog: u64,
+) -> Result<Shipper<'h>> {
+    let host = crate::kernel::host::Host::read(&SysRoot::real());
+    let machine_id = host.machine_id.ok_or_else(|| {
+        anyhow!(
+            "/etc/machine-id is missing or not a machine id, and the shared store tells hosts \
+             apart by it; create it (systemd-machine-id-setup)"
+        )
+    })?;
+    let who = crate::history::ship::Identity {
+        machine_id,
+        hostname: host.hostname.unwrap_or_default(),
+        labels: fleet.labels.clone(),
+    };
+    let ship = Shipper::start(history, url, who, backlog)?;
+    eprintln!(
+        "sending each interval to {}",
+        crate::text::Escaped(ship.shown())
+    );
+    Ok(ship)
+}
+
+#[cfg(not(feature = "pg"))]
+fn shipper<'h>(
+    _: &'h History,
+    _: &str,
+    _: &super::fleet::Settings,
+    _: u64,
+) -> Result<Shipper<'h>> {
+    Err(crate::features::Missing(crate::features::Feature::Pg).into())
+}
+
+#[cfg(feature = "pg")]
+fn send(ship: &mut Shipper<'_>, i: &crate::history::interval::Interval) -> Result<()> {
+    ship.add(&i.clone().compact(crate::history::interval::COMPACT_TOP))
+}
+
+#[cfg(not(feature = "pg"))]
+fn send(_: &mut Shipper<'_>, _: &crate::history::interval::Interval) -> Result<()> {
+    Ok(())
+}
+
+/// Sends what is left when the recorder stops, and says what could not be.
+#[cfg(feature = "pg")]
+fn finish(ship: &mut Shipper<'_>) {
+    ship.flush();
+    let left = ship.pending();
+    if left > 0 {
+        eprintln!(
+            "{left} interval(s) wait in the history file's backlog; the next `tacho record \
+             --db` sends them"
+        );
+    }
+}
+
+#[cfg(not(feature = "pg"))]
+fn finish(_: &mut Shipper<'_>) {}
 
 /// Said once, from the first sample: what the recorder cannot see, each with its fix.
 fn first_notes(sample: &crate::diagnose::sample::Sample) {

@@ -9,6 +9,7 @@ pub(crate) mod disk;
 mod drift;
 pub(crate) mod files;
 mod files_bytes;
+mod fleet;
 mod history;
 mod interrupt;
 mod man;
@@ -54,6 +55,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(feature) = needs(&cli.command) {
         feature.require()?;
     }
+    // Every stored run carries these labels: a bad one stops the command before it starts.
+    crate::labels::from_env().map_err(anyhow::Error::msg)?;
     match cli.command {
         Command::Bench(bench) => match bench.what {
             Some(BenchWhat::Disk(args)) => disk::run(&args),

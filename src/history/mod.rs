@@ -7,6 +7,9 @@
 //! committed, and a reader sees only whole samples while the recorder writes.
 
 pub mod days;
+pub mod interval;
+#[cfg(feature = "pg")]
+pub mod ship;
 pub mod store;
 pub mod summary;
 pub mod when;

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use chrono::{Local, TimeZone};
 
-use crate::history::summary::{Peak, Summary};
+use crate::history::summary::{NamedTotal, Peak, Summary};
 use crate::text::Escaped;
 use crate::units::format_bytes_approx;
 
@@ -19,6 +19,27 @@ fn clock(unix_s: f64, dated: bool) -> String {
         .timestamp_opt(unix_s.floor() as i64, 0)
         .single()
         .map_or_else(|| format!("{unix_s:.0}"), |t| t.format(format).to_string())
+}
+
+/// Who a finding named: `dd (backup.service) 93% in 4 intervals, …`, escaped.
+pub fn named(culprits: &[NamedTotal]) -> String {
+    culprits
+        .iter()
+        .map(|c| {
+            let unit = c
+                .unit
+                .as_deref()
+                .map(|u| format!(" ({})", Escaped(u)))
+                .unwrap_or_default();
+            format!(
+                "{}{unit} up to {:.0}% in {}",
+                Escaped(&c.comm),
+                c.peak_share_pct,
+                crate::units::plural(c.intervals as u64, "interval")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Writes the summary: window, findings with their spans, totals, top lists, peaks.
@@ -64,6 +85,9 @@ pub fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
             f.severity,
             Escaped(&f.message)
         )?;
+        if !f.culprits.is_empty() {
+            writeln!(out, "      named: {}", named(&f.culprits))?;
+        }
     }
     writeln!(out, "\nDisks               read       written   peak util")?;
     for d in &s.disks {

@@ -10,6 +10,7 @@
 //! it is sent only over TLS or a Unix socket (`connect`).
 
 mod connect;
+pub mod history;
 mod pgpass;
 mod runs;
 pub mod schema;
@@ -245,7 +246,7 @@ fn unsendable(run: &RawRun) -> Option<String> {
 }
 
 /// The error and its causes on one line (the crate's top level says only "error connecting").
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut source = e.source();
     while let Some(s) = source {

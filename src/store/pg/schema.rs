@@ -65,7 +65,8 @@ const PG_SCHEMA_2: &str = "ALTER TABLE runs ADD COLUMN owner TEXT;";
 ///   machine id and labels of their host (from the host document) for selecting.
 /// - `tacho_hosts` binds a machine id to the role that first recorded for it.
 /// - `tacho_history`: one row per host and interval of `tacho record --db`, the interval's
-///   summary as a `jsonb` document, partitioned by day (UTC) so retention drops whole
+///   findings and other figures as `jsonb` documents (findings apart: the fleet's question
+///   reads only them, and most intervals have none), partitioned by day (UTC) so retention drops whole
 ///   partitions. Hosts cannot create tables: `tacho_history_partition(day)` (security
 ///   definer, owned by the administrator) creates a missing day's partition and nothing else.
 const PG_SCHEMA_3: &str = "
@@ -100,6 +101,7 @@ CREATE TABLE tacho_history (
     labels     JSONB NOT NULL,
     at         TIMESTAMPTZ NOT NULL,
     seconds    DOUBLE PRECISION NOT NULL,
+    findings   JSONB NOT NULL,
     summary    JSONB NOT NULL,
     db_role    TEXT NOT NULL DEFAULT current_user,
     PRIMARY KEY (machine_id, at)
