@@ -289,6 +289,9 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
         if to <= from {
             bail!("--to must be after --from");
         }
+        if let Some(url) = &args.db {
+            return fleet_top(args, url, from, to);
+        }
         let history = History::open(&path)?;
         let summary = summary::summarise(&history, from, to, usize::from(args.top))?;
         let mut out = std::io::stdout().lock();
@@ -334,6 +337,89 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
         load(i, 200.max(top), sort)
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `tacho top --from … --to … --db URL`: the fleet's window, or with a `--host` naming one
+/// host, its replay summary as `tacho top --from` on that host would print it.
+#[cfg(feature = "pg")]
+fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> {
+    use crate::history::{fleet, ship};
+    use crate::store::pg::{PgStore, history::Hosts};
+    let settings = super::fleet::Settings::resolve(Some(url), &[])?;
+    let url = settings.url.as_deref().unwrap_or(url);
+    let hosts = Hosts {
+        glob: args.host.clone(),
+        labels: crate::labels::collect(args.labels.iter().map(String::as_str))
+            .map_err(anyhow::Error::msg)?,
+    };
+    let mut server = PgStore::connect(url, SysRoot::real())?;
+    let recorded = server.history_hosts(from, to, &hosts)?;
+    let one = args.host.as_deref().filter(|h| !h.contains(['*', '?']));
+    let mut out = std::io::stdout().lock();
+    if let Some(name) = one {
+        let [(machine_id, ..)] = recorded.as_slice() else {
+            let ids: Vec<String> = recorded
+                .iter()
+                .map(|(id, host, ..)| format!("{} ({id})", crate::text::Escaped(host)))
+                .collect();
+            bail!(
+                "--host {} matches {} hosts that recorded in this window{}; name one by its \
+                 machine id",
+                crate::text::Escaped(name),
+                recorded.len(),
+                if ids.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", ids.join(", "))
+                }
+            );
+        };
+        let exact = Hosts {
+            glob: Some(machine_id.clone()),
+            labels: hosts.labels.clone(),
+        };
+        let mut intervals = Vec::new();
+        server.history_each(from, to, &exact, false, |row| {
+            intervals.extend(ship::interval(&row));
+            Ok(())
+        })?;
+        let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, &summary)?;
+            writeln!(out)?;
+        } else {
+            let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
+            crate::report::history::write_summary(&mut fitted, &summary)?;
+            fitted.flush()?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();
+    server.history_each(from, to, &hosts, true, |row| {
+        let interval = crate::history::interval::Interval {
+            start_unix_s: row.at_unix_s - row.seconds,
+            end_unix_s: row.at_unix_s,
+            findings: serde_json::from_value(row.findings).unwrap_or_default(),
+            ..Default::default()
+        };
+        findings.entry(row.machine_id).or_default().push(interval);
+        Ok(())
+    })?;
+    let fleet = fleet::build(from, to, recorded, findings);
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &fleet)?;
+        writeln!(out)?;
+    } else {
+        let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
+        crate::report::history::write_fleet(&mut fitted, &fleet)?;
+        fitted.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "pg"))]
+fn fleet_top(_: &TopArgs, _: &str, _: f64, _: f64) -> Result<ExitCode> {
+    Err(crate::features::Missing(crate::features::Feature::Pg).into())
 }
 
 /// The interval ending at `end` as `top` showed it live: judged after the intervals before it,

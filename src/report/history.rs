@@ -160,3 +160,58 @@ pub fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Writes the fleet's window: each host with findings (worst first), its findings with how
+/// long they lasted and whom they named; the hosts without findings as a count.
+pub fn write_fleet(out: &mut impl Write, f: &crate::history::fleet::Fleet) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} – {}: {} recorded, {} with findings",
+        clock(f.from_unix_s, true),
+        clock(f.to_unix_s, true),
+        crate::units::plural(f.hosts_recorded as u64, "host"),
+        f.hosts.len()
+    )?;
+    if f.hosts_recorded == 0 {
+        writeln!(
+            out,
+            "no selected host recorded in this window (tacho record --db sends each interval)"
+        )?;
+    }
+    for h in &f.hosts {
+        let labels: Vec<String> = h
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{}={}", Escaped(k), Escaped(v)))
+            .collect();
+        writeln!(
+            out,
+            "\n{} ({})  {}  {}",
+            Escaped(&h.hostname),
+            Escaped(&h.machine_id),
+            if labels.is_empty() {
+                "no labels".to_owned()
+            } else {
+                labels.join(",")
+            },
+            crate::units::plural(h.intervals as u64, "interval")
+        )?;
+        for s in &h.findings {
+            writeln!(
+                out,
+                "  {:?}  {}  {} for {:.0} s ({}–{}): {}",
+                s.span.severity,
+                s.span.code,
+                Escaped(&s.span.subject),
+                s.duration_s,
+                clock(s.span.from_unix_s, false),
+                clock(s.span.to_unix_s, false),
+                Escaped(&s.span.message)
+            )?;
+            if !s.span.culprits.is_empty() {
+                writeln!(out, "      named: {}", named(&s.span.culprits))?;
+            }
+        }
+    }
+    Ok(())
+}
