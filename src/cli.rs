@@ -484,12 +484,23 @@ pub(crate) struct TopArgs {
     /// With --from: the fleet's window from the shared store that `tacho record --db` sends
     /// to (which hosts had which findings, for how long, naming whom; worst first):
     /// postgres://USER@HOST/DATABASE
-    #[arg(long, value_name = "URL", requires = "from", conflicts_with = "history", help_heading = "Fleet history (tacho record --db)")]
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "from",
+        conflicts_with = "history",
+        help_heading = "Fleet history (tacho record --db)"
+    )]
     pub db: Option<String>,
 
     /// With --db: hosts whose name or machine id matches (`*` any text, e.g. 'db-*'); a name
     /// without `*` or `?` names one host and shows its replay summary
-    #[arg(long, value_name = "PATTERN", requires = "db", help_heading = "Fleet history (tacho record --db)")]
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        requires = "db",
+        help_heading = "Fleet history (tacho record --db)"
+    )]
     pub host: Option<String>,
 
     /// With --db: hosts with this label (repeatable, all must match): --label role=db

@@ -79,8 +79,10 @@ pub enum StoreCommand {
     /// Create or migrate the shared store's tables (the only command that changes them; run it
     /// once as the database's owner) and print the SQL grants of a host role, which may read
     /// and add its own rows and nothing more
-    #[command(after_help = "Examples:\n  tacho store init --db postgres://admin@db/tacho \
---role tacho_host > grants.sql\n  psql -d tacho -f grants.sql")]
+    #[command(
+        after_help = "Examples:\n  tacho store init --db postgres://admin@db/tacho \
+--role tacho_host > grants.sql\n  psql -d tacho -f grants.sql"
+    )]
     Init {
         /// The shared store, with an administrator's login:
         /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE [default: $TACHO_DB]

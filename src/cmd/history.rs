@@ -170,12 +170,7 @@ fn shipper<'h>(
 }
 
 #[cfg(not(feature = "pg"))]
-fn shipper<'h>(
-    _: &'h History,
-    _: &str,
-    _: &super::fleet::Settings,
-    _: u64,
-) -> Result<Shipper<'h>> {
+fn shipper<'h>(_: &'h History, _: &str, _: &super::fleet::Settings, _: u64) -> Result<Shipper<'h>> {
     Err(crate::features::Missing(crate::features::Feature::Pg).into())
 }
 

@@ -37,13 +37,20 @@ fn init(db: Option<&str>, role: &str) -> Result<()> {
     let mut err = std::io::stderr().lock();
     let shown = Escaped(&shown);
     match done.was {
-        0 => writeln!(err, "created the tacho schema (version {}) in {shown}", done.now)?,
+        0 => writeln!(
+            err,
+            "created the tacho schema (version {}) in {shown}",
+            done.now
+        )?,
         v if v < done.now => writeln!(
             err,
             "migrated the tacho schema in {shown} from version {v} to {}",
             done.now
         )?,
-        v => writeln!(err, "the tacho schema in {shown} is at version {v}: nothing to do")?,
+        v => writeln!(
+            err,
+            "the tacho schema in {shown} is at version {v}: nothing to do"
+        )?,
     }
     write!(
         std::io::stdout().lock(),
@@ -57,7 +64,8 @@ fn prune(db: Option<&str>, older_than: std::time::Duration) -> Result<()> {
     let url = shared_url(db, "store prune")?;
     let mut server = PgStore::connect(&url, crate::kernel::SysRoot::real())?;
     let cutoff = chrono::Utc::now()
-        - chrono::Duration::from_std(older_than).map_err(|_| anyhow!("--older-than is too long"))?;
+        - chrono::Duration::from_std(older_than)
+            .map_err(|_| anyhow!("--older-than is too long"))?;
     let dropped = server.prune_history(cutoff)?;
     let mut out = std::io::stdout().lock();
     match (dropped.first(), dropped.last()) {

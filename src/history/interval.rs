@@ -293,7 +293,9 @@ mod tests {
     #[test]
     fn compact_keeps_the_top_by_io_and_by_cpu() {
         let i = Interval {
-            processes: (1..=20).map(|n| proc_(n, u64::from(n) * 10, 21.0 - f64::from(n))).collect(),
+            processes: (1..=20)
+                .map(|n| proc_(n, u64::from(n) * 10, 21.0 - f64::from(n)))
+                .collect(),
             ..Interval::default()
         }
         .compact(3);

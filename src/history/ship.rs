@@ -158,7 +158,9 @@ impl<'h> Shipper<'h> {
 
     /// Intervals still waiting in the backlog.
     pub fn pending(&self) -> usize {
-        self.history.backlog_oldest(usize::MAX).map_or(0, |b| b.len())
+        self.history
+            .backlog_oldest(usize::MAX)
+            .map_or(0, |b| b.len())
     }
 }
 
@@ -190,7 +192,11 @@ pub fn interval(row: &HistoryRow) -> Option<Interval> {
 
 fn clock(unix_s: f64) -> String {
     chrono::DateTime::from_timestamp(unix_s.floor() as i64, 0)
-        .map(|t| t.with_timezone(&chrono::Local).format("%H:%M:%S").to_string())
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%H:%M:%S")
+                .to_string()
+        })
         .unwrap_or_else(|| format!("{unix_s:.0}"))
 }
 

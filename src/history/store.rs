@@ -327,12 +327,17 @@ impl History {
     pub fn backlog_push(&self, data: &str, bound: u64) -> Result<Vec<f64>> {
         let fail = |e| describe(&self.path, e);
         let tx = self.conn.unchecked_transaction().map_err(fail)?;
-        tx.execute("INSERT INTO fleet_backlog (data) VALUES (?1)", params![data])
-            .map_err(fail)?;
+        tx.execute(
+            "INSERT INTO fleet_backlog (data) VALUES (?1)",
+            params![data],
+        )
+        .map_err(fail)?;
         let over: i64 = tx
-            .query_row("SELECT count(*) - ?1 FROM fleet_backlog", params![bound as i64], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT count(*) - ?1 FROM fleet_backlog",
+                params![bound as i64],
+                |r| r.get(0),
+            )
             .map_err(fail)?;
         let mut dropped = Vec::new();
         if over > 0 {

@@ -309,9 +309,7 @@ impl Accumulator {
         let (start, end) = (i.start_unix_s, i.end_unix_s);
         self.intervals += 1;
         self.covered_s += end - start;
-        self.device_write_bytes = self
-            .device_write_bytes
-            .saturating_add(i.device_write_bytes);
+        self.device_write_bytes = self.device_write_bytes.saturating_add(i.device_write_bytes);
         self.process_write_bytes = self
             .process_write_bytes
             .saturating_add(i.process_write_bytes);

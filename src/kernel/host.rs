@@ -104,9 +104,11 @@ pub const TEST_MACHINE_ID: &str = "TACHO_TEST_MACHINE_ID";
 /// This machine's id: `$TACHO_TEST_MACHINE_ID` (for tests), else `<fs>/etc/machine-id`; `None`
 /// when neither is 32 hex digits.
 pub fn machine_id(root: &SysRoot) -> Option<String> {
-    let text = std::env::var(TEST_MACHINE_ID)
-        .ok()
-        .or_else(|| read_optional(&root.fs.join("etc/machine-id")).ok().flatten())?;
+    let text = std::env::var(TEST_MACHINE_ID).ok().or_else(|| {
+        read_optional(&root.fs.join("etc/machine-id"))
+            .ok()
+            .flatten()
+    })?;
     let id = text.trim().to_ascii_lowercase();
     (id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit())).then_some(id)
 }

@@ -113,3 +113,111 @@ impl Drop for TestDb {
         }
     }
 }
+
+/// A PostgreSQL cluster of the test's own, in a temporary directory, on a free loopback port,
+/// so a test can stop and start it without disturbing the tests on the shared one. Needs root
+/// (the server runs as the `postgres` user). Logins are trusted (loopback and its own socket
+/// directory only); stopped and removed on drop.
+pub struct OwnCluster {
+    dir: tempfile::TempDir,
+    /// Its admin URL.
+    pub url: String,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl OwnCluster {
+    /// `None` (after `skip`) when not root.
+    pub fn start(tag: &str) -> Option<OwnCluster> {
+        if !super::is_root() {
+            super::skip(&format!(
+                "{tag}: a cluster of its own runs as postgres: needs root"
+            ));
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("tacho-pg-")
+            .tempdir()
+            .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let data = dir.path().join("data");
+        let chown = std::process::Command::new("chown")
+            .args(["postgres:postgres"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(chown.success());
+        let o = as_postgres(&format!(
+            "{PG_BIN}/initdb -D {} -A trust -U postgres --no-sync -E UTF8",
+            data.display()
+        ));
+        assert!(
+            o.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::write(
+            data.join("postgresql.auto.conf"),
+            format!(
+                "port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+                 fsync = off\nshared_buffers = 16MB\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let cluster = OwnCluster {
+            url: format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode=disable"),
+            dir,
+        };
+        cluster.up();
+        Some(cluster)
+    }
+
+    /// Starts the server, waiting until it takes connections.
+    pub fn up(&self) {
+        let o = as_postgres(&format!(
+            "{PG_BIN}/pg_ctl -D {} -l {} -w start",
+            self.dir.path().join("data").display(),
+            self.dir.path().join("log").display()
+        ));
+        assert!(
+            o.status.success(),
+            "pg_ctl start: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+
+    /// Stops the server (fast: connections are cut), waiting until it is down.
+    pub fn down(&self) {
+        let o = as_postgres(&format!(
+            "{PG_BIN}/pg_ctl -D {} -m fast -w stop",
+            self.dir.path().join("data").display()
+        ));
+        assert!(
+            o.status.success(),
+            "pg_ctl stop: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = as_postgres(&format!(
+            "{PG_BIN}/pg_ctl -D {} -m immediate -w stop",
+            self.dir.path().join("data").display()
+        ));
+    }
+}
+
+fn as_postgres(command: &str) -> std::process::Output {
+    std::process::Command::new("su")
+        .args(["postgres", "-s", "/bin/sh", "-c", command])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}

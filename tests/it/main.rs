@@ -26,6 +26,8 @@ mod engine_errors;
 mod files;
 mod fio_job;
 mod fleet;
+#[cfg(feature = "pg")]
+mod fleet_history;
 mod history;
 mod honesty;
 mod host_cache;

@@ -155,7 +155,10 @@ fn only_store_init_creates_the_schema_and_once() {
         line.contains(&format!("schema version {}", latest - 1)) && line.contains("store init"),
         "{line}"
     );
-    assert_eq!(count(&mut c, "SELECT version FROM tacho_schema"), latest - 1);
+    assert_eq!(
+        count(&mut c, "SELECT version FROM tacho_schema"),
+        latest - 1
+    );
 }
 
 #[test]

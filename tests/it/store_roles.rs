@@ -15,7 +15,9 @@ const FIO: &str = concat!(
 fn refused(c: &mut Client, sql: &str) -> String {
     match c.batch_execute(sql) {
         Ok(()) => panic!("PostgreSQL let a host role run: {sql}"),
-        Err(e) => e.as_db_error().map_or(e.to_string(), |d| d.message().to_owned()),
+        Err(e) => e
+            .as_db_error()
+            .map_or(e.to_string(), |d| d.message().to_owned()),
     }
 }
 
@@ -83,7 +85,10 @@ fn a_host_role_adds_its_own_rows_and_nothing_else() {
     assert_eq!(n, 0, "updated host one's run");
     assert_eq!(status(&mut admin), before);
     let n = c
-        .execute(&format!("UPDATE runs SET db_role = '{one_role}' WHERE id = 2"), &[])
+        .execute(
+            &format!("UPDATE runs SET db_role = '{one_role}' WHERE id = 2"),
+            &[],
+        )
         .map_or(0, |n| n);
     assert_eq!(n, 0, "gave its run to host one");
     for sql in [
@@ -109,7 +114,10 @@ fn a_host_role_adds_its_own_rows_and_nothing_else() {
             "{sql}: {why}"
         );
     }
-    assert_eq!(count(&mut admin, "SELECT count(*) FROM tests WHERE run_id = 1"), 3);
+    assert_eq!(
+        count(&mut admin, "SELECT count(*) FROM tests WHERE run_id = 1"),
+        3
+    );
     // runs rm needs the administrator: refused for a host, even for its own run.
     let line = assert_error(&run(&["runs", "rm", "2", "--db", &two]));
     assert!(line.contains("administrator"), "{line}");
@@ -117,6 +125,73 @@ fn a_host_role_adds_its_own_rows_and_nothing_else() {
     let o = run(&["runs", "rm", "1", "--db", &pg.url]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(count(&mut admin, "SELECT count(*) FROM runs"), 2);
+    // History: host one records for its machine; host two can neither write rows for that
+    // machine nor record as it, nor delete, change or drop history.
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.db");
+    let record = |url: &str, id: &str| {
+        tacho()
+            .args([
+                "record",
+                "--interval",
+                "1s",
+                "--count",
+                "2",
+                "--db",
+                url,
+                "--history",
+            ])
+            .arg(&history)
+            .env("TACHO_TEST_MACHINE_ID", id)
+            .output()
+            .unwrap()
+    };
+    let one_id = "0123456789abcdef0123456789abcdef";
+    let o = record(&one, one_id);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM tacho_history"), 1);
+    let line = assert_error(&record(&two, one_id));
+    assert!(line.contains("recorded by the role"), "{line}");
+    let why = refused(
+        &mut c,
+        &format!(
+            "INSERT INTO tacho_history (machine_id, hostname, labels, at, seconds, findings, \
+             summary) VALUES ('{one_id}', 'x', '{{}}', now(), 1, '[]', '{{}}')"
+        ),
+    );
+    assert!(why.contains("row-level security"), "{why}");
+    for sql in [
+        "DELETE FROM tacho_history",
+        "UPDATE tacho_history SET findings = '[]'",
+        "DELETE FROM tacho_hosts",
+        "UPDATE tacho_hosts SET db_role = current_user",
+        "CREATE TABLE tacho_history_20000101 PARTITION OF tacho_history \
+         FOR VALUES FROM ('2000-01-01') TO ('2000-01-02')",
+    ] {
+        let why = refused(&mut c, sql);
+        assert!(why.contains("permission denied"), "{sql}: {why}");
+    }
+    let line = assert_error(&run(&[
+        "store",
+        "prune",
+        "--older-than",
+        "1d",
+        "--db",
+        &two,
+    ]));
+    assert!(line.contains("administrator"), "{line}");
+    // The administrator drops whole days: a day long past goes, today stays.
+    admin
+        .batch_execute("SELECT tacho_history_partition('2000-01-01')")
+        .unwrap();
+    let o = run(&["store", "prune", "--older-than", "90d", "--db", &pg.url]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("dropped 1 day(s)") && stdout(&o).contains("2000-01-01"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM tacho_history"), 1);
     // A host role cannot run store init.
     let line = assert_error(&run(&["store", "init", "--db", &two]));
     assert!(line.contains("owner or a superuser"), "{line}");

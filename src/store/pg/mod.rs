@@ -181,6 +181,22 @@ impl PgStore {
             _ => anyhow!("shared store {shown}: {}", error_chain(&e)),
         };
         let mut tx = self.client.transaction().map_err(fail)?;
+        // Only the tables' owner (or a member of its role, or a superuser) may drop: refused
+        // up front, also when there happens to be nothing to drop.
+        let owner: bool = tx
+            .query_one(
+                "SELECT pg_has_role(current_user, c.relowner, 'USAGE')
+                 FROM pg_class c WHERE c.oid = 'tacho_history'::REGCLASS",
+                &[],
+            )
+            .map_err(fail)?
+            .get(0);
+        if !owner {
+            bail!(
+                "shared store {shown}: dropping history needs its administrator's role (the \
+                 tables' owner); host roles may only add rows"
+            );
+        }
         let names: Vec<String> = tx
             .query(
                 "SELECT c.relname::TEXT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -206,7 +222,10 @@ impl PgStore {
                 .map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
-        Ok(days.iter().map(|(d, _)| d.format("%Y-%m-%d").to_string()).collect())
+        Ok(days
+            .iter()
+            .map(|(d, _)| d.format("%Y-%m-%d").to_string())
+            .collect())
     }
 }
 

@@ -190,7 +190,9 @@ pub fn check(client: &mut Client, shown: &str) -> Result<()> {
         .map_err(|e| anyhow!("shared store {shown}: {}", super::error_chain(&e)))?
         .get(0);
     if !exists {
-        return Err(anyhow!("the shared store {shown} has no tacho tables yet; {fix}"));
+        return Err(anyhow!(
+            "the shared store {shown} has no tacho tables yet; {fix}"
+        ));
     }
     let version: Option<i64> = client
         .query_opt("SELECT version FROM tacho_schema", &[])
@@ -201,7 +203,9 @@ pub fn check(client: &mut Client, shown: &str) -> Result<()> {
         Some(v) => Err(anyhow!(
             "the shared store {shown} has schema version {v} and this tacho needs {LATEST}; {fix}"
         )),
-        None => Err(anyhow!("the shared store {shown} has no tacho tables yet; {fix}")),
+        None => Err(anyhow!(
+            "the shared store {shown} has no tacho tables yet; {fix}"
+        )),
     }
 }
 
