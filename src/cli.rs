@@ -674,6 +674,9 @@ pub(crate) struct DriftArgs {
     /// Hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
     #[arg(long, value_name = "PATTERN")]
     pub host: Option<String>,
+    /// Hosts with this label only (repeatable, all must match): --label role=db
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label_pair)]
+    pub labels: Vec<String>,
     /// Snapshots and checks saved since then (2026-11-01, yesterday, 7d ago, RFC 3339)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,

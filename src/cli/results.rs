@@ -65,6 +65,9 @@ pub struct RunFilter {
     /// Runs of hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
     #[arg(long, value_name = "PATTERN")]
     pub host: Option<String>,
+    /// Runs of hosts with this label only (repeatable, all must match): --label role=db
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = crate::cli::parse_label_pair)]
+    pub labels: Vec<String>,
     /// Runs made since then (2026-11-01, yesterday, 7d ago, RFC 3339)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
@@ -212,6 +215,9 @@ pub struct CompareArgs {
     /// With --by host: hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
     #[arg(long, value_name = "PATTERN", requires = "by")]
     pub host: Option<String>,
+    /// With --by host: hosts with this label only (repeatable, all must match): --label role=db
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "by", value_parser = crate::cli::parse_label_pair)]
+    pub labels: Vec<String>,
     /// With --by host: runs made since then (2026-11-01, yesterday, 7d ago, RFC 3339)
     #[arg(long, value_name = "TIME", requires = "by")]
     pub since: Option<String>,

@@ -140,6 +140,8 @@ fn load_with(
 /// `runs list`: rows are read one at a time; JSON writes each as it comes, and the table keeps
 /// each row's text cut as read, so neither holds more than a row of what was stored.
 fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
+    let labels = crate::labels::collect(filter.labels.iter().map(String::as_str))
+        .map_err(anyhow::Error::msg)?;
     let since = filter
         .since
         .as_deref()
@@ -149,10 +151,10 @@ fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
         filter.kind.as_deref().is_none_or(|k| r.kind.as_str() == k)
             && since.as_deref().is_none_or(|s| &*r.created_at >= s)
             && filter.host.as_deref().is_none_or(|p| {
-                r.hostname
-                    .as_deref()
-                    .is_some_and(|h| crate::snapshot::explain::glob(p, h))
+                let glob = |h: &str| crate::snapshot::explain::glob(p, h);
+                r.hostname.as_deref().is_some_and(glob) || r.machine_id.as_deref().is_some_and(glob)
             })
+            && crate::labels::matches(&r.labels, &labels)
     };
     let (store, _) = open_existing(db)?;
     let mut out = std::io::stdout().lock();

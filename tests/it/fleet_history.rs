@@ -27,7 +27,11 @@ fn rfc3339(unix_s: f64) -> String {
 
 /// A machine id of 32 hex digits made from `n`.
 fn machine_id(n: u32) -> String {
-    format!("{:032x}", 0x7ac0_0000_u64 + u64::from(n))
+    format!(
+        "{:08x}{:024x}",
+        0x1357_9bdf_u32.wrapping_mul(n),
+        0x7ac0_0000_u64 + u64::from(n)
+    )
 }
 
 /// A recorder for machine `id` with `labels`, sending to `url`; stopped (SIGTERM, so it
@@ -319,4 +323,75 @@ fn a_recorder_against_an_uninitialised_store_stops_at_once() {
     // A bad label is refused before anything starts.
     let line = assert_error(&run(&["record", "--label", "no equals", "--count", "1"]));
     assert!(line.contains("KEY=VALUE"), "{line}");
+}
+
+/// Runs carry their machine's id and labels: two machines with one host name stay two in
+/// `compare --by host`, and `runs list`, `compare --by host` and `drift` select by label and
+/// host, on a file and on the shared store alike.
+#[test]
+fn runs_carry_machine_ids_and_labels_and_are_selected_by_them() {
+    let Some(pg) = TestDb::new("fleet_labels") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runs.db");
+    for db in [pg.url.as_str(), file.to_str().unwrap()] {
+        for (n, labels) in [(1, "role=db,dc=fra1"), (2, "role=web"), (3, "role=db")] {
+            for _ in 0..2 {
+                let o = tacho()
+                    .args(["time", "--runs", "2", "true", "--db", db])
+                    .env("TACHO_TEST_MACHINE_ID", machine_id(n))
+                    .env("TACHO_LABELS", labels)
+                    .output()
+                    .unwrap();
+                assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            }
+            let o = tacho()
+                .args(["snapshot", "--save", "--db", db])
+                .env("TACHO_TEST_MACHINE_ID", machine_id(n))
+                .env("TACHO_LABELS", labels)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        }
+        let listed = |args: &[&str]| {
+            let mut all = vec!["runs", "list", "--json", "--db", db];
+            all.extend(args);
+            json_ok(&run(&all))["runs"].as_array().unwrap().clone()
+        };
+        let db_runs = listed(&["--label", "role=db"]);
+        assert_eq!(db_runs.len(), 6, "{db_runs:?}");
+        assert!(db_runs.iter().all(|r| r["labels"]["role"] == "db"));
+        assert_eq!(
+            listed(&["--label", "role=db", "--label", "dc=fra1"]).len(),
+            3
+        );
+        assert_eq!(listed(&["--host", &machine_id(2)]).len(), 3);
+        // One host name, three machines: three hosts, told apart by their machine ids.
+        let compare = |args: &[&str]| {
+            let mut all = vec![
+                "compare", "--by", "host", "--kind", "time", "--json", "--db", db,
+            ];
+            all.extend(args);
+            let o = run(&all);
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+            serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+        };
+        let all = compare(&[]).to_string();
+        for n in 1..=3 {
+            assert!(all.contains(&machine_id(n)), "{all}");
+        }
+        let dbs = compare(&["--label", "role=db"]).to_string();
+        assert!(!dbs.contains(&machine_id(2)), "{dbs}");
+        // drift: one snapshot per machine, of those with the label.
+        let drift = |args: &[&str]| {
+            let mut all = vec!["drift", "--json", "--db", db];
+            all.extend(args);
+            let o = run(&all);
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+            serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["hosts"].clone()
+        };
+        assert_eq!(drift(&[]), 3);
+        assert_eq!(drift(&["--label", "role=db"]), 2);
+    }
 }

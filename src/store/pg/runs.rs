@@ -8,7 +8,7 @@ use super::{PgStore, error_chain};
 use crate::kernel::{SysRoot, process};
 use crate::store::figures;
 use crate::store::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest};
-use crate::store::runs::{LATEST_PER_HOST, ListText, RawRun, RunSummary, hostname, target_path};
+use crate::store::runs::{ListText, RawRun, RunSummary, hostname, target_path};
 use anyhow::{Result, anyhow, bail};
 use postgres::Row;
 use postgres::error::SqlState;
@@ -33,7 +33,8 @@ impl PgStore {
         let sql = format!(
             "SELECT id, created_at, {}, kind, status, source, suite_name, suite_version,
                     extra_json, owner, hostname, {},
-                    (SELECT count(*) FROM tests t WHERE t.run_id = r.id)
+                    (SELECT count(*) FROM tests t WHERE t.run_id = r.id), machine_id,
+                    labels::TEXT
              FROM runs r ORDER BY id",
             text.column("label"),
             text.column("target_path"),
@@ -55,16 +56,32 @@ impl PgStore {
         kind: RunKind,
         suite: Option<&str>,
         since: Option<&str>,
+        labels: &crate::labels::Labels,
     ) -> Result<Vec<(String, i64)>> {
-        let sql = LATEST_PER_HOST
-            .replace("?1", "$1")
-            .replace("?2", "$2::TEXT")
-            .replace("?3", "$3::TEXT");
         let rows = self
             .client
-            .query(&sql, &[&kind.as_str(), &suite, &since])
+            .query(
+                "SELECT DISTINCT ON (hostname, machine_id) hostname, machine_id, id, labels::TEXT
+                 FROM runs
+                 WHERE kind = $1 AND status = 'finished' AND hostname IS NOT NULL
+                   AND ($2::TEXT IS NULL OR suite_name = $2)
+                   AND ($3::TEXT IS NULL OR created_at >= $3)
+                 ORDER BY hostname, machine_id, id DESC",
+                &[&kind.as_str(), &suite, &since],
+            )
             .map_err(|e| self.fail(&e))?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        let rows = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    crate::store::runs::labels_of(r.get(3)),
+                )
+            })
+            .collect();
+        Ok(crate::store::runs::per_host(rows, labels))
     }
 
     /// The run with `id`, its tests and their figures.
@@ -269,6 +286,8 @@ fn summary<'r>(root: &SysRoot, r: &'r Row) -> Result<RunSummary<'r>> {
         suite,
         suite_version,
         hostname: text(10),
+        machine_id: text(13),
+        labels: crate::store::runs::labels_of(r.get(14)),
         target: text(11),
         tests: r.get(12),
         standard,
