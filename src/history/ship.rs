@@ -167,10 +167,13 @@ impl<'h> Shipper<'h> {
 /// The row the shared store keeps of `interval`: its findings apart from its other figures.
 pub fn row(who: &Identity, interval: &Interval) -> HistoryRow {
     let mut summary = serde_json::to_value(interval).unwrap_or_default();
-    let findings = summary
-        .as_object_mut()
-        .and_then(|o| o.remove("findings"))
-        .unwrap_or(serde_json::Value::Array(Vec::new()));
+    // The row's own columns say when; the findings have a column of their own.
+    let findings = summary.as_object_mut().and_then(|o| {
+        o.remove("start_unix_s");
+        o.remove("end_unix_s");
+        o.remove("findings")
+    });
+    let findings = findings.unwrap_or(serde_json::Value::Array(Vec::new()));
     HistoryRow {
         machine_id: who.machine_id.clone(),
         hostname: who.hostname.clone(),
@@ -185,8 +188,10 @@ pub fn row(who: &Identity, interval: &Interval) -> HistoryRow {
 /// The interval a row holds (`None` for a row this tacho cannot read).
 pub fn interval(row: &HistoryRow) -> Option<Interval> {
     let mut doc = row.summary.clone();
-    doc.as_object_mut()?
-        .insert("findings".into(), row.findings.clone());
+    let o = doc.as_object_mut()?;
+    o.insert("findings".into(), row.findings.clone());
+    o.insert("start_unix_s".into(), (row.at_unix_s - row.seconds).into());
+    o.insert("end_unix_s".into(), row.at_unix_s.into());
     serde_json::from_value(doc).ok()
 }
 

@@ -110,29 +110,29 @@ impl PgStore {
         for day in &days {
             tx.execute("SELECT tacho_history_partition($1::TEXT::DATE)", &[day])?;
         }
-        let stmt = tx.prepare(
+        // One statement per batch: the rows as arrays, unnested by the server.
+        let mut cols: [Vec<String>; 5] = Default::default();
+        let (mut at, mut seconds) = (Vec::new(), Vec::new());
+        for r in rows {
+            cols[0].push(r.machine_id.clone());
+            cols[1].push(r.hostname.clone());
+            cols[2].push(serde_json::to_string(&r.labels).unwrap_or_else(|_| "{}".into()));
+            cols[3].push(r.findings.to_string());
+            cols[4].push(r.summary.to_string());
+            at.push(r.at_unix_s);
+            seconds.push(r.seconds);
+        }
+        let new = tx.execute(
             "INSERT INTO tacho_history (machine_id, hostname, labels, at, seconds, findings,
                                         summary)
-             VALUES ($1, $2, $3::TEXT::JSONB, to_timestamp($4), $5, $6::TEXT::JSONB,
-                     $7::TEXT::JSONB)
+             SELECT m, h, l::JSONB, to_timestamp(a), s, f::JSONB, d::JSONB
+             FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::FLOAT8[], $5::FLOAT8[],
+                         $6::TEXT[], $7::TEXT[]) AS u(m, h, l, a, s, f, d)
              ON CONFLICT (machine_id, at) DO NOTHING",
+            &[
+                &cols[0], &cols[1], &cols[2], &at, &seconds, &cols[3], &cols[4],
+            ],
         )?;
-        let mut new = 0;
-        for r in rows {
-            let labels = serde_json::to_string(&r.labels).unwrap_or_else(|_| "{}".into());
-            new += tx.execute(
-                &stmt,
-                &[
-                    &r.machine_id,
-                    &r.hostname,
-                    &labels,
-                    &r.at_unix_s,
-                    &r.seconds,
-                    &r.findings.to_string(),
-                    &r.summary.to_string(),
-                ],
-            )?;
-        }
         tx.commit()?;
         Ok(new)
     }
