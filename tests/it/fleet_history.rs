@@ -226,7 +226,11 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|f| format!("{} {} {}", f["code"], f["subject"], f["from_unix_s"]))
+            // To the millisecond: the server keeps times to the microsecond.
+            .map(|f| {
+                let from = f["from_unix_s"].as_f64().unwrap();
+                format!("{} {} {:.3}", f["code"], f["subject"], from)
+            })
             .collect();
         v.sort();
         v
