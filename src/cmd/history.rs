@@ -110,10 +110,10 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
             let stored = history
                 .append(&rec)
                 .and_then(|()| history.prune(now, args.keep, args.max_size));
-            if let Some(ship) = &mut ship {
-                if let Some(i) = judge.push(rec, |_| true) {
-                    send(ship, &i)?;
-                }
+            if let Some(ship) = &mut ship
+                && let Some(i) = judge.push(rec, |_| true)
+            {
+                send(ship, &i)?;
             }
             match stored {
                 Ok(_) => disk_full = false,

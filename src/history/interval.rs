@@ -11,6 +11,7 @@ use crate::diagnose::model::{self, SortKey, TopSample};
 use crate::history::Record;
 
 /// Processes (by I/O and by CPU) and services a compact interval keeps.
+#[cfg(feature = "pg")]
 pub const COMPACT_TOP: usize = 5;
 /// Culprits kept per finding.
 const CULPRITS: usize = 3;
@@ -216,6 +217,7 @@ impl Interval {
 
     /// The interval with only the `top` processes by I/O and by CPU and the `top` services by
     /// bytes, its shares and percentages to a tenth: what the shared store keeps of it.
+    #[cfg(feature = "pg")]
     pub fn compact(mut self, top: usize) -> Interval {
         let tenth = |x: f64| (x * 10.0).round() / 10.0;
         self.cpu_busy_pct = tenth(self.cpu_busy_pct);
@@ -275,7 +277,7 @@ fn bytes(per_s: Option<f64>, dt: f64) -> u64 {
     per_s.map_or(0, |r| (r * dt).round().max(0.0) as u64)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "pg"))]
 mod tests {
     use super::*;
 

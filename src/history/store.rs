@@ -312,6 +312,7 @@ impl History {
 
     /// Makes the table of intervals waiting to be sent to the shared store (`record --db`):
     /// kept in this file, so it has the history's own protection, and survives a restart.
+    #[cfg(feature = "pg")]
     pub fn backlog_init(&self) -> Result<()> {
         self.conn
             .execute_batch(
@@ -324,6 +325,7 @@ impl History {
 
     /// Adds `data` to the backlog; when it then holds more than `bound` entries, the oldest go.
     /// Returns the ends (`at_unix_s` of the JSON) of those dropped, oldest first.
+    #[cfg(feature = "pg")]
     pub fn backlog_push(&self, data: &str, bound: u64) -> Result<Vec<f64>> {
         let fail = |e| describe(&self.path, e);
         let tx = self.conn.unchecked_transaction().map_err(fail)?;
@@ -362,6 +364,7 @@ impl History {
     }
 
     /// The oldest `limit` backlog entries, as (id, data).
+    #[cfg(feature = "pg")]
     pub fn backlog_oldest(&self, limit: usize) -> Result<Vec<(i64, String)>> {
         let fail = |e| describe(&self.path, e);
         let mut stmt = self
@@ -375,6 +378,7 @@ impl History {
     }
 
     /// Removes the backlog entries up to `id` (sent).
+    #[cfg(feature = "pg")]
     pub fn backlog_remove_upto(&self, id: i64) -> Result<()> {
         self.conn
             .execute("DELETE FROM fleet_backlog WHERE id <= ?1", params![id])

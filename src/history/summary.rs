@@ -254,6 +254,7 @@ impl Window {
 
 /// The summary of `from..=to` from intervals already judged (the shared store's), oldest
 /// first: an interval that does not start where the one before it ended follows a gap.
+#[cfg(feature = "pg")]
 pub fn of_intervals(
     from: f64,
     to: f64,

@@ -163,6 +163,7 @@ pub fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
 
 /// Writes the fleet's window: each host with findings (worst first), its findings with how
 /// long they lasted and whom they named; the hosts without findings as a count.
+#[cfg(feature = "pg")]
 pub fn write_fleet(out: &mut impl Write, f: &crate::history::fleet::Fleet) -> io::Result<()> {
     writeln!(
         out,
