@@ -7,7 +7,6 @@ use anyhow::{Result, anyhow, bail};
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 
 /// One interval of one host as the shared store keeps it (and the recorder's backlog holds
 /// it until it is sent).
@@ -100,26 +99,23 @@ impl PgStore {
     /// need. Returns how many were new.
     pub fn ship(&mut self, rows: &[HistoryRow]) -> Result<u64, postgres::Error> {
         let mut tx = self.client.transaction()?;
-        let days: BTreeSet<String> = rows
-            .iter()
-            .filter_map(|r| {
-                chrono::DateTime::from_timestamp(r.at_unix_s.floor() as i64, 0)
-                    .map(|t| t.format("%Y-%m-%d").to_string())
-            })
-            .collect();
-        for day in &days {
-            tx.execute("SELECT tacho_history_partition($1::TEXT::DATE)", &[day])?;
-        }
+        let at: Vec<f64> = rows.iter().map(|r| r.at_unix_s).collect();
+        // The days as the server rounds the times (to the microsecond) and files them.
+        tx.execute(
+            "SELECT tacho_history_partition(day) FROM (
+                 SELECT DISTINCT (to_timestamp(a) AT TIME ZONE 'UTC')::DATE AS day
+                 FROM unnest($1::FLOAT8[]) AS a) AS days",
+            &[&at],
+        )?;
         // One statement per batch: the rows as arrays, unnested by the server.
         let mut cols: [Vec<String>; 5] = Default::default();
-        let (mut at, mut seconds) = (Vec::new(), Vec::new());
+        let mut seconds = Vec::new();
         for r in rows {
             cols[0].push(r.machine_id.clone());
             cols[1].push(r.hostname.clone());
             cols[2].push(serde_json::to_string(&r.labels).unwrap_or_else(|_| "{}".into()));
             cols[3].push(r.findings.to_string());
             cols[4].push(r.summary.to_string());
-            at.push(r.at_unix_s);
             seconds.push(r.seconds);
         }
         let new = tx.execute(
