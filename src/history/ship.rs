@@ -157,10 +157,8 @@ impl<'h> Shipper<'h> {
     }
 
     /// Intervals still waiting in the backlog.
-    pub fn pending(&self) -> usize {
-        self.history
-            .backlog_oldest(usize::MAX)
-            .map_or(0, |b| b.len())
+    pub fn pending(&self) -> u64 {
+        self.history.backlog_len().unwrap_or(0)
     }
 }
 

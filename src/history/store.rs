@@ -377,6 +377,17 @@ impl History {
         rows.collect::<rusqlite::Result<_>>().map_err(fail)
     }
 
+    /// How many entries the backlog holds.
+    #[cfg(feature = "pg")]
+    pub fn backlog_len(&self) -> Result<u64> {
+        self.conn
+            .query_row("SELECT count(*) FROM fleet_backlog", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n.max(0) as u64)
+            .map_err(|e| describe(&self.path, e))
+    }
+
     /// Removes the backlog entries up to `id` (sent).
     #[cfg(feature = "pg")]
     pub fn backlog_remove_upto(&self, id: i64) -> Result<()> {
