@@ -42,14 +42,15 @@ def file_of(parts, files):
 LAYERS = [
     ("shared", ["units.rs", "stats.rs", "choice.rs", "parallel.rs", "text.rs", "mapping.rs",
                 "warning.rs", "words.rs", "fit.rs", "abandon.rs", "features.rs", "sqlite.rs", "form.rs", "labels.rs"]),
-    ("readers and tracers", ["kernel", "files", "safety", "net", "bpf"]),
+    ("readers and tracers", ["kernel", "files", "safety", "net", "bpf", "config.rs"]),
     ("profiler, engines and samplers",
-     ["profile", "io", "diagnose/sample", "cpubench", "membench", "stress", "timing"]),
+     ["profile", "io", "diagnose/sample", "cpubench", "membench", "stress", "timing", "tune"]),
     ("models and plans", ["bench", "diagnose/model", "snapshot", "totals"]),
     ("findings", ["diagnose/findings", "check", "bench/honesty.rs", "bench/verdict.rs"]),
     ("sessions", ["diagnose/live.rs", "bench/session.rs"]),
     ("store and comparison", ["store", "history", "compare"]),
     ("reporters", ["report", "tui"]),
+    ("experiments", ["experiment"]),
     ("command line", ["main.rs", "cli.rs", "cli", "cmd", "lib.rs", "diagnose/mod.rs"]),
 ]
 

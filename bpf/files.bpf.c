@@ -114,8 +114,9 @@ struct io_uring_cqe {
 #define NR_pwritev2 328
 #define NR_io_submit 209
 
-/* iocbs of one io_submit looked at, and iovecs of one vectored iocb. */
-#define MAX_IOCBS 32
+/* iocbs of one io_submit looked at, and iovecs of one vectored iocb: the verifier walks every
+ * turn of a loop, so each is bounded. What lies past a bound is counted in `missed`. */
+#define MAX_IOCBS 128
 #define MAX_IOVECS 8
 
 enum kind { READ = 1, WRITE = 2, SYNC = 3, AIO = 4 };
@@ -172,6 +173,21 @@ struct {
 	__type(key, struct file_key);
 	__type(value, struct file_val);
 } by_file SEC(".maps");
+
+/* Per process: requests of its io_submit calls that were not counted (past MAX_IOCBS in one
+ * call, an iocb that could not be read, or no room left in by_file), and vectored requests
+ * whose bytes were counted in part (iovecs past MAX_IOVECS). Userspace says so, per process. */
+struct missed_val {
+	__u64 requests;
+	__u64 partial;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct missed_val);
+} missed SEC(".maps");
 
 /* A new entry is built here, not on the 512-byte stack (the value alone is 400 bytes). */
 struct {
@@ -245,6 +261,20 @@ static __always_inline struct file_val *totals(struct file_key *key, struct task
 	return bpf_map_lookup_elem(&by_file, key);
 }
 
+static __always_inline void miss(__u32 tgid, __u64 requests, __u64 partial)
+{
+	struct missed_val *m = bpf_map_lookup_elem(&missed, &tgid);
+	if (!m) {
+		struct missed_val zero = {};
+		bpf_map_update_elem(&missed, &tgid, &zero, BPF_NOEXIST);
+		m = bpf_map_lookup_elem(&missed, &tgid);
+		if (!m)
+			return;
+	}
+	__sync_fetch_and_add(&m->requests, requests);
+	__sync_fetch_and_add(&m->partial, partial);
+}
+
 static __always_inline void add_io(struct file_val *val, __u32 kind, __u64 n)
 {
 	if (kind == READ) {
@@ -262,8 +292,8 @@ static __always_inline void add_io(struct file_val *val, __u32 kind, __u64 n)
 }
 
 /* The bytes one iocb asks to move: aio_nbytes, or for a vectored one the sum of its first
- * MAX_IOVECS iovecs. */
-static __always_inline __u64 iocb_bytes(struct iocb *cb)
+ * MAX_IOVECS iovecs (a longer one is counted in `missed` as partial). */
+static __always_inline __u64 iocb_bytes(__u32 tgid, struct iocb *cb)
 {
 	if (cb->aio_lio_opcode == IOCB_CMD_PREAD || cb->aio_lio_opcode == IOCB_CMD_PWRITE)
 		return cb->aio_nbytes;
@@ -275,20 +305,28 @@ static __always_inline __u64 iocb_bytes(struct iocb *cb)
 			break;
 		n += v.iov_len;
 	}
+	if (cb->aio_nbytes > MAX_IOVECS)
+		miss(tgid, 0, 1);
 	return n;
 }
 
-/* The first `submitted` iocbs of an io_submit (libaio: databases, fio's libaio engine): each
- * read or write counts its requested bytes for its file at submission, as AIO completions pass
- * no tracepoint. */
+/* The `submitted` iocbs of an io_submit (libaio: databases, fio's libaio engine): each read or
+ * write counts its requested bytes for its file at submission, as AIO completions pass no
+ * tracepoint. Those past MAX_IOCBS, unreadable, or with no room left in by_file are counted in
+ * `missed`, never dropped silently. No counter is carried from one turn to the next: the
+ * verifier could then not prune its walk of the loop. */
 static __always_inline int aio_submitted(__u32 tgid, struct iocb **iocbs, long submitted)
 {
+	if (submitted > MAX_IOCBS)
+		miss(tgid, submitted - MAX_IOCBS, 0);
 	for (int i = 0; i < MAX_IOCBS && i < submitted; i++) {
 		struct iocb *p = 0;
 		struct iocb cb;
 		if (bpf_probe_read_user(&p, sizeof(p), &iocbs[i]) ||
-		    bpf_probe_read_user(&cb, sizeof(cb), p))
+		    bpf_probe_read_user(&cb, sizeof(cb), p)) {
+			miss(tgid, (submitted < MAX_IOCBS ? submitted : MAX_IOCBS) - i, 0);
 			return 0;
+		}
 		__u32 kind;
 		switch (cb.aio_lio_opcode) {
 		case IOCB_CMD_PREAD: case IOCB_CMD_PREADV:
@@ -306,7 +344,9 @@ static __always_inline int aio_submitted(__u32 tgid, struct iocb **iocbs, long s
 			continue;
 		struct file_val *val = totals(&key, bpf_get_current_task_btf(), f);
 		if (val)
-			add_io(val, kind, iocb_bytes(&cb));
+			add_io(val, kind, iocb_bytes(tgid, &cb));
+		else
+			miss(tgid, 1, 0);
 	}
 	return 0;
 }
@@ -344,8 +384,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	if (!inode_of(f, &key))
 		return 0;
 	struct file_val *val = totals(&key, bpf_get_current_task_btf(), f);
-	if (!val)
+	if (!val) {
+		miss(id >> 32, 1, 0);
 		return 0;
+	}
 	if (done.kind != SYNC) {
 		add_io(val, done.kind, (__u64)ret);
 	} else {
@@ -389,6 +431,8 @@ int BPF_PROG(uring_complete, void *ring, struct io_kiocb *req, struct io_uring_c
 	struct file_val *val = totals(&key, task, f);
 	if (val)
 		add_io(val, kind, (__u64)res);
+	else
+		miss(key.tgid, 1, 0);
 	return 0;
 }
 

@@ -19,6 +19,8 @@ mod hint;
 mod kit;
 pub(crate) use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
+mod experiment;
+pub(crate) use experiment::ExperimentArgs;
 mod ping;
 use choice::choice;
 pub use ping::PingArgs;
@@ -50,6 +52,10 @@ static LONG_VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     arg_required_else_help = true
 )]
 pub struct Cli {
+    /// The config file [default: $TACHO_CONFIG, else /etc/tacho/tacho.toml where it exists]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -97,9 +103,16 @@ pub(crate) enum Command {
     Ping(PingArgs),
     /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
     Stress(StressArgs),
+    /// Change one setting, measure in turns with and without it, put it back: the effect with
+    /// its confidence interval and significance (a revert journal survives a crash)
+    Experiment(Box<ExperimentArgs>),
     /// Reports over what the machine has accumulated: `report disk` (bytes per disk, drive
     /// health, endurance projection)
     Report(ReportArgs),
+    /// The config file (/etc/tacho/tacho.toml): `config show` prints each setting's value and
+    /// where it came from
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Print a shell completion script to stdout
     Completions {
         #[arg(value_enum)]
@@ -391,13 +404,13 @@ pub(crate) struct TopArgs {
     /// node_exporter's :9101 and localhost:9101, serve this machine only (unlike
     /// node_exporter, a bare :PORT stays local: the figures name processes and paths);
     /// 0.0.0.0:9101 or [::]:9101 serve every address. Without --batch or --json, tacho only
-    /// serves
-    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
-    pub listen: Option<std::net::SocketAddr>,
+    /// serves. `--listen` alone serves where the config file's [top] listen says
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen, num_args = 0..=1)]
+    pub listen: Option<Option<std::net::SocketAddr>>,
 
     /// TLS and basic authentication for --listen, in the exporter toolkit's YAML (as
     /// node_exporter's --web.config.file): tls_server_config (cert_file, key_file) and
-    /// basic_auth_users (bcrypt hashes)
+    /// basic_auth_users (bcrypt hashes) [default: the config file's [top] web_config]
     #[arg(long, value_name = "FILE", requires = "listen")]
     pub web_config: Option<PathBuf>,
 
@@ -515,9 +528,9 @@ pub(crate) struct TopArgs {
 --max-size 4GiB\n  tacho record --print-unit > /etc/systemd/system/tacho-record.service"
 )]
 pub struct HistoryRecordArgs {
-    /// Time between samples
-    #[arg(long, value_name = "DUR", value_parser = parse_interval, default_value = "10s")]
-    pub interval: Duration,
+    /// Time between samples [default: the config file's [record] interval, else 10s]
+    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    pub interval: Option<Duration>,
 
     /// The history file, in a directory only you and root can write (a bare name is in the
     /// current one; a missing directory is created 0700 when its parent exists) [default:
@@ -536,9 +549,10 @@ pub struct HistoryRecordArgs {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
-    /// Drop samples older than this: 7d, 12h, 2w
-    #[arg(long, value_name = "AGE", value_parser = parse_age, default_value = "7d")]
-    pub keep: Duration,
+    /// Drop samples older than this: 7d, 12h, 2w [default: the config file's [record] keep,
+    /// else 7d]
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub keep: Option<Duration>,
 
     /// Drop the oldest samples while the history is larger than this: 1GiB, 500M
     #[arg(long, value_name = "SIZE", value_parser = parse_max_size, default_value = "1GiB")]
@@ -587,28 +601,39 @@ pub(crate) fn parse_label_pair(text: &str) -> Result<String, String> {
     crate::labels::parse(text).map(|_| text.to_owned())
 }
 
-/// A retention age: days (`7d`) and weeks (`2w`) besides what `parse_duration` reads.
+/// `tacho config`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Print each setting (database, labels, listen address and web config, the recorder's
+    /// interval and retention), its value and where it came from: a flag, the environment, a
+    /// line of the config file, or the default. The options are those of `record` and `top`,
+    /// to see what a command given them would use
+    Show(ConfigShowArgs),
+}
+
+/// `tacho config show`: the options a setting can come from.
+#[derive(Debug, Args)]
+pub(crate) struct ConfigShowArgs {
+    /// The results store, as `--db` of the commands that save or read runs
+    #[arg(long, value_name = "URL|PATH")]
+    pub db: Option<String>,
+    /// As `top --listen ADDR`
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// As `top --web-config FILE`
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
+    /// As `record --interval DUR`
+    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    pub interval: Option<Duration>,
+    /// As `record --keep AGE`
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub keep: Option<Duration>,
+}
+
+/// A retention age (`7d`, `2w`, `12h`), at least a minute.
 pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let whole = |n: &str, per: u64| {
-        n.parse::<u64>()
-            .ok()
-            .and_then(|n| n.checked_mul(per))
-            .map(Duration::from_secs)
-    };
-    let d = if let Some(n) = t.strip_suffix('d') {
-        whole(n, 86_400)
-    } else if let Some(n) = t.strip_suffix('w') {
-        whole(n, 604_800)
-    } else {
-        parse_duration(t).ok()
-    };
-    match d {
-        Some(d) if d >= Duration::from_secs(60) => Ok(d),
-        _ => Err(format!(
-            "the age must be at least a minute, e.g. 7d, 12h or 2w (got {text})"
-        )),
-    }
+    crate::config::age(text)
 }
 
 /// A history size limit: at least 1 MiB, so one sample of a busy host fits.
@@ -718,33 +743,11 @@ pub(crate) struct DiffArgs {
 /// `--listen`: an IP address and port, or node_exporter's `:PORT` and `localhost:PORT`, both
 /// read as loopback (the safe reading: the network is asked for by address, 0.0.0.0:PORT).
 fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
-    let local_port = text
-        .strip_prefix(':')
-        .or_else(|| text.strip_prefix("localhost:"));
-    let addr = match local_port {
-        Some(port) => port
-            .parse::<u16>()
-            .ok()
-            .map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p))),
-        None => text.parse().ok(),
-    };
-    addr.ok_or_else(|| {
-        format!(
-            "{} is not an address to listen on; give 127.0.0.1:9101 or :9101 (this machine \
-             only), or 0.0.0.0:9101 (every address)",
-            errors::echo(text)
-        )
-    })
+    crate::config::listen(text)
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
-    let d = parse_duration(text).map_err(|e| e.to_string())?;
-    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
-        return Err(format!(
-            "the interval must be from 100ms to 1h, e.g. 1s or 500ms (got {text})"
-        ));
-    }
-    Ok(d)
+    crate::config::interval(text)
 }
 
 impl DiskArgs {

@@ -1,5 +1,5 @@
-//! A host's labels (`role=db`, `dc=fra1`): given with `--label KEY=VALUE` (repeatable) or as
-//! `TACHO_LABELS=role=db,dc=fra1`, stored with every run, snapshot and history row of the
+//! A host's labels (`role=db`, `dc=fra1`): given with `--label KEY=VALUE` (repeatable), as
+//! `TACHO_LABELS=role=db,dc=fra1`, or in the config file's `[labels]` (in that order), stored with every run, snapshot and history row of the
 //! shared store, and matched by the `--label` selectors of the commands that read it.
 
 use std::collections::BTreeMap;
@@ -45,6 +45,22 @@ pub fn from_env() -> Result<Labels, String> {
             .map_err(|e| format!("{ENV}: {e}")),
         Err(_) => Ok(Labels::new()),
     }
+}
+
+/// The config file's labels (`[labels]`), set once when a command starts.
+static CONFIGURED: std::sync::OnceLock<Labels> = std::sync::OnceLock::new();
+
+/// Sets the config file's labels (once; a second call changes nothing).
+pub fn configure(labels: Labels) {
+    let _ = CONFIGURED.set(labels);
+}
+
+/// This host's labels: `TACHO_LABELS` when it is set, else the config file's.
+pub fn of_host() -> Result<Labels, String> {
+    if std::env::var_os(ENV).is_some() {
+        return from_env();
+    }
+    Ok(CONFIGURED.get().cloned().unwrap_or_default())
 }
 
 /// Whether `labels` has every key of `wanted` with its value.

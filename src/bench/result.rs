@@ -179,6 +179,9 @@ pub struct TestResult {
     pub engine: EngineKind,
     /// Seconds measured per repeat (after the ramp), the median over repeats.
     pub runtime_s: f64,
+    /// Seconds asked for per repeat (`--runtime`, or the suite's): what `compare` shows as
+    /// a changed setting, as the measured window runs a little long on a busy machine.
+    pub planned_runtime_s: f64,
     /// Warm-up before each repeat's measured window, in seconds.
     pub ramp_s: f64,
     /// Share of reads in percent, for mixed patterns only.
@@ -343,6 +346,7 @@ impl TestResult {
             engine: spec.engine(),
             // No repeat ran (none is passed today): it ran for no time at all.
             runtime_s: median(runs.iter().map(|r| r.runtime_s)).unwrap_or_default(),
+            planned_runtime_s: spec.runtime().as_secs_f64(),
             ramp_s: spec.ramp().as_secs_f64(),
             rwmixread: spec.rw().is_mixed().then_some(spec.rwmixread()),
             sync_every: spec.sync(),

@@ -48,6 +48,15 @@ struct FileVal {
     name: [u8; NAME_LEN],
 }
 
+/// `struct missed_val`: a process's requests not counted, and counted in part.
+#[cfg(feature = "bpf")]
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MissedVal {
+    requests: u64,
+    partial: u64,
+}
+
 // SAFETY: plain #[repr(C)] integers and byte arrays laid out as the C structs of
 // bpf/files.bpf.c (no implicit holes: every field is 4- or 8-byte aligned in order); any bit
 // pattern is valid.
@@ -56,6 +65,9 @@ unsafe impl Pod for FileKey {}
 // SAFETY: as above.
 #[cfg(feature = "bpf")]
 unsafe impl Pod for FileVal {}
+// SAFETY: as above.
+#[cfg(feature = "bpf")]
+unsafe impl Pod for MissedVal {}
 
 /// In a build without the `bpf` feature: a tracer that never starts (see [`super::missing`]).
 #[cfg(not(feature = "bpf"))]
@@ -72,7 +84,31 @@ impl FileTracer {
     pub(crate) fn totals(&self) -> Vec<FileIo> {
         match self.0 {}
     }
+
+    /// Never called: there is no tracer.
+    pub(crate) fn uncounted(&self) -> Vec<Uncounted> {
+        match self.0 {}
+    }
 }
+
+/// What the tracer saw a process ask for but could not count whole: the kernel program reads a
+/// bounded number of requests per `io_submit` and of buffers per vectored request.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub(crate) struct Uncounted {
+    /// Thread-group id (the process id).
+    pub(crate) pid: u32,
+    /// Requests whose bytes are in no row: past the first [`MAX_IOCBS`] of one `io_submit`,
+    /// unreadable, or for a file when no room was left for a new one.
+    pub(crate) requests: u64,
+    /// Vectored `io_submit` requests whose bytes were counted for their first
+    /// [`MAX_IOVECS`] buffers only.
+    pub(crate) partial: u64,
+}
+
+/// The `MAX_IOCBS` and `MAX_IOVECS` of bpf/files.bpf.c, for what is said of [`Uncounted`].
+pub(crate) const MAX_IOCBS: u64 = 128;
+/// See [`MAX_IOCBS`].
+pub(crate) const MAX_IOVECS: u64 = 8;
 
 /// What one process did to one file since the tracer started.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -150,6 +186,24 @@ impl FileTracer {
                 .then(b.syncs.cmp(&a.syncs))
                 .then(a.pid.cmp(&b.pid))
         });
+        out
+    }
+
+    /// Every process with requests not counted whole since the start, by pid.
+    pub(crate) fn uncounted(&self) -> Vec<Uncounted> {
+        let mut out = Vec::new();
+        if let Some(map) = self.ebpf.map("missed")
+            && let Ok(map) = BpfHashMap::<_, u32, MissedVal>::try_from(map)
+        {
+            for (pid, val) in map.iter().flatten() {
+                out.push(Uncounted {
+                    pid,
+                    requests: val.requests,
+                    partial: val.partial,
+                });
+            }
+        }
+        out.sort_by_key(|u| u.pid);
         out
     }
 }

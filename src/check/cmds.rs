@@ -10,6 +10,7 @@
 
 use super::Remedy;
 use crate::text;
+use crate::tune::Setting;
 
 /// Quotes `s` as one POSIX shell word (single quotes, which keep every character literal,
 /// newlines included). Plain words stay as they are, `=` included: shell_words quotes it
@@ -72,6 +73,40 @@ fn slug(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The commands of a setting of the catalogue (`tune`) from `current` to `new`: the same
+/// files `tacho experiment` applies and reverts.
+pub fn setting(setting: &Setting, new: &str, current: &str) -> Remedy {
+    match setting {
+        Setting::ThpEnabled => sysfs(&setting.shell_path(), "thp-enabled", new, current),
+        Setting::ThpDefrag => sysfs(&setting.shell_path(), "thp-defrag", new, current),
+        Setting::Scheduler(dev) => queue_attr(dev, "scheduler", new, current),
+        Setting::ReadAhead(dev) => queue_attr(dev, "read_ahead_kb", new, current),
+        Setting::Sysctl(name) => sysctl(name, new, current),
+        Setting::Governor => all_cpus(&setting.shell_path(), "cpu-governor", new, current),
+    }
+}
+
+/// Writes `value` to every CPU's file matching `glob` now, and at every boot through a
+/// systemd-tmpfiles `w` line (which accepts globs).
+pub fn all_cpus(glob: &str, name: &str, new: &str, current: &str) -> Remedy {
+    let file = format!("/etc/tmpfiles.d/tacho-{name}.conf");
+    Remedy {
+        fix: Some(format!(
+            "for f in {glob}; do echo {} > \"$f\"; done",
+            sq(new)
+        )),
+        persist: Some(format!(
+            "echo {} > {file}",
+            sq(&format!("w {glob} - - - - {new}"))
+        )),
+        revert: Some(format!(
+            "for f in {glob}; do echo {} > \"$f\"; done && rm -f {file}",
+            sq(current)
+        )),
+        manual: false,
+    }
 }
 
 /// A sysctl: `sysctl -w` now, a file in /etc/sysctl.d (named `99-` so it is applied after

@@ -3,9 +3,9 @@
 
 use super::facts::Facts;
 use super::{Evidence, Finding, Group, Options, Remedy, Severity, cmds};
+use crate::tune::Setting;
 
 const CPUFREQ_DOC: &str = "kernel docs, admin-guide/pm/cpufreq.rst and intel_pstate.rst";
-const GOVERNOR_GLOB: &str = "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor";
 
 pub fn rules(facts: &Facts, _options: Options, out: &mut Vec<Finding>) {
     out.push(governor(facts));
@@ -17,27 +17,6 @@ pub fn rules(facts: &Facts, _options: Options, out: &mut Vec<Finding>) {
     }
     if let Some(f) = idle_states(facts) {
         out.push(f);
-    }
-}
-
-/// Writes `value` to every CPU's file matching `glob` now, and at every boot through a
-/// systemd-tmpfiles `w` line (which accepts globs).
-fn all_cpus(glob: &str, name: &str, new: &str, current: &str) -> Remedy {
-    let file = format!("/etc/tmpfiles.d/tacho-{name}.conf");
-    Remedy {
-        fix: Some(format!(
-            "for f in {glob}; do echo {} > \"$f\"; done",
-            cmds::sq(new)
-        )),
-        persist: Some(format!(
-            "echo {} > {file}",
-            cmds::sq(&format!("w {glob} - - - - {new}"))
-        )),
-        revert: Some(format!(
-            "for f in {glob}; do echo {} > \"$f\"; done && rm -f {file}",
-            cmds::sq(current)
-        )),
-        manual: false,
     }
 }
 
@@ -62,7 +41,10 @@ fn governor(facts: &Facts) -> Finding {
     }
     let Some(gov) = facts.tunables.cpu_governor.as_deref() else {
         let virt = facts.host.virtualization.is_some();
-        evidence.push(Evidence::new(GOVERNOR_GLOB, "absent (no cpufreq driver)"));
+        evidence.push(Evidence::new(
+            Setting::Governor.shell_path(),
+            "absent (no cpufreq driver)",
+        ));
         return Finding {
             id: "cpu_governor",
             group: Group::Cpu,
@@ -81,7 +63,7 @@ fn governor(facts: &Facts) -> Finding {
             remedy: Remedy::default(),
         };
     };
-    evidence.push(Evidence::new(GOVERNOR_GLOB, gov));
+    evidence.push(Evidence::new(Setting::Governor.shell_path(), gov));
     // intel_pstate and amd-pstate in active mode implement powersave as a dynamic policy
     // driven by the hardware's energy/performance preference, not as "lowest frequency".
     let hardware_managed = matches!(driver, Some("intel_pstate" | "amd-pstate-epp"));
@@ -117,7 +99,7 @@ fn governor(facts: &Facts) -> Finding {
     let remedy = if severity == Severity::Ok || gov.starts_with("mixed") {
         Remedy::default()
     } else {
-        all_cpus(GOVERNOR_GLOB, "cpu-governor", "performance", gov)
+        cmds::setting(&Setting::Governor, "performance", gov)
     };
     Finding {
         id: "cpu_governor",
@@ -201,7 +183,7 @@ fn frequency_cap(facts: &Facts) -> Option<Finding> {
             .to_string(),
         reference: CPUFREQ_DOC.to_string(),
         remedy: if capped {
-            all_cpus(glob, "cpu-max-freq", &max.to_string(), &cap.to_string())
+            cmds::all_cpus(glob, "cpu-max-freq", &max.to_string(), &cap.to_string())
         } else {
             Remedy::default()
         },

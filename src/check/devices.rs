@@ -4,6 +4,7 @@
 use super::facts::{Disk, Facts};
 use super::{Evidence, Finding, Group, Options, Profile, Remedy, Severity, cmds};
 use crate::kernel::blockdev::DeviceKind;
+use crate::tune::Setting;
 
 /// What kind of storage a disk is, which decides the scheduler that suits it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +183,7 @@ fn scheduler(dev: &str, media: Media, active: &str, kind: Evidence) -> Finding {
         remedy: if ok {
             Remedy::default()
         } else {
-            cmds::queue_attr(dev, "scheduler", want, active)
+            cmds::setting(&Setting::Scheduler(dev.into()), want, active)
         },
     }
 }
@@ -277,7 +278,11 @@ fn read_ahead(dev: &str, kb: u64, profile: Profile, kind: Evidence) -> Finding {
         remedy: if ok {
             Remedy::default()
         } else {
-            cmds::queue_attr(dev, "read_ahead_kb", &want.to_string(), &kb.to_string())
+            cmds::setting(
+                &Setting::ReadAhead(dev.into()),
+                &want.to_string(),
+                &kb.to_string(),
+            )
         },
     }
 }

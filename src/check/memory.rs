@@ -3,9 +3,8 @@
 
 use super::facts::Facts;
 use super::{Evidence, Finding, Group, Options, Profile, Remedy, Severity, cmds};
+use crate::tune::Setting;
 
-const ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
-const DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
 const KERNEL_DOC: &str = "kernel docs, admin-guide/mm/transhuge.rst";
 
 /// Compaction stalls since boot above which they are a pattern, not an accident: a few
@@ -18,7 +17,7 @@ pub fn rules(facts: &Facts, options: Options, out: &mut Vec<Finding>) {
     };
     let stalls = facts.vmstat.as_ref().and_then(|v| v.get("compact_stall"));
     let many_stalls = stalls.is_some_and(|s| s >= MANY_STALLS);
-    let mut evidence = vec![Evidence::new(ENABLED, enabled)];
+    let mut evidence = vec![Evidence::new(Setting::ThpEnabled.shell_path(), enabled)];
     if let Some(v) = &facts.vmstat {
         for key in [
             "compact_stall",
@@ -60,7 +59,7 @@ pub fn rules(facts: &Facts, options: Options, out: &mut Vec<Finding>) {
         remedy: if severity == Severity::Ok {
             Remedy::default()
         } else {
-            cmds::sysfs(ENABLED, "thp-enabled", want, enabled)
+            cmds::setting(&Setting::ThpEnabled, want, enabled)
         },
     });
     if let Some(defrag) = facts.tunables.thp_defrag.as_deref() {
@@ -167,7 +166,7 @@ fn defrag_rule(defrag: &str, enabled: &str, many_stalls: bool, out: &mut Vec<Fin
         } else {
             format!("THP defrag {defrag}: page faults stall in direct compaction")
         },
-        evidence: vec![Evidence::new(DEFRAG, defrag)],
+        evidence: vec![Evidence::new(Setting::ThpDefrag.shell_path(), defrag)],
         why: "With defrag always, a process whose fault finds no free 2 MiB page waits while \
               the kernel compacts memory; madvise limits that to programs that asked, defer \
               hands it to kcompactd."
@@ -176,7 +175,7 @@ fn defrag_rule(defrag: &str, enabled: &str, many_stalls: bool, out: &mut Vec<Fin
         remedy: if severity == Severity::Ok {
             Remedy::default()
         } else {
-            cmds::sysfs(DEFRAG, "thp-defrag", "madvise", defrag)
+            cmds::setting(&Setting::ThpDefrag, "madvise", defrag)
         },
     });
 }

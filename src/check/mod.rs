@@ -5,7 +5,7 @@
 //! Strictly read-only: [`Facts::read`] only reads files (and one FS_IOC_GETFLAGS ioctl);
 //! rules are pure functions of the facts; fixes are text for an admin, never run.
 
-mod cmds;
+pub mod cmds;
 mod cpu;
 mod devices;
 mod facts;

@@ -4,6 +4,7 @@
 use super::devices::{Media, classify};
 use super::facts::Facts;
 use super::{Evidence, Finding, Group, Options, Remedy, Severity, cmds};
+use crate::tune::Setting;
 
 const VM_DOC: &str = "kernel docs, admin-guide/sysctl/vm.rst";
 
@@ -79,7 +80,11 @@ fn swappiness(facts: &Facts, s: u64, options: Options) -> Finding {
         remedy: if severity == Severity::Ok {
             Remedy::default()
         } else {
-            cmds::sysctl("vm.swappiness", &want.to_string(), &s.to_string())
+            cmds::setting(
+                &Setting::Sysctl("vm.swappiness"),
+                &want.to_string(),
+                &s.to_string(),
+            )
         },
     }
 }
@@ -211,7 +216,11 @@ fn zone_reclaim(facts: &Facts, z: u64) -> Finding {
             "{VM_DOC} (zone_reclaim_mode: disabled by default, keep it so for file servers)"
         ),
         remedy: if on && nodes > 1 {
-            cmds::sysctl("vm.zone_reclaim_mode", "0", &z.to_string())
+            cmds::setting(
+                &Setting::Sysctl("vm.zone_reclaim_mode"),
+                "0",
+                &z.to_string(),
+            )
         } else {
             Remedy::default()
         },

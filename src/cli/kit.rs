@@ -188,6 +188,11 @@ pub struct StressArgs {
     #[arg(long)]
     pub vm_keep: bool,
 
+    /// Each memory worker stops after this many passes over --vm-bytes, a fixed amount of
+    /// work (the run ends when all have, or at --timeout)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub vm_passes: Option<u64>,
+
     /// I/O workers calling sync() in a loop
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=4096))]
     pub io: u32,

@@ -91,7 +91,12 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     if let (Some(beside), Some(summary)) = (beside, sink.summary.as_mut()) {
         summary.counted_bytes();
         let inodes = sink.inodes.take().unwrap_or_default();
-        for row in beside.finish(args, &inodes) {
+        let (rows, short) = beside.finish(args, &inodes);
+        for line in crate::report::files_bytes::short_lines(&short) {
+            eprintln!("tacho: note: {line}");
+        }
+        summary.uncounted(short.into_iter().map(|s| s.uncounted).collect());
+        for row in rows {
             let b = crate::files::summary::Bytes {
                 read: row.io.read_bytes,
                 written: row.io.write_bytes,

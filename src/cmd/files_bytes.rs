@@ -1,13 +1,13 @@
 //! `tacho files --bytes`: counts bytes per process and file with eBPF until the duration or
 //! Ctrl-C, finding each file's path while its process holds it open, then reports.
 
-use crate::bpf::files::{FileIo, FileTracer};
+use crate::bpf::files::{FileIo, FileTracer, Uncounted};
 use crate::cli::FilesArgs;
 use crate::files::inode_paths::{self, FileId};
 use crate::files::watch::{Names, Sink, WatchConfig, Watcher};
 use crate::kernel::SysRoot;
 use crate::report::files::EventWriter;
-use crate::report::files_bytes::{self as show, Row};
+use crate::report::files_bytes::{self as show, Row, Short};
 use anyhow::Result;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -65,12 +65,12 @@ pub fn run(args: &FilesArgs, config: WatchConfig) -> Result<Option<ExitCode>> {
         }
     };
     let seconds = start.elapsed().as_secs_f64();
-    let rows = beside.finish(args, &inodes);
+    let (rows, short) = beside.finish(args, &inodes);
     let mut out = std::io::stdout().lock();
     if args.json {
-        show::write_json(&rows, seconds, &mut out)?;
+        show::write_json(&rows, &short, seconds, &mut out)?;
     } else {
-        show::write_text(&rows, seconds, args.top, &mut out)?;
+        show::write_text(&rows, &short, seconds, args.top, &mut out)?;
     }
     Ok(Some(ExitCode::SUCCESS))
 }
@@ -82,7 +82,7 @@ type Paths = HashMap<(u32, FileId), Vec<PathBuf>>;
 /// Bytes counted beside the `--summary` watch: a thread learns paths while the watch runs.
 pub(super) struct Beside {
     done: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<(Vec<FileIo>, Paths)>,
+    thread: std::thread::JoinHandle<(Vec<FileIo>, Vec<Uncounted>, Paths)>,
 }
 
 impl Beside {
@@ -109,17 +109,18 @@ impl Beside {
                 }
                 std::thread::sleep(LOOK);
             }
-            (tracer.totals(), paths)
+            (tracer.totals(), tracer.uncounted(), paths)
         });
         Some(Beside { done, thread })
     }
 
     /// Stops counting; the rows the filters of `args` keep, each with its path when known
-    /// (from the process's descriptors, else from the watch's events, `inodes`).
-    pub(super) fn finish(self, args: &FilesArgs, inodes: &Names) -> Vec<Row> {
+    /// (from the process's descriptors, else from the watch's events, `inodes`), and the
+    /// processes among them whose requests were not all counted.
+    pub(super) fn finish(self, args: &FilesArgs, inodes: &Names) -> (Vec<Row>, Vec<Short>) {
         self.done.store(true, Ordering::Relaxed);
-        let Ok((totals, mut paths)) = self.thread.join() else {
-            return Vec::new();
+        let Ok((totals, uncounted, mut paths)) = self.thread.join() else {
+            return (Vec::new(), Vec::new());
         };
         for io in &totals {
             let id = (io.dev, io.ino);
@@ -127,8 +128,34 @@ impl Beside {
                 add_path(&mut paths, (io.pid, id), path);
             }
         }
-        rows(args, totals, &paths)
+        let rows = rows(args, totals, &paths);
+        let short = short(args, uncounted, &rows);
+        (rows, short)
     }
+}
+
+/// The processes with requests not counted whole, named as their rows name them, filtered as
+/// `args` say (with `--path`, only those with a kept row: their uncounted requests may be for
+/// any file).
+fn short(args: &FilesArgs, uncounted: Vec<Uncounted>, rows: &[Row]) -> Vec<Short> {
+    uncounted
+        .into_iter()
+        .filter_map(|u| {
+            let row = rows.iter().find(|r| r.io.pid == u.pid);
+            let pid = u.pid as i32;
+            let comm = row.map(|r| (r.io.comm.clone(), r.io.comm_hex.clone()));
+            let comm_ok = |c: &Option<(String, Option<String>)>| {
+                (args.comm.is_empty() || c.as_ref().is_some_and(|c| args.comm.contains(&c.0)))
+                    && !c.as_ref().is_some_and(|c| args.exclude_comm.contains(&c.0))
+            };
+            let kept = (args.pid.is_empty() || args.pid.contains(&pid))
+                && !args.exclude_pid.contains(&pid)
+                && comm_ok(&comm)
+                && (args.path.is_empty() || row.is_some())
+                && u.pid != std::process::id();
+            kept.then_some(Short { uncounted: u, comm })
+        })
+        .collect()
 }
 
 /// The counted files of other processes than tacho, with their paths, filtered as `args` say.

@@ -15,18 +15,22 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `--db`, else `$TACHO_DB` when it is a `postgres://` URL; `--label`s, else
-    /// `$TACHO_LABELS`.
+    /// `--db`, else `$TACHO_DB` or the config file's `db_url` when it is a `postgres://` URL;
+    /// `--label`s, else `$TACHO_LABELS`, else the config file's `[labels]`.
     pub fn resolve(db: Option<&str>, flag_labels: &[String]) -> Result<Settings> {
         let url = match db {
             Some(u) if !store::is_url(u) => {
                 bail!("--db here is the shared store: pass postgres://USER@HOST/DATABASE")
             }
             Some(u) => Some(u.to_owned()),
-            None => std::env::var("TACHO_DB").ok().filter(|u| store::is_url(u)),
+            #[cfg(feature = "pg")]
+            None => store::server_url_from_env_or_config(),
+            // Without the client a server is never sent to (`record --db` names the feature).
+            #[cfg(not(feature = "pg"))]
+            None => None,
         };
         let labels = if flag_labels.is_empty() {
-            labels::from_env().map_err(|e| anyhow!(e))?
+            labels::of_host().map_err(|e| anyhow!(e))?
         } else {
             labels::collect(flag_labels.iter().map(String::as_str)).map_err(|e| anyhow!(e))?
         };

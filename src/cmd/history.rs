@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::cli::{HistoryRecordArgs, TopArgs};
+use crate::config::Settings;
 use crate::diagnose::live::{Pipeline, Session};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::sample::Sampler;
@@ -25,11 +26,14 @@ const UNIT: &str = include_str!("../../contrib/tacho-record.service");
 const BASELINE_INTERVALS: usize = 60;
 
 /// `tacho record`.
-pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
+pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode> {
     if args.print_unit {
         print!("{UNIT}");
         return Ok(ExitCode::SUCCESS);
     }
+    // The flag, else the config file, else the default (`Settings` chose).
+    let interval = settings.record_interval.value;
+    let keep = settings.record_keep.value;
     // Only the default place is made whole; a typed path gets at most its last directory.
     let (path, make) = match (&args.dir, &args.file) {
         (Some(dir), _) => (dir.join("history.db"), Make::OwnDirectory),
@@ -69,8 +73,8 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     eprintln!(
         "recording to {} every {}s (keep {}, at most {}); stop with Ctrl-C or SIGTERM",
         crate::text::Escaped(&path.display().to_string()),
-        args.interval.as_secs_f64(),
-        age(args.keep),
+        interval.as_secs_f64(),
+        age(keep),
         crate::units::format_bytes_approx(args.max_size),
     );
     let mut first = true;
@@ -81,7 +85,7 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
     let mut prev: Option<crate::diagnose::sample::Sample> = None;
     Session::samples(
         &mut sampler,
-        args.interval,
+        interval,
         args.count,
         &stop,
         |sample, devices| {
@@ -104,12 +108,12 @@ pub fn record(args: &HistoryRecordArgs) -> Result<ExitCode> {
                 crate::diagnose::model::conns::between(a, &sample, dt, 0)
             });
             prev = Some(sample.clone());
-            let mut rec = Record::new(sample, devices, &host, args.interval.as_secs_f64());
+            let mut rec = Record::new(sample, devices, &host, interval.as_secs_f64());
             rec.connections = connections;
             let now = rec.sample.unix_time_s;
             let stored = history
                 .append(&rec)
-                .and_then(|()| history.prune(now, args.keep, args.max_size));
+                .and_then(|()| history.prune(now, keep, args.max_size));
             if let Some(ship) = &mut ship
                 && let Some(i) = judge.push(rec, |_| true)
             {
@@ -254,7 +258,7 @@ fn network_notes(sample: &crate::diagnose::sample::Sample) -> Vec<String> {
 }
 
 /// `7d`, `12h` for the start-up line.
-fn age(d: Duration) -> String {
+pub(super) fn age(d: Duration) -> String {
     let s = d.as_secs();
     if s.is_multiple_of(86_400) {
         format!("{}d", s / 86_400)

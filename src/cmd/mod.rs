@@ -3,10 +3,12 @@
 mod check;
 mod compare;
 mod completions;
+mod config;
 pub(crate) mod cpu;
 mod diff;
 pub(crate) mod disk;
 mod drift;
+mod experiment;
 pub(crate) mod files;
 mod files_bytes;
 mod fleet;
@@ -55,8 +57,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(feature) = needs(&cli.command) {
         feature.require()?;
     }
-    // Every stored run carries these labels: a bad one stops the command before it starts.
+    if !matches!(&cli.command, Command::Experiment(a) if a.recover) {
+        experiment::recover_at_start();
+    }
+    let settings = config::settings(cli.config.as_deref(), &cli.command)?;
+    // Every stored run carries this host's labels: a bad one stops the command before it
+    // starts; the config file's, when TACHO_LABELS gives none.
     crate::labels::from_env().map_err(anyhow::Error::msg)?;
+    crate::labels::configure(
+        settings
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
+    );
     match cli.command {
         Command::Bench(bench) => match bench.what {
             Some(BenchWhat::Disk(args)) => disk::run(&args),
@@ -79,8 +93,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Store(_) => Err(crate::features::Missing(Feature::Pg).into()),
         Command::Compare(args) => compare::run(&args),
         Command::Top(args) if history::wants_history(&args) => history::top(&args),
-        Command::Top(args) => top::run(&args),
-        Command::Record(args) => history::record(&args),
+        Command::Top(args) => top::run(&args, &settings),
+        Command::Record(args) => history::record(&args, &settings),
+        Command::Config(crate::cli::ConfigCommand::Show(_)) => {
+            config::show(&settings)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check(args) => check::run(&args),
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Diff(args) => diff::run(&args),
@@ -88,6 +106,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Time(args) => time::run(&args),
         Command::Ping(args) => ping::run(&args),
         Command::Stress(args) => stress::run(&args),
+        Command::Experiment(args) => experiment::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Completions { shell } => {
             completions::run(shell)?;

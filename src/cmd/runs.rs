@@ -39,12 +39,11 @@ pub fn run(command: RunsCommand) -> Result<ExitCode> {
 #[cfg(feature = "pg")]
 fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
     let url = super::store::shared_url(url, "runs push")?;
-    // TACHO_DB names the server here, so the local default cannot come from it.
+    // TACHO_DB (or the config file) names the server here, so the local default cannot come
+    // from it.
     let local = match from {
         Some(p) => p.to_path_buf(),
-        None if std::env::var("TACHO_DB").is_ok_and(|u| store::is_url(&u)) => {
-            store::default_local_path()?
-        }
+        None if store::server_url_from_env_or_config().is_some() => store::default_local_path()?,
         None => store::resolve_path(None)?,
     };
     let store = store::Store::open_existing(&local)?.ok_or_else(|| {

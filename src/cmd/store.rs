@@ -15,10 +15,10 @@ pub fn run(command: StoreCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The shared store's URL: `--db`, else `$TACHO_DB` when it is one; `what` names the command
-/// for the error.
+/// The shared store's URL: `--db`, else `$TACHO_DB` or the config file's `db_url` when it is
+/// one; `what` names the command for the error.
 pub(crate) fn shared_url(db: Option<&str>, what: &str) -> Result<String> {
-    let env = std::env::var("TACHO_DB").ok().filter(|u| store::is_url(u));
+    let env = store::server_url_from_env_or_config();
     let url = db.map(str::to_owned).or(env).ok_or_else(|| {
         anyhow!("{what} needs the shared store: pass --db postgres://USER@HOST/DATABASE")
     })?;

@@ -102,6 +102,7 @@ fn resolve(args: &StressArgs, root: &SysRoot) -> Result<Plan> {
         vm: args.vm,
         vm_bytes,
         vm_keep: args.vm_keep,
+        vm_passes: args.vm_passes,
         io: args.io,
         hdd: args.hdd,
         hdd_bytes: args.hdd_bytes,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::TopArgs;
+use crate::config::Settings;
 use crate::diagnose::findings::any_warning;
 use crate::diagnose::live::{Connections, Pipeline, Session, Tick};
 use crate::diagnose::model::ModelOptions;
@@ -33,7 +34,7 @@ pub enum Mode {
 
 /// Runs `tacho top` until `--count` samples, `q` or Ctrl-C; the exit status is 1 when a sample had
 /// a warning.
-pub fn run(args: &TopArgs) -> Result<ExitCode> {
+pub fn run(args: &TopArgs, settings: &Settings) -> Result<ExitCode> {
     let mode = match (args.batch, args.json, args.listen.is_some()) {
         (_, true, _) => Mode::Json,
         (true, _, _) => Mode::Text,
@@ -69,15 +70,25 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
             Err(reason) => eprintln!("note: {reason}; showing the /proc figures instead"),
         }
     }
-    let web = args
-        .web_config
-        .as_deref()
+    // `--listen ADDR`, or `--listen` alone with the config file's address.
+    let listen = match args.listen {
+        None => None,
+        Some(Some(addr)) => Some(addr),
+        Some(None) => Some(settings.listen.value.ok_or_else(|| {
+            anyhow::anyhow!(
+                "--listen needs an address: give --listen 127.0.0.1:9101, or set listen under \
+                 [top] in the config file (tacho config show says which file)"
+            )
+        })?),
+    };
+    // A flag's web config, else the config file's (settings resolved them in that order).
+    let web_config = listen.and(settings.web_config.value.as_deref());
+    let web = web_config
         .map(crate::report::top::webconfig::WebConfig::load)
         .transpose()?
         .unwrap_or_default();
     let tls = web.tls.is_some();
-    let metrics = args
-        .listen
+    let metrics = listen
         .map(|addr| server::serve(addr, web))
         .transpose()?
         .map(|(latest, bound)| {
@@ -90,7 +101,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         let mut host = super::top_metrics::HostMetrics::default();
         m.append_each(move || host.text());
     }
-    if let Some(addr) = args.listen.filter(|a| !a.ip().is_loopback()) {
+    if let Some(addr) = listen.filter(|a| !a.ip().is_loopback()) {
         eprintln!(
             "warning: serving on {addr}, beyond this machine: anyone who can reach it sees the \
              figures, including process names and paths; use 127.0.0.1:{} to keep them local",
@@ -130,6 +141,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     let mut warned = false;
     let mut short_of_descriptors = false;
     let mut profiler = super::top_profile::OnCpuVerdict::default();
+    let mut exporter = prometheus::Exporter::default();
     let mut session = Session::new(sampler, opts, interval, args.count, args.accumulate);
     session.run(&stop, |tick| {
         let s = match tick {
@@ -145,7 +157,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         };
         short_of_descriptors = false;
         if let Some(m) = &metrics {
-            m.set(prometheus::render(s));
+            m.set(exporter.render(s));
         }
         match mode {
             Mode::Json => write_json_line(&mut stdout, s)?,

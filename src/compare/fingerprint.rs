@@ -211,13 +211,20 @@ fn method(
                 }),
             ),
             ("size", target.region_bytes.get().map(|b| format_size(*b))),
-            // Measured seconds vary a little; the rounding keeps noise from reading as a
-            // changed setting. A suite's runtime changes show in its `suite` entry.
+            // The runtime asked for; runs stored before it was kept give their measured
+            // seconds, rounded so that noise does not read as a changed setting (a busy
+            // machine still stretched 0.3 s to 0.31 s). A suite's runtime changes show in its
+            // `suite` entry.
             (
                 "runtime",
                 run.suite
                     .is_none()
-                    .then(|| distinct(&|t| secs(&t.runtime_s)))
+                    .then(|| {
+                        distinct(&|t| match t.planned_runtime_s.get() {
+                            Some(_) => secs(&t.planned_runtime_s),
+                            None => secs(&t.runtime_s),
+                        })
+                    })
                     .flatten(),
             ),
             ("ramp", distinct(&|t| secs(&t.ramp_s))),

@@ -6,6 +6,7 @@
 
 use super::Shown;
 use super::ops::{Op, Ops};
+use crate::bpf::files::Uncounted;
 use crate::text::{self, Escaped};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -55,6 +56,8 @@ pub struct Summary {
     events: u64,
     /// Per file and per process, when the byte tracer ran beside the watch.
     bytes: Option<ByteCounts>,
+    /// Processes whose requests the byte tracer could not all count.
+    uncounted: Vec<Uncounted>,
 }
 
 /// One ranked row of the JSON summary.
@@ -87,6 +90,9 @@ pub struct Report {
     pub events: u64,
     pub files: Vec<Row>,
     pub processes: Vec<Row>,
+    /// Processes whose bytes above are short: requests the byte tracer could not count whole.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bytes_uncounted: Vec<Uncounted>,
 }
 
 impl Summary {
@@ -133,6 +139,11 @@ impl Summary {
             add(files.entry(path.to_path_buf()).or_default());
         }
         add(procs.entry((pid, comm.to_owned())).or_default());
+    }
+
+    /// The processes whose requests the byte tracer could not all count.
+    pub fn uncounted(&mut self, uncounted: Vec<Uncounted>) {
+        self.uncounted = uncounted;
     }
 
     /// Whether the byte tracer ran beside the watch.
@@ -243,6 +254,7 @@ impl Summary {
                     }
                 })
                 .collect(),
+            bytes_uncounted: self.uncounted.clone(),
         }
     }
 }

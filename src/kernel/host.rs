@@ -21,7 +21,8 @@ pub struct Host {
     /// name stay two. `None` when the file is missing or not a machine id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine_id: Option<String>,
-    /// The host's labels (`TACHO_LABELS`), stored with its runs for selecting them.
+    /// The host's labels (`TACHO_LABELS`, else the config file's), stored with its runs for
+    /// selecting them.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: crate::labels::Labels,
     /// Kernel release, as `uname -r` prints it.
@@ -84,7 +85,7 @@ impl Host {
             hostname,
             machine_id,
             // Checked when the command started (`cmd::run`), so an error here cannot happen.
-            labels: crate::labels::from_env().unwrap_or_default(),
+            labels: crate::labels::of_host().unwrap_or_default(),
             kernel,
             os,
             cpu_model,

@@ -2,7 +2,7 @@
 //! syncs per file with their latency, the sizes written before them and the `bench disk` test
 //! that mimics it. Text or one JSON document (`tacho.files.bytes.v1`).
 
-use crate::bpf::files::FileIo;
+use crate::bpf::files::{FileIo, MAX_IOCBS, MAX_IOVECS, Uncounted};
 use crate::bpf::hist::log2_percentile_us as percentile_us;
 use crate::text;
 use crate::units::{format_bytes_approx, format_latency_ns};
@@ -33,6 +33,46 @@ impl Row {
             ),
         }
     }
+}
+
+/// A process whose requests were not all counted, with its command name (and the name's
+/// exact bytes in hex when not UTF-8) when one of its rows gives it.
+pub struct Short {
+    /// What the tracer could not count.
+    pub uncounted: Uncounted,
+    /// Its command name, from its rows.
+    pub comm: Option<(String, Option<String>)>,
+}
+
+/// One line per process whose figures are short, saying by how much and why (names escaped).
+pub fn short_lines(short: &[Short]) -> Vec<String> {
+    short
+        .iter()
+        .map(|s| {
+            let u = &s.uncounted;
+            let who = match &s.comm {
+                Some((comm, hex)) => {
+                    format!("{} (pid {})", text::exact(comm, hex.as_deref()), u.pid)
+                }
+                None => format!("pid {}", u.pid),
+            };
+            let mut parts = Vec::new();
+            if u.requests > 0 {
+                parts.push(format!(
+                    "{} not counted (an io_submit of more than {MAX_IOCBS}, an unreadable \
+                     request, or no room left for another file)",
+                    crate::units::plural(u.requests, "request")
+                ));
+            }
+            if u.partial > 0 {
+                parts.push(format!(
+                    "{} counted for their first {MAX_IOVECS} buffers only",
+                    crate::units::plural(u.partial, "vectored request")
+                ));
+            }
+            format!("{who}: {}; its bytes above are short", parts.join(", "))
+        })
+        .collect()
 }
 
 /// Writes that small, each followed by a sync, are what etcd's WAL does and what `bench disk
@@ -74,7 +114,13 @@ pub fn sync_line(r: &Row) -> Option<String> {
 }
 
 /// The table of the first `top` rows (0: all), then the syncs of every row.
-pub fn write_text(rows: &[Row], seconds: f64, top: usize, out: &mut impl Write) -> io::Result<()> {
+pub fn write_text(
+    rows: &[Row],
+    short: &[Short],
+    seconds: f64,
+    top: usize,
+    out: &mut impl Write,
+) -> io::Result<()> {
     writeln!(
         out,
         "bytes per process and file over {seconds:.1} s (eBPF, read/write-family syscalls, io_uring and libaio on regular files)"
@@ -106,6 +152,9 @@ pub fn write_text(rows: &[Row], seconds: f64, top: usize, out: &mut impl Write) 
     if shown < rows.len() {
         writeln!(out, "({} more; --top 0 lists them all)", rows.len() - shown)?;
     }
+    for line in short_lines(short) {
+        writeln!(out, "not counted: {line}")?;
+    }
     let syncs: Vec<String> = rows.iter().filter_map(sync_line).collect();
     if !syncs.is_empty() {
         writeln!(out, "\nsyncs (fsync, fdatasync, sync_file_range):")?;
@@ -117,7 +166,12 @@ pub fn write_text(rows: &[Row], seconds: f64, top: usize, out: &mut impl Write) 
 }
 
 /// One `tacho.files.bytes.v1` document.
-pub fn write_json(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Result<()> {
+pub fn write_json(
+    rows: &[Row],
+    short: &[Short],
+    seconds: f64,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let files: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
@@ -150,7 +204,23 @@ pub fn write_json(rows: &[Row], seconds: f64, out: &mut impl Write) -> io::Resul
             })
         })
         .collect();
-    let doc = json!({"schema": "tacho.files.bytes.v1", "seconds": seconds, "files": files});
+    let uncounted: Vec<serde_json::Value> = short
+        .iter()
+        .map(|s| {
+            let u = &s.uncounted;
+            json!({
+                "pid": u.pid,
+                "comm": s.comm.as_ref().map(|c| &c.0),
+                "comm_hex": s.comm.as_ref().and_then(|c| c.1.as_ref()),
+                "requests_not_counted": u.requests,
+                "requests_counted_in_part": u.partial,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "schema": "tacho.files.bytes.v1", "seconds": seconds, "files": files,
+        "uncounted": uncounted,
+    });
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
 }
@@ -186,21 +256,36 @@ mod tests {
     #[test]
     fn a_path_that_is_not_utf8_keeps_its_bytes_and_nothing_reaches_the_terminal_raw() {
         let rows = [row(b"/tmp/a\xff\nb")];
+        let short = [Short {
+            uncounted: Uncounted {
+                pid: 1,
+                requests: 4032,
+                partial: 0,
+            },
+            comm: Some((rows[0].io.comm.clone(), rows[0].io.comm_hex.clone())),
+        }];
         let mut json = Vec::new();
-        write_json(&rows, 1.0, &mut json).unwrap();
+        write_json(&rows, &short, 1.0, &mut json).unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(doc["files"][0]["path_hex"], "2f746d702f61ff0a62");
+        assert_eq!(doc["uncounted"][0]["requests_not_counted"], 4032);
+        assert_eq!(doc["uncounted"][0]["comm_hex"], "771b5b324aff");
         let mut text = Vec::new();
-        write_text(&rows, 1.0, 0, &mut text).unwrap();
+        write_text(&rows, &short, 1.0, 0, &mut text).unwrap();
         assert!(
             !text.contains(&0x1b) && !text.contains(&0xff),
             "{}",
             String::from_utf8_lossy(&text)
         );
-        // Bytes that are not UTF-8 show as \xNN, in the table and in the sync line.
+        // Bytes that are not UTF-8 show as \xNN, in the table, the short figures' line and
+        // the sync line.
         let text = String::from_utf8(text).unwrap();
         assert!(!text.contains('\u{fffd}'), "{text}");
-        assert_eq!(text.matches(r"w\e[2J\xff").count(), 2, "{text}");
+        assert_eq!(text.matches(r"w\e[2J\xff").count(), 3, "{text}");
+        assert!(
+            text.contains(r"not counted: w\e[2J\xff (pid 1): 4032 requests not counted"),
+            "{text}"
+        );
         assert_eq!(text.matches(r"/tmp/a\xff\nb").count(), 2, "{text}");
         assert_eq!(doc["files"][0]["comm_hex"], "771b5b324aff");
     }

@@ -22,7 +22,7 @@ pub(crate) mod version;
 #[cfg(feature = "pg")]
 pub use backend::redact;
 pub use backend::{Place, Results, is_url};
-pub use document::read_documents;
+pub use document::{parse_documents, read_documents};
 pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
 #[cfg(feature = "pg")]
 pub use runs::RawRun;
@@ -310,7 +310,32 @@ fn describe(path: &Path, e: rusqlite::Error) -> anyhow::Error {
     }
 }
 
-/// `--db`, else `$TACHO_DB`, else `$XDG_DATA_HOME/tacho/tacho.db`, else
+/// The config file's results store (`db_url`, `db_url_file`), set once by `cmd` before a
+/// command runs: below `--db` and `$TACHO_DB`, above the default file.
+static CONFIGURED_DB: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the config file's results store (once; a second call changes nothing).
+pub fn configure_db(db: &str) {
+    let _ = CONFIGURED_DB.set(db.to_owned());
+}
+
+/// The config file's results store, when it names one.
+pub fn configured_db() -> Option<&'static str> {
+    CONFIGURED_DB.get().map(String::as_str)
+}
+
+/// `$TACHO_DB`, else the config file's store, when either names a PostgreSQL server.
+#[cfg(feature = "pg")]
+pub fn server_url_from_env_or_config() -> Option<String> {
+    std::env::var("TACHO_DB")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| configured_db().map(str::to_owned))
+        .filter(|u| backend::is_url(u))
+}
+
+/// `--db`, else `$TACHO_DB`, else the config file's `db_url`, else
+/// `$XDG_DATA_HOME/tacho/tacho.db`, else
 /// `~/.local/share/tacho/tacho.db`. Read here rather than by the argument parser so every way into a
 /// benchmark (`tacho bench` alone builds its options without parsing) honours `TACHO_DB`.
 pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
@@ -319,6 +344,9 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
     }
     if let Some(p) = std::env::var_os("TACHO_DB").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
+    }
+    if let Some(db) = configured_db() {
+        return Ok(PathBuf::from(db));
     }
     default_path(
         std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),

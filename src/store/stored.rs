@@ -349,6 +349,7 @@ pub(crate) struct TestView {
     pub(crate) engine: Field<Text>,
     pub(crate) direct: Field<bool>,
     pub(crate) runtime_s: Field<f64>,
+    pub(crate) planned_runtime_s: Field<f64>,
     pub(crate) ramp_s: Field<f64>,
     pub(crate) threads: Field<Text>,
     pub(crate) times: Field<Vec<IgnoredAny>>,

@@ -36,6 +36,9 @@ pub struct Plan {
     pub vm_bytes: u64,
     /// Memory workers allocate once and keep re-writing (`--vm-keep`) instead of freeing each pass.
     pub vm_keep: bool,
+    /// Each memory worker stops after this many passes (`--vm-passes`): a fixed amount of
+    /// work; the run ends when all have (or at the timeout).
+    pub vm_passes: Option<u64>,
     /// sync() workers (`--io`).
     pub io: u32,
     /// Disk-write workers (`--hdd`).
@@ -55,6 +58,8 @@ struct Counters {
     vm_bytes: AtomicU64,
     io_syncs: AtomicU64,
     hdd_bytes: AtomicU64,
+    /// Memory workers that finished their `--vm-passes`.
+    vm_done: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -155,6 +160,8 @@ pub struct VmWorkers {
     pub bytes_per_worker: u64,
     /// Whether the workers kept their memory instead of freeing it each pass.
     pub keep: bool,
+    /// Passes each worker stopped after (`--vm-passes`); `null`: until the timeout.
+    pub passes: Option<u64>,
     /// Bytes written to memory, all workers together (pages × 4 KiB).
     pub touched_bytes: u64,
     /// `touched_bytes` over the run's duration, bytes per second.
@@ -265,7 +272,7 @@ pub fn run(
         let next_tick = start + Duration::from_secs(seconds.len() as u64 + 1);
         let until = next_tick.min(deadline);
         while Instant::now() < until {
-            if interrupt.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
+            if interrupt.load(Ordering::Relaxed) || ended(&handles, plan, &counters) {
                 break;
             }
             std::thread::sleep(
@@ -293,8 +300,7 @@ pub fn run(
             seconds.push(s);
             (prev_work, prev_sample, prev_t) = (work, now, t);
         }
-        let failed = handles.iter().any(|h| h.is_finished());
-        if interrupted || failed || Instant::now() >= deadline {
+        if interrupted || ended(&handles, plan, &counters) || Instant::now() >= deadline {
             break interrupted;
         }
     };
@@ -335,6 +341,7 @@ pub fn run(
                 count: plan.vm,
                 bytes_per_worker: plan.vm_bytes,
                 keep: plan.vm_keep,
+                passes: plan.vm_passes,
                 touched_bytes: work.vm_bytes,
                 touched_bytes_per_s: per_s(work.vm_bytes, duration_s),
             },
@@ -373,6 +380,14 @@ pub enum StressError {
 
 type Handle = std::thread::JoinHandle<Result<(), WorkerError>>;
 
+/// True when the run must end before its timeout: a worker stopped without being told to
+/// (it failed), or every memory worker finished its `--vm-passes`.
+fn ended(handles: &[Handle], plan: &Plan, counters: &Counters) -> bool {
+    let finished = handles.iter().filter(|h| h.is_finished()).count() as u64;
+    let passed = counters.vm_done.load(Ordering::Relaxed);
+    finished > passed || (plan.vm_passes.is_some() && plan.vm > 0 && passed == u64::from(plan.vm))
+}
+
 fn spawn_workers(
     plan: &Plan,
     dir: Option<Arc<std::os::fd::OwnedFd>>,
@@ -396,10 +411,14 @@ fn spawn_workers(
     }
     for _ in 0..plan.vm {
         let (c, s) = (Arc::clone(counters), Arc::clone(stop));
-        let (bytes, keep) = (plan.vm_bytes, plan.vm_keep);
+        let (bytes, keep, passes) = (plan.vm_bytes, plan.vm_keep, plan.vm_passes);
         spawn(
             &mut handles,
-            Box::new(move || workers::vm(bytes, keep, &s, &c.vm_bytes)),
+            Box::new(move || {
+                workers::vm(bytes, keep, passes, &s, &c.vm_bytes)?;
+                c.vm_done.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }),
         );
     }
     for _ in 0..plan.io {

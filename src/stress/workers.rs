@@ -94,10 +94,12 @@ impl Block {
 const PAGES_PER_STEP: usize = 1024;
 
 /// Allocate `bytes`, write every page, free, repeat; with `keep`, allocate once and keep
-/// re-writing. Counts bytes touched (pages × 4 KiB).
+/// re-writing. Counts bytes touched (pages × 4 KiB). With `passes`, returns after that many
+/// whole passes (a fixed amount of work, so its CPU time can be compared between settings).
 pub fn vm(
     bytes: u64,
     keep: bool,
+    passes: Option<u64>,
     stop: &AtomicBool,
     touched: &AtomicU64,
 ) -> Result<(), WorkerError> {
@@ -105,7 +107,9 @@ pub fn vm(
     let pages = len.div_ceil(PAGE);
     let mut kept: Option<Block> = None;
     let mut round = 0u8;
-    while !stop.load(Ordering::Relaxed) {
+    let mut passed = 0u64;
+    while !stop.load(Ordering::Relaxed) && passes.is_none_or(|n| passed < n) {
+        passed += 1;
         round = round.wrapping_add(1).max(1);
         let mut map = match kept.take() {
             Some(m) => m,
@@ -206,7 +210,7 @@ mod tests {
 
         let touched = Arc::new(AtomicU64::new(0));
         let t = Arc::clone(&touched);
-        for_ms(30, move |s| vm(1 << 20, true, &s, &t)).unwrap();
+        for_ms(30, move |s| vm(1 << 20, true, None, &s, &t)).unwrap();
         assert!(touched.load(Ordering::Relaxed) >= 1 << 20);
 
         let dir = tempfile::tempdir().unwrap();
@@ -219,9 +223,16 @@ mod tests {
     }
 
     #[test]
+    fn a_vm_worker_with_passes_stops_after_that_much_work() {
+        let (stop, touched) = (AtomicBool::new(false), AtomicU64::new(0));
+        vm(1 << 20, false, Some(3), &stop, &touched).unwrap();
+        assert_eq!(touched.load(Ordering::Relaxed), 3 << 20);
+    }
+
+    #[test]
     fn mapping_failure_is_an_error_not_an_abort() {
         let stop = AtomicBool::new(false);
-        let err = vm(1 << 62, false, &stop, &AtomicU64::new(0))
+        let err = vm(1 << 62, false, None, &stop, &AtomicU64::new(0))
             .unwrap_err()
             .to_string();
         assert!(err.contains("cannot allocate"), "{err}");

@@ -178,6 +178,7 @@ pub fn run(feed: Feed, sort: SortKey, metrics: Option<Latest>, accumulate: bool)
             ui.accumulated_since = Some(SystemTime::now());
         }
         let mut shown: Option<Box<TopSample>> = None;
+        let mut exporter = prometheus::Exporter::default();
         let mut changed = true;
         loop {
             if std::mem::take(&mut changed) {
@@ -215,7 +216,7 @@ pub fn run(feed: Feed, sort: SortKey, metrics: Option<Latest>, accumulate: bool)
                 Ok(s) => {
                     let s = s?;
                     if let Some(m) = &metrics {
-                        m.set(prometheus::render(&s));
+                        m.set(exporter.render(&s));
                     }
                     shown = Some(s);
                     changed = true;

@@ -71,6 +71,9 @@ pub fn tacho() -> Command {
     // Benchmarks save their runs; never into the real ~/.local/share. Tests of the store pass
     // their own --db, which wins over this.
     cmd.env("TACHO_DB", scratch_db());
+    // Nor the machine's /etc/tacho/tacho.toml: an empty config file of this test process.
+    // Tests of the config file pass their own --config or TACHO_CONFIG, which win.
+    cmd.env("TACHO_CONFIG", scratch_db().with_file_name("tacho.toml"));
     cmd
 }
 
@@ -85,10 +88,13 @@ pub fn scratch_db() -> PathBuf {
     DIR.get_or_init(|| {
         // SAFETY: registers a plain function without arguments; it only removes files.
         unsafe { libc::atexit(remove_scratch) };
-        tempfile::Builder::new()
+        let dir = tempfile::Builder::new()
             .prefix("tacho-itest-db-")
             .tempdir()
-            .expect("cannot create a scratch directory")
+            .expect("cannot create a scratch directory");
+        std::fs::write(dir.path().join("tacho.toml"), "# no settings\n")
+            .expect("cannot write the scratch config file");
+        dir
     })
     .path()
     .join("tacho.db")
@@ -561,45 +567,15 @@ pub struct ProgressScreen {
 
 impl ProgressScreen {
     pub fn new() -> ProgressScreen {
-        use std::os::fd::FromRawFd;
-        let (mut master, mut slave) = (0, 0);
-        let size = libc::winsize {
-            ws_row: 40,
-            ws_col: 160,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: openpty writes two descriptors into the given integers; no name is asked.
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                &size,
-            )
-        };
-        assert_eq!(rc, 0, "openpty failed");
-        // SAFETY: both descriptors were just opened and are owned here alone.
-        let (mut master, slave) = unsafe {
-            (
-                std::fs::File::from_raw_fd(master),
-                std::os::fd::OwnedFd::from_raw_fd(slave),
-            )
-        };
+        let (master, slave) = open_pty(160);
         let drawn = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let keep = drawn.clone();
-        // Ends with EIO once every holder of the terminal's other side has closed it.
         std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = master.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
+            read_until_hangup(master, |chunk| {
                 keep.lock()
                     .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
+                    .push_str(&String::from_utf8_lossy(chunk))
+            })
         });
         ProgressScreen {
             slave: Some(slave),
@@ -879,42 +855,10 @@ pub fn csv_cells(csv: &str) -> Vec<String> {
 /// `stderr_too` (else piped, in the returned output), with the terminal's CR LF turned back
 /// into LF. `cmd` is [`tacho()`] with its arguments and environment (`COLUMNS` if any).
 pub fn on_terminal(mut cmd: Command, cols: u16, stderr_too: bool) -> (String, Output) {
-    use std::os::fd::FromRawFd;
-    let (mut master, mut slave) = (0, 0);
-    let size = libc::winsize {
-        ws_row: 40,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty writes two descriptors into the given integers; no name is asked.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    assert_eq!(rc, 0, "openpty failed");
-    // SAFETY: both descriptors were just opened and are owned here alone.
-    let (mut master, slave) = unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            std::os::fd::OwnedFd::from_raw_fd(slave),
-        )
-    };
+    let (master, slave) = open_pty(cols);
     let reader = std::thread::spawn(move || {
         let mut drawn = Vec::new();
-        let mut buf = [0u8; 4096];
-        // Ends with EIO once the child, the last holder of the other side, has exited.
-        while let Ok(n) = master.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            drawn.extend_from_slice(&buf[..n]);
-        }
+        read_until_hangup(master, |chunk| drawn.extend_from_slice(chunk));
         String::from_utf8_lossy(&drawn).replace("\r\n", "\n")
     });
     cmd.stdout(Stdio::from(slave.try_clone().unwrap()));
@@ -949,4 +893,109 @@ pub fn wider_than(text: &str, cols: usize) -> Vec<String> {
         .filter(|l| l.chars().filter(|c| !c.is_control()).count() > cols)
         .map(str::to_string)
         .collect()
+}
+
+/// A pseudo-terminal `cols` columns wide: its master side and its terminal side. Both are
+/// close-on-exec: the tests start processes from many threads at once, and a terminal side
+/// inherited by another test's long-lived child would keep this one open after tacho exits.
+fn open_pty(cols: u16) -> (std::fs::File, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors into the given integers; no name is asked.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty failed");
+    for fd in [master, slave] {
+        // SAFETY: fcntl on a descriptor just opened here; no memory is passed.
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        assert_eq!(rc, 0, "fcntl(FD_CLOEXEC) failed");
+    }
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    }
+}
+
+/// Hands `take` everything written to the terminal of `master` until every holder of its other
+/// side has closed it (the read then fails with EIO). A read interrupted by a signal is retried;
+/// any other failure fails the test rather than cutting what was drawn short.
+fn read_until_hangup(mut master: std::fs::File, mut take: impl FnMut(&[u8])) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match master.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => take(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => return,
+            Err(e) => panic!("reading the terminal tacho drew on: {e}"),
+        }
+    }
+}
+
+/// A command that runs `program` as `nobody` (group `nogroup`, no supplementary groups)
+/// through setpriv: the unprivileged user of the tests that check what root's tacho refuses
+/// or keeps from strangers. The caller checks `is_root()` and `have_tool("setpriv")`.
+pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(program);
+    c
+}
+
+/// Restores a sysfs file's active choice when dropped (also during a panic's unwinding).
+pub struct Restore {
+    path: PathBuf,
+    value: String,
+}
+
+impl Restore {
+    /// Saves the active choice of `path` (`always [madvise] never` saves `madvise`).
+    pub fn save(path: &Path) -> Option<Restore> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let value = active(&text)?;
+        Some(Restore {
+            path: path.to_path_buf(),
+            value,
+        })
+    }
+
+    pub fn set(&self, value: &str) {
+        std::fs::write(&self.path, value)
+            .unwrap_or_else(|e| panic!("cannot write {value} to {}: {e}", self.path.display()));
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.path, &self.value) {
+            eprintln!(
+                "WARNING: could not restore {} to {}: {e}",
+                self.path.display(),
+                self.value
+            );
+        }
+    }
+}
+
+/// The bracketed (active) word of a kernel choice file.
+pub fn active(text: &str) -> Option<String> {
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
+        .map(str::to_string)
 }

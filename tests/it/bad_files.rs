@@ -399,10 +399,8 @@ fn a_database_another_user_owns_is_read_but_not_written() {
     std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(s.db(), std::fs::Permissions::from_mode(0o644)).unwrap();
     let as_nobody = |args: &[&str]| {
-        let mut cmd = Command::new("setpriv");
-        cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_tacho"))
-            .args(args)
+        let mut cmd = as_nobody(env!("CARGO_BIN_EXE_tacho"));
+        cmd.args(args)
             .arg("--db")
             .arg(s.db())
             .env("HOME", "/nonexistent")

@@ -254,3 +254,83 @@ fn a_queue_without_io_statistics_still_gets_its_requests_timed() {
     }
     assert!(timed > 100, "{name} had {timed} timed requests");
 }
+
+/// `/metrics` under a loop device's O_DIRECT writer: the device's queue and service times are
+/// histograms (no percentile gauges) that promtool accepts, and no series is labelled by pid.
+#[test]
+fn metrics_give_device_latency_as_histograms_promtool_accepts() {
+    let test = "metrics_give_device_latency_as_histograms_promtool_accepts";
+    if !is_root() {
+        return skip(&format!("{test}: needs root"));
+    }
+    let Some(dev) = LoopDev::new(test, 64 << 20) else {
+        return;
+    };
+    let path = dev.dev.to_str().unwrap().to_owned();
+    let name = path.trim_start_matches("/dev/").to_owned();
+    let _writer = direct_writer(&path);
+    let port = common::free_port();
+    let mut top = Killed(
+        tacho()
+            .args(["top", "--json", "--interval", "300ms", "--count", "40"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let count = format!("tacho_disk_service_seconds_count{{device=\"{name}\",name=\"{name}\"}} ");
+    let mut body = String::new();
+    for line in BufReader::new(top.0.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        let sample: Value = serde_json::from_str(&line).unwrap();
+        let busy = sample["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["name"] == name.as_str() && d["service_p50_ms"].as_f64().is_some());
+        if busy {
+            body = common::http_get(port, "/metrics");
+            break;
+        }
+    }
+    let body = body
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    let traced: f64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix(&count))
+        .unwrap_or_else(|| panic!("no {count} in\n{body}"))
+        .parse()
+        .unwrap();
+    assert!(traced > 0.0, "{body}");
+    assert!(!body.contains("pid=\""), "a pid label:\n{body}");
+    assert!(
+        !body.contains("_p99_seconds{device"),
+        "a device percentile gauge:\n{body}"
+    );
+    // The histogram families alone: the live gauges' older names draw promtool's lint.
+    let mut histograms = String::new();
+    let mut keep = false;
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            keep = rest.starts_with("tacho_disk_queue_seconds ")
+                || rest.starts_with("tacho_disk_service_seconds ");
+        }
+        if keep {
+            histograms.push_str(line);
+            histograms.push('\n');
+        }
+    }
+    assert!(
+        histograms.contains("# TYPE tacho_disk_queue_seconds histogram\n"),
+        "{body}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("latency.prom");
+    std::fs::write(&file, &histograms).unwrap();
+    common::assert_promtool_accepts(&file);
+}

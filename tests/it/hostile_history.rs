@@ -23,17 +23,6 @@ fn can_play_nobody(test: &str) -> bool {
     false
 }
 
-fn as_nobody(program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args([
-        "--reuid=nobody",
-        "--regid=nogroup",
-        "--clear-groups",
-        program,
-    ]);
-    c
-}
-
 /// A directory searchable by all, with `shared` in it: root's, mode 1777, as /tmp.
 fn sticky_arena() -> (tempfile::TempDir, PathBuf) {
     let root = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 const SECRET: &[u8] = b"root's secret\n";
 
@@ -75,17 +75,6 @@ impl Scene {
         assert_eq!(mode & 0o777, 0o600);
         assert!(!self.absent.exists(), "a file was created through a link");
     }
-}
-
-fn as_nobody(program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args([
-        "--reuid=nobody",
-        "--regid=nogroup",
-        "--clear-groups",
-        program,
-    ]);
-    c
 }
 
 /// A results database with two stored runs, for the commands that read runs.

@@ -2,7 +2,7 @@
 //! a scripted resolver (tests/helpers/dns_server.py) answers by name, so every count is known.
 
 use crate::common::netns::NetnsPair;
-use crate::common::{have_tool, is_root, skip, tacho, wait_limited};
+use crate::common::{as_nobody, have_tool, is_root, skip, tacho, wait_limited};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -131,9 +131,7 @@ fn without_root_dns_is_named_in_a_note() {
     if !is_root() || !have_tool("setpriv") {
         return skip("dns without root: needs root to drop to nobody");
     }
-    let o = std::process::Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(tacho().get_program())
+    let o = as_nobody(tacho().get_program())
         .args([
             "top",
             "--dns",
@@ -186,9 +184,8 @@ fn answers_forged_by_another_user_make_no_dns_verdict() {
     let mut lines = BufReader::new(top.stdout.take().unwrap()).lines();
     // The capture is running once the first sample is out.
     let first = lines.next().expect("a first sample").unwrap();
-    let o = std::process::Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .args(["/usr/bin/python3", "-c", FORGE])
+    let o = as_nobody("/usr/bin/python3")
+        .args(["-c", FORGE])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -248,9 +245,8 @@ fn clients_and_servers_by_the_thousand_are_bounded_and_counted() {
     let first = lines.next().expect("a first sample").unwrap();
     // The text top has drawn its first sample too: both watch before the traffic starts.
     let text_first = text_lines.next().expect("a first text sample").unwrap();
-    let o = std::process::Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .args(["/usr/bin/python3", "-c", SPREAD])
+    let o = as_nobody("/usr/bin/python3")
+        .args(["-c", SPREAD])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

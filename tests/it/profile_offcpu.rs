@@ -509,9 +509,7 @@ fn without_root_or_bpf_it_says_so_in_one_line() {
     if !have_tool("setpriv") {
         return skip(&format!("{test}: setpriv is not installed"));
     }
-    let o = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_tacho"))
+    let o = as_nobody(env!("CARGO_BIN_EXE_tacho"))
         .args(["profile", "--off-cpu", "--duration", "1s"])
         .output()
         .unwrap();

@@ -32,9 +32,26 @@ const NOT_TACHO: &[(&str, &str)] = &[
 ];
 
 /// The lines run otherwise: (as the README writes it, what runs, why). Applied before
-/// [`PLACES`]. `@PID@` is this test's pid, `@PG@` a database of the test's own on the server
+/// [`PLACES`]. `@LOOPNAME@` is the kernel name of `@LOOP@` (below). `@PID@` is this test's pid, `@PG@` a database of the test's own on the server
 /// `TACHO_TEST_PG` names.
 const INSTEAD: &[(&str, &str, &str)] = &[
+    (
+        "sudo tacho experiment --change block.sda.scheduler=mq-deadline --measure 'bench disk /data --suite iometer'",
+        "sudo tacho experiment --change block.@LOOPNAME@.scheduler=mq-deadline --measure 'time -r 2 true' --rounds 2 --yes",
+        "the machine's disk is not the test's to change, the iometer suite runs minutes, and \
+         stdin is not a terminal to confirm on",
+    ),
+    (
+        "sudo tacho experiment --change thp.enabled=never --measure top --workload 'redis-benchmark -q -n 100000 -t set' --figure system",
+        "sudo tacho experiment --change block.@LOOPNAME@.read_ahead_kb=512 --measure top --workload true --figure system --rounds 2 --yes",
+        "THP is kernel-wide, under every other test (tests/serial/experiment.rs tries THP \
+         always against never under load); no Redis here",
+    ),
+    (
+        "sudo tacho experiment --change vm.dirty_ratio=5 --measure \"time -r 3 'cp big.log copy.log && sync'\" --json > dirty.json",
+        "sudo tacho experiment --change block.@LOOPNAME@.read_ahead_kb=64 --measure \"time -r 2 'cp big.log copy.log'\" --rounds 2 --yes --json > dirty.json",
+        "a vm sysctl is kernel-wide, under every other test; sync flushes every disk",
+    ),
     (
         "cargo run --release -- bench",
         "tacho bench disk --size 16M --runtime 200ms --ramp 0s --repeat 1",
@@ -452,6 +469,7 @@ impl Place {
             .env("PATH", path)
             .env("TACHO_DB", root.join("tacho.db"))
             .env("TACHO_HISTORY", root.join("history.db"))
+            .env("TACHO_EXPERIMENT_DIR", root.join("experiments"))
             .stdin(Stdio::null())
             .spawn_piped();
         // Named before it runs: a line that overruns LINE_LIMIT panics in wait_output, and the
@@ -518,6 +536,7 @@ fn every_readme_example_runs() {
                         continue;
                     }
                     let command = placed(command)
+                        .replace("@LOOPNAME@", device.trim_start_matches("/dev/"))
                         .replace("@LOOP@", device)
                         .replace("@MOUNTED@", mounted)
                         .replace("@PID@", &std::process::id().to_string())

@@ -575,9 +575,7 @@ fn the_store_is_reached_through_its_unix_socket_by_peer_authentication() {
     // The same login from a process of another user is refused by peer authentication: the
     // kernel's word on the caller decides, nothing the client sends.
     if have_tool("setpriv") {
-        let o = Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_tacho"))
+        let o = as_nobody(env!("CARGO_BIN_EXE_tacho"))
             .args(["runs", "list", "--json", "--db"])
             .arg(format!(
                 "postgres://root@/{db}?host={socket_dir}&port={port}"

@@ -113,8 +113,10 @@ fn hdd_files_are_removed() {
         "4M",
         "--hdd-dir",
         dir.path().to_str().unwrap(),
+        // Long enough for a first write on a machine running other builds (300 ms once saw
+        // none, so the removal below would have been of nothing).
         "--timeout",
-        "300ms",
+        "1500ms",
         "--json",
     ]));
     assert!(v["workers"]["hdd"]["written_bytes"].as_u64().unwrap() > 0);

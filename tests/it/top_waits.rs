@@ -602,9 +602,7 @@ int main(void) {
         if !have_tool("setpriv") {
             return skip(&format!("{test}: setpriv is not installed"));
         }
-        let o = Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_tacho"))
+        let o = as_nobody(env!("CARGO_BIN_EXE_tacho"))
             .args([
                 "top",
                 "--json",

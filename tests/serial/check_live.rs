@@ -7,47 +7,6 @@ use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// Restores a sysfs file's active choice when dropped (also during a panic's unwinding).
-struct Restore {
-    path: PathBuf,
-    value: String,
-}
-
-impl Restore {
-    /// Saves the active choice of `path` (`always [madvise] never` saves `madvise`).
-    fn save(path: &Path) -> Option<Restore> {
-        let text = std::fs::read_to_string(path).ok()?;
-        let value = active(&text)?;
-        Some(Restore {
-            path: path.to_path_buf(),
-            value,
-        })
-    }
-
-    fn set(&self, value: &str) {
-        std::fs::write(&self.path, value)
-            .unwrap_or_else(|e| panic!("cannot write {value} to {}: {e}", self.path.display()));
-    }
-}
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(&self.path, &self.value) {
-            eprintln!(
-                "WARNING: could not restore {} to {}: {e}",
-                self.path.display(),
-                self.value
-            );
-        }
-    }
-}
-
-fn active(text: &str) -> Option<String> {
-    text.split_whitespace()
-        .find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
-        .map(str::to_string)
-}
-
 fn choices(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap_or_default()

@@ -10,6 +10,7 @@ mod common;
 
 mod check_live;
 mod engine_fallback;
+mod experiment;
 #[cfg(feature = "profile")]
 mod profile;
 mod snapshot_diff;

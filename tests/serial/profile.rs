@@ -187,14 +187,6 @@ fn a_jit_function_in_a_perf_map_is_named() {
     assert!(top["self_pct"].as_f64().unwrap() >= 80.0, "{top}");
 }
 
-/// `nobody`'s command line for `program` through setpriv.
-fn as_nobody(program: &Path) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(program);
-    c
-}
-
 /// A directory of the test's that `nobody` may enter (for its programs).
 fn open_tempdir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
@@ -592,9 +584,7 @@ fn without_permission_it_names_the_sysctl_and_capability() {
     let path = "/proc/sys/kernel/perf_event_paranoid";
     let _restore = Paranoid(std::fs::read_to_string(path).unwrap());
     std::fs::write(path, "3").unwrap();
-    let o = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_tacho"))
+    let o = as_nobody(env!("CARGO_BIN_EXE_tacho"))
         .args(["profile", "--duration", "1s"])
         .output()
         .unwrap();

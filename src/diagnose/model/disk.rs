@@ -79,6 +79,19 @@ pub struct Disk {
     pub service_p50_ms: Option<f64>,
     /// 99th percentile of that service time, in milliseconds.
     pub service_p99_ms: Option<f64>,
+    /// The interval's traced queue and service times by log2 µs slot, for `/metrics`'
+    /// histograms (the JSON has the percentiles above); `None` without the tracer or requests.
+    #[serde(skip)]
+    pub latency_log2: Option<Box<LatencyLog2>>,
+}
+
+/// A device's queue and service times of one interval, folded into log2 µs slots.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyLog2 {
+    /// Creation → dispatch.
+    pub queue: crate::bpf::hist::Log2Hist,
+    /// Dispatch → completion.
+    pub service: crate::bpf::hist::Log2Hist,
 }
 
 impl Disk {
@@ -89,6 +102,10 @@ impl Disk {
         self.queue_p50_ms = ms(&lat.queue, 0.5);
         self.service_p50_ms = ms(&lat.service, 0.5);
         self.service_p99_ms = ms(&lat.service, 0.99);
+        self.latency_log2 = Some(Box::new(LatencyLog2 {
+            queue: crate::bpf::hist::Log2Hist::of(&lat.queue),
+            service: crate::bpf::hist::Log2Hist::of(&lat.service),
+        }));
     }
 }
 
@@ -227,6 +244,7 @@ pub fn disk_between(
         queue_p50_ms: None,
         service_p50_ms: None,
         service_p99_ms: None,
+        latency_log2: None,
     }
 }
 

@@ -56,6 +56,19 @@ impl Family {
         }
     }
 
+    /// A histogram: `_bucket` series with an `le` label, `_sum` and `_count`.
+    pub fn histogram(name: impl Into<String>, help: impl Into<String>) -> Family {
+        Family {
+            kind: "histogram",
+            ..Family::new(name, help)
+        }
+    }
+
+    /// The metric's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Adds one sample with these labels, and `quantile` for a summary's quantile line.
     pub fn sample(&mut self, labels: &[(&str, &str)], quantile: Option<&str>, value: f64) {
         self.sample_named("", labels, quantile, value);

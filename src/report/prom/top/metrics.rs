@@ -3,14 +3,15 @@
 //! Names are written out, not derived from the field names: renaming a field cannot rename
 //! a metric, and a metric is found by grepping for its name.
 
-use crate::diagnose::model::block_io::{BlockIoProcess, BlockIoUnit};
+use super::groups::{BlockIoGroup, ProcessGroup, WaitGroup};
+use crate::diagnose::model::block_io::BlockIoUnit;
 use crate::diagnose::model::conns::{ConnGroup, Conns};
 use crate::diagnose::model::cpu::{Cpu, PerCpu};
 use crate::diagnose::model::dns::Dns;
 use crate::diagnose::model::memory::{Memory, UsedParts};
 use crate::diagnose::model::net::Link;
-use crate::diagnose::model::process::{CgroupDevice, Process};
-use crate::diagnose::model::waits::{ClassShare, ProcessWaits, Waits};
+use crate::diagnose::model::process::CgroupDevice;
+use crate::diagnose::model::waits::{ClassShare, Waits};
 use crate::diagnose::model::{Disk, Load, Net, PsiLine, WriteAmplification};
 
 /// How a figure is turned into Prometheus's base units (seconds, bytes, ratios 0–1).
@@ -219,22 +220,19 @@ metrics! {
         "tacho_disk_f_await_seconds" <- "tacho_disk_f_await_ms", Millis, |x| x.f_await_ms;
         "tacho_disk_aqu_sz" <- "tacho_disk_aqu_sz", Same, |x| x.aqu_sz;
         "tacho_disk_util_ratio" <- "tacho_disk_util_pct", Percent, |x| x.util_pct;
-        "tacho_disk_queue_p50_seconds" <- "tacho_disk_queue_p50_ms", Millis, |x| x.queue_p50_ms;
-        "tacho_disk_service_p50_seconds" <- "tacho_disk_service_p50_ms", Millis, |x| x.service_p50_ms;
-        "tacho_disk_service_p99_seconds" <- "tacho_disk_service_p99_ms", Millis, |x| x.service_p99_ms;
     }
 }
 
 metrics! {
-    PROCESS: Process {
+    PROCESS: ProcessGroup {
+        "tacho_process_processes" <- "tacho_process_processes", Same, |x| x.processes;
         "tacho_process_cpu_ratio" <- "tacho_process_cpu_pct", Percent, |x| x.cpu_pct;
         "tacho_process_user_ratio" <- "tacho_process_user_pct", Percent, |x| x.user_pct;
         "tacho_process_system_ratio" <- "tacho_process_system_pct", Percent, |x| x.system_pct;
         "tacho_process_read_bytes_per_second" <- "tacho_process_read_bytes_per_s", Same, |x| x.read_bytes_per_s;
         "tacho_process_write_bytes_per_second" <- "tacho_process_write_bytes_per_s", Same, |x| x.write_bytes_per_s;
         "tacho_process_cancelled_write_bytes_per_second" <- "tacho_process_cancelled_write_bytes_per_s", Same, |x| x.cancelled_write_bytes_per_s;
-        "tacho_process_io_delay_ratio" <- "tacho_process_io_delay_pct", Percent, |x| x.io_delay_pct;
-        "tacho_process_exited" <- "tacho_process_exited", Same, |x| x.exited;
+        "tacho_process_io_delay_max_ratio" <- "tacho_process_io_delay_pct", Percent, |x| x.io_delay_pct;
     }
 }
 
@@ -342,7 +340,8 @@ metrics! {
 }
 
 metrics! {
-    BLOCK_IO_PROCESS: BlockIoProcess {
+    BLOCK_IO_PROCESS: BlockIoGroup {
+        "tacho_block_io_process_processes" <- "tacho_block_io_process_processes", Same, |x| x.processes;
         "tacho_block_io_process_iops" <- "tacho_block_io_process_iops", Same, |x| x.figures.iops;
         "tacho_block_io_process_read_iops" <- "tacho_block_io_process_read_iops", Same, |x| x.figures.read_iops;
         "tacho_block_io_process_write_iops" <- "tacho_block_io_process_write_iops", Same, |x| x.figures.write_iops;
@@ -352,7 +351,6 @@ metrics! {
         "tacho_block_io_process_lat_mean_seconds" <- "tacho_block_io_process_lat_mean_ms", Millis, |x| x.figures.lat_mean_ms;
         "tacho_block_io_process_queue_mean_seconds" <- "tacho_block_io_process_queue_mean_ms", Millis, |x| x.figures.queue_mean_ms;
         "tacho_block_io_process_queued_ratio" <- "tacho_block_io_process_queued_pct", Percent, |x| x.figures.queued_pct;
-        "tacho_block_io_process_exited" <- "tacho_block_io_process_exited", Same, |x| x.exited;
     }
 }
 
@@ -379,8 +377,9 @@ metrics! {
 }
 
 metrics! {
-    WAIT_PROCESS: ProcessWaits {
-        "tacho_wait_process_threads" <- "tacho_wait_process_threads", Same, |x| u64::from(x.threads);
+    WAIT_PROCESS: WaitGroup {
+        "tacho_wait_process_processes" <- "tacho_wait_process_processes", Same, |x| x.processes;
+        "tacho_wait_process_threads" <- "tacho_wait_process_threads", Same, |x| x.threads;
     }
 }
 
