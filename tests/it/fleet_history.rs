@@ -399,3 +399,45 @@ fn runs_carry_machine_ids_and_labels_and_are_selected_by_them() {
         assert_eq!(drift(&["--label", "role=db"]), 2);
     }
 }
+
+/// The config file's `db_url` and `[labels]` feed `record` as `--db` and `--label` do (flags
+/// win over them).
+#[test]
+fn record_takes_the_store_and_labels_from_the_config_file() {
+    let Some(pg) = TestDb::new("fleet_config") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tacho.toml");
+    std::fs::write(
+        &file,
+        format!("db_url = \"{}\"\n[labels]\nrole = \"cfg\"\n", pg.url),
+    )
+    .unwrap();
+    let record = |extra: &[&str], id: u32| {
+        let mut cmd = tacho();
+        cmd.env_remove("TACHO_DB")
+            .env_remove("TACHO_LABELS")
+            .env("TACHO_TEST_MACHINE_ID", machine_id(id))
+            .arg("--config")
+            .arg(&file)
+            .args(["record", "--interval", "1s", "--count", "2", "--history"])
+            .arg(dir.path().join(format!("h{id}.db")))
+            .args(extra);
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    record(&[], 1);
+    record(&["--label", "role=flag"], 2);
+    let mut c = pg.client();
+    for (id, role) in [(1, "cfg"), (2, "flag")] {
+        let got: String = c
+            .query_one(
+                "SELECT labels->>'role' FROM tacho_history WHERE machine_id = $1 LIMIT 1",
+                &[&machine_id(id)],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(got, role);
+    }
+}
