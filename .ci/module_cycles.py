@@ -41,7 +41,7 @@ def file_of(parts, files):
 # or files under src/) it holds; the longest matching path decides.
 LAYERS = [
     ("shared", ["units.rs", "stats.rs", "choice.rs", "parallel.rs", "text.rs", "mapping.rs",
-                "warning.rs", "words.rs", "fit.rs", "abandon.rs", "features.rs", "sqlite.rs", "form.rs"]),
+                "warning.rs", "words.rs", "fit.rs", "abandon.rs", "features.rs", "sqlite.rs", "form.rs", "labels.rs"]),
     ("readers and tracers", ["kernel", "files", "safety", "net", "bpf", "config.rs"]),
     ("profiler, engines and samplers",
      ["profile", "io", "diagnose/sample", "cpubench", "membench", "stress", "timing", "tune"]),

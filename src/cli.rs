@@ -11,6 +11,7 @@ use std::time::Duration;
 mod results;
 pub(crate) use results::{
     CompareArgs, DbArg, FormatArgs, RecordArgs, RunFilter, RunsCommand, SaveArgs, SaveDocArgs,
+    StoreCommand,
 };
 pub mod errors;
 mod help;
@@ -72,6 +73,10 @@ pub(crate) enum Command {
     /// Stored benchmark runs: list, show, rm, export, import (also fio JSON)
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// The shared PostgreSQL store: `store init` (schema and a host role's grants), `store
+    /// prune` (history retention)
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Compare stored runs side by side, with significance and configuration differences
     Compare(CompareArgs),
     /// Live diagnosis: CPU, memory, PSI, disks (every iostat -x column), processes' I/O,
@@ -488,6 +493,32 @@ pub(crate) struct TopArgs {
     /// root, else $XDG_DATA_HOME/tacho/history.db]
     #[arg(long, value_name = "FILE", help_heading = "History (tacho record)")]
     pub history: Option<PathBuf>,
+
+    /// With --from: the fleet's window from the shared store that `tacho record --db` sends
+    /// to (which hosts had which findings, for how long, naming whom; worst first):
+    /// postgres://USER@HOST/DATABASE
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "from",
+        conflicts_with = "history",
+        help_heading = "Fleet history (tacho record --db)"
+    )]
+    pub db: Option<String>,
+
+    /// With --db: hosts whose name or machine id matches (`*` any text, e.g. 'db-*'); a name
+    /// without `*` or `?` names one host and shows its replay summary
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        requires = "db",
+        help_heading = "Fleet history (tacho record --db)"
+    )]
+    pub host: Option<String>,
+
+    /// With --db: hosts with this label (repeatable, all must match): --label role=db
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "db", value_parser = parse_label_pair, help_heading = "Fleet history (tacho record --db)")]
+    pub labels: Vec<String>,
 }
 
 /// `tacho record`: the history recorder's options.
@@ -538,6 +569,36 @@ pub struct HistoryRecordArgs {
     /// Print the systemd unit that runs the recorder, and exit
     #[arg(long)]
     pub print_unit: bool,
+
+    /// The shared store and this host's labels (`--db`, `--label`, `--backlog`).
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+}
+
+/// Sending what the recorder sees to the shared store (`tacho record --db`).
+#[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Shared store (fleet history)")]
+pub struct FleetArgs {
+    /// Also send each interval's findings and figures to the shared PostgreSQL store
+    /// (`tacho store init` made it): postgres://USER@HOST/DATABASE [default: $TACHO_DB when
+    /// it is a postgres:// URL]
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+
+    /// A label of this host, stored with every interval (repeatable): --label role=db
+    /// --label dc=fra1 [default: $TACHO_LABELS, comma-separated]
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label_pair)]
+    pub labels: Vec<String>,
+
+    /// Intervals kept while the shared store cannot be reached; beyond it the oldest are
+    /// dropped (and said)
+    #[arg(long, value_name = "N", default_value = "8640", value_parser = clap::value_parser!(u64).range(1..))]
+    pub backlog: u64,
+}
+
+/// A `KEY=VALUE` label, checked as `labels::parse` does.
+pub(crate) fn parse_label_pair(text: &str) -> Result<String, String> {
+    crate::labels::parse(text).map(|_| text.to_owned())
 }
 
 /// `tacho config`.
@@ -571,7 +632,7 @@ pub(crate) struct ConfigShowArgs {
 }
 
 /// A retention age (`7d`, `2w`, `12h`), at least a minute.
-fn parse_age(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
     crate::config::age(text)
 }
 
@@ -638,6 +699,9 @@ pub(crate) struct DriftArgs {
     /// Hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
     #[arg(long, value_name = "PATTERN")]
     pub host: Option<String>,
+    /// Hosts with this label only (repeatable, all must match): --label role=db
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label_pair)]
+    pub labels: Vec<String>,
     /// Snapshots and checks saved since then (2026-11-01, yesterday, 7d ago, RFC 3339)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,

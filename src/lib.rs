@@ -23,6 +23,7 @@ pub(crate) mod form;
 pub(crate) mod history;
 pub(crate) mod io;
 pub(crate) mod kernel;
+pub(crate) mod labels;
 pub(crate) mod mapping;
 pub(crate) mod membench;
 pub(crate) mod net;

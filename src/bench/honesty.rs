@@ -338,6 +338,8 @@ mod tests {
     fn host(virt: Option<&str>) -> Host {
         Host {
             hostname: None,
+            machine_id: None,
+            labels: Default::default(),
             kernel: None,
             os: None,
             cpu_model: None,

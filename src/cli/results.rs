@@ -65,12 +65,46 @@ pub struct RunFilter {
     /// Runs of hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
     #[arg(long, value_name = "PATTERN")]
     pub host: Option<String>,
+    /// Runs of hosts with this label only (repeatable, all must match): --label role=db
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = crate::cli::parse_label_pair)]
+    pub labels: Vec<String>,
     /// Runs made since then (2026-11-01, yesterday, 7d ago, RFC 3339)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
     /// Runs of this kind only
     #[arg(long, value_name = "KIND", value_parser = ["disk", "cpu", "mem", "time", "check", "snapshot"])]
     pub kind: Option<String>,
+}
+
+/// `tacho store`: the shared PostgreSQL store's administration.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Create or migrate the shared store's tables (the only command that changes them; run it
+    /// once as the database's owner) and print the SQL grants of a host role, which may read
+    /// and add its own rows and nothing more
+    #[command(
+        after_help = "Examples:\n  tacho store init --db postgres://admin@db/tacho \
+--role tacho_host > grants.sql\n  psql -d tacho -f grants.sql"
+    )]
+    Init {
+        /// The shared store, with an administrator's login:
+        /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE [default: $TACHO_DB]
+        #[arg(long, value_name = "URL")]
+        db: Option<String>,
+        /// The host role the printed grants are for
+        #[arg(long, value_name = "NAME", default_value = "tacho_host")]
+        role: String,
+    },
+    /// Drop the shared history's day partitions older than AGE (whole days, UTC; as the
+    /// administrator)
+    Prune {
+        /// The shared store [default: $TACHO_DB]
+        #[arg(long, value_name = "URL")]
+        db: Option<String>,
+        /// Drop the days that ended longer ago than this: 90d, 12w
+        #[arg(long, value_name = "AGE", value_parser = crate::cli::parse_age)]
+        older_than: std::time::Duration,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -181,6 +215,9 @@ pub struct CompareArgs {
     /// With --by host: hosts matching this pattern only (`*` matches any text, e.g. 'db-*')
     #[arg(long, value_name = "PATTERN", requires = "by")]
     pub host: Option<String>,
+    /// With --by host: hosts with this label only (repeatable, all must match): --label role=db
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "by", value_parser = crate::cli::parse_label_pair)]
+    pub labels: Vec<String>,
     /// With --by host: runs made since then (2026-11-01, yesterday, 7d ago, RFC 3339)
     #[arg(long, value_name = "TIME", requires = "by")]
     pub since: Option<String>,

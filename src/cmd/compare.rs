@@ -125,8 +125,10 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
             place.shown()
         );
     };
+    let labels = crate::labels::collect(args.labels.iter().map(String::as_str))
+        .map_err(anyhow::Error::msg)?;
     let since = args.since.as_deref().map(when::since_utc).transpose()?;
-    let picked = store.latest_per_host(kind, args.suite.as_deref(), since.as_deref())?;
+    let picked = store.latest_per_host(kind, args.suite.as_deref(), since.as_deref(), &labels)?;
     let picked: Vec<(String, i64)> = picked
         .into_iter()
         .filter(|(host, _)| args.host.as_deref().is_none_or(|p| glob(p, host)))

@@ -25,10 +25,12 @@ pub fn run(args: &DriftArgs) -> Result<ExitCode> {
         .as_deref()
         .map(crate::history::when::since_utc)
         .transpose()?;
+    let labels = crate::labels::collect(args.labels.iter().map(String::as_str))
+        .map_err(anyhow::Error::msg)?;
     let wanted = |host: &String| args.host.as_deref().is_none_or(|p| glob(p, host));
     let mut hosts: BTreeMap<String, (Option<StoredRun>, Option<StoredRun>)> = BTreeMap::new();
     for (kind, slot) in [(RunKind::Snapshot, 0), (RunKind::Check, 1)] {
-        for (host, id) in store.latest_per_host(kind, None, since.as_deref())? {
+        for (host, id) in store.latest_per_host(kind, None, since.as_deref(), &labels)? {
             if !wanted(&host) {
                 continue;
             }

@@ -44,6 +44,12 @@ pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode>
         (None, None) => (store::resolve_path(None)?, Make::Chain),
     };
     let history = History::create(&path, make)?;
+    let fleet = super::fleet::Settings::resolve(args.fleet.db.as_deref(), &args.fleet.labels)?;
+    let mut ship = match &fleet.url {
+        Some(url) => Some(shipper(&history, url, &fleet, args.fleet.backlog)?),
+        None => None,
+    };
+    let mut judge = summary::Judge::default();
     let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
     // As live `top` does: each request's submitter, so a replay blames the writer exactly
     // (not the shell that reaped it). Without eBPF, the samples say why and /proc stands in.
@@ -105,10 +111,15 @@ pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode>
             let mut rec = Record::new(sample, devices, &host, interval.as_secs_f64());
             rec.connections = connections;
             let now = rec.sample.unix_time_s;
-            match history
+            let stored = history
                 .append(&rec)
-                .and_then(|()| history.prune(now, keep, args.max_size))
+                .and_then(|()| history.prune(now, keep, args.max_size));
+            if let Some(ship) = &mut ship
+                && let Some(i) = judge.push(rec, |_| true)
             {
+                send(ship, &i)?;
+            }
+            match stored {
                 Ok(_) => disk_full = false,
                 Err(e) if is_disk_full(&e) => {
                     // One line per episode, not one per sample; the next sample tries again.
@@ -122,8 +133,76 @@ pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode>
             Ok(())
         },
     )?;
+    if let Some(ship) = &mut ship {
+        finish(ship);
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(feature = "pg")]
+type Shipper<'h> = crate::history::ship::Shipper<'h>;
+/// Without the PostgreSQL client there is nothing to send to (`shipper` refuses `--db`).
+#[cfg(not(feature = "pg"))]
+type Shipper<'h> = std::marker::PhantomData<&'h ()>;
+
+/// The shipper of `record --db`: this machine's identity and the resolved labels.
+#[cfg(feature = "pg")]
+fn shipper<'h>(
+    history: &'h History,
+    url: &str,
+    fleet: &super::fleet::Settings,
+    backlog: u64,
+) -> Result<Shipper<'h>> {
+    let host = crate::kernel::host::Host::read(&SysRoot::real());
+    let machine_id = host.machine_id.ok_or_else(|| {
+        anyhow!(
+            "/etc/machine-id is missing or not a machine id, and the shared store tells hosts \
+             apart by it; create it (systemd-machine-id-setup)"
+        )
+    })?;
+    let who = crate::history::ship::Identity {
+        machine_id,
+        hostname: host.hostname.unwrap_or_default(),
+        labels: fleet.labels.clone(),
+    };
+    let ship = Shipper::start(history, url, who, backlog)?;
+    eprintln!(
+        "sending each interval to {}",
+        crate::text::Escaped(ship.shown())
+    );
+    Ok(ship)
+}
+
+#[cfg(not(feature = "pg"))]
+fn shipper<'h>(_: &'h History, _: &str, _: &super::fleet::Settings, _: u64) -> Result<Shipper<'h>> {
+    Err(crate::features::Missing(crate::features::Feature::Pg).into())
+}
+
+#[cfg(feature = "pg")]
+fn send(ship: &mut Shipper<'_>, i: &crate::history::interval::Interval) -> Result<()> {
+    ship.add(&i.clone().compact(crate::history::interval::COMPACT_TOP))
+}
+
+#[cfg(not(feature = "pg"))]
+fn send(_: &mut Shipper<'_>, _: &crate::history::interval::Interval) -> Result<()> {
+    Ok(())
+}
+
+/// Sends what is left when the recorder stops, and says what could not be.
+#[cfg(feature = "pg")]
+fn finish(ship: &mut Shipper<'_>) {
+    ship.flush();
+    let left = ship.pending();
+    if left > 0 {
+        eprintln!(
+            "{left} interval(s) wait in the history file's backlog; the next `tacho record \
+             --db` sends them"
+        );
+    }
+}
+
+#[cfg(not(feature = "pg"))]
+fn finish(_: &mut Shipper<'_>) {}
 
 /// Said once, from the first sample: what the recorder cannot see, each with its fix.
 fn first_notes(sample: &crate::diagnose::sample::Sample) {
@@ -209,6 +288,9 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
         if to <= from {
             bail!("--to must be after --from");
         }
+        if let Some(url) = &args.db {
+            return fleet_top(args, url, from, to);
+        }
         let history = History::open(&path)?;
         let summary = summary::summarise(&history, from, to, usize::from(args.top))?;
         let mut out = std::io::stdout().lock();
@@ -254,6 +336,89 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
         load(i, 200.max(top), sort)
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `tacho top --from … --to … --db URL`: the fleet's window, or with a `--host` naming one
+/// host, its replay summary as `tacho top --from` on that host would print it.
+#[cfg(feature = "pg")]
+fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> {
+    use crate::history::{fleet, ship};
+    use crate::store::pg::{PgStore, history::Hosts};
+    let settings = super::fleet::Settings::resolve(Some(url), &[])?;
+    let url = settings.url.as_deref().unwrap_or(url);
+    let hosts = Hosts {
+        glob: args.host.clone(),
+        labels: crate::labels::collect(args.labels.iter().map(String::as_str))
+            .map_err(anyhow::Error::msg)?,
+    };
+    let mut server = PgStore::connect(url, SysRoot::real())?;
+    let recorded = server.history_hosts(from, to, &hosts)?;
+    let one = args.host.as_deref().filter(|h| !h.contains(['*', '?']));
+    let mut out = std::io::stdout().lock();
+    if let Some(name) = one {
+        let [(machine_id, ..)] = recorded.as_slice() else {
+            let ids: Vec<String> = recorded
+                .iter()
+                .map(|(id, host, ..)| format!("{} ({id})", crate::text::Escaped(host)))
+                .collect();
+            bail!(
+                "--host {} matches {} hosts that recorded in this window{}; name one by its \
+                 machine id",
+                crate::text::Escaped(name),
+                recorded.len(),
+                if ids.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", ids.join(", "))
+                }
+            );
+        };
+        let exact = Hosts {
+            glob: Some(machine_id.clone()),
+            labels: hosts.labels.clone(),
+        };
+        let mut intervals = Vec::new();
+        server.history_each(from, to, &exact, false, |row| {
+            intervals.extend(ship::interval(&row));
+            Ok(())
+        })?;
+        let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, &summary)?;
+            writeln!(out)?;
+        } else {
+            let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
+            crate::report::history::write_summary(&mut fitted, &summary)?;
+            fitted.flush()?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();
+    server.history_each(from, to, &hosts, true, |row| {
+        let interval = crate::history::interval::Interval {
+            start_unix_s: row.at_unix_s - row.seconds,
+            end_unix_s: row.at_unix_s,
+            findings: serde_json::from_value(row.findings).unwrap_or_default(),
+            ..Default::default()
+        };
+        findings.entry(row.machine_id).or_default().push(interval);
+        Ok(())
+    })?;
+    let fleet = fleet::build(from, to, recorded, findings);
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &fleet)?;
+        writeln!(out)?;
+    } else {
+        let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
+        crate::report::history::write_fleet(&mut fitted, &fleet)?;
+        fitted.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "pg"))]
+fn fleet_top(_: &TopArgs, _: &str, _: f64, _: f64) -> Result<ExitCode> {
+    Err(crate::features::Missing(crate::features::Feature::Pg).into())
 }
 
 /// The interval ending at `end` as `top` showed it live: judged after the intervals before it,

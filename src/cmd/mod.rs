@@ -11,6 +11,7 @@ mod drift;
 mod experiment;
 pub(crate) mod files;
 mod files_bytes;
+mod fleet;
 mod history;
 mod interrupt;
 mod man;
@@ -27,6 +28,8 @@ mod report;
 mod runs;
 mod sector;
 mod snapshot;
+#[cfg(feature = "pg")]
+mod store;
 pub(crate) mod stress;
 pub(crate) mod time;
 pub(crate) mod top;
@@ -58,6 +61,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         experiment::recover_at_start();
     }
     let settings = config::settings(cli.config.as_deref(), &cli.command)?;
+    // Every stored run carries this host's labels: a bad one stops the command before it
+    // starts; the config file's, when TACHO_LABELS gives none.
+    crate::labels::from_env().map_err(anyhow::Error::msg)?;
+    crate::labels::configure(
+        settings
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
+    );
     match cli.command {
         Command::Bench(bench) => match bench.what {
             Some(BenchWhat::Disk(args)) => disk::run(&args),
@@ -74,6 +87,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         #[cfg(not(feature = "profile"))]
         Command::Profile(_) => Err(crate::features::Missing(Feature::Profile).into()),
         Command::Runs(command) => runs::run(command),
+        #[cfg(feature = "pg")]
+        Command::Store(command) => store::run(command),
+        #[cfg(not(feature = "pg"))]
+        Command::Store(_) => Err(crate::features::Missing(Feature::Pg).into()),
         Command::Compare(args) => compare::run(&args),
         Command::Top(args) if history::wants_history(&args) => history::top(&args),
         Command::Top(args) => top::run(&args, &settings),

@@ -38,16 +38,7 @@ pub fn run(command: RunsCommand) -> Result<ExitCode> {
 /// `runs push`: uploads the local runs the shared store lacks and says how many.
 #[cfg(feature = "pg")]
 fn push(url: Option<&str>, from: Option<&Path>) -> Result<()> {
-    let env = store::server_url_from_env_or_config();
-    let url = url.map(str::to_owned).or(env).ok_or_else(|| {
-        anyhow!("runs push needs the shared store: pass --db postgres://USER@HOST/DATABASE")
-    })?;
-    if !store::is_url(&url) {
-        bail!(
-            "--db is not a PostgreSQL URL; runs push uploads to postgres://USER@HOST/DATABASE \
-             (the local file goes in --from)"
-        );
-    }
+    let url = super::store::shared_url(url, "runs push")?;
     // TACHO_DB (or the config file) names the server here, so the local default cannot come
     // from it.
     let local = match from {
@@ -148,6 +139,8 @@ fn load_with(
 /// `runs list`: rows are read one at a time; JSON writes each as it comes, and the table keeps
 /// each row's text cut as read, so neither holds more than a row of what was stored.
 fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
+    let labels = crate::labels::collect(filter.labels.iter().map(String::as_str))
+        .map_err(anyhow::Error::msg)?;
     let since = filter
         .since
         .as_deref()
@@ -157,10 +150,10 @@ fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
         filter.kind.as_deref().is_none_or(|k| r.kind.as_str() == k)
             && since.as_deref().is_none_or(|s| &*r.created_at >= s)
             && filter.host.as_deref().is_none_or(|p| {
-                r.hostname
-                    .as_deref()
-                    .is_some_and(|h| crate::snapshot::explain::glob(p, h))
+                let glob = |h: &str| crate::snapshot::explain::glob(p, h);
+                r.hostname.as_deref().is_some_and(glob) || r.machine_id.as_deref().is_some_and(glob)
             })
+            && crate::labels::matches(&r.labels, &labels)
     };
     let (store, _) = open_existing(db)?;
     let mut out = std::io::stdout().lock();

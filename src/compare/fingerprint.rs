@@ -416,6 +416,8 @@ mod tests {
         let some = |s: &str| Some(s.to_string());
         let host = Host {
             hostname: some("db1"),
+            machine_id: None,
+            labels: Default::default(),
             kernel: some("6.18"),
             os: some("Debian"),
             cpu_model: some("EPYC"),

@@ -7,6 +7,11 @@
 //! committed, and a reader sees only whole samples while the recorder writes.
 
 pub mod days;
+#[cfg(feature = "pg")]
+pub mod fleet;
+pub mod interval;
+#[cfg(feature = "pg")]
+pub mod ship;
 pub mod store;
 pub mod summary;
 pub mod when;

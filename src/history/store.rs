@@ -310,6 +310,93 @@ impl History {
         Ok(())
     }
 
+    /// Makes the table of intervals waiting to be sent to the shared store (`record --db`):
+    /// kept in this file, so it has the history's own protection, and survives a restart.
+    #[cfg(feature = "pg")]
+    pub fn backlog_init(&self) -> Result<()> {
+        self.conn
+            .execute_batch(
+                "CREATE TABLE IF NOT EXISTS fleet_backlog (
+                     id INTEGER PRIMARY KEY AUTOINCREMENT,
+                     data TEXT NOT NULL)",
+            )
+            .map_err(|e| describe(&self.path, e))
+    }
+
+    /// Adds `data` to the backlog; when it then holds more than `bound` entries, the oldest go.
+    /// Returns the ends (`at_unix_s` of the JSON) of those dropped, oldest first.
+    #[cfg(feature = "pg")]
+    pub fn backlog_push(&self, data: &str, bound: u64) -> Result<Vec<f64>> {
+        let fail = |e| describe(&self.path, e);
+        let tx = self.conn.unchecked_transaction().map_err(fail)?;
+        tx.execute(
+            "INSERT INTO fleet_backlog (data) VALUES (?1)",
+            params![data],
+        )
+        .map_err(fail)?;
+        let over: i64 = tx
+            .query_row(
+                "SELECT count(*) - ?1 FROM fleet_backlog",
+                params![bound as i64],
+                |r| r.get(0),
+            )
+            .map_err(fail)?;
+        let mut dropped = Vec::new();
+        if over > 0 {
+            let mut stmt = tx
+                .prepare(
+                    "DELETE FROM fleet_backlog WHERE id IN
+                       (SELECT id FROM fleet_backlog ORDER BY id LIMIT ?1)
+                     RETURNING json_extract(data, '$.at_unix_s')",
+                )
+                .map_err(fail)?;
+            let rows = stmt
+                .query_map(params![over], |r| r.get::<_, Option<f64>>(0))
+                .map_err(fail)?;
+            for r in rows {
+                dropped.extend(r.map_err(fail)?);
+            }
+            drop(stmt);
+        }
+        tx.commit().map_err(fail)?;
+        dropped.sort_by(f64::total_cmp);
+        Ok(dropped)
+    }
+
+    /// The oldest `limit` backlog entries, as (id, data).
+    #[cfg(feature = "pg")]
+    pub fn backlog_oldest(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+        let fail = |e| describe(&self.path, e);
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, data FROM fleet_backlog ORDER BY id LIMIT ?1")
+            .map_err(fail)?;
+        let rows = stmt
+            .query_map(params![limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(fail)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(fail)
+    }
+
+    /// How many entries the backlog holds.
+    #[cfg(feature = "pg")]
+    pub fn backlog_len(&self) -> Result<u64> {
+        self.conn
+            .query_row("SELECT count(*) FROM fleet_backlog", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n.max(0) as u64)
+            .map_err(|e| describe(&self.path, e))
+    }
+
+    /// Removes the backlog entries up to `id` (sent).
+    #[cfg(feature = "pg")]
+    pub fn backlog_remove_upto(&self, id: i64) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM fleet_backlog WHERE id <= ?1", params![id])
+            .map_err(|e| describe(&self.path, e))?;
+        Ok(())
+    }
+
     /// Drops samples older than `keep` before `now_unix_s`, then the oldest until the samples
     /// fit in `max_bytes`; the newest sample is never dropped. Returns how many were dropped.
     pub fn prune(&self, now_unix_s: f64, keep: Duration, max_bytes: u64) -> Result<u64> {

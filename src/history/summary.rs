@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use crate::diagnose::findings::{Code, Severity};
 use crate::diagnose::live::{Connections, Pipeline};
-use crate::diagnose::model::{self, SortKey, TopSample};
+use crate::diagnose::model::{SortKey, TopSample};
+use crate::history::interval::{Interval, Named};
 use crate::history::{History, Record};
 use anyhow::Result;
 
@@ -53,6 +54,8 @@ pub struct Summary {
     pub services: Vec<ServiceTotal>,
     /// The worst moments.
     pub peaks: Peaks,
+    /// Bytes per network interface, busiest first.
+    pub networks: Vec<NetTotal>,
     /// Times the recorder lost processes' exit records in the window (its netlink buffer
     /// overran): a process that exited then may be missing from `top_io` or undercounted.
     pub exit_overruns: u64,
@@ -73,6 +76,32 @@ pub struct FindingSpan {
     pub from_unix_s: f64,
     /// End of its last interval.
     pub to_unix_s: f64,
+    /// Who it named over the span, most often named first.
+    pub culprits: Vec<NamedTotal>,
+}
+
+/// A process or service a finding named over its span.
+#[derive(Debug, Clone, Serialize)]
+pub struct NamedTotal {
+    /// Command name.
+    pub comm: String,
+    /// The service it runs in.
+    pub unit: Option<String>,
+    /// Intervals of the span it was named in.
+    pub intervals: usize,
+    /// Its highest share of the resource in them, percent.
+    pub peak_share_pct: f64,
+}
+
+/// A network interface's bytes over the window.
+#[derive(Debug, Clone, Serialize)]
+pub struct NetTotal {
+    /// Interface name.
+    pub name: String,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
 }
 
 /// A device's bytes over the window.
@@ -148,14 +177,53 @@ pub fn summarise(history: &History, from: f64, to: f64, top: usize) -> Result<Su
     Ok(window.finish(top))
 }
 
-/// A summary being built from samples fed oldest first; only the last one is kept.
+/// Intervals judged from samples fed oldest first, as `tacho top` judged them live; only the
+/// last sample is kept.
+pub struct Judge {
+    pipeline: Pipeline,
+    gaps: usize,
+    last: Option<Record>,
+}
+
+impl Default for Judge {
+    fn default() -> Judge {
+        Judge {
+            pipeline: Pipeline::new(false),
+            gaps: 0,
+            last: None,
+        }
+    }
+}
+
+impl Judge {
+    /// Judges the interval ending at `b` (after the ones before it, for baselines) and returns
+    /// its figures when `wanted` says so for its end; `None` for the first sample, after a gap
+    /// (the recorder was stopped), or when not wanted.
+    pub fn push(&mut self, b: Record, wanted: impl Fn(f64) -> bool) -> Option<Interval> {
+        let mut out = None;
+        if let Some(a) = self.last.take() {
+            let dt = b.sample.unix_time_s - a.sample.unix_time_s;
+            if dt <= 0.0 || dt > GAP_FACTOR * b.interval_s.max(a.interval_s) + 1.0 {
+                self.gaps += 1;
+                self.pipeline.forget();
+            } else {
+                let s = judged(&a, &b, &mut self.pipeline, 0, SortKey::Io);
+                if wanted(b.sample.unix_time_s) {
+                    out = Some(Interval::of(&a, &b, &s));
+                }
+            }
+        }
+        self.last = Some(b);
+        out
+    }
+}
+
+/// A summary being built from samples fed oldest first.
 pub struct Window {
     from: f64,
     to: f64,
     acc: Accumulator,
-    pipeline: Pipeline,
-    gaps: usize,
-    last: Option<Record>,
+    judge: Judge,
 }
 
 impl Window {
@@ -165,35 +233,45 @@ impl Window {
             from,
             to,
             acc: Accumulator::default(),
-            pipeline: Pipeline::new(false),
-            gaps: 0,
-            last: None,
+            judge: Judge::default(),
         }
     }
 
     /// Judges the interval ending at `b` (after the one before it), summing it when it ends
     /// inside the window.
     pub fn push(&mut self, b: Record) {
-        if let Some(a) = self.last.take() {
-            let dt = b.sample.unix_time_s - a.sample.unix_time_s;
-            if dt <= 0.0 || dt > GAP_FACTOR * b.interval_s.max(a.interval_s) + 1.0 {
-                self.gaps += 1;
-                self.pipeline.forget();
-            } else {
-                let s = judged(&a, &b, &mut self.pipeline, 0, SortKey::Io);
-                if b.sample.unix_time_s > self.from && b.sample.unix_time_s <= self.to {
-                    self.acc.add(&s, a.sample.unix_time_s);
-                    self.acc.add_processes(&a, &b);
-                }
-            }
+        let (from, to) = (self.from, self.to);
+        if let Some(i) = self.judge.push(b, |end| end > from && end <= to) {
+            self.acc.add(&i);
         }
-        self.last = Some(b);
     }
 
     /// The summary, `top` processes and services long.
     pub fn finish(self, top: usize) -> Summary {
-        self.acc.finish(self.from, self.to, self.gaps, top)
+        self.acc.finish(self.from, self.to, self.judge.gaps, top)
     }
+}
+
+/// The summary of `from..=to` from intervals already judged (the shared store's), oldest
+/// first: an interval that does not start where the one before it ended follows a gap.
+#[cfg(feature = "pg")]
+pub fn of_intervals(
+    from: f64,
+    to: f64,
+    intervals: impl IntoIterator<Item = Interval>,
+    top: usize,
+) -> Summary {
+    let mut acc = Accumulator::default();
+    let mut gaps = 0;
+    let mut last_end: Option<f64> = None;
+    for i in intervals {
+        if last_end.is_some_and(|end| (i.start_unix_s - end).abs() > 1e-3) {
+            gaps += 1;
+        }
+        last_end = Some(i.end_unix_s);
+        acc.add(&i);
+    }
+    acc.finish(from, to, gaps, top)
 }
 
 /// One interval as `tacho top` would have shown it: the recorded pair through the live
@@ -222,34 +300,32 @@ struct Accumulator {
     process_write_bytes: u64,
     processes: HashMap<(u32, String), ProcessTotal>,
     services: HashMap<String, ServiceTotal>,
+    nets: HashMap<String, NetTotal>,
     peaks: Peaks,
     exit_overruns: u64,
 }
 
 impl Accumulator {
-    fn add(&mut self, s: &TopSample, start: f64) {
-        let end = s.time_unix_s;
-        let dt = s.interval_s;
+    fn add(&mut self, i: &Interval) {
+        let (start, end) = (i.start_unix_s, i.end_unix_s);
         self.intervals += 1;
-        self.covered_s += dt;
-        let wa = &s.write_amplification;
-        self.device_write_bytes = self
-            .device_write_bytes
-            .saturating_add(wa.device_write_bytes);
+        self.covered_s += end - start;
+        self.device_write_bytes = self.device_write_bytes.saturating_add(i.device_write_bytes);
         self.process_write_bytes = self
             .process_write_bytes
-            .saturating_add(wa.process_write_bytes);
-        for f in &s.findings {
+            .saturating_add(i.process_write_bytes);
+        for f in &i.findings {
             let key = (f.code, f.subject.clone());
-            match self.open.get_mut(&key) {
-                Some((i, last)) if (*last - start).abs() < 1e-6 => {
-                    let span = &mut self.spans[*i];
+            let span = match self.open.get_mut(&key) {
+                Some((n, last)) if (*last - start).abs() < 1e-3 => {
+                    let span = &mut self.spans[*n];
                     span.to_unix_s = end;
                     if f.severity > span.severity {
                         span.severity = f.severity;
                         span.message = f.message.clone();
                     }
                     *last = end;
+                    span
                 }
                 _ => {
                     self.spans.push(FindingSpan {
@@ -259,31 +335,36 @@ impl Accumulator {
                         message: f.message.clone(),
                         from_unix_s: start,
                         to_unix_s: end,
+                        culprits: Vec::new(),
                     });
                     self.open.insert(key, (self.spans.len() - 1, end));
+                    self.spans.last_mut().expect("just pushed")
                 }
+            };
+            for c in &f.culprits {
+                name(&mut span.culprits, c);
             }
         }
-        for d in &s.disks {
+        for d in &i.disks {
             let t = self
                 .disks
-                .entry(d.device.name.clone())
+                .entry(d.name.clone())
                 .or_insert_with(|| DiskTotal {
-                    name: d.device.name.clone(),
-                    display_name: d.device.display_name.clone(),
+                    name: d.name.clone(),
+                    display_name: d.display_name.clone(),
                     read_bytes: 0,
                     write_bytes: 0,
                     peak_util_pct: 0.0,
                     peak_util_unix_s: end,
                 });
-            t.read_bytes += bytes(d.rkb_per_s.map(|k| k * 1024.0), dt);
-            t.write_bytes += d.write_bytes.unwrap_or(0);
+            t.read_bytes += d.read_bytes;
+            t.write_bytes += d.write_bytes;
             if let Some(u) = d.util_pct.filter(|&u| u > t.peak_util_pct) {
                 t.peak_util_pct = u;
                 t.peak_util_unix_s = end;
             }
         }
-        for c in &s.cgroups {
+        for c in &i.services {
             let t = self
                 .services
                 .entry(c.path.clone())
@@ -292,57 +373,47 @@ impl Accumulator {
                     read_bytes: 0,
                     write_bytes: 0,
                 });
-            for d in &c.devices {
-                t.read_bytes += bytes(Some(d.rbytes_per_s), dt);
-                t.write_bytes += bytes(Some(d.wbytes_per_s), dt);
-            }
+            t.read_bytes += c.read_bytes;
+            t.write_bytes += c.write_bytes;
         }
-        let at = |value: f64| Peak { value, unix_s: end };
-        raise(
-            &mut self.peaks.cpu_busy_pct,
-            at(s.cpu.all.busy_pct()),
-            false,
-        );
-        if let Some(io) = s.psi.io.as_ref().and_then(|r| r.some.stall_pct) {
-            raise(&mut self.peaks.io_stall_pct, at(io), false);
+        for n in &i.nets {
+            let t = self.nets.entry(n.name.clone()).or_insert_with(|| NetTotal {
+                name: n.name.clone(),
+                rx_bytes: 0,
+                tx_bytes: 0,
+            });
+            t.rx_bytes += n.rx_bytes;
+            t.tx_bytes += n.tx_bytes;
         }
-        if let Some(m) = s.psi.memory.as_ref().and_then(|r| r.some.stall_pct) {
-            raise(&mut self.peaks.memory_stall_pct, at(m), false);
-        }
-        raise(
-            &mut self.peaks.min_available_bytes,
-            at(s.memory.available_bytes as f64),
-            true,
-        );
-    }
-
-    /// Adds what each process did over the interval, as live top counts it
-    /// ([`model::process::deltas`]): processes born in the interval from nothing, those that
-    /// exited by their exit records, a parent's bytes without its reaped children's.
-    fn add_processes(&mut self, a: &Record, b: &Record) {
-        let opts = a.model_options(0, SortKey::Io);
-        self.exit_overruns = self.exit_overruns.saturating_add(b.sample.exit_overruns);
-        for d in model::process::deltas(&a.sample, &b.sample, &opts) {
-            let read = d.read_bytes.unwrap_or(0);
-            let write = d.write_bytes.unwrap_or(0);
-            let ticks = d.utime + d.stime;
-            if read + write + ticks == 0 {
-                continue;
-            }
+        for p in &i.processes {
             let t = self
                 .processes
-                .entry((d.pid, d.comm.clone()))
+                .entry((p.pid, p.comm.clone()))
                 .or_insert_with(|| ProcessTotal {
-                    pid: d.pid,
-                    comm: d.comm,
+                    pid: p.pid,
+                    comm: p.comm.clone(),
                     read_bytes: 0,
                     write_bytes: 0,
                     cpu_s: 0.0,
                 });
-            t.read_bytes += read;
-            t.write_bytes += write;
-            t.cpu_s += ticks as f64 / b.ticks_per_s;
+            t.read_bytes += p.read_bytes;
+            t.write_bytes += p.write_bytes;
+            t.cpu_s += p.cpu_s;
         }
+        self.exit_overruns = self.exit_overruns.saturating_add(i.exit_overruns);
+        let at = |value: f64| Peak { value, unix_s: end };
+        raise(&mut self.peaks.cpu_busy_pct, at(i.cpu_busy_pct), false);
+        if let Some(io) = i.io_stall_pct {
+            raise(&mut self.peaks.io_stall_pct, at(io), false);
+        }
+        if let Some(m) = i.memory_stall_pct {
+            raise(&mut self.peaks.memory_stall_pct, at(m), false);
+        }
+        raise(
+            &mut self.peaks.min_available_bytes,
+            at(i.available_bytes as f64),
+            true,
+        );
     }
 
     fn finish(self, from: f64, to: f64, gaps: usize, top: usize) -> Summary {
@@ -372,6 +443,15 @@ impl Accumulator {
         let mut services: Vec<ServiceTotal> = self.services.into_values().collect();
         services.sort_by_key(|s| std::cmp::Reverse(s.read_bytes + s.write_bytes));
         services.truncate(top);
+        for span in &mut spans {
+            span.culprits.sort_by(|a, b| {
+                b.intervals
+                    .cmp(&a.intervals)
+                    .then(b.peak_share_pct.total_cmp(&a.peak_share_pct))
+            });
+        }
+        let mut networks: Vec<NetTotal> = self.nets.into_values().collect();
+        networks.sort_by_key(|n| (std::cmp::Reverse(n.rx_bytes + n.tx_bytes), n.name.clone()));
         Summary {
             schema: SCHEMA,
             tool_version: env!("CARGO_PKG_VERSION"),
@@ -388,14 +468,29 @@ impl Accumulator {
             top_cpu,
             services,
             peaks: self.peaks,
+            networks,
             exit_overruns: self.exit_overruns,
         }
     }
 }
 
-/// Bytes moved in an interval from a rate, rounded to whole bytes.
-fn bytes(per_s: Option<f64>, dt: f64) -> u64 {
-    per_s.map_or(0, |r| (r * dt).round().max(0.0) as u64)
+/// Counts `c` as named once more in a span.
+fn name(named: &mut Vec<NamedTotal>, c: &Named) {
+    match named
+        .iter_mut()
+        .find(|n| n.comm == c.comm && n.unit == c.unit)
+    {
+        Some(n) => {
+            n.intervals += 1;
+            n.peak_share_pct = n.peak_share_pct.max(c.share_pct);
+        }
+        None => named.push(NamedTotal {
+            comm: c.comm.clone(),
+            unit: c.unit.clone(),
+            intervals: 1,
+            peak_share_pct: c.share_pct,
+        }),
+    }
 }
 
 /// Keeps the higher (or, with `lowest`, the lower) of the peak so far and `new`.

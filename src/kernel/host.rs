@@ -17,6 +17,14 @@ use super::{KernelError, Result, SysRoot, read_optional, read_text};
 pub struct Host {
     /// Kernel host name (`/proc/sys/kernel/hostname`).
     pub hostname: Option<String>,
+    /// The machine's identity (`/etc/machine-id`, 32 hex digits): two machines with one host
+    /// name stay two. `None` when the file is missing or not a machine id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<String>,
+    /// The host's labels (`TACHO_LABELS`, else the config file's), stored with its runs for
+    /// selecting them.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: crate::labels::Labels,
     /// Kernel release, as `uname -r` prints it.
     pub kernel: Option<String>,
     /// `PRETTY_NAME` from os-release (`Debian GNU/Linux 12 (bookworm)`).
@@ -50,6 +58,7 @@ impl Host {
         };
         let kernel_file = |name: &str| trimmed(&root.proc.join("sys/kernel").join(name));
         let hostname = keep(kernel_file("hostname"));
+        let machine_id = machine_id(root);
         let kernel = keep(kernel_file("osrelease"));
         let os = keep(os_release(root));
         let cpuinfo = keep(read_optional(&root.proc.join("cpuinfo")));
@@ -74,6 +83,9 @@ impl Host {
         });
         Host {
             hostname,
+            machine_id,
+            // Checked when the command started (`cmd::run`), so an error here cannot happen.
+            labels: crate::labels::of_host().unwrap_or_default(),
             kernel,
             os,
             cpu_model,
@@ -84,6 +96,22 @@ impl Host {
             unreadable,
         }
     }
+}
+
+/// The environment variable that stands in for `/etc/machine-id`, for tests that run several
+/// "machines" on one (it names only what this process reports, as its own invoker could).
+pub const TEST_MACHINE_ID: &str = "TACHO_TEST_MACHINE_ID";
+
+/// This machine's id: `$TACHO_TEST_MACHINE_ID` (for tests), else `<fs>/etc/machine-id`; `None`
+/// when neither is 32 hex digits.
+pub fn machine_id(root: &SysRoot) -> Option<String> {
+    let text = std::env::var(TEST_MACHINE_ID).ok().or_else(|| {
+        read_optional(&root.fs.join("etc/machine-id"))
+            .ok()
+            .flatten()
+    })?;
+    let id = text.trim().to_ascii_lowercase();
+    (id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit())).then_some(id)
 }
 
 /// Reads an optional file and parses it; errors other than "missing" are recorded.

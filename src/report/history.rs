@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use chrono::{Local, TimeZone};
 
-use crate::history::summary::{Peak, Summary};
+use crate::history::summary::{NamedTotal, Peak, Summary};
 use crate::text::Escaped;
 use crate::units::format_bytes_approx;
 
@@ -19,6 +19,27 @@ fn clock(unix_s: f64, dated: bool) -> String {
         .timestamp_opt(unix_s.floor() as i64, 0)
         .single()
         .map_or_else(|| format!("{unix_s:.0}"), |t| t.format(format).to_string())
+}
+
+/// Who a finding named: `dd (backup.service) 93% in 4 intervals, …`, escaped.
+pub fn named(culprits: &[NamedTotal]) -> String {
+    culprits
+        .iter()
+        .map(|c| {
+            let unit = c
+                .unit
+                .as_deref()
+                .map(|u| format!(" ({})", Escaped(u)))
+                .unwrap_or_default();
+            format!(
+                "{}{unit} up to {:.0}% in {}",
+                Escaped(&c.comm),
+                c.peak_share_pct,
+                crate::units::plural(c.intervals as u64, "interval")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Writes the summary: window, findings with their spans, totals, top lists, peaks.
@@ -64,6 +85,9 @@ pub fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
             f.severity,
             Escaped(&f.message)
         )?;
+        if !f.culprits.is_empty() {
+            writeln!(out, "      named: {}", named(&f.culprits))?;
+        }
     }
     writeln!(out, "\nDisks               read       written   peak util")?;
     for d in &s.disks {
@@ -133,6 +157,62 @@ pub fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
             format_bytes_approx(p.value as u64),
             clock(p.unix_s, false)
         )?;
+    }
+    Ok(())
+}
+
+/// Writes the fleet's window: each host with findings (worst first), its findings with how
+/// long they lasted and whom they named; the hosts without findings as a count.
+#[cfg(feature = "pg")]
+pub fn write_fleet(out: &mut impl Write, f: &crate::history::fleet::Fleet) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} – {}: {} recorded, {} with findings",
+        clock(f.from_unix_s, true),
+        clock(f.to_unix_s, true),
+        crate::units::plural(f.hosts_recorded as u64, "host"),
+        f.hosts.len()
+    )?;
+    if f.hosts_recorded == 0 {
+        writeln!(
+            out,
+            "no selected host recorded in this window (tacho record --db sends each interval)"
+        )?;
+    }
+    for h in &f.hosts {
+        let labels: Vec<String> = h
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{}={}", Escaped(k), Escaped(v)))
+            .collect();
+        writeln!(
+            out,
+            "\n{} ({})  {}  {}",
+            Escaped(&h.hostname),
+            Escaped(&h.machine_id),
+            if labels.is_empty() {
+                "no labels".to_owned()
+            } else {
+                labels.join(",")
+            },
+            crate::units::plural(h.intervals as u64, "interval")
+        )?;
+        for s in &h.findings {
+            writeln!(
+                out,
+                "  {:?}  {}  {} for {:.0} s ({}–{}): {}",
+                s.span.severity,
+                s.span.code,
+                Escaped(&s.span.subject),
+                s.duration_s,
+                clock(s.span.from_unix_s, false),
+                clock(s.span.to_unix_s, false),
+                Escaped(&s.span.message)
+            )?;
+            if !s.span.culprits.is_empty() {
+                writeln!(out, "      named: {}", named(&s.span.culprits))?;
+            }
+        }
     }
     Ok(())
 }

@@ -66,6 +66,12 @@ pub struct Snapshot {
 pub struct SnapHost {
     /// Host name (ignored by `diff`: two machines are compared by their settings).
     pub hostname: Option<String>,
+    /// `/etc/machine-id` (ignored by `diff`), so the shared store tells machines apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<String>,
+    /// The host's labels (`TACHO_LABELS`; ignored by `diff`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: crate::labels::Labels,
     /// `PRETTY_NAME` from os-release (`Debian GNU/Linux 12 (bookworm)`).
     pub os: Option<String>,
     /// CPU model name from /proc/cpuinfo (first CPU).
@@ -255,6 +261,8 @@ impl Snapshot {
                 .map_or(0, |d| d.as_secs()),
             host: SnapHost {
                 hostname: h.hostname,
+                machine_id: h.machine_id,
+                labels: h.labels,
                 os: h.os,
                 cpu_model: h.cpu_model,
                 cpus: h.cpus,

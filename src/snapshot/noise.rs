@@ -9,6 +9,8 @@ const NOISE: &[&str] = &[
     "taken_at_unix_s",
     "unreadable*",
     "host.hostname",
+    "host.machine_id",
+    "host.labels*",
     "host.virtualization_evidence*",
     "sysctl.kernel.random.boot_id",
     "sysctl.kernel.random.uuid",

@@ -146,17 +146,19 @@ impl Results {
         }
     }
 
-    /// The latest finished run of `kind` of each host, as (host, id).
+    /// The latest finished run of `kind` of each machine whose labels hold `labels`, as (host,
+    /// id).
     pub fn latest_per_host(
         &mut self,
         kind: RunKind,
         suite: Option<&str>,
         since: Option<&str>,
+        labels: &crate::labels::Labels,
     ) -> Result<Vec<(String, i64)>> {
         match self {
-            Results::Local(s) => s.latest_per_host(kind, suite, since),
+            Results::Local(s) => s.latest_per_host(kind, suite, since, labels),
             #[cfg(feature = "pg")]
-            Results::Shared(s) => s.latest_per_host(kind, suite, since),
+            Results::Shared(s) => s.latest_per_host(kind, suite, since, labels),
         }
     }
 

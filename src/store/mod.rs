@@ -19,9 +19,9 @@ pub mod schema;
 pub(crate) mod stored;
 pub(crate) mod version;
 
-pub use backend::{Place, Results};
 #[cfg(feature = "pg")]
-pub use backend::{is_url, redact};
+pub use backend::redact;
+pub use backend::{Place, Results, is_url};
 pub use document::{parse_documents, read_documents};
 pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
 #[cfg(feature = "pg")]

@@ -34,6 +34,12 @@ pub struct RunSummary<'a> {
     pub suite_version: Option<i64>,
     /// The host name the document recorded.
     pub hostname: Option<Cow<'a, str>>,
+    /// The machine id of that host, when its run recorded one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<Cow<'a, str>>,
+    /// Its host's labels (from the host document).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: crate::labels::Labels,
     /// The path that was benchmarked, when the kind has one (cut as read, for a table).
     pub target: Option<Cow<'a, str>>,
     /// Tests saved.
@@ -63,6 +69,8 @@ impl RunSummary<'_> {
             suite: self.suite.as_deref().map(keep),
             suite_version: self.suite_version,
             hostname: self.hostname.as_deref().map(keep),
+            machine_id: self.machine_id.clone().map(|m| Cow::Owned(m.into_owned())),
+            labels: self.labels.clone(),
             target: self.target.as_deref().map(keep),
             tests: self.tests,
             standard: self.standard,
@@ -398,7 +406,9 @@ impl Store {
             .prepare(&format!(
                 "SELECT r.id, r.created_at, {}, r.kind, r.status, r.source, r.suite_name,
                         r.suite_version, r.extra_json, r.owner, r.hostname, {},
-                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id)
+                        (SELECT count(*) FROM tests t WHERE t.run_id = r.id),
+                        json_extract(r.host_json, '$.machine_id'),
+                        json_extract(r.host_json, '$.labels')
                  FROM runs r ORDER BY r.id",
                 text.column("r.label"),
                 text.column("r.target_path"),
@@ -430,6 +440,8 @@ impl Store {
             suite,
             suite_version,
             hostname: text(10)?,
+            machine_id: text(13)?,
+            labels: labels_of(text(14)?.as_deref()),
             target: text(11)?,
             tests: r.get(12)?,
             standard,
@@ -455,16 +467,25 @@ impl Store {
         kind: RunKind,
         suite: Option<&str>,
         since: Option<&str>,
+        labels: &crate::labels::Labels,
     ) -> Result<Vec<(String, i64)>> {
         let mut stmt = self
             .conn
             .prepare(LATEST_PER_HOST)
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(params![kind, suite, since], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map(params![kind, suite, since], |r| {
+                let labels: Option<String> = r.get(3)?;
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    labels_of(labels.as_deref()),
+                ))
+            })
             .and_then(Iterator::collect)
             .map_err(|e| self.err(e))?;
-        Ok(rows)
+        Ok(per_host(rows, labels))
     }
 
     /// The run with `id`, its tests and their figures.
@@ -649,11 +670,47 @@ impl<'de> serde::Deserialize<'de> for Summary {
 
 /// The latest finished run of a kind per host (`?1` kind, `?2` suite or NULL, `?3` earliest
 /// `created_at` or NULL); the same text runs on PostgreSQL with `$n` for `?n`.
+/// The latest run of each machine (host name and machine id: two machines with one name are
+/// two) with its labels; SQLite takes a bare column's value from the `max(id)` row.
 pub(crate) const LATEST_PER_HOST: &str = "
-    SELECT hostname, max(id) FROM runs
+    SELECT hostname, json_extract(host_json, '$.machine_id') AS machine, max(id),
+           json_extract(host_json, '$.labels')
+    FROM runs
     WHERE kind = ?1 AND status = 'finished' AND hostname IS NOT NULL
       AND (?2 IS NULL OR suite_name = ?2) AND (?3 IS NULL OR created_at >= ?3)
-    GROUP BY hostname ORDER BY hostname";
+    GROUP BY hostname, machine ORDER BY hostname, machine";
+
+/// Labels from a host document's `labels` (JSON text); none when absent or not an object of
+/// strings.
+pub(crate) fn labels_of(json: Option<&str>) -> crate::labels::Labels {
+    json.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}
+
+/// The latest run per machine, as (host, id), of those whose labels hold `wanted`: a host
+/// name shared by several machines is told apart by their machine ids.
+pub(crate) fn per_host(
+    rows: Vec<(String, Option<String>, i64, crate::labels::Labels)>,
+    wanted: &crate::labels::Labels,
+) -> Vec<(String, i64)> {
+    let rows: Vec<_> = rows
+        .into_iter()
+        .filter(|r| crate::labels::matches(&r.3, wanted))
+        .collect();
+    let mut per_name: std::collections::HashMap<&str, usize> = Default::default();
+    for r in &rows {
+        *per_name.entry(r.0.as_str()).or_default() += 1;
+    }
+    rows.iter()
+        .map(|(host, machine, id, _)| {
+            let shared = per_name.get(host.as_str()).is_some_and(|&n| n > 1);
+            match machine {
+                Some(m) if shared => (format!("{host} ({m})"), *id),
+                _ => (host.clone(), *id),
+            }
+        })
+        .collect()
+}
 
 /// The columns [`read_run`] reads by position, first in every query of runs (table alias
 /// `r`); a query's own columns follow and are read by name.

@@ -28,6 +28,8 @@ mod experiment;
 mod files;
 mod fio_job;
 mod fleet;
+#[cfg(feature = "pg")]
+mod fleet_history;
 mod history;
 mod honesty;
 mod host_cache;
@@ -57,6 +59,8 @@ mod sector;
 mod store;
 #[cfg(feature = "pg")]
 mod store_postgres;
+#[cfg(feature = "pg")]
+mod store_roles;
 mod stored_truth;
 mod stored_versions;
 mod stress;

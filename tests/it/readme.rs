@@ -138,6 +138,26 @@ const INSTEAD: &[(&str, &str, &str)] = &[
         "the quick suite, shortened",
     ),
     (
+        "tacho record --db 'postgres://db-17@store/tacho' --label role=db",
+        "tacho record --db '@PG@' --label role=db --count 2 --interval 1s",
+        "two samples, sent to the test's server",
+    ),
+    (
+        "tacho top --from 02:50 --to 03:10 --db 'postgres://ops@store/tacho' --label role=db",
+        "tacho top --from '1h ago' --db '@PG@' --label role=db",
+        "the test's server, a window it has rows in",
+    ),
+    (
+        "tacho top --from 02:50 --to 03:10 --db 'postgres://ops@store/tacho' --host db-17",
+        "tacho top --from '1h ago' --db '@PG@' --host $(hostname)",
+        "the test's server and this host",
+    ),
+    (
+        "tacho store init --db 'postgres://admin@db.example/results' > grants.sql",
+        "tacho store init --db '@PG@' > grants.sql",
+        "the fleet's server: the test's own (already initialised: init again changes nothing)",
+    ),
+    (
         "tacho runs push --db 'postgres://tacho@db.example/results?sslmode=require'",
         "tacho runs push --db '@PG@'",
         "the fleet's server: the test's own",

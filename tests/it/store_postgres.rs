@@ -45,8 +45,7 @@ fn concurrent_retried_pushes_keep_every_run_once() {
     };
     let dirs: Vec<tempfile::TempDir> = (0..8).map(|_| tempfile::tempdir().unwrap()).collect();
     let locals: Vec<String> = dirs.iter().map(|d| local_store(d.path(), 5)).collect();
-    // 8 hosts push at once, each twice (the retry finds its runs there), into a database
-    // nobody has migrated yet, so they also race to create the tables.
+    // 8 hosts push at once, each twice (the retry finds its runs there).
     let children: Vec<_> = locals
         .iter()
         .map(|local| {
@@ -105,20 +104,61 @@ fn pushed_runs_keep_their_stored_fields() {
     assert_eq!(shown["run"]["created_at"].as_str(), Some(created.as_str()));
 }
 
+/// Only `store init` changes the schema: other commands against an empty or older one stop
+/// with one line saying to run it and create nothing; two inits at once migrate once.
 #[test]
-fn migrates_an_empty_database_once_and_reopens() {
-    let Some(pg) = TestDb::new("migrate") else {
+fn only_store_init_creates_the_schema_and_once() {
+    let Some(pg) = TestDb::empty("migrate") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let local = local_store(dir.path(), 1);
+    let mut c = pg.client();
+    let tables = |c: &mut Client| {
+        count(
+            c,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+        )
+    };
+    for args in [
+        vec!["runs", "push", "--db", &pg.url, "--from", &local],
+        vec!["runs", "list", "--db", &pg.url],
+        vec!["runs", "import", "--db", &pg.url, FIO],
+    ] {
+        let line = assert_error(&run(&args));
+        assert!(line.contains("tacho store init"), "{line}");
+        assert_eq!(tables(&mut c), 0, "{args:?} created tables");
+    }
+    let inits: Vec<_> = (0..2)
+        .map(|_| {
+            tacho()
+                .args(["store", "init", "--db", &pg.url])
+                .spawn_piped()
+        })
+        .collect();
+    for child in inits {
+        let o = wait_output(child, Duration::from_secs(60));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).contains("GRANT INSERT ON"), "{}", stdout(&o));
+    }
+    assert_eq!(count(&mut c, "SELECT count(*) FROM tacho_schema"), 1);
+    let latest = count(&mut c, "SELECT version FROM tacho_schema");
     for _ in 0..2 {
         let o = run(&["runs", "push", "--db", &pg.url, "--from", &local]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     }
-    let mut c = pg.client();
-    assert_eq!(count(&mut c, "SELECT version FROM tacho_schema"), 2);
-    assert_eq!(count(&mut c, "SELECT count(*) FROM tacho_schema"), 1);
+    // An older schema is named with its version, and left as it is.
+    c.execute("UPDATE tacho_schema SET version = $1", &[&(latest - 1)])
+        .unwrap();
+    let line = assert_error(&run(&["runs", "list", "--db", &pg.url]));
+    assert!(
+        line.contains(&format!("schema version {}", latest - 1)) && line.contains("store init"),
+        "{line}"
+    );
+    assert_eq!(
+        count(&mut c, "SELECT version FROM tacho_schema"),
+        latest - 1
+    );
 }
 
 #[test]
@@ -464,7 +504,7 @@ fn the_store_is_reached_through_its_unix_socket_by_peer_authentication() {
         skip("peer authentication as the role root needs root");
         return;
     }
-    let Some(pg) = TestDb::new("socket") else {
+    let Some(pg) = TestDb::empty("socket") else {
         return;
     };
     let mut admin =
@@ -516,6 +556,9 @@ fn the_store_is_reached_through_its_unix_socket_by_peer_authentication() {
         // sslmode=require means TLS over TCP; a socket is local (libpq ignores it there too).
         format!("postgres:///{db}?host={socket_dir}&port={port}&sslmode=require"),
     ];
+    // root owns the database, so it is the administrator that creates the tables.
+    let o = run(&["store", "init", "--db", &urls[0]]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     for (i, url) in urls.iter().enumerate() {
         // No password anywhere libpq would look for one (a missing password file).
         let o = tacho()

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::words::words;
 
 /// How much a live finding matters; ordered, so the worst sorts last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Worth knowing; nothing is wrong yet.

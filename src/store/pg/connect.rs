@@ -51,6 +51,11 @@ impl Target {
     pub(super) fn connect(mut self) -> Result<(Client, String)> {
         let shown = self.shown;
         let config = &mut self.config;
+        // A server that does not answer (a dropped route) is an error, not a hang: a recorder
+        // keeps sampling into its backlog meanwhile. A URL's connect_timeout wins.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
         // A `hostaddr` makes every connection TCP, whatever the host says.
         let tcp = !config.get_hostaddrs().is_empty()
             || config.get_hosts().iter().any(|h| matches!(h, Host::Tcp(_)));

@@ -3,15 +3,17 @@
 //! Runs keep the columns of the SQLite store, keyed by the UUID the saving host gave them, so
 //! an upload that is retried (or run by two processes at once) inserts each run once: the run
 //! row goes in with `ON CONFLICT (uuid) DO NOTHING` and its tests in the same transaction.
-//! The schema is versioned in `tacho_schema` and migrated in one transaction holding an
-//! advisory lock, so hosts that connect to a new database at the same moment migrate it once.
+//! The schema is versioned in `tacho_schema`; only `tacho store init` creates or migrates it
+//! (`schema`), and every other connection checks its version and changes nothing.
 //!
 //! The connection URL may carry a password: every message shows it through [`redact`], and
 //! it is sent only over TLS or a Unix socket (`connect`).
 
 mod connect;
+pub mod history;
 mod pgpass;
 mod runs;
+pub mod schema;
 
 use super::{RawRun, Store};
 use crate::kernel::SysRoot;
@@ -20,52 +22,7 @@ use connect::Target;
 pub use connect::redact;
 use postgres::Client;
 
-/// The advisory lock key migrations hold ("tachoSCH" in ASCII), so they never run twice at once.
-const MIGRATION_LOCK: i64 = 0x7461_6368_6f53_4348;
-
-/// Schema 1 of the shared store: the SQLite store's runs and tests, with the host-made UUID as
-/// the identity of a run across hosts.
-const PG_SCHEMA_1: &str = "
-CREATE TABLE runs (
-    id            BIGSERIAL PRIMARY KEY,
-    uuid          UUID NOT NULL UNIQUE,
-    created_at    TEXT NOT NULL,
-    label         TEXT,
-    kind          TEXT NOT NULL,
-    status        TEXT NOT NULL,
-    source        TEXT NOT NULL,
-    tool_version  TEXT,
-    suite_name    TEXT,
-    suite_version BIGINT,
-    hostname      TEXT,
-    target_path   TEXT,
-    host_json     TEXT NOT NULL,
-    target_json   TEXT NOT NULL,
-    extra_json    TEXT NOT NULL
-);
-CREATE INDEX runs_created ON runs(created_at);
-CREATE INDEX runs_hostname ON runs(hostname);
-CREATE TABLE tests (
-    run_id   BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq      BIGINT NOT NULL,
-    name     TEXT NOT NULL,
-    rw       TEXT,
-    bs_bytes BIGINT,
-    iodepth  BIGINT,
-    numjobs  BIGINT,
-    json     TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-";
-
-/// Schema 2: the process saving a `running` run (`boot-id pid start-ticks`), as in the SQLite
-/// store, so a reader on that machine can tell a run whose process is gone.
-const PG_SCHEMA_2: &str = "ALTER TABLE runs ADD COLUMN owner TEXT;";
-
-/// Schema steps in order; the database records how many it has applied.
-const PG_MIGRATIONS: &[&str] = &[PG_SCHEMA_1, PG_SCHEMA_2];
-
-/// An open connection to a shared store, migrated to the latest schema.
+/// An open connection to a shared store whose schema is at the version this tacho reads.
 pub struct PgStore {
     client: Client,
     /// The URL without its password, for messages.
@@ -89,21 +46,35 @@ pub struct PushCounts {
 }
 
 impl PgStore {
-    /// Connects to `url` and migrates the schema; errors are one line naming the fix. `root`
-    /// is where this machine's /proc is.
+    /// Connects to `url` and checks that the schema is there and current (it changes nothing:
+    /// `store init` does); errors are one line naming the fix. `root` is where this machine's
+    /// /proc is.
     pub fn connect(url: &str, root: SysRoot) -> Result<PgStore> {
         let (mut client, shown) = Target::parse(url)?.connect()?;
-        migrate(&mut client).map_err(|e| {
-            anyhow!(
-                "cannot set up the tables in {shown} ({}); the user needs CREATE on the database",
-                error_chain(&e)
-            )
-        })?;
+        schema::check(&mut client, &shown)?;
         Ok(PgStore {
             client,
             shown,
             root,
         })
+    }
+
+    /// `tacho store init`: connects as an administrator, creates or migrates the schema and
+    /// returns what it did with the schema the tables are in (for the grants).
+    pub fn init(url: &str) -> Result<(schema::Initialised, String, String)> {
+        let (mut client, shown) = Target::parse(url)?.connect()?;
+        let done = schema::init(&mut client).map_err(|e| {
+            anyhow!(
+                "cannot set up the tables in {shown} ({}); store init needs a role that may \
+                 create tables and functions in the database (its owner or a superuser)",
+                error_chain(&e)
+            )
+        })?;
+        let in_schema: String = client
+            .query_one("SELECT current_schema()", &[])
+            .map_err(|e| anyhow!("shared store {shown}: {}", error_chain(&e)))?
+            .get(0);
+        Ok((done, in_schema, shown))
     }
 
     /// The server's URL without its password, for messages.
@@ -148,8 +119,9 @@ impl PgStore {
         let row = tx.query_opt(
             "INSERT INTO runs (uuid, created_at, label, kind, status, source, tool_version,
                 suite_name, suite_version, hostname, target_path, host_json, target_json,
-                extra_json)
-             VALUES ($1::TEXT::UUID, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                extra_json, machine_id, labels)
+             VALUES ($1::TEXT::UUID, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                     $12::TEXT::JSONB ->> 'machine_id', coalesce($12::TEXT::JSONB -> 'labels', '{}'))
              ON CONFLICT (uuid) DO NOTHING RETURNING id",
             &[
                 &run.uuid,
@@ -196,6 +168,67 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// Drops the history's day partitions whose day ended before `cutoff`, oldest first, and
+    /// returns their days (`YYYY-MM-DD`). Only the tables' owner may drop them.
+    pub fn prune_history(&mut self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<Vec<String>> {
+        let shown = self.shown.clone();
+        let fail = |e: postgres::Error| match e.code() {
+            Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => anyhow!(
+                "shared store {shown}: dropping history needs its administrator's role (the \
+                 tables' owner); host roles may only add rows"
+            ),
+            _ => anyhow!("shared store {shown}: {}", error_chain(&e)),
+        };
+        let mut tx = self.client.transaction().map_err(fail)?;
+        // Only the tables' owner (or a member of its role, or a superuser) may drop: refused
+        // up front, also when there happens to be nothing to drop.
+        let owner: bool = tx
+            .query_one(
+                "SELECT pg_has_role(current_user, c.relowner, 'USAGE')
+                 FROM pg_class c WHERE c.oid = 'tacho_history'::REGCLASS",
+                &[],
+            )
+            .map_err(fail)?
+            .get(0);
+        if !owner {
+            bail!(
+                "shared store {shown}: dropping history needs its administrator's role (the \
+                 tables' owner); host roles may only add rows"
+            );
+        }
+        let names: Vec<String> = tx
+            .query(
+                "SELECT c.relname::TEXT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                 WHERE i.inhparent = 'tacho_history'::REGCLASS",
+                &[],
+            )
+            .map_err(fail)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let mut days: Vec<(chrono::NaiveDate, String)> = names
+            .into_iter()
+            .filter_map(|name| {
+                let day = name.strip_prefix("tacho_history_")?;
+                let day = chrono::NaiveDate::parse_from_str(day, "%Y%m%d").ok()?;
+                let end = day.succ_opt()?.and_hms_opt(0, 0, 0)?.and_utc();
+                (end <= cutoff).then_some((day, name))
+            })
+            .collect();
+        days.sort();
+        for (_, name) in &days {
+            tx.batch_execute(&format!("DROP TABLE \"{name}\""))
+                .map_err(fail)?;
+        }
+        tx.commit().map_err(fail)?;
+        Ok(days
+            .iter()
+            .map(|(d, _)| d.format("%Y-%m-%d").to_string())
+            .collect())
+    }
+}
+
 /// Why a local run cannot be uploaded as it is, found before it is sent: a run id edited by
 /// hand, or a NUL character in a text column (PostgreSQL stores none; older tacho versions
 /// imported such runs).
@@ -231,32 +264,8 @@ fn unsendable(run: &RawRun) -> Option<String> {
     ))
 }
 
-/// Applies the missing schema steps in one transaction under an advisory lock.
-fn migrate(client: &mut Client) -> Result<(), postgres::Error> {
-    let mut tx = client.transaction()?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
-    tx.batch_execute("CREATE TABLE IF NOT EXISTS tacho_schema (version BIGINT NOT NULL)")?;
-    let version: i64 = tx
-        .query_opt("SELECT version FROM tacho_schema", &[])?
-        .map_or(0, |r| r.get(0));
-    let latest = PG_MIGRATIONS.len() as i64;
-    if version > latest {
-        // Written by a newer tacho: leave it alone; the columns used here still exist.
-        return tx.commit();
-    }
-    for step in &PG_MIGRATIONS[version as usize..] {
-        tx.batch_execute(step)?;
-    }
-    if version == 0 {
-        tx.execute("INSERT INTO tacho_schema (version) VALUES ($1)", &[&latest])?;
-    } else if version < latest {
-        tx.execute("UPDATE tacho_schema SET version = $1", &[&latest])?;
-    }
-    tx.commit()
-}
-
 /// The error and its causes on one line (the crate's top level says only "error connecting").
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut source = e.source();
     while let Some(s) = source {

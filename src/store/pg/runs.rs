@@ -8,9 +8,10 @@ use super::{PgStore, error_chain};
 use crate::kernel::{SysRoot, process};
 use crate::store::figures;
 use crate::store::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest};
-use crate::store::runs::{LATEST_PER_HOST, ListText, RawRun, RunSummary, hostname, target_path};
+use crate::store::runs::{ListText, RawRun, RunSummary, hostname, target_path};
 use anyhow::{Result, anyhow, bail};
 use postgres::Row;
+use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -32,7 +33,8 @@ impl PgStore {
         let sql = format!(
             "SELECT id, created_at, {}, kind, status, source, suite_name, suite_version,
                     extra_json, owner, hostname, {},
-                    (SELECT count(*) FROM tests t WHERE t.run_id = r.id)
+                    (SELECT count(*) FROM tests t WHERE t.run_id = r.id), machine_id,
+                    labels::TEXT
              FROM runs r ORDER BY id",
             text.column("label"),
             text.column("target_path"),
@@ -54,16 +56,32 @@ impl PgStore {
         kind: RunKind,
         suite: Option<&str>,
         since: Option<&str>,
+        labels: &crate::labels::Labels,
     ) -> Result<Vec<(String, i64)>> {
-        let sql = LATEST_PER_HOST
-            .replace("?1", "$1")
-            .replace("?2", "$2::TEXT")
-            .replace("?3", "$3::TEXT");
         let rows = self
             .client
-            .query(&sql, &[&kind.as_str(), &suite, &since])
+            .query(
+                "SELECT DISTINCT ON (hostname, machine_id) hostname, machine_id, id, labels::TEXT
+                 FROM runs
+                 WHERE kind = $1 AND status = 'finished' AND hostname IS NOT NULL
+                   AND ($2::TEXT IS NULL OR suite_name = $2)
+                   AND ($3::TEXT IS NULL OR created_at >= $3)
+                 ORDER BY hostname, machine_id, id DESC",
+                &[&kind.as_str(), &suite, &since],
+            )
             .map_err(|e| self.fail(&e))?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        let rows = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    crate::store::runs::labels_of(r.get(3)),
+                )
+            })
+            .collect();
+        Ok(crate::store::runs::per_host(rows, labels))
     }
 
     /// The run with `id`, its tests and their figures.
@@ -162,7 +180,8 @@ impl PgStore {
         self.client
             .execute(
                 "UPDATE runs SET status = $2, host_json = $3, target_json = $4, extra_json = $5,
-                 hostname = $6, target_path = $7 WHERE id = $1",
+                 hostname = $6, target_path = $7, machine_id = $3::TEXT::JSONB ->> 'machine_id',
+                 labels = coalesce($3::TEXT::JSONB -> 'labels', '{}') WHERE id = $1",
                 &[
                     &run_id,
                     &run.status.as_str(),
@@ -195,7 +214,13 @@ impl PgStore {
         for &id in ids {
             let n = tx
                 .execute("DELETE FROM runs WHERE id = $1", &[&id])
-                .map_err(|e| fail(&shown, &e))?;
+                .map_err(|e| match e.code() {
+                    Some(&SqlState::INSUFFICIENT_PRIVILEGE) => anyhow!(
+                        "shared store {shown}: removing runs needs its administrator's role \
+                         (host roles may only add runs); nothing removed"
+                    ),
+                    _ => fail(&shown, &e),
+                })?;
             if n == 0 {
                 bail!(
                     "no run {id} in {shown} (tacho runs list shows the stored ones); nothing removed"
@@ -261,6 +286,8 @@ fn summary<'r>(root: &SysRoot, r: &'r Row) -> Result<RunSummary<'r>> {
         suite,
         suite_version,
         hostname: text(10),
+        machine_id: text(13),
+        labels: crate::store::runs::labels_of(r.get(14)),
         target: text(11),
         tests: r.get(12),
         standard,
@@ -316,8 +343,9 @@ fn insert_row(
     let row = tx.query_opt(
         "INSERT INTO runs (uuid, created_at, label, kind, status, source, tool_version,
             suite_name, suite_version, hostname, target_path, host_json, target_json,
-            extra_json, owner)
-         VALUES ($1::TEXT::UUID, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+            extra_json, owner, machine_id, labels)
+         VALUES ($1::TEXT::UUID, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                 $12::TEXT::JSONB ->> 'machine_id', coalesce($12::TEXT::JSONB -> 'labels', '{}'))
          ON CONFLICT (uuid) DO NOTHING RETURNING id",
         &[
             &uuid,

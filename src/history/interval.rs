@@ -1,0 +1,307 @@
+//! One judged interval in the few figures a replay summary is made of: its findings with
+//! the processes and units they named, bytes per device, CPU, memory, pressure and network
+//! figures, and what each process and service did. The summary of a window
+//! (`history::summary`) is these intervals added up; `tacho record --db` ships each one, made
+//! [`Interval::compact`], to the shared store, where `tacho top --db` adds them up the same way.
+
+use serde::{Deserialize, Serialize};
+
+use crate::diagnose::findings::{Code, Severity};
+use crate::diagnose::model::{self, SortKey, TopSample};
+use crate::history::Record;
+
+/// Processes (by I/O and by CPU) and services a compact interval keeps.
+#[cfg(feature = "pg")]
+pub const COMPACT_TOP: usize = 5;
+/// Culprits kept per finding.
+const CULPRITS: usize = 3;
+
+/// What one interval contributes to a summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Start, seconds since the Unix epoch.
+    pub start_unix_s: f64,
+    /// End.
+    pub end_unix_s: f64,
+    /// The findings of the interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Found>,
+    /// Per device, those that moved bytes or were busy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<DiskFigures>,
+    /// Bytes the physical disks wrote.
+    pub device_write_bytes: u64,
+    /// Bytes processes sent to storage.
+    pub process_write_bytes: u64,
+    /// Processes that read, wrote or ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Proc>,
+    /// Cgroups (services) that read or wrote.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<Service>,
+    /// CPU busy share of all CPUs, percent.
+    pub cpu_busy_pct: f64,
+    /// Share of the interval some task stalled on I/O (PSI), percent; `None` without PSI.
+    pub io_stall_pct: Option<f64>,
+    /// Share of the interval some task stalled on memory (PSI), percent.
+    pub memory_stall_pct: Option<f64>,
+    /// Available memory at the end, bytes.
+    pub available_bytes: u64,
+    /// Per network interface, bytes received and sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nets: Vec<NetFigures>,
+    /// Exit records the recorder lost in the interval.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exit_overruns: u64,
+}
+
+/// A finding of the interval with who it named.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Found {
+    /// Its stable code.
+    pub code: Code,
+    /// How much it matters.
+    pub severity: Severity,
+    /// What it is about.
+    pub subject: String,
+    /// Its sentence.
+    pub message: String,
+    /// Who it named, most first.
+    pub culprits: Vec<Named>,
+}
+
+/// A process or service a finding named.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Named {
+    /// Command name (the cgroup's last component when there is no process).
+    pub comm: String,
+    /// The service it runs in.
+    pub unit: Option<String>,
+    /// Its share of the resource, percent.
+    pub share_pct: f64,
+}
+
+/// A device's figures over the interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiskFigures {
+    /// Kernel name.
+    pub name: String,
+    /// The name admins know.
+    pub display_name: String,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Utilisation, percent.
+    pub util_pct: Option<f64>,
+}
+
+/// A process's figures over the interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proc {
+    /// Process id.
+    pub pid: u32,
+    /// Command name.
+    pub comm: String,
+    /// Bytes read from storage.
+    pub read_bytes: u64,
+    /// Bytes sent to storage.
+    pub write_bytes: u64,
+    /// CPU seconds.
+    pub cpu_s: f64,
+}
+
+/// A cgroup's bytes over the interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Service {
+    /// Cgroup path.
+    pub path: String,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+}
+
+/// A network interface's bytes over the interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetFigures {
+    /// Interface name.
+    pub name: String,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+}
+
+impl Interval {
+    /// The interval `a`..`b`, judged as `s`.
+    pub fn of(a: &Record, b: &Record, s: &TopSample) -> Interval {
+        let dt = s.interval_s;
+        let findings = s
+            .findings
+            .iter()
+            .map(|f| Found {
+                code: f.code,
+                severity: f.severity,
+                subject: f.subject.clone(),
+                message: f.message.clone(),
+                culprits: f
+                    .culprits
+                    .iter()
+                    .take(CULPRITS)
+                    .map(|c| Named {
+                        comm: c.comm.clone(),
+                        unit: c.unit.clone(),
+                        share_pct: c.share_pct,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let disks = s
+            .disks
+            .iter()
+            .map(|d| DiskFigures {
+                name: d.device.name.clone(),
+                display_name: d.device.display_name.clone(),
+                read_bytes: bytes(d.rkb_per_s.map(|k| k * 1024.0), dt),
+                write_bytes: d.write_bytes.unwrap_or(0),
+                util_pct: d.util_pct,
+            })
+            .filter(|d| d.read_bytes + d.write_bytes > 0 || d.util_pct.is_some_and(|u| u > 0.0))
+            .collect();
+        let services = s
+            .cgroups
+            .iter()
+            .map(|c| Service {
+                path: c.path.clone(),
+                read_bytes: c
+                    .devices
+                    .iter()
+                    .map(|d| bytes(Some(d.rbytes_per_s), dt))
+                    .sum(),
+                write_bytes: c
+                    .devices
+                    .iter()
+                    .map(|d| bytes(Some(d.wbytes_per_s), dt))
+                    .sum(),
+            })
+            .filter(|c| c.read_bytes + c.write_bytes > 0)
+            .collect();
+        let nets = s
+            .net
+            .iter()
+            .map(|n| NetFigures {
+                name: n.name.clone(),
+                rx_bytes: bytes(Some(n.rx_bytes_per_s), dt),
+                tx_bytes: bytes(Some(n.tx_bytes_per_s), dt),
+            })
+            .filter(|n| n.rx_bytes + n.tx_bytes > 0)
+            .collect();
+        Interval {
+            start_unix_s: a.sample.unix_time_s,
+            end_unix_s: s.time_unix_s,
+            findings,
+            disks,
+            device_write_bytes: s.write_amplification.device_write_bytes,
+            process_write_bytes: s.write_amplification.process_write_bytes,
+            processes: processes(a, b),
+            services,
+            cpu_busy_pct: s.cpu.all.busy_pct(),
+            io_stall_pct: s.psi.io.as_ref().and_then(|r| r.some.stall_pct),
+            memory_stall_pct: s.psi.memory.as_ref().and_then(|r| r.some.stall_pct),
+            available_bytes: s.memory.available_bytes,
+            nets,
+            exit_overruns: b.sample.exit_overruns,
+        }
+    }
+
+    /// The interval with only the `top` processes by I/O and by CPU and the `top` services by
+    /// bytes, its shares and percentages to a tenth: what the shared store keeps of it.
+    #[cfg(feature = "pg")]
+    pub fn compact(mut self, top: usize) -> Interval {
+        let tenth = |x: f64| (x * 10.0).round() / 10.0;
+        self.cpu_busy_pct = tenth(self.cpu_busy_pct);
+        self.io_stall_pct = self.io_stall_pct.map(tenth);
+        self.memory_stall_pct = self.memory_stall_pct.map(tenth);
+        for d in &mut self.disks {
+            d.util_pct = d.util_pct.map(tenth);
+        }
+        for c in self.findings.iter_mut().flat_map(|f| &mut f.culprits) {
+            c.share_pct = tenth(c.share_pct);
+        }
+        let mut by_io = self.processes.clone();
+        by_io.retain(|p| p.read_bytes + p.write_bytes > 0);
+        by_io.sort_by_key(|p| (std::cmp::Reverse(p.read_bytes + p.write_bytes), p.pid));
+        by_io.truncate(top);
+        let mut by_cpu = std::mem::take(&mut self.processes);
+        by_cpu.retain(|p| p.cpu_s > 0.0 && !by_io.iter().any(|q| q.pid == p.pid));
+        by_cpu.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.pid.cmp(&b.pid)));
+        by_cpu.truncate(top);
+        by_io.extend(by_cpu);
+        self.processes = by_io;
+        self.services
+            .sort_by_key(|s| std::cmp::Reverse(s.read_bytes + s.write_bytes));
+        self.services.truncate(top);
+        self
+    }
+}
+
+/// What each process did over the interval, as live top counts it
+/// ([`model::process::deltas`]): processes born in the interval from nothing, those that
+/// exited by their exit records, a parent's bytes without its reaped children's.
+fn processes(a: &Record, b: &Record) -> Vec<Proc> {
+    let opts = a.model_options(0, SortKey::Io);
+    model::process::deltas(&a.sample, &b.sample, &opts)
+        .into_iter()
+        .filter_map(|d| {
+            let read_bytes = d.read_bytes.unwrap_or(0);
+            let write_bytes = d.write_bytes.unwrap_or(0);
+            let ticks = d.utime + d.stime;
+            (read_bytes + write_bytes + ticks > 0).then(|| Proc {
+                pid: d.pid,
+                comm: d.comm,
+                read_bytes,
+                write_bytes,
+                cpu_s: ticks as f64 / b.ticks_per_s,
+            })
+        })
+        .collect()
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Bytes moved in an interval from a rate, rounded to whole bytes.
+fn bytes(per_s: Option<f64>, dt: f64) -> u64 {
+    per_s.map_or(0, |r| (r * dt).round().max(0.0) as u64)
+}
+
+#[cfg(all(test, feature = "pg"))]
+mod tests {
+    use super::*;
+
+    fn proc_(pid: u32, io: u64, cpu_s: f64) -> Proc {
+        Proc {
+            pid,
+            comm: format!("p{pid}"),
+            read_bytes: 0,
+            write_bytes: io,
+            cpu_s,
+        }
+    }
+
+    /// A compact interval keeps the top processes by I/O and, besides them, the top by CPU.
+    #[test]
+    fn compact_keeps_the_top_by_io_and_by_cpu() {
+        let i = Interval {
+            processes: (1..=20)
+                .map(|n| proc_(n, u64::from(n) * 10, 21.0 - f64::from(n)))
+                .collect(),
+            ..Interval::default()
+        }
+        .compact(3);
+        let pids: Vec<u32> = i.processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [20, 19, 18, 1, 2, 3]);
+    }
+}
