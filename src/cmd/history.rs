@@ -293,15 +293,7 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
         }
         let history = History::open(&path)?;
         let summary = summary::summarise(&history, from, to, usize::from(args.top))?;
-        let mut out = std::io::stdout().lock();
-        if args.json {
-            serde_json::to_writer_pretty(&mut out, &summary)?;
-            writeln!(out)?;
-        } else {
-            let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
-            crate::report::history::write_summary(&mut fitted, &summary)?;
-            fitted.flush()?;
-        }
+        write_summary(&summary, args.json, &mut std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);
     }
     let history = History::open(&path)?;
@@ -383,14 +375,7 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             Ok(())
         })?;
         let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
-        if args.json {
-            serde_json::to_writer_pretty(&mut out, &summary)?;
-            writeln!(out)?;
-        } else {
-            let mut fitted = crate::fit::Fit::new(&mut out, crate::fit::stdout_width());
-            crate::report::history::write_summary(&mut fitted, &summary)?;
-            fitted.flush()?;
-        }
+        write_summary(&summary, args.json, &mut out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();
@@ -457,4 +442,18 @@ fn now_unix() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A window's replay summary (local or one host's from the shared store): one JSON document,
+/// or text fitted to the terminal.
+fn write_summary(summary: &summary::Summary, json: bool, out: &mut impl Write) -> Result<()> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, summary)?;
+        writeln!(out)?;
+    } else {
+        let mut fitted = crate::fit::Fit::new(out, crate::fit::stdout_width());
+        crate::report::history::write_summary(&mut fitted, summary)?;
+        fitted.flush()?;
+    }
+    Ok(())
 }

@@ -81,15 +81,8 @@ fn thp_always_against_never_is_significant_and_reverted() {
 #[test]
 fn a_loop_devices_scheduler_is_applied_in_its_rounds_and_reverted() {
     let _kernel = kernel_wide();
-    let Some(dev) = LoopDev::new_in("experiment scheduler", 16 << 20, Path::new("/dev/shm")) else {
+    let Some((dev, file, before, want)) = loop_device_to_reschedule("experiment scheduler") else {
         return;
-    };
-    let file = format!("/sys/block/{}/queue/scheduler", dev.name());
-    let before = read_active(&file);
-    let want = if before == "none" {
-        "mq-deadline"
-    } else {
-        "none"
     };
     let (home, journal) = journal_home();
     let log = home.path().join("seen");
@@ -176,15 +169,8 @@ fn kill_in_the_middle(dev: &LoopDev, journal: &Path, want: &str) {
 #[test]
 fn ctrl_c_reverts_at_once() {
     let _kernel = kernel_wide();
-    let Some(dev) = LoopDev::new_in("experiment ctrl-c", 16 << 20, Path::new("/dev/shm")) else {
+    let Some((dev, file, before, want)) = loop_device_to_reschedule("experiment ctrl-c") else {
         return;
-    };
-    let file = format!("/sys/block/{}/queue/scheduler", dev.name());
-    let before = read_active(&file);
-    let want = if before == "none" {
-        "mq-deadline"
-    } else {
-        "none"
     };
     let (_home, journal) = journal_home();
     let o = signal_in_the_middle(&dev, &journal, want, libc::SIGINT);
@@ -199,15 +185,8 @@ fn ctrl_c_reverts_at_once() {
 #[test]
 fn a_killed_experiment_is_reverted_by_recover_and_by_the_next_start() {
     let _kernel = kernel_wide();
-    let Some(dev) = LoopDev::new_in("experiment kill", 16 << 20, Path::new("/dev/shm")) else {
+    let Some((dev, file, before, want)) = loop_device_to_reschedule("experiment kill") else {
         return;
-    };
-    let file = format!("/sys/block/{}/queue/scheduler", dev.name());
-    let before = read_active(&file);
-    let want = if before == "none" {
-        "mq-deadline"
-    } else {
-        "none"
     };
     let (_home, journal) = journal_home();
 
@@ -302,4 +281,18 @@ fn a_mounts_atime_mode_is_remounted_in_its_rounds_and_reverted() {
         "{persist}"
     );
     assert_empty(&journal);
+}
+
+/// A loop device over a file in /dev/shm, its scheduler file, the scheduler active now and
+/// another one to change to; `None` (the loop device's own skip said why) without loop devices.
+fn loop_device_to_reschedule(name: &str) -> Option<(LoopDev, String, String, &'static str)> {
+    let dev = LoopDev::new_in(name, 16 << 20, Path::new("/dev/shm"))?;
+    let file = format!("/sys/block/{}/queue/scheduler", dev.name());
+    let before = read_active(&file);
+    let want = if before == "none" {
+        "mq-deadline"
+    } else {
+        "none"
+    };
+    Some((dev, file, before, want))
 }
