@@ -32,7 +32,8 @@ const NOT_TACHO: &[(&str, &str)] = &[
 ];
 
 /// The lines run otherwise: (as the README writes it, what runs, why). Applied before
-/// [`PLACES`]. `@LOOPNAME@` is the kernel name of `@LOOP@` (below). `@PID@` is this test's pid, `@PG@` a database of the test's own on the server
+/// [`PLACES`]. `@LOOPNAME@` is the kernel name of `@LOOP@` (below), `@MOUNTPOINT@` where
+/// `@MOUNTED@` is mounted. `@PID@` is this test's pid, `@PG@` a database of the test's own on the server
 /// `TACHO_TEST_PG` names.
 const INSTEAD: &[(&str, &str, &str)] = &[
     (
@@ -51,6 +52,18 @@ const INSTEAD: &[(&str, &str, &str)] = &[
         "sudo tacho experiment --change vm.dirty_ratio=5 --measure \"time -r 3 'cp big.log copy.log && sync'\" --json > dirty.json",
         "sudo tacho experiment --change block.@LOOPNAME@.read_ahead_kb=64 --measure \"time -r 2 'cp big.log copy.log'\" --rounds 2 --yes --json > dirty.json",
         "a vm sysctl is kernel-wide, under every other test; sync flushes every disk",
+    ),
+    (
+        "sudo tacho experiment --change mount:/data=noatime --measure \"time -r 3 'tar cf /dev/null /data'\"",
+        "sudo tacho experiment --change mount:@MOUNTPOINT@=noatime --measure \"time -r 2 'tar cf /dev/null @MOUNTPOINT@'\" --rounds 2 --yes",
+        "the test's own ext4 mount is the one to remount, and stdin is not a terminal to \
+         confirm on",
+    ),
+    (
+        "sudo tacho experiment --change-cmd 'ethtool -K eth0 gro off' --revert-cmd 'ethtool -K eth0 gro on' --measure 'bench cpu'",
+        "sudo tacho experiment --change-cmd 'touch changed' --revert-cmd 'rm -f changed' --measure 'bench cpu --runtime 100ms --repeat 1' --rounds 2 --yes",
+        "the machine's network card is not the test's to change (and has no eth0 here); a \
+         file stands for the setting; stdin is not a terminal to confirm on",
     ),
     (
         "cargo run --release -- bench",
@@ -522,6 +535,7 @@ fn every_readme_example_runs() {
         for block in 1..=blocks {
             let (lines, failures, pg) = (&lines, &failures, &pg);
             let (device, mounted) = (device.path(), mounted.path());
+            let mount_point = mount_dir.path().to_str().unwrap();
             scope.spawn(move || {
                 let place = Place::new();
                 for line in lines.iter().filter(|l| l.block == block) {
@@ -539,6 +553,7 @@ fn every_readme_example_runs() {
                         .replace("@LOOPNAME@", device.trim_start_matches("/dev/"))
                         .replace("@LOOP@", device)
                         .replace("@MOUNTED@", mounted)
+                        .replace("@MOUNTPOINT@", mount_point)
                         .replace("@PID@", &std::process::id().to_string())
                         .replace("@PG@", pg.as_ref().map_or("", |p| p.url.as_str()));
                     let ok: &[i32] = if ANSWERS.iter().any(|e| e.0 == line.written) {
