@@ -481,26 +481,7 @@ fn libaio_submits_past_the_bound_are_said_not_counted() {
         dir.path().to_str().unwrap(),
     ];
     let child = started(&args, "counting bytes");
-    let fio = Command::new("fio")
-        .arg(format!(
-            "--filename={}",
-            dir.path().join("fiofile").display()
-        ))
-        .args([
-            "--name=aio",
-            "--ioengine=libaio",
-            "--direct=1",
-            "--rw=randread",
-        ])
-        .args(["--bs=16k", "--size=32M", "--io_size=16M"])
-        .args(batch)
-        .output()
-        .unwrap();
-    assert!(
-        fio.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fio.stderr)
-    );
+    libaio_fio(dir.path(), &batch);
     let out = wait_output(child, Duration::from_secs(60));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -516,6 +497,15 @@ fn under_libaio_fio(mode: &str, says: &str, dir: &Path, extra: &[&str]) -> (Valu
     let path = dir.to_str().unwrap();
     let args = ["files", mode, "--json", "--duration", "6", "--path", path];
     let child = started(&args, says);
+    let job = libaio_fio(dir, extra);
+    let out = wait_output(child, Duration::from_secs(60));
+    assert!(out.status.success(), "{mode}: {out:?}");
+    (serde_json::from_slice(&out.stdout).unwrap(), job)
+}
+
+/// fio's libaio engine reading and writing `dir/fiofile` (16 KiB, direct), with `extra`
+/// arguments: its job's report.
+fn libaio_fio(dir: &Path, extra: &[&str]) -> Value {
     let fio = Command::new("fio")
         .arg(format!("--filename={}", dir.join("fiofile").display()))
         .args(["--name=aio", "--ioengine=libaio", "--direct=1"])
@@ -530,12 +520,7 @@ fn under_libaio_fio(mode: &str, says: &str, dir: &Path, extra: &[&str]) -> (Valu
         String::from_utf8_lossy(&fio.stderr)
     );
     let report: Value = serde_json::from_slice(&fio.stdout).unwrap();
-    let out = wait_output(child, Duration::from_secs(60));
-    assert!(out.status.success(), "{mode}: {out:?}");
-    (
-        serde_json::from_slice(&out.stdout).unwrap(),
-        report["jobs"][0].clone(),
-    )
+    report["jobs"][0].clone()
 }
 
 /// `files --bytes` lists the `--top N` busiest pairs (20 by default, 0 all) and says how many
