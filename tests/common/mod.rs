@@ -431,6 +431,18 @@ impl LoopDev {
         Self::attach(test, image, &[])
     }
 
+    /// A 64 MiB loop device over a file on the real disk, with direct I/O: each synchronous
+    /// write waits for the disk, so the device is busy (a verdict naming its writer) even on a
+    /// loaded machine.
+    pub fn direct_on_disk(test: &str) -> Option<LoopDev> {
+        let image = tempfile::Builder::new()
+            .suffix(".img")
+            .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        image.as_file().set_len(64 << 20).unwrap();
+        LoopDev::attach(test, image, &["--direct-io=on"])
+    }
+
     /// A loop device over `image` (which the guard then owns), with extra `losetup` options
     /// such as `--direct-io=on`.
     pub fn attach(

@@ -84,14 +84,7 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
     let Some(pg) = TestDb::new("fleet_hist") else {
         return;
     };
-    // Synchronous direct writes to a loop device over a file: the device is busy (a verdict
-    // naming its writer) even on a loaded machine.
-    let image = tempfile::Builder::new()
-        .suffix(".img")
-        .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    image.as_file().set_len(64 << 20).unwrap();
-    let Some(dev) = LoopDev::attach("fleet history", image, &["--direct-io=on"]) else {
+    let Some(dev) = LoopDev::direct_on_disk("fleet history") else {
         return;
     };
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();

@@ -681,14 +681,7 @@ fn replay_blames_short_lived_writers_as_live_top_does() {
         skip("replay_blames_short_lived_writers: eBPF tracing needs root");
         return;
     }
-    // Over a file on the real disk, with direct I/O: each synchronous 4 KiB write waits for
-    // the disk, so the device is busy (a verdict) even on a loaded machine.
-    let image = tempfile::Builder::new()
-        .suffix(".img")
-        .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    image.as_file().set_len(64 << 20).unwrap();
-    let Some(dev) = LoopDev::attach("history blame", image, &["--direct-io=on"]) else {
+    let Some(dev) = LoopDev::direct_on_disk("history blame") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
