@@ -59,13 +59,34 @@ pub fn tcp_connections() -> io::Result<Vec<TcpConn>> {
 
 /// The local ports of listening TCP sockets (IPv4 and IPv6), from the same dump restricted
 /// to LISTEN: a connection on one of them was accepted, not opened.
-// Only `top --waits` asks, which needs the `bpf` and `profile` features.
+// Only the off-CPU waits ask (`profile`, `top --waits`), which need the `bpf` and `profile` features.
 #[cfg_attr(not(all(feature = "bpf", feature = "profile")), allow(dead_code))]
 pub fn tcp_listening_ports() -> io::Result<std::collections::HashSet<u16>> {
     Ok(tcp_sockets(StateFlags::LISTEN)?
         .into_iter()
         .filter_map(|c| c.local.map(|l| l.port()))
         .collect())
+}
+
+/// Another network namespace's established connections and listening ports (a container's,
+/// named by its `/proc/PID/ns/net`). A netlink socket answers for the namespace of the thread
+/// that made it, so the dump runs on a thread of its own that joins the namespace and ends
+/// with the dump: tacho's other threads never leave theirs. Needs CAP_SYS_ADMIN (root).
+// Only the off-CPU profile and `top --waits` ask, which need the `bpf` and `profile` features.
+#[cfg_attr(not(all(feature = "bpf", feature = "profile")), allow(dead_code))]
+pub fn tcp_table_in(
+    netns: &std::fs::File,
+) -> io::Result<(Vec<TcpConn>, std::collections::HashSet<u16>)> {
+    use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+    use std::os::fd::AsFd;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            move_into_link_name_space(netns.as_fd(), Some(LinkNameSpaceType::Network))?;
+            Ok((tcp_connections()?, tcp_listening_ports()?))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the namespace's dump stopped")))
+    })
 }
 
 fn tcp_sockets(states: StateFlags) -> io::Result<Vec<TcpConn>> {

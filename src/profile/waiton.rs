@@ -1,5 +1,6 @@
 //! What a thread waited on, from the descriptor its system call named: a socket's TCP peer
-//! (the socket's inode among the kernel's TCP table, `sock_diag`), a file's device, a pipe;
+//! (the socket's inode among the kernel's TCP table, `sock_diag`, of the process's own network
+//! namespace: a container's connections are in its own), a file's device, a pipe;
 //! for an epoll descriptor, the sockets it watches. Read from /proc/PID/fd links and fdinfo
 //! without opening or stat'ing anything (a stat of a user's FUSE file can wait forever).
 //!
@@ -9,6 +10,7 @@
 use super::why::FdKind;
 use crate::kernel::SysRoot;
 use crate::kernel::procinfo::{parse_fdinfo, parse_mount_ids};
+use crate::kernel::sockdiag;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
@@ -19,15 +21,27 @@ pub struct Target {
     pub kind: FdKind,
     /// The TCP peer of a socket, or the device of a file.
     pub name: Option<String>,
+    /// A TCP connection accepted on a local listening port: its peer is a client, and waiting
+    /// on it is a server waiting for its next request, not for a reply.
+    pub accepted: bool,
 }
 
 /// Epoll targets looked at, at most, for one epoll descriptor.
 const EPOLL_TARGETS: usize = 64;
 
-/// Looks descriptors up once per (process, descriptor) and the TCP table once.
+/// A connection's peer, and whether it was accepted on a local listening port.
+#[derive(Clone, Copy)]
+struct Peer {
+    remote: SocketAddr,
+    accepted: bool,
+}
+
+/// Looks descriptors up once per (process, descriptor) and each network namespace's TCP
+/// table once.
 pub struct Resolver {
     root: SysRoot,
-    peers: Option<HashMap<u32, SocketAddr>>,
+    /// By namespace (`None`: tacho's own), socket inode → peer.
+    peers: HashMap<Option<u64>, HashMap<u32, Peer>>,
     cache: HashMap<(u32, u32), Target>,
 }
 
@@ -36,7 +50,7 @@ impl Resolver {
     pub fn new(root: SysRoot) -> Resolver {
         Resolver {
             root,
-            peers: None,
+            peers: HashMap::new(),
             cache: HashMap::new(),
         }
     }
@@ -56,22 +70,25 @@ impl Resolver {
         let unknown = Target {
             kind: FdKind::Unknown,
             name: None,
+            accepted: false,
         };
         let Ok(link) = std::fs::read_link(dir.join("fd").join(fd.to_string())) else {
             return unknown;
         };
         let link = link.as_os_str().as_encoded_bytes();
         if let Some(inode) = bracketed(link, b"socket:[") {
-            let name = self.peer(inode).map(|a| a.to_string());
+            let peer = self.peer(pid, inode);
             return Target {
                 kind: FdKind::Socket,
-                name,
+                name: peer.map(|p| p.remote.to_string()),
+                accepted: peer.is_some_and(|p| p.accepted),
             };
         }
         if link.starts_with(b"pipe:[") {
             return Target {
                 kind: FdKind::Pipe,
                 name: None,
+                accepted: false,
             };
         }
         if link == b"anon_inode:[eventpoll]" && follow_epoll {
@@ -81,6 +98,7 @@ impl Resolver {
             return Target {
                 kind: FdKind::File,
                 name: self.device(pid, fd),
+                accepted: false,
             };
         }
         unknown
@@ -109,18 +127,47 @@ impl Resolver {
             .cloned()
     }
 
-    fn peer(&mut self, inode: u32) -> Option<SocketAddr> {
-        let peers = self.peers.get_or_insert_with(|| {
-            crate::kernel::sockdiag::tcp_connections()
-                .map(|conns| {
-                    conns
-                        .into_iter()
-                        .filter_map(|c| Some((c.inode, c.remote?)))
-                        .collect()
+    fn peer(&mut self, pid: u32, inode: u32) -> Option<Peer> {
+        let ns = self.foreign_netns(pid);
+        let proc = self.root.proc.clone();
+        let peers = self.peers.entry(ns).or_insert_with(|| {
+            let table = match ns {
+                None => sockdiag::tcp_connections()
+                    .and_then(|c| sockdiag::tcp_listening_ports().map(|l| (c, l))),
+                // Opened once, here: the dump joins what this descriptor names.
+                Some(_) => std::fs::File::open(proc.join(format!("{pid}/ns/net")))
+                    .and_then(|f| sockdiag::tcp_table_in(&f)),
+            };
+            let Ok((conns, listening)) = table else {
+                return HashMap::new();
+            };
+            conns
+                .into_iter()
+                .filter_map(|c| {
+                    let accepted = c.local.is_some_and(|l| listening.contains(&l.port()));
+                    Some((
+                        c.inode,
+                        Peer {
+                            remote: c.remote?,
+                            accepted,
+                        },
+                    ))
                 })
-                .unwrap_or_default()
+                .collect()
         });
         peers.get(&inode).copied()
+    }
+
+    /// The network namespace of `pid` when it is not tacho's own (its inode number), from
+    /// the `net:[N]` links; `None` when they are the same or either cannot be read.
+    fn foreign_netns(&self, pid: u32) -> Option<u64> {
+        let ns = |p: std::path::PathBuf| {
+            let link = std::fs::read_link(p).ok()?;
+            bracketed(link.as_os_str().as_encoded_bytes(), b"net:[")
+        };
+        let theirs = ns(self.root.proc.join(format!("{pid}/ns/net")))?;
+        let ours = ns(std::path::PathBuf::from("/proc/self/ns/net"))?;
+        (theirs != ours).then_some(theirs)
     }
 
     /// The block device of the filesystem holding an open file (its name under
@@ -138,7 +185,7 @@ impl Resolver {
 }
 
 /// The number in `prefix` N `]`.
-fn bracketed(link: &[u8], prefix: &[u8]) -> Option<u32> {
+fn bracketed<N: std::str::FromStr>(link: &[u8], prefix: &[u8]) -> Option<N> {
     let digits = link.strip_prefix(prefix)?.strip_suffix(b"]")?;
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
@@ -190,8 +237,9 @@ mod tests {
 
     #[test]
     fn socket_links_give_their_inode() {
-        assert_eq!(bracketed(b"socket:[12345]", b"socket:["), Some(12345));
-        assert_eq!(bracketed(b"socket:[x]", b"socket:["), None);
-        assert_eq!(bracketed(b"pipe:[1]", b"socket:["), None);
+        assert_eq!(bracketed(b"socket:[12345]", b"socket:["), Some(12345u32));
+        assert_eq!(bracketed::<u32>(b"socket:[x]", b"socket:["), None);
+        assert_eq!(bracketed::<u32>(b"pipe:[1]", b"socket:["), None);
+        assert_eq!(bracketed(b"net:[4026531840]", b"net:["), Some(4026531840u64));
     }
 }

@@ -639,6 +639,7 @@ mod tests {
         let p = build(&input, &mut |_, _| Target {
             kind: FdKind::Socket,
             name: Some("10.0.0.5:3306".into()),
+            accepted: false,
         });
         assert_eq!(p.off_cpu_ms, 900.0);
         assert_eq!(p.processes.len(), 1);
@@ -686,6 +687,7 @@ mod tests {
         let p = build(&input, &mut |_, _| Target {
             kind: FdKind::Socket,
             name: Some("10.0.0.5:3306".into()),
+            accepted: false,
         });
         assert_eq!((p.mode, p.on_cpu_ms, p.off_cpu_ms), ("wall", 500.0, 500.0));
         assert_eq!(

@@ -86,7 +86,8 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Connects to 127.0.0.1:PORT and asks one byte at a time, waiting for each answer.
+/// Connects to PORT at 127.0.0.1 (or at its second argument) and asks one byte at a time,
+/// waiting for each answer.
 pub(crate) const CLIENT: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +101,7 @@ __attribute__((noinline)) void ask_server(int s) {
 int main(int argc, char **argv) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[1])) };
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    inet_pton(AF_INET, argc > 2 ? argv[2] : "127.0.0.1", &a.sin_addr);
     if (connect(s, (void *)&a, sizeof a)) return 1;
     printf("%d\n", getpid()); fflush(stdout);
     for (;;) ask_server(s);
@@ -343,9 +344,26 @@ fn an_fsync_loop_waits_on_the_disk_it_writes_to() {
 
 /// A server on 127.0.0.1 that answers each byte after 50 ms; returns its port.
 pub(crate) fn slow_server() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+    slow_server_at(None, "127.0.0.1")
+}
+
+/// A server on `addr` that echoes what it is sent 50 ms later, on a thread of this process
+/// that first joins network namespace `netns` (by its name under /var/run/netns), so its
+/// sockets live there while the test stays in its own.
+pub(crate) fn slow_server_at(netns: Option<&str>, addr: &str) -> u16 {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (netns, addr) = (netns.map(str::to_string), addr.to_string());
     std::thread::spawn(move || {
+        if let Some(ns) = netns {
+            let f = std::fs::File::open(format!("/var/run/netns/{ns}")).unwrap();
+            rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&f),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap();
+        }
+        let listener = std::net::TcpListener::bind((addr.as_str(), 0)).unwrap();
+        tx.send(listener.local_addr().unwrap().port()).unwrap();
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
             std::thread::spawn(move || {
@@ -362,7 +380,7 @@ pub(crate) fn slow_server() -> u16 {
             });
         }
     });
-    port
+    rx.recv().expect("the slow server started")
 }
 
 #[test]

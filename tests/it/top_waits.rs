@@ -336,8 +336,9 @@ fn a_replay_names_the_throttled_cgroup_the_recorder_saw() {
 /// the `waits` section, for programs built here (those of `profile_offcpu`'s tests).
 #[cfg(all(feature = "profile", feature = "bpf"))]
 mod traced {
+    use crate::common::netns::NetnsPair;
     use crate::common::*;
-    use crate::profile_offcpu::{CLIENT, FSYNCER, Program, build, slow_server};
+    use crate::profile_offcpu::{CLIENT, FSYNCER, Program, build, slow_server, slow_server_at};
     use serde_json::Value;
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
@@ -416,17 +417,22 @@ mod traced {
         if !root_or_skip("a_client_of_a_slow_server_is_named_waiting_on_its_address") {
             return;
         }
-        let port = slow_server();
+        // The client and its server each in a network namespace of their own, as a
+        // container and its database would be: the peer is found in the client's namespace.
+        let test = "a_client_of_a_slow_server_is_named_waiting_on_its_address";
+        let pair = NetnsPair::new(test).expect("network namespaces");
+        let port = slow_server_at(Some(&pair.b), &pair.addr_b);
         let dir = tempfile::tempdir().unwrap();
         // A name of its own: profile_offcpu's clients, run beside it, would fold with it.
-        let mut cmd = Command::new(build(dir.path(), "waitclient", CLIENT));
-        cmd.arg(port.to_string());
+        let client = build(dir.path(), "waitclient", CLIENT);
+        let mut cmd = NetnsPair::exec(&pair.a, client.to_str().unwrap());
+        cmd.args([port.to_string(), pair.addr_b.clone()]);
         let program = Program::start(cmd);
         let pid = program.pid;
         let line = waits_line("20", |v| waiting_for(v, pid).is_some())
             .expect("no waiting finding names the client");
         let f = waiting_for(&line, pid).unwrap();
-        let peer = format!("127.0.0.1:{port}");
+        let peer = format!("{}:{port}", pair.addr_b);
         let msg = f["message"].as_str().unwrap();
         assert!(msg.starts_with(&format!("waitclient (pid {pid}")), "{msg}");
         assert!(
@@ -446,7 +452,7 @@ mod traced {
         assert!(net["pct"].as_f64().unwrap() >= 80.0, "{row}");
         let mean = net["mean_wait_ms"].as_f64().unwrap();
         assert!((45.0..=500.0).contains(&mean), "{row}");
-        // The server side (this test's threads) waits on its client: `clients`, never named.
+        // The server side (this test's threads) is never named.
         let me = std::process::id();
         assert!(waiting_for(&line, me).is_none(), "{line}");
     }

@@ -359,7 +359,6 @@ mod live {
                 }
             }
             let mut resolver = Resolver::new(root.clone());
-            let mut inbound: Option<HashSet<String>> = None;
             let mut parts = Vec::new();
             for (key, ns, count) in super::grown(&self.prev, &now) {
                 let (tgid, tid, state, call, fd) = key;
@@ -370,16 +369,10 @@ mod live {
                     _ => None,
                 };
                 let kind = target.as_ref().map_or(FdKind::Unknown, |t| t.kind);
+                let accepted = target.as_ref().is_some_and(|t| t.accepted);
                 let mut on = target.and_then(|t| t.name);
                 let class = match why::classify(&[], state, call, kind) {
-                    Why::Network => {
-                        let peers = inbound.get_or_insert_with(accepted_peers);
-                        if on.as_ref().is_some_and(|p| peers.contains(p)) {
-                            WaitClass::Clients
-                        } else {
-                            WaitClass::Network
-                        }
-                    }
+                    Why::Network if accepted => WaitClass::Clients,
                     w => class_of(w),
                 };
                 if !matches!(class, WaitClass::Network | WaitClass::Disk) {
@@ -413,18 +406,6 @@ mod live {
             self.prev = now;
             super::aggregate(parts, read.lost_waits)
         }
-    }
-
-    /// The remote ends of connections accepted on a local listening port (sock_diag, read
-    /// only in an interval with a network wait).
-    fn accepted_peers() -> HashSet<String> {
-        let listening = crate::kernel::sockdiag::tcp_listening_ports().unwrap_or_default();
-        crate::kernel::sockdiag::tcp_connections()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c.local.is_some_and(|l| listening.contains(&l.port())))
-            .filter_map(|c| c.remote.map(|r| r.to_string()))
-            .collect()
     }
 
     fn class_of(w: Why) -> WaitClass {
