@@ -41,9 +41,20 @@ pub struct ExperimentArgs {
     #[arg(long, value_name = "NAME")]
     pub figure: Option<String>,
 
-    /// Rounds of each side, baseline and changed, in turns (after one warm-up round)
-    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=1000))]
-    pub rounds: u32,
+    /// Rounds of each side, baseline and changed, in turns (after one warm-up round), exactly.
+    /// Without it: 5, then more until the effect's 95% interval is within --precision, up to
+    /// --max-rounds
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub rounds: Option<u32>,
+
+    /// Without --rounds: add rounds until the 95% interval of the effect is this many percent
+    /// of the baseline either side, or narrower
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, conflicts_with = "rounds", value_parser = precision)]
+    pub precision: f64,
+
+    /// Without --rounds: the most rounds of each side that --precision may take
+    #[arg(long, value_name = "N", default_value_t = 20, conflicts_with = "rounds", value_parser = clap::value_parser!(u32).range(5..=1000))]
+    pub max_rounds: u32,
 
     /// Change the settings without asking (needed when stdin is not a terminal)
     #[arg(long)]
@@ -56,4 +67,14 @@ pub struct ExperimentArgs {
     /// Print one JSON document (schema tacho.experiment.v1) on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+/// A precision in percent: above 0, at most 100.
+fn precision(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a precision: give a percentage above 0 and at most 100, e.g. 5"
+        )),
+    }
 }

@@ -5,13 +5,16 @@
 use super::interrupt::{self, EXIT_INTERRUPTED};
 use crate::cli::ExperimentArgs;
 use crate::experiment::command::{self, Commands};
-use crate::experiment::{self, Observer, Plan, journal, measure::Measure, report};
+use crate::experiment::{self, Observer, Plan, Rounds, journal, measure::Measure, report};
 use crate::kernel::SysRoot;
 use crate::text::Escaped;
 use crate::tune::Change;
 use anyhow::{Result, bail};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+
+/// Rounds of each side always run when `--rounds` is not given (the issue's "at least 5").
+const DEFAULT_ROUNDS: u32 = 5;
 
 struct Stderr;
 
@@ -91,10 +94,14 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
             );
         }
         let what = experiment::describe(&plan);
+        let rounds = if plan.rounds.min == plan.rounds.max {
+            plan.rounds.min.to_string()
+        } else {
+            format!("{} to {}", plan.rounds.min, plan.rounds.max)
+        };
         eprint!(
-            "apply {what} in turns with the current value ({} rounds each), and revert it at \
-             the end? [y/N] ",
-            plan.rounds
+            "apply {what} in turns with the current value ({rounds} rounds each), and revert it \
+             at the end? [y/N] "
         );
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer)?;
@@ -187,7 +194,14 @@ fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<Plan> {
         changes,
         commands,
         measure,
-        rounds: args.rounds,
+        rounds: match args.rounds {
+            Some(n) => Rounds::fixed(n),
+            None => Rounds {
+                min: DEFAULT_ROUNDS.min(args.max_rounds),
+                max: args.max_rounds,
+                precision_pct: Some(args.precision),
+            },
+        },
         root,
         exe: std::env::current_exe()?,
         journal_dir: journal::dir(),

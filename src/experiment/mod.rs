@@ -40,14 +40,60 @@ pub struct Plan {
     pub commands: Option<Commands>,
     /// How each round is measured.
     pub measure: Measure,
-    /// Rounds of each side (baseline and changed).
-    pub rounds: u32,
+    /// How many rounds of each side (baseline and changed).
+    pub rounds: Rounds,
     /// Where the settings live.
     pub root: SysRoot,
     /// tacho itself, which runs the measuring commands.
     pub exe: PathBuf,
     /// The journal directory.
     pub journal_dir: PathBuf,
+}
+
+/// How many rounds of each side an experiment runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rounds {
+    /// Rounds always run.
+    pub min: u32,
+    /// Rounds at most.
+    pub max: u32,
+    /// Past `min`, rounds are added until the effect's 95% interval is this many percent of
+    /// the baseline either side. The rule looks at the interval's width only, never at the
+    /// effect or its p-value: stopping at the first significant round would call noise a win
+    /// far more often than 5% of the time.
+    pub precision_pct: Option<f64>,
+}
+
+impl Rounds {
+    /// Exactly `n` rounds a side (`--rounds`).
+    pub fn fixed(n: u32) -> Rounds {
+        Rounds {
+            min: n,
+            max: n,
+            precision_pct: None,
+        }
+    }
+
+    /// Whether `baseline` and `changed` (the same length) are enough.
+    fn enough(&self, baseline: &[f64], changed: &[f64]) -> bool {
+        let n = baseline.len() as u32;
+        if n < self.min {
+            return false;
+        }
+        if n >= self.max {
+            return true;
+        }
+        self.precision_pct
+            .is_none_or(|want| half_width_pct(baseline, changed).is_some_and(|w| w <= want))
+    }
+}
+
+/// Half the width of the 95% interval of the difference of the means, in percent of the
+/// baseline's mean; `None` without two rounds a side or a positive baseline.
+fn half_width_pct(baseline: &[f64], changed: &[f64]) -> Option<f64> {
+    let base = crate::stats::mean(baseline).filter(|m| *m > 0.0)?;
+    let d = crate::stats::difference_of_means(baseline, changed)?;
+    Some((d.ci95_high - d.ci95_low) / 2.0 / base * 100.0)
 }
 
 /// Why an experiment stopped.
@@ -129,6 +175,8 @@ pub struct Outcome {
     pub figure: Option<String>,
     /// True for throughput, false for times and CPU use; `None` when no round finished.
     pub higher_is_better: Option<bool>,
+    /// The rounds planned: at least, at most, and the precision that adds rounds between.
+    pub rounds: Rounds,
     /// The baseline's rounds, in order (the warm-up left out).
     pub baseline: Vec<f64>,
     /// The changed rounds, in order.
@@ -268,6 +316,7 @@ pub fn run(
                 measure: plan.measure.describe(),
                 figure: figure.map(|f| f.name),
                 higher_is_better: higher,
+                rounds: plan.rounds,
                 baseline,
                 changed,
                 reverted: true,
@@ -291,14 +340,14 @@ pub fn run(
     }
 }
 
-type Rounds = (Vec<f64>, Vec<f64>, Option<measure::Figure>, bool);
+type Measured = (Vec<f64>, Vec<f64>, Option<measure::Figure>, bool);
 
 fn rounds(
     plan: &Plan,
     applied: &Applied,
     stop: &AtomicBool,
     observer: &mut dyn Observer,
-) -> Result<Rounds, ExperimentError> {
+) -> Result<Measured, ExperimentError> {
     let names = describe(plan);
     let (mut baseline, mut changed, mut figure) = (Vec::new(), Vec::new(), None);
     // Ctrl-C reaches the measuring child too: its failure then is the interruption.
@@ -315,7 +364,11 @@ fn rounds(
     if measure()?.is_none() {
         return Ok((baseline, changed, figure, true));
     }
-    for round in 1..=plan.rounds {
+    let planned = &plan.rounds;
+    for round in 1.. {
+        if planned.enough(&baseline, &changed) {
+            break;
+        }
         if stop.load(Ordering::Relaxed) {
             return Ok((baseline, changed, figure, true));
         }
@@ -328,15 +381,26 @@ fn rounds(
         let Some(b) = b? else {
             return Ok((baseline, changed, figure, true));
         };
+        baseline.push(a.value);
+        changed.push(b.value);
+        // Past the rounds always run, the line says how wide the interval is against the
+        // precision that adds rounds.
+        let of = match (planned.precision_pct, round >= planned.min) {
+            (Some(want), true) => format!(
+                "{round} (of {}-{}; interval \u{b1}{}%, wanted \u{b1}{want}%)",
+                planned.min,
+                planned.max,
+                half_width_pct(&baseline, &changed).map_or("-".into(), |w| format!("{w:.1}"))
+            ),
+            (Some(_), false) => format!("{round}/{}-{}", planned.min, planned.max),
+            (None, _) => format!("{round}/{}", planned.max),
+        };
         observer.line(&format!(
-            "round {round}/{}: baseline {} {}, changed {}",
-            plan.rounds,
+            "round {of}: baseline {} {}, changed {}",
             a.name,
             short(a.value),
             short(b.value)
         ));
-        baseline.push(a.value);
-        changed.push(b.value);
         figure = Some(b);
     }
     Ok((baseline, changed, figure, stop.load(Ordering::Relaxed)))
@@ -379,4 +443,68 @@ pub fn recover(root: &SysRoot, dir: &Path) -> Result<Vec<journal::Restored>, Jou
         out.push(journal::restore(root, stale?));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_rounds_stop_at_their_number() {
+        let r = Rounds::fixed(3);
+        assert!(!r.enough(&[1.0, 2.0], &[1.0, 2.0]));
+        assert!(r.enough(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]));
+    }
+
+    #[test]
+    fn adaptive_rounds_stop_when_the_interval_is_narrow_or_at_the_most() {
+        let r = Rounds {
+            min: 3,
+            max: 6,
+            precision_pct: Some(5.0),
+        };
+        let steady = [100.0, 101.0, 99.0];
+        assert!(!r.enough(&steady[..2], &steady[..2]), "fewer than min");
+        assert!(r.enough(&steady, &[100.0, 100.5, 99.5]), "±1%: narrow");
+        let wild = [100.0, 150.0, 60.0, 130.0, 70.0];
+        assert!(!r.enough(&wild[..3], &wild[..3]), "wide: more rounds");
+        assert!(!r.enough(&wild, &wild));
+        let six = [100.0, 150.0, 60.0, 130.0, 70.0, 120.0];
+        assert!(r.enough(&six, &six), "the most");
+        // A baseline with no positive mean has no percentage: the most rounds run.
+        assert!(!r.enough(&[0.0; 3], &[0.0; 3]));
+    }
+
+    /// Rounds added for a narrower interval must not turn noise into wins: the stop looks at
+    /// the width only. 400 experiments of a change with no effect, 5% noise, 5 to 20 rounds
+    /// until ±2%: at most one in 20 judged a win or a loss (the 19 of 20).
+    #[test]
+    fn adding_rounds_for_precision_does_not_call_noise_an_effect() {
+        let mut rng = fastrand::Rng::with_seed(32);
+        let mut noise = || {
+            let (u1, u2) = (rng.f64().max(1e-12), rng.f64());
+            100.0 * (1.0 + 0.05 * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos())
+        };
+        let r = Rounds {
+            min: 5,
+            max: 20,
+            precision_pct: Some(2.0),
+        };
+        let (mut judged, mut longer) = (0, 0);
+        for _ in 0..400 {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            while !r.enough(&a, &b) {
+                a.push(noise());
+                b.push(noise());
+            }
+            longer += usize::from(a.len() > 5);
+            let e = verdict::judge(&a, &b, true).unwrap();
+            judged += usize::from(e.verdict != verdict::Verdict::NoEffect);
+        }
+        assert!(
+            longer > 200,
+            "5% noise needs more than 5 rounds for ±2%: {longer}"
+        );
+        assert!(judged <= 20, "{judged} of 400 judged an effect");
+    }
 }

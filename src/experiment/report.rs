@@ -95,6 +95,22 @@ fn persist(o: &Outcome) -> String {
     out.join("; ")
 }
 
+/// Why the rounds stopped where they did, when their number was not fixed: the interval
+/// narrowed to the precision, or the most rounds ran with the noise still wider.
+fn rounds_line(o: &Outcome) -> Option<String> {
+    let (r, e) = (&o.rounds, o.effect.as_ref()?);
+    let want = r.precision_pct?;
+    let (n, half) = (o.baseline.len(), (e.ci95_high_pct - e.ci95_low_pct) / 2.0);
+    Some(if half <= want {
+        format!("rounds: {n} a side, until the interval was \u{b1}{half:.1}% (--precision {want}%)")
+    } else {
+        format!(
+            "rounds: {n} a side, the most (--max-rounds); the interval is still \u{b1}{half:.1}%, \
+             wider than --precision {want}%: the measure is noisier than that here"
+        )
+    })
+}
+
 /// The whole report.
 pub fn text(o: &Outcome, w: &mut dyn Write) -> io::Result<()> {
     let list = |xs: &[f64]| xs.iter().map(|x| short(*x)).collect::<Vec<_>>().join(" ");
@@ -108,6 +124,9 @@ pub fn text(o: &Outcome, w: &mut dyn Write) -> io::Result<()> {
     for c in &o.changes {
         writeln!(w, "baseline {}: {}", c.side(false), list(&o.baseline))?;
         writeln!(w, "changed  {}: {}", c.side(true), list(&o.changed))?;
+    }
+    if let Some(line) = rounds_line(o) {
+        writeln!(w, "{line}")?;
     }
     if o.interrupted {
         writeln!(w, "interrupted: only the rounds above ran")?;
@@ -131,6 +150,7 @@ mod tests {
             measure: "top".into(),
             figure: Some("workload system CPU (s)".into()),
             higher_is_better: Some(false),
+            rounds: crate::experiment::Rounds::fixed(2),
             baseline: vec![1.0, 1.1],
             changed: vec![0.5, 0.6],
             effect: Some(Effect {
@@ -195,6 +215,28 @@ mod tests {
         assert!(
             line.ends_with("a loss, leave it at thp.enabled=always"),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn adaptive_rounds_say_why_they_stopped() {
+        let mut o = outcome(Verdict::NoEffect, vec![thp()]);
+        assert_eq!(rounds_line(&o), None, "fixed rounds need no word");
+        o.rounds = crate::experiment::Rounds {
+            min: 5,
+            max: 20,
+            precision_pct: Some(5.0),
+        };
+        assert_eq!(
+            rounds_line(&o).unwrap(),
+            "rounds: 2 a side, until the interval was \u{b1}3.0% (--precision 5%)"
+        );
+        o.rounds.precision_pct = Some(2.0);
+        assert!(
+            rounds_line(&o)
+                .unwrap()
+                .contains("the most (--max-rounds); the interval is still \u{b1}3.0%"),
+            "{o:?}"
         );
     }
 }

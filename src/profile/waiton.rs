@@ -240,6 +240,9 @@ mod tests {
         assert_eq!(bracketed(b"socket:[12345]", b"socket:["), Some(12345u32));
         assert_eq!(bracketed::<u32>(b"socket:[x]", b"socket:["), None);
         assert_eq!(bracketed::<u32>(b"pipe:[1]", b"socket:["), None);
-        assert_eq!(bracketed(b"net:[4026531840]", b"net:["), Some(4026531840u64));
+        assert_eq!(
+            bracketed(b"net:[4026531840]", b"net:["),
+            Some(4026531840u64)
+        );
     }
 }

@@ -240,6 +240,89 @@ fn state_commands(state: &Path) -> (String, String) {
     )
 }
 
+/// Issue 34: without `--rounds`, rounds are added past the first five while the effect's
+/// interval is wider than `--precision`, up to `--max-rounds`, and the report says which of
+/// the two stopped them.
+#[test]
+fn without_rounds_rounds_are_added_until_the_interval_is_narrow_or_the_most_ran() {
+    if !is_root() {
+        skip("experiment runs as root only");
+        return;
+    }
+    let (_home, journal) = journal_home();
+    let run = |workload: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--change-cmd",
+            "true",
+            "--revert-cmd",
+            "true",
+            "--measure",
+            "top",
+            "--workload",
+            workload,
+            "--yes",
+            "--json",
+        ];
+        args.extend(extra);
+        let v = json_ok(&experiment(&journal, &args));
+        let n = v["baseline"].as_array().unwrap().len();
+        assert_eq!(v["changed"].as_array().unwrap().len(), n, "{v}");
+        (v, n)
+    };
+    // Wall times of 10 to 90 ms (the shell's pid picks them): never within ±0.5%.
+    let (v, n) = run(
+        "sleep 0.0$(( $$ % 9 + 1 ))",
+        &["--precision", "0.5", "--max-rounds", "7"],
+    );
+    assert_eq!(n, 7, "{v}");
+    assert_eq!(v["rounds"]["max"], 7, "{v}");
+    // A steady 200 ms sleep (a loaded machine adds tens of ms) is within ±100% at once: the
+    // five rounds always run, no more.
+    let (v, n) = run("sleep 0.2", &["--precision", "100"]);
+    assert_eq!(n, 5, "{v}");
+    assert_eq!(v["rounds"]["min"], 5, "{v}");
+    // The text says why the rounds stopped.
+    let o = experiment(
+        &journal,
+        &[
+            "--change-cmd",
+            "true",
+            "--revert-cmd",
+            "true",
+            "--measure",
+            "top",
+            "--workload",
+            "sleep 0.0$(( $$ % 9 + 1 ))",
+            "--precision",
+            "0.5",
+            "--max-rounds",
+            "5",
+            "--yes",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("rounds: 5 a side, the most (--max-rounds); the interval is still"),
+        "{}",
+        stdout(&o)
+    );
+    // --rounds is exact, and says it does not mix with the adaptive flags.
+    let o = tacho()
+        .args([
+            "experiment",
+            "--change",
+            "vm.swappiness=1",
+            "--measure",
+            "bench cpu",
+        ])
+        .args(["--rounds", "3", "--precision", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--precision"), "{}", stderr(&o));
+    assert_empty(&journal);
+}
+
 /// Issue 34: `--change-cmd`/`--revert-cmd` run as a catalogue setting does: applied and
 /// reverted once before measuring, the warm-up and the baseline rounds with the revert's
 /// state, each changed round with the change's, and reverted at the end.
