@@ -26,6 +26,12 @@ pub struct ExperimentArgs {
     #[arg(long)]
     pub together: bool,
 
+    /// A series: after the first change, try SETTING=VALUE against the settings kept so far
+    /// (each step kept only if it was a win), and say what the kept steps gained together and
+    /// when the last steps stopped paying off. Repeat for more steps
+    #[arg(long, value_name = "SETTING=VALUE")]
+    pub then: Vec<String>,
+
     /// What measures each round: a tacho measuring command ('bench disk /data --suite oltp',
     /// 'bench cpu', 'bench mem', 'time CMD'), judged by its headline figure, or top (CPU
     /// figures over the run of --workload)
@@ -61,7 +67,7 @@ pub struct ExperimentArgs {
     pub yes: bool,
 
     /// Restore what an experiment that was killed left changed (from its journal), and exit
-    #[arg(long, conflicts_with_all = ["change", "change_cmd", "revert_cmd", "measure", "workload", "figure", "together"])]
+    #[arg(long, conflicts_with_all = ["change", "change_cmd", "revert_cmd", "measure", "workload", "figure", "together", "then"])]
     pub recover: bool,
 
     /// Print one JSON document (schema tacho.experiment.v1) on stdout

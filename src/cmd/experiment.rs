@@ -5,7 +5,7 @@
 use super::interrupt::{self, EXIT_INTERRUPTED};
 use crate::cli::ExperimentArgs;
 use crate::experiment::command::{self, Commands};
-use crate::experiment::{self, Observer, Plan, Rounds, journal, measure::Measure, report};
+use crate::experiment::{self, Observer, Plan, Rounds, journal, measure::Measure, report, series};
 use crate::kernel::SysRoot;
 use crate::text::Escaped;
 use crate::tune::Change;
@@ -85,7 +85,7 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
             ExitCode::FAILURE
         });
     }
-    let plan = resolve(args, root)?;
+    let (plan, then) = resolve(args, root)?;
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             bail!(
@@ -93,7 +93,10 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
                  terminal to ask on)"
             );
         }
-        let what = experiment::describe(&plan);
+        let what = std::iter::once(experiment::describe(&plan))
+            .chain(then.iter().map(|c| c.describe()))
+            .collect::<Vec<_>>()
+            .join(", then ");
         let rounds = if plan.rounds.min == plan.rounds.max {
             plan.rounds.min.to_string()
         } else {
@@ -110,23 +113,37 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
         }
     }
     let stop = interrupt::stop_flag()?;
-    let outcome = experiment::run(&plan, &stop, &mut Stderr)?;
     let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &outcome)?;
-        writeln!(out)?;
+    let interrupted = if then.is_empty() {
+        let outcome = experiment::run(&plan, &stop, &mut Stderr)?;
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, &outcome)?;
+        } else {
+            report::text(&outcome, &mut out)?;
+        }
+        outcome.interrupted
     } else {
-        report::text(&outcome, &mut out)?;
+        let outcome = series::run(&plan, &then, &stop, &mut Stderr)?;
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, &outcome)?;
+        } else {
+            report::series_text(&outcome, &mut out)?;
+        }
+        outcome.interrupted
+    };
+    if args.json {
+        writeln!(out)?;
     }
-    Ok(if outcome.interrupted {
+    Ok(if interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {
         ExitCode::SUCCESS
     })
 }
 
-/// Checks everything before anything changes; each error is one line with the fix.
-fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<Plan> {
+/// Checks everything before anything changes; each error is one line with the fix. Returns
+/// the plan and the steps of a series after it (`--then`).
+fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<(Plan, Vec<Change>)> {
     let commands = match (&args.change_cmd, &args.revert_cmd) {
         (Some(apply), Some(revert)) => {
             command::check("--change-cmd", apply)?;
@@ -167,10 +184,17 @@ fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<Plan> {
         .iter()
         .map(|c| Change::parse(c))
         .collect::<Result<Vec<_>, _>>()?;
-    for (i, c) in changes.iter().enumerate() {
-        if changes[..i].iter().any(|d| d.setting == c.setting) {
+    let then = args
+        .then
+        .iter()
+        .map(|c| Change::parse(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let all: Vec<&Change> = changes.iter().chain(&then).collect();
+    for (i, c) in all.iter().enumerate() {
+        if all[..i].iter().any(|d| d.setting == c.setting) {
             bail!(
-                "{} is given twice; give each setting once",
+                "{} is given twice; give each setting once (a series tries each setting in \
+                 one step)",
                 c.setting.name()
             );
         }
@@ -187,10 +211,10 @@ fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<Plan> {
         bail!("experiment changes kernel settings: run it as root");
     }
     // Every setting must exist here before anything changes.
-    for c in &changes {
+    for c in &all {
         c.setting.read(&root)?;
     }
-    Ok(Plan {
+    let plan = Plan {
         changes,
         commands,
         measure,
@@ -205,5 +229,6 @@ fn resolve(args: &ExperimentArgs, root: SysRoot) -> Result<Plan> {
         root,
         exe: std::env::current_exe()?,
         journal_dir: journal::dir(),
-    })
+    };
+    Ok((plan, then))
 }

@@ -237,7 +237,10 @@ impl Dir {
 
     /// Writes `record` as a new journal and locks it.
     pub fn write(&self, record: &Record) -> Result<Held, JournalError> {
-        let name = format!("{}-{}.json", record.started_unix_s, record.pid);
+        // A series holds its own journal beside each step's, written in the same second.
+        static WRITTEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{}-{}-{n}.json", record.started_unix_s, record.pid);
         let path = self.path.join(&name);
         let text = serde_json::to_vec_pretty(record)
             .map_err(|e| JournalError::Invalid(path.clone(), e.to_string()))?;

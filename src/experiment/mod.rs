@@ -12,6 +12,7 @@ pub mod command;
 pub mod journal;
 pub mod measure;
 pub mod report;
+pub mod series;
 pub mod verdict;
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 
 use std::io::{self, Write};
 
+use super::series::SeriesOutcome;
 use super::verdict::Verdict;
 use super::{Outcome, short};
 use crate::compare::format_p;
@@ -133,6 +134,53 @@ pub fn text(o: &Outcome, w: &mut dyn Write) -> io::Result<()> {
     }
     if o.reverted {
         writeln!(w, "reverted and read back; the journal is removed")?;
+    }
+    Ok(())
+}
+
+/// A series: each step's verdict (kept or left out), what the kept steps gained together,
+/// and whether the last steps stopped paying off.
+pub fn series_text(o: &SeriesOutcome, w: &mut dyn Write) -> io::Result<()> {
+    for (i, s) in o.steps.iter().enumerate() {
+        let mark = if s.kept { "kept" } else { "left out" };
+        writeln!(w, "step {}: {} [{mark}]", i + 1, verdict_line(&s.outcome))?;
+    }
+    let figure = o
+        .steps
+        .iter()
+        .find_map(|s| s.outcome.figure.as_deref())
+        .unwrap_or("-");
+    let kept = o.steps.iter().filter(|s| s.kept).count();
+    match o.cumulative_pct {
+        Some(c) => writeln!(
+            w,
+            "together: {kept} kept step{} {} {} on {} (each step's effect compounded; each \
+             measured against the steps kept before it)",
+            if kept == 1 { "" } else { "s" },
+            if kept == 1 { "gives" } else { "give" },
+            pct(c),
+            Escaped(figure)
+        )?,
+        None => writeln!(w, "together: no step was a win; nothing to keep")?,
+    }
+    if o.unpaid_steps > 0 && kept > 0 {
+        writeln!(
+            w,
+            "the last {} step{} paid nothing beyond noise: the returns have diminished, stop \
+             at step {}",
+            o.unpaid_steps,
+            if o.unpaid_steps == 1 { "" } else { "s" },
+            o.steps.len() - o.unpaid_steps
+        )?;
+    }
+    if o.interrupted {
+        writeln!(w, "interrupted: only the steps above ran")?;
+    }
+    if o.reverted {
+        writeln!(
+            w,
+            "every setting of the series reverted and read back; the journals are removed"
+        )?;
     }
     Ok(())
 }

@@ -437,3 +437,93 @@ fn a_killed_command_experiment_is_reverted_by_recover() {
     assert_eq!(std::fs::read_to_string(&state).unwrap(), "base\n");
     assert_empty(&journal);
 }
+
+/// Issue 34: a series (`--then`) keeps a step that wins, leaves out one that loses, measures
+/// each step against the steps kept before it, says what the kept steps gave together and
+/// that the last step paid nothing, and puts every setting back. The settings are the
+/// read-ahead of two loop devices of the test's own; the workload sleeps as long as their sum
+/// says, so the first step (256 → 32 KiB on A) is a win and the second (128 → 512 KiB on B) a
+/// loss, whatever the noise.
+#[test]
+fn a_series_keeps_the_win_leaves_out_the_loss_and_reverts_everything() {
+    if !is_root() {
+        skip("experiment runs as root only");
+        return;
+    }
+    let shm = Path::new("/dev/shm");
+    let (Some(a), Some(b)) = (
+        LoopDev::new_in("series a", 16 << 20, shm),
+        LoopDev::new_in("series b", 16 << 20, shm),
+    ) else {
+        return;
+    };
+    let ra = |d: &LoopDev| format!("/sys/block/{}/queue/read_ahead_kb", d.name());
+    std::fs::write(ra(&a), "256").unwrap();
+    std::fs::write(ra(&b), "128").unwrap();
+    let (_home, journal) = journal_home();
+    let workload = format!(
+        "sleep $(cat {} {} | awk '{{s += $1}} END {{print s / 1000}}')",
+        ra(&a),
+        ra(&b)
+    );
+    let o = experiment(
+        &journal,
+        &[
+            "--change",
+            &format!("block.{}.read_ahead_kb=32", a.name()),
+            "--then",
+            &format!("block.{}.read_ahead_kb=512", b.name()),
+            "--measure",
+            "top",
+            "--workload",
+            &workload,
+            "--rounds",
+            "5",
+            "--yes",
+            "--json",
+        ],
+    );
+    let v = json_ok(&o);
+    assert_eq!(v["schema"], "tacho.experiment-series.v1", "{v}");
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{v}");
+    assert_eq!(
+        (&steps[0]["effect"]["verdict"], &steps[0]["kept"]),
+        (&"win".into(), &true.into()),
+        "{v}"
+    );
+    assert_eq!(
+        (&steps[1]["effect"]["verdict"], &steps[1]["kept"]),
+        (&"loss".into(), &false.into()),
+        "{v}"
+    );
+    // Step 2's baseline ran with step 1 kept: 32 + 128 KiB, 0.16 s, not the first 0.384 s.
+    let base2 = steps[1]["baseline"][0].as_f64().unwrap();
+    assert!(base2 < 0.3, "{v}");
+    // 0.384 s → 0.16 s: about −58%.
+    let together = v["cumulative_pct"].as_f64().unwrap();
+    assert!((-75.0..-40.0).contains(&together), "{v}");
+    assert_eq!(v["unpaid_steps"], 1, "{v}");
+    assert_eq!(v["reverted"], true, "{v}");
+    let now = |d: &LoopDev| std::fs::read_to_string(ra(d)).unwrap().trim().to_string();
+    assert_eq!((now(&a), now(&b)), ("256".into(), "128".into()));
+    assert_empty(&journal);
+    // The same setting twice in a series is refused before anything changes.
+    let o = experiment(
+        &journal,
+        &[
+            "--change",
+            &format!("block.{}.read_ahead_kb=32", a.name()),
+            "--then",
+            &format!("block.{}.read_ahead_kb=64", a.name()),
+            "--measure",
+            "top",
+            "--workload",
+            "true",
+            "--yes",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is given twice"), "{}", stderr(&o));
+    assert_eq!(now(&a), "256");
+}
