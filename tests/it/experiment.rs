@@ -527,3 +527,54 @@ fn a_series_keeps_the_win_leaves_out_the_loss_and_reverts_everything() {
     assert!(stderr(&o).contains("is given twice"), "{}", stderr(&o));
     assert_eq!(now(&a), "256");
 }
+
+/// Issue 34: a series killed with SIGKILL in its second step, with its first step (a command
+/// pair) kept, is reverted by `--recover` from the series' journal: the kept command's revert
+/// runs and the second step's setting is restored.
+#[test]
+fn a_killed_series_is_reverted_by_recover_with_its_kept_steps() {
+    if !is_root() {
+        skip("experiment runs as root only");
+        return;
+    }
+    let Some(dev) = LoopDev::new_in("series kill", 16 << 20, Path::new("/dev/shm")) else {
+        return;
+    };
+    let ra = format!("/sys/block/{}/queue/read_ahead_kb", dev.name());
+    std::fs::write(&ra, "128").unwrap();
+    let (home, journal) = journal_home();
+    let state = home.path().join("state");
+    std::fs::write(&state, "0.2\n").unwrap();
+    let mut c = tacho();
+    c.env("TACHO_EXPERIMENT_DIR", &journal)
+        .arg("experiment")
+        .arg("--change-cmd")
+        .arg(format!("echo 0.02 > {}", state.display()))
+        .arg("--revert-cmd")
+        .arg(format!("echo 0.2 > {}", state.display()))
+        .args(["--then", &format!("block.{}.read_ahead_kb=512", dev.name())])
+        .args(["--measure", "top", "--workload"])
+        .arg(format!("sleep $(cat {})", state.display()))
+        .args(["--rounds", "5", "--yes"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    // Step 2 applies its change (with step 1 kept): wait until both hold.
+    let start = std::time::Instant::now();
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let state_path = state.to_str().unwrap();
+    while !(read(&ra).trim() == "512" && read(state_path).trim() == "0.02") {
+        assert!(
+            start.elapsed().as_secs() < 60 && child.try_wait().unwrap().is_none(),
+            "step 2 never ran with step 1 kept"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let o = experiment(&journal, &["--recover"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read(&ra).trim(), "128", "{}", stdout(&o));
+    assert_eq!(read(state_path).trim(), "0.2", "{}", stdout(&o));
+    assert_empty(&journal);
+}
