@@ -16,20 +16,42 @@ fn main() {
         None
     };
     if commit.is_some() {
-        // Built again when HEAD moves: a checkout rewrites HEAD, a commit a branch's ref (a
-        // loose one under refs/heads, or packed-refs after `git pack-refs`).
-        for name in ["HEAD", "refs/heads", "packed-refs"] {
-            let path = git(
-                dir,
-                &["rev-parse", "--path-format=absolute", "--git-path", name],
-            );
-            if let Some(path) = path.filter(|p| Path::new(p).exists()) {
-                println!("cargo:rerun-if-changed={path}");
-            }
+        for path in watched(dir) {
+            println!("cargo:rerun-if-changed={path}");
         }
     }
     let commit = commit.map_or_else(|| "unknown commit".to_string(), |c| format!("commit {c}"));
     println!("cargo:rustc-env=TACHO_COMMIT={commit}");
+}
+
+/// The files that change when HEAD moves: HEAD itself (a checkout, or a commit on a detached
+/// HEAD) and the current branch's ref (a commit): its loose file, or while the ref is packed
+/// (no loose file yet, which Cargo would take as changed at every build) the directory its
+/// file will be made in, and packed-refs. Only this branch's: other worktrees of the same
+/// repository commit to theirs without rebuilding this one.
+fn watched(dir: &Path) -> Vec<String> {
+    let git_path = |name: &str| {
+        git(
+            dir,
+            &["rev-parse", "--path-format=absolute", "--git-path", name],
+        )
+    };
+    let mut paths: Vec<String> = ["HEAD", "packed-refs"]
+        .iter()
+        .filter_map(|n| git_path(n))
+        .collect();
+    if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"])
+        && let Some(loose) = git_path(&branch)
+    {
+        let loose = Path::new(&loose);
+        if loose.exists() {
+            paths.push(loose.display().to_string());
+        } else if let Some(parent) = loose.parent() {
+            paths.push(parent.display().to_string());
+        }
+    }
+    paths.retain(|p| Path::new(p).exists());
+    paths
 }
 
 /// What `git -C dir ARGS` prints, trimmed; `None` when git is missing or fails.
