@@ -29,11 +29,13 @@ pub use report::{ReportArgs, ReportDiskArgs, ReportWhat};
 #[cfg(test)]
 mod plan_tests;
 
-/// The version and the features this build has, for `--version`.
+/// The version, the commit it was built from (build.rs) and the features this build has, for
+/// `--version`.
 static LONG_VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         env!("CARGO_PKG_VERSION"),
+        env!("TACHO_COMMIT"),
         crate::features::summary()
     )
 });
@@ -43,7 +45,7 @@ static LONG_VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 #[command(
     name = "tacho",
     version,
-    // `--version` adds the features built in (`-V` stays the version alone).
+    // `--version` adds the commit and the features built in (`-V` stays the version alone).
     long_version = LONG_VERSION.as_str(),
     about = "How fast this Linux server really is, and what is slowing it down",
     propagate_version = true,

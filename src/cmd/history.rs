@@ -22,6 +22,8 @@ use crate::report::top::{text, write_json_line};
 
 /// The unit `--print-unit` prints and `contrib/` ships.
 const UNIT: &str = include_str!("../../contrib/tacho-record.service");
+/// The binary the unit's ExecStart runs.
+const PACKAGED: &str = "/usr/bin/tacho";
 /// Intervals judged before a replayed moment, so a device's await baseline is as it was live.
 const BASELINE_INTERVALS: usize = 60;
 
@@ -29,6 +31,18 @@ const BASELINE_INTERVALS: usize = 60;
 pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode> {
     if args.print_unit {
         print!("{UNIT}");
+        // The unit runs the package's binary; one copied elsewhere by hand needs ExecStart
+        // edited (a unit that ran whatever path tacho was started from could run, as root, a
+        // file another user may replace).
+        if let Ok(exe) = std::env::current_exe()
+            && exe != std::path::Path::new(PACKAGED)
+        {
+            eprintln!(
+                "note: the unit's ExecStart runs {PACKAGED} (where the Debian package puts \
+                 tacho); this binary is {}: edit ExecStart if it stays there",
+                crate::text::Escaped(&exe.to_string_lossy())
+            );
+        }
         return Ok(ExitCode::SUCCESS);
     }
     // The flag, else the config file, else the default (`Settings` chose).

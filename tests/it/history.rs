@@ -514,7 +514,57 @@ fn print_unit_prints_the_shipped_unit() {
     assert!(o.status.success());
     let unit = std::fs::read_to_string("contrib/tacho-record.service").unwrap();
     assert_eq!(stdout(&o), unit);
-    assert!(unit.contains("ExecStart=") && unit.contains("tacho record"));
+    assert!(unit.contains("ExecStart=/usr/bin/tacho record"), "{unit}");
+    // The binary under test is not the package's: the note says the unit runs the other one.
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_tacho")).unwrap();
+    let note = stderr(&o);
+    assert!(
+        note.contains("/usr/bin/tacho") && note.contains(exe.to_str().unwrap()),
+        "{note}"
+    );
+}
+
+/// The hardening the package ships (`systemd-analyze security` scores it in
+/// .ci/package_test): a read-only system but the history, no privilege gained, and of root's
+/// capabilities only those `record` uses (tests/it/hostile_history.rs runs the recorder under
+/// exactly this bounding set).
+#[test]
+fn the_shipped_unit_is_hardened() {
+    let unit = std::fs::read_to_string("contrib/tacho-record.service").unwrap();
+    let setting = |key: &str| -> Vec<&str> {
+        unit.lines()
+            .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .collect()
+    };
+    for (key, value) in [
+        ("ProtectSystem", "strict"),
+        ("ReadWritePaths", "/var/lib/tacho/history"),
+        ("NoNewPrivileges", "yes"),
+        ("ProtectHome", "read-only"),
+        ("PrivateTmp", "yes"),
+        ("PrivateDevices", "yes"),
+        ("ProtectKernelModules", "yes"),
+        ("ProtectKernelTunables", "yes"),
+        ("RestrictSUIDSGID", "yes"),
+        ("MemoryDenyWriteExecute", "yes"),
+    ] {
+        assert_eq!(setting(key), [value], "{key}");
+    }
+    let bounding = setting("CapabilityBoundingSet").concat();
+    let mut caps: Vec<&str> = bounding.split_whitespace().collect();
+    caps.sort_unstable();
+    assert_eq!(
+        caps,
+        [
+            "CAP_BPF",
+            "CAP_DAC_OVERRIDE",
+            "CAP_DAC_READ_SEARCH",
+            "CAP_NET_ADMIN",
+            "CAP_PERFMON",
+            "CAP_SYS_PTRACE"
+        ]
+    );
+    assert!(setting("AmbientCapabilities").is_empty(), "{unit}");
 }
 
 #[test]

@@ -199,11 +199,11 @@ fn man_writes_every_commands_page_and_names_only_those() {
     assert!(!missing.exists());
 }
 
-/// `--version` lists the Cargo features built in, `+` for each one there and `-` for each left
-/// out; `-V` stays the bare version scripts read, and the man pages show that alone (they are
-/// the same whatever the build).
+/// `--version` names the commit built from and lists the Cargo features built in, `+` for each
+/// one there and `-` for each left out; `-V` stays the bare version scripts read, and the man
+/// pages show that alone (they are the same whatever the build).
 #[test]
-fn version_lists_the_features_built_in() {
+fn version_names_the_commit_and_lists_the_features_built_in() {
     let long = stdout(&run(&["--version"]));
     for (name, built) in [
         ("pg", cfg!(feature = "pg")),
@@ -220,8 +220,16 @@ fn version_lists_the_features_built_in() {
     let bare = format!("tacho {}\n", env!("CARGO_PKG_VERSION"));
     assert_eq!(stdout(&run(&["-V"])), bare);
     assert_eq!(long.lines().next(), bare.lines().next());
+    // This is a checkout: the commit is HEAD's (build.rs builds again when HEAD moves).
+    let head = sh(
+        "git",
+        &["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"],
+    );
+    let commit = format!("commit {}", head.trim());
+    assert_eq!(long.lines().nth(1), Some(commit.as_str()), "{long}");
     let page = stdout(&run(&["man"]));
     assert!(!page.contains("features:"), "{page}");
+    assert!(!page.contains(head.trim()), "{page}");
 }
 
 #[test]

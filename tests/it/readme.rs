@@ -26,6 +26,25 @@ const NOT_TACHO: &[(&str, &str)] = &[
         "it changes the machine's THP setting under every other test",
     ),
     (
+        "cargo install cargo-deb --locked",
+        "it builds cargo-deb from crates.io (minutes); .ci/run installs it",
+    ),
+    (
+        "contrib/deb/build",
+        "a release build of every crate (minutes); .ci/package_test builds the package with the \
+         same script",
+    ),
+    (
+        "sudo apt install ./target/debian/tacho_*_amd64.deb",
+        "it installs into this machine; .ci/package_test installs the package into a clean \
+         Debian root, runs it there, removes and purges it",
+    ),
+    (
+        "sudo systemctl enable --now tacho-record",
+        "it starts a service on this machine; .ci/package_test enables the installed unit in its \
+         root, tests/it/history.rs runs the recorder",
+    ),
+    (
         "export TACHO_DB='postgres://tacho@db.example/results'",
         "a setting for the lines after it; each line runs in a shell of its own",
     ),
