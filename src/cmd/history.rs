@@ -428,28 +428,22 @@ fn interval(
     top: usize,
     sort: crate::diagnose::model::SortKey,
 ) -> Result<TopSample> {
-    // At most the baseline's samples, however many rows a file crowds into that time.
-    let mut records = history.recent(end, BASELINE_INTERVALS + 1)?;
-    let since = records.last().map_or(end, |last| {
-        end - BASELINE_INTERVALS as f64 * last.interval_s
-    });
-    let keep_from = records
-        .iter()
-        .rposition(|r| r.sample.unix_time_s < since)
-        .unwrap_or(0);
-    records.drain(..keep_from);
+    let no_interval = || anyhow!("the history has no interval at that time");
+    let last = history.recent(end, 1)?.pop().ok_or_else(no_interval)?;
+    let since = end - BASELINE_INTERVALS as f64 * last.interval_s;
+    drop(last);
+    // At most the baseline's samples, however many rows a file crowds into that time, read in
+    // order and judged in pairs: only the previous sample is kept.
     let mut pipeline = Pipeline::new(false);
+    let mut previous: Option<Record> = None;
     let mut shown = None;
-    for pair in records.windows(2) {
-        shown = Some(summary::judged(
-            &pair[0],
-            &pair[1],
-            &mut pipeline,
-            top,
-            sort,
-        ));
-    }
-    shown.ok_or_else(|| anyhow!("the history has no interval at that time"))
+    history.scan_back(end, BASELINE_INTERVALS + 1, since, |rec| {
+        if let Some(p) = &previous {
+            shown = Some(summary::judged(p, &rec, &mut pipeline, top, sort));
+        }
+        previous = Some(rec);
+    })?;
+    shown.ok_or_else(no_interval)
 }
 
 fn now_unix() -> f64 {

@@ -24,8 +24,9 @@ const VERSION: i64 = 1;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// A scan decodes this many rows per CPU at a time...
 const ROWS_PER_THREAD: usize = 2;
-/// ... or fewer, once they hold this many compressed bytes.
-const BATCH_BYTES: usize = 16 << 20;
+/// ... or fewer, once what they may inflate to ([`codec::inflated_bound`]) reaches this: a
+/// batch of rows near the bound holds two of them, not two per CPU.
+const BATCH_INFLATED: u64 = 64 << 20;
 
 /// One stored sample with what the model needs to judge it later on another process.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -484,7 +485,7 @@ impl History {
     /// times. Rows are read and decoded (on every CPU: a day's summary is mostly inflating
     /// and parsing) a few at a time, each batch in its own read, so memory stays bounded
     /// whatever the window and the recorder is never held up.
-    pub fn scan(&self, from: f64, to: f64, mut each: impl FnMut(Record)) -> Result<()> {
+    pub fn scan(&self, from: f64, to: f64, each: impl FnMut(Record)) -> Result<()> {
         let fail = |e| describe(&self.path, e);
         let start: f64 = self
             .conn
@@ -494,6 +495,63 @@ impl History {
                 |r| r.get(0),
             )
             .map_err(fail)?;
+        self.scan_after((start, i64::MIN), to, each)
+    }
+
+    /// Feeds `each` the samples of a replayed interval ending at `end`, oldest first, as
+    /// [`History::scan`] does: the last `n` at or before `end`, less those before the last one
+    /// older than `since` (where the baseline begins). Only a batch is held at a time, however
+    /// large the rows: the window's samples were held all at once, and 61 rows that each
+    /// inflate to their bound took 2.3 GB.
+    pub fn scan_back(
+        &self,
+        end: f64,
+        n: usize,
+        since: f64,
+        each: impl FnMut(Record),
+    ) -> Result<()> {
+        let fail = |e| describe(&self.path, e);
+        let key = |sql: &str, at: f64, skip: usize| -> Result<Option<(f64, i64)>> {
+            let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+            self.conn
+                .query_row(sql, params![at, skip], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })
+                .map_err(fail)
+        };
+        // The `n`th row back (or the first row), and the last row before `since`: the later.
+        let nth = key(
+            "SELECT unix_s, id FROM samples WHERE unix_s <= ?1 \
+             ORDER BY unix_s DESC, id DESC LIMIT 1 OFFSET ?2",
+            end,
+            n.saturating_sub(1),
+        )?;
+        let before = key(
+            "SELECT unix_s, id FROM samples WHERE unix_s < ?1 \
+             ORDER BY unix_s DESC, id DESC LIMIT 1 OFFSET ?2",
+            since,
+            0,
+        )?;
+        let first = match (nth, before) {
+            (Some(a), Some(b)) => Some(if b.0 > a.0 || (b.0 == a.0 && b.1 > a.1) {
+                b
+            } else {
+                a
+            }),
+            (a, b) => a.or(b),
+        };
+        let after = first.map_or((f64::NEG_INFINITY, i64::MIN), |(t, id)| {
+            (t, id.saturating_sub(1))
+        });
+        self.scan_after(after, end, each)
+    }
+
+    /// The rows after `after` (time, id) up to `to`, decoded a batch at a time.
+    fn scan_after(&self, after: (f64, i64), to: f64, mut each: impl FnMut(Record)) -> Result<()> {
+        let fail = |e| describe(&self.path, e);
         let threads = crate::parallel::usable_cpus();
         let mut stmt = self
             .conn
@@ -502,14 +560,14 @@ impl History {
                  AND (unix_s > ?1 OR (unix_s = ?1 AND id > ?2)) ORDER BY unix_s, id",
             )
             .map_err(fail)?;
-        let mut after = (start, i64::MIN);
+        let mut after = after;
         let mut base = None;
         let anchor = Instant::now();
         loop {
             let mut rows = Vec::new();
-            let mut bytes = 0;
+            let mut inflated = 0;
             let mut cursor = stmt.query(params![after.0, after.1, to]).map_err(fail)?;
-            while rows.len() < threads * ROWS_PER_THREAD && bytes < BATCH_BYTES {
+            while rows.len() < threads * ROWS_PER_THREAD && inflated < BATCH_INFLATED {
                 let Some(r) = cursor.next().map_err(fail)? else {
                     break;
                 };
@@ -518,7 +576,7 @@ impl History {
                     r.get(1).map_err(fail)?,
                     r.get(2).map_err(fail)?,
                 );
-                bytes += row.2.len();
+                inflated += codec::inflated_bound(row.2.len());
                 rows.push(row);
             }
             drop(cursor);
@@ -534,8 +592,8 @@ impl History {
         }
     }
 
-    /// The last `n` samples at or before `at`, oldest first, with `taken` rebuilt: the
-    /// interval a replay shows and the ones that lead up to it.
+    /// The last `n` samples at or before `at`, oldest first, with `taken` rebuilt, all held at
+    /// once: for a few (a replay's last sample, a day's last reading).
     pub fn recent(&self, at: f64, n: usize) -> Result<Vec<Record>> {
         let fail = |e| describe(&self.path, e);
         let mut stmt = self

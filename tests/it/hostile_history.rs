@@ -327,9 +327,22 @@ fn hostile_histories_are_refused_in_one_line_without_a_panic_a_hang_or_a_bloat()
     assert!(o.status.success(), "{}", stderr(&o));
     let variants = dir.path().join("variants");
     std::fs::create_dir(&variants).unwrap();
-    let st = Command::new(PYTHON)
+    let source = variants.join("source");
+    std::fs::copy(&history, &source).unwrap();
+    // Where the tests run as root, nobody crafts the variants in a directory of theirs, and
+    // root's readers meet nobody's files.
+    let mut craft = if is_root() && have_tool("setpriv") {
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        for path in [&variants, &source] {
+            std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        as_nobody(PYTHON)
+    } else {
+        Command::new(PYTHON)
+    };
+    let st = craft
         .args(["-c", CRAFT])
-        .arg(&history)
+        .arg(&source)
         .arg(&variants)
         .status()
         .unwrap();
@@ -596,4 +609,77 @@ fn restrict_sockets(filter: &[libc::sock_filter]) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// A history of `nobody`'s whose 62 samples each list 5,500 processes (1 MiB of JSON, 40 KiB
+/// compressed: within every bound of a row), made from the real history argv[1] as argv[2].
+const DENSE: &str = r#"
+import json, random, shutil, sqlite3, sys, zlib
+shutil.copy(sys.argv[1], sys.argv[2])
+c = sqlite3.connect(sys.argv[2])
+t0, data = c.execute("select unix_s, data from samples order by unix_s desc limit 1").fetchone()
+rec = json.loads(zlib.decompress(data))
+one = rec["sample"]["processes"]["processes"][0]
+r = random.Random(1)
+rec["sample"]["processes"]["processes"] = [
+    dict(one, pid=100000 + i, utime=r.getrandbits(12)) for i in range(5500)]
+c.execute("delete from samples")
+for k in range(62):
+    rec["sample"]["unix_time_s"] = t0 + k
+    c.execute("insert into samples (unix_s, data) values (?, ?)",
+              (t0 + k, zlib.compress(json.dumps(rec, separators=(",", ":")).encode(), 9)))
+c.commit()
+"#;
+
+#[test]
+fn a_replay_holds_a_few_samples_not_its_whole_window() {
+    if !can_play_nobody("dense replay") {
+        return;
+    }
+    let top = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let history = top.path().join("history.db");
+    let o = run(&[
+        "record",
+        "--count",
+        "2",
+        "--interval",
+        "100ms",
+        "--history",
+        history.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let theirs = top.path().join("nobody");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    let dense = theirs.join("history.db");
+    let st = Command::new(PYTHON)
+        .args(["-c", DENSE])
+        .arg(&history)
+        .arg(&dense)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::os::unix::fs::chown(&dense, Some(NOBODY), Some(NOBODY)).unwrap();
+    let replay = |h: &Path| {
+        let (o, rss) = run_measured(&[
+            "top",
+            "--replay",
+            "--json",
+            "--history",
+            h.to_str().unwrap(),
+        ]);
+        json_ok(&o);
+        rss
+    };
+    let plain = replay(&history);
+    // The 61 samples of the replayed window, all held, took 77 MiB more here (and 2.3 GB for
+    // samples at the 32 MiB bound); read a few at a time, one sample's worth more.
+    let rss = replay(&dense);
+    assert!(
+        rss < plain + (32 << 20),
+        "{} MiB resident, {} MiB for a real history",
+        rss >> 20,
+        plain >> 20
+    );
 }

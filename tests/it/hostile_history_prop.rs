@@ -44,6 +44,10 @@ enum Schema {
 enum Data {
     /// A real record whose numbers at these positions are replaced by these values.
     Mutated(Vec<(usize, Value)>),
+    /// A real record whose numbers at these positions are replaced by hostile numbers of
+    /// their own kind (the second of the pair picks which), so the row still decodes and the
+    /// readers' arithmetic meets them.
+    Typed(Vec<(usize, usize)>),
     /// Bytes that are not zlib.
     Raw(Vec<u8>),
     /// zlib of bytes that are not JSON.
@@ -73,6 +77,16 @@ fn time() -> impl Strategy<Value = Time> {
     ]
 }
 
+/// Times as [`time`] makes them, with the hostile ones as likely as the real: a time that
+/// converts to no duration (−1e30 before the others, 1e300 after) must be met in a few cases.
+fn edge_time() -> impl Strategy<Value = Time> {
+    prop_oneof![
+        1 => (0u32..50).prop_map(Time::After),
+        1 => prop::sample::select(vec![-1e30, -1.0, 0.0, 1e10 + 1.0, 1e300, f64::MAX])
+            .prop_map(Time::Absolute),
+    ]
+}
+
 fn adversarial_number() -> impl Strategy<Value = Value> {
     prop::sample::select(vec![
         serde_json::json!(0),
@@ -86,9 +100,38 @@ fn adversarial_number() -> impl Strategy<Value = Value> {
     ])
 }
 
+/// A real record with a few of its numbers replaced.
+fn mutated() -> impl Strategy<Value = Data> {
+    prop::collection::vec((0usize..4000, adversarial_number()), 0..6).prop_map(Data::Mutated)
+}
+
+/// Hostile numbers of the kind of `old`: an unsigned count, a signed one, or a float. Counts
+/// go up to 2^48, not to u64::MAX: the model's sums and differences of counters are plain
+/// `u64` arithmetic (a debug build panics on their overflow, a release build wraps), which is
+/// left to a later pass (reported with issue 28's audit); 2^48 is beyond any real counter.
+fn same_kind(old: &Value, pick: usize) -> Value {
+    let choices = if old.is_u64() {
+        vec![
+            serde_json::json!(0),
+            serde_json::json!(4_294_967_295u64),
+            serde_json::json!(1u64 << 48),
+        ]
+    } else if old.is_i64() {
+        vec![serde_json::json!(-1), serde_json::json!(i64::MIN)]
+    } else {
+        vec![
+            serde_json::json!(1e300),
+            serde_json::json!(-1e300),
+            serde_json::json!(1e-300),
+            serde_json::json!(-1.0),
+        ]
+    };
+    choices[pick % choices.len()].clone()
+}
+
 fn data() -> impl Strategy<Value = Data> {
     prop_oneof![
-        8 => prop::collection::vec((0usize..4000, adversarial_number()), 0..6).prop_map(Data::Mutated),
+        8 => mutated(),
         1 => prop::collection::vec(any::<u8>(), 0..64).prop_map(Data::Raw),
         1 => prop::collection::vec(any::<u8>(), 0..64).prop_map(Data::Zlib),
         1 => Just(Data::Bomb),
@@ -143,8 +186,8 @@ fn real_record() -> &'static (Value, f64) {
     })
 }
 
-/// Replaces the `n`th number (in document order, wrapping) of `v` by `new`.
-fn replace_number(v: &mut Value, n: usize, new: Value) {
+/// Replaces the `n`th number (in document order, wrapping) of `v` by `new(the number)`.
+fn replace_number(v: &mut Value, n: usize, new: impl FnOnce(&Value) -> Value) {
     fn numbers<'a>(v: &'a mut Value, out: &mut Vec<&'a mut Value>) {
         match v {
             Value::Number(_) => out.push(v),
@@ -157,7 +200,7 @@ fn replace_number(v: &mut Value, n: usize, new: Value) {
     numbers(v, &mut all);
     let count = all.len();
     if let Some(slot) = all.into_iter().nth(n % count.max(1)) {
-        *slot = new;
+        *slot = new(slot);
     }
 }
 
@@ -169,7 +212,15 @@ fn row_value(d: &Data, t: f64) -> rusqlite::types::Value {
             let mut v = real_record().0.clone();
             v["sample"]["unix_time_s"] = serde_json::json!(t);
             for (n, new) in edits {
-                replace_number(&mut v, *n, new.clone());
+                replace_number(&mut v, *n, |_| new.clone());
+            }
+            Sql::Blob(zlib(&serde_json::to_vec(&v).unwrap()))
+        }
+        Data::Typed(edits) => {
+            let mut v = real_record().0.clone();
+            v["sample"]["unix_time_s"] = serde_json::json!(t);
+            for &(n, pick) in edits {
+                replace_number(&mut v, n, |old| same_kind(old, pick));
             }
             Sql::Blob(zlib(&serde_json::to_vec(&v).unwrap()))
         }
@@ -277,8 +328,8 @@ fn read_with_every_reader(history: &Path) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    // Each case runs six readers of a debug build: a few seconds.
-    #![proptest_config(ProptestConfig::with_cases(14))]
+    // Each case runs six readers of a debug build: about a second.
+    #![proptest_config(ProptestConfig::with_cases(10))]
 
     #[test]
     fn any_history_is_read_or_refused_by_every_reader_of_the_binary_in_bounded_time_and_memory(
@@ -288,6 +339,28 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.db");
         build(&path, &schema, &rows);
+        read_with_every_reader(&path)?;
+    }
+}
+
+proptest! {
+    // The rows' values alone, in tacho's own table: each case holds two to five real records
+    // with hostile times and numbers of the right kinds, so the rows decode and the readers'
+    // arithmetic on them is reached (with the first property's mix, most such rows are
+    // refused as damaged, and a time that converts to no duration panicked a reader without
+    // its checks in one run of three).
+    #![proptest_config(ProptestConfig::with_cases(6))]
+
+    #[test]
+    fn any_times_and_figures_in_real_records_are_read_or_refused_by_every_reader(
+        rows in prop::collection::vec(
+            (edge_time(), prop::collection::vec((0usize..4000, 0usize..12), 0..6).prop_map(Data::Typed)),
+            2..6,
+        ),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        build(&path, &Schema::Tacho, &rows);
         read_with_every_reader(&path)?;
     }
 }

@@ -204,7 +204,8 @@ fn a_strictatime_mount_is_judged_strictatime() {
 // ---------------------------------------------------------------- top
 
 /// A python3 process that names itself `name` (prctl PR_SET_NAME) and spins, so it shows in
-/// `top --sort cpu`; returned once the kernel reports the new name.
+/// `top --sort cpu`; returned once the kernel reports the new name. It is `nobody`'s where the
+/// tests run as root (any user names their own processes), the test user's otherwise.
 fn named_spinner(name: &[u8]) -> Killed {
     let hex: String = name.iter().map(|b| format!("{b:02x}")).collect();
     let script = format!(
@@ -212,7 +213,12 @@ fn named_spinner(name: &[u8]) -> Killed {
          ctypes.CDLL(None).prctl(15, bytes.fromhex('{hex}'), 0, 0, 0)\n\
          while True: pass\n"
     );
-    let child = Command::new("python3")
+    let mut cmd = if is_root() && have_tool("setpriv") {
+        as_nobody(PYTHON)
+    } else {
+        Command::new("python3")
+    };
+    let child = cmd
         .args(["-c", &script])
         .stdin(Stdio::null())
         .spawn()

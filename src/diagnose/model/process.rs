@@ -246,7 +246,7 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
 fn born_after(a: &Sample, p: &ProcessCounters, opts: &ModelOptions) -> bool {
     let started = |ticks: u64| ticks as f64 / opts.ticks_per_s;
     if let Some(scan) = a.boot_clock_s {
-        return started(p.start_ticks + 1) > scan;
+        return started(p.start_ticks.saturating_add(1)) > scan;
     }
     a.stat
         .boot_time_s

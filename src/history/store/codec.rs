@@ -47,7 +47,7 @@ pub(super) fn encode(rec: &Record) -> Result<Vec<u8>> {
 /// The inverse of [`encode`] for the row stored at `unix_s`, refusing one that inflates past
 /// its bound or whose figures no recorder writes.
 pub(super) fn decode(blob: &[u8], unix_s: f64) -> Result<Record> {
-    let limit = MAX_JSON.min(MAX_RATIO.saturating_mul(blob.len() as u64) + RATIO_FLOOR);
+    let limit = inflated_bound(blob.len());
     let mut json = Vec::new();
     flate2::read::ZlibDecoder::new(blob)
         .take(limit + 1)
@@ -61,6 +61,11 @@ pub(super) fn decode(blob: &[u8], unix_s: f64) -> Result<Record> {
     let rec: Record = serde_json::from_slice(&json)?;
     check(&rec, unix_s)?;
     Ok(rec)
+}
+
+/// The most a row of `compressed` bytes may inflate to.
+pub(super) fn inflated_bound(compressed: usize) -> u64 {
+    MAX_JSON.min(MAX_RATIO.saturating_mul(compressed as u64) + RATIO_FLOOR)
 }
 
 /// Whether `t` can be a sample's time.
