@@ -134,6 +134,7 @@ def main():
     ap.add_argument("--hosts", type=int, default=1000)
     ap.add_argument("--hours", type=float, default=24)
     ap.add_argument("--writers", type=int, default=4)
+    ap.add_argument("--keep", action="store_true", help="keep the database (its name is printed)")
     a = ap.parse_args()
     admin = os.environ.get("TACHO_TEST_PG")
     if not admin:
@@ -184,7 +185,10 @@ def main():
                           "--db", url, "--label", "role=db", "--json"])
             print(f"03:00 question, --label role=db: {t:.2f} s")
     finally:
-        psql(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if a.keep:
+            print(f"kept the database {name}")
+        else:
+            psql(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 if __name__ == "__main__":

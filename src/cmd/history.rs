@@ -334,7 +334,7 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
 /// host, its replay summary as `tacho top --from` on that host would print it.
 #[cfg(feature = "pg")]
 fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> {
-    use crate::history::{fleet, ship};
+    use crate::history::fleet;
     use crate::store::pg::{PgStore, history::Hosts};
     let settings = super::fleet::Settings::resolve(Some(url), &[])?;
     let url = settings.url.as_deref().unwrap_or(url);
@@ -365,28 +365,14 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
                 }
             );
         };
-        let exact = Hosts {
-            glob: Some(machine_id.clone()),
-            labels: hosts.labels.clone(),
-        };
-        let mut intervals = Vec::new();
-        server.history_each(from, to, &exact, false, |row| {
-            intervals.extend(ship::interval(&row));
-            Ok(())
-        })?;
+        let intervals = server.host_intervals(from, to, machine_id)?;
         let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
         write_summary(&summary, args.json, &mut out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();
-    server.history_each(from, to, &hosts, true, |row| {
-        let interval = crate::history::interval::Interval {
-            start_unix_s: row.at_unix_s - row.seconds,
-            end_unix_s: row.at_unix_s,
-            findings: serde_json::from_value(row.findings).unwrap_or_default(),
-            ..Default::default()
-        };
-        findings.entry(row.machine_id).or_default().push(interval);
+    server.findings_each(from, to, &hosts, |machine_id, interval| {
+        findings.entry(machine_id).or_default().push(interval);
         Ok(())
     })?;
     let fleet = fleet::build(from, to, recorded, findings);

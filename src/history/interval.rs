@@ -246,6 +246,179 @@ impl Interval {
     }
 }
 
+/// An interval as the shared store's columns hold it (`tacho_intervals`): the figures Grafana
+/// plots in columns of their own, the findings as JSON (`None` when there are none), and the
+/// rest as one JSON document of arrays.
+#[cfg(feature = "pg")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct Columns {
+    /// End of the interval, seconds since the Unix epoch.
+    pub end_unix_s: f64,
+    /// Its length, seconds.
+    pub seconds: f32,
+    /// CPU busy share, percent.
+    pub cpu_busy_pct: Option<f32>,
+    /// I/O stall share, percent.
+    pub io_stall_pct: Option<f32>,
+    /// Memory stall share, percent.
+    pub memory_stall_pct: Option<f32>,
+    /// Available memory at the end, bytes.
+    pub available_bytes: Option<i64>,
+    /// Bytes the physical disks wrote.
+    pub device_write_bytes: Option<i64>,
+    /// Bytes processes sent to storage.
+    pub process_write_bytes: Option<i64>,
+    /// The findings (a JSON array), `None` for none.
+    pub findings: Option<String>,
+    /// The processes, services, devices and interfaces ([`Figures`] as JSON).
+    pub figures: String,
+}
+
+/// What the shared store keeps of an interval's lists: arrays instead of objects, since the
+/// key names would be most of the bytes.
+#[cfg(feature = "pg")]
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Figures {
+    /// `[pid, comm, read_bytes, write_bytes, cpu_s]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    processes: Vec<(u32, String, u64, u64, f64)>,
+    /// `[path, read_bytes, write_bytes]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    services: Vec<(String, u64, u64)>,
+    /// `[name, display_name (null when the same), read_bytes, write_bytes, util_pct]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    disks: Vec<(String, Option<String>, u64, u64, Option<f64>)>,
+    /// `[name, rx_bytes, tx_bytes]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    nets: Vec<(String, u64, u64)>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    exit_overruns: u64,
+}
+
+#[cfg(feature = "pg")]
+impl Interval {
+    /// The columns the shared store keeps of this interval.
+    pub fn columns(&self) -> Columns {
+        let figures = Figures {
+            processes: self
+                .processes
+                .iter()
+                .map(|p| (p.pid, p.comm.clone(), p.read_bytes, p.write_bytes, p.cpu_s))
+                .collect(),
+            services: self
+                .services
+                .iter()
+                .map(|s| (s.path.clone(), s.read_bytes, s.write_bytes))
+                .collect(),
+            disks: self
+                .disks
+                .iter()
+                .map(|d| {
+                    let shown = (d.display_name != d.name).then(|| d.display_name.clone());
+                    (
+                        d.name.clone(),
+                        shown,
+                        d.read_bytes,
+                        d.write_bytes,
+                        d.util_pct,
+                    )
+                })
+                .collect(),
+            nets: self
+                .nets
+                .iter()
+                .map(|n| (n.name.clone(), n.rx_bytes, n.tx_bytes))
+                .collect(),
+            exit_overruns: self.exit_overruns,
+        };
+        let bytes = |n: u64| Some(i64::try_from(n).unwrap_or(i64::MAX));
+        Columns {
+            end_unix_s: self.end_unix_s,
+            seconds: (self.end_unix_s - self.start_unix_s) as f32,
+            cpu_busy_pct: Some(self.cpu_busy_pct as f32),
+            io_stall_pct: self.io_stall_pct.map(|x| x as f32),
+            memory_stall_pct: self.memory_stall_pct.map(|x| x as f32),
+            available_bytes: bytes(self.available_bytes),
+            device_write_bytes: bytes(self.device_write_bytes),
+            process_write_bytes: bytes(self.process_write_bytes),
+            findings: (!self.findings.is_empty())
+                .then(|| serde_json::to_string(&self.findings).unwrap_or_else(|_| "[]".into())),
+            figures: serde_json::to_string(&figures).unwrap_or_else(|_| "{}".into()),
+        }
+    }
+
+    /// The interval the shared store's columns hold; an error names what did not parse.
+    pub fn from_columns(c: &Columns) -> Result<Interval, serde_json::Error> {
+        let f: Figures = serde_json::from_str(&c.figures)?;
+        let findings = match &c.findings {
+            Some(json) => serde_json::from_str(json)?,
+            None => Vec::new(),
+        };
+        let bytes = |n: Option<i64>| n.map_or(0, |n| u64::try_from(n).unwrap_or(0));
+        Ok(Interval {
+            start_unix_s: c.end_unix_s - widen(c.seconds),
+            end_unix_s: c.end_unix_s,
+            findings,
+            disks: f
+                .disks
+                .into_iter()
+                .map(
+                    |(name, shown, read_bytes, write_bytes, util_pct)| DiskFigures {
+                        display_name: shown.unwrap_or_else(|| name.clone()),
+                        name,
+                        read_bytes,
+                        write_bytes,
+                        util_pct,
+                    },
+                )
+                .collect(),
+            device_write_bytes: bytes(c.device_write_bytes),
+            process_write_bytes: bytes(c.process_write_bytes),
+            processes: f
+                .processes
+                .into_iter()
+                .map(|(pid, comm, read_bytes, write_bytes, cpu_s)| Proc {
+                    pid,
+                    comm,
+                    read_bytes,
+                    write_bytes,
+                    cpu_s,
+                })
+                .collect(),
+            services: f
+                .services
+                .into_iter()
+                .map(|(path, read_bytes, write_bytes)| Service {
+                    path,
+                    read_bytes,
+                    write_bytes,
+                })
+                .collect(),
+            cpu_busy_pct: c.cpu_busy_pct.map_or(0.0, widen),
+            io_stall_pct: c.io_stall_pct.map(widen),
+            memory_stall_pct: c.memory_stall_pct.map(widen),
+            available_bytes: bytes(c.available_bytes),
+            nets: f
+                .nets
+                .into_iter()
+                .map(|(name, rx_bytes, tx_bytes)| NetFigures {
+                    name,
+                    rx_bytes,
+                    tx_bytes,
+                })
+                .collect(),
+            exit_overruns: f.exit_overruns,
+        })
+    }
+}
+
+/// A `real` column's value as the decimal it was written from (`12.3`, not the
+/// 12.300000190734863 its binary value widens to).
+#[cfg(feature = "pg")]
+fn widen(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(f64::from(x))
+}
+
 /// What each process did over the interval, as live top counts it
 /// ([`model::process::deltas`]): processes born in the interval from nothing, those that
 /// exited by their exit records, a parent's bytes without its reaped children's.

@@ -54,7 +54,7 @@ fn stop(child: Child) -> std::process::Output {
     wait_output(child, LIMIT)
 }
 
-fn rows(c: &mut Client, id: &str) -> i64 {
+fn rows_of(c: &mut Client, id: &str) -> i64 {
     c.query_one(
         "SELECT count(*) FROM tacho_history WHERE machine_id = $1",
         &[&id],
@@ -66,7 +66,7 @@ fn rows(c: &mut Client, id: &str) -> i64 {
 /// Waits until `id` has at least `n` intervals on the server.
 fn wait_rows(c: &mut Client, id: &str, n: i64) {
     let start = Instant::now();
-    while rows(c, id) < n {
+    while rows_of(c, id) < n {
         assert!(
             start.elapsed() < LIMIT,
             "{id}: fewer than {n} intervals arrived"
@@ -122,7 +122,7 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
             .unwrap();
         assert!(s.success());
     }
-    let after = rows(&mut c, &ids[0]);
+    let after = rows_of(&mut c, &ids[0]);
     wait_rows(&mut c, &ids[0], after + 2);
     for r in recorders {
         let o = stop(r);
@@ -433,4 +433,115 @@ fn record_takes_the_store_and_labels_from_the_config_file() {
             .get(0);
         assert_eq!(got, role);
     }
+}
+
+/// A store of schema 3 (`tests/fixtures/pg/schema3.sql`: what `store init` and two hosts'
+/// recorders of that version left, ten intervals whose figures are one recorded on a test
+/// machine, two of them with a finding) is refused until `store init` migrates it; then its
+/// intervals read back whole into the compact rows, and a host role granted what schema 3
+/// asked for records as before.
+#[test]
+fn store_init_moves_a_schema_3_history_into_the_compact_rows() {
+    let Some(pg) = TestDb::empty("fleet_v3") else {
+        return;
+    };
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/pg/schema3.sql");
+    pg.client()
+        .batch_execute(&std::fs::read_to_string(fixture).unwrap())
+        .unwrap();
+    let host = pg.role_with("v3host", |role| {
+        format!(
+            "GRANT USAGE ON SCHEMA public TO {role};
+             GRANT SELECT ON runs, tests, tacho_schema, tacho_hosts, tacho_history TO {role};
+             GRANT INSERT ON runs, tests, tacho_hosts, tacho_history TO {role};
+             GRANT EXECUTE ON FUNCTION tacho_history_partition(DATE) TO {role};"
+        )
+    });
+    let mut c = pg.client();
+    // The figures of the recorded interval every fixture row holds.
+    let doc: String = c
+        .query_one(
+            "SELECT summary::TEXT FROM tacho_history ORDER BY at LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    let (from, to) = ("2026-11-20T03:00:00Z", "2026-11-20T03:01:00Z");
+    let top_host = |url: &str| {
+        run(&[
+            "top",
+            "--from",
+            from,
+            "--to",
+            to,
+            "--db",
+            url,
+            "--host",
+            "v3-host-1",
+            "--json",
+        ])
+    };
+    let line = assert_error(&top_host(&pg.url));
+    assert!(
+        line.contains("schema version 3") && line.contains("store init"),
+        "{line}"
+    );
+    let o = run(&["store", "init", "--db", &pg.url]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("from version 3"), "{}", stderr(&o));
+    let s = json_ok(&top_host(&pg.url));
+    assert_eq!(s["intervals"], 5, "{s}");
+    assert_eq!(s["gaps"], 0, "{s}");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    assert_eq!(
+        n(&s["device_write_bytes"]),
+        5 * n(&doc["device_write_bytes"])
+    );
+    assert_eq!(s["peaks"]["cpu_busy_pct"]["value"], doc["cpu_busy_pct"]);
+    let pids = |list: &serde_json::Value| {
+        let mut v: Vec<u64> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| n(&p["read_bytes"]) + n(&p["write_bytes"]) > 0)
+            .map(|p| n(&p["pid"]))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(pids(&s["top_io"]), pids(&doc["processes"]), "{s}");
+    let finding = &s["findings"][0];
+    assert_eq!(finding["code"], "disk_busy", "{s}");
+    assert_eq!(finding["culprits"][0]["comm"], "backup", "{s}");
+    assert_eq!(finding["culprits"][0]["intervals"], 2, "{s}");
+    assert_eq!(
+        finding["to_unix_s"].as_f64().unwrap() - finding["from_unix_s"].as_f64().unwrap(),
+        20.0
+    );
+    let fleet = json_ok(&run(&[
+        "top", "--from", from, "--to", to, "--db", &pg.url, "--label", "role=db", "--json",
+    ]));
+    assert_eq!(fleet["hosts_recorded"], 1, "{fleet}");
+    assert_eq!(fleet["hosts"][0]["hostname"], "v3-host-1", "{fleet}");
+    // The view keeps schema 3's columns for those who queried them.
+    let rows: i64 = c
+        .query_one(
+            "SELECT count(*) FROM tacho_history WHERE labels->>'role' = 'web'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 5);
+    // The role made for schema 3 records into the new tables without new grants.
+    let dir = tempfile::tempdir().unwrap();
+    let o = tacho()
+        .args(["record", "--interval", "1s", "--count", "2", "--db", &host])
+        .arg("--history")
+        .arg(dir.path().join("history.db"))
+        .env("TACHO_TEST_MACHINE_ID", machine_id(33))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(rows_of(&mut c, &machine_id(33)), 1);
 }
