@@ -180,7 +180,8 @@ fn shipper<'h>(_: &'h History, _: &str, _: &super::fleet::Settings, _: u64) -> R
 
 #[cfg(feature = "pg")]
 fn send(ship: &mut Shipper<'_>, i: &crate::history::interval::Interval) -> Result<()> {
-    ship.add(&i.clone().compact(crate::history::interval::COMPACT_TOP))
+    use crate::history::interval::{COMPACT_TOP, COMPACT_TOP_CPU};
+    ship.add(&i.clone().compact(COMPACT_TOP, COMPACT_TOP_CPU))
 }
 
 #[cfg(not(feature = "pg"))]

@@ -10,9 +10,13 @@ use crate::diagnose::findings::{Code, Severity};
 use crate::diagnose::model::{self, SortKey, TopSample};
 use crate::history::Record;
 
-/// Processes (by I/O and by CPU) and services a compact interval keeps.
+/// Processes by I/O, and services, a compact interval keeps.
 #[cfg(feature = "pg")]
 pub const COMPACT_TOP: usize = 5;
+/// Processes by CPU a compact interval keeps besides those: with five by I/O at most eight
+/// processes, which keeps a host's day under 5 MB in the shared store (docs/benchmarks.md).
+#[cfg(feature = "pg")]
+pub const COMPACT_TOP_CPU: usize = 3;
 /// Culprits kept per finding.
 const CULPRITS: usize = 3;
 
@@ -215,10 +219,11 @@ impl Interval {
         }
     }
 
-    /// The interval with only the `top` processes by I/O and by CPU and the `top` services by
-    /// bytes, its shares and percentages to a tenth: what the shared store keeps of it.
+    /// The interval with only the `top` processes by I/O, the `top_cpu` others by CPU and the
+    /// `top` services by bytes, its shares and percentages to a tenth: what the shared store
+    /// keeps of it.
     #[cfg(feature = "pg")]
-    pub fn compact(mut self, top: usize) -> Interval {
+    pub fn compact(mut self, top: usize, top_cpu: usize) -> Interval {
         let tenth = |x: f64| (x * 10.0).round() / 10.0;
         self.cpu_busy_pct = tenth(self.cpu_busy_pct);
         self.io_stall_pct = self.io_stall_pct.map(tenth);
@@ -236,7 +241,7 @@ impl Interval {
         let mut by_cpu = std::mem::take(&mut self.processes);
         by_cpu.retain(|p| p.cpu_s > 0.0 && !by_io.iter().any(|q| q.pid == p.pid));
         by_cpu.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.pid.cmp(&b.pid)));
-        by_cpu.truncate(top);
+        by_cpu.truncate(top_cpu);
         by_io.extend(by_cpu);
         self.processes = by_io;
         self.services
@@ -464,6 +469,103 @@ mod tests {
         }
     }
 
+    /// What the shared store's columns keep of a compact interval reads back as it was.
+    #[test]
+    fn an_interval_survives_its_columns() {
+        let i = Interval {
+            start_unix_s: 1_795_140_600.25,
+            end_unix_s: 1_795_140_610.5,
+            findings: vec![Found {
+                code: Code::DiskBusy,
+                severity: Severity::Warning,
+                subject: "sda".into(),
+                message: "busy".into(),
+                culprits: vec![Named {
+                    comm: "dd".into(),
+                    unit: Some("backup.service".into()),
+                    share_pct: 97.1,
+                }],
+            }],
+            disks: vec![
+                DiskFigures {
+                    name: "dm-0".into(),
+                    display_name: "vg-data".into(),
+                    read_bytes: 1,
+                    write_bytes: u64::from(u32::MAX) * 3,
+                    util_pct: Some(93.4),
+                },
+                DiskFigures {
+                    name: "sda".into(),
+                    display_name: "sda".into(),
+                    read_bytes: 0,
+                    write_bytes: 4096,
+                    util_pct: None,
+                },
+            ],
+            device_write_bytes: 7,
+            process_write_bytes: 5,
+            processes: vec![proc_(42, 8192, 0.66)],
+            services: vec![Service {
+                path: "/system.slice/a \"b\".service".into(),
+                read_bytes: 3,
+                write_bytes: 4,
+            }],
+            cpu_busy_pct: 12.3,
+            io_stall_pct: Some(0.6),
+            memory_stall_pct: None,
+            available_bytes: 20_879_958_016,
+            nets: vec![NetFigures {
+                name: "eth0".into(),
+                rx_bytes: 10,
+                tx_bytes: 20,
+            }],
+            exit_overruns: 2,
+        };
+        let c = i.columns();
+        assert!(
+            c.figures.starts_with("{\"processes\":[[42,"),
+            "{}",
+            c.figures
+        );
+        assert!(c.figures.contains("[\"sda\",null,"), "{}", c.figures);
+        let back = Interval::from_columns(&c).unwrap();
+        assert!((back.start_unix_s - i.start_unix_s).abs() < 1e-6);
+        assert_eq!(
+            back,
+            Interval {
+                start_unix_s: back.start_unix_s,
+                ..i.clone()
+            }
+        );
+        let quiet = Interval {
+            findings: Vec::new(),
+            ..i
+        }
+        .columns();
+        assert_eq!(quiet.findings, None);
+    }
+
+    proptest::proptest! {
+        /// Whatever text the figures and findings columns hold, reading them fails or not,
+        /// and never panics.
+        #[test]
+        fn any_stored_text_reads_without_panicking(figures in ".{0,200}", findings in ".{0,200}") {
+            let c = Columns {
+                end_unix_s: 10.0,
+                seconds: 1.0,
+                cpu_busy_pct: None,
+                io_stall_pct: None,
+                memory_stall_pct: None,
+                available_bytes: Some(-1),
+                device_write_bytes: None,
+                process_write_bytes: None,
+                findings: Some(findings),
+                figures,
+            };
+            let _ = Interval::from_columns(&c);
+        }
+    }
+
     /// A compact interval keeps the top processes by I/O and, besides them, the top by CPU.
     #[test]
     fn compact_keeps_the_top_by_io_and_by_cpu() {
@@ -473,8 +575,8 @@ mod tests {
                 .collect(),
             ..Interval::default()
         }
-        .compact(3);
+        .compact(3, 2);
         let pids: Vec<u32> = i.processes.iter().map(|p| p.pid).collect();
-        assert_eq!(pids, [20, 19, 18, 1, 2, 3]);
+        assert_eq!(pids, [20, 19, 18, 1, 2]);
     }
 }

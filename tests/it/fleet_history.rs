@@ -229,6 +229,38 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
         v
     };
     assert_eq!(codes(&central), codes(&local));
+    // The figures summed from the compact rows are the local replay's: bytes exact, the
+    // busiest process by I/O the same with the same bytes, peaks to the tenth kept.
+    for key in [
+        "gaps",
+        "device_write_bytes",
+        "process_write_bytes",
+        "networks",
+    ] {
+        assert_eq!(central[key], local[key], "{key}:\n{central}\n{local}");
+    }
+    let disks = |s: &serde_json::Value| {
+        let mut v: Vec<String> = s["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| format!("{} {} {}", d["name"], d["read_bytes"], d["write_bytes"]))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(disks(&central), disks(&local));
+    let first = |s: &serde_json::Value| {
+        let p = &s["top_io"][0];
+        (
+            p["pid"].clone(),
+            p["comm"].clone(),
+            p["write_bytes"].clone(),
+        )
+    };
+    assert_eq!(first(&central), first(&local));
+    let peak = |s: &serde_json::Value| s["peaks"]["cpu_busy_pct"]["value"].as_f64().unwrap();
+    assert!((peak(&central) - peak(&local)).abs() <= 0.05 + 1e-9);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! the interval), and read back by window for `tacho top --db`.
 
 use super::{PgStore, error_chain};
-use crate::history::interval::{Columns, Interval};
+use crate::history::interval::{COMPACT_TOP, COMPACT_TOP_CPU, Columns, Interval};
 use anyhow::{Result, anyhow, bail};
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
@@ -124,7 +124,7 @@ impl PgStore {
             let Some(interval) = r.interval() else {
                 continue;
             };
-            let interval = interval.compact(crate::history::interval::COMPACT_TOP);
+            let interval = interval.compact(COMPACT_TOP, COMPACT_TOP_CPU);
             let labels = serde_json::to_string(&r.labels).unwrap_or_else(|_| "{}".into());
             let key = (r.machine_id.as_str(), r.hostname.as_str(), labels);
             let id = match ids.get(&key) {
