@@ -25,6 +25,40 @@ fn rfc3339(unix_s: f64) -> String {
         .to_rfc3339()
 }
 
+/// The SQL of the shipped dashboard's history panels (PostgreSQL data source) by title, with
+/// Grafana's `$__timeFilter(at)` expanded as Grafana does for `from..to`.
+fn history_panels(from: &str, to: &str) -> Vec<(String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/grafana/tacho.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels: Vec<(String, String)> = dash["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["datasource"]["type"] == "grafana-postgresql-datasource")
+        .map(|p| {
+            let sql = p["targets"][0]["rawSql"].as_str().unwrap();
+            assert!(!sql.contains("::"), "a cast in {sql}");
+            let sql = sql.replace(
+                "$__timeFilter(at)",
+                &format!("at BETWEEN '{from}' AND '{to}'"),
+            );
+            (p["title"].as_str().unwrap().to_owned(), sql)
+        })
+        .collect();
+    assert_eq!(panels.len(), 2, "the dashboard's history panels");
+    panels
+}
+
+/// The rows of the history panel whose title starts with `title`.
+fn panel_rows(c: &mut Client, from: f64, to: f64, title: &str) -> Vec<postgres::Row> {
+    let (_, sql) = history_panels(&rfc3339(from), &rfc3339(to))
+        .into_iter()
+        .find(|(t, _)| t.starts_with(title))
+        .unwrap_or_else(|| panic!("no panel {title}"));
+    c.query(&sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 /// A machine id of 32 hex digits made from `n`.
 fn machine_id(n: u32) -> String {
     format!(
@@ -229,6 +263,27 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
         v
     };
     assert_eq!(codes(&central), codes(&local));
+    // The dashboard's history panels, as Grafana runs them: the writer's host and finding
+    // with the writer named, and each recorder's CPU series.
+    let found = panel_rows(&mut c, t0 - 1.0, now_unix() + 1.0, "Findings");
+    assert!(
+        found.iter().any(|r| {
+            r.get::<_, String>("machine id") == ids[0]
+                && r.get::<_, String>("subject") == dev.name()
+                && r.get::<_, Option<String>>("named").as_deref() == Some(name.as_str())
+        }),
+        "{found:?}"
+    );
+    let cpu = panel_rows(&mut c, t0 - 1.0, now_unix() + 1.0, "CPU busy");
+    for id in &ids {
+        let series = format!(" {}", &id[..8]);
+        assert!(
+            cpu.iter()
+                .any(|r| r.get::<_, String>("metric").ends_with(&series)
+                    && r.get::<_, Option<f32>>("cpu_busy_pct").is_some()),
+            "{id}: {cpu:?}"
+        );
+    }
     // The figures summed from the compact rows are the local replay's: bytes exact, the
     // busiest process by I/O the same with the same bytes, peaks to the tenth kept.
     for key in [
@@ -556,6 +611,16 @@ fn store_init_moves_a_schema_3_history_into_the_compact_rows() {
     ]));
     assert_eq!(fleet["hosts_recorded"], 1, "{fleet}");
     assert_eq!(fleet["hosts"][0]["hostname"], "v3-host-1", "{fleet}");
+    // The dashboard's findings panel shows the migrated finding, by the role a host has.
+    let mut as_host = Client::connect(&host, NoTls).unwrap();
+    let found = panel_rows(&mut as_host, 1_795_143_500.0, 1_795_143_700.0, "Findings");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].get::<_, String>("host"), "v3-host-1");
+    assert_eq!(found[0].get::<_, i64>("intervals"), 2);
+    assert_eq!(
+        found[0].get::<_, Option<String>>("named").as_deref(),
+        Some("backup")
+    );
     // The view keeps schema 3's columns for those who queried them.
     let rows: i64 = c
         .query_one(
