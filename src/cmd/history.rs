@@ -345,10 +345,10 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             .map_err(anyhow::Error::msg)?,
     };
     let mut server = PgStore::connect(url, SysRoot::real())?;
-    let recorded = server.history_hosts(from, to, &hosts)?;
     let one = args.host.as_deref().filter(|h| !h.contains(['*', '?']));
     let mut out = std::io::stdout().lock();
     if let Some(name) = one {
+        let recorded = server.history_hosts_named(from, to, &hosts)?;
         let [(machine_id, ..)] = recorded.as_slice() else {
             let ids: Vec<String> = recorded
                 .iter()
@@ -371,6 +371,7 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
         write_summary(&summary, args.json, &mut out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let recorded = server.history_hosts(from, to, &hosts)?;
     let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();
     server.findings_each(from, to, &hosts, |machine_id, interval| {
         findings.entry(machine_id).or_default().push(interval);

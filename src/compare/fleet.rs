@@ -39,8 +39,8 @@ impl Peers {
             _ if text == "hardware" => Ok(Peers::Hardware),
             Some(("label", key)) if crate::labels::valid_key(key) => Ok(Peers::Label(key.into())),
             _ => Err(format!(
-                "--peers-by takes label:KEY (e.g. label:role) or hardware, not {:?}",
-                crate::text::Escaped(text).to_string()
+                "--peers-by takes label:KEY (e.g. label:role) or hardware, not '{}'",
+                crate::text::Escaped(text)
             )),
         }
     }

@@ -1,6 +1,8 @@
-//! The fleet's history in the shared store: one row per host and interval of `tacho record
-//! --db` (`tacho_history`, partitioned by day), written idempotently by (machine id, end of
-//! the interval), and read back by window for `tacho top --db`.
+//! The fleet's history in the shared store: one compact row per host and interval of `tacho
+//! record --db` (`tacho_intervals`, partitioned by day; the host and its name and labels as
+//! numbers of `tacho_hosts` and `tacho_host_names`), written idempotently by (host, end of the
+//! interval), and read back by window for `tacho top --db`. People and Grafana read the
+//! `tacho_history` view of the same rows.
 
 use super::{PgStore, error_chain};
 use crate::history::interval::{COMPACT_TOP, COMPACT_TOP_CPU, Columns, Interval};
@@ -10,8 +12,8 @@ use postgres::fallible_iterator::FallibleIterator;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-/// One interval of one host as the shared store keeps it (and the recorder's backlog holds
-/// it until it is sent).
+/// One interval of one host as the recorder's backlog holds it until it is sent (the shared
+/// store keeps it as [`Interval::columns`] makes it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryRow {
     /// The host's machine id.
@@ -317,6 +319,34 @@ impl PgStore {
         Ok(())
     }
 
+    /// The hosts `hosts` selects that recorded an interval ending in `from..=to`, without
+    /// counting them: (machine id, host name).
+    pub fn history_hosts_named(
+        &mut self,
+        from: f64,
+        to: f64,
+        hosts: &Hosts,
+    ) -> Result<Vec<(String, String)>> {
+        let shown = self.shown.clone();
+        let labels = serde_json::to_string(&hosts.labels)?;
+        let like = hosts.like();
+        let rows = self
+            .client
+            .query(
+                "SELECT h.machine_id, max(n.hostname)
+                 FROM tacho_hosts h JOIN tacho_host_names n ON n.host = h.id
+                 WHERE n.labels @> $3::TEXT::JSONB
+                   AND ($4::TEXT IS NULL OR n.hostname LIKE $4 OR h.machine_id LIKE $4)
+                   AND EXISTS (SELECT 1 FROM tacho_intervals i
+                               WHERE i.host = h.id AND i.names = n.id
+                                 AND i.at > to_timestamp($1) AND i.at <= to_timestamp($2))
+                 GROUP BY h.machine_id ORDER BY 2, 1",
+                &[&from, &to, &labels, &like],
+            )
+            .map_err(|e| failed(&shown, e))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     /// The hosts `hosts` selects that recorded an interval ending in `from..=to`: (machine
     /// id, host name, labels, intervals).
     pub fn history_hosts(
@@ -331,14 +361,21 @@ impl PgStore {
         let rows = self
             .client
             .query(
-                "SELECT h.machine_id, max(n.hostname), max(n.labels::TEXT), count(*)
-                 FROM tacho_intervals i
-                 JOIN tacho_hosts h ON h.id = i.host
+                // The hosts first (a few small tables), then their rows by the primary key:
+                // one host's day without reading the others'.
+                "WITH chosen AS (
+                     SELECT DISTINCT h.id, h.machine_id
+                     FROM tacho_hosts h JOIN tacho_host_names n ON n.host = h.id
+                     WHERE n.labels @> $3::TEXT::JSONB
+                       AND ($4::TEXT IS NULL OR n.hostname LIKE $4 OR h.machine_id LIKE $4))
+                 SELECT c.machine_id, max(n.hostname), max(n.labels::TEXT), count(*)
+                 FROM chosen c
+                 JOIN tacho_intervals i ON i.host = c.id
                  JOIN tacho_host_names n ON n.id = i.names
                  WHERE i.at > to_timestamp($1) AND i.at <= to_timestamp($2)
                    AND n.labels @> $3::TEXT::JSONB
-                   AND ($4::TEXT IS NULL OR n.hostname LIKE $4 OR h.machine_id LIKE $4)
-                 GROUP BY h.machine_id ORDER BY 2, 1",
+                   AND ($4::TEXT IS NULL OR n.hostname LIKE $4 OR c.machine_id LIKE $4)
+                 GROUP BY c.machine_id ORDER BY 2, 1",
                 &[&from, &to, &labels, &like],
             )
             .map_err(|e| failed(&shown, e))?;

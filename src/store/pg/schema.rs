@@ -6,12 +6,14 @@
 //! missing or older schema is one line saying to run `store init`.
 //!
 //! Row ownership is PostgreSQL's to enforce, not tacho's: every table a host writes has
-//! row-level security, and each row carries the role that inserted it (`db_role`, filled by
-//! the server with `current_user`). A host role may read every row, insert rows that are its
-//! own, and finish (update) its own runs; it cannot insert as another role, update another
-//! role's rows, or delete at all. A machine id belongs to the first role that records for it
-//! (`tacho_hosts`), so one host cannot write history in another's name. The administrator owns
-//! the tables, so row-level security does not apply to it (`runs rm`, `store prune`).
+//! row-level security, and each run and test row carries the role that inserted it
+//! (`db_role`, filled by the server with `current_user`). A host role may read every row,
+//! insert rows that are its own, and finish (update) its own runs; it cannot insert as another
+//! role, update another role's rows, or delete at all. A machine id belongs to the first role
+//! that records for it (`tacho_hosts`), and history rows (`tacho_intervals`,
+//! `tacho_host_names`) are accepted only for a machine id of the inserting role, so one host
+//! cannot write history in another's name. The administrator owns the tables, so row-level
+//! security does not apply to it (`runs rm`, `store prune`).
 
 use anyhow::{Result, anyhow};
 use postgres::Client;
