@@ -290,15 +290,19 @@ struct Figures {
     /// `[path, read_bytes, write_bytes]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     services: Vec<(String, u64, u64)>,
-    /// `[name, display_name (null when the same), read_bytes, write_bytes, util_pct]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    disks: Vec<(String, Option<String>, u64, u64, Option<f64>)>,
+    disks: Vec<StoredDisk>,
     /// `[name, rx_bytes, tx_bytes]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     nets: Vec<(String, u64, u64)>,
     #[serde(default, skip_serializing_if = "is_zero")]
     exit_overruns: u64,
 }
+
+/// A device's figures in the shared store: `[name, display_name (null when the same),
+/// read_bytes, write_bytes, util_pct]`.
+#[cfg(feature = "pg")]
+type StoredDisk = (String, Option<String>, u64, u64, Option<f64>);
 
 #[cfg(feature = "pg")]
 impl Interval {
