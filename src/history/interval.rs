@@ -424,7 +424,7 @@ impl Interval {
 /// A `real` column's value as the decimal it was written from (`12.3`, not the
 /// 12.300000190734863 its binary value widens to).
 #[cfg(feature = "pg")]
-fn widen(x: f32) -> f64 {
+pub fn widen(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(f64::from(x))
 }
 

@@ -285,7 +285,7 @@ impl PgStore {
         let shown = self.shown.clone();
         let labels = serde_json::to_string(&hosts.labels)?;
         let like = hosts.like();
-        let sql = "SELECT h.machine_id, extract(epoch FROM i.at)::FLOAT8, i.seconds::FLOAT8,
+        let sql = "SELECT h.machine_id, extract(epoch FROM i.at)::FLOAT8, i.seconds,
                           i.findings::TEXT
                    FROM tacho_intervals i
                    JOIN tacho_hosts h ON h.id = i.host
@@ -301,7 +301,7 @@ impl PgStore {
             .query_raw(sql, params.iter().copied())
             .map_err(|e| failed(&shown, e))?;
         while let Some(r) = rows.next().map_err(|e| failed(&shown, e))? {
-            let (end, seconds): (f64, f64) = (r.get(1), r.get(2));
+            let (end, seconds): (f64, f32) = (r.get(1), r.get(2));
             let findings = r
                 .get::<_, Option<&str>>(3)
                 .and_then(|t| serde_json::from_str(t).ok())
@@ -309,7 +309,7 @@ impl PgStore {
             each(
                 r.get(0),
                 Interval {
-                    start_unix_s: end - seconds,
+                    start_unix_s: end - crate::history::interval::widen(seconds),
                     end_unix_s: end,
                     findings,
                     ..Interval::default()

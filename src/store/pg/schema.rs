@@ -135,7 +135,7 @@ REVOKE ALL ON FUNCTION %1$I.tacho_history_partition(DATE) FROM PUBLIC;
 $f$, current_schema()); END $do$;
 ";
 
-/// Schema 4: the history in compact rows (about a third of schema 3's bytes).
+/// Schema 4: the history in compact rows (under half of schema 3's bytes).
 ///
 /// - `tacho_intervals` (partitioned by day as before) keeps a host as the number `tacho_hosts`
 ///   gives its machine id, and its host name and labels as the number of a row of
