@@ -6,8 +6,8 @@ path by WRITERS concurrent `tacho record --db` processes, then the fleet's quest
 Usage:
     cargo build --release
     TACHO_TEST_PG='postgres://postgres:PASSWORD@127.0.0.1:5432/postgres?sslmode=disable' \\
-        python3 benches/fleet_history.py [--hosts 1000] [--hours 24] [--writers 4]
-(TACHO_BIN=path/to/tacho for a binary elsewhere.)
+        python3 benches/fleet_history.py [--hosts 1000] [--hours 24] [--writers 4] [--keep]
+(TACHO_BIN=path/to/tacho for a binary elsewhere; --keep leaves the database for a look.)
 
 The real insert path: each simulated host is a history file whose backlog (the table `tacho
 record --db` keeps intervals in while the server is away) holds its intervals; `tacho record
