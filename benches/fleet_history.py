@@ -6,8 +6,8 @@ path by WRITERS concurrent `tacho record --db` processes, then the fleet's quest
 Usage:
     cargo build --release
     TACHO_TEST_PG='postgres://postgres:PASSWORD@127.0.0.1:5432/postgres?sslmode=disable' \\
-        python3 benches/fleet_history.py [--hosts 1000] [--hours 24] [--writers 4]
-(TACHO_BIN=path/to/tacho for a binary elsewhere.)
+        python3 benches/fleet_history.py [--hosts 1000] [--hours 24] [--writers 4] [--keep]
+(TACHO_BIN=path/to/tacho for a binary elsewhere; --keep leaves the database for a look.)
 
 The real insert path: each simulated host is a history file whose backlog (the table `tacho
 record --db` keeps intervals in while the server is away) holds its intervals; `tacho record
@@ -20,7 +20,8 @@ host changed.
 
 Host 0 records the whole day; the others HOURS hours ending 03:10 (so the 03:00 question sees
 every host). Measured: intervals per second sent (needed: HOSTS/10 s), bytes per host per day
-in PostgreSQL (tables, TOAST and indexes of the partitions, per interval x 8640), the time of
+in PostgreSQL (tables, TOAST and indexes of the partitions and of the host tables, per
+interval x 8640), the time of
 `tacho top --from 02:50 --to 03:10 --db` over the whole fleet and of `--host` one host's day
 (median of 3 calls each). Nothing here is a pass/fail test: machines are noisy.
 """
@@ -66,10 +67,26 @@ def template(tmp, url):
     env = dict(os.environ, TACHO_TEST_MACHINE_ID=machine(999999))
     subprocess.run([TACHO, "record", "--interval", "1s", "--count", "3", "--db", url,
                     "--history", path], check=True, env=env, capture_output=True)
-    row = json.loads(psql(url, "SELECT row_to_json(t)::TEXT FROM (SELECT summary::TEXT AS s "
-                               "FROM tacho_history ORDER BY at DESC LIMIT 1) t"))
-    psql(url, "TRUNCATE tacho_history, tacho_hosts")
-    return path, json.loads(row["s"])
+    row = json.loads(psql(url, "SELECT row_to_json(t)::TEXT FROM (SELECT * FROM tacho_history "
+                               "ORDER BY at DESC LIMIT 1) t"))
+    psql(url, "TRUNCATE tacho_intervals, tacho_host_names, tacho_hosts")
+    return path, summary_of(row)
+
+
+def summary_of(row):
+    """The interval's figures as the recorder's backlog holds them (objects), from a row of
+    the tacho_history view (lists as arrays)."""
+    f = row["figures"]
+    s = {k: row[k] for k in ("cpu_busy_pct", "io_stall_pct", "memory_stall_pct",
+                             "available_bytes", "device_write_bytes", "process_write_bytes")}
+    s["processes"] = [dict(zip(("pid", "comm", "read_bytes", "write_bytes", "cpu_s"), p))
+                      for p in f.get("processes", [])]
+    s["services"] = [dict(zip(("path", "read_bytes", "write_bytes"), p))
+                     for p in f.get("services", [])]
+    s["disks"] = [{"name": d[0], "display_name": d[1] or d[0], "read_bytes": d[2],
+                   "write_bytes": d[3], "util_pct": d[4]} for d in f.get("disks", [])]
+    s["nets"] = [dict(zip(("name", "rx_bytes", "tx_bytes"), p)) for p in f.get("nets", [])]
+    return s
 
 
 FINDING = [{"code": "disk_busy", "severity": "warning", "subject": "sdb",
@@ -134,6 +151,7 @@ def main():
     ap.add_argument("--hosts", type=int, default=1000)
     ap.add_argument("--hours", type=float, default=24)
     ap.add_argument("--writers", type=int, default=4)
+    ap.add_argument("--keep", action="store_true", help="keep the database (its name is printed)")
     a = ap.parse_args()
     admin = os.environ.get("TACHO_TEST_PG")
     if not admin:
@@ -160,8 +178,13 @@ def main():
             distinct = int(psql(url, "SELECT count(*) FROM (SELECT DISTINCT machine_id, at "
                                      "FROM tacho_history) d"))
             size = int(psql(url, "SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits "
-                                 "WHERE inhparent = 'tacho_history'::regclass"))
+                                 "WHERE inhparent = 'tacho_intervals'::regclass"))
+            size += int(psql(url, "SELECT pg_total_relation_size('tacho_hosts') + "
+                                  "pg_total_relation_size('tacho_host_names')"))
             per_interval = size / stored
+            doc, whole = psql(url, "SELECT avg(pg_column_size(figures))::INT, "
+                                   "avg(pg_column_size(i.*))::INT FROM tacho_intervals i").split("|")
+            print(f"a row: {whole} bytes, of which {doc} its figures document")
             print(f"sent {sent} intervals of {a.hosts} hosts with {a.writers} writers in "
                   f"{wall:.1f} s (files made and sent): {sent / wall:.0f} intervals/s overall, "
                   f"{sent / sending * a.writers:.0f}/s counting only the sending; needed for "
@@ -184,7 +207,10 @@ def main():
                           "--db", url, "--label", "role=db", "--json"])
             print(f"03:00 question, --label role=db: {t:.2f} s")
     finally:
-        psql(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if a.keep:
+            print(f"kept the database {name}")
+        else:
+            psql(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 if __name__ == "__main__":

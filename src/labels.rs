@@ -17,12 +17,7 @@ pub fn parse(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
         .ok_or_else(|| format!("the label {text:?} has no '='; {fix}"))?;
-    let key_ok = !key.is_empty()
-        && key.len() <= 64
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-    if !key_ok {
+    if !valid_key(key) {
         return Err(format!("the label key {key:?} is not usable; {fix}"));
     }
     if value.chars().count() > 256 || value.chars().any(char::is_control) {
@@ -31,6 +26,15 @@ pub fn parse(text: &str) -> Result<(String, String), String> {
         ));
     }
     Ok((key.to_owned(), value.to_owned()))
+}
+
+/// Whether `key` can be a label's key: 1 to 64 letters, digits, `_`, `.` and `-`.
+pub fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 64
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 /// `KEY=VALUE` items (a later key wins) as labels.

@@ -218,6 +218,10 @@ pub struct CompareArgs {
     /// With --by host: hosts with this label only (repeatable, all must match): --label role=db
     #[arg(long = "label", value_name = "KEY=VALUE", requires = "by", value_parser = crate::cli::parse_label_pair)]
     pub labels: Vec<String>,
+    /// With --by host: compare each host with the hosts of its group only: the same value of
+    /// a label (label:KEY, e.g. label:role) or the same CPU and device models (hardware)
+    #[arg(long, value_name = "label:KEY|hardware", requires = "by", value_parser = parse_peers)]
+    pub peers_by: Option<String>,
     /// With --by host: runs made since then (2026-11-01, yesterday, 7d ago, RFC 3339)
     #[arg(long, value_name = "TIME", requires = "by")]
     pub since: Option<String>,
@@ -228,6 +232,10 @@ pub struct CompareArgs {
     pub db: DbArg,
     #[command(flatten)]
     pub format: FormatArgs,
+}
+
+fn parse_peers(text: &str) -> Result<String, String> {
+    crate::compare::fleet::Peers::parse(text).map(|_| text.to_owned())
 }
 
 fn parse_id(text: &str) -> Result<i64, String> {

@@ -150,7 +150,14 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
         .into_iter()
         .map(|(host, id)| Ok((host, store.load_summary(id, most)?)))
         .collect::<Result<Vec<_>>>()?;
-    let f = fleet::by_host(runs);
+    let peers = args
+        .peers_by
+        .as_deref()
+        .map(fleet::Peers::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?
+        .unwrap_or_default();
+    let f = fleet::by_host(runs, &peers);
     let mut out = std::io::stdout().lock();
     match Format::from(&args.format) {
         Format::Table => report::fleet::write_text(

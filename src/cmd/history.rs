@@ -194,7 +194,8 @@ fn shipper<'h>(_: &'h History, _: &str, _: &super::fleet::Settings, _: u64) -> R
 
 #[cfg(feature = "pg")]
 fn send(ship: &mut Shipper<'_>, i: &crate::history::interval::Interval) -> Result<()> {
-    ship.add(&i.clone().compact(crate::history::interval::COMPACT_TOP))
+    use crate::history::interval::{COMPACT_TOP, COMPACT_TOP_CPU};
+    ship.add(&i.clone().compact(COMPACT_TOP, COMPACT_TOP_CPU))
 }
 
 #[cfg(not(feature = "pg"))]
@@ -348,7 +349,7 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
 /// host, its replay summary as `tacho top --from` on that host would print it.
 #[cfg(feature = "pg")]
 fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> {
-    use crate::history::{fleet, ship};
+    use crate::history::fleet;
     use crate::store::pg::{PgStore, history::Hosts};
     let settings = super::fleet::Settings::resolve(Some(url), &[])?;
     let url = settings.url.as_deref().unwrap_or(url);
@@ -358,10 +359,10 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             .map_err(anyhow::Error::msg)?,
     };
     let mut server = PgStore::connect(url, SysRoot::real())?;
-    let recorded = server.history_hosts(from, to, &hosts)?;
     let one = args.host.as_deref().filter(|h| !h.contains(['*', '?']));
     let mut out = std::io::stdout().lock();
     if let Some(name) = one {
+        let recorded = server.history_hosts_named(from, to, &hosts)?;
         let [(machine_id, ..)] = recorded.as_slice() else {
             let ids: Vec<String> = recorded
                 .iter()
@@ -379,28 +380,15 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
                 }
             );
         };
-        let exact = Hosts {
-            glob: Some(machine_id.clone()),
-            labels: hosts.labels.clone(),
-        };
-        let mut intervals = Vec::new();
-        server.history_each(from, to, &exact, false, |row| {
-            intervals.extend(ship::interval(&row));
-            Ok(())
-        })?;
+        let intervals = server.host_intervals(from, to, machine_id)?;
         let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
         write_summary(&summary, args.json, &mut out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let recorded = server.history_hosts(from, to, &hosts)?;
     let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();
-    server.history_each(from, to, &hosts, true, |row| {
-        let interval = crate::history::interval::Interval {
-            start_unix_s: row.at_unix_s - row.seconds,
-            end_unix_s: row.at_unix_s,
-            findings: serde_json::from_value(row.findings).unwrap_or_default(),
-            ..Default::default()
-        };
-        findings.entry(row.machine_id).or_default().push(interval);
+    server.findings_each(from, to, &hosts, |machine_id, interval| {
+        findings.entry(machine_id).or_default().push(interval);
         Ok(())
     })?;
     let fleet = fleet::build(from, to, recorded, findings);

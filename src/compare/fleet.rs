@@ -20,6 +20,41 @@ const MAD_SCALE: f64 = 1.4826;
 /// Fewer peers than this cannot tell an outlier from a spread.
 const MIN_PEERS: usize = 3;
 
+/// Whom a host is compared with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Peers {
+    /// Every other host.
+    #[default]
+    All,
+    /// The hosts with the same value of this label (those without it are a group too).
+    Label(String),
+    /// The hosts with the same CPU model and device model.
+    Hardware,
+}
+
+impl Peers {
+    /// `label:KEY` or `hardware`; the error says what it takes.
+    pub fn parse(text: &str) -> Result<Peers, String> {
+        match text.split_once(':') {
+            _ if text == "hardware" => Ok(Peers::Hardware),
+            Some(("label", key)) if crate::labels::valid_key(key) => Ok(Peers::Label(key.into())),
+            _ => Err(format!(
+                "--peers-by takes label:KEY (e.g. label:role) or hardware, not '{}'",
+                crate::text::Escaped(text)
+            )),
+        }
+    }
+
+    /// How it is written on the command line (`label:role`, `hardware`), `None` for all.
+    pub fn shown(&self) -> Option<String> {
+        match self {
+            Peers::All => None,
+            Peers::Label(key) => Some(format!("label:{key}")),
+            Peers::Hardware => Some("hardware".into()),
+        }
+    }
+}
+
 /// Hosts side by side.
 #[derive(Debug, Clone)]
 pub struct Fleet {
@@ -31,6 +66,11 @@ pub struct Fleet {
     pub medians: Vec<Option<f64>>,
     /// Hosts standing out from their peers, worst first.
     pub outliers: Vec<Outlier>,
+    /// How peers were chosen.
+    pub peers_by: Peers,
+    /// The peer group of each host (`role=db`, `CPU …, device model …`), in host order;
+    /// `None` when every host is every other's peer.
+    pub groups: Vec<Option<String>>,
 }
 
 /// A host whose figure stands out from its peers.
@@ -70,8 +110,9 @@ pub struct Difference {
 }
 
 /// Lines up `runs` (the latest of each host, with the host the store files it under; each
-/// run's label is set to its host) and finds the outliers.
-pub fn by_host(mut runs: Vec<(String, StoredRun)>) -> Fleet {
+/// run's label is set to its host) and finds the outliers, each host against the others of
+/// its group (`peers`).
+pub fn by_host(mut runs: Vec<(String, StoredRun)>, peers: &Peers) -> Fleet {
     runs.sort_by_cached_key(|(host, _)| crate::text::natural_key(host));
     let (hosts, runs): (Vec<String>, Vec<StoredRun>) = runs
         .into_iter()
@@ -81,6 +122,7 @@ pub fn by_host(mut runs: Vec<(String, StoredRun)>) -> Fleet {
         })
         .unzip();
     let comparison = super::compare(&runs);
+    let groups = groups(&runs, &comparison.fingerprint, peers);
     let medians = comparison
         .rows
         .iter()
@@ -91,7 +133,7 @@ pub fn by_host(mut runs: Vec<(String, StoredRun)>) -> Fleet {
         if !row.headline {
             continue;
         }
-        for (host, value, peer_median, peers) in stand_out(row) {
+        for (host, value, peer_median, peers) in stand_out(row, &groups) {
             flagged
                 .entry(host)
                 .or_default()
@@ -117,7 +159,7 @@ pub fn by_host(mut runs: Vec<(String, StoredRun)>) -> Fleet {
                 peers: worst.3,
                 times_worse: ratio(&worst),
                 more_rows: rows.iter().map(|r| r.0).filter(|&r| r != worst.0).collect(),
-                differences: differences(&comparison.fingerprint, host),
+                differences: differences(&comparison.fingerprint, host, &groups),
             }
         })
         .collect();
@@ -131,7 +173,47 @@ pub fn by_host(mut runs: Vec<(String, StoredRun)>) -> Fleet {
         hosts,
         medians,
         outliers,
+        peers_by: peers.clone(),
+        groups,
     }
+}
+
+/// Each run's peer group: the value of the label, or its CPU and device models (as the
+/// fingerprint shows them, `?` where the run did not record one); `None` for all hosts.
+fn groups(
+    runs: &[StoredRun],
+    fingerprint: &[FingerprintRow],
+    peers: &Peers,
+) -> Vec<Option<String>> {
+    let entry = |key: &str, i: usize| {
+        fingerprint
+            .iter()
+            .find(|row| row.key == key)
+            .and_then(|row| row.values.get(i).cloned().flatten())
+            .unwrap_or_else(|| "?".into())
+    };
+    runs.iter()
+        .enumerate()
+        .map(|(i, run)| match peers {
+            Peers::All => None,
+            Peers::Label(key) => Some(
+                match run
+                    .host
+                    .get("labels")
+                    .and_then(|l| l.get(key))
+                    .and_then(|v| v.as_str())
+                {
+                    Some(value) => format!("{key}={value}"),
+                    None => format!("no {key} label"),
+                },
+            ),
+            Peers::Hardware => Some(format!(
+                "CPU {}, device model {}",
+                entry("CPU", i),
+                entry("device model", i)
+            )),
+        })
+        .collect()
 }
 
 /// The host a run was made on, as recorded (`?` when the document had none).
@@ -158,9 +240,26 @@ fn times_worse(higher_is_better: bool, v: f64, m: f64) -> f64 {
 }
 
 /// The hosts of `row` whose value is worse than their peers' median by [`RATIO`] times and
-/// by [`MAD_FACTOR`] scaled MADs of the whole row: (host, value, peer median, peers).
-fn stand_out(row: &Row) -> Vec<(usize, f64, f64, usize)> {
-    let all: Vec<(usize, f64)> = values(row).collect();
+/// by [`MAD_FACTOR`] scaled MADs of their group's values: (host, value, peer median, peers).
+fn stand_out(row: &Row, groups: &[Option<String>]) -> Vec<(usize, f64, f64, usize)> {
+    let mut seen: Vec<&Option<String>> = Vec::new();
+    let mut out = Vec::new();
+    for g in groups {
+        if seen.contains(&g) {
+            continue;
+        }
+        seen.push(g);
+        let members: Vec<(usize, f64)> = values(row)
+            .filter(|(host, _)| groups.get(*host) == Some(g))
+            .collect();
+        out.extend(stand_out_among(row, members));
+    }
+    out.sort_by_key(|o| o.0);
+    out
+}
+
+/// [`stand_out`] within one group of (host, value).
+fn stand_out_among(row: &Row, all: Vec<(usize, f64)>) -> Vec<(usize, f64, f64, usize)> {
     if all.len() < MIN_PEERS + 1 {
         return Vec::new();
     }
@@ -189,9 +288,15 @@ fn stand_out(row: &Row) -> Vec<(usize, f64, f64, usize)> {
         .collect()
 }
 
-/// The fingerprint entries where `host` has a value most of its peers do not share, with the
-/// value most peers have. The host name itself is left out (every host has its own).
-fn differences(fingerprint: &[FingerprintRow], host: usize) -> Vec<Difference> {
+/// The fingerprint entries where `host` has a value most of its peers (the hosts of its
+/// group) do not share, with the value most peers have. The host name itself is left out
+/// (every host has its own).
+fn differences(
+    fingerprint: &[FingerprintRow],
+    host: usize,
+    groups: &[Option<String>],
+) -> Vec<Difference> {
+    let group = groups.get(host);
     fingerprint
         .iter()
         .filter(|row| row.key != "host")
@@ -202,7 +307,7 @@ fn differences(fingerprint: &[FingerprintRow], host: usize) -> Vec<Difference> {
                 .values
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| *i != host)
+                .filter(|(i, _)| *i != host && groups.get(*i) == group)
                 .filter_map(|(_, v)| v.as_ref())
             {
                 match counts.iter_mut().find(|(c, _)| *c == v) {
@@ -262,7 +367,10 @@ mod tests {
             .map(|i| host_run(i, &format!("db-{i}"), 300_000.0 + 1000.0 * i as f64, "none"))
             .collect();
         runs.push(host_run(11, "db-17", 4_100_000.0, "writeback"));
-        let fleet = by_host(runs.into_iter().map(|r| (host_of(&r), r)).collect());
+        let fleet = by_host(
+            runs.into_iter().map(|r| (host_of(&r), r)).collect(),
+            &Peers::All,
+        );
         assert_eq!(fleet.outliers.len(), 1, "{:?}", fleet.outliers);
         let o = &fleet.outliers[0];
         assert_eq!(fleet.hosts[o.host], "db-17");
@@ -284,9 +392,12 @@ mod tests {
             })
             .collect();
         assert!(
-            by_host(runs.into_iter().map(|r| (host_of(&r), r)).collect())
-                .outliers
-                .is_empty()
+            by_host(
+                runs.into_iter().map(|r| (host_of(&r), r)).collect(),
+                &Peers::All
+            )
+            .outliers
+            .is_empty()
         );
     }
 
@@ -310,7 +421,7 @@ mod tests {
                 values: vec![Some("6.1".into()), Some("6.18".into()), Some("6.18".into())],
             },
         ];
-        let d = differences(&rows, 2);
+        let d = differences(&rows, 2, &[None, None, None]);
         assert_eq!(
             d,
             [Difference {

@@ -183,16 +183,6 @@ pub fn row(who: &Identity, interval: &Interval) -> HistoryRow {
     }
 }
 
-/// The interval a row holds (`None` for a row this tacho cannot read).
-pub fn interval(row: &HistoryRow) -> Option<Interval> {
-    let mut doc = row.summary.clone();
-    let o = doc.as_object_mut()?;
-    o.insert("findings".into(), row.findings.clone());
-    o.insert("start_unix_s".into(), (row.at_unix_s - row.seconds).into());
-    o.insert("end_unix_s".into(), row.at_unix_s.into());
-    serde_json::from_value(doc).ok()
-}
-
 fn clock(unix_s: f64) -> String {
     chrono::DateTime::from_timestamp(unix_s.floor() as i64, 0)
         .map(|t| {
@@ -231,6 +221,6 @@ mod tests {
         let r = row(&who, &i);
         assert_eq!(r.seconds, 10.0);
         assert_eq!(r.findings.as_array().map(Vec::len), Some(1));
-        assert_eq!(interval(&r), Some(i));
+        assert_eq!(r.interval(), Some(i));
     }
 }

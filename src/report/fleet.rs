@@ -21,8 +21,12 @@ const FIGURES_AS_COLUMNS: usize = 4;
 pub fn verdicts(f: &Fleet) -> Vec<String> {
     let c = &f.comparison;
     if f.outliers.is_empty() {
+        let peers = match f.peers_by.shown() {
+            Some(by) => format!("its peers' (by {by})"),
+            None => "its peers'".into(),
+        };
         return vec![format!(
-            "no outlier among {} (each host's figure against its peers' median and MAD)",
+            "no outlier among {} (each host's figure against {peers} median and MAD)",
             crate::units::plural(f.hosts.len() as u64, "host")
         )];
     }
@@ -34,9 +38,13 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
             1 => "; 1 more figure stands out".into(),
             n => format!("; {n} more figures stand out"),
         };
+        let group = match f.groups.get(o.host).cloned().flatten() {
+            Some(g) => format!(" ({})", cut(&g, SHOWN_CHARS)),
+            None => String::new(),
+        };
         // Names from the runs cut as in tables; the JSON's fields keep them whole.
         out.push(format!(
-            "{}: {} {} {} against a median of {} over {} ({:.1}× worse){more}",
+            "{}: {} {} {} against a median of {} over {}{group} ({:.1}× worse){more}",
             cut(&f.hosts[o.host], SHOWN_CHARS),
             cut(&c.row_title(row), SHOWN_CHARS),
             row.metric_label(),
@@ -176,6 +184,7 @@ fn outlier_json(f: &Fleet, o: &Outlier) -> serde_json::Value {
         "value": o.value,
         "peer_median": o.peer_median,
         "peers": o.peers,
+        "peer_group": f.groups.get(o.host).cloned().flatten(),
         "times_worse": o.times_worse,
         "more_figures": o.more_rows.len(),
         "differences": o.differences.iter().map(|d| json!({
@@ -192,8 +201,9 @@ pub fn write_json(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
     let c = &f.comparison;
     let doc = json!({
         "schema": "tacho.fleet.v1",
-        "hosts": f.hosts.iter().zip(&c.runs).map(|(h, r)| json!({
-            "host": h, "run_id": r.id, "created_at": r.created_at,
+        "peers_by": f.peers_by.shown(),
+        "hosts": f.hosts.iter().zip(&c.runs).zip(&f.groups).map(|((h, r), g)| json!({
+            "host": h, "run_id": r.id, "created_at": r.created_at, "peer_group": g,
         })).collect::<Vec<_>>(),
         "outliers": f.outliers.iter().map(|o| outlier_json(f, o)).collect::<Vec<_>>(),
         "figures": [],

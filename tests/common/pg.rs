@@ -54,10 +54,18 @@ impl TestDb {
     /// A host role made as the administrator is told to by `store init`: created with a
     /// password, then given exactly the grants `store init --role` prints. Returns its URL.
     pub fn host_role(&self, tag: &str) -> String {
+        self.role_with(tag, |role| {
+            let o = super::run(&["store", "init", "--db", &self.url, "--role", role]);
+            assert_eq!(o.status.code(), Some(0), "{}", super::stderr(&o));
+            super::stdout(&o)
+        })
+    }
+
+    /// A role created with a password and given the grants `grants` writes for its name.
+    /// Returns its URL.
+    pub fn role_with(&self, tag: &str, grants: impl FnOnce(&str) -> String) -> String {
         let role = unique(tag);
-        let o = super::run(&["store", "init", "--db", &self.url, "--role", &role]);
-        assert_eq!(o.status.code(), Some(0), "{}", super::stderr(&o));
-        let grants = super::stdout(&o);
+        let grants = grants(&role);
         assert!(grants.contains(&role), "{grants}");
         let mut c = self.client();
         c.batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD 'host-pw'"))

@@ -296,3 +296,100 @@ fn compare_by_host_escapes_markup_and_overrides_in_the_verdict_and_table() {
         assert!(!html.contains(raw), "HTML holds {raw:?}");
     }
 }
+
+/// Two classes of machine (fast NVMe database hosts, slow disk archive hosts): a database
+/// host four times slower than its twins is no outlier against the whole fleet, whose median
+/// the slow class pulls up, but is one among its peers grouped by label or by hardware.
+#[test]
+fn peers_by_label_or_hardware_find_the_outlier_within_its_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("classes.db");
+    let db = db.to_str().unwrap();
+    let mut files = Vec::new();
+    for i in 1..=10 {
+        let (host, role, cpu, model, p99) = if i <= 5 {
+            let p99 = if i == 3 { 400.0 } else { 100.0 + f64::from(i) };
+            (format!("db-{i}"), "db", "AMD EPYC 9454", "NVMe PM1733", p99)
+        } else {
+            let p99 = 8000.0 + 10.0 * f64::from(i);
+            (
+                format!("arc-{i}"),
+                "archive",
+                "Intel Xeon E5",
+                "ST16000NM",
+                p99,
+            )
+        };
+        let mut doc = bench_doc(&host, p99, "write through", "2026-11-20T10:00:00Z");
+        doc["host"]["labels"] = json!({"role": role});
+        doc["host"]["cpu_model"] = json!(cpu);
+        doc["target"]["device_model"] = json!(model);
+        let path = dir.path().join(format!("{host}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        files.push(path.to_str().unwrap().to_owned());
+    }
+    import(db, &files);
+    let fleet = |extra: &[&str]| {
+        let mut args = vec!["compare", "--by", "host", "--db", db, "--json"];
+        args.extend(extra);
+        json_ok(&run(&args))
+    };
+    let all = fleet(&[]);
+    assert_eq!(all["outliers"], json!([]), "{all}");
+    assert_eq!(all["peers_by"], Value::Null);
+    for (by, group) in [
+        ("label:role", "role=db"),
+        ("hardware", "CPU AMD EPYC 9454, device model NVMe PM1733"),
+    ] {
+        let doc = fleet(&["--peers-by", by]);
+        assert_eq!(doc["peers_by"], by);
+        let outliers = doc["outliers"].as_array().unwrap();
+        assert_eq!(outliers.len(), 1, "{by}: {doc}");
+        let o = &outliers[0];
+        assert_eq!(o["host"], "db-3", "{by}: {doc}");
+        assert_eq!(o["peers"], 4, "{by}: {doc}");
+        assert_eq!(o["peer_group"], group, "{by}: {doc}");
+        // Against the median of its twins db-1, 2, 4, 5 (p99 102 and 104 µs in the middle),
+        // on both headline figures (latency and IOPS, worse by the same ratio).
+        let median = match o["metric"].as_str().unwrap() {
+            "lat_p99_ns" => 103_000.0,
+            "iops" => (3e6 / 102.0 + 3e6 / 104.0) / 2.0,
+            other => panic!("{other}: {doc}"),
+        };
+        assert!(
+            (o["peer_median"].as_f64().unwrap() - median).abs() < 1e-6,
+            "{doc}"
+        );
+        assert_eq!(o["more_figures"], 1, "{by}: {doc}");
+        assert!(o["verdict"].as_str().unwrap().contains(group), "{doc}");
+    }
+    let text = stdout(&run(&[
+        "compare",
+        "--by",
+        "host",
+        "--db",
+        db,
+        "--peers-by",
+        "label:role",
+    ]));
+    assert!(
+        text.lines().next().unwrap().starts_with("db-3: ")
+            && text.contains("over 4 peers (role=db)"),
+        "{text}"
+    );
+    for bad in ["label:", "label:no spaces", "cpu", "label"] {
+        let line = assert_error(&run(&[
+            "compare",
+            "--by",
+            "host",
+            "--db",
+            db,
+            "--peers-by",
+            bad,
+        ]));
+        assert!(
+            line.contains("label:KEY") && line.contains("hardware"),
+            "{line}"
+        );
+    }
+}

@@ -25,6 +25,40 @@ fn rfc3339(unix_s: f64) -> String {
         .to_rfc3339()
 }
 
+/// The SQL of the shipped dashboard's history panels (PostgreSQL data source) by title, with
+/// Grafana's `$__timeFilter(at)` expanded as Grafana does for `from..to`.
+fn history_panels(from: &str, to: &str) -> Vec<(String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/grafana/tacho.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels: Vec<(String, String)> = dash["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["datasource"]["type"] == "grafana-postgresql-datasource")
+        .map(|p| {
+            let sql = p["targets"][0]["rawSql"].as_str().unwrap();
+            assert!(!sql.contains("::"), "a cast in {sql}");
+            let sql = sql.replace(
+                "$__timeFilter(at)",
+                &format!("at BETWEEN '{from}' AND '{to}'"),
+            );
+            (p["title"].as_str().unwrap().to_owned(), sql)
+        })
+        .collect();
+    assert_eq!(panels.len(), 2, "the dashboard's history panels");
+    panels
+}
+
+/// The rows of the history panel whose title starts with `title`.
+fn panel_rows(c: &mut Client, from: f64, to: f64, title: &str) -> Vec<postgres::Row> {
+    let (_, sql) = history_panels(&rfc3339(from), &rfc3339(to))
+        .into_iter()
+        .find(|(t, _)| t.starts_with(title))
+        .unwrap_or_else(|| panic!("no panel {title}"));
+    c.query(&sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 /// A machine id of 32 hex digits made from `n`.
 fn machine_id(n: u32) -> String {
     format!(
@@ -54,7 +88,7 @@ fn stop(child: Child) -> std::process::Output {
     wait_output(child, LIMIT)
 }
 
-fn rows(c: &mut Client, id: &str) -> i64 {
+fn rows_of(c: &mut Client, id: &str) -> i64 {
     c.query_one(
         "SELECT count(*) FROM tacho_history WHERE machine_id = $1",
         &[&id],
@@ -66,7 +100,7 @@ fn rows(c: &mut Client, id: &str) -> i64 {
 /// Waits until `id` has at least `n` intervals on the server.
 fn wait_rows(c: &mut Client, id: &str, n: i64) {
     let start = Instant::now();
-    while rows(c, id) < n {
+    while rows_of(c, id) < n {
         assert!(
             start.elapsed() < LIMIT,
             "{id}: fewer than {n} intervals arrived"
@@ -122,7 +156,7 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
             .unwrap();
         assert!(s.success());
     }
-    let after = rows(&mut c, &ids[0]);
+    let after = rows_of(&mut c, &ids[0]);
     wait_rows(&mut c, &ids[0], after + 2);
     for r in recorders {
         let o = stop(r);
@@ -229,6 +263,59 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
         v
     };
     assert_eq!(codes(&central), codes(&local));
+    // The dashboard's history panels, as Grafana runs them: the writer's host and finding
+    // with the writer named, and each recorder's CPU series.
+    let found = panel_rows(&mut c, t0 - 1.0, now_unix() + 1.0, "Findings");
+    assert!(
+        found.iter().any(|r| {
+            r.get::<_, String>("machine id") == ids[0]
+                && r.get::<_, String>("subject") == dev.name()
+                && r.get::<_, Option<String>>("named").as_deref() == Some(name.as_str())
+        }),
+        "{found:?}"
+    );
+    let cpu = panel_rows(&mut c, t0 - 1.0, now_unix() + 1.0, "CPU busy");
+    for id in &ids {
+        let series = format!(" {}", &id[..8]);
+        assert!(
+            cpu.iter()
+                .any(|r| r.get::<_, String>("metric").ends_with(&series)
+                    && r.get::<_, Option<f32>>("cpu_busy_pct").is_some()),
+            "{id}: {cpu:?}"
+        );
+    }
+    // The figures summed from the compact rows are the local replay's: bytes exact, the
+    // busiest process by I/O the same with the same bytes, peaks to the tenth kept.
+    for key in [
+        "gaps",
+        "device_write_bytes",
+        "process_write_bytes",
+        "networks",
+    ] {
+        assert_eq!(central[key], local[key], "{key}:\n{central}\n{local}");
+    }
+    let disks = |s: &serde_json::Value| {
+        let mut v: Vec<String> = s["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| format!("{} {} {}", d["name"], d["read_bytes"], d["write_bytes"]))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(disks(&central), disks(&local));
+    let first = |s: &serde_json::Value| {
+        let p = &s["top_io"][0];
+        (
+            p["pid"].clone(),
+            p["comm"].clone(),
+            p["write_bytes"].clone(),
+        )
+    };
+    assert_eq!(first(&central), first(&local));
+    let peak = |s: &serde_json::Value| s["peaks"]["cpu_busy_pct"]["value"].as_f64().unwrap();
+    assert!((peak(&central) - peak(&local)).abs() <= 0.05 + 1e-9);
 }
 
 #[test]
@@ -433,4 +520,125 @@ fn record_takes_the_store_and_labels_from_the_config_file() {
             .get(0);
         assert_eq!(got, role);
     }
+}
+
+/// A store of schema 3 (`tests/fixtures/pg/schema3.sql`: what `store init` and two hosts'
+/// recorders of that version left, ten intervals whose figures are one recorded on a test
+/// machine, two of them with a finding) is refused until `store init` migrates it; then its
+/// intervals read back whole into the compact rows, and a host role granted what schema 3
+/// asked for records as before.
+#[test]
+fn store_init_moves_a_schema_3_history_into_the_compact_rows() {
+    let Some(pg) = TestDb::empty("fleet_v3") else {
+        return;
+    };
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/pg/schema3.sql");
+    pg.client()
+        .batch_execute(&std::fs::read_to_string(fixture).unwrap())
+        .unwrap();
+    let host = pg.role_with("v3host", |role| {
+        format!(
+            "GRANT USAGE ON SCHEMA public TO {role};
+             GRANT SELECT ON runs, tests, tacho_schema, tacho_hosts, tacho_history TO {role};
+             GRANT INSERT ON runs, tests, tacho_hosts, tacho_history TO {role};
+             GRANT EXECUTE ON FUNCTION tacho_history_partition(DATE) TO {role};"
+        )
+    });
+    let mut c = pg.client();
+    // The figures of the recorded interval every fixture row holds.
+    let doc: String = c
+        .query_one(
+            "SELECT summary::TEXT FROM tacho_history ORDER BY at LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    let (from, to) = ("2026-11-20T03:00:00Z", "2026-11-20T03:01:00Z");
+    let top_host = |url: &str| {
+        run(&[
+            "top",
+            "--from",
+            from,
+            "--to",
+            to,
+            "--db",
+            url,
+            "--host",
+            "v3-host-1",
+            "--json",
+        ])
+    };
+    let line = assert_error(&top_host(&pg.url));
+    assert!(
+        line.contains("schema version 3") && line.contains("store init"),
+        "{line}"
+    );
+    let o = run(&["store", "init", "--db", &pg.url]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("from version 3"), "{}", stderr(&o));
+    let s = json_ok(&top_host(&pg.url));
+    assert_eq!(s["intervals"], 5, "{s}");
+    assert_eq!(s["gaps"], 0, "{s}");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    assert_eq!(
+        n(&s["device_write_bytes"]),
+        5 * n(&doc["device_write_bytes"])
+    );
+    assert_eq!(s["peaks"]["cpu_busy_pct"]["value"], doc["cpu_busy_pct"]);
+    let pids = |list: &serde_json::Value| {
+        let mut v: Vec<u64> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| n(&p["read_bytes"]) + n(&p["write_bytes"]) > 0)
+            .map(|p| n(&p["pid"]))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(pids(&s["top_io"]), pids(&doc["processes"]), "{s}");
+    let finding = &s["findings"][0];
+    assert_eq!(finding["code"], "disk_busy", "{s}");
+    assert_eq!(finding["culprits"][0]["comm"], "backup", "{s}");
+    assert_eq!(finding["culprits"][0]["intervals"], 2, "{s}");
+    assert_eq!(
+        finding["to_unix_s"].as_f64().unwrap() - finding["from_unix_s"].as_f64().unwrap(),
+        20.0
+    );
+    let fleet = json_ok(&run(&[
+        "top", "--from", from, "--to", to, "--db", &pg.url, "--label", "role=db", "--json",
+    ]));
+    assert_eq!(fleet["hosts_recorded"], 1, "{fleet}");
+    assert_eq!(fleet["hosts"][0]["hostname"], "v3-host-1", "{fleet}");
+    // The dashboard's findings panel shows the migrated finding, by the role a host has.
+    let mut as_host = Client::connect(&host, NoTls).unwrap();
+    let found = panel_rows(&mut as_host, 1_795_143_500.0, 1_795_143_700.0, "Findings");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].get::<_, String>("host"), "v3-host-1");
+    assert_eq!(found[0].get::<_, i64>("intervals"), 2);
+    assert_eq!(
+        found[0].get::<_, Option<String>>("named").as_deref(),
+        Some("backup")
+    );
+    // The view keeps schema 3's columns for those who queried them.
+    let rows: i64 = c
+        .query_one(
+            "SELECT count(*) FROM tacho_history WHERE labels->>'role' = 'web'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 5);
+    // The role made for schema 3 records into the new tables without new grants.
+    let dir = tempfile::tempdir().unwrap();
+    let o = tacho()
+        .args(["record", "--interval", "1s", "--count", "2", "--db", &host])
+        .arg("--history")
+        .arg(dir.path().join("history.db"))
+        .env("TACHO_TEST_MACHINE_ID", machine_id(33))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(rows_of(&mut c, &machine_id(33)), 1);
 }

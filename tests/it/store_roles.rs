@@ -152,20 +152,42 @@ fn a_host_role_adds_its_own_rows_and_nothing_else() {
     assert_eq!(count(&mut admin, "SELECT count(*) FROM tacho_history"), 1);
     let line = assert_error(&record(&two, one_id));
     assert!(line.contains("recorded by the role"), "{line}");
-    let why = refused(
-        &mut c,
-        &format!(
-            "INSERT INTO tacho_history (machine_id, hostname, labels, at, seconds, findings, \
-             summary) VALUES ('{one_id}', 'x', '{{}}', now(), 1, '[]', '{{}}')"
+    // Rows (intervals, or names) for host one's machine, in host one's numbers.
+    for sql in [
+        format!(
+            "INSERT INTO tacho_intervals (host, names, at, seconds, figures) \
+             SELECT n.host, n.id, now(), 1, '{{}}' FROM tacho_host_names n \
+             JOIN tacho_hosts h ON h.id = n.host WHERE h.machine_id = '{one_id}'"
         ),
-    );
-    assert!(why.contains("row-level security"), "{why}");
+        format!(
+            "INSERT INTO tacho_host_names (host, hostname, labels) \
+             SELECT id, 'evil', '{{}}' FROM tacho_hosts WHERE machine_id = '{one_id}'"
+        ),
+    ] {
+        let why = refused(&mut c, &sql);
+        assert!(why.contains("row-level security"), "{sql}: {why}");
+    }
+    // tacho_history is a view of them: nobody writes through it.
     for sql in [
         "DELETE FROM tacho_history",
         "UPDATE tacho_history SET findings = '[]'",
+        "INSERT INTO tacho_history (machine_id, hostname, labels, at, seconds, findings, \
+         figures) VALUES ('x', 'x', '{}', now(), 1, '[]', '{}')",
+    ] {
+        let why = refused(&mut c, sql);
+        assert!(
+            why.contains("permission denied") || why.contains("view"),
+            "{sql}: {why}"
+        );
+    }
+    for sql in [
+        "DELETE FROM tacho_intervals",
+        "UPDATE tacho_intervals SET findings = '[]'",
+        "DELETE FROM tacho_host_names",
+        "UPDATE tacho_host_names SET hostname = 'evil'",
         "DELETE FROM tacho_hosts",
         "UPDATE tacho_hosts SET db_role = current_user",
-        "CREATE TABLE tacho_history_20000101 PARTITION OF tacho_history \
+        "CREATE TABLE tacho_intervals_20000101 PARTITION OF tacho_intervals \
          FOR VALUES FROM ('2000-01-01') TO ('2000-01-02')",
     ] {
         let why = refused(&mut c, sql);

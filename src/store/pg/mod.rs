@@ -186,7 +186,7 @@ impl PgStore {
         let owner: bool = tx
             .query_one(
                 "SELECT pg_has_role(current_user, c.relowner, 'USAGE')
-                 FROM pg_class c WHERE c.oid = 'tacho_history'::REGCLASS",
+                 FROM pg_class c WHERE c.oid = 'tacho_intervals'::REGCLASS",
                 &[],
             )
             .map_err(fail)?
@@ -200,7 +200,7 @@ impl PgStore {
         let names: Vec<String> = tx
             .query(
                 "SELECT c.relname::TEXT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-                 WHERE i.inhparent = 'tacho_history'::REGCLASS",
+                 WHERE i.inhparent = 'tacho_intervals'::REGCLASS",
                 &[],
             )
             .map_err(fail)?
@@ -210,7 +210,7 @@ impl PgStore {
         let mut days: Vec<(chrono::NaiveDate, String)> = names
             .into_iter()
             .filter_map(|name| {
-                let day = name.strip_prefix("tacho_history_")?;
+                let day = name.strip_prefix("tacho_intervals_")?;
                 let day = chrono::NaiveDate::parse_from_str(day, "%Y%m%d").ok()?;
                 let end = day.succ_opt()?.and_hms_opt(0, 0, 0)?.and_utc();
                 (end <= cutoff).then_some((day, name))

@@ -6,12 +6,14 @@
 //! missing or older schema is one line saying to run `store init`.
 //!
 //! Row ownership is PostgreSQL's to enforce, not tacho's: every table a host writes has
-//! row-level security, and each row carries the role that inserted it (`db_role`, filled by
-//! the server with `current_user`). A host role may read every row, insert rows that are its
-//! own, and finish (update) its own runs; it cannot insert as another role, update another
-//! role's rows, or delete at all. A machine id belongs to the first role that records for it
-//! (`tacho_hosts`), so one host cannot write history in another's name. The administrator owns
-//! the tables, so row-level security does not apply to it (`runs rm`, `store prune`).
+//! row-level security, and each run and test row carries the role that inserted it
+//! (`db_role`, filled by the server with `current_user`). A host role may read every row,
+//! insert rows that are its own, and finish (update) its own runs; it cannot insert as another
+//! role, update another role's rows, or delete at all. A machine id belongs to the first role
+//! that records for it (`tacho_hosts`), and history rows (`tacho_intervals`,
+//! `tacho_host_names`) are accepted only for a machine id of the inserting role, so one host
+//! cannot write history in another's name. The administrator owns the tables, so row-level
+//! security does not apply to it (`runs rm`, `store prune`).
 
 use anyhow::{Result, anyhow};
 use postgres::Client;
@@ -133,15 +135,145 @@ REVOKE ALL ON FUNCTION %1$I.tacho_history_partition(DATE) FROM PUBLIC;
 $f$, current_schema()); END $do$;
 ";
 
+/// Schema 4: the history in compact rows (under half of schema 3's bytes).
+///
+/// - `tacho_intervals` (partitioned by day as before) keeps a host as the number `tacho_hosts`
+///   gives its machine id, and its host name and labels as the number of a row of
+///   `tacho_host_names` (one per host, name and labels seen), instead of the text in every
+///   row; the figures Grafana plots as columns of their own; the findings as `jsonb` (`NULL`
+///   when there are none, as in most intervals); the processes, services, devices and
+///   interfaces as one `json` document of arrays (`[pid, comm, read, written, cpu_s]`, …).
+///   `json` keeps the text as sent: `jsonb` stores every number as a `numeric` of 8 bytes or
+///   more plus 4 of entry, twice the size here, and a row under 2 kB is never compressed.
+/// - A block-range (BRIN) index on `at` finds a window (rows arrive in time order), and a
+///   small index of the intervals with findings answers the fleet's question.
+/// - `tacho_history` becomes a view of the same columns as before with the figures added, for
+///   people and Grafana: `SELECT at, hostname, cpu_busy_pct FROM tacho_history WHERE …`.
+/// - The rows of schema 3 move into the new table; roles that could insert history rows are
+///   granted the new tables.
+const PG_SCHEMA_4: &str = r#"
+ALTER TABLE tacho_history RENAME TO tacho_history_v3;
+INSERT INTO tacho_hosts (machine_id, db_role)
+    SELECT DISTINCT ON (machine_id) machine_id, db_role FROM tacho_history_v3
+    ORDER BY machine_id, at
+    ON CONFLICT DO NOTHING;
+ALTER TABLE tacho_hosts ADD COLUMN id INTEGER GENERATED ALWAYS AS IDENTITY UNIQUE;
+
+CREATE TABLE tacho_host_names (
+    id       INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    host     INTEGER NOT NULL REFERENCES tacho_hosts (id),
+    hostname TEXT NOT NULL,
+    labels   JSONB NOT NULL,
+    UNIQUE (host, hostname, labels)
+);
+ALTER TABLE tacho_host_names ENABLE ROW LEVEL SECURITY;
+CREATE POLICY read_all ON tacho_host_names FOR SELECT USING (true);
+CREATE POLICY insert_own ON tacho_host_names FOR INSERT WITH CHECK (
+    EXISTS (SELECT 1 FROM tacho_hosts h
+            WHERE h.id = tacho_host_names.host AND h.db_role = current_user));
+
+CREATE TABLE tacho_intervals (
+    host                INTEGER NOT NULL,
+    names               INTEGER NOT NULL,
+    at                  TIMESTAMPTZ NOT NULL,
+    seconds             REAL NOT NULL,
+    cpu_busy_pct        REAL,
+    io_stall_pct        REAL,
+    memory_stall_pct    REAL,
+    available_bytes     BIGINT,
+    device_write_bytes  BIGINT,
+    process_write_bytes BIGINT,
+    findings            JSONB,
+    figures             JSON NOT NULL,
+    PRIMARY KEY (host, at)
+) PARTITION BY RANGE (at);
+CREATE INDEX tacho_intervals_at ON tacho_intervals USING BRIN (at);
+CREATE INDEX tacho_intervals_found ON tacho_intervals (at) WHERE findings IS NOT NULL;
+ALTER TABLE tacho_intervals ENABLE ROW LEVEL SECURITY;
+CREATE POLICY read_all ON tacho_intervals FOR SELECT USING (true);
+CREATE POLICY insert_own ON tacho_intervals FOR INSERT WITH CHECK (
+    EXISTS (SELECT 1 FROM tacho_host_names n JOIN tacho_hosts h ON h.id = n.host
+            WHERE n.id = tacho_intervals.names AND n.host = tacho_intervals.host
+              AND h.db_role = current_user));
+
+DO $do$ BEGIN EXECUTE format($f$
+CREATE OR REPLACE FUNCTION %1$I.tacho_history_partition(day DATE) RETURNS VOID
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = %1$I, pg_temp AS $body$
+DECLARE
+    name TEXT := 'tacho_intervals_' || to_char(day, 'YYYYMMDD');
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext(name));
+    IF to_regclass(quote_ident(%1$L) || '.' || quote_ident(name)) IS NULL THEN
+        EXECUTE format('CREATE TABLE %%I.%%I PARTITION OF %%I.tacho_intervals
+                        FOR VALUES FROM (%%L) TO (%%L)',
+                       %1$L, name, %1$L,
+                       day::TIMESTAMP AT TIME ZONE 'UTC',
+                       (day + 1)::TIMESTAMP AT TIME ZONE 'UTC');
+    END IF;
+END $body$;
+$f$, current_schema()); END $do$;
+
+INSERT INTO tacho_host_names (host, hostname, labels)
+    SELECT DISTINCT h.id, o.hostname, o.labels
+    FROM tacho_history_v3 o JOIN tacho_hosts h USING (machine_id)
+    ON CONFLICT DO NOTHING;
+SELECT tacho_history_partition(day)
+    FROM (SELECT DISTINCT (at AT TIME ZONE 'UTC')::DATE AS day FROM tacho_history_v3) AS days;
+INSERT INTO tacho_intervals
+SELECT h.id, n.id, o.at, o.seconds,
+       (o.summary->>'cpu_busy_pct')::REAL, (o.summary->>'io_stall_pct')::REAL,
+       (o.summary->>'memory_stall_pct')::REAL, (o.summary->>'available_bytes')::BIGINT,
+       (o.summary->>'device_write_bytes')::BIGINT, (o.summary->>'process_write_bytes')::BIGINT,
+       NULLIF(o.findings, '[]'::JSONB),
+       json_strip_nulls(json_build_object(
+           'processes', (SELECT json_agg(json_build_array(e->'pid', e->'comm', e->'read_bytes',
+                                                          e->'write_bytes', e->'cpu_s'))
+                         FROM jsonb_array_elements(o.summary->'processes') e),
+           'services', (SELECT json_agg(json_build_array(e->'path', e->'read_bytes',
+                                                         e->'write_bytes'))
+                        FROM jsonb_array_elements(o.summary->'services') e),
+           'disks', (SELECT json_agg(json_build_array(e->'name', e->'display_name',
+                                                      e->'read_bytes', e->'write_bytes',
+                                                      e->'util_pct'))
+                     FROM jsonb_array_elements(o.summary->'disks') e),
+           'nets', (SELECT json_agg(json_build_array(e->'name', e->'rx_bytes', e->'tx_bytes'))
+                    FROM jsonb_array_elements(o.summary->'nets') e),
+           'exit_overruns', o.summary->'exit_overruns'))
+FROM tacho_history_v3 o
+JOIN tacho_hosts h USING (machine_id)
+JOIN tacho_host_names n ON n.host = h.id AND n.hostname = o.hostname AND n.labels = o.labels;
+
+CREATE VIEW tacho_history AS
+SELECT h.machine_id, n.hostname, n.labels, i.at, i.seconds,
+       coalesce(i.findings, '[]'::JSONB) AS findings, i.figures, i.cpu_busy_pct,
+       i.io_stall_pct, i.memory_stall_pct, i.available_bytes, i.device_write_bytes,
+       i.process_write_bytes
+FROM tacho_intervals i
+JOIN tacho_hosts h ON h.id = i.host
+JOIN tacho_host_names n ON n.id = i.names;
+
+DO $do$ DECLARE r TEXT; BEGIN
+    FOR r IN SELECT DISTINCT a.grantee::REGROLE::TEXT
+             FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = 'tacho_history_v3'::REGCLASS AND a.privilege_type = 'INSERT'
+               AND a.grantee <> c.relowner AND a.grantee <> 0 LOOP
+        EXECUTE format('GRANT SELECT ON tacho_host_names, tacho_intervals, tacho_history TO %s;
+                        GRANT INSERT ON tacho_host_names, tacho_intervals TO %s', r, r);
+    END LOOP;
+END $do$;
+DROP TABLE tacho_history_v3;
+"#;
+
 /// Schema steps in order; the database records how many it has applied.
-const PG_MIGRATIONS: &[&str] = &[PG_SCHEMA_1, PG_SCHEMA_2, PG_SCHEMA_3];
+const PG_MIGRATIONS: &[&str] = &[PG_SCHEMA_1, PG_SCHEMA_2, PG_SCHEMA_3, PG_SCHEMA_4];
 
 /// The schema version this tacho reads and writes.
 pub const LATEST: i64 = PG_MIGRATIONS.len() as i64;
 
 /// The tables a host role reads, and those it inserts into.
-const READ: &str = "runs, tests, tacho_schema, tacho_hosts, tacho_history";
-const INSERT: &str = "runs, tests, tacho_hosts, tacho_history";
+const READ: &str =
+    "runs, tests, tacho_schema, tacho_hosts, tacho_host_names, tacho_intervals, tacho_history";
+const INSERT: &str = "runs, tests, tacho_hosts, tacho_host_names, tacho_intervals";
 /// The run columns a host updates when it finishes a run it saved test by test.
 const UPDATE_RUNS: &str = "status, host_json, target_json, extra_json, hostname, target_path, \
                            machine_id, labels";
