@@ -132,7 +132,7 @@ fn between(day: &str, a: &[DiskCounters], b: &[DiskCounters], seconds: f64) -> V
     b.iter()
         .filter_map(|now| {
             let then = a.iter().find(|d| d.name == now.name)?;
-            let delta = |x: u64, y: u64| y.checked_sub(x).map(|s| s * SECTOR_BYTES);
+            let delta = |x: u64, y: u64| y.checked_sub(x).map(|s| s.saturating_mul(SECTOR_BYTES));
             Some(DayTotals {
                 day: day.to_string(),
                 disk: now.name.clone(),

@@ -105,16 +105,15 @@ fn mutated() -> impl Strategy<Value = Data> {
     prop::collection::vec((0usize..4000, adversarial_number()), 0..6).prop_map(Data::Mutated)
 }
 
-/// Hostile numbers of the kind of `old`: an unsigned count, a signed one, or a float. Counts
-/// go up to 2^48, not to u64::MAX: the model's sums and differences of counters are plain
-/// `u64` arithmetic (a debug build panics on their overflow, a release build wraps), which is
-/// left to a later pass (reported with issue 28's audit); 2^48 is beyond any real counter.
+/// Hostile numbers of the kind of `old`: an unsigned count (up to u64::MAX: the model cuts
+/// a process's difference over an interval to `MAX_DELTA` and saturates its sums), a signed
+/// one, or a float.
 fn same_kind(old: &Value, pick: usize) -> Value {
     let choices = if old.is_u64() {
         vec![
             serde_json::json!(0),
             serde_json::json!(4_294_967_295u64),
-            serde_json::json!(1u64 << 48),
+            serde_json::json!(u64::MAX),
         ]
     } else if old.is_i64() {
         vec![serde_json::json!(-1), serde_json::json!(i64::MIN)]

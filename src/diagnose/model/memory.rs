@@ -92,18 +92,19 @@ pub fn memory_of(m: &Meminfo) -> Memory {
         f("AnonPages"),
         f("Shmem"),
         f("SUnreclaim"),
-        f("PageTables") + f("SecPageTables"),
+        f("PageTables").saturating_add(f("SecPageTables")),
         f("KernelStack"),
         hugetlb,
     ];
-    let listed: u64 = parts.iter().sum();
+    // Saturating: a replayed history's figures are whatever its file says.
+    let listed = parts.iter().fold(0u64, |a, &b| a.saturating_add(b));
     Memory {
         total_bytes: total,
         used_bytes: used,
         free_bytes: free,
         shared_bytes: f("Shmem"),
         buffers_bytes: f("Buffers"),
-        cache_bytes: f("Cached") + f("SReclaimable"),
+        cache_bytes: f("Cached").saturating_add(f("SReclaimable")),
         available_bytes: available,
         swap_total_bytes: f("SwapTotal"),
         swap_used_bytes: f("SwapTotal").saturating_sub(f("SwapFree")),
@@ -163,7 +164,7 @@ pub fn vm_events(a: &VmStat, b: &VmStat) -> BTreeMap<String, u64> {
                 .filter(|(k, _)| k.starts_with("allocstall"))
                 .peekable();
         it.peek()?;
-        Some(it.map(|(_, v)| *v).sum())
+        Some(it.fold(0u64, |a, (_, v)| a.saturating_add(*v)))
     };
     if let (Some(x), Some(y)) = (stalls(a), stalls(b))
         && let Some(d) = y.checked_sub(x)

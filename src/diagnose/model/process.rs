@@ -233,7 +233,42 @@ pub fn deltas(a: &Sample, b: &Sample, opts: &ModelOptions) -> Vec<Delta> {
             exited: true,
         });
     }
+    for d in &mut all {
+        d.bound();
+    }
     all
+}
+
+/// More than one process can do in an interval: 2^40 bytes (a terabyte) or clock ticks (350
+/// years at 100 Hz). A larger difference comes from a damaged or crafted sample (a replayed
+/// history is whatever its file says), and is cut to this, so the sums over every process
+/// stay far from overflowing.
+pub const MAX_DELTA: u64 = 1 << 40;
+
+impl Delta {
+    fn bound(&mut self) {
+        for v in [
+            &mut self.utime,
+            &mut self.stime,
+            &mut self.blkio_ticks,
+            &mut self.major_faults,
+        ] {
+            *v = (*v).min(MAX_DELTA);
+        }
+        for v in [
+            &mut self.read_bytes,
+            &mut self.write_bytes,
+            &mut self.cancelled_write_bytes,
+            &mut self.swap_bytes,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *v = (*v).min(MAX_DELTA);
+        }
+        let max = MAX_DELTA as i64;
+        self.rss_growth_bytes = self.rss_growth_bytes.clamp(-max, max);
+    }
 }
 
 /// Whether `p` started after sample `a` scanned the processes. Start times are whole clock
