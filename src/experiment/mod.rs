@@ -293,50 +293,58 @@ pub fn run(
     let applied = Applied { plan, saved };
     let result = rounds(plan, &applied, stop, observer);
     let revert = applied.revert();
-    let journal = held.path().to_path_buf();
-    match (result, revert) {
-        (Ok((baseline, changed, figure, interrupted)), Ok(())) => {
-            held.remove()?;
-            observer.line(&format!(
-                "reverted: {} (read back)",
-                changes
-                    .iter()
-                    .map(|c| if c.setting == COMMAND {
-                        format!("{} exited 0", c.side(false))
-                    } else {
-                        format!("{} back to {}", c.setting, c.from)
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            let higher = figure.as_ref().map(|f| f.higher_is_better);
-            Ok(Outcome {
-                schema: SCHEMA,
-                effect: higher.and_then(|h| verdict::judge(&baseline, &changed, h)),
-                changes,
-                measure: plan.measure.describe(),
-                figure: figure.map(|f| f.name),
-                higher_is_better: higher,
-                rounds: plan.rounds,
-                baseline,
-                changed,
-                reverted: true,
-                interrupted,
+    let (baseline, changed, figure, interrupted) = settle(held, result, revert, "experiment")?;
+    observer.line(&format!(
+        "reverted: {} (read back)",
+        changes
+            .iter()
+            .map(|c| if c.setting == COMMAND {
+                format!("{} exited 0", c.side(false))
+            } else {
+                format!("{} back to {}", c.setting, c.from)
             })
-        }
-        (Err(e), Ok(())) => {
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let higher = figure.as_ref().map(|f| f.higher_is_better);
+    Ok(Outcome {
+        schema: SCHEMA,
+        effect: higher.and_then(|h| verdict::judge(&baseline, &changed, h)),
+        changes,
+        measure: plan.measure.describe(),
+        figure: figure.map(|f| f.name),
+        higher_is_better: higher,
+        rounds: plan.rounds,
+        baseline,
+        changed,
+        reverted: true,
+        interrupted,
+    })
+}
+
+/// Ends an experiment (or a series, `what`) once its revert ran: the journal is removed when
+/// everything is back, whether the rounds finished or failed; a failed revert keeps it for
+/// `--recover` and says so, with what stopped the rounds.
+fn settle<T>(
+    held: journal::Held,
+    result: Result<T, ExperimentError>,
+    revert: Result<(), ExperimentError>,
+    what: &str,
+) -> Result<T, ExperimentError> {
+    match (result, revert) {
+        (result, Ok(())) => {
             held.remove()?;
-            Err(e)
+            result
         }
         (result, Err(revert)) => Err(ExperimentError::RevertFailed {
             // A revert that failed in a round fails again at the end: named once.
             cause: match result {
-                Ok(_) => "the experiment finished".into(),
-                Err(e) if e.to_string() == revert.to_string() => "the experiment stopped".into(),
+                Ok(_) => format!("the {what} finished"),
+                Err(e) if e.to_string() == revert.to_string() => format!("the {what} stopped"),
                 Err(e) => e.to_string(),
             },
             revert: Box::new(revert),
-            journal,
+            journal: held.path().to_path_buf(),
         }),
     }
 }

@@ -82,32 +82,16 @@ pub fn run(
     let mut steps = Vec::new();
     let result = steps_run(plan, then, stop, observer, &mut kept, &mut steps);
     let revert = revert_kept(plan, &all, &saved, &kept);
-    match (result, revert) {
-        (Ok(interrupted), Ok(())) => {
-            held.remove()?;
-            let (cumulative_pct, unpaid_steps) = summary(&steps);
-            Ok(SeriesOutcome {
-                schema: SCHEMA,
-                steps,
-                cumulative_pct,
-                unpaid_steps,
-                reverted: true,
-                interrupted,
-            })
-        }
-        (Err(e), Ok(())) => {
-            held.remove()?;
-            Err(e)
-        }
-        (result, Err(revert)) => Err(ExperimentError::RevertFailed {
-            cause: match result {
-                Ok(_) => "the series finished".into(),
-                Err(e) => e.to_string(),
-            },
-            revert: Box::new(revert),
-            journal: held.path().to_path_buf(),
-        }),
-    }
+    let interrupted = super::settle(held, result, revert, "series")?;
+    let (cumulative_pct, unpaid_steps) = summary(&steps);
+    Ok(SeriesOutcome {
+        schema: SCHEMA,
+        steps,
+        cumulative_pct,
+        unpaid_steps,
+        reverted: true,
+        interrupted,
+    })
 }
 
 /// What stays applied for the steps after a win.
