@@ -84,8 +84,24 @@ pub fn register(dir: BorrowedFd<'_>, name: &str, entry: Entry) -> Option<Registe
 }
 
 /// Removes everything registered: files first, then directories. Called from a signal
-/// handler: atomics and system calls only.
+/// handler: atomics and system calls only. The run's other threads go on until the process
+/// exits, so a worker may make its file again between the two passes and leave a directory
+/// not empty: the passes are repeated while one is, a bounded number of times.
 pub fn remove_all() {
+    for _ in 0..ROUNDS {
+        if !remove_once() {
+            return;
+        }
+    }
+}
+
+/// Rounds of [`remove_all`] at most: a worker makes its file once per file it writes, so a
+/// second round nearly always finds the directory empty.
+const ROUNDS: usize = 64;
+
+/// One round of [`remove_all`]; true when a directory was left because it was not empty.
+fn remove_once() -> bool {
+    let mut not_empty = false;
     for pass in [0, libc::AT_REMOVEDIR] {
         for s in &TABLE {
             let dir = s.dir.load(Ordering::SeqCst);
@@ -104,7 +120,11 @@ pub fn remove_all() {
                 }
             }
             // SAFETY: `name` as above; unlinkat is async-signal-safe.
-            unsafe { libc::unlinkat(dir, name, pass) };
+            let failed = unsafe { libc::unlinkat(dir, name, pass) } != 0;
+            // Reading errno is async-signal-safe.
+            let errno = std::io::Error::last_os_error().raw_os_error();
+            not_empty |= failed && pass == libc::AT_REMOVEDIR && errno == Some(libc::ENOTEMPTY);
         }
     }
+    not_empty
 }
