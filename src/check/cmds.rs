@@ -86,6 +86,10 @@ pub fn setting(setting: &Setting, new: &str, current: &str) -> Remedy {
         Setting::Sysctl(name) => sysctl(name, new, current),
         Setting::Governor => all_cpus(&setting.shell_path(), "cpu-governor", new, current),
         Setting::Mount(path) => mount_option(path, new, Some(current)),
+        Setting::Lazytime(path) => {
+            let word = |v: &str| if v == "on" { "lazytime" } else { "nolazytime" };
+            mount_option(path, word(new), Some(word(current)))
+        }
     }
 }
 

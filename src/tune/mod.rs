@@ -3,9 +3,12 @@
 //! back (to see that it took) and restore what was read. `check` takes the files and shell
 //! commands of its fixes from here; `experiment` applies and reverts through it.
 //!
-//! Mount options that can be changed on a mounted filesystem (its atime mode) are applied with
-//! a bind remount (`mount(2)` with `MS_REMOUNT | MS_BIND`, which changes only that mount's own
-//! flags and keeps the others as /proc/self/mountinfo lists them) and read back from mountinfo.
+//! Mount options that can be changed on a mounted filesystem are applied without touching the
+//! others: the atime mode, a flag of the mount itself, with a bind remount (`mount(2)` with
+//! `MS_REMOUNT | MS_BIND`, keeping the mount's other flags as /proc/self/mountinfo lists them);
+//! lazytime, a flag of the filesystem (every mount of it sees it), by reconfiguring that one
+//! flag of the superblock (`fspick` + `fsconfig`), since a classic remount would need the
+//! filesystem's whole option string. Both are read back from mountinfo.
 //!
 //! This is the only module that writes to /proc or /sys. It writes only what a [`Change`]
 //! (parsed and checked here) or a [`Saved`] state (re-checked here value by value) holds, so
@@ -33,6 +36,10 @@ const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
 const ATIME: &[&str] = &["noatime", "relatime", "strictatime"];
 /// Prefix of a mount setting's name: `mount:/data`.
 const MOUNT_PREFIX: &str = "mount:";
+/// Prefix of a lazytime setting's name: `lazytime:/data`.
+const LAZYTIME_PREFIX: &str = "lazytime:";
+/// A filesystem's lazytime flag.
+const ON_OFF: &[&str] = &["on", "off"];
 /// Largest read-ahead accepted, in KiB (1 GiB).
 const MAX_READ_AHEAD_KB: u64 = 1 << 20;
 
@@ -121,6 +128,9 @@ pub enum Setting {
     /// `mount:/MOUNTPOINT`: the atime mode of the mount there (`noatime`, `relatime`,
     /// `strictatime`).
     Mount(String),
+    /// `lazytime:/MOUNTPOINT`: whether the filesystem mounted there keeps timestamp updates in
+    /// memory (`on`, `off`); the filesystem's flag, so every mount of it changes.
+    Lazytime(String),
 }
 
 /// Why a setting could not be named, read, applied or restored; each message names the
@@ -133,7 +143,8 @@ pub enum TuneError {
     /// The name is not in the catalogue.
     #[error(
         "unknown setting {0:?}; settings: thp.enabled, thp.defrag, block.DEV.scheduler, \
-         block.DEV.read_ahead_kb, cpu.governor, mount:/MOUNTPOINT, {sysctls}",
+         block.DEV.read_ahead_kb, cpu.governor, mount:/MOUNTPOINT, lazytime:/MOUNTPOINT, \
+         {sysctls}",
         sysctls = SYSCTLS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
     )]
     Unknown(String),
@@ -149,11 +160,18 @@ pub enum TuneError {
     },
     /// A mount setting's mount point is not an absolute, normalized path.
     #[error(
-        "mount:{} names no mount point: give an absolute path without `.`, `..` or a trailing \
-         slash, e.g. mount:/data=noatime",
-        crate::text::Escaped(.0)
+        "{prefix}{} names no mount point: give an absolute path without `.`, `..` or a \
+         trailing slash, e.g. {prefix}/data={example}",
+        crate::text::Escaped(path)
     )]
-    BadMountPoint(String),
+    BadMountPoint {
+        /// `mount:` or `lazytime:`.
+        prefix: &'static str,
+        /// What was given after it.
+        path: String,
+        /// A value the setting takes.
+        example: &'static str,
+    },
     /// The device or setting does not exist on this machine.
     #[error("{0} does not exist on this machine ({1} is missing)")]
     Absent(String, String),
@@ -199,7 +217,10 @@ impl Change {
     /// Parses `SETTING=VALUE` (names as in [`Setting::name`]).
     pub fn parse(text: &str) -> Result<Change, TuneError> {
         // A mount point may hold `=`; no value does.
-        let (name, value) = if text.trim_start().starts_with(MOUNT_PREFIX) {
+        let (name, value) = if [MOUNT_PREFIX, LAZYTIME_PREFIX]
+            .iter()
+            .any(|p| text.trim_start().starts_with(p))
+        {
             text.rsplit_once('=')
         } else {
             text.split_once('=')
@@ -255,9 +276,22 @@ impl Setting {
             _ => {
                 if let Some(path) = name.strip_prefix(MOUNT_PREFIX) {
                     if !plain_mount_point(path) {
-                        return Err(TuneError::BadMountPoint(path.to_string()));
+                        return Err(TuneError::BadMountPoint {
+                            prefix: MOUNT_PREFIX,
+                            path: path.to_string(),
+                            example: "noatime",
+                        });
                     }
                     Setting::Mount(path.to_string())
+                } else if let Some(path) = name.strip_prefix(LAZYTIME_PREFIX) {
+                    if !plain_mount_point(path) {
+                        return Err(TuneError::BadMountPoint {
+                            prefix: LAZYTIME_PREFIX,
+                            path: path.to_string(),
+                            example: "on",
+                        });
+                    }
+                    Setting::Lazytime(path.to_string())
                 } else if let Some(rest) = name.strip_prefix("block.") {
                     let (dev, attr) = rest.rsplit_once('.').ok_or_else(unknown)?;
                     if !plain_device(dev) {
@@ -289,6 +323,7 @@ impl Setting {
             Setting::Sysctl(name) => (*name).into(),
             Setting::Governor => "cpu.governor".into(),
             Setting::Mount(path) => format!("{MOUNT_PREFIX}{path}"),
+            Setting::Lazytime(path) => format!("{LAZYTIME_PREFIX}{path}"),
         }
     }
 
@@ -302,7 +337,7 @@ impl Setting {
             Setting::ReadAhead(dev) => format!("/sys/block/{dev}/queue/read_ahead_kb"),
             Setting::Sysctl(name) => format!("/proc/sys/{}", name.replace('.', "/")),
             Setting::Governor => "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor".into(),
-            Setting::Mount(_) => "/proc/self/mountinfo".into(),
+            Setting::Mount(_) | Setting::Lazytime(_) => "/proc/self/mountinfo".into(),
         }
     }
 
@@ -331,6 +366,7 @@ impl Setting {
             Setting::ThpEnabled => word(THP_ENABLED),
             Setting::ThpDefrag => word(THP_DEFRAG),
             Setting::Mount(_) => word(ATIME),
+            Setting::Lazytime(_) => word(ON_OFF),
             Setting::Scheduler(_) => word(SCHEDULERS),
             Setting::ReadAhead(_) => number(MAX_READ_AHEAD_KB),
             Setting::Sysctl(name) => number(spec(name).map_or(0, |s| s.max)),
@@ -364,7 +400,7 @@ impl Setting {
                 .join("devices/system/cpu")
                 .join(part)
                 .join("cpufreq/scaling_governor"),
-            Setting::Mount(_) => root.proc.join("self/mountinfo"),
+            Setting::Mount(_) | Setting::Lazytime(_) => root.proc.join("self/mountinfo"),
         }
     }
 
@@ -385,8 +421,13 @@ impl Setting {
                 }
             }
             Setting::Mount(path) => {
-                let mount = mount_at(root, path)?;
+                let mount = mount_at(root, path, self.name())?;
                 parts.insert(String::new(), atime_mode(&mount.options).to_string());
+            }
+            Setting::Lazytime(path) => {
+                let mount = mount_at(root, path, self.name())?;
+                let on = mount.options.split(',').any(|o| o == "lazytime");
+                parts.insert(String::new(), if on { "on" } else { "off" }.to_string());
             }
             Setting::Sysctl(name) => {
                 for n in std::iter::once(*name).chain(spec(name).and_then(|s| s.twin)) {
@@ -528,8 +569,10 @@ impl Setting {
     /// Writes one value to one part's file, in one write (sysfs takes a value per write); a
     /// mount's atime mode by a bind remount.
     fn write(&self, root: &SysRoot, part: &str, value: &str) -> Result<(), TuneError> {
-        if let Setting::Mount(path) = self {
-            return remount(root, path, value);
+        match self {
+            Setting::Mount(path) => return remount(root, path, value),
+            Setting::Lazytime(path) => return set_lazytime(root, path, value == "on"),
+            _ => {}
         }
         let path = self.file(root, part);
         let refused = |source| TuneError::Refused {
@@ -549,14 +592,15 @@ impl Setting {
 }
 
 /// The mount whose mount point is `path` (the last one mounted there, which is the one seen).
-fn mount_at(root: &SysRoot, path: &str) -> Result<mounts::Mount, TuneError> {
+/// `setting` names it in an error.
+fn mount_at(root: &SysRoot, path: &str, setting: String) -> Result<mounts::Mount, TuneError> {
     mounts::read_mounts(root)?
         .into_iter()
         .rev()
         .find(|m| m.mount_point.as_os_str() == path)
         .ok_or_else(|| {
             TuneError::Absent(
-                format!("{MOUNT_PREFIX}{path}"),
+                setting,
                 format!("a mount at {path} in /proc/self/mountinfo"),
             )
         })
@@ -599,13 +643,37 @@ fn remount_flags(options: &str, atime: &str) -> MountFlags {
 
 /// Gives the mount at `path` the atime mode `atime`, keeping its other flags.
 fn remount(root: &SysRoot, path: &str, atime: &str) -> Result<(), TuneError> {
-    let mount = mount_at(root, path)?;
+    let mount = mount_at(root, path, format!("{MOUNT_PREFIX}{path}"))?;
     let flags = remount_flags(&mount.options, atime);
     rustix::mount::mount_remount(path, flags, "").map_err(|e| TuneError::Refused {
         path: format!("the mount at {path} (remount)"),
         value: atime.to_string(),
         source: e.into(),
     })
+}
+
+/// Sets or clears the lazytime flag of the filesystem mounted at `path`, and nothing else:
+/// `fspick` takes the superblock of the mount whose root `path` is (it refuses a path inside
+/// one), `fsconfig` changes the one flag.
+fn set_lazytime(root: &SysRoot, path: &str, on: bool) -> Result<(), TuneError> {
+    use rustix::mount::{FsPickFlags, fsconfig_reconfigure, fsconfig_set_flag, fspick};
+    mount_at(root, path, format!("{LAZYTIME_PREFIX}{path}"))?;
+    let flag = if on { "lazytime" } else { "nolazytime" };
+    let refused = |e: rustix::io::Errno| TuneError::Refused {
+        path: format!("the filesystem mounted at {path} (fsconfig)"),
+        value: flag.to_string(),
+        source: e.into(),
+    };
+    let fs = fspick(
+        rustix::fs::CWD,
+        path,
+        FsPickFlags::FSPICK_CLOEXEC
+            | FsPickFlags::FSPICK_NO_AUTOMOUNT
+            | FsPickFlags::FSPICK_SYMLINK_NOFOLLOW,
+    )
+    .map_err(refused)?;
+    fsconfig_set_flag(&fs, flag).map_err(refused)?;
+    fsconfig_reconfigure(&fs).map_err(refused)
 }
 
 fn spec(name: &str) -> Option<&'static SysctlSpec> {

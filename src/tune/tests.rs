@@ -222,3 +222,42 @@ fn a_remount_keeps_the_mounts_other_flags() {
     );
     assert_eq!(atime_mode("rw,nosuid"), "strictatime");
 }
+
+#[test]
+fn a_filesystems_lazytime_is_named_read_from_its_superblock_options_and_checked() {
+    let c = Change::parse("lazytime:/srv/a=b=on").unwrap();
+    assert_eq!(c.setting, Setting::Lazytime("/srv/a=b".into()));
+    assert_eq!(c.describe(), "lazytime:/srv/a=b=on");
+    let e = Change::parse("lazytime:/data=yes").unwrap_err().to_string();
+    assert!(e.contains("one of on, off"), "{e}");
+    let e = Setting::parse("lazytime:data").unwrap_err().to_string();
+    assert!(e.contains("lazytime:data names no mount point"), "{e}");
+    assert!(e.contains("e.g. lazytime:/data=on"), "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "proc/self/mountinfo",
+        "22 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n\
+         30 22 7:0 / /srv/a rw,noatime - ext4 /dev/loop0 rw,lazytime\n\
+         31 22 7:1 / /srv/b rw,relatime - xfs /dev/loop1 rw,attr2,inode64\n",
+    );
+    let root = SysRoot::under(dir.path());
+    let read = |p: &str| {
+        Setting::Lazytime(p.into())
+            .read(&root)
+            .map(|s| s.0[""].clone())
+    };
+    assert_eq!(read("/srv/a").unwrap(), "on");
+    assert_eq!(read("/srv/b").unwrap(), "off");
+    let e = read("/srv").unwrap_err().to_string();
+    assert!(e.contains("lazytime:/srv does not exist"), "{e}");
+    // `check`'s commands for it: the remount and the fstab option, and back.
+    let r = crate::check::cmds::setting(&Setting::Lazytime("/srv/a".into()), "off", "on");
+    assert_eq!(r.fix.as_deref(), Some("mount -o remount,nolazytime /srv/a"));
+    let revert = r.revert.unwrap();
+    assert!(
+        revert.ends_with("mount -o remount,lazytime /srv/a"),
+        "{revert}"
+    );
+}

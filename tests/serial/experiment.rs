@@ -283,6 +283,62 @@ fn a_mounts_atime_mode_is_remounted_in_its_rounds_and_reverted() {
     assert_empty(&journal);
 }
 
+/// The superblock options (the last field) of `mount_point`'s line in /proc/self/mountinfo.
+fn super_options_awk(mount_point: &Path) -> String {
+    format!(
+        "awk '$5==\"{}\" {{print $NF}}' /proc/self/mountinfo",
+        mount_point.display()
+    )
+}
+
+/// Issue 34: lazytime, a flag of the filesystem rather than of the mount, is set on the
+/// superblock alone for the changed rounds (its other options stay), cleared for the baseline
+/// ones, and off again after; the fix printed is the remount `check` gives.
+#[test]
+fn a_filesystems_lazytime_is_set_in_its_rounds_and_cleared_after() {
+    let _kernel = kernel_wide();
+    let Some(dev) = LoopDev::new_in("experiment lazytime", 16 << 20, Path::new("/dev/shm")) else {
+        return;
+    };
+    assert!(dev.mkfs_ext4(), "mkfs.ext4 failed");
+    let mnt = tempfile::tempdir().unwrap();
+    let _mounted = MountGuard::mount(&["-o", "nodelalloc", dev.path()], mnt.path()).unwrap();
+    let (home, journal) = journal_home();
+    let log = home.path().join("seen");
+    let o = run_cmd({
+        let mut c = experiment(&journal);
+        c.args(["--change", &format!("lazytime:{}=on", mnt.path().display())])
+            .args(["--measure", "top", "--rounds", "2", "--yes", "--json"])
+            .args([
+                "--workload",
+                &format!("{} >> {}", super_options_awk(mnt.path()), log.display()),
+            ]);
+        c
+    });
+    let v = json_ok(&o);
+    let seen: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let (base, changed) = ("rw,nodelalloc", "rw,lazytime,nodelalloc");
+    assert_eq!(seen, [base, base, changed, base, changed], "{}", stderr(&o));
+    let after = run_cmd({
+        let mut c = Command::new("sh");
+        c.args(["-c", &super_options_awk(mnt.path())]);
+        c
+    });
+    assert_eq!(stdout(&after).trim(), base);
+    assert_eq!(v["changes"][0]["from"], "off");
+    assert_eq!(v["reverted"], true);
+    let persist = v["changes"][0]["persist_command"].as_str().unwrap();
+    assert!(
+        persist.contains("/etc/fstab") && persist.contains("lazytime"),
+        "{persist}"
+    );
+    assert_empty(&journal);
+}
+
 /// A loop device over a file in /dev/shm, its scheduler file, the scheduler active now and
 /// another one to change to; `None` (the loop device's own skip said why) without loop devices.
 fn loop_device_to_reschedule(name: &str) -> Option<(LoopDev, String, String, &'static str)> {
