@@ -7,7 +7,8 @@ pub struct ExperimentArgs {
     /// The setting to try, SETTING=VALUE: thp.enabled, thp.defrag, block.DEV.scheduler,
     /// block.DEV.read_ahead_kb, cpu.governor, vm.swappiness, vm.dirty_ratio and the other vm
     /// dirty settings, vm.vfs_cache_pressure, vm.zone_reclaim_mode, vm.min_free_kbytes,
-    /// kernel.numa_balancing. One at a time, or several with --together
+    /// kernel.numa_balancing, mount:/MOUNTPOINT (atime mode), lazytime:/MOUNTPOINT (on, off).
+    /// One at a time, or several with --together
     #[arg(long, value_name = "SETTING=VALUE")]
     pub change: Vec<String>,
 
@@ -73,6 +74,10 @@ pub struct ExperimentArgs {
     /// Print one JSON document (schema tacho.experiment.v1) on stdout
     #[arg(long)]
     pub json: bool,
+
+    // The sides saved as runs (baseline and changed; each step's in a series).
+    #[command(flatten)]
+    pub save: super::SaveArgs,
 }
 
 /// A precision in percent: above 0, at most 100.

@@ -3,10 +3,14 @@
 //! does of journals a killed experiment left.
 
 use super::interrupt::{self, EXIT_INTERRUPTED};
+use super::record::RunSaver;
 use crate::cli::ExperimentArgs;
 use crate::experiment::command::{self, Commands};
-use crate::experiment::{self, Observer, Plan, Rounds, journal, measure::Measure, report, series};
+use crate::experiment::{
+    self, Observer, Plan, Rounds, journal, measure::Measure, report, runs, series,
+};
 use crate::kernel::SysRoot;
+use crate::kernel::host::Host;
 use crate::text::Escaped;
 use crate::tune::Change;
 use anyhow::{Result, bail};
@@ -86,6 +90,8 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
         });
     }
     let (plan, then) = resolve(args, root)?;
+    // A store that cannot be used stops the experiment before anything changes.
+    let saver = RunSaver::open(&args.save)?;
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             bail!(
@@ -112,16 +118,27 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
             bail!("not confirmed; nothing was changed");
         }
     }
+    let host = serde_json::to_value(Host::read(&SysRoot::real()))?;
     let stop = interrupt::stop_flag()?;
     let mut out = std::io::stdout().lock();
-    let interrupted = if then.is_empty() {
+    let sides = |o: &experiment::Outcome| {
+        if o.stored.is_none() && !o.baseline.is_empty() && !args.save.no_save {
+            eprintln!(
+                "tacho: not saved as runs: the store has no column for {}; the JSON keeps \
+                 the rounds",
+                Escaped(o.figure.as_deref().unwrap_or("the figure"))
+            );
+        }
+        runs::sides(o, &host, saver.label())
+    };
+    let (interrupted, pairs): (bool, Vec<_>) = if then.is_empty() {
         let outcome = experiment::run(&plan, &stop, &mut Stderr)?;
         if args.json {
             serde_json::to_writer_pretty(&mut out, &outcome)?;
         } else {
             report::text(&outcome, &mut out)?;
         }
-        outcome.interrupted
+        (outcome.interrupted, sides(&outcome).into_iter().collect())
     } else {
         let outcome = series::run(&plan, &then, &stop, &mut Stderr)?;
         if args.json {
@@ -129,11 +146,14 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
         } else {
             report::series_text(&outcome, &mut out)?;
         }
-        outcome.interrupted
+        let pairs = outcome.steps.iter().filter_map(|s| sides(&s.outcome));
+        (outcome.interrupted, pairs.collect())
     };
     if args.json {
         writeln!(out)?;
     }
+    drop(out);
+    saver.save_pairs(&pairs)?;
     Ok(if interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {

@@ -167,6 +167,31 @@ impl RunSaver {
         Ok(id)
     }
 
+    /// The `--label` given.
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    /// Saves runs made by the command itself (an experiment's sides, in pairs) and says on
+    /// stderr where they went and how to compare each pair; nothing without a place (`--no-save`).
+    pub fn save_pairs(self, pairs: &[[NewRun; 2]]) -> Result<()> {
+        let Some(place) = self.place else {
+            return Ok(());
+        };
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let mut store = Results::open(&place, &SysRoot::real())?;
+        for [a, b] in pairs {
+            let (a, b) = (store.insert_run(a)?, store.insert_run(b)?);
+            eprintln!(
+                "saved as runs {a} and {b} in {} (tacho compare {a} {b})",
+                crate::text::Escaped(&store.shown())
+            );
+        }
+        Ok(())
+    }
+
     /// Saves the run from its JSON document and says on stderr where it went.
     fn save(self, doc: &impl serde::Serialize) -> Result<Option<i64>> {
         let Some(place) = self.place else {

@@ -237,6 +237,12 @@ fn method(
         ],
         // Compared by `tacho drift`, not here: their documents are the fingerprint.
         RunKind::Check | RunKind::Snapshot => Vec::new(),
+        // The side's settings are its method: compare lists `setting: A → B` under the table.
+        RunKind::Experiment => vec![
+            ("setting", text(&extra.setting)),
+            ("measure", text(&extra.measure)),
+            ("rounds", repeats),
+        ],
         RunKind::Time => vec![
             ("runs", repeats),
             (

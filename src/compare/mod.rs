@@ -245,6 +245,7 @@ impl Row {
             ("wall", Metric::LatMean) => "mean time",
             ("wall", Metric::LatP50) => "median time",
             ("wall", Metric::LatMax) => "max time",
+            ("cpu_time", Metric::LatMean) => "mean CPU time",
             ("sync", Metric::LatMean) => "mean flush latency",
             ("sync", Metric::LatP50) => "p50 flush latency",
             ("sync", Metric::LatP90) => "p90 flush latency",

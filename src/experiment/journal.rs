@@ -148,8 +148,12 @@ fn check_ancestors(path: &Path) -> Result<(), JournalError> {
         if ancestor.as_os_str().is_empty() {
             continue;
         }
-        let meta =
-            std::fs::metadata(ancestor).map_err(|e| JournalError::Io(ancestor.to_path_buf(), e))?;
+        let meta = match std::fs::metadata(ancestor) {
+            // Not made yet (/var/lib/tacho on a fresh machine): made root-owned and 0700 with
+            // the directory, and checked again once made.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            r => r.map_err(|e| JournalError::Io(ancestor.to_path_buf(), e))?,
+        };
         let sticky = meta.mode() & 0o1000 != 0;
         if meta.uid() != 0 && meta.uid() != euid() {
             return Err(JournalError::Unsafe(

@@ -76,6 +76,20 @@ pub struct Figure {
     pub value: f64,
     /// True for throughput, false for times and CPU use.
     pub higher_is_better: bool,
+    /// Where the store keeps it; `None` for a figure it has no column for (a percentage).
+    pub stored: Option<Stored>,
+}
+
+/// Where a figure sits among the store's figures, so the rounds saved as runs compare as
+/// the measure's own runs do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stored {
+    /// One of the store's directions (`read`, `run`, `wall`, `cpu_time`).
+    pub direction: &'static str,
+    /// The figure of that direction.
+    pub metric: Metric,
+    /// The store's unit per unit of [`Figure::value`] (1e9 for seconds kept as nanoseconds).
+    pub scale: f64,
 }
 
 /// Why a round could not be measured.
@@ -209,6 +223,11 @@ pub fn headline(document: &[u8]) -> Option<Figure> {
         name: format!("{} {}", first.direction, metric.label()),
         value: metric.of(first)?,
         higher_is_better: metric.higher_is_better(),
+        stored: Some(Stored {
+            direction: first.direction,
+            metric,
+            scale: 1.0,
+        }),
     })
 }
 
@@ -262,10 +281,22 @@ fn top(workload: &str, figure: TopFigure, root: &SysRoot) -> Result<Figure, Meas
             system as f64 / all as f64 * 100.0
         }
     };
+    let seconds_as = |direction| {
+        Some(Stored {
+            direction,
+            metric: Metric::LatMean,
+            scale: 1e9,
+        })
+    };
     Ok(Figure {
         name: figure.label().into(),
         value,
         higher_is_better: false,
+        stored: match figure {
+            TopFigure::System | TopFigure::User => seconds_as("cpu_time"),
+            TopFigure::Wall => seconds_as("wall"),
+            TopFigure::MachineSystem => None,
+        },
     })
 }
 

@@ -12,6 +12,7 @@ pub mod command;
 pub mod journal;
 pub mod measure;
 pub mod report;
+pub mod runs;
 pub mod series;
 pub mod verdict;
 
@@ -176,6 +177,10 @@ pub struct Outcome {
     pub figure: Option<String>,
     /// True for throughput, false for times and CPU use; `None` when no round finished.
     pub higher_is_better: Option<bool>,
+    /// Where the store keeps the figure, for the rounds saved as runs (not in the JSON: the
+    /// runs are).
+    #[serde(skip)]
+    pub stored: Option<measure::Stored>,
     /// The rounds planned: at least, at most, and the precision that adds rounds between.
     pub rounds: Rounds,
     /// The baseline's rounds, in order (the warm-up left out).
@@ -312,6 +317,7 @@ pub fn run(
         effect: higher.and_then(|h| verdict::judge(&baseline, &changed, h)),
         changes,
         measure: plan.measure.describe(),
+        stored: figure.as_ref().and_then(|f| f.stored),
         figure: figure.map(|f| f.name),
         higher_is_better: higher,
         rounds: plan.rounds,

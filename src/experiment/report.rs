@@ -198,6 +198,7 @@ mod tests {
             measure: "top".into(),
             figure: Some("workload system CPU (s)".into()),
             higher_is_better: Some(false),
+            stored: None,
             rounds: crate::experiment::Rounds::fixed(2),
             baseline: vec![1.0, 1.1],
             changed: vec![0.5, 0.6],

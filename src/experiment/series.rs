@@ -210,6 +210,7 @@ mod tests {
                 measure: "top".into(),
                 figure: Some("wall".into()),
                 higher_is_better: Some(false),
+                stored: None,
                 rounds: Rounds::fixed(5),
                 baseline: vec![1.0; 5],
                 changed: vec![1.0; 5],

@@ -23,8 +23,10 @@ pub const LATENCY_KEYS: [(&str, &str); 7] = [
 
 /// Where a test's figures sit in its JSON object: disk tests have `read` and `write`, and
 /// `sync` (fsync/fdatasync latency) when they flush; memory tests also `copy`; CPU kernels
-/// `run` (ops/s); timed commands `wall` (wall-clock time of each run, kept as latency).
-pub const DIRECTIONS: [&str; 6] = ["read", "write", "sync", "copy", "run", "wall"];
+/// `run` (ops/s); timed commands `wall` (wall-clock time of each run, kept as latency); an
+/// experiment judged by a workload's CPU time `cpu_time` (its seconds, kept as latency; `cpu`
+/// is taken: a disk test's CPU use).
+pub const DIRECTIONS: [&str; 7] = ["read", "write", "sync", "copy", "run", "wall", "cpu_time"];
 
 /// The `&'static` direction named `name`; `None` for a name tacho does not write.
 pub fn direction(name: &str) -> Option<&'static str> {
@@ -59,14 +61,15 @@ struct SampleView {
     copy: Field<DirectionView>,
     run: Field<DirectionView>,
     wall: Field<DirectionView>,
+    cpu_time: Field<DirectionView>,
     /// The test's repeats (a repeat's own are not read).
     repeats: Field<Vec<Field<SampleView>>>,
 }
 
 impl SampleView {
     /// The sample's directions, in the order of [`DIRECTIONS`].
-    fn directions(&self) -> [(&'static str, &Field<DirectionView>); 6] {
-        let [read, write, sync, copy, run, wall] = DIRECTIONS;
+    fn directions(&self) -> [(&'static str, &Field<DirectionView>); 7] {
+        let [read, write, sync, copy, run, wall, cpu_time] = DIRECTIONS;
         [
             (read, &self.read),
             (write, &self.write),
@@ -74,6 +77,7 @@ impl SampleView {
             (copy, &self.copy),
             (run, &self.run),
             (wall, &self.wall),
+            (cpu_time, &self.cpu_time),
         ]
     }
 }

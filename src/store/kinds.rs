@@ -59,7 +59,9 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
         RunKind::Mem => (mem_tests(&fields)?, &["levels"]),
         RunKind::Time => (time_tests(&fields)?, &["results"]),
         // Kept whole: drift reads the document, and there are no figures to compare.
-        RunKind::Check | RunKind::Snapshot | RunKind::Disk => (Vec::new(), &[]),
+        RunKind::Check | RunKind::Snapshot | RunKind::Disk | RunKind::Experiment => {
+            (Vec::new(), &[])
+        }
     };
     if let Some(v) = obj.get("host").filter(|h| !h.is_object()) {
         return Err(Invalid(format!(

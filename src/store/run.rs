@@ -359,6 +359,9 @@ stored_word! {
         Check = "check",
         /// `tacho snapshot --save`: the configuration, whole.
         Snapshot = "snapshot",
+        /// One side of `tacho experiment` (baseline or changed): its rounds as one test's
+        /// repeats.
+        Experiment = "experiment",
     }
 }
 

@@ -637,8 +637,8 @@ struct Summary(Value);
 /// The fields of a stored test that [`Store::load_summary`] leaves out: the figures of each
 /// direction and repeat (kept in the figures table, where compare reads them) and the
 /// per-interval and per-device detail.
-const SUMMARY_SKIPS: [&str; 8] = [
-    "repeats", "timeline", "device", "read", "write", "copy", "run", "wall",
+const SUMMARY_SKIPS: [&str; 9] = [
+    "repeats", "timeline", "device", "read", "write", "copy", "run", "wall", "cpu_time",
 ];
 
 impl<'de> serde::Deserialize<'de> for Summary {

@@ -283,6 +283,9 @@ pub(crate) struct ExtraView {
     pub(crate) runtime_s: Field<f64>,
     pub(crate) interleaved: Field<bool>,
     pub(crate) shell: Field<Text>,
+    /// An experiment side's settings (`thp.enabled=never`) and measure.
+    pub(crate) setting: Field<Text>,
+    pub(crate) measure: Field<Text>,
     pub(crate) warnings: Field<Vec<Field<WarningView>>>,
 }
 

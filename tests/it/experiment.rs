@@ -578,3 +578,147 @@ fn a_killed_series_is_reverted_by_recover_with_its_kept_steps() {
     assert_eq!(read(state_path).trim(), "0.2", "{}", stdout(&o));
     assert_empty(&journal);
 }
+
+/// Issue 34: the two sides are saved as runs of kind `experiment`, labelled with the user's
+/// label and each side's settings, and `compare` of the pair reads the same rounds as the
+/// verdict: the same change in percent. A figure the store has no column for (a percentage)
+/// is not saved, and says so. The journal directory's parent does not exist yet (as
+/// /var/lib/tacho on a fresh machine): both are made.
+#[test]
+fn the_sides_are_saved_as_runs_that_compare_reads_as_the_verdict() {
+    if !is_root() {
+        skip("experiment runs as root only");
+        return;
+    }
+    let (home, _) = journal_home();
+    let journal = home.path().join("lib/tacho/experiments");
+    let db = home.path().join("runs.db");
+    let state = home.path().join("state");
+    std::fs::write(&state, "0.05\n").unwrap();
+    let (apply, revert) = (
+        format!("echo 0.15 > {}", state.display()),
+        format!("echo 0.05 > {}", state.display()),
+    );
+    let o = experiment(
+        &journal,
+        &[
+            "--change-cmd",
+            &apply,
+            "--revert-cmd",
+            &revert,
+            "--measure",
+            "top",
+            "--workload",
+            &format!("sleep $(cat {})", state.display()),
+            "--rounds",
+            "3",
+            "--label",
+            "sleepy",
+            "--db",
+            db.to_str().unwrap(),
+            "--yes",
+            "--json",
+        ],
+    );
+    let v = json_ok(&o);
+    let err = stderr(&o);
+    let saved = err
+        .lines()
+        .find_map(|l| l.split("(tacho compare ").nth(1))
+        .unwrap_or_else(|| panic!("no saved line: {err}"));
+    let ids: Vec<&str> = saved.trim_end_matches(')').split(' ').collect();
+    assert_eq!(ids.len(), 2, "{err}");
+
+    let list = tacho()
+        .args(["runs", "list", "--json", "--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let list = json_ok(&list);
+    let runs = list["runs"].as_array().unwrap_or_else(|| panic!("{list}"));
+    let labels: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| (r["kind"].as_str().unwrap(), r["label"].as_str().unwrap()))
+        .collect();
+    assert_eq!(labels.len(), 2, "{list}");
+    assert!(labels.iter().all(|(k, _)| *k == "experiment"), "{labels:?}");
+    assert!(
+        labels
+            .iter()
+            .any(|(_, l)| l.starts_with("sleepy: baseline revert-cmd")),
+        "{labels:?}"
+    );
+    assert!(
+        labels
+            .iter()
+            .any(|(_, l)| l.starts_with("sleepy: changed change-cmd")),
+        "{labels:?}"
+    );
+
+    let cmp = tacho()
+        .args([
+            "compare",
+            ids[0],
+            ids[1],
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let cmp = json_ok(&cmp);
+    let rows = cmp["rows"].as_array().unwrap_or_else(|| panic!("{cmp}"));
+    let row = rows
+        .iter()
+        .find(|r| r["metric"] == "lat_mean_ns")
+        .unwrap_or_else(|| panic!("{cmp}"));
+    let compared = row["cells"][1]["change_pct"].as_f64().unwrap();
+    let judged = v["effect"]["change_pct"].as_f64().unwrap();
+    assert!(
+        (compared - judged).abs() < 1e-6 * judged.abs().max(1.0),
+        "compare {compared} against the verdict's {judged}: {cmp}"
+    );
+    assert!(judged > 50.0, "0.05 s against 0.15 s: {v}");
+    // The fleet store sees them too: pushed, and compared there the same.
+    #[cfg(feature = "pg")]
+    if let Some(pg) = crate::common::pg::TestDb::new("experiment_runs") {
+        let o = run(&[
+            "runs",
+            "push",
+            "--db",
+            &pg.url,
+            "--from",
+            db.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let there = json_ok(&run(&["compare", "1", "2", "--json", "--db", &pg.url]));
+        assert_eq!(there["rows"], cmp["rows"], "{there}");
+    }
+
+    let o = experiment(
+        &journal,
+        &[
+            "--change-cmd",
+            "true",
+            "--revert-cmd",
+            "true",
+            "--measure",
+            "top",
+            "--workload",
+            "sleep 0.05",
+            "--figure",
+            "machine-system",
+            "--rounds",
+            "2",
+            "--db",
+            db.to_str().unwrap(),
+            "--yes",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not saved as runs: the store has no column for machine system CPU"),
+        "{}",
+        stderr(&o)
+    );
+    assert_empty(&journal);
+}
