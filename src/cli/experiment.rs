@@ -75,6 +75,10 @@ pub struct ExperimentArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Also write the compare report of the two saved sides, a self-contained HTML page
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["then", "no_save", "recover"])]
+    pub html: Option<std::path::PathBuf>,
+
     // The sides saved as runs (baseline and changed; each step's in a series).
     #[command(flatten)]
     pub save: super::SaveArgs,

@@ -3,7 +3,9 @@
 //! does of journals a killed experiment left.
 
 use super::interrupt::{self, EXIT_INTERRUPTED};
+use super::output;
 use super::record::RunSaver;
+use super::runs::load_summaries;
 use crate::cli::ExperimentArgs;
 use crate::experiment::command::{self, Commands};
 use crate::experiment::{
@@ -11,9 +13,10 @@ use crate::experiment::{
 };
 use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
+use crate::report::outfile;
 use crate::text::Escaped;
 use crate::tune::Change;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -90,8 +93,13 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
         });
     }
     let (plan, then) = resolve(args, root)?;
-    // A store that cannot be used stops the experiment before anything changes.
+    // A store that cannot be used, or a page that cannot be written, stops the experiment
+    // before anything changes.
     let saver = RunSaver::open(&args.save)?;
+    if let Some(path) = &args.html {
+        outfile::check(path, outfile::Existing::Replace)
+            .with_context(|| format!("cannot write --html {}", path.display()))?;
+    }
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             bail!(
@@ -153,7 +161,19 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
         writeln!(out)?;
     }
     drop(out);
-    saver.save_pairs(&pairs)?;
+    let saved = saver.save_pairs(&pairs)?;
+    if let Some(path) = &args.html {
+        let Some(ids) = saved.first() else {
+            bail!(
+                "no report written to {}: no side was saved (see above)",
+                path.display()
+            );
+        };
+        let runs = load_summaries(&args.save.db, ids)?;
+        let c = crate::compare::compare(&runs);
+        let titles: Vec<String> = c.runs.iter().map(|r| r.name()).collect();
+        output::html(path, &c, &format!("tacho: {}", titles.join(" vs ")), &[])?;
+    }
     Ok(if interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {

@@ -173,23 +173,26 @@ impl RunSaver {
     }
 
     /// Saves runs made by the command itself (an experiment's sides, in pairs) and says on
-    /// stderr where they went and how to compare each pair; nothing without a place (`--no-save`).
-    pub fn save_pairs(self, pairs: &[[NewRun; 2]]) -> Result<()> {
+    /// stderr where they went and how to compare each pair; returns their ids, none without a
+    /// place (`--no-save`).
+    pub fn save_pairs(self, pairs: &[[NewRun; 2]]) -> Result<Vec<[i64; 2]>> {
         let Some(place) = self.place else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         if pairs.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut store = Results::open(&place, &SysRoot::real())?;
+        let mut ids = Vec::new();
         for [a, b] in pairs {
             let (a, b) = (store.insert_run(a)?, store.insert_run(b)?);
             eprintln!(
                 "saved as runs {a} and {b} in {} (tacho compare {a} {b})",
                 crate::text::Escaped(&store.shown())
             );
+            ids.push([a, b]);
         }
-        Ok(())
+        Ok(ids)
     }
 
     /// Saves the run from its JSON document and says on stderr where it went.

@@ -593,6 +593,7 @@ fn the_sides_are_saved_as_runs_that_compare_reads_as_the_verdict() {
     let (home, _) = journal_home();
     let journal = home.path().join("lib/tacho/experiments");
     let db = home.path().join("runs.db");
+    let page = home.path().join("report.html");
     let state = home.path().join("state");
     std::fs::write(&state, "0.05\n").unwrap();
     let (apply, revert) = (
@@ -616,11 +617,20 @@ fn the_sides_are_saved_as_runs_that_compare_reads_as_the_verdict() {
             "sleepy",
             "--db",
             db.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
             "--yes",
             "--json",
         ],
     );
     let v = json_ok(&o);
+    // The compare report of the pair, with both sides' settings, escaped.
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("sleepy: changed change-cmd &#39;echo 0.15"),
+        "{html}"
+    );
+    assert!(html.contains("workload wall time (s)"), "{html}");
     let err = stderr(&o);
     let saved = err
         .lines()
@@ -720,5 +730,20 @@ fn the_sides_are_saved_as_runs_that_compare_reads_as_the_verdict() {
         "{}",
         stderr(&o)
     );
+    // The page is the saved pair's: without saving there is none to write.
+    let o2 = experiment(
+        &journal,
+        &[
+            "--change",
+            "vm.swappiness=1",
+            "--measure",
+            "bench cpu",
+            "--no-save",
+            "--html",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o2.status.code(), Some(2), "{}", stderr(&o2));
+    assert!(stderr(&o2).contains("--no-save"), "{}", stderr(&o2));
     assert_empty(&journal);
 }
