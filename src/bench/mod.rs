@@ -11,6 +11,7 @@ pub mod result;
 pub mod run;
 pub mod session;
 pub mod suite;
+pub mod sustained;
 pub mod target;
 pub mod testfile;
 pub mod verdict;
