@@ -171,7 +171,7 @@ pub(crate) struct DiskArgs {
     /// Run the jobs of a fio job file (one after another, each after a stonewall); the target
     /// is the file's filename/directory, else TARGET; an option tacho does not carry out is
     /// refused by name
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "randseed", "buffered"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "flat_for", "randseed", "buffered"])]
     pub fio_job: Option<PathBuf>,
 
     #[arg(long, value_name = "N", help = help::repeat(), value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -245,6 +245,11 @@ pub(crate) struct DiskArgs {
 
     #[arg(long, value_name = "DUR", help = help::ramp(), value_parser = parse_duration, allow_hyphen_values = true)]
     pub ramp: Option<Duration>,
+
+    /// sustained suite: how long the write rate must stay flat before a test stops, e.g. 10s
+    /// [default: 30s]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub flat_for: Option<Duration>,
 
     /// Seed of the random offsets, for repeatable runs
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
@@ -772,6 +777,7 @@ impl DiskArgs {
             size: self.size,
             runtime: self.runtime,
             ramp: self.ramp,
+            flat_for: self.flat_for,
             randseed: self.randseed,
             open_sync: self.sync,
             io_limit: None,

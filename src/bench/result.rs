@@ -2,6 +2,7 @@
 //! Field names carry their units (`_bytes`, `_ns`, `_s`, `_per_s`).
 
 use super::hostcache::HostCacheProbe;
+use super::sustained::Cliff;
 use crate::form::{Form, Written};
 use crate::io::{
     BsShare, CpuTime, EngineKind, JobSpec, LatencySummary, Measured, OpStats, Rw, SyncEvery,
@@ -220,6 +221,9 @@ pub struct TestResult {
     /// True when a signal cut this test short: `repeats` holds those that finished and the
     /// one that was running, with the time it really ran.
     pub interrupted: bool,
+    /// Where the write rate fell (a sustained test's first repeat), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cliff: Option<Cliff>,
 }
 
 /// Bytes handed to the kernel by one test, ramps included.
@@ -365,7 +369,17 @@ impl TestResult {
             device,
             warnings: Vec::new(),
             interrupted: false,
+            cliff: None,
         }
+    }
+
+    /// Bytes moved in each whole second of the first repeat, in order.
+    pub fn first_repeat_bytes_per_s(&self) -> Vec<f64> {
+        self.timeline
+            .iter()
+            .filter(|p| p.repeat == 1)
+            .map(|p| p.bw_bytes_per_s)
+            .collect()
     }
 
     /// Total I/Os per second, reads and writes together.

@@ -4,13 +4,16 @@
 use super::hostcache::{self, ProbeOutcome};
 use super::plan::Plan;
 use super::result::TestResult;
+use super::suite::UntilFlat;
+use super::sustained;
 use super::target::Target;
 use crate::io::{self, Control, EngineError};
 use crate::kernel::SysRoot;
 use crate::kernel::diskstats::{self, DiskCounters, DiskDelta};
 use crate::units::format_size;
 use anyhow::{Context, Result};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// Shows what is running; the terminal gets a progress bar, everything else nothing.
 pub trait Progress: Sync {
@@ -62,7 +65,9 @@ pub fn run(
             Work::Bytes(plan.region_bytes),
             ctl,
         );
-        let done = watch(ctl, progress, || io::fill(&writer, plan.region_bytes, ctl));
+        let done = watch(ctl, progress, None, || {
+            io::fill(&writer, plan.region_bytes, ctl)
+        });
         progress.finish();
         if !done.map_err(|e| engine_error(e, target, false))? {
             return Ok(Outcome {
@@ -126,7 +131,9 @@ pub fn run(
                 test.name.clone()
             };
             progress.start(&label, Work::Time(spec.ramp() + spec.runtime()), ctl);
-            let measured = watch(ctl, progress, || io::run_job(spec, &open, ctl));
+            ctl.clear_end();
+            let flat = test.until_flat.map(|u| (u, plan.flat_for));
+            let measured = watch(ctl, progress, flat, || io::run_job(spec, &open, ctl));
             progress.finish();
             let measured = measured.map_err(|e| engine_error(e, target, spec.direct()))?;
             if ctl.stopped() {
@@ -157,6 +164,9 @@ pub fn run(
         };
         let mut result = TestResult::new(test.name.clone(), spec, &repeats, device);
         result.interrupted = interrupted;
+        if test.until_flat.is_some() {
+            result.cliff = sustained::cliff(&result.first_repeat_bytes_per_s());
+        }
         // Handed out as soon as it exists (to add warnings, to save it), so a crash or Ctrl-C in
         // a later test keeps it.
         on_test(&mut result);
@@ -220,13 +230,30 @@ fn probe_cache(
     }
 }
 
-/// Runs `work` while a second thread feeds the progress display.
-fn watch<T: Send>(ctl: &Control, progress: &dyn Progress, work: impl FnOnce() -> T + Send) -> T {
+/// Runs `work` while a second thread feeds the progress display and, for a sustained test
+/// (`flat`: its rule and how long the rate must be flat), ends the test once the rule holds.
+fn watch<T: Send>(
+    ctl: &Control,
+    progress: &dyn Progress,
+    flat: Option<(UntilFlat, Duration)>,
+    work: impl FnOnce() -> T + Send,
+) -> T {
     let finished = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         let ticker = s.spawn(|| {
+            let mut rates = Rates::start(ctl);
             while !finished.load(std::sync::atomic::Ordering::Relaxed) {
                 progress.tick(ctl);
+                if let Some((until, secs)) = flat
+                    && rates.step(ctl)
+                    && sustained::may_stop(
+                        &rates.per_second,
+                        secs.as_secs() as usize,
+                        until == UntilFlat::AfterCliff,
+                    )
+                {
+                    ctl.end();
+                }
                 std::thread::park_timeout(Duration::from_millis(250));
             }
         });
@@ -236,6 +263,37 @@ fn watch<T: Send>(ctl: &Control, progress: &dyn Progress, work: impl FnOnce() ->
         ticker.thread().unpark();
         result
     })
+}
+
+/// Bytes per second of the running test, from the workers' published progress.
+struct Rates {
+    per_second: Vec<f64>,
+    mark: Instant,
+    bytes: u64,
+}
+
+impl Rates {
+    fn start(ctl: &Control) -> Rates {
+        Rates {
+            per_second: Vec::new(),
+            mark: Instant::now(),
+            bytes: ctl.done_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Adds a second's rate once a second has passed since the last; true when it did.
+    fn step(&mut self, ctl: &Control) -> bool {
+        let elapsed = self.mark.elapsed();
+        if elapsed < Duration::from_secs(1) {
+            return false;
+        }
+        let bytes = ctl.done_bytes.load(Ordering::Relaxed);
+        self.per_second
+            .push(bytes.saturating_sub(self.bytes) as f64 / elapsed.as_secs_f64());
+        self.bytes = bytes;
+        self.mark = Instant::now();
+        true
+    }
 }
 
 fn device_counters(root: &SysRoot, devnos: &[(u32, u32)]) -> Option<Vec<DiskCounters>> {

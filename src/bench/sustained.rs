@@ -223,8 +223,14 @@ mod tests {
     #[test]
     fn snia_steady_state() {
         assert!(steady(&[500.0, 300.0, 100.0, 101.0, 99.0, 100.0, 100.0]));
-        assert!(!steady(&[100.0, 100.0, 100.0, 100.0]), "fewer than five rounds");
-        assert!(!steady(&[100.0, 100.0, 100.0, 100.0, 125.0]), "an excursion");
+        assert!(
+            !steady(&[100.0, 100.0, 100.0, 100.0]),
+            "fewer than five rounds"
+        );
+        assert!(
+            !steady(&[100.0, 100.0, 100.0, 100.0, 125.0]),
+            "an excursion"
+        );
         // Every round within 20%, but a steady climb of 16% across the window.
         assert!(!steady(&[92.0, 96.0, 100.0, 104.0, 108.0]));
         assert!(steady(&[98.0, 99.0, 100.0, 101.0, 102.0]));

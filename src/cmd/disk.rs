@@ -138,6 +138,9 @@ fn method_changes(args: &DiskArgs) -> Vec<String> {
     if let Some(d) = args.ramp {
         out.push(format!("ramp {}", secs(d)));
     }
+    if let Some(d) = args.flat_for {
+        out.push(format!("flat for {}", secs(d)));
+    }
     if let Some(size) = args.size {
         out.push(format!("size {}", crate::units::format_size(size)));
     }

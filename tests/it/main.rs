@@ -65,6 +65,7 @@ mod stored_truth;
 mod stored_versions;
 mod stress;
 mod suites;
+mod sustained;
 mod sync_flags;
 mod time;
 mod top;
