@@ -171,7 +171,7 @@ pub(crate) struct DiskArgs {
     /// Run the jobs of a fio job file (one after another, each after a stonewall); the target
     /// is the file's filename/directory, else TARGET; an option tacho does not carry out is
     /// refused by name
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "flat_for", "randseed", "buffered"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "flat_for", "precondition", "randseed", "buffered"])]
     pub fio_job: Option<PathBuf>,
 
     #[arg(long, value_name = "N", help = help::repeat(), value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -245,6 +245,16 @@ pub(crate) struct DiskArgs {
 
     #[arg(long, value_name = "DUR", help = help::ramp(), value_parser = parse_duration, allow_hyphen_values = true)]
     pub ramp: Option<Duration>,
+
+    /// Precondition the region first (SNIA-style): write it twice sequentially, then random
+    /// 4k writes in rounds until steady (five rounds within 20% of their mean, slope within
+    /// 10%; at most 25 rounds); recorded with the run, and compare keeps such runs apart
+    #[arg(long)]
+    pub precondition: bool,
+
+    /// Length of each random round of --precondition, e.g. 10s [default: 60s]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "precondition", allow_hyphen_values = true)]
+    pub precondition_round: Option<Duration>,
 
     /// sustained suite: how long the write rate must stay flat before a test stops, e.g. 10s
     /// [default: 30s]
@@ -757,6 +767,9 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
     crate::config::interval(text)
 }
 
+/// A random round of `--precondition` when `--precondition-round` is not given.
+const PRECONDITION_ROUND: Duration = Duration::from_secs(60);
+
 impl DiskArgs {
     /// The options the plan reads, in the library's terms.
     pub fn options(&self) -> crate::bench::plan::DiskOptions {
@@ -778,6 +791,9 @@ impl DiskArgs {
             runtime: self.runtime,
             ramp: self.ramp,
             flat_for: self.flat_for,
+            precondition: self
+                .precondition
+                .then(|| self.precondition_round.unwrap_or(PRECONDITION_ROUND)),
             randseed: self.randseed,
             open_sync: self.sync,
             io_limit: None,

@@ -45,6 +45,8 @@ pub struct DiskOptions {
     pub ramp: Option<Duration>,
     /// `--flat-for`: how long a sustained test's rate must be flat before it stops.
     pub flat_for: Option<Duration>,
+    /// `--precondition`: precondition the region first, with random rounds this long.
+    pub precondition: Option<Duration>,
     pub randseed: Option<u64>,
     /// Open with O_DSYNC or O_SYNC (dd's oflag).
     pub open_sync: Option<OpenSync>,
@@ -89,6 +91,8 @@ pub struct Plan {
     pub lbs: u64,
     /// How long a sustained test's rate must be flat before it stops.
     pub flat_for: Duration,
+    /// Precondition the region before the tests, with random rounds this long.
+    pub precondition: Option<Duration>,
 }
 
 impl Plan {
@@ -192,6 +196,9 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
     let ramp = a
         .ramp
         .unwrap_or(suite.as_ref().map_or(Duration::ZERO, |s| s.ramp));
+    if a.precondition.is_some_and(|d| d.is_zero()) {
+        bail!("--precondition-round must be longer than zero, e.g. 60s");
+    }
     let sustained = suite.as_ref().and_then(|s| s.flat_for);
     if a.flat_for.is_some() && sustained.is_none() {
         bail!(
@@ -284,6 +291,7 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         probe_cache: a.probe_cache == Some(true),
         lbs,
         flat_for: a.flat_for.or(sustained).unwrap_or(suite::SUSTAINED_FLAT),
+        precondition: a.precondition,
     })
 }
 

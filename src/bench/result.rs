@@ -2,7 +2,7 @@
 //! Field names carry their units (`_bytes`, `_ns`, `_s`, `_per_s`).
 
 use super::hostcache::HostCacheProbe;
-use super::sustained::Cliff;
+use super::sustained::{Cliff, Precondition};
 use crate::form::{Form, Written};
 use crate::io::{
     BsShare, CpuTime, EngineKind, JobSpec, LatencySummary, Measured, OpStats, Rw, SyncEvery,
@@ -37,6 +37,9 @@ pub struct BenchReport {
     /// What the host-cache probe measured and concluded, when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_cache: Option<HostCacheProbe>,
+    /// How the region was preconditioned before the tests (`--precondition`), when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Precondition>,
     /// True when Ctrl-C or SIGTERM cut the run short; `tests` holds what finished.
     pub interrupted: bool,
 }

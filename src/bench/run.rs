@@ -5,9 +5,9 @@ use super::hostcache::{self, ProbeOutcome};
 use super::plan::Plan;
 use super::result::TestResult;
 use super::suite::UntilFlat;
-use super::sustained;
+use super::sustained::{self, Precondition};
 use super::target::Target;
-use crate::io::{self, Control, EngineError};
+use crate::io::{self, Control, EngineError, EngineKind, JobParams, JobSpec, Rw};
 use crate::kernel::SysRoot;
 use crate::kernel::diskstats::{self, DiskCounters, DiskDelta};
 use crate::units::format_size;
@@ -43,6 +43,8 @@ pub struct Outcome {
     pub tests: Vec<TestResult>,
     /// The host-cache probe's outcome, when the plan asked for it.
     pub probe: Option<ProbeOutcome>,
+    /// How the region was preconditioned, when the plan asked for it and it finished.
+    pub precondition: Option<Precondition>,
     pub interrupted: bool,
 }
 
@@ -56,7 +58,20 @@ pub fn run(
     on_test: &mut dyn FnMut(&mut TestResult),
 ) -> Result<Outcome> {
     let mut tests = Vec::new();
-    if target.test_file.is_some() && plan.prefill {
+    let mut precondition = None;
+    if let Some(round) = plan.precondition {
+        precondition = precondition_region(plan, target, round, ctl, progress)?;
+        if precondition.is_none() {
+            return Ok(Outcome {
+                tests,
+                probe: None,
+                precondition,
+                interrupted: true,
+            });
+        }
+    }
+    // Preconditioning wrote the region already.
+    if target.test_file.is_some() && plan.prefill && precondition.is_none() {
         let writer = target
             .open(false)
             .context("cannot open the test file to lay it out")?;
@@ -73,6 +88,7 @@ pub fn run(
             return Ok(Outcome {
                 tests,
                 probe: None,
+                precondition,
                 interrupted: true,
             });
         }
@@ -178,8 +194,115 @@ pub fn run(
     Ok(Outcome {
         tests,
         probe,
+        precondition,
         interrupted,
     })
+}
+
+/// Preconditions the region as SNIA's PTS does: written twice sequentially, then random
+/// writes in rounds of `round` until [`sustained::steady`] holds over the last five, or
+/// [`sustained::MAX_ROUNDS`] ran. `None` when a signal stopped it.
+fn precondition_region(
+    plan: &Plan,
+    target: &Target,
+    round: Duration,
+    ctl: &Control,
+    progress: &dyn Progress,
+) -> Result<Option<Precondition>> {
+    let Some(first) = plan.tests.first() else {
+        return Ok(None);
+    };
+    let (engine, direct, region) = (first.spec.engine(), first.spec.direct(), plan.region_bytes);
+    let fits = |bs: u64| bs <= region && region.is_multiple_of(bs) && bs.is_multiple_of(plan.lbs);
+    let seq_bs = [128 << 10, 64 << 10, 32 << 10, 16 << 10, 8 << 10, 4 << 10]
+        .into_iter()
+        .find(|&bs| fits(bs))
+        .unwrap_or(plan.lbs);
+    let rand_bs = plan.lbs.max(4096);
+    if rand_bs > region {
+        anyhow::bail!(
+            "--precondition writes {} blocks, and the region is {}; use a larger --size",
+            format_size(rand_bs),
+            format_size(region)
+        );
+    }
+    // The sync engine runs one I/O at a time.
+    let depth = |d: u32| if engine == EngineKind::Sync { 1 } else { d };
+    let spec = |rw, bs, iodepth, runtime, io_limit| {
+        JobSpec::new(JobParams {
+            rw,
+            bs,
+            bssplit: Vec::new(),
+            iodepth,
+            numjobs: 1,
+            region_bytes: region,
+            runtime,
+            ramp: Duration::ZERO,
+            io_limit,
+            rwmixread: 50,
+            sync: None,
+            open_sync: None,
+            direct,
+            engine,
+            seed: fastrand::u64(..1 << 63),
+        })
+    };
+    let open = || target.open_with(direct, 0);
+    const PASSES: u32 = 2;
+    // A pass ends when the region is written: the runtime only bounds a device that stalls.
+    let pass = spec(
+        Rw::Write,
+        seq_bs,
+        depth(8),
+        Duration::from_secs(7 * 24 * 3600),
+        Some(region),
+    )?;
+    for n in 1..=PASSES {
+        progress.start(
+            &format!("preconditioning: sequential pass {n}/{PASSES}"),
+            Work::Bytes(region),
+            ctl,
+        );
+        let done = watch(ctl, progress, None, || io::run_job(&pass, &open, ctl));
+        progress.finish();
+        done.map_err(|e| engine_error(e, target, direct))?;
+        if ctl.stopped() {
+            return Ok(None);
+        }
+    }
+    let random = spec(Rw::RandWrite, rand_bs, depth(32), round, None)?;
+    let mut rounds = Vec::new();
+    while rounds.len() < sustained::MAX_ROUNDS && !sustained::steady(&rounds) {
+        progress.start(
+            &format!("preconditioning: random round {}", rounds.len() + 1),
+            Work::Time(round),
+            ctl,
+        );
+        let done = watch(ctl, progress, None, || io::run_job(&random, &open, ctl));
+        progress.finish();
+        let m = done.map_err(|e| engine_error(e, target, direct))?;
+        if ctl.stopped() {
+            return Ok(None);
+        }
+        let secs = m.elapsed.as_secs_f64();
+        rounds.push(if secs > 0.0 {
+            m.write.ios as f64 / secs
+        } else {
+            0.0
+        });
+    }
+    let steady = sustained::steady(&rounds);
+    let last = &rounds[rounds.len().saturating_sub(sustained::STEADY_ROUNDS)..];
+    Ok(Some(Precondition {
+        sequential_passes: PASSES,
+        sequential_bs_bytes: seq_bs,
+        random_bs_bytes: rand_bs,
+        iodepth: depth(32),
+        round_s: round.as_secs_f64(),
+        steady_iops: steady.then(|| last.iter().sum::<f64>() / last.len() as f64),
+        rounds_iops: rounds,
+        steady,
+    }))
 }
 
 /// The planned time of the tests from index `from` on: each one's ramp and runtime, times the

@@ -215,6 +215,7 @@ impl Planned {
             judgement: None,
             warnings,
             host_cache: None,
+            precondition: None,
             interrupted: false,
         };
         let link = single_disk_link(&root, &inspected);
@@ -245,6 +246,7 @@ impl Planned {
         report.warnings.extend(run_warnings);
         probe_warnings(outcome.probe, &mut report);
         honesty::sort_by_weight(&mut report.warnings);
+        report.precondition = outcome.precondition;
         report.judgement = judge(plan.threshold, &outcome.tests);
         report.tests = outcome.tests;
         report.interrupted = outcome.interrupted;

@@ -48,6 +48,59 @@ impl Cliff {
     }
 }
 
+/// SNIA-style preconditioning as it ran: the region written sequentially twice, then rounds of
+/// random writes until [`steady`] held (or [`MAX_ROUNDS`] passed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Precondition {
+    /// Sequential passes over the whole region before the random rounds.
+    pub sequential_passes: u32,
+    /// Block size of the sequential passes, in bytes.
+    pub sequential_bs_bytes: u64,
+    /// Block size of the random writes, in bytes.
+    pub random_bs_bytes: u64,
+    /// I/Os in flight of the random writes.
+    pub iodepth: u32,
+    /// Length of each random round, in seconds.
+    pub round_s: f64,
+    /// Write IOPS of each random round, in order.
+    pub rounds_iops: Vec<f64>,
+    /// Whether the steady-state rule held over the last five rounds.
+    pub steady: bool,
+    /// Mean IOPS of the last five rounds when steady; `None` otherwise.
+    pub steady_iops: Option<f64>,
+}
+
+impl Precondition {
+    /// One line for the report.
+    pub fn summary(&self) -> String {
+        use crate::units::{format_count, format_size};
+        let rounds = self.rounds_iops.len();
+        let random = format!(
+            "{} random writes Q{} in {rounds} round{} of {}s",
+            format_size(self.random_bs_bytes),
+            self.iodepth,
+            if rounds == 1 { "" } else { "s" },
+            self.round_s
+        );
+        match self.steady_iops {
+            Some(iops) if self.steady => format!(
+                "preconditioned: the region written {}× sequentially, then {random}: steady at \
+                 {} IOPS (last five rounds within 20% of their mean, slope within 10%)",
+                self.sequential_passes,
+                format_count(iops)
+            ),
+            _ => format!(
+                "preconditioned: the region written {}× sequentially, then {random}: NOT steady \
+                 (the last five rounds were not within 20% of their mean with a slope within 10%)",
+                self.sequential_passes
+            ),
+        }
+    }
+}
+
+/// Random rounds of preconditioning at most (SNIA's PTS stops at 25).
+pub const MAX_ROUNDS: usize = 25;
+
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }

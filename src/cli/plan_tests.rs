@@ -182,3 +182,18 @@ fn the_sustained_suite_writes_half_the_free_space_once_and_runs_once() {
     assert!(err_of("--flat-for 5s").contains("--suite sustained"));
     assert!(err_of("--suite sustained --flat-for 0s").contains("at least one second"));
 }
+
+#[test]
+fn precondition_takes_its_round() {
+    assert_eq!(
+        args("--precondition").precondition,
+        Some(Duration::from_secs(60))
+    );
+    let a = args("--precondition --precondition-round 2s");
+    assert_eq!(a.precondition, Some(Duration::from_secs(2)));
+    assert_eq!(
+        plan_of("--precondition").unwrap().precondition,
+        Some(Duration::from_secs(60))
+    );
+    assert!(err_of("--precondition --precondition-round 0s").contains("longer than zero"));
+}

@@ -202,6 +202,9 @@ pub struct CompareArgs {
     /// Exit 1 when a figure got significantly worse than the baseline by more than PCT percent
     #[arg(long, value_name = "PCT", value_parser = parse_pct)]
     pub fail_on_regression: Option<f64>,
+    /// Compare runs whose method differs even so (preconditioned against fresh)
+    #[arg(long, conflicts_with = "by")]
+    pub force: bool,
     /// Compare hosts instead of runs: the latest finished run of each host, with the peer
     /// median and the host that stands out (median and MAD), and why (its fingerprint)
     #[arg(long, value_name = "host", value_parser = ["host"], conflicts_with_all = ["ids", "baseline", "fail_on_regression"])]

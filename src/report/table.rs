@@ -43,6 +43,9 @@ pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -
     if let Some(probe) = report.host_cache.as_ref().filter(|p| !p.seen()) {
         writeln!(out, "host-cache probe: {}", Escaped(&probe.summary))?;
     }
+    if let Some(p) = &report.precondition {
+        writeln!(out, "{}", p.summary())?;
+    }
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
