@@ -355,6 +355,13 @@ pub(crate) struct FilesArgs {
     #[arg(long, conflicts_with_all = ["summary", "output", "timestamps", "sector"])]
     pub bytes: bool,
 
+    /// Write a fio job file of what the --pid processes did (write sizes, read/write mix,
+    /// flushes per write, sequential share, file sizes), with what was seen as comments, to
+    /// -o FILE (else stdout); counts with eBPF (root). Run it elsewhere with bench disk
+    /// --fio-job or fio
+    #[arg(long, requires = "pid", conflicts_with_all = ["summary", "timestamps", "sector", "bytes", "json"])]
+    pub derive_job: bool,
+
     /// With --bytes: list the N busiest process and file pairs (0: all); --json lists all
     #[arg(long, value_name = "N", default_value_t = 20, requires = "bytes")]
     pub top: usize,

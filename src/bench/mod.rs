@@ -1,6 +1,7 @@
 //! The storage benchmark: suites, plans, targets, the run loop, results and verdicts.
 
 pub mod backing;
+pub mod derive;
 pub mod fio_cmd;
 pub mod fiojob;
 pub mod honesty;

@@ -3,6 +3,7 @@
 
 pub(crate) mod check;
 pub(crate) mod cpu;
+pub(crate) mod derived_job;
 pub(crate) mod diff;
 pub(crate) mod disk_totals;
 pub(crate) mod drift;

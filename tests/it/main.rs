@@ -22,6 +22,8 @@ mod check;
 mod compare;
 mod config_file;
 mod contrib_prometheus;
+#[cfg(feature = "bpf")]
+mod derive_job;
 mod drift;
 mod engine_errors;
 mod experiment;
