@@ -94,7 +94,7 @@ pub fn derive(files: &[Observed]) -> Vec<DerivedJob> {
 }
 
 fn mean(bytes: u64, calls: u64) -> u64 {
-    if calls == 0 { 0 } else { bytes / calls }
+    bytes.checked_div(calls).unwrap_or(0)
 }
 
 fn job(o: &Observed) -> DerivedJob {
