@@ -278,6 +278,25 @@ pub(crate) struct DiskArgs {
     #[arg(long, overrides_with = "probe_cache")]
     pub no_probe_cache: bool,
 
+    /// Run as one host of a group: wait in the shared store (--db postgres://…) until --hosts
+    /// runs of group NAME wait there, start together, and keep latency histograms so tacho
+    /// runs show --group NAME merges the group's figures
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "hosts",
+        help_heading = "Many hosts at once"
+    )]
+    pub group: Option<String>,
+
+    /// How many hosts the --group waits for
+    #[arg(long, value_name = "N", requires = "group", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = "Many hosts at once")]
+    pub hosts: Option<u32>,
+
+    /// How long a --group host waits for the others, e.g. 30s [default: 10m]
+    #[arg(long, value_name = "DUR", requires = "group", value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Many hosts at once")]
+    pub group_timeout: Option<Duration>,
+
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
     pub json: bool,

@@ -93,6 +93,8 @@ pub struct Plan {
     pub flat_for: Duration,
     /// Precondition the region before the tests, with random rounds this long.
     pub precondition: Option<Duration>,
+    /// Keep each test's latency histograms in its result (a run of a group).
+    pub histograms: bool,
 }
 
 impl Plan {
@@ -292,6 +294,7 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         lbs,
         flat_for: a.flat_for.or(sustained).unwrap_or(suite::SUSTAINED_FLAT),
         precondition: a.precondition,
+        histograms: false,
     })
 }
 

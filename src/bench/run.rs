@@ -3,7 +3,7 @@
 
 use super::hostcache::{self, ProbeOutcome};
 use super::plan::Plan;
-use super::result::TestResult;
+use super::result::{Histograms, TestResult};
 use super::suite::UntilFlat;
 use super::sustained::{self, Precondition};
 use super::target::Target;
@@ -180,6 +180,9 @@ pub fn run(
         };
         let mut result = TestResult::new(test.name.clone(), spec, &repeats, device);
         result.interrupted = interrupted;
+        if plan.histograms {
+            result.histograms = Some(Histograms::of(&repeats));
+        }
         if test.until_flat.is_some() {
             result.cliff = sustained::cliff(&result.first_repeat_bytes_per_s());
         }

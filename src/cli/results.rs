@@ -121,8 +121,13 @@ pub enum RunsCommand {
     },
     /// Show one run: its figures, warnings and machine fingerprint
     Show {
-        #[arg(value_parser = parse_id)]
-        id: i64,
+        #[arg(value_parser = parse_id, required_unless_present = "group")]
+        id: Option<i64>,
+        /// Show the latest start of a group of hosts (bench disk --group NAME) as one result:
+        /// IOPS and bandwidth added up, percentiles of every request of every host, each
+        /// host's share and the slowest
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["id", "csv", "markdown", "html"])]
+        group: Option<String>,
         #[command(flatten)]
         db: DbArg,
         #[command(flatten)]

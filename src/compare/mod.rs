@@ -8,6 +8,7 @@
 pub mod drift;
 pub mod fingerprint;
 pub mod fleet;
+pub mod group;
 mod head;
 
 use head::head;

@@ -12,6 +12,7 @@ pub(crate) mod files_bytes;
 pub(crate) mod fix_script;
 pub(crate) mod fleet;
 mod grid;
+pub(crate) mod group;
 pub mod history;
 pub mod html;
 pub(crate) mod hyperfine;

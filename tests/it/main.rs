@@ -32,6 +32,8 @@ mod fio_job;
 mod fleet;
 #[cfg(feature = "pg")]
 mod fleet_history;
+#[cfg(feature = "pg")]
+mod group;
 mod history;
 mod honesty;
 mod host_cache;
