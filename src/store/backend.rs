@@ -233,6 +233,7 @@ impl Results {
 
     /// The runs waiting at group `name`'s start barrier that began at `since` or later (see
     /// [`PgStore::group_waiting`]); only a shared store holds groups.
+    #[cfg_attr(not(feature = "pg"), allow(unused_variables))]
     pub fn group_waiting(&mut self, name: &str, since: &str) -> Result<Vec<(i64, String)>> {
         match self {
             Results::Local(_) => Err(local_group()),
@@ -242,6 +243,7 @@ impl Results {
     }
 
     /// The run ids of group `name`'s latest finished start (see [`PgStore::group_runs`]).
+    #[cfg_attr(not(feature = "pg"), allow(unused_variables))]
     pub fn group_runs(&mut self, name: &str) -> Result<Vec<i64>> {
         match self {
             Results::Local(_) => Err(local_group()),
