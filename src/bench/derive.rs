@@ -88,7 +88,10 @@ pub struct DerivedJob {
 /// The jobs for the busiest [`MAX_FILES`] of `files` (by bytes), in that order; empty when no
 /// read or write was seen.
 pub fn derive(files: &[Observed]) -> Vec<DerivedJob> {
-    let mut busy: Vec<&Observed> = files.iter().filter(|f| f.reads + f.writes > 0).collect();
+    let mut busy: Vec<&Observed> = files
+        .iter()
+        .filter(|f| f.reads.saturating_add(f.writes) > 0)
+        .collect();
     busy.sort_by_key(|f| std::cmp::Reverse(f.read_bytes.saturating_add(f.write_bytes)));
     busy.into_iter().take(MAX_FILES).map(job).collect()
 }

@@ -55,6 +55,14 @@ fn the_cliff_of_a_device_whose_cache_fills_is_found_where_it_is() {
     let pct = cliff["after_pct"].as_f64().unwrap();
     assert!((10.0..=40.0).contains(&pct), "{cliff}");
     assert!(seq["timeline"].as_array().unwrap().len() >= 3, "{seq}");
+    // The cliff is the finding: no "run longer" warning beside it.
+    let codes: Vec<&str> = seq["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert!(!codes.contains(&"not-steady-state"), "{codes:?}");
     // The random test runs after it, on the spent cache, until its rate is flat.
     let rand = &v["tests"][1];
     assert_eq!(rand["rw"], "randwrite", "{rand}");
