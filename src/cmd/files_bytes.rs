@@ -86,6 +86,14 @@ pub fn derive_job(args: &FilesArgs) -> Result<ExitCode> {
     if let Some(path) = &args.output {
         outfile::check(path, Existing::Replace)?;
     }
+    let root = SysRoot::real();
+    if let Some(gone) = args
+        .pid
+        .iter()
+        .find(|pid| !root.proc.join(pid.to_string()).is_dir())
+    {
+        anyhow::bail!("there is no process {gone}; give the --pid of a running process");
+    }
     let tracer = FileTracer::start().map_err(|reason| {
         anyhow::anyhow!(
             "--derive-job counts each read, write and flush with eBPF, which is not available \
@@ -93,7 +101,6 @@ pub fn derive_job(args: &FilesArgs) -> Result<ExitCode> {
             crate::text::escape(&reason.to_string())
         )
     })?;
-    let root = SysRoot::real();
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     let pids: Vec<String> = args.pid.iter().map(i32::to_string).collect();

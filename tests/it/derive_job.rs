@@ -124,4 +124,9 @@ fn a_process_without_io_yields_one_line_and_no_file() {
         "{err}"
     );
     assert!(!job.exists());
+    // A process that is not there is said at once.
+    let o = derive(u32::MAX >> 2, &job);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("there is no process"), "{}", stderr(&o));
+    assert!(!job.exists());
 }
