@@ -19,7 +19,7 @@
                    stat of anything waits while FILE exists: a hostile user's filesystem
                    that a reader of /proc/PID/fd must never stat through
                    (tests/it/top_culprits.rs).
-  --write-rate BPS writes take turns, each taking its length at BPS bytes a second; with
+  --write-rate BPS writes are paced to BPS bytes a second (each waits for its slot); with
   --slow-after N --slow-rate BPS, at the slow rate once N bytes were written: an SSD
                    whose cache fills (tests/it/sustained.rs).
 
@@ -44,6 +44,7 @@ class PassFs(Operations):
         # Not "lock": fusepy would take it for the file-locking operation and call it.
         self.reads_lock = threading.Lock()
         self.written = 0
+        self.free_at = 0.0
         self.write_turn = threading.Lock()
 
     def _path(self, path):
@@ -95,11 +96,16 @@ class PassFs(Operations):
             time.sleep(0.01)
         time.sleep(self.opts.delay)
         if self.opts.write_rate:
+            # Paced against the clock, not slept per write: each write gets the next slot of
+            # the rate, so the server's own time (longer on a loaded machine) is not added.
             with self.write_turn:
                 slow = self.opts.slow_after is not None and self.written >= self.opts.slow_after
                 rate = self.opts.slow_rate if slow else self.opts.write_rate
-                time.sleep(len(data) / rate)
+                now = time.monotonic()
+                self.free_at = max(self.free_at, now) + len(data) / rate
+                wait = self.free_at - now
                 self.written += len(data)
+            time.sleep(wait)
         return os.pwrite(fh, data, offset)
 
     def truncate(self, path, length, fh=None):

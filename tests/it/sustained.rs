@@ -90,10 +90,21 @@ fn preconditioning_reaches_steady_state_is_recorded_and_compare_keeps_it_apart()
         skip(&format!("precondition test: {why}"));
         return;
     }
-    // Writes at 4 MiB/s: the two sequential passes over 4 MiB take about two seconds, and the
-    // random rounds run at a rate the FUSE server sets, not the machine's load.
+    // The two sequential passes over 4 MiB go at 8 MiB/s (a second), the random rounds after
+    // them at 1 MiB/s: a pace the FUSE server keeps whatever the machine's load, so the rounds
+    // settle as a real device's would.
     let backing = tempfile::tempdir_in("/dev/shm").unwrap();
-    let fs = FuseMount::start(backing.path(), &["--write-rate", &(4 * MIB).to_string()]);
+    let fs = FuseMount::start(
+        backing.path(),
+        &[
+            "--write-rate",
+            &(8 * MIB).to_string(),
+            "--slow-after",
+            &(8 * MIB).to_string(),
+            "--slow-rate",
+            &MIB.to_string(),
+        ],
+    );
     let Some(dev) = LoopDev::new_in("precondition test", 4 * MIB, fs.path()) else {
         return;
     };
