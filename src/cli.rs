@@ -171,7 +171,7 @@ pub(crate) struct DiskArgs {
     /// Run the jobs of a fio job file (one after another, each after a stonewall); the target
     /// is the file's filename/directory, else TARGET; an option tacho does not carry out is
     /// refused by name
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "randseed", "buffered"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "flat_for", "precondition", "randseed", "buffered"])]
     pub fio_job: Option<PathBuf>,
 
     #[arg(long, value_name = "N", help = help::repeat(), value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -246,6 +246,21 @@ pub(crate) struct DiskArgs {
     #[arg(long, value_name = "DUR", help = help::ramp(), value_parser = parse_duration, allow_hyphen_values = true)]
     pub ramp: Option<Duration>,
 
+    /// Precondition the region first (SNIA-style): write it twice sequentially, then random
+    /// 4k writes in rounds until steady (five rounds within 20% of their mean, slope within
+    /// 10%; at most 25 rounds); recorded with the run, and compare keeps such runs apart
+    #[arg(long)]
+    pub precondition: bool,
+
+    /// Length of each random round of --precondition, e.g. 10s [default: 60s]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "precondition", allow_hyphen_values = true)]
+    pub precondition_round: Option<Duration>,
+
+    /// sustained suite: how long the write rate must stay flat before a test stops, e.g. 10s
+    /// [default: 30s]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub flat_for: Option<Duration>,
+
     /// Seed of the random offsets, for repeatable runs
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     pub randseed: Option<u64>,
@@ -262,6 +277,25 @@ pub(crate) struct DiskArgs {
     /// Do not run the host-cache probe, even on a virtual disk
     #[arg(long, overrides_with = "probe_cache")]
     pub no_probe_cache: bool,
+
+    /// Run as one host of a group: wait in the shared store (--db postgres://…) until --hosts
+    /// runs of group NAME wait there, start together, and keep latency histograms so tacho
+    /// runs show --group NAME merges the group's figures
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "hosts",
+        help_heading = "Many hosts at once"
+    )]
+    pub group: Option<String>,
+
+    /// How many hosts the --group waits for
+    #[arg(long, value_name = "N", requires = "group", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = "Many hosts at once")]
+    pub hosts: Option<u32>,
+
+    /// How long a --group host waits for the others, e.g. 30s [default: 10m]
+    #[arg(long, value_name = "DUR", requires = "group", value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Many hosts at once")]
+    pub group_timeout: Option<Duration>,
 
     /// Print one JSON document (schema tacho.bench.v1) on stdout
     #[arg(long)]
@@ -339,6 +373,13 @@ pub(crate) struct FilesArgs {
     /// calls with their latency, with eBPF (root); report at the end (or on Ctrl-C)
     #[arg(long, conflicts_with_all = ["summary", "output", "timestamps", "sector"])]
     pub bytes: bool,
+
+    /// Write a fio job file of what the --pid processes did (write sizes, read/write mix,
+    /// flushes per write, sequential share, file sizes), with what was seen as comments, to
+    /// -o FILE (else stdout); counts with eBPF (root). Run it elsewhere with bench disk
+    /// --fio-job or fio
+    #[arg(long, requires = "pid", conflicts_with_all = ["summary", "timestamps", "sector", "bytes", "json"])]
+    pub derive_job: bool,
 
     /// With --bytes: list the N busiest process and file pairs (0: all); --json lists all
     #[arg(long, value_name = "N", default_value_t = 20, requires = "bytes")]
@@ -752,6 +793,9 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
     crate::config::interval(text)
 }
 
+/// A random round of `--precondition` when `--precondition-round` is not given.
+const PRECONDITION_ROUND: Duration = Duration::from_secs(60);
+
 impl DiskArgs {
     /// The options the plan reads, in the library's terms.
     pub fn options(&self) -> crate::bench::plan::DiskOptions {
@@ -772,6 +816,10 @@ impl DiskArgs {
             size: self.size,
             runtime: self.runtime,
             ramp: self.ramp,
+            flat_for: self.flat_for,
+            precondition: self
+                .precondition
+                .then(|| self.precondition_round.unwrap_or(PRECONDITION_ROUND)),
             randseed: self.randseed,
             open_sync: self.sync,
             io_limit: None,

@@ -284,7 +284,11 @@ fn faster_than_link(ctx: &Context, test: &TestResult) -> Option<Warning> {
 
 /// The first fifth of a repeat against the rest: SLC caches filling, thin volumes allocating
 /// and write-back caches draining all show as a start that differs from the steady state.
+/// A sustained test whose cliff was found says where instead (running longer is what it did).
 fn not_steady(test: &TestResult) -> Option<Warning> {
+    if test.cliff.is_some() {
+        return None;
+    }
     for repeat in 1..=test.repeats.len() as u32 {
         let iops: Vec<f64> = test
             .timeline

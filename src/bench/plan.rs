@@ -1,7 +1,7 @@
 //! Turns the command line into the list of tests to run, rejecting what cannot work before
 //! anything is created (the second step of argument handling).
 
-use super::suite::{self, Suite, SuiteTest};
+use super::suite::{self, Suite, SuiteTest, UntilFlat};
 use super::target::{Inspected, Kind};
 use crate::choice::Choice;
 use crate::io::buffer::ALIGN;
@@ -43,6 +43,10 @@ pub struct DiskOptions {
     pub size: Option<u64>,
     pub runtime: Option<Duration>,
     pub ramp: Option<Duration>,
+    /// `--flat-for`: how long a sustained test's rate must be flat before it stops.
+    pub flat_for: Option<Duration>,
+    /// `--precondition`: precondition the region first, with random rounds this long.
+    pub precondition: Option<Duration>,
     pub randseed: Option<u64>,
     /// Open with O_DSYNC or O_SYNC (dd's oflag).
     pub open_sync: Option<OpenSync>,
@@ -59,6 +63,8 @@ pub struct PlannedTest {
     pub spec: JobSpec,
     /// Every repeat starts from an empty test file (see [`SuiteTest::fresh`]).
     pub fresh: bool,
+    /// A sustained test also stops once its rate has been flat for the plan's `flat_for`.
+    pub until_flat: Option<UntilFlat>,
 }
 
 #[derive(Debug)]
@@ -83,6 +89,12 @@ pub struct Plan {
     pub probe_cache: bool,
     /// The target's logical block size: the smallest direct I/O it takes.
     pub lbs: u64,
+    /// How long a sustained test's rate must be flat before it stops.
+    pub flat_for: Duration,
+    /// Precondition the region before the tests, with random rounds this long.
+    pub precondition: Option<Duration>,
+    /// Keep each test's latency histograms in its result (a run of a group).
+    pub histograms: bool,
 }
 
 impl Plan {
@@ -186,8 +198,23 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
     let ramp = a
         .ramp
         .unwrap_or(suite.as_ref().map_or(Duration::ZERO, |s| s.ramp));
+    if a.precondition.is_some_and(|d| d.is_zero()) {
+        bail!("--precondition-round must be longer than zero, e.g. 60s");
+    }
+    let sustained = suite.as_ref().and_then(|s| s.flat_for);
+    if a.flat_for.is_some() && sustained.is_none() {
+        bail!(
+            "--flat-for sets how long the sustained suite waits for a flat rate; add --suite sustained or drop it"
+        );
+    }
+    if a.flat_for.is_some_and(|d| d.as_secs() == 0) {
+        bail!("--flat-for must be at least one second, e.g. 10s");
+    }
     let suite_size = suite.as_ref().and_then(|s| s.size);
-    let region_wanted = a.size.or(suite_size).unwrap_or(target.capacity);
+    let region_wanted = match a.size.or(suite_size) {
+        Some(size) => size,
+        None => free_share(suite.as_ref(), target)?.unwrap_or(target.capacity),
+    };
     if region_wanted > target.capacity && target.kind != Kind::Directory {
         bail!(
             "--size {} is larger than the target ({}); give at most {}",
@@ -219,6 +246,7 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         validate_sizes(&s, direct, lbs, region_bytes, region_wanted)?;
         tests.push(PlannedTest {
             fresh: s.fresh,
+            until_flat: s.until_flat,
             name: s.name,
             spec: JobSpec::new(JobParams {
                 rw: s.rw,
@@ -229,7 +257,12 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
                 region_bytes,
                 runtime,
                 ramp,
-                io_limit: suite.as_ref().map_or(a.io_limit, |s| s.io_limit),
+                // A sustained test writes its region once at most.
+                io_limit: match &suite {
+                    Some(s) if s.free_share.is_some() => Some(region_bytes),
+                    Some(s) => s.io_limit,
+                    None => a.io_limit,
+                },
                 rwmixread: s.rwmixread.unwrap_or(50),
                 sync: s.sync,
                 open_sync: s.open_sync,
@@ -240,13 +273,18 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         });
     }
     let writes = tests.iter().any(|t| t.spec.rw().writes());
-    let changed = a.runtime.is_some() || a.ramp.is_some() || a.size.is_some() || a.buffered;
+    let changed = a.runtime.is_some()
+        || a.ramp.is_some()
+        || a.size.is_some()
+        || a.buffered
+        || a.flat_for.is_some();
     Ok(Plan {
         standard: suite.is_some() && !changed,
         prefill: suite.as_ref().is_none_or(|s| s.prefill),
-        repeat: a
-            .repeat
-            .unwrap_or(if suite.is_some() { SUITE_REPEATS } else { 1 }),
+        repeat: a.repeat.unwrap_or(match &suite {
+            Some(s) => s.repeats.unwrap_or(SUITE_REPEATS),
+            None => 1,
+        }),
         threshold: is_etcd.then(|| a.threshold.unwrap_or(suite::ETCD_P99_LIMIT)),
         suite,
         tests,
@@ -254,7 +292,30 @@ pub fn plan(a: &DiskOptions, target: &Inspected, engine: EngineKind) -> Result<P
         writes,
         probe_cache: a.probe_cache == Some(true),
         lbs,
+        flat_for: a.flat_for.or(sustained).unwrap_or(suite::SUSTAINED_FLAT),
+        precondition: a.precondition,
+        histograms: false,
     })
+}
+
+/// The test file of a suite that writes until a cache is spent, in a directory with no
+/// `--size`: its share of the free space (the test file's own check then keeps 5% free).
+fn free_share(suite: Option<&Suite>, target: &Inspected) -> Result<Option<u64>> {
+    let Some(share) = suite.and_then(|s| s.free_share) else {
+        return Ok(None);
+    };
+    if target.kind != Kind::Directory {
+        return Ok(None);
+    }
+    match target.free_bytes {
+        Some(free) if free > 0 => Ok(Some((free as f64 * share) as u64)),
+        _ => bail!(
+            "cannot tell how much space {} has free, and the {} suite writes a share of it; \
+             give --size",
+            target.path.display(),
+            suite.map_or("", |s| s.name)
+        ),
+    }
 }
 
 fn validate_sizes(s: &SuiteTest, direct: bool, lbs: u64, region: u64, wanted: u64) -> Result<()> {
@@ -348,5 +409,6 @@ fn custom_shape(a: &DiskOptions) -> Result<SuiteTest> {
         direct: None,
         fresh: false,
         about: None,
+        until_flat: None,
     })
 }

@@ -2,6 +2,7 @@
 //! Field names carry their units (`_bytes`, `_ns`, `_s`, `_per_s`).
 
 use super::hostcache::HostCacheProbe;
+use super::sustained::{Cliff, Precondition};
 use crate::form::{Form, Written};
 use crate::io::{
     BsShare, CpuTime, EngineKind, JobSpec, LatencySummary, Measured, OpStats, Rw, SyncEvery,
@@ -36,6 +37,12 @@ pub struct BenchReport {
     /// What the host-cache probe measured and concluded, when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_cache: Option<HostCacheProbe>,
+    /// How the region was preconditioned before the tests (`--precondition`), when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Precondition>,
+    /// The group of hosts this run started with (`--group`), when it was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<Group>,
     /// True when Ctrl-C or SIGTERM cut the run short; `tests` holds what finished.
     pub interrupted: bool,
 }
@@ -220,6 +227,52 @@ pub struct TestResult {
     /// True when a signal cut this test short: `repeats` holds those that finished and the
     /// one that was running, with the time it really ran.
     pub interrupted: bool,
+    /// Where the write rate fell (a sustained test's first repeat), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cliff: Option<Cliff>,
+    /// The latency histograms of every repeat pooled, for a run of a group (`--group`): the
+    /// group's percentiles come from the union of its hosts' histograms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<Histograms>,
+}
+
+/// Latency histograms as `[highest value of a bucket in ns, count]`, lowest first (HDR, three
+/// significant digits).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Histograms {
+    /// Reads.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<[u64; 2]>,
+    /// Writes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<[u64; 2]>,
+}
+
+impl Histograms {
+    /// The histograms of `repeats` pooled.
+    pub fn of(repeats: &[Measured]) -> Histograms {
+        let mut all = Measured::default();
+        repeats.iter().for_each(|m| all.merge(m));
+        Histograms {
+            read: all.read.buckets(),
+            write: all.write.buckets(),
+        }
+    }
+}
+
+/// A run of a group of hosts started together (`--group NAME --hosts N`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Group {
+    /// The group's name.
+    pub name: String,
+    /// How many hosts the group waited for.
+    pub hosts: u32,
+    /// The store's run ids of the group's runs, this one among them, once they all came.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<i64>,
+    /// When this host saw the group complete and started, in ns since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_unix_ns: Option<u64>,
 }
 
 /// Bytes handed to the kernel by one test, ramps included.
@@ -365,7 +418,18 @@ impl TestResult {
             device,
             warnings: Vec::new(),
             interrupted: false,
+            cliff: None,
+            histograms: None,
         }
+    }
+
+    /// Bytes moved in each whole second of the first repeat, in order.
+    pub fn first_repeat_bytes_per_s(&self) -> Vec<f64> {
+        self.timeline
+            .iter()
+            .filter(|p| p.repeat == 1)
+            .map(|p| p.bw_bytes_per_s)
+            .collect()
     }
 
     /// Total I/Os per second, reads and writes together.

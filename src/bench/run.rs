@@ -3,14 +3,17 @@
 
 use super::hostcache::{self, ProbeOutcome};
 use super::plan::Plan;
-use super::result::TestResult;
+use super::result::{Histograms, TestResult};
+use super::suite::UntilFlat;
+use super::sustained::{self, Precondition};
 use super::target::Target;
-use crate::io::{self, Control, EngineError};
+use crate::io::{self, Control, EngineError, EngineKind, JobParams, JobSpec, Rw};
 use crate::kernel::SysRoot;
 use crate::kernel::diskstats::{self, DiskCounters, DiskDelta};
 use crate::units::format_size;
 use anyhow::{Context, Result};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// Shows what is running; the terminal gets a progress bar, everything else nothing.
 pub trait Progress: Sync {
@@ -40,6 +43,8 @@ pub struct Outcome {
     pub tests: Vec<TestResult>,
     /// The host-cache probe's outcome, when the plan asked for it.
     pub probe: Option<ProbeOutcome>,
+    /// How the region was preconditioned, when the plan asked for it and it finished.
+    pub precondition: Option<Precondition>,
     pub interrupted: bool,
 }
 
@@ -53,7 +58,20 @@ pub fn run(
     on_test: &mut dyn FnMut(&mut TestResult),
 ) -> Result<Outcome> {
     let mut tests = Vec::new();
-    if target.test_file.is_some() && plan.prefill {
+    let mut precondition = None;
+    if let Some(round) = plan.precondition {
+        precondition = precondition_region(plan, target, round, ctl, progress)?;
+        if precondition.is_none() {
+            return Ok(Outcome {
+                tests,
+                probe: None,
+                precondition,
+                interrupted: true,
+            });
+        }
+    }
+    // Preconditioning wrote the region already.
+    if target.test_file.is_some() && plan.prefill && precondition.is_none() {
         let writer = target
             .open(false)
             .context("cannot open the test file to lay it out")?;
@@ -62,12 +80,15 @@ pub fn run(
             Work::Bytes(plan.region_bytes),
             ctl,
         );
-        let done = watch(ctl, progress, || io::fill(&writer, plan.region_bytes, ctl));
+        let done = watch(ctl, progress, None, || {
+            io::fill(&writer, plan.region_bytes, ctl)
+        });
         progress.finish();
         if !done.map_err(|e| engine_error(e, target, false))? {
             return Ok(Outcome {
                 tests,
                 probe: None,
+                precondition,
                 interrupted: true,
             });
         }
@@ -126,7 +147,9 @@ pub fn run(
                 test.name.clone()
             };
             progress.start(&label, Work::Time(spec.ramp() + spec.runtime()), ctl);
-            let measured = watch(ctl, progress, || io::run_job(spec, &open, ctl));
+            ctl.clear_end();
+            let flat = test.until_flat.map(|u| (u, plan.flat_for));
+            let measured = watch(ctl, progress, flat, || io::run_job(spec, &open, ctl));
             progress.finish();
             let measured = measured.map_err(|e| engine_error(e, target, spec.direct()))?;
             if ctl.stopped() {
@@ -157,6 +180,12 @@ pub fn run(
         };
         let mut result = TestResult::new(test.name.clone(), spec, &repeats, device);
         result.interrupted = interrupted;
+        if plan.histograms {
+            result.histograms = Some(Histograms::of(&repeats));
+        }
+        if test.until_flat.is_some() {
+            result.cliff = sustained::cliff(&result.first_repeat_bytes_per_s());
+        }
         // Handed out as soon as it exists (to add warnings, to save it), so a crash or Ctrl-C in
         // a later test keeps it.
         on_test(&mut result);
@@ -168,8 +197,115 @@ pub fn run(
     Ok(Outcome {
         tests,
         probe,
+        precondition,
         interrupted,
     })
+}
+
+/// Preconditions the region as SNIA's PTS does: written twice sequentially, then random
+/// writes in rounds of `round` until [`sustained::steady`] holds over the last five, or
+/// [`sustained::MAX_ROUNDS`] ran. `None` when a signal stopped it.
+fn precondition_region(
+    plan: &Plan,
+    target: &Target,
+    round: Duration,
+    ctl: &Control,
+    progress: &dyn Progress,
+) -> Result<Option<Precondition>> {
+    let Some(first) = plan.tests.first() else {
+        return Ok(None);
+    };
+    let (engine, direct, region) = (first.spec.engine(), first.spec.direct(), plan.region_bytes);
+    let fits = |bs: u64| bs <= region && region.is_multiple_of(bs) && bs.is_multiple_of(plan.lbs);
+    let seq_bs = [128 << 10, 64 << 10, 32 << 10, 16 << 10, 8 << 10, 4 << 10]
+        .into_iter()
+        .find(|&bs| fits(bs))
+        .unwrap_or(plan.lbs);
+    let rand_bs = plan.lbs.max(4096);
+    if rand_bs > region {
+        anyhow::bail!(
+            "--precondition writes {} blocks, and the region is {}; use a larger --size",
+            format_size(rand_bs),
+            format_size(region)
+        );
+    }
+    // The sync engine runs one I/O at a time.
+    let depth = |d: u32| if engine == EngineKind::Sync { 1 } else { d };
+    let spec = |rw, bs, iodepth, runtime, io_limit| {
+        JobSpec::new(JobParams {
+            rw,
+            bs,
+            bssplit: Vec::new(),
+            iodepth,
+            numjobs: 1,
+            region_bytes: region,
+            runtime,
+            ramp: Duration::ZERO,
+            io_limit,
+            rwmixread: 50,
+            sync: None,
+            open_sync: None,
+            direct,
+            engine,
+            seed: fastrand::u64(..1 << 63),
+        })
+    };
+    let open = || target.open_with(direct, 0);
+    const PASSES: u32 = 2;
+    // A pass ends when the region is written: the runtime only bounds a device that stalls.
+    let pass = spec(
+        Rw::Write,
+        seq_bs,
+        depth(8),
+        Duration::from_secs(7 * 24 * 3600),
+        Some(region),
+    )?;
+    for n in 1..=PASSES {
+        progress.start(
+            &format!("preconditioning: sequential pass {n}/{PASSES}"),
+            Work::Bytes(region),
+            ctl,
+        );
+        let done = watch(ctl, progress, None, || io::run_job(&pass, &open, ctl));
+        progress.finish();
+        done.map_err(|e| engine_error(e, target, direct))?;
+        if ctl.stopped() {
+            return Ok(None);
+        }
+    }
+    let random = spec(Rw::RandWrite, rand_bs, depth(32), round, None)?;
+    let mut rounds = Vec::new();
+    while rounds.len() < sustained::MAX_ROUNDS && !sustained::steady(&rounds) {
+        progress.start(
+            &format!("preconditioning: random round {}", rounds.len() + 1),
+            Work::Time(round),
+            ctl,
+        );
+        let done = watch(ctl, progress, None, || io::run_job(&random, &open, ctl));
+        progress.finish();
+        let m = done.map_err(|e| engine_error(e, target, direct))?;
+        if ctl.stopped() {
+            return Ok(None);
+        }
+        let secs = m.elapsed.as_secs_f64();
+        rounds.push(if secs > 0.0 {
+            m.write.ios as f64 / secs
+        } else {
+            0.0
+        });
+    }
+    let steady = sustained::steady(&rounds);
+    let last = &rounds[rounds.len().saturating_sub(sustained::STEADY_ROUNDS)..];
+    Ok(Some(Precondition {
+        sequential_passes: PASSES,
+        sequential_bs_bytes: seq_bs,
+        random_bs_bytes: rand_bs,
+        iodepth: depth(32),
+        round_s: round.as_secs_f64(),
+        steady_iops: steady.then(|| last.iter().sum::<f64>() / last.len() as f64),
+        rounds_iops: rounds,
+        steady,
+    }))
 }
 
 /// The planned time of the tests from index `from` on: each one's ramp and runtime, times the
@@ -220,13 +356,30 @@ fn probe_cache(
     }
 }
 
-/// Runs `work` while a second thread feeds the progress display.
-fn watch<T: Send>(ctl: &Control, progress: &dyn Progress, work: impl FnOnce() -> T + Send) -> T {
+/// Runs `work` while a second thread feeds the progress display and, for a sustained test
+/// (`flat`: its rule and how long the rate must be flat), ends the test once the rule holds.
+fn watch<T: Send>(
+    ctl: &Control,
+    progress: &dyn Progress,
+    flat: Option<(UntilFlat, Duration)>,
+    work: impl FnOnce() -> T + Send,
+) -> T {
     let finished = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         let ticker = s.spawn(|| {
+            let mut rates = Rates::start(ctl);
             while !finished.load(std::sync::atomic::Ordering::Relaxed) {
                 progress.tick(ctl);
+                if let Some((until, secs)) = flat
+                    && rates.step(ctl)
+                    && sustained::may_stop(
+                        &rates.per_second,
+                        secs.as_secs() as usize,
+                        until == UntilFlat::AfterCliff,
+                    )
+                {
+                    ctl.end();
+                }
                 std::thread::park_timeout(Duration::from_millis(250));
             }
         });
@@ -236,6 +389,37 @@ fn watch<T: Send>(ctl: &Control, progress: &dyn Progress, work: impl FnOnce() ->
         ticker.thread().unpark();
         result
     })
+}
+
+/// Bytes per second of the running test, from the workers' published progress.
+struct Rates {
+    per_second: Vec<f64>,
+    mark: Instant,
+    bytes: u64,
+}
+
+impl Rates {
+    fn start(ctl: &Control) -> Rates {
+        Rates {
+            per_second: Vec::new(),
+            mark: Instant::now(),
+            bytes: ctl.done_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Adds a second's rate once a second has passed since the last; true when it did.
+    fn step(&mut self, ctl: &Control) -> bool {
+        let elapsed = self.mark.elapsed();
+        if elapsed < Duration::from_secs(1) {
+            return false;
+        }
+        let bytes = ctl.done_bytes.load(Ordering::Relaxed);
+        self.per_second
+            .push(bytes.saturating_sub(self.bytes) as f64 / elapsed.as_secs_f64());
+        self.bytes = bytes;
+        self.mark = Instant::now();
+        true
+    }
 }
 
 fn device_counters(root: &SysRoot, devnos: &[(u32, u32)]) -> Option<Vec<DiskCounters>> {

@@ -14,7 +14,7 @@ use crate::bench::honesty::{self, Context};
 use crate::bench::hostcache::ProbeOutcome;
 use crate::bench::plan::{self, DiskOptions, Plan};
 use crate::bench::result::{
-    BenchReport, Judgement, SCHEMA, Status, SuiteRef, TargetInfo, TestResult,
+    BenchReport, Group, Judgement, SCHEMA, Status, SuiteRef, TargetInfo, TestResult,
 };
 use crate::bench::run::{self, Progress};
 use crate::bench::target::{self, Inspected, Opened, Target};
@@ -47,6 +47,9 @@ pub struct Request {
     pub allow_buffered: bool,
     /// The options that changed a suite's method, in words (`runtime 1s`).
     pub method_changes: Vec<String>,
+    /// `--group NAME --hosts N`: start together with the group's other hosts, and keep the
+    /// latency histograms so the group's percentiles can be merged.
+    pub group: Option<(String, u32)>,
 }
 
 /// Follows a run: told the report's head before the first test and each test as it
@@ -215,6 +218,13 @@ impl Planned {
             judgement: None,
             warnings,
             host_cache: None,
+            precondition: None,
+            group: req.group.as_ref().map(|(name, hosts)| Group {
+                name: name.clone(),
+                hosts: *hosts,
+                runs: Vec::new(),
+                started_unix_ns: None,
+            }),
             interrupted: false,
         };
         let link = single_disk_link(&root, &inspected);
@@ -227,6 +237,7 @@ impl Planned {
         };
         let run_warnings = honesty::run_warnings(&ctx);
         observer.started(&report)?;
+        plan.histograms = req.group.is_some();
         let ctl = Control::new(stop);
         let outcome = run::run(
             &root,
@@ -245,6 +256,7 @@ impl Planned {
         report.warnings.extend(run_warnings);
         probe_warnings(outcome.probe, &mut report);
         honesty::sort_by_weight(&mut report.warnings);
+        report.precondition = outcome.precondition;
         report.judgement = judge(plan.threshold, &outcome.tests);
         report.tests = outcome.tests;
         report.interrupted = outcome.interrupted;

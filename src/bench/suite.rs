@@ -38,6 +38,21 @@ pub struct SuiteTest {
     /// What the test's figures measure, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub about: Option<&'static str>,
+    /// A sustained test also stops once its per-second rate has been flat for the suite's
+    /// `flat_s` (see [`UntilFlat`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until_flat: Option<UntilFlat>,
+}
+
+/// When a sustained test may stop before its runtime or region is used up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UntilFlat {
+    /// Flat after the rate fell off a cliff: a device still writing into its cache looks flat
+    /// too, so flatness before a fall does not count.
+    AfterCliff,
+    /// Flat at all (random writes after the sequential test spent the cache).
+    Flat,
 }
 
 /// The etcd suite's pass mark: p99 of fdatasync below this (etcd's documented guidance).
@@ -69,6 +84,27 @@ pub struct Suite {
     pub prefill: bool,
     /// The tests, in run order.
     pub tests: Vec<SuiteTest>,
+    /// How long a sustained test's rate must be flat before it stops.
+    #[serde(
+        rename = "flat_s",
+        serialize_with = "opt_secs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub flat_for: Option<Duration>,
+    /// Share of a directory's free space the test file takes when no `--size` is given, for
+    /// suites that write until a cache is spent; each test then writes the region once at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_share: Option<f64>,
+    /// Repeats of every test when `--repeat` is not given; `None` for the usual three.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u32>,
+}
+
+fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -93,6 +129,7 @@ fn test(name: impl Into<String>, rw: Rw, bs: u64, iodepth: u32, numjobs: u32) ->
         direct: None,
         fresh: false,
         about: None,
+        until_flat: None,
     }
 }
 
@@ -124,6 +161,9 @@ fn suite(name: &'static str, version: u32, about: &'static str, tests: Vec<Suite
         io_limit: None,
         prefill: true,
         tests,
+        flat_for: None,
+        free_share: None,
+        repeats: None,
     }
 }
 
@@ -393,6 +433,38 @@ pub fn full() -> Suite {
     )
 }
 
+/// How long the `sustained` suite's rate must stay flat before a test stops.
+pub const SUSTAINED_FLAT: Duration = Duration::from_secs(30);
+
+/// Sequential, then random writes over a fresh region until the rate has been flat for
+/// [`SUSTAINED_FLAT`] (the sequential test only after it fell off a cliff), the region
+/// (`--size`, or half of a directory's free space) was written once, or an hour passed: where
+/// an SLC or DRAM cache ends and what the device sustains after it.
+pub fn sustained() -> Suite {
+    let seq = SuiteTest {
+        until_flat: Some(UntilFlat::AfterCliff),
+        ..test("sustained SEQ1M Q8T1 write", Rw::Write, M, 8, 1)
+    };
+    let rand = SuiteTest {
+        until_flat: Some(UntilFlat::Flat),
+        ..test("sustained RND4K Q32T1 write", Rw::RandWrite, 4 * K, 32, 1)
+    };
+    Suite {
+        runtime: Duration::from_secs(3600),
+        ramp: Duration::ZERO,
+        prefill: false,
+        flat_for: Some(SUSTAINED_FLAT),
+        free_share: Some(0.5),
+        repeats: Some(1),
+        ..suite(
+            "sustained",
+            1,
+            "writes until the cache is spent: SEQ1M Q8 until flat 30s after a cliff, then RND4K Q32 until flat 30s; at most the region (--size, or half the free space) or 1h each",
+            vec![seq, rand],
+        )
+    }
+}
+
 /// Every suite, in the order `--list-suites` shows them.
 pub fn all() -> Vec<Suite> {
     vec![
@@ -405,6 +477,7 @@ pub fn all() -> Vec<Suite> {
         oltp(),
         full(),
         dd(),
+        sustained(),
     ]
 }
 

@@ -44,6 +44,9 @@ pub struct Inspected {
     pub stats_devnos: Vec<(u32, u32)>,
     /// The file or device size; for a directory, the default test file size.
     pub capacity: u64,
+    /// For a directory, the bytes its filesystem has free for this user; `None` for a file or
+    /// device, or when the filesystem does not say.
+    pub free_bytes: Option<u64>,
     /// Reasons to doubt the figures that the target itself gives (no device in sysfs,
     /// memory-backed, …).
     pub notes: Vec<Warning>,
@@ -189,6 +192,10 @@ pub fn inspect(root: &SysRoot, target: &Opened) -> Result<Inspected> {
         stats_devnos: stats.iter().map(|d| (d.major, d.minor)).collect(),
         device,
         capacity,
+        free_bytes: (kind == Kind::Directory)
+            .then(|| rustix::fs::fstatvfs(handle).ok())
+            .flatten()
+            .map(|v| v.f_bavail.saturating_mul(v.f_frsize)),
         notes,
     })
 }

@@ -30,6 +30,7 @@ fn target(kind: Kind, capacity: u64, lbs: u32) -> Inspected {
         device: None,
         stats_devnos: vec![],
         capacity,
+        free_bytes: Some(100 << 30),
         notes: vec![],
     }
 }
@@ -151,4 +152,48 @@ fn direct_io_follows_the_device_block_size() {
         )
         .is_ok()
     );
+}
+
+#[test]
+fn the_sustained_suite_writes_half_the_free_space_once_and_runs_once() {
+    let p = plan_of("--suite sustained").unwrap();
+    // target(): 100 GiB free.
+    assert_eq!(p.region_bytes, 50 << 30);
+    assert_eq!((p.repeat, p.standard, p.prefill), (1, true, false));
+    assert_eq!(p.flat_for, Duration::from_secs(30));
+    for t in &p.tests {
+        assert_eq!(t.spec.io_limit(), Some(50 << 30));
+        assert_eq!(t.spec.ramp(), Duration::ZERO);
+        assert!(t.until_flat.is_some());
+    }
+    let p = plan_of("--suite sustained --size 64M --flat-for 2s").unwrap();
+    assert_eq!(
+        (p.region_bytes, p.flat_for),
+        (64 << 20, Duration::from_secs(2))
+    );
+    assert!(!p.standard);
+    let mut unknown = target(Kind::Directory, 1 << 30, 512);
+    unknown.free_bytes = None;
+    let a = args("--suite sustained");
+    let err = plan(&a, &unknown, EngineKind::IoUring)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--size"), "{err}");
+    assert!(err_of("--flat-for 5s").contains("--suite sustained"));
+    assert!(err_of("--suite sustained --flat-for 0s").contains("at least one second"));
+}
+
+#[test]
+fn precondition_takes_its_round() {
+    assert_eq!(
+        args("--precondition").precondition,
+        Some(Duration::from_secs(60))
+    );
+    let a = args("--precondition --precondition-round 2s");
+    assert_eq!(a.precondition, Some(Duration::from_secs(2)));
+    assert_eq!(
+        plan_of("--precondition").unwrap().precondition,
+        Some(Duration::from_secs(60))
+    );
+    assert!(err_of("--precondition --precondition-round 0s").contains("longer than zero"));
 }

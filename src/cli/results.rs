@@ -121,8 +121,13 @@ pub enum RunsCommand {
     },
     /// Show one run: its figures, warnings and machine fingerprint
     Show {
-        #[arg(value_parser = parse_id)]
-        id: i64,
+        #[arg(value_parser = parse_id, required_unless_present = "group")]
+        id: Option<i64>,
+        /// Show the latest start of a group of hosts (bench disk --group NAME) as one result:
+        /// IOPS and bandwidth added up, percentiles of every request of every host, each
+        /// host's share and the slowest
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["id", "csv", "markdown", "html"])]
+        group: Option<String>,
         #[command(flatten)]
         db: DbArg,
         #[command(flatten)]
@@ -202,6 +207,9 @@ pub struct CompareArgs {
     /// Exit 1 when a figure got significantly worse than the baseline by more than PCT percent
     #[arg(long, value_name = "PCT", value_parser = parse_pct)]
     pub fail_on_regression: Option<f64>,
+    /// Compare runs whose method differs even so (preconditioned against fresh)
+    #[arg(long, conflicts_with = "by")]
+    pub force: bool,
     /// Compare hosts instead of runs: the latest finished run of each host, with the peer
     /// median and the host that stands out (median and MAD), and why (its fingerprint)
     #[arg(long, value_name = "host", value_parser = ["host"], conflicts_with_all = ["ids", "baseline", "fail_on_regression"])]

@@ -48,6 +48,9 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
             other.kind
         );
     }
+    if let Some(why) = compare::precondition_mix(&runs).filter(|_| !args.force) {
+        bail!(why);
+    }
     let c = compare::compare(&runs);
     let mut out = std::io::stdout().lock();
     match Format::from(&args.format) {

@@ -31,7 +31,11 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         destroy_data: args.destroy_data,
         allow_buffered: args.allow_buffered,
         method_changes: method_changes(args),
+        group: args.group.clone().zip(args.hosts),
     };
+    if args.group.is_some() && args.record.save.no_save {
+        bail!("--group meets the other hosts in the shared store; drop --no-save");
+    }
     let planned = session::plan(SysRoot::real(), &req)?;
     if args.print_fio {
         std::io::stdout().write_all(planned.fio_commands().as_bytes())?;
@@ -42,8 +46,16 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     let mut saving = Saving {
         args: &args.record,
         recorder: None,
+        group: req.group.clone(),
+        group_timeout: args.group_timeout.unwrap_or(GROUP_TIMEOUT),
+        stop: stop.clone(),
+        started: None,
     };
-    let report = planned.run(&req, stop, &Bar::new(), &mut saving)?;
+    let mut report = planned.run(&req, stop, &Bar::new(), &mut saving)?;
+    if let (Some(group), Some((runs, at))) = (report.group.as_mut(), saving.started.take()) {
+        group.runs = runs;
+        group.started_unix_ns = Some(at);
+    }
     let printed = if args.json {
         report::json::write(&report, &mut std::io::stdout().lock())
     } else {
@@ -64,15 +76,35 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     })
 }
 
-/// The store's side of a run: begun with the report's head, each test saved as it finishes.
+/// How long a `--group` host waits for the others when `--group-timeout` is not given.
+const GROUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The store's side of a run: begun with the report's head, each test saved as it finishes;
+/// for a group, the start barrier once the run is saved, right before the first test.
 struct Saving<'a> {
     args: &'a crate::cli::RecordArgs,
     recorder: Option<Recorder>,
+    group: Option<(String, u32)>,
+    group_timeout: std::time::Duration,
+    stop: Arc<AtomicBool>,
+    /// The group's run ids and when this host started, in ns since the Unix epoch.
+    started: Option<(Vec<i64>, u64)>,
 }
 
 impl session::Observer for Saving<'_> {
     fn started(&mut self, report: &BenchReport) -> Result<()> {
-        self.recorder = Some(Recorder::begin(self.args, report)?);
+        let recorder = self.recorder.insert(Recorder::begin(self.args, report)?);
+        if let Some((name, hosts)) = &self.group {
+            eprintln!(
+                "tacho: waiting for {hosts} hosts of group {}",
+                crate::text::escape(name)
+            );
+            let runs = recorder.wait_for_group(name, *hosts, self.group_timeout, &self.stop)?;
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            self.started = Some((runs, at));
+        }
         Ok(())
     }
 
@@ -137,6 +169,9 @@ fn method_changes(args: &DiskArgs) -> Vec<String> {
     }
     if let Some(d) = args.ramp {
         out.push(format!("ramp {}", secs(d)));
+    }
+    if let Some(d) = args.flat_for {
+        out.push(format!("flat for {}", secs(d)));
     }
     if let Some(size) = args.size {
         out.push(format!("size {}", crate::units::format_size(size)));

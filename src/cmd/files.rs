@@ -23,6 +23,9 @@ pub fn run(args: &FilesArgs) -> Result<ExitCode> {
     if !args.sector.is_empty() {
         return super::sector::run(&root, &args.sector, args.relative, args.json);
     }
+    if args.derive_job {
+        return super::files_bytes::derive_job(args);
+    }
     let config = resolve(&root, args)?;
     if args.bytes
         && let Some(code) = super::files_bytes::run(args, config.clone())?

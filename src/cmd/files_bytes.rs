@@ -1,15 +1,19 @@
 //! `tacho files --bytes`: counts bytes per process and file with eBPF until the duration or
 //! Ctrl-C, finding each file's path while its process holds it open, then reports.
 
+use crate::bench::derive::{self, Growth, Observed};
 use crate::bpf::files::{FileIo, FileTracer, Uncounted};
 use crate::cli::FilesArgs;
 use crate::files::inode_paths::{self, FileId};
 use crate::files::watch::{Names, Sink, WatchConfig, Watcher};
 use crate::kernel::SysRoot;
+use crate::report::derived_job;
 use crate::report::files::EventWriter;
 use crate::report::files_bytes::{self as show, Row, Short};
+use crate::report::outfile::{self, Existing};
 use anyhow::Result;
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -73,6 +77,167 @@ pub fn run(args: &FilesArgs, config: WatchConfig) -> Result<Option<ExitCode>> {
         show::write_text(&rows, &short, seconds, args.top, &mut out)?;
     }
     Ok(Some(ExitCode::SUCCESS))
+}
+
+/// `tacho files --pid P --derive-job`: counts the processes' reads, writes and flushes per
+/// file with eBPF, and how much each file grows, until the duration or Ctrl-C; then writes the
+/// fio job they amount to. Nothing seen is an error (exit 2), with no file written.
+pub fn derive_job(args: &FilesArgs) -> Result<ExitCode> {
+    if let Some(path) = &args.output {
+        outfile::check(path, Existing::Replace)?;
+    }
+    let root = SysRoot::real();
+    if let Some(gone) = args
+        .pid
+        .iter()
+        .find(|pid| !root.proc.join(pid.to_string()).is_dir())
+    {
+        anyhow::bail!("there is no process {gone}; give the --pid of a running process");
+    }
+    let tracer = FileTracer::start().map_err(|reason| {
+        anyhow::anyhow!(
+            "--derive-job counts each read, write and flush with eBPF, which is not available \
+             here: {}",
+            crate::text::escape(&reason.to_string())
+        )
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    let pids: Vec<String> = args.pid.iter().map(i32::to_string).collect();
+    eprintln!(
+        "tacho: watching the file I/O of process {}{}",
+        pids.join(", "),
+        if args.duration.is_some() {
+            ""
+        } else {
+            "; Ctrl-C to stop"
+        }
+    );
+    let start = Instant::now();
+    let deadline = args.duration.map(|d| start + d);
+    let mut seen = HashMap::new();
+    let mine = |totals: Vec<FileIo>| -> Vec<FileIo> {
+        totals
+            .into_iter()
+            .filter(|io| args.pid.contains(&(io.pid as i32)))
+            .collect()
+    };
+    loop {
+        watch_files(&root, &mine(tracer.totals()), &mut seen);
+        if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        std::thread::sleep(LOOK);
+    }
+    let totals = mine(tracer.totals());
+    watch_files(&root, &totals, &mut seen);
+    let seconds = start.elapsed().as_secs_f64();
+    let observed: Vec<Observed> = totals
+        .iter()
+        .map(|io| observed(io, seen.get(&(io.pid, (io.dev, io.ino)))))
+        .collect();
+    let jobs = derive::derive(&observed);
+    if jobs.is_empty() {
+        anyhow::bail!(
+            "no reads or writes of process {} were seen in {seconds:.1} s, so there is no job to \
+             write; watch while it does I/O (a longer --duration) or check the --pid",
+            pids.join(", ")
+        );
+    }
+    let mut comms: Vec<String> = Vec::new();
+    for io in &totals {
+        if !comms.contains(&io.comm) {
+            comms.push(io.comm.clone());
+        }
+    }
+    let threads = args
+        .pid
+        .iter()
+        .map(|pid| {
+            std::fs::read_dir(root.proc.join(pid.to_string()).join("task"))
+                .map(|d| d.count() as u64)
+                .ok()
+        })
+        .sum::<Option<u64>>();
+    let watched = derived_job::Watched {
+        pids: &args.pid,
+        comms,
+        seconds,
+        threads,
+    };
+    let mut text = Vec::new();
+    derived_job::write(&jobs, &watched, &mut text)?;
+    match &args.output {
+        Some(path) => {
+            outfile::write_atomically(path, &text, Existing::Replace)?;
+            eprintln!(
+                "tacho: wrote {} for {} to {}",
+                crate::units::plural(jobs.len() as u64, "job"),
+                crate::units::plural(jobs.len() as u64, "file"),
+                crate::text::path(path)
+            );
+        }
+        None => std::io::stdout().lock().write_all(&text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A file's size and the bytes written to it, the first and the last time it was seen open.
+struct Seen {
+    path: PathBuf,
+    first: (u64, u64),
+    last: Option<(u64, u64)>,
+}
+
+/// Looks at the open descriptors of the processes in `totals` for their files' sizes.
+fn watch_files(root: &SysRoot, totals: &[FileIo], seen: &mut HashMap<(u32, FileId), Seen>) {
+    let mut wanted: HashMap<u32, HashSet<FileId>> = HashMap::new();
+    for io in totals {
+        wanted.entry(io.pid).or_default().insert((io.dev, io.ino));
+    }
+    for (pid, ids) in wanted {
+        for (id, (path, size)) in inode_paths::open_files(root, pid, &ids) {
+            let Some(io) = totals
+                .iter()
+                .find(|io| io.pid == pid && (io.dev, io.ino) == id)
+            else {
+                continue;
+            };
+            // A path names the file only if it ends in the name the kernel gave at its first I/O.
+            if !inode_paths::names_match(&path, &io.name) {
+                continue;
+            }
+            let now = (size, io.write_bytes);
+            seen.entry((pid, id))
+                .and_modify(|s| s.last = Some(now))
+                .or_insert(Seen {
+                    path,
+                    first: now,
+                    last: None,
+                });
+        }
+    }
+}
+
+/// What the tracer counted for one file, with its size and growth when seen open.
+fn observed(io: &FileIo, seen: Option<&Seen>) -> Observed {
+    Observed {
+        path: seen.map(|s| s.path.clone()),
+        read_bytes: io.read_bytes,
+        reads: io.reads,
+        write_bytes: io.write_bytes,
+        writes: io.writes,
+        write_range: io.write_range,
+        syncs: io.syncs,
+        size: seen.map(|s| s.last.unwrap_or(s.first).0),
+        growth: seen.and_then(|s| {
+            let (first, last) = (s.first, s.last?);
+            Some(Growth {
+                grew: last.0.saturating_sub(first.0),
+                written: last.1.saturating_sub(first.1),
+            })
+        }),
+    }
 }
 
 /// Paths seen per (process, device and inode): more than one when a deleted file's inode

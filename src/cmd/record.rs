@@ -9,8 +9,17 @@ use crate::kernel::SysRoot;
 use crate::report::prom;
 use crate::store::{NewRun, Place, Results, Store};
 use crate::store::{RunSource, RunStatus};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn ids(ids: &[i64]) -> String {
+    ids.iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// A run being recorded. Dropping it unfinished (the benchmark failed) marks the run `failed`.
 pub struct Recorder {
@@ -44,6 +53,69 @@ impl Recorder {
             saved: 0,
             error: None,
         })
+    }
+
+    /// Waits at group `name`'s start barrier in the store until `hosts` runs of the group are
+    /// waiting there (this one among the first `hosts`), looking every 20 ms; returns their
+    /// run ids. Past `timeout`, or when `stop` is set, one line naming the hosts that came.
+    pub fn wait_for_group(
+        &mut self,
+        name: &str,
+        hosts: u32,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<Vec<i64>> {
+        let Some((store, id)) = &mut self.db else {
+            bail!("--group meets the other hosts in the shared store; drop --no-save");
+        };
+        let start = Instant::now();
+        let since = chrono::Utc::now()
+            - chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX);
+        let since = since.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let hosts = hosts as usize;
+        loop {
+            let waiting = store.group_waiting(name, &since)?;
+            if waiting.len() >= hosts {
+                let first: Vec<i64> = waiting.iter().take(hosts).map(|(i, _)| *i).collect();
+                if !first.contains(id) {
+                    bail!(
+                        "group {} already has its {hosts} hosts (runs {}); give this run \
+                         another --group name",
+                        crate::text::escape(name),
+                        ids(&first)
+                    );
+                }
+                return Ok(first);
+            }
+            let stopped = stop.load(Ordering::Relaxed);
+            if stopped || start.elapsed() >= timeout {
+                let came: Vec<String> = waiting
+                    .iter()
+                    .map(|(i, host)| format!("{} (run {i})", crate::text::escape(host)))
+                    .collect();
+                bail!(
+                    "group {} {} with {} of {hosts} hosts ({}); the other {} did not come: start \
+                     the same bench disk … --group {} on each (--db the same store), or lower \
+                     --hosts{}",
+                    crate::text::escape(name),
+                    if stopped {
+                        "was interrupted while waiting".to_string()
+                    } else {
+                        format!("waited {} s", timeout.as_secs_f64())
+                    },
+                    waiting.len(),
+                    came.join(", "),
+                    hosts.saturating_sub(waiting.len()),
+                    crate::text::escape(name),
+                    if stopped {
+                        ""
+                    } else {
+                        " (or raise --group-timeout)"
+                    }
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Saves one finished test.

@@ -4,7 +4,10 @@ use super::output::{self, Format};
 use crate::cli::{DbArg, RunFilter, RunsCommand};
 use crate::compare;
 use crate::kernel::SysRoot;
-use crate::report::results::{self, Text};
+use crate::report::{
+    self,
+    results::{self, Text},
+};
 use crate::store::{self, Place, Results, StoredRun};
 use crate::text::Escaped;
 use anyhow::{Context, Result, anyhow, bail};
@@ -16,7 +19,15 @@ use std::process::ExitCode;
 pub fn run(command: RunsCommand) -> Result<ExitCode> {
     match command {
         RunsCommand::List { db, json, filter } => list(&db, json, &filter),
-        RunsCommand::Show { id, db, format } => show(id, &db, &Format::from(&format)),
+        RunsCommand::Show {
+            group: Some(name),
+            db,
+            format,
+            ..
+        } => show_group(&name, &db, format.json),
+        RunsCommand::Show { id, db, format, .. } => {
+            show(id.unwrap_or_default(), &db, &Format::from(&format))
+        }
         RunsCommand::Rm { ids, db } => rm(&ids, &db),
         RunsCommand::Export { ids, output, db } => export(&ids, output.as_deref(), &db),
         RunsCommand::Import {
@@ -180,6 +191,39 @@ fn list(db: &DbArg, json: bool, filter: &RunFilter) -> Result<()> {
             })?;
         }
         results::list_text(&runs, &mut out)?;
+    }
+    Ok(())
+}
+
+/// `runs show --group NAME`: the group's latest start, merged.
+fn show_group(name: &str, db: &DbArg, json: bool) -> Result<()> {
+    let (store, place) = open_existing(db)?;
+    let Some(mut store) = store else {
+        bail!(
+            "there is no results database at {} yet; a group's runs are in the shared store \
+             they met in (--db postgres://…)",
+            place.shown()
+        );
+    };
+    let ids = store.group_runs(name)?;
+    if ids.is_empty() {
+        bail!(
+            "no finished start of group {} in {} (bench disk … --group {} --hosts N saves one)",
+            Escaped(name),
+            store.shown(),
+            Escaped(name)
+        );
+    }
+    let runs = ids
+        .iter()
+        .map(|&id| store.load(id))
+        .collect::<Result<Vec<_>>>()?;
+    let merged = compare::group::merge(name, &runs);
+    let mut out = std::io::stdout().lock();
+    if json {
+        report::group::write_json(&merged, &mut out)?;
+    } else {
+        report::group::write_text(&merged, &mut out)?;
     }
     Ok(())
 }

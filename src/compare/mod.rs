@@ -8,6 +8,7 @@
 pub mod drift;
 pub mod fingerprint;
 pub mod fleet;
+pub mod group;
 mod head;
 
 use head::head;
@@ -308,6 +309,25 @@ pub fn tests_per_run(runs: usize) -> usize {
 
 /// Compares `runs`; the first is the baseline. Only the first [`tests_per_run`] matched
 /// tests are compared (a warning says so when there were more).
+/// Why `runs` must not be compared unasked: some preconditioned their region to steady state
+/// first (`bench disk --precondition`) and others ran on it as they found it, and a used SSD
+/// and a fresh one differ by multiples. `None` when they all did the same.
+pub fn precondition_mix(runs: &[StoredRun]) -> Option<String> {
+    use crate::store::stored::{ExtraView, view};
+    let preconditioned = |run: &StoredRun| {
+        let extra: ExtraView = view(&serde_json::Value::Object(run.extra.clone()));
+        extra.precondition.get().is_some()
+    };
+    let with = runs.iter().find(|r| preconditioned(r))?;
+    let without = runs.iter().find(|r| !preconditioned(r))?;
+    Some(format!(
+        "run {} was preconditioned to steady state (--precondition) and run {} was not: a used \
+         SSD and a fresh one differ by multiples, so their figures do not compare; precondition \
+         both, or add --force to compare them anyway",
+        with.id, without.id
+    ))
+}
+
 pub fn compare(runs: &[StoredRun]) -> Comparison {
     let mut matched = match_tests(runs);
     let cap = tests_per_run(runs.len());

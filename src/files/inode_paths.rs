@@ -13,6 +13,18 @@ pub type FileId = ((u32, u32), u64);
 
 /// The paths of those of `wanted` that process `pid` has open now.
 pub fn open_paths(root: &SysRoot, pid: u32, wanted: &HashSet<FileId>) -> HashMap<FileId, PathBuf> {
+    open_files(root, pid, wanted)
+        .into_iter()
+        .map(|(id, (path, _))| (id, path))
+        .collect()
+}
+
+/// The paths and sizes of those of `wanted` that process `pid` has open now.
+pub fn open_files(
+    root: &SysRoot,
+    pid: u32,
+    wanted: &HashSet<FileId>,
+) -> HashMap<FileId, (PathBuf, u64)> {
     let mut found = HashMap::new();
     let dir = root.proc.join(pid.to_string()).join("fd");
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -31,7 +43,7 @@ pub fn open_paths(root: &SysRoot, pid: u32, wanted: &HashSet<FileId>) -> HashMap
             && !found.contains_key(&id)
             && let Ok(path) = std::fs::read_link(&link)
         {
-            found.insert(id, path);
+            found.insert(id, (path, meta.len()));
         }
     }
     found

@@ -12,6 +12,9 @@ use std::time::Instant;
 /// Completions between two progress publications: an atomic add per I/O would cost more
 /// than the I/O bookkeeping itself at hundreds of thousands of IOPS.
 const PROGRESS_BATCH: u64 = 64;
+/// ... or this long after the last one, so a slow device's progress (and a sustained test's
+/// per-second rate, read from it) is not held back for seconds.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 pub(super) struct Meter<'a> {
     pub window: Window,
@@ -23,6 +26,7 @@ pub(super) struct Meter<'a> {
     last_completion: Instant,
     stamp: u64,
     pending: (u64, u64),
+    published: Instant,
 }
 
 impl<'a> Meter<'a> {
@@ -39,6 +43,7 @@ impl<'a> Meter<'a> {
             cpu_start: None,
             stamp: stream << 48,
             pending: (0, 0),
+            published: Instant::now(),
         }
     }
 
@@ -48,7 +53,7 @@ impl<'a> Meter<'a> {
         if self.cpu_start.is_none() && now >= self.window.measure_from {
             self.cpu_start = Some(CpuTime::of_this_thread());
         }
-        now >= self.window.end || self.ctl.stopped() || self.limit_reached()
+        now >= self.window.end || self.ctl.stopped() || self.ctl.ended() || self.limit_reached()
     }
 
     /// True when one more I/O would pass the job's I/O limit.
@@ -79,7 +84,10 @@ impl<'a> Meter<'a> {
         }
         self.pending.0 += 1;
         self.pending.1 += len;
-        if self.pending.0 >= PROGRESS_BATCH {
+        if self.pending.0 >= PROGRESS_BATCH
+            || done.saturating_duration_since(self.published) >= PROGRESS_EVERY
+        {
+            self.published = done;
             self.publish();
         }
     }

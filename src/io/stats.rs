@@ -57,6 +57,15 @@ impl OpStats {
             .expect("histograms share the same bounds");
     }
 
+    /// The latency histogram's recorded buckets as `[highest value in the bucket, count]`,
+    /// lowest first: what another histogram of the same bounds re-records to merge them.
+    pub fn buckets(&self) -> Vec<[u64; 2]> {
+        self.hist
+            .iter_recorded()
+            .map(|v| [v.value_iterated_to(), v.count_at_value()])
+            .collect()
+    }
+
     /// Mean and percentiles; `None` when nothing was recorded.
     pub fn latency(&self) -> Option<LatencySummary> {
         if self.ios == 0 {

@@ -13,6 +13,9 @@ pub struct Control {
     pub stop: std::sync::Arc<AtomicBool>,
     /// Set when one worker failed, so the others stop too.
     pub(crate) abort: AtomicBool,
+    /// Set when the test has measured enough (a sustained test's rate stayed flat): the
+    /// workers finish as at the end of their runtime; cleared before the next test.
+    ended: AtomicBool,
     /// Completed I/Os and bytes so far, for a progress display.
     pub done_ios: AtomicU64,
     /// Bytes of the I/Os counted in `done_ios`.
@@ -31,6 +34,21 @@ impl Control {
     /// True once the caller asked to stop or a worker failed.
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
+    }
+
+    /// Ends the running test as if its runtime were over (not an interruption).
+    pub fn end(&self) {
+        self.ended.store(true, Ordering::Relaxed);
+    }
+
+    /// True once [`Control::end`] ended the running test.
+    pub fn ended(&self) -> bool {
+        self.ended.load(Ordering::Relaxed)
+    }
+
+    /// Lets the next test run its whole time again.
+    pub fn clear_end(&self) {
+        self.ended.store(false, Ordering::Relaxed);
     }
 
     pub(crate) fn progress(&self, ios: u64, bytes: u64) {

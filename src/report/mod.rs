@@ -3,6 +3,7 @@
 
 pub(crate) mod check;
 pub(crate) mod cpu;
+pub(crate) mod derived_job;
 pub(crate) mod diff;
 pub(crate) mod disk_totals;
 pub(crate) mod drift;
@@ -11,6 +12,7 @@ pub(crate) mod files_bytes;
 pub(crate) mod fix_script;
 pub(crate) mod fleet;
 mod grid;
+pub(crate) mod group;
 pub mod history;
 pub mod html;
 pub(crate) mod hyperfine;

@@ -8,6 +8,11 @@ use std::io::{self, Write};
 pub fn write(suites: &[Suite], out: &mut impl Write) -> io::Result<()> {
     for s in suites {
         let length = match s.io_limit {
+            _ if s.flat_for.is_some() => format!(
+                "each until its rate is flat for {:.0}s, at most the region once or {:.0}s",
+                s.flat_for.unwrap_or_default().as_secs_f64(),
+                s.runtime.as_secs_f64()
+            ),
             Some(limit) => format!(
                 "{} per test, at most {:.0}s",
                 format_size(limit),

@@ -43,6 +43,9 @@ pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -
     if let Some(probe) = report.host_cache.as_ref().filter(|p| !p.seen()) {
         writeln!(out, "host-cache probe: {}", Escaped(&probe.summary))?;
     }
+    if let Some(p) = &report.precondition {
+        writeln!(out, "{}", p.summary())?;
+    }
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
@@ -75,6 +78,7 @@ pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -
     write_pooling(report, out)?;
     write_row_meanings(report, out)?;
     write_curve(report, out)?;
+    write_sustained(report, out)?;
     write_target(report, out)
 }
 
@@ -121,6 +125,57 @@ fn write_row_meanings(report: &BenchReport, out: &mut impl Write) -> io::Result<
         writeln!(out, "  {name}: {about}")?;
     }
     writeln!(out)
+}
+
+/// Where each test of a sustained run fell off a cliff (or that it did not), with its
+/// bandwidth second by second as a strip of bars.
+fn write_sustained(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
+    let sustained = report.suite.as_ref().is_some_and(|s| s.name == "sustained");
+    if !sustained && report.tests.iter().all(|t| t.cliff.is_none()) {
+        return Ok(());
+    }
+    for t in &report.tests {
+        let rates = t.first_repeat_bytes_per_s();
+        match &t.cliff {
+            Some(c) => writeln!(out, "{}: {}", t.name, c.summary())?,
+            None => {
+                let written: u64 = t.write.map_or(0, |w| w.bytes);
+                writeln!(
+                    out,
+                    "{}: no cliff: {} over {} written",
+                    t.name,
+                    format_bandwidth(t.total_bw()),
+                    format_bytes_approx(written)
+                )?
+            }
+        }
+        if !rates.is_empty() {
+            writeln!(out, "  per second: {}", bars(&rates, 60))?;
+        }
+    }
+    writeln!(out)
+}
+
+/// Values as a strip of at most `width` bars (eighths of the largest), neighbours averaged.
+fn bars(values: &[f64], width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let per = values.len().div_ceil(width.max(1));
+    let cells: Vec<f64> = values
+        .chunks(per)
+        .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+        .collect();
+    let top = cells.iter().copied().fold(0.0, f64::max);
+    cells
+        .iter()
+        .map(|v| {
+            let level = if top > 0.0 {
+                (v / top * 7.0).floor()
+            } else {
+                0.0
+            };
+            BARS[(level.max(0.0) as usize).min(7)]
+        })
+        .collect()
 }
 
 /// The `full` suite's queue-depth sweep as a latency-versus-IOPS curve: where IOPS stop
@@ -305,7 +360,14 @@ fn write_target(report: &BenchReport, out: &mut impl Write) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::saturation;
+    use super::{bars, saturation};
+
+    #[test]
+    fn bars_scale_to_the_largest_and_fit_the_width() {
+        assert_eq!(bars(&[8.0, 8.0, 1.0, 1.0], 60), "██▁▁");
+        assert_eq!(bars(&[8.0; 120], 60).chars().count(), 60);
+        assert_eq!(bars(&[0.0, 0.0], 60), "▁▁");
+    }
 
     #[test]
     fn saturation_is_where_gains_stop() {

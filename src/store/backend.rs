@@ -231,6 +231,27 @@ impl Results {
         }
     }
 
+    /// The runs waiting at group `name`'s start barrier that began at `since` or later (see
+    /// [`PgStore::group_waiting`]); only a shared store holds groups.
+    #[cfg_attr(not(feature = "pg"), allow(unused_variables))]
+    pub fn group_waiting(&mut self, name: &str, since: &str) -> Result<Vec<(i64, String)>> {
+        match self {
+            Results::Local(_) => Err(local_group()),
+            #[cfg(feature = "pg")]
+            Results::Shared(s) => s.group_waiting(name, since),
+        }
+    }
+
+    /// The run ids of group `name`'s latest finished start (see [`PgStore::group_runs`]).
+    #[cfg_attr(not(feature = "pg"), allow(unused_variables))]
+    pub fn group_runs(&mut self, name: &str) -> Result<Vec<i64>> {
+        match self {
+            Results::Local(_) => Err(local_group()),
+            #[cfg(feature = "pg")]
+            Results::Shared(s) => s.group_runs(name),
+        }
+    }
+
     /// Removes runs with all their tests; fails without removing anything if one is missing.
     pub fn remove(&mut self, ids: &[i64]) -> Result<()> {
         match self {
@@ -239,6 +260,14 @@ impl Results {
             Results::Shared(s) => s.remove(ids),
         }
     }
+}
+
+/// A group asked of a local store: its hosts meet in a shared one.
+fn local_group() -> anyhow::Error {
+    anyhow::anyhow!(
+        "--group needs a shared store, where the group's hosts meet: give --db \
+         postgres://USER@HOST/DATABASE (the same on every host)"
+    )
 }
 
 #[cfg(test)]

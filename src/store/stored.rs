@@ -287,6 +287,15 @@ pub(crate) struct ExtraView {
     pub(crate) setting: Field<Text>,
     pub(crate) measure: Field<Text>,
     pub(crate) warnings: Field<Vec<Field<WarningView>>>,
+    pub(crate) precondition: Field<PreconditionView>,
+}
+
+/// `precondition` (written from `bench::sustained::Precondition`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct PreconditionView {
+    pub(crate) steady: Field<bool>,
+    pub(crate) rounds_iops: Field<Vec<Field<f64>>>,
 }
 
 /// `judgement` (written from `bench::result::Judgement`).

@@ -1011,3 +1011,21 @@ pub fn active(text: &str) -> Option<String> {
         .find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
         .map(str::to_string)
 }
+
+/// Why a FUSE filesystem served by tests/helpers/passfs.py cannot be mounted here, if it
+/// cannot (root for allow_other, the kernel's fuse, Debian's python3-fusepy).
+pub fn fuse_missing() -> Option<String> {
+    if !is_root() {
+        return Some("needs root to mount a FUSE filesystem".into());
+    }
+    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if !filesystems.split_whitespace().any(|w| w == "fuse") {
+        return Some("this kernel has no fuse filesystem".into());
+    }
+    let fusepy = Command::new(PYTHON)
+        .args(["-c", "import fusepy"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    (!fusepy).then(|| format!("{PYTHON} cannot import fusepy (apt-get install python3-fusepy)"))
+}

@@ -2,6 +2,7 @@
 
     /usr/bin/python3 passfs.py BACKING_DIR MOUNT_POINT [--delay S] [--gate FILE]
         [--fail-after N [--fail-mode eio|short]] [--direct-io] [--stall-getattr FILE]
+        [--write-rate BPS [--slow-after N --slow-rate BPS]]
 
   --delay S        sleep S seconds before every read and write: a loop device over a file in
                    it is a block device with a known, large latency (the slow member of a
@@ -18,6 +19,9 @@
                    stat of anything waits while FILE exists: a hostile user's filesystem
                    that a reader of /proc/PID/fd must never stat through
                    (tests/it/top_culprits.rs).
+  --write-rate BPS writes are paced to BPS bytes a second (each waits for its slot); with
+  --slow-after N --slow-rate BPS, at the slow rate once N bytes were written: an SSD
+                   whose cache fills (tests/it/sustained.rs).
 
 Run with Debian's python3 and python3-fusepy; it stays in the foreground until the mount
 point is unmounted.
@@ -39,6 +43,9 @@ class PassFs(Operations):
         self.reads = 0
         # Not "lock": fusepy would take it for the file-locking operation and call it.
         self.reads_lock = threading.Lock()
+        self.written = 0
+        self.free_at = 0.0
+        self.write_turn = threading.Lock()
 
     def _path(self, path):
         return os.path.join(self.root, path.lstrip("/"))
@@ -88,6 +95,17 @@ class PassFs(Operations):
         while self.opts.gate and not os.path.exists(self.opts.gate):
             time.sleep(0.01)
         time.sleep(self.opts.delay)
+        if self.opts.write_rate:
+            # Paced against the clock, not slept per write: each write gets the next slot of
+            # the rate, so the server's own time (longer on a loaded machine) is not added.
+            with self.write_turn:
+                slow = self.opts.slow_after is not None and self.written >= self.opts.slow_after
+                rate = self.opts.slow_rate if slow else self.opts.write_rate
+                now = time.monotonic()
+                self.free_at = max(self.free_at, now) + len(data) / rate
+                wait = self.free_at - now
+                self.written += len(data)
+            time.sleep(wait)
         return os.pwrite(fh, data, offset)
 
     def truncate(self, path, length, fh=None):
@@ -123,6 +141,9 @@ if __name__ == "__main__":
     p.add_argument("--fail-mode", choices=["eio", "short"], default="eio")
     p.add_argument("--direct-io", action="store_true")
     p.add_argument("--stall-getattr")
+    p.add_argument("--write-rate", type=float)
+    p.add_argument("--slow-after", type=int)
+    p.add_argument("--slow-rate", type=float)
     opts = p.parse_args()
     # big_writes and max_write keep a 64 KiB loop request one FUSE write, so each request is
     # delayed once rather than once per page.

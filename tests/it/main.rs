@@ -22,6 +22,8 @@ mod check;
 mod compare;
 mod config_file;
 mod contrib_prometheus;
+#[cfg(feature = "bpf")]
+mod derive_job;
 mod drift;
 mod engine_errors;
 mod experiment;
@@ -30,6 +32,8 @@ mod fio_job;
 mod fleet;
 #[cfg(feature = "pg")]
 mod fleet_history;
+#[cfg(feature = "pg")]
+mod group;
 mod history;
 mod honesty;
 mod host_cache;
@@ -65,6 +69,7 @@ mod stored_truth;
 mod stored_versions;
 mod stress;
 mod suites;
+mod sustained;
 mod sync_flags;
 mod time;
 mod top;

@@ -230,6 +230,43 @@ impl PgStore {
         tx.commit().map_err(|e| fail(&shown, &e))
     }
 
+    /// The runs of group `name` that are running and began at `since` (RFC 3339, UTC) or
+    /// later, by id: the hosts at the group's start barrier, as (id, host name).
+    pub fn group_waiting(&mut self, name: &str, since: &str) -> Result<Vec<(i64, String)>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT id, coalesce(hostname, '') FROM runs
+                 WHERE status = 'running' AND created_at >= $2
+                   AND extra_json::JSONB -> 'group' ->> 'name' = $1
+                 ORDER BY id",
+                &[&name, &since],
+            )
+            .map_err(|e| self.fail(&e))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// The run ids of the latest finished start of group `name` (as its last run recorded
+    /// them); empty when the group never finished a run here.
+    pub fn group_runs(&mut self, name: &str) -> Result<Vec<i64>> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT (extra_json::JSONB -> 'group' -> 'runs')::TEXT FROM runs
+                 WHERE status = 'finished' AND extra_json::JSONB -> 'group' ->> 'name' = $1
+                   AND jsonb_typeof(extra_json::JSONB -> 'group' -> 'runs') = 'array'
+                 ORDER BY id DESC LIMIT 1",
+                &[&name],
+            )
+            .map_err(|e| self.fail(&e))?;
+        let ids: Option<Value> = row.and_then(|r| serde_json::from_str(r.get::<_, &str>(0)).ok());
+        Ok(ids
+            .as_ref()
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_i64).collect())
+            .unwrap_or_default())
+    }
+
     fn fail(&self, e: &postgres::Error) -> anyhow::Error {
         fail(&self.shown, e)
     }

@@ -1,0 +1,132 @@
+//! `tacho files --pid P --derive-job` (eBPF, root): a process appending 2,300-byte records,
+//! each followed by fdatasync, yields a fio job with bs=2300 and fdatasync=1 that fio accepts
+//! and `bench disk --fio-job` runs; a process that does no I/O yields one line and exit 2.
+
+use crate::common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// Appends 2300-byte records to the file named by argv[1], each followed by fdatasync, until
+/// killed; says "ready" once the first is written.
+const WAL_WRITER: &str = r#"
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+first = True
+while True:
+    os.write(fd, b"w" * 2300)
+    os.fdatasync(fd)
+    if first:
+        print("ready", flush=True)
+        first = False
+    time.sleep(0.002)
+"#;
+
+/// A child process killed and reaped on drop.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn derive(pid: u32, out: &std::path::Path) -> std::process::Output {
+    run(&[
+        "files",
+        "--pid",
+        &pid.to_string(),
+        "--derive-job",
+        "--duration",
+        "1s",
+        "-o",
+        out.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn a_wal_writer_yields_a_job_that_fio_accepts_and_tacho_runs() {
+    if !is_root() {
+        skip("derive-job test: needs root for eBPF");
+        return;
+    }
+    if !have_tool("fio") {
+        skip("derive-job test: fio is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("python3")
+        .args(["-c", WAL_WRITER])
+        .arg(dir.path().join("wal"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    let writer = Process(child);
+    let job = dir.path().join("app.fio");
+    let o = derive(writer.0.id(), &job);
+    drop(writer);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&job).unwrap();
+    for line in ["rw=write", "bs=2300", "fdatasync=1", "ioengine=sync"] {
+        assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
+    }
+    assert!(
+        text.contains(&format!("# file1: {}", dir.path().join("wal").display())),
+        "{text}"
+    );
+    let fio = Command::new("fio")
+        .arg("--parse-only")
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert!(
+        fio.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fio.stderr)
+    );
+    // In memory: the job is buffered, and a test file there needs no free share of a disk.
+    let bench = tempfile::tempdir_in("/dev/shm").unwrap();
+    let v = json_ok(&run(&[
+        "bench",
+        "disk",
+        bench.path().to_str().unwrap(),
+        "--fio-job",
+        job.to_str().unwrap(),
+        "--json",
+        "--no-save",
+    ]));
+    let t = &v["tests"][0];
+    assert_eq!(t["bs_bytes"], 2300, "{t}");
+    assert_eq!(t["sync_every"]["kind"], "fdatasync", "{t}");
+    assert_eq!(t["sync_every"]["every"], 1, "{t}");
+    assert!(t["sync"]["count"].as_u64().unwrap() > 0, "{t}");
+}
+
+#[test]
+fn a_process_without_io_yields_one_line_and_no_file() {
+    if !is_root() {
+        skip("derive-job test: needs root for eBPF");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let idle = Process(Command::new("sleep").arg("30").spawn().unwrap());
+    let job = dir.path().join("app.fio");
+    let o = derive(idle.0.id(), &job);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let last = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("no reads or writes of process") && last.contains("--duration"),
+        "{err}"
+    );
+    assert!(!job.exists());
+    // A process that is not there is said at once.
+    let o = derive(u32::MAX >> 2, &job);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("there is no process"), "{}", stderr(&o));
+    assert!(!job.exists());
+}

@@ -1,0 +1,179 @@
+//! `bench disk --group NAME --hosts N --db postgres://…`: three processes, each on its own loop
+//! device, meet at a start barrier in one PostgreSQL store and start within 100 ms of each
+//! other; `runs show --group` merges them, its p99 that of the union of their histograms
+//! (computed here bucket by bucket); a group that never fills times out naming who came.
+
+use crate::common::pg::TestDb;
+use crate::common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+/// The hosts' write histograms (`[highest value of a bucket, count]`) together: the value at
+/// rank ceil(q·n) of every request, at most the slowest request.
+fn union_quantile(reports: &[Value], q: f64) -> u64 {
+    let mut buckets: Vec<(u64, u64)> = reports
+        .iter()
+        .flat_map(|r| {
+            r["tests"][0]["histograms"]["write"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .map(|b| (b[0].as_u64().unwrap(), b[1].as_u64().unwrap()))
+        .collect();
+    buckets.sort();
+    let n: u64 = buckets.iter().map(|b| b.1).sum();
+    let rank = ((q * n as f64).ceil() as u64).max(1);
+    let max = reports
+        .iter()
+        .map(|r| r["tests"][0]["write"]["lat_ns"]["max"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let mut seen = 0;
+    for (value, count) in buckets {
+        seen += count;
+        if seen >= rank {
+            return value.min(max);
+        }
+    }
+    unreachable!("rank {rank} of {n}")
+}
+
+fn bench(dev: &str, url: &str, group: &str, hosts: &str, timeout: &str) -> std::process::Child {
+    tacho()
+        .args([
+            "bench",
+            "disk",
+            dev,
+            "--rw",
+            "randwrite",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "1s",
+            "--destroy-data",
+            "--json",
+            "--db",
+            url,
+            "--group",
+            group,
+            "--hosts",
+            hosts,
+            "--group-timeout",
+            timeout,
+        ])
+        .spawn_piped()
+}
+
+#[test]
+fn three_hosts_start_together_and_their_percentiles_merge_from_the_union() {
+    let Some(pg) = TestDb::new("group") else {
+        return;
+    };
+    let devs: Vec<LoopDev> = (0..3)
+        .map_while(|_| LoopDev::new("group test", 16 << 20))
+        .collect();
+    if devs.len() < 3 {
+        return;
+    }
+    let children: Vec<_> = devs
+        .iter()
+        .map(|d| bench(d.path(), &pg.url, "g1", "3", "60s"))
+        .collect();
+    let reports: Vec<Value> = children
+        .into_iter()
+        .map(|c| json_ok(&wait_output(c, Duration::from_secs(120))))
+        .collect();
+    let started: Vec<u64> = reports
+        .iter()
+        .map(|r| r["group"]["started_unix_ns"].as_u64().expect("started"))
+        .collect();
+    let spread = started.iter().max().unwrap() - started.iter().min().unwrap();
+    assert!(spread <= 100_000_000, "started {spread} ns apart");
+    let runs = &reports[0]["group"]["runs"];
+    assert_eq!(runs.as_array().unwrap().len(), 3, "{runs}");
+    assert!(reports.iter().all(|r| &r["group"]["runs"] == runs));
+
+    let o = run(&["runs", "show", "--group", "g1", "--db", &pg.url, "--json"]);
+    let merged = json_ok(&o);
+    let write = &merged["group"]["tests"][0]["directions"][0];
+    assert_eq!(write["direction"], "write", "{merged}");
+    assert_eq!(
+        write["lat_ns"]["p99"],
+        union_quantile(&reports, 0.99),
+        "{write}"
+    );
+    assert_eq!(
+        write["lat_ns"]["p50"],
+        union_quantile(&reports, 0.5),
+        "{write}"
+    );
+    let iops: Vec<f64> = reports
+        .iter()
+        .map(|r| r["tests"][0]["write"]["iops"].as_f64().unwrap())
+        .collect();
+    let total = write["iops"].as_f64().unwrap();
+    assert!(
+        (total - iops.iter().sum::<f64>()).abs() < 1e-6 * total,
+        "{write}"
+    );
+    let shares: f64 = write["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["share_pct"].as_f64().unwrap())
+        .sum();
+    assert!((shares - 100.0).abs() < 1e-6, "{write}");
+    // Each host's IOPS as it measured them, and the slowest named is the one with the fewest.
+    let hosts = write["hosts"].as_array().unwrap();
+    let mut theirs: Vec<f64> = hosts.iter().map(|h| h["iops"].as_f64().unwrap()).collect();
+    let mut ours = iops.clone();
+    theirs.sort_by(f64::total_cmp);
+    ours.sort_by(f64::total_cmp);
+    assert_eq!(theirs, ours, "{write}");
+    let fewest = hosts
+        .iter()
+        .min_by(|a, b| {
+            a["iops"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["iops"].as_f64().unwrap())
+        })
+        .unwrap();
+    assert_eq!(write["slowest"]["run"], fewest["run"], "{write}");
+    let text = stdout(&run(&["runs", "show", "--group", "g1", "--db", &pg.url]));
+    let named = text
+        .lines()
+        .find(|l| l.contains("slowest: "))
+        .unwrap_or_default();
+    assert!(
+        named.ends_with(&format!("(run {})", fewest["run"])),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_group_that_never_fills_times_out_naming_the_hosts_that_came() {
+    let Some(pg) = TestDb::new("group_timeout") else {
+        return;
+    };
+    let Some(dev) = LoopDev::new("group timeout test", 8 << 20) else {
+        return;
+    };
+    let o = wait_output(
+        bench(dev.path(), &pg.url, "g2", "3", "1s"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let last = err.trim().lines().last().unwrap();
+    assert!(
+        last.contains("group g2 waited 1 s with 1 of 3 hosts")
+            && last.contains("(run 1)")
+            && last.contains("the other 2 did not come"),
+        "{err}"
+    );
+    assert!(err.trim().lines().count() <= 2, "{err}");
+}
