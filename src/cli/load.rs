@@ -8,14 +8,16 @@ use std::time::Duration;
 
 /// `tacho load`'s options.
 #[derive(Debug, Args)]
-#[command(after_help = "A step bends when fewer than 90% of the offered requests a second \
+#[command(
+    after_help = "A step bends when fewer than 90% of the offered requests a second \
 succeed, when p99 passes --p99-limit, or when more than 1% of the requests fail or cannot be \
 sent; a ramp stops at the first step that bends. Latency is counted from the moment each \
 request was due (a server's stall shows in every request that waited for it).\n\
 Examples:\n  tacho load http://127.0.0.1:8080/ --rate 500 --duration 30s\n  \
 tacho load http://127.0.0.1:8080/api --ramp 100..5000 --step 10s --p99-limit 200ms\n  \
 tacho load http://10.0.0.5/ --method POST --header 'Content-Type: application/json' \
---body '{\"q\":1}'")]
+--body '{\"q\":1}'"
+)]
 pub struct LoadArgs {
     /// The service: http://HOST[:PORT][/PATH] (the only place requests are sent)
     #[arg(value_name = "URL")]

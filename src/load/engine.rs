@@ -6,8 +6,10 @@
 //! next request, waits for its due time if that is still ahead, and sends it; one that comes
 //! free late takes the next request at once, and that request's latency includes the time it
 //! waited for a connection. So the rate offered never follows the server's pace, and a stall
-//! shows in the latency of everything that was due during it. A request due when the step
-//! ends and not yet sent stays unsent (counted); the connections stay open for the next step.
+//! shows in the latency of everything that was due during it. Requests still waiting for a
+//! connection when the step ends are sent for a grace of a tenth of the step (at most the
+//! timeout), so a server a little past its capacity is measured on all of its backlog; those
+//! left after it stay unsent (counted). The connections stay open for the next step.
 
 use super::target::Target;
 use super::{Errors, Lag, Latency, Options, Step};
@@ -136,6 +138,7 @@ impl Client {
             rate,
             start,
             end: start + duration,
+            grace: (duration / 10).min(self.timeout),
             stopped_at: Cell::new(None),
             stop: Arc::clone(stop),
             template: self.template.clone(),
@@ -203,6 +206,8 @@ struct Shared {
     rate: f64,
     start: Instant,
     end: Instant,
+    /// How long after `end` requests due before it are still sent.
+    grace: Duration,
     /// When a connection first saw the stop flag.
     stopped_at: Cell<Option<Instant>>,
     stop: Arc<AtomicBool>,
@@ -230,7 +235,7 @@ impl Shared {
             return None;
         }
         let due = self.start + Duration::from_secs_f64(i as f64 / self.rate);
-        if Instant::now() >= self.end {
+        if Instant::now() >= self.end + self.grace {
             return None;
         }
         self.next.set(i + 1);

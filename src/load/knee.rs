@@ -3,8 +3,8 @@
 //!
 //! A step bends when the service stopped following the offered rate: it answered fewer than
 //! [`FOLLOW_PCT`] percent of the offered requests a second successfully, or its p99 passed
-//! `--p99-limit`, or more than [`ERRORS_PCT`] percent of the requests due failed or were never
-//! sent. A ramp stops at the first step that bends. The knee is the most the service
+//! `--p99-limit`, or more than [`ERRORS_PCT`] percent of the requests due failed (requests
+//! never sent for want of a free connection lower the achieved rate instead). A ramp stops at the first step that bends. The knee is the most the service
 //! delivered up to there: the highest achieved rate of the steps, which past saturation is
 //! its capacity; the last step that held and the first that bent are reported beside it.
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 /// Achieved below this share of the offered rate (percent) bends a step.
 pub const FOLLOW_PCT: f64 = 90.0;
 
-/// Failed or unsent requests above this share of those due (percent) bend a step.
+/// Failed requests above this share of those due (percent) bend a step.
 pub const ERRORS_PCT: f64 = 1.0;
 
 /// The rule steps are judged by.
@@ -62,17 +62,14 @@ impl Rule {
                 crate::units::format_latency_ns(limit)
             ));
         }
-        let failed = step.errors.total() + step.unsent;
+        let failed = step.errors.total();
         if step.due > 0 && 100.0 * failed as f64 / step.due as f64 > self.errors_above_pct {
-            let mut kinds: Vec<String> = step
+            let kinds: Vec<String> = step
                 .errors
                 .kinds()
                 .iter()
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
-            if step.unsent > 0 {
-                kinds.push(format!("unsent {}", step.unsent));
-            }
             why.push(format!(
                 "{:.1}% of the requests failed ({})",
                 100.0 * failed as f64 / step.due as f64,
@@ -177,10 +174,11 @@ mod tests {
         assert!(rule.judge(&step(100.0, 100.0, 150.0))[0].contains("p99 150"));
         let mut errs = step(100.0, 97.0, 5.0);
         errs.errors.status_5xx = 2;
+        errs.errors.timeout = 1;
         errs.unsent = 1;
         let why = rule.judge(&errs);
         assert_eq!(why.len(), 1, "{why:?}");
-        assert!(why[0].contains("3.0%") && why[0].contains("status_5xx 2, unsent 1"));
+        assert!(why[0].contains("3.0%") && why[0].contains("timeout 1, status_5xx 2"));
         // One failure in a thousand is noise, not a knee.
         let mut one = step(1000.0, 999.0, 5.0);
         one.due = 1000;
@@ -212,7 +210,10 @@ mod tests {
     fn a_ramp_that_never_bends_has_no_bent_step() {
         let steps = vec![step(100.0, 100.0, 5.0), step(200.0, 199.0, 5.0)];
         let k = find(&steps).unwrap();
-        assert_eq!((k.held, k.bent, k.rps, k.what_bent), (Some(1), None, 199.0, None));
+        assert_eq!(
+            (k.held, k.bent, k.rps, k.what_bent),
+            (Some(1), None, 199.0, None)
+        );
         let mut first = step(100.0, 10.0, 5.0);
         first.bent = vec!["x".into()];
         assert_eq!(find(&[first]).unwrap().held, None);

@@ -223,7 +223,9 @@ impl Ramp {
     /// FROM and at most [`MAX_RATE`].
     pub fn parse(text: &str) -> Result<Ramp, String> {
         let shape = || {
-            format!("{text:?} is not a range of rates; give FROM..TO in requests a second, e.g. 100..5000")
+            format!(
+                "{text:?} is not a range of rates; give FROM..TO in requests a second, e.g. 100..5000"
+            )
         };
         let (from, to) = text.split_once("..").ok_or_else(shape)?;
         let rate = |s: &str| s.trim().parse::<u64>().map_err(|_| shape());
@@ -266,7 +268,13 @@ mod tests {
 
     #[test]
     fn ramps_read_and_refuse() {
-        assert_eq!(Ramp::parse("100..5000"), Ok(Ramp { from: 100, to: 5000 }));
+        assert_eq!(
+            Ramp::parse("100..5000"),
+            Ok(Ramp {
+                from: 100,
+                to: 5000
+            })
+        );
         assert_eq!(Ramp::parse(" 7 .. 7 "), Ok(Ramp { from: 7, to: 7 }));
         for (bad, says) in [
             ("5000..100", "goes down"),

@@ -21,7 +21,10 @@ impl Target {
     /// Reads an `http://` URL; any other scheme, or none, is refused on one line.
     pub fn parse(url: &str) -> Result<Target, String> {
         let uri: hyper::Uri = url.parse().map_err(|e| {
-            format!("{:?} is not a URL ({e}); give http://HOST[:PORT]/PATH", esc(url))
+            format!(
+                "{:?} is not a URL ({e}); give http://HOST[:PORT]/PATH",
+                esc(url)
+            )
         })?;
         match uri.scheme_str() {
             Some("http") => {}
@@ -82,21 +85,20 @@ impl Target {
             authority: authority.as_str().to_string(),
             host,
             port,
-            path: uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string(),
+            path: uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
         })
     }
 
     /// The target's addresses, resolved once (the run connects to the first).
     pub fn resolve(&self) -> Result<SocketAddr, String> {
-        let mut addrs = (self.host.as_str(), self.port).to_socket_addrs().map_err(|e| {
-            format!(
-                "cannot resolve {:?}: {e}; check the host name",
-                esc(&self.host)
-            )
-        })?;
+        let mut addrs = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| {
+                format!(
+                    "cannot resolve {:?}: {e}; check the host name",
+                    esc(&self.host)
+                )
+            })?;
         addrs.next().ok_or_else(|| {
             format!(
                 "{:?} resolves to no address; check the host name",
@@ -120,7 +122,12 @@ mod tests {
     fn http_urls_read_with_their_port_and_path() {
         let t = Target::parse("http://127.0.0.1:8080/a?b=1").unwrap();
         assert_eq!(
-            (t.host.as_str(), t.port, t.path.as_str(), t.authority.as_str()),
+            (
+                t.host.as_str(),
+                t.port,
+                t.path.as_str(),
+                t.authority.as_str()
+            ),
             ("127.0.0.1", 8080, "/a?b=1", "127.0.0.1:8080")
         );
         let t = Target::parse("http://example.test").unwrap();

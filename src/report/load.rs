@@ -70,12 +70,7 @@ pub fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
                 if let Some(h) = k.held {
                     write!(out, "; held at {}", figures(&r.steps[h]))?;
                 }
-                writeln!(
-                    out,
-                    "; bent at {}: {}",
-                    figures(bent),
-                    bent.bent.join("; ")
-                )?;
+                writeln!(out, "; bent at {}: {}", figures(bent), bent.bent.join("; "))?;
             }
             None => writeln!(
                 out,
