@@ -74,7 +74,9 @@ impl RunHead {
 /// Where a run came from, by command: `bench disk`, `time`, `fio`, `import`.
 pub fn source_text(source: RunSource, kind: RunKind) -> String {
     match (source, kind) {
-        (RunSource::Bench, RunKind::Time | RunKind::Check | RunKind::Snapshot) => kind.to_string(),
+        (RunSource::Bench, RunKind::Time | RunKind::Check | RunKind::Snapshot | RunKind::Load) => {
+            kind.to_string()
+        }
         (RunSource::Bench, kind) => format!("bench {kind}"),
         (source, _) => source.to_string(),
     }

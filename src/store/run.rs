@@ -359,6 +359,8 @@ stored_word! {
         Check = "check",
         /// `tacho snapshot --save`: the configuration, whole.
         Snapshot = "snapshot",
+        /// `tacho load`: an HTTP service under a rate or a ramp, a test per step.
+        Load = "load",
     }
 }
 

@@ -245,6 +245,45 @@ fn errors_are_counted_by_kind() {
 }
 
 #[test]
+fn load_runs_are_stored_and_compared_step_by_step() {
+    let server = Server::start(Behaviour::Serial(Duration::from_millis(1)));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let db = db.to_str().unwrap();
+    for label in ["before", "after"] {
+        let o = run(&[
+            "load",
+            &server.url(),
+            "--ramp",
+            "50..100",
+            "--steps",
+            "2",
+            "--step",
+            "300ms",
+            "--db",
+            db,
+            "--label",
+            label,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", crate::common::stderr(&o));
+        assert!(
+            stdout(&o).contains("no knee up to 100 requests a second"),
+            "{}",
+            stdout(&o)
+        );
+    }
+    let o = run(&["compare", "--db", db, "1", "2"]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("offered 50 rps") && text.contains("offered 100 rps"),
+        "{text}"
+    );
+    assert!(text.contains("knee"), "{text}");
+    let list = stdout(&run(&["runs", "list", "--db", db]));
+    assert_eq!(list.matches("  load  ").count(), 2, "{list}");
+}
+
+#[test]
 fn bad_input_exits_2_in_one_line() {
     let nobody = format!("http://127.0.0.1:{}/", free_port());
     let line = assert_error(&run(&["load", &nobody, "--no-save"]));
