@@ -244,6 +244,76 @@ fn errors_are_counted_by_kind() {
     assert!(text.contains("the service did not keep up"), "{text}");
 }
 
+/// An HTTP/1.1 server (keep-alive, a thread per connection) that burns 2 ms of CPU per
+/// request; prints its port when it listens.
+const BURNING_SERVER: &str = r#"
+import http.server, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        t = time.thread_time()
+        while time.thread_time() - t < 0.002:
+            pass
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+#[test]
+fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
+    use crate::common::cgroup::Cgroup;
+    use crate::common::{Killed, PYTHON};
+    let name = format!("tacho-itest-load-{}", std::process::id());
+    let Some(cg) = Cgroup::new("cpu", &name) else {
+        return;
+    };
+    // A tenth of a CPU at 2 ms a request: under 50 requests a second (Python's own work per
+    // request counts against the quota too), well below what a busy host leaves it.
+    cg.set("cpu.cfs_period_us", "100000");
+    cg.set("cpu.cfs_quota_us", "10000");
+    let mut server = Killed(
+        cg.command(&[PYTHON, "-c", BURNING_SERVER])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut port = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/", port.trim());
+    let doc = load(
+        &url,
+        &[
+            "--ramp", "5..95", "--steps", "10", "--step", "1s", "-c", "4",
+        ],
+    );
+    let knee = &doc["knee"];
+    let bent = knee["bent"].as_u64().expect("the ramp bent") as usize;
+    assert!(bent > 0, "the first step bent already: {doc:#}");
+    let subject = format!("/{name}");
+    let throttled = knee["what_bent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str())
+        .unwrap_or_else(|| panic!("no throttling at the knee: {doc:#}"));
+    assert!(
+        throttled["message"]
+            .as_str()
+            .unwrap()
+            .contains("CPUQuota=10%"),
+        "{throttled}"
+    );
+    drop(server);
+}
+
 #[test]
 fn load_runs_are_stored_and_compared_step_by_step() {
     let server = Server::start(Behaviour::Serial(Duration::from_millis(1)));
