@@ -355,6 +355,45 @@ fn load_runs_are_stored_and_compared_step_by_step() {
 }
 
 #[test]
+fn ctrl_c_keeps_what_was_measured() {
+    use crate::common::{SpawnPiped, tacho, wait_output};
+    let server = Server::start(Behaviour::Serial(Duration::from_millis(1)));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let child = tacho()
+        .args([
+            "load",
+            &server.url(),
+            "--rate",
+            "50",
+            "--duration",
+            "60s",
+            "--json",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .spawn_piped();
+    // Once requests have been served, stop it as Ctrl-C would.
+    let start = Instant::now();
+    while server.served() < 20 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signals a child this test started and has not waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = wait_output(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "{}", crate::common::stderr(&o));
+    let doc = crate::common::parse_json(&o);
+    assert_eq!(doc["interrupted"], true);
+    let step = &doc["steps"][0];
+    assert!(step["ok"].as_u64().unwrap() >= 20, "{doc:#}");
+    assert!(step["duration_s"].as_f64().unwrap() < 30.0, "{doc:#}");
+    // Requests due by the stop, not the minute planned.
+    assert!(step["due"].as_u64().unwrap() < 1500, "{doc:#}");
+    let list = stdout(&run(&["runs", "list", "--db", db.to_str().unwrap()]));
+    assert!(list.contains("interrupted"), "{list}");
+}
+
+#[test]
 fn bad_input_exits_2_in_one_line() {
     let nobody = format!("http://127.0.0.1:{}/", free_port());
     let line = assert_error(&run(&["load", &nobody, "--no-save"]));
