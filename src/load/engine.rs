@@ -51,7 +51,7 @@ impl Drop for Conn {
 #[derive(Debug, Clone)]
 struct Template {
     method: Method,
-    path: String,
+    path: hyper::Uri,
     headers: HeaderMap,
     body: Bytes,
 }
@@ -118,7 +118,12 @@ impl Client {
             addr,
             template: Template {
                 method,
-                path: target.path.clone(),
+                path: target.path.parse().map_err(|_| {
+                    format!(
+                        "{:?}: the path cannot be sent",
+                        crate::text::Escaped(&target.path).to_string()
+                    )
+                })?,
                 headers,
                 body: Bytes::from(opts.body.clone()),
             },
@@ -348,10 +353,7 @@ async fn send(conn: &mut Conn, template: &Template, timeout: Duration) -> Outcom
     let mut req = Request::new(Full::new(template.body.clone()));
     *req.method_mut() = template.method.clone();
     *req.headers_mut() = template.headers.clone();
-    *req.uri_mut() = match template.path.parse() {
-        Ok(uri) => uri,
-        Err(_) => return Outcome::Broken,
-    };
+    *req.uri_mut() = template.path.clone();
     let exchange = async {
         conn.sender.ready().await?;
         let response = conn.sender.send_request(req).await?;
