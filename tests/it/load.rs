@@ -349,6 +349,7 @@ fn load_runs_are_stored_and_compared_step_by_step() {
     assert!(text.contains("knee"), "{text}");
     let list = stdout(&run(&["runs", "list", "--db", db]));
     let loads = list.lines().filter(|l| l.contains("  load  "));
+    assert!(loads.clone().all(|l| l.ends_with(&server.url())), "{list}");
     assert_eq!(loads.count(), 2, "{list}");
 }
 
