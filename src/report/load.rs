@@ -150,3 +150,94 @@ fn figures(s: &Step) -> String {
         s.offered_rps, s.achieved_rps
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::knee::{Knee, Rule};
+    use crate::load::{Errors, Latency, ServerFinding, TargetInfo};
+
+    fn step(offered: f64, achieved: f64, bent: &[&str]) -> Step {
+        Step {
+            offered_rps: offered,
+            duration_s: 1.0,
+            due: offered as u64,
+            sent: offered as u64,
+            unsent: 0,
+            ok: achieved as u64,
+            errors: Errors {
+                timeout: 2,
+                ..Errors::default()
+            },
+            achieved_rps: achieved,
+            latency_ns: Some(Latency {
+                mean: 2e6,
+                p50: 1e6,
+                p90: 3e6,
+                p99: 5e6,
+                p99_9: 6e6,
+                max: 7e6,
+            }),
+            schedule_lag_ns: None,
+            bent: bent.iter().map(|b| b.to_string()).collect(),
+            server: None,
+        }
+    }
+
+    #[test]
+    fn the_curve_the_knee_and_what_bent_with_text_from_the_system_escaped() {
+        let report = Report {
+            schema: crate::load::SCHEMA,
+            tool_version: "0",
+            host: crate::kernel::host::Host::read(&crate::kernel::SysRoot::new(
+                "/nonexistent",
+                "/nonexistent",
+            )),
+            target: TargetInfo {
+                url: "http://127.0.0.1:8080/".into(),
+                address: "127.0.0.1:8080".into(),
+                method: "GET".into(),
+                connections: 1,
+                timeout_s: 2.0,
+                body_bytes: 0,
+                local: true,
+            },
+            mode: "ramp",
+            rule: Rule::new(None),
+            steps: vec![
+                step(100.0, 100.0, &[]),
+                step(200.0, 150.0, &["achieved 75%"]),
+            ],
+            knee: Some(Knee {
+                rps: 150.0,
+                held: Some(0),
+                bent: Some(1),
+                what_bent: Some(vec![ServerFinding {
+                    code: "cpu_saturated".into(),
+                    subject: "cpu".into(),
+                    message: "busy: evil\x1b[2J".into(),
+                }]),
+            }),
+            notes: Vec::new(),
+            interrupted: false,
+        };
+        let mut out = Vec::new();
+        write(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("GET http://127.0.0.1:8080/ (127.0.0.1:8080), 1 connection;"));
+        assert!(text.contains("knee: 150 requests a second at most; held at 100 rps offered"));
+        assert!(
+            text.contains("bent at 200 rps offered (achieved 150, p99 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("errors: 100 rps: timeout 2; 200 rps: timeout 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("on the server at 200 rps (not at 100 rps):"),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'), "{text}");
+    }
+}
