@@ -21,8 +21,10 @@ pub(crate) use kit::{CpuArgs, MemArgs, StressArgs, TimeArgs, VmBytes};
 mod choice;
 mod experiment;
 pub(crate) use experiment::ExperimentArgs;
+mod load;
 mod ping;
 use choice::choice;
+pub(crate) use load::LoadArgs;
 pub use ping::PingArgs;
 mod report;
 pub use report::{ReportArgs, ReportDiskArgs, ReportWhat};
@@ -103,6 +105,9 @@ pub(crate) enum Command {
     /// Latency of single small I/Os at an interval, as ioping: a line per request, then
     /// min/avg/max/mdev, IOPS and throughput
     Ping(PingArgs),
+    /// Load an HTTP service at a fixed rate (open loop, latency from each request's due time),
+    /// or ramp the rate to find its knee and what bent on the server
+    Load(Box<LoadArgs>),
     /// Generate load: CPU, memory (allocate, touch, free), sync() and disk-write workers
     Stress(StressArgs),
     /// Change one setting, measure in turns with and without it, put it back: the effect with

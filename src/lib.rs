@@ -24,6 +24,7 @@ pub(crate) mod history;
 pub(crate) mod io;
 pub(crate) mod kernel;
 pub(crate) mod labels;
+pub(crate) mod load;
 pub(crate) mod mapping;
 pub(crate) mod membench;
 pub(crate) mod net;

@@ -222,7 +222,7 @@ pub struct StressArgs {
     pub json: bool,
 }
 
-fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     match parse_duration(text).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err(format!("'{text}' is zero; give a positive time, e.g. 5s")),
         d => Ok(d),

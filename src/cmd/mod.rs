@@ -14,6 +14,7 @@ mod files_bytes;
 mod fleet;
 mod history;
 mod interrupt;
+mod load;
 mod man;
 pub(crate) mod mem;
 mod output;
@@ -105,6 +106,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Drift(args) => drift::run(&args),
         Command::Time(args) => time::run(&args),
         Command::Ping(args) => ping::run(&args),
+        Command::Load(args) => load::run(&args),
         Command::Stress(args) => stress::run(&args),
         Command::Experiment(args) => experiment::run(&args),
         Command::Report(args) => report::run(&args),

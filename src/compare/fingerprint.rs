@@ -243,6 +243,20 @@ fn method(
             ("measure", text(&extra.measure)),
             ("rounds", repeats),
         ],
+        RunKind::Load => {
+            let field = |key: &str| {
+                run.target
+                    .get(key)
+                    .filter(|v| !v.is_null())
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            };
+            vec![
+                ("url", field("url")),
+                ("method", field("method")),
+                ("connections", field("connections")),
+                ("mode", extra_text(&run.extra, "mode")),
+            ]
+        }
         RunKind::Time => vec![
             ("runs", repeats),
             (
@@ -255,6 +269,11 @@ fn method(
             ("shell", or_if_recorded(&extra.shell, "none (-N)")),
         ],
     }
+}
+
+/// A top-level text field of the document.
+fn extra_text(extra: &serde_json::Map<String, serde_json::Value>, key: &str) -> Option<String> {
+    extra.get(key).and_then(|v| v.as_str()).map(str::to_string)
 }
 
 /// Seconds to two significant digits: `1`, `0.3`, `2.5`, `300`.

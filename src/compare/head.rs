@@ -76,7 +76,11 @@ pub fn source_text(source: RunSource, kind: RunKind) -> String {
     match (source, kind) {
         (
             RunSource::Bench,
-            RunKind::Time | RunKind::Check | RunKind::Snapshot | RunKind::Experiment,
+            RunKind::Time
+            | RunKind::Check
+            | RunKind::Snapshot
+            | RunKind::Experiment
+            | RunKind::Load,
         ) => kind.to_string(),
         (RunSource::Bench, kind) => format!("bench {kind}"),
         (source, _) => source.to_string(),

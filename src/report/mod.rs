@@ -17,6 +17,7 @@ pub mod history;
 pub mod html;
 pub(crate) mod hyperfine;
 pub(crate) mod json;
+pub(crate) mod load;
 pub(crate) mod mem;
 pub(crate) mod outfile;
 pub(crate) mod ping;

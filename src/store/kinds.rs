@@ -40,6 +40,17 @@ struct DocumentView {
     /// `tacho.time.v1` (written from `timing::result::TimedCommand`), each kept whole and its
     /// figures read as a `CommandResult`.
     results: Field<Vec<Value>>,
+    /// `tacho.load.v1` (written from `load::Step`), each kept whole with its figures added.
+    steps: Field<Vec<Value>>,
+    /// `tacho.load.v1`'s knee (`load::knee::Knee`).
+    knee: Field<LoadKnee>,
+}
+
+/// The figure of a load run's knee read here.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct LoadKnee {
+    rps: Field<f64>,
 }
 
 /// Splits a `tacho.cpu.v1`, `tacho.mem.v1` or `tacho.time.v1` document into a run.
@@ -58,6 +69,7 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
         RunKind::Cpu => (cpu_tests(&fields)?, &["single_thread", "all_threads"]),
         RunKind::Mem => (mem_tests(&fields)?, &["levels"]),
         RunKind::Time => (time_tests(&fields)?, &["results"]),
+        RunKind::Load => (load_tests(&fields)?, &["steps"]),
         // Kept whole: drift reads the document, and there are no figures to compare.
         RunKind::Check | RunKind::Snapshot | RunKind::Disk | RunKind::Experiment => {
             (Vec::new(), &[])
@@ -69,7 +81,7 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
             crate::text::json_kind(v)
         )));
     }
-    let own = ["schema", "tool_version", "host", "suite_version"];
+    let own = ["schema", "tool_version", "host", "suite_version", "target"];
     Ok(NewRun {
         uuid: None,
         kind,
@@ -85,7 +97,14 @@ pub fn to_run(doc: &Value, source: RunSource) -> Result<NewRun, Invalid> {
         tool_version: fields.tool_version.get().cloned(),
         suite: fields.suite_version.get().map(|v| (kind.to_string(), *v)),
         host: obj.get("host").cloned().unwrap_or_else(|| json!({})),
-        target: json!({}),
+        target: match kind {
+            RunKind::Load => obj
+                .get("target")
+                .filter(|t| t.is_object())
+                .cloned()
+                .ok_or("\"target\" must be an object")?,
+            _ => json!({}),
+        },
         extra: obj
             .iter()
             .filter(|(k, _)| !own.contains(&k.as_str()) && !consumed.contains(&k.as_str()))
@@ -413,6 +432,46 @@ fn time_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
     Ok(tests)
 }
 
+/// One test per step, named by its offered rate (`offered 200 rps`): the step kept whole,
+/// with its achieved rate as the IOPS and its latency in direction `run`; and the knee
+/// (`knee`), its rate as the IOPS, so `compare` lines up the steps and the knees of two runs.
+fn load_tests(doc: &DocumentView) -> Result<Vec<NewTest>, Invalid> {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct StepView {
+        offered_rps: Field<f64>,
+        achieved_rps: Field<f64>,
+        latency_ns: Field<Value>,
+    }
+    let steps = doc
+        .steps
+        .get()
+        .ok_or_else(|| Invalid("\"steps\" must be an array".into()))?;
+    let mut tests = Vec::new();
+    for step in steps {
+        let figures: StepView = view(step);
+        let offered = number(&figures.offered_rps, "offered_rps")?;
+        let achieved = number(&figures.achieved_rps, "achieved_rps")?;
+        let mut t: Map<String, Value> = step
+            .as_object()
+            .cloned()
+            .ok_or("every step must be an object")?;
+        let mut run = json!({ "iops": achieved });
+        if let Some(lat) = figures.latency_ns.get().filter(|l| l.is_object()) {
+            run["lat_ns"] = lat.clone();
+        }
+        t.insert("name".into(), json!(format!("offered {offered} rps")));
+        t.insert("run".into(), run);
+        tests.push(NewTest::from(&Value::Object(t)));
+    }
+    if let Some(rps) = doc.knee.get().and_then(|k| k.rps.get()) {
+        tests.push(NewTest::from(
+            &json!({"name": "knee", "run": {"iops": rps}}),
+        ));
+    }
+    Ok(tests)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,6 +557,36 @@ mod tests {
         let f = of_test(t);
         assert_eq!((f[0].direction, f[0].lat_ns[0]), ("wall", Some(2e8)));
         assert_eq!(f[2].lat_ns[0], Some(3e8));
+    }
+
+    #[test]
+    fn load_steps_and_the_knee_are_tests() {
+        let lat =
+            json!({"mean": 2e6, "p50": 1e6, "p90": 3e6, "p99": 5e6, "p99_9": 6e6, "max": 7e6});
+        let doc = json!({
+            "schema": "tacho.load.v1", "host": {}, "mode": "ramp",
+            "target": {"url": "http://127.0.0.1:80/", "connections": 4},
+            "steps": [
+                {"offered_rps": 100.0, "achieved_rps": 99.5, "latency_ns": lat, "bent": []},
+                {"offered_rps": 200.0, "achieved_rps": 150.0, "latency_ns": null, "bent": ["x"]}],
+            "knee": {"rps": 150.0, "held": 0, "bent": 1}
+        });
+        let run = to_run(&doc, RunSource::Bench).unwrap();
+        assert_eq!(run.kind, RunKind::Load);
+        assert_eq!(run.target["connections"], 4);
+        assert_eq!(run.extra["mode"], "ramp");
+        let tests: Vec<Value> = run.tests.iter().map(NewTest::value).collect();
+        let names: Vec<&str> = tests.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["offered 100 rps", "offered 200 rps", "knee"]);
+        let f = of_test(&tests[0]);
+        assert_eq!((f[0].direction, f[0].iops), ("run", Some(99.5)));
+        assert_eq!(f[0].lat_ns[3], Some(5e6));
+        assert_eq!(of_test(&tests[1])[0].lat_ns[3], None);
+        assert_eq!(of_test(&tests[2])[0].iops, Some(150.0));
+        assert_eq!(tests[1]["bent"][0], "x");
+        let bad = |doc: Value| to_run(&doc, RunSource::Import).unwrap_err().0;
+        assert!(bad(json!({"schema": "tacho.load.v1", "target": {}})).contains("steps"));
+        assert!(bad(json!({"schema": "tacho.load.v1", "steps": []})).contains("target"));
     }
 
     #[test]

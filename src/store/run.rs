@@ -362,6 +362,8 @@ stored_word! {
         /// One side of `tacho experiment` (baseline or changed): its rounds as one test's
         /// repeats.
         Experiment = "experiment",
+        /// `tacho load`: an HTTP service under a rate or a ramp, a test per step.
+        Load = "load",
     }
 }
 

@@ -770,8 +770,11 @@ pub(crate) fn hostname(run: &NewRun) -> Option<&str> {
     run.host.get("hostname").and_then(Value::as_str)
 }
 
+/// The target's path, or a load run's URL.
 pub(crate) fn target_path(run: &NewRun) -> Option<&str> {
-    run.target.get("path").and_then(Value::as_str)
+    ["path", "url"]
+        .iter()
+        .find_map(|k| run.target.get(*k).and_then(Value::as_str))
 }
 
 fn insert_run_row(tx: &rusqlite::Transaction, run: &NewRun) -> rusqlite::Result<i64> {

@@ -21,16 +21,19 @@ pub enum DocKind {
     Check,
     /// `tacho snapshot`.
     Snapshot,
+    /// `tacho load --json`.
+    Load,
 }
 
 impl DocKind {
-    const ALL: [DocKind; 6] = [
+    const ALL: [DocKind; 7] = [
         DocKind::Bench,
         DocKind::Cpu,
         DocKind::Mem,
         DocKind::Time,
         DocKind::Check,
         DocKind::Snapshot,
+        DocKind::Load,
     ];
 
     /// The schema this tacho writes for the kind: the newest it reads.
@@ -43,6 +46,7 @@ impl DocKind {
             // Written by `report::check`, a layer above the store.
             DocKind::Check => "tacho.check.v1",
             DocKind::Snapshot => crate::snapshot::SCHEMA,
+            DocKind::Load => crate::load::SCHEMA,
         }
     }
 
@@ -55,6 +59,7 @@ impl DocKind {
             DocKind::Time => RunKind::Time,
             DocKind::Check => RunKind::Check,
             DocKind::Snapshot => RunKind::Snapshot,
+            DocKind::Load => RunKind::Load,
         }
     }
 

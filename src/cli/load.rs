@@ -1,0 +1,87 @@
+//! Options of `tacho load`.
+
+use super::SaveArgs;
+use super::kit::parse_positive_duration;
+use crate::load::{MAX_RATE, Ramp};
+use clap::Args;
+use std::time::Duration;
+
+/// `tacho load`'s options.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "A step bends when fewer than 90% of the offered requests a second \
+succeed, when p99 passes --p99-limit, or when more than 1% of the requests fail or cannot be \
+sent; a ramp stops at the first step that bends. Latency is counted from the moment each \
+request was due (a server's stall shows in every request that waited for it).\n\
+Examples:\n  tacho load http://127.0.0.1:8080/ --rate 500 --duration 30s\n  \
+tacho load http://127.0.0.1:8080/api --ramp 100..5000 --step 10s --p99-limit 200ms\n  \
+tacho load http://10.0.0.5/ --method POST --header 'Content-Type: application/json' \
+--body '{\"q\":1}'"
+)]
+pub struct LoadArgs {
+    /// The service: http://HOST[:PORT][/PATH] (the only place requests are sent)
+    #[arg(value_name = "URL")]
+    pub url: String,
+
+    /// Requests a second, due on a fixed schedule whatever the server does
+    #[arg(long, value_name = "RPS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=MAX_RATE), conflicts_with = "ramp")]
+    pub rate: u64,
+
+    /// How long to hold --rate
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_positive_duration, allow_hyphen_values = true, conflicts_with = "ramp")]
+    pub duration: Duration,
+
+    /// Raise the rate from FROM to TO requests a second in --steps steps of --step each, and
+    /// stop at the first step that bends (the knee)
+    #[arg(long, value_name = "FROM..TO", value_parser = Ramp::parse)]
+    pub ramp: Option<Ramp>,
+
+    /// How long each step of --ramp lasts
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_positive_duration, allow_hyphen_values = true, requires = "ramp")]
+    pub step: Duration,
+
+    /// Rates in --ramp, evenly spaced from FROM to TO
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=1000), requires = "ramp")]
+    pub steps: u32,
+
+    /// A step whose p99 latency passes this bends, e.g. 200ms
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, allow_hyphen_values = true)]
+    pub p99_limit: Option<Duration>,
+
+    /// Keep-alive connections, each carrying one request at a time
+    #[arg(long, short = 'c', value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub connections: u32,
+
+    /// HTTP method
+    #[arg(long, short = 'X', value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+
+    /// A request header (repeatable), e.g. 'Accept: application/json'
+    #[arg(long, short = 'H', value_name = "'NAME: VALUE'", value_parser = parse_header)]
+    pub header: Vec<(String, String)>,
+
+    /// The request body, as given
+    #[arg(long, short = 'd', value_name = "TEXT")]
+    pub body: Option<String>,
+
+    /// Longest wait for a connection, and for a whole response from the moment it was sent
+    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse_positive_duration, allow_hyphen_values = true)]
+    pub timeout: Duration,
+
+    /// Print one JSON document (schema tacho.load.v1) on stdout
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub save: SaveArgs,
+}
+
+/// `Name: value`, split at the first colon, both sides trimmed; the name must not be empty.
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.trim().to_string()))
+        }
+        _ => Err(format!("{text:?} is not a header; give 'Name: value'")),
+    }
+}

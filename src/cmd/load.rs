@@ -1,0 +1,180 @@
+//! `tacho load URL`: resolve the options, run the steps (watching the server when it is this
+//! host), judge them, find the knee, print and save.
+
+use super::interrupt;
+use super::record::RunSaver;
+use crate::cli::LoadArgs;
+use crate::diagnose::live::{Connections, Pipeline};
+use crate::diagnose::model::{ModelOptions, SortKey};
+use crate::diagnose::sample::{Sample, Sampler};
+use crate::kernel::SysRoot;
+use crate::kernel::host::Host;
+use crate::load::engine::Client;
+use crate::load::knee::{self, Rule};
+use crate::load::target::Target;
+use crate::load::{Options, Report, SCHEMA, ServerFinding, TargetInfo};
+use anyhow::{Result, anyhow};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Runs `tacho load`: 130 after an interruption (what was measured is printed and saved).
+pub fn run(args: &LoadArgs) -> Result<ExitCode> {
+    let target = Target::parse(&args.url).map_err(|e| anyhow!(e))?;
+    let addr = target.resolve().map_err(|e| anyhow!(e))?;
+    let opts = Options {
+        connections: args.connections,
+        method: args.method.clone(),
+        headers: args.header.clone(),
+        body: args.body.clone().unwrap_or_default().into_bytes(),
+        timeout: args.timeout,
+    };
+    let saver = RunSaver::open(&args.save)?;
+    let mut client = Client::new(&target, addr, &opts).map_err(|e| anyhow!(e))?;
+    let plan: Vec<(u64, Duration)> = match args.ramp {
+        Some(ramp) => ramp
+            .rates(args.steps)
+            .into_iter()
+            .map(|r| (r, args.step))
+            .collect(),
+        None => vec![(args.rate, args.duration)],
+    };
+    let stop = interrupt::stop_flag()?;
+    let mut notes = Vec::new();
+    let local = addr.ip().is_loopback();
+    let mut watch = if local {
+        match Watch::new() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                notes.push(format!("the server's findings were not sampled: {e:#}"));
+                None
+            }
+        }
+    } else {
+        notes.push(
+            "the target is not this host: what bent on the server is not known here (run \
+             tacho top on it)"
+                .into(),
+        );
+        None
+    };
+    let rule = Rule::new(args.p99_limit);
+    let mut steps = Vec::with_capacity(plan.len());
+    for (i, (rate, duration)) in plan.iter().enumerate() {
+        interrupt::status_line(&format!(
+            "load: step {}/{}: {rate} requests a second for {}",
+            i + 1,
+            plan.len(),
+            humantime(*duration)
+        ));
+        let before = watch.as_mut().and_then(|w| w.begin(&mut notes));
+        let mut step = client.step(*rate as f64, *duration, &stop);
+        if let (Some(w), Some(a)) = (watch.as_mut(), before) {
+            step.server = w.end(&a, &mut notes);
+        }
+        step.bent = rule.judge(&step);
+        let bent = !step.bent.is_empty();
+        steps.push(step);
+        if stop.load(Ordering::Relaxed) || (args.ramp.is_some() && bent) {
+            break;
+        }
+    }
+    interrupt::clear_status();
+    let interrupted = stop.load(Ordering::Relaxed);
+    let report = Report {
+        schema: SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION"),
+        host: Host::read(&SysRoot::real()),
+        target: TargetInfo {
+            url: target.url.clone(),
+            address: addr.to_string(),
+            method: args.method.clone(),
+            connections: args.connections,
+            timeout_s: args.timeout.as_secs_f64(),
+            body_bytes: opts.body.len(),
+            local,
+        },
+        mode: if args.ramp.is_some() { "ramp" } else { "rate" },
+        rule,
+        knee: args.ramp.and_then(|_| knee::find(&steps)),
+        steps,
+        notes,
+        interrupted,
+    };
+    saver.print_and_save(&report, args.json, |r, out| {
+        crate::report::load::write(r, out)
+    })?;
+    Ok(if interrupted {
+        ExitCode::from(interrupt::EXIT_INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `10s`, `500ms`.
+fn humantime(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// The server's side of each step, when it is this host: `tacho top`'s pipeline over a
+/// sample at the step's start and one at its end.
+struct Watch {
+    sampler: Sampler,
+    opts: ModelOptions,
+    pipeline: Pipeline,
+}
+
+impl Watch {
+    fn new() -> Result<Watch> {
+        let sampler = Sampler::new(SysRoot::real())?;
+        let opts = ModelOptions::for_this_host(5, SortKey::Cpu, sampler.delayacct);
+        Ok(Watch {
+            sampler,
+            opts,
+            pipeline: Pipeline::new(false),
+        })
+    }
+
+    /// The sample a step starts from; `None` (and a note, once) when it could not be taken.
+    fn begin(&mut self, notes: &mut Vec<String>) -> Option<Sample> {
+        self.sampler
+            .sample()
+            .map_err(|e| note_once(notes, format!("a server sample failed: {e}")))
+            .ok()
+    }
+
+    /// The findings over the step that started at `a`.
+    fn end(&mut self, a: &Sample, notes: &mut Vec<String>) -> Option<Vec<ServerFinding>> {
+        let b = self
+            .sampler
+            .sample()
+            .map_err(|e| note_once(notes, format!("a server sample failed: {e}")))
+            .ok()?;
+        let s = self.pipeline.step(
+            (a, &b),
+            self.sampler.devices(),
+            &self.opts,
+            Connections::Sampled,
+        );
+        Some(
+            s.findings
+                .iter()
+                .map(|f| ServerFinding {
+                    code: f.code.as_str().to_string(),
+                    subject: f.subject.clone(),
+                    message: f.message.clone(),
+                })
+                .collect(),
+        )
+    }
+}
+
+fn note_once(notes: &mut Vec<String>, note: String) {
+    if !notes.contains(&note) {
+        notes.push(note);
+    }
+}

@@ -1,0 +1,411 @@
+//! `tacho load`: against servers in this test whose behaviour is known — a capacity from a
+//! fixed service time one request at a time, a single stall, error statuses, silence — the
+//! knee, the stall (coordinated omission), the errors by kind, and bad input.
+
+use crate::common::{assert_error, free_port, json_ok, run, stdout};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the test server answers.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    /// One request per slot of this length, in turn: a request is answered at the end of the
+    /// first free slot after it arrived, so the server serves at most 1/service requests a
+    /// second (and exactly that while requests wait), whatever its threads cost.
+    Serial(Duration),
+    /// As `Serial`, but request number `at` takes `stall` more, once.
+    StallOnce {
+        service: Duration,
+        at: u64,
+        stall: Duration,
+    },
+    /// Every request answered at once with this status.
+    Status(u16),
+    /// Requests read and never answered.
+    Silent,
+}
+
+/// A loopback HTTP/1.1 server (a thread per connection, keep-alive) that counts what it
+/// served; it lives as long as the test process.
+struct Server {
+    port: u16,
+    served: Arc<AtomicU64>,
+}
+
+/// When the next slot of a `Serial` server is free.
+type Slots = Mutex<Option<Instant>>;
+
+impl Server {
+    fn start(behaviour: Behaviour) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = Arc::new(AtomicU64::new(0));
+        let slots: Arc<Slots> = Arc::new(Mutex::new(None));
+        let s = Arc::clone(&served);
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (s, slots) = (Arc::clone(&s), Arc::clone(&slots));
+                std::thread::spawn(move || connection(conn, behaviour, &s, &slots));
+            }
+        });
+        Server { port, served }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+}
+
+/// Takes the first free slot of `length` from now and sleeps to its end.
+fn serve_in_turn(slots: &Slots, length: Duration) {
+    let end = {
+        let mut next = slots.lock().unwrap();
+        let now = Instant::now();
+        let start = next.map_or(now, |n| n.max(now));
+        *next = Some(start + length);
+        start + length
+    };
+    std::thread::sleep(end.saturating_duration_since(Instant::now()));
+}
+
+fn connection(conn: TcpStream, behaviour: Behaviour, served: &AtomicU64, slots: &Slots) {
+    conn.set_nodelay(true).unwrap();
+    let mut out = conn.try_clone().unwrap();
+    let mut reader = BufReader::new(conn);
+    loop {
+        // The request head (tacho load sends no body here).
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line == "\r\n" => break,
+                Ok(_) => {}
+            }
+        }
+        let status = match behaviour {
+            Behaviour::Silent => {
+                std::thread::sleep(Duration::from_secs(3600));
+                return;
+            }
+            Behaviour::Status(s) => s,
+            Behaviour::Serial(service) => {
+                serve_in_turn(slots, service);
+                served.fetch_add(1, Ordering::Relaxed);
+                200
+            }
+            Behaviour::StallOnce { service, at, stall } => {
+                let n = served.fetch_add(1, Ordering::Relaxed);
+                serve_in_turn(slots, if n == at { service + stall } else { service });
+                200
+            }
+        };
+        let reason = if status == 200 { "OK" } else { "Nope" };
+        // One write: pieces would wait on Nagle and the client's delayed ACK.
+        let response = format!("HTTP/1.1 {status} {reason}\r\nContent-Length: 2\r\n\r\nok");
+        if out.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+fn load(url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["load", url, "--json", "--no-save"];
+    all.extend_from_slice(args);
+    json_ok(&run(&all))
+}
+
+fn ms(v: &Value) -> f64 {
+    v.as_f64().unwrap() / 1e6
+}
+
+#[test]
+fn the_knee_of_a_server_of_known_capacity_is_found_within_ten_percent() {
+    // One request per 20 ms slot: 50 requests a second (slots long beside a busy machine's
+    // scheduling delays, which would otherwise eat into the capacity).
+    let server = Server::start(Behaviour::Serial(Duration::from_millis(20)));
+    let capacity = 50.0;
+    let doc = load(
+        &server.url(),
+        &[
+            "--ramp", "30..80", "--steps", "11", "--step", "1s", "-c", "4",
+        ],
+    );
+    assert_eq!(doc["schema"], "tacho.load.v1");
+    assert_eq!(doc["mode"], "ramp");
+    let knee = &doc["knee"];
+    let steps = doc["steps"].as_array().unwrap();
+    let bent = knee["bent"].as_u64().expect("the ramp bent") as usize;
+    assert_eq!(
+        bent,
+        steps.len() - 1,
+        "the ramp stops at the first bent step"
+    );
+    let rps = knee["rps"].as_f64().unwrap();
+    assert!(
+        (rps - capacity).abs() <= 0.1 * capacity,
+        "knee {rps:.0} rps, capacity {capacity:.0} rps: {doc:#}"
+    );
+    // The bent step was offered more than the server could serve, and said so.
+    assert!(steps[bent]["offered_rps"].as_f64().unwrap() > capacity);
+    let why = steps[bent]["bent"].to_string();
+    assert!(why.contains("of the offered rate"), "{why}");
+    let held = knee["held"].as_u64().unwrap() as usize;
+    assert!(steps[held]["bent"].as_array().unwrap().is_empty());
+    // The latency-vs-throughput curve: past the knee the queue shows in p99.
+    let p99 = |i: usize| ms(&steps[i]["latency_ns"]["p99"]);
+    assert!(p99(bent) > p99(0), "{doc:#}");
+    // The server is this host: each step carries its findings.
+    assert_eq!(doc["target"]["local"], true);
+    assert!(steps.iter().all(|s| s["server"].is_array()), "{doc:#}");
+    assert!(knee["what_bent"].is_array());
+}
+
+#[test]
+fn a_single_stall_shows_in_the_tail_as_the_requests_due_during_it_waited() {
+    // 200 requests a second for 3 s; request 200 stalls the server for 500 ms, during which
+    // about 100 more fall due. Counted from when each was due, the requests that waited for
+    // it are well over 1% of all; a closed-loop tool would have sent only the 4 on the
+    // connections and seen one slow request in 600 (under the p99).
+    let server = Server::start(Behaviour::StallOnce {
+        service: Duration::from_millis(1),
+        at: 200,
+        stall: Duration::from_millis(500),
+    });
+    let doc = load(
+        &server.url(),
+        &[
+            "--rate",
+            "200",
+            "--duration",
+            "3s",
+            "-c",
+            "4",
+            "--timeout",
+            "5s",
+        ],
+    );
+    let step = &doc["steps"][0];
+    let lat = &step["latency_ns"];
+    assert!(ms(&lat["p99_9"]) >= 400.0, "{doc:#}");
+    assert!(ms(&lat["max"]) >= 450.0, "{doc:#}");
+    assert!(ms(&lat["p99"]) >= 250.0, "{doc:#}");
+    assert!(ms(&lat["p50"]) < 100.0, "{doc:#}");
+    assert_eq!(step["errors"]["timeout"], 0);
+    assert_eq!(server.served(), step["sent"].as_u64().unwrap());
+}
+
+#[test]
+fn errors_are_counted_by_kind() {
+    let unavailable = Server::start(Behaviour::Status(503));
+    let doc = load(&unavailable.url(), &["--rate", "50", "--duration", "1s"]);
+    let step = &doc["steps"][0];
+    assert_eq!(step["ok"], 0, "{doc:#}");
+    assert_eq!(step["errors"]["status_5xx"], step["sent"], "{doc:#}");
+    assert!(
+        step["errors"]["status_5xx"].as_u64().unwrap() >= 40,
+        "{doc:#}"
+    );
+    assert!(step["latency_ns"].is_null());
+    let why = step["bent"].to_string();
+    assert!(
+        why.contains("100.0% of the requests failed (status_5xx "),
+        "{why}"
+    );
+
+    let missing = Server::start(Behaviour::Status(404));
+    let doc = load(&missing.url(), &["--rate", "20", "--duration", "500ms"]);
+    assert!(doc["steps"][0]["errors"]["status_4xx"].as_u64().unwrap() >= 8);
+
+    let silent = Server::start(Behaviour::Silent);
+    let o = run(&[
+        "load",
+        &silent.url(),
+        "--rate",
+        "20",
+        "--duration",
+        "1s",
+        "--timeout",
+        "200ms",
+        "-c",
+        "2",
+        "--no-save",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = stdout(&o);
+    assert!(text.contains("errors: 20 rps: timeout "), "{text}");
+    assert!(text.contains("the service did not keep up"), "{text}");
+}
+
+/// An HTTP/1.1 server (keep-alive, a thread per connection) that burns 2 ms of CPU per
+/// request; prints its port when it listens.
+const BURNING_SERVER: &str = r#"
+import http.server, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        t = time.thread_time()
+        while time.thread_time() - t < 0.002:
+            pass
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+#[test]
+fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
+    use crate::common::cgroup::Cgroup;
+    use crate::common::{Killed, PYTHON};
+    let name = format!("tacho-itest-load-{}", std::process::id());
+    let Some(cg) = Cgroup::new("cpu", &name) else {
+        return;
+    };
+    // A tenth of a CPU at 2 ms a request: under 50 requests a second (Python's own work per
+    // request counts against the quota too), well below what a busy host leaves it.
+    cg.set("cpu.cfs_period_us", "100000");
+    cg.set("cpu.cfs_quota_us", "10000");
+    let mut server = Killed(
+        cg.command(&[PYTHON, "-c", BURNING_SERVER])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut port = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/", port.trim());
+    let doc = load(
+        &url,
+        &[
+            "--ramp", "5..95", "--steps", "10", "--step", "1s", "-c", "4",
+        ],
+    );
+    let knee = &doc["knee"];
+    let bent = knee["bent"].as_u64().expect("the ramp bent") as usize;
+    assert!(bent > 0, "the first step bent already: {doc:#}");
+    let subject = format!("/{name}");
+    let throttled = knee["what_bent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str())
+        .unwrap_or_else(|| panic!("no throttling at the knee: {doc:#}"));
+    assert!(
+        throttled["message"]
+            .as_str()
+            .unwrap()
+            .contains("CPUQuota=10%"),
+        "{throttled}"
+    );
+    drop(server);
+}
+
+#[test]
+fn load_runs_are_stored_and_compared_step_by_step() {
+    let server = Server::start(Behaviour::Serial(Duration::from_millis(1)));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let db = db.to_str().unwrap();
+    for label in ["before", "after"] {
+        let o = run(&[
+            "load",
+            &server.url(),
+            "--ramp",
+            "50..100",
+            "--steps",
+            "2",
+            "--step",
+            "300ms",
+            "--db",
+            db,
+            "--label",
+            label,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", crate::common::stderr(&o));
+        let text = stdout(&o);
+        assert!(text.contains("offered  achieved"), "{text}");
+    }
+    let o = run(&["compare", "--db", db, "1", "2"]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("offered 50 rps") && text.contains("offered 100 rps"),
+        "{text}"
+    );
+    assert!(text.contains("knee"), "{text}");
+    let list = stdout(&run(&["runs", "list", "--db", db]));
+    let loads = list.lines().filter(|l| l.contains("  load  "));
+    assert!(loads.clone().all(|l| l.ends_with(&server.url())), "{list}");
+    assert_eq!(loads.count(), 2, "{list}");
+}
+
+#[test]
+fn ctrl_c_keeps_what_was_measured() {
+    use crate::common::{SpawnPiped, tacho, wait_output};
+    let server = Server::start(Behaviour::Serial(Duration::from_millis(1)));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let child = tacho()
+        .args([
+            "load",
+            &server.url(),
+            "--rate",
+            "50",
+            "--duration",
+            "60s",
+            "--json",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .spawn_piped();
+    // Once requests have been served, stop it as Ctrl-C would.
+    let start = Instant::now();
+    while server.served() < 20 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signals a child this test started and has not waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = wait_output(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "{}", crate::common::stderr(&o));
+    let doc = crate::common::parse_json(&o);
+    assert_eq!(doc["interrupted"], true);
+    let step = &doc["steps"][0];
+    assert!(step["ok"].as_u64().unwrap() >= 20, "{doc:#}");
+    assert!(step["duration_s"].as_f64().unwrap() < 30.0, "{doc:#}");
+    // Requests due by the stop, not the minute planned.
+    assert!(step["due"].as_u64().unwrap() < 1500, "{doc:#}");
+    let list = stdout(&run(&["runs", "list", "--db", db.to_str().unwrap()]));
+    assert!(list.contains("interrupted"), "{list}");
+}
+
+#[test]
+fn bad_input_exits_2_in_one_line() {
+    let nobody = format!("http://127.0.0.1:{}/", free_port());
+    let line = assert_error(&run(&["load", &nobody, "--no-save"]));
+    assert!(line.contains("cannot connect to"), "{line}");
+    let line = assert_error(&run(&["load", "ftp://127.0.0.1/x"]));
+    assert!(line.contains("scheme \"ftp\""), "{line}");
+    let url = "http://127.0.0.1:1/";
+    let line = assert_error(&run(&["load", url, "--ramp", "5000..100"]));
+    assert!(line.contains("goes down"), "{line}");
+    let line = assert_error(&run(&["load", url, "--ramp", "abc"]));
+    assert!(line.contains("not a range"), "{line}");
+    let line = assert_error(&run(&["load", url, "--rate", "0"]));
+    assert!(line.contains("--rate"), "{line}");
+    let line = assert_error(&run(&["load", url, "-H", "no colon"]));
+    assert!(line.contains("'Name: value'"), "{line}");
+}
