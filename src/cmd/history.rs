@@ -16,6 +16,7 @@ use crate::diagnose::live::{Pipeline, Session};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::sample::Sampler;
 use crate::history::store::{self, is_disk_full};
+use crate::history::timeline::Timeline;
 use crate::history::{History, Make, Record, summary, when};
 use crate::kernel::SysRoot;
 use crate::report::top::{text, write_json_line};
@@ -307,6 +308,9 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
             return fleet_top(args, url, from, to);
         }
         let history = History::open(&path)?;
+        if let Some(page) = &args.html {
+            return incident(&history, from, to, usize::from(args.top), page);
+        }
         let summary = summary::summarise(&history, from, to, usize::from(args.top))?;
         write_summary(&summary, args.json, &mut std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);
@@ -342,6 +346,40 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
     crate::tui::replay(times.len(), index, sort, |i, sort| {
         load(i, 200.max(top), sort)
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tacho top --from … --to … --html FILE`: the window's incident report.
+fn incident(
+    history: &History,
+    from: f64,
+    to: f64,
+    top: usize,
+    page: &std::path::Path,
+) -> Result<ExitCode> {
+    // A place that cannot take the page is said before the window is judged.
+    crate::report::outfile::check(page, crate::report::outfile::Existing::Replace).with_context(
+        || {
+            format!(
+                "cannot write {}; pass a writable --html FILE",
+                page.display()
+            )
+        },
+    )?;
+    let mut timeline = Timeline::new(usize::MAX);
+    let summary = summary::summarise_each(history, from, to, top, |s| timeline.push(s))?;
+    let host = crate::kernel::host::Host::read(&SysRoot::real());
+    let mut html = Vec::new();
+    crate::report::incident::write(
+        &crate::report::incident::Incident {
+            summary: &summary,
+            timeline: &timeline,
+            host: &host,
+            top,
+        },
+        &mut html,
+    )?;
+    super::output::write_page(page, &html)?;
     Ok(ExitCode::SUCCESS)
 }
 

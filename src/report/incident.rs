@@ -1,0 +1,300 @@
+//! The incident report of `tacho top --from T1 --to T2 --html FILE`: one self-contained page
+//! (inline CSS, uPlot and tacho's chart script embedded, no request to anywhere) with the
+//! findings in the order they fired, charts of the window with the findings marked on their
+//! time axis, the top processes and services, the host, and what could not be known.
+//! Every text from the system is escaped: in the HTML by [`esc`], in the embedded JSON by
+//! [`charts::script_json`] (and the script sets it as text).
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::charts::{self, Mark};
+use super::html::esc;
+use crate::history::summary::Summary;
+use crate::history::timeline::Timeline;
+use crate::kernel::host::Host;
+use crate::units::format_bytes_approx;
+
+/// What the page is made of.
+pub struct Incident<'a> {
+    /// The window's summary (findings with their culprits, totals, peaks).
+    pub summary: &'a Summary,
+    /// Its intervals' figures.
+    pub timeline: &'a Timeline,
+    /// This machine, read when the report was made.
+    pub host: &'a Host,
+    /// Processes listed per table.
+    pub top: usize,
+}
+
+/// The whole page.
+pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
+    let s = i.summary;
+    let title = format!(
+        "tacho: {} from {} to {}",
+        i.host.hostname.as_deref().unwrap_or("this host"),
+        when(s.from_unix_s, true),
+        when(s.to_unix_s, true)
+    );
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>{}</title><style>{}{}</style></head><body>\n<h1>{}</h1>\n",
+        esc(&title),
+        charts::UPLOT_CSS,
+        charts::PAGE_CSS,
+        esc(&title)
+    );
+    let mut spans = s.findings.clone();
+    spans.sort_by(|a, b| {
+        a.from_unix_s
+            .total_cmp(&b.from_unix_s)
+            .then(b.severity.cmp(&a.severity))
+    });
+    match s.findings.first() {
+        _ if s.intervals == 0 => h.push_str(
+            "<p class=\"verdict warning\">The history holds no interval in this window.</p>\n",
+        ),
+        None => h.push_str("<p class=\"verdict\">Nothing stood out in this window.</p>\n"),
+        Some(worst) => {
+            let _ = writeln!(
+                h,
+                "<p class=\"verdict warning\">{} finding(s); the worst: {} ({}) from {} to {}.</p>",
+                s.findings.len(),
+                esc(&worst.code.to_string()),
+                esc(&worst.subject),
+                when(worst.from_unix_s, false),
+                when(worst.to_unix_s, false)
+            );
+        }
+    }
+    h.push_str("<h2>What happened</h2>\n");
+    if spans.is_empty() {
+        h.push_str("<p class=\"muted\">No finding fired.</p>\n");
+    } else {
+        h.push_str("<ul class=\"findings\" id=\"verdicts\">\n");
+        for f in &spans {
+            let _ = write!(
+                h,
+                "<li class=\"finding {sev}\" data-code=\"{code}\" data-subject=\"{subject}\" \
+                 data-from=\"{from}\" data-to=\"{to}\"><span class=\"when\">{a}–{b}</span> \
+                 <b>{sev} {code} ({subject})</b> {message}",
+                sev = charts::severity(f.severity),
+                code = esc(&f.code.to_string()),
+                subject = esc(&f.subject),
+                from = f.from_unix_s,
+                to = f.to_unix_s,
+                a = when(f.from_unix_s, false),
+                b = when(f.to_unix_s, false),
+                message = esc(&f.message),
+            );
+            if !f.culprits.is_empty() {
+                let named: Vec<String> = f
+                    .culprits
+                    .iter()
+                    .map(|c| {
+                        let unit = c
+                            .unit
+                            .as_deref()
+                            .map_or(String::new(), |u| format!(" in {u}"));
+                        format!(
+                            "{}{unit}: {} interval(s), up to {:.0}%",
+                            c.comm, c.intervals, c.peak_share_pct
+                        )
+                    })
+                    .collect();
+                let _ = write!(
+                    h,
+                    "<div class=\"culprits\">culprits: {}</div>",
+                    esc(&named.join("; "))
+                );
+            }
+            h.push_str("</li>\n");
+        }
+        h.push_str("</ul>\n");
+    }
+    h.push_str(
+        "<h2>Charts</h2>\n<p class=\"muted\">Findings are shaded on the charts of their \
+         subject (a disk's on its charts, the others on CPU, memory and pressure); hover one \
+         for its sentence.</p>\n<div id=\"charts\"></div>\n\
+         <noscript><p class=\"note\">The charts need JavaScript.</p></noscript>\n",
+    );
+    processes(&mut h, i);
+    host(&mut h, i.host);
+    notes(&mut h, i);
+    let marks: Vec<Mark> = spans
+        .iter()
+        .map(|f| Mark {
+            code: f.code,
+            severity: f.severity,
+            subject: f.subject.clone(),
+            from: f.from_unix_s,
+            to: f.to_unix_s,
+            message: f.message.clone(),
+        })
+        .collect();
+    let doc = charts::doc(i.timeline, marks);
+    let _ = write!(
+        h,
+        "<p class=\"muted\">Generated by tacho {} from the history of tacho record; charts drawn \
+         by uPlot (MIT).</p>\n<script type=\"application/json\" id=\"tacho-data\">{}</script>\n\
+         <script>{}</script>\n<script>{}\ntacho.render(JSON.parse(document.getElementById(\
+         'tacho-data').textContent), document.getElementById('charts'));</script>\n\
+         </body></html>\n",
+        env!("CARGO_PKG_VERSION"),
+        charts::script_json(&doc),
+        charts::UPLOT_JS,
+        charts::CHARTS_JS
+    );
+    out.write_all(h.as_bytes())
+}
+
+fn processes(h: &mut String, i: &Incident) {
+    let s = i.summary;
+    h.push_str("<h2>Top processes</h2>\n");
+    let table = |h: &mut String, title: &str, head: &[&str], rows: Vec<Vec<String>>| {
+        let _ = writeln!(h, "<h3>{}</h3>", esc(title));
+        if rows.is_empty() {
+            h.push_str("<p class=\"muted\">none in the window</p>\n");
+            return;
+        }
+        h.push_str("<div class=\"wide\"><table><tr>");
+        for c in head {
+            let _ = write!(h, "<th>{c}</th>");
+        }
+        h.push_str("</tr>\n");
+        for row in rows {
+            h.push_str("<tr>");
+            for (n, cell) in row.iter().enumerate() {
+                let class = if n == 0 { "" } else { " class=\"num\"" };
+                let _ = write!(h, "<td{class}>{}</td>", esc(cell));
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table></div>\n");
+    };
+    table(
+        h,
+        "By CPU",
+        &["process", "pid", "CPU seconds"],
+        s.top_cpu
+            .iter()
+            .map(|p| vec![p.comm.clone(), p.pid.to_string(), format!("{:.1}", p.cpu_s)])
+            .collect(),
+    );
+    table(
+        h,
+        "By storage I/O",
+        &["process", "pid", "read", "written"],
+        s.top_io
+            .iter()
+            .map(|p| {
+                vec![
+                    p.comm.clone(),
+                    p.pid.to_string(),
+                    format_bytes_approx(p.read_bytes),
+                    format_bytes_approx(p.write_bytes),
+                ]
+            })
+            .collect(),
+    );
+    table(
+        h,
+        "By network (TCP, sent and received)",
+        &["process", "unit", "bytes"],
+        i.timeline
+            .net_processes(i.top)
+            .into_iter()
+            .map(|(p, u, b)| vec![p, u.unwrap_or_default(), format_bytes_approx(b as u64)])
+            .collect(),
+    );
+    table(
+        h,
+        "Services by storage I/O",
+        &["cgroup", "read", "written"],
+        s.services
+            .iter()
+            .map(|c| {
+                vec![
+                    c.path.clone(),
+                    format_bytes_approx(c.read_bytes),
+                    format_bytes_approx(c.write_bytes),
+                ]
+            })
+            .collect(),
+    );
+}
+
+fn host(h: &mut String, host: &Host) {
+    h.push_str(
+        "<h2>Host</h2>\n<table class=\"fp\"><colgroup><col class=\"key\"></colgroup>\
+         <tr><th>setting</th><th>value (read when this report was made)</th></tr>\n",
+    );
+    let rows: [(&str, Option<String>); 7] = [
+        ("hostname", host.hostname.clone()),
+        ("os", host.os.clone()),
+        ("kernel", host.kernel.clone()),
+        ("cpu", host.cpu_model.clone()),
+        ("cpus", host.cpus.map(|n| n.to_string())),
+        ("memory", host.mem_total_bytes.map(format_bytes_approx)),
+        ("virtualization", host.virtualization.clone()),
+    ];
+    for (key, value) in rows {
+        match value {
+            Some(v) => {
+                let _ = writeln!(h, "<tr><td>{key}</td><td>{}</td></tr>", esc(&v));
+            }
+            None => {
+                let _ = writeln!(
+                    h,
+                    "<tr><td>{key}</td><td class=\"muted\">not known</td></tr>"
+                );
+            }
+        }
+    }
+    h.push_str("</table>\n");
+}
+
+fn notes(h: &mut String, i: &Incident) {
+    let s = i.summary;
+    let mut notes: Vec<String> = Vec::new();
+    if s.gaps > 0 {
+        notes.push(format!(
+            "the recorder was not running in {} gap(s) of the window; nothing is known of them",
+            s.gaps
+        ));
+    }
+    if s.exit_overruns > 0 {
+        notes.push(format!(
+            "the recorder lost processes' exit records {} time(s): a process that exited then \
+             may be missing or undercounted",
+            s.exit_overruns
+        ));
+    }
+    notes.extend(i.timeline.notes().iter().cloned());
+    notes.push(
+        "settings that changed in the window are not known: the history keeps samples, not \
+         snapshots of settings (tacho snapshot and tacho diff compare two)"
+            .into(),
+    );
+    h.push_str("<h2>What could not be known</h2>\n<ul>\n");
+    for n in notes {
+        let _ = writeln!(h, "<li class=\"note\">{}</li>", esc(&n));
+    }
+    h.push_str("</ul>\n");
+}
+
+/// A Unix time in local time: with the date and offset, or only the time of day.
+fn when(unix_s: f64, full: bool) -> String {
+    let Some(t) = chrono::DateTime::from_timestamp(unix_s.floor() as i64, 0) else {
+        return format!("{unix_s}");
+    };
+    let t = t.with_timezone(&chrono::Local);
+    if full {
+        t.format("%Y-%m-%d %H:%M:%S %:z").to_string()
+    } else {
+        t.format("%H:%M:%S").to_string()
+    }
+}
