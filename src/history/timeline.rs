@@ -13,8 +13,6 @@ use crate::diagnose::model::TopSample;
 const DISKS: usize = 8;
 /// Interfaces a point keeps, the busiest of its interval.
 const NETS: usize = 4;
-/// Culprits kept per finding.
-const CULPRITS: usize = 3;
 /// Distinct notes kept (the first seen).
 const NOTES: usize = 20;
 /// Processes whose network bytes are summed (the report lists the busiest).
@@ -39,8 +37,6 @@ pub struct Point {
     pub nets: Vec<NetPoint>,
     /// The interval's findings.
     pub findings: Vec<Fired>,
-    /// The one-line verdict.
-    pub verdict: String,
 }
 
 /// A disk's figures over one interval.
@@ -78,8 +74,6 @@ pub struct Fired {
     pub subject: String,
     /// Its sentence.
     pub message: String,
-    /// Who it named: command, unit, share percent.
-    pub culprits: Vec<(String, Option<String>, f64)>,
 }
 
 /// Points oldest first, at most `cap` of them, with what the window's samples could not know.
@@ -155,12 +149,6 @@ impl Timeline {
                 severity: f.severity,
                 subject: f.subject.clone(),
                 message: f.message.clone(),
-                culprits: f
-                    .culprits
-                    .iter()
-                    .take(CULPRITS)
-                    .map(|c| (c.comm.clone(), c.unit.clone(), c.share_pct))
-                    .collect(),
             })
             .collect();
         for note in &s.notes {
@@ -200,18 +188,12 @@ impl Timeline {
             disks,
             nets,
             findings,
-            verdict: s.verdict.clone(),
         });
     }
 
     /// The points, oldest first.
     pub fn points(&self) -> impl ExactSizeIterator<Item = &Point> + Clone {
         self.points.iter()
-    }
-
-    /// The latest point.
-    pub fn last(&self) -> Option<&Point> {
-        self.points.back()
     }
 
     /// What the samples said could not be measured, each once.

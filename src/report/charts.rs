@@ -95,7 +95,10 @@ pub fn doc(timeline: &Timeline, marks: Vec<Mark>) -> Doc {
             .iter()
             .map(|b| {
                 let known: Vec<f64> = b.iter().filter_map(|p| f(p)).collect();
-                (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64)
+                // Two decimals are more than a chart shows, and keep the JSON short.
+                (!known.is_empty()).then(|| {
+                    (known.iter().sum::<f64>() / known.len() as f64 * 100.0).round() / 100.0
+                })
             })
             .collect(),
     };

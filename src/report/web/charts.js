@@ -75,6 +75,7 @@ var tacho = (function () {
       height: 170,
       series: series,
       scales: { x: { time: true } },
+      legend: { live: false },
       axes: [{}, { size: 70, values: function (u, vals) {
         return vals.map(function (v) { return fmt(chart.unit, v); });
       } }],
