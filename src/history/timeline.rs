@@ -9,10 +9,15 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use crate::diagnose::findings::{Code, Severity};
 use crate::diagnose::model::TopSample;
 
-/// Disks a point keeps, the busiest of its interval.
-const DISKS: usize = 8;
+/// Disks a point keeps, the busiest of its interval (an idle one is kept as idle, not
+/// unknown).
+const DISKS: usize = 16;
 /// Interfaces a point keeps, the busiest of its interval.
-const NETS: usize = 4;
+const NETS: usize = 16;
+/// Disks charted: the busiest over the timeline.
+const CHARTED_DISKS: usize = 8;
+/// Interfaces charted.
+const CHARTED_NETS: usize = 4;
 /// Distinct notes kept (the first seen).
 const NOTES: usize = 20;
 /// Processes whose network bytes are summed (the report lists the busiest).
@@ -117,10 +122,6 @@ impl Timeline {
                     d.wkb_per_s.map(|k| k * 1024.0),
                 ],
             })
-            .filter(|d| {
-                d.util_pct.is_some_and(|u| u > 0.0)
-                    || d.bytes_per_s.iter().flatten().any(|b| *b > 0.0)
-            })
             .collect();
         disks.sort_by(|a, b| {
             b.util_pct
@@ -135,7 +136,6 @@ impl Timeline {
                 name: n.name.clone(),
                 bytes_per_s: [n.rx_bytes_per_s, n.tx_bytes_per_s],
             })
-            .filter(|n| n.bytes_per_s.iter().any(|b| *b > 0.0))
             .collect();
         nets.sort_by(|a, b| {
             (b.bytes_per_s[0] + b.bytes_per_s[1]).total_cmp(&(a.bytes_per_s[0] + a.bytes_per_s[1]))
@@ -214,34 +214,38 @@ impl Timeline {
         all
     }
 
-    /// The disks of any point, kernel name to the name admins know, busiest (highest
-    /// utilisation seen) first.
+    /// The disks that were busy or moved bytes in any point, kernel name and the name admins
+    /// know, busiest (highest utilisation seen) first.
     pub fn disk_names(&self) -> Vec<(String, String)> {
-        let mut peak: BTreeMap<&str, (&str, f64)> = BTreeMap::new();
+        let mut peak: BTreeMap<&str, (&str, f64, bool)> = BTreeMap::new();
         for d in self.points.iter().flat_map(|p| &p.disks) {
-            let e = peak.entry(&d.name).or_insert((&d.display_name, 0.0));
+            let e = peak.entry(&d.name).or_insert((&d.display_name, 0.0, false));
             e.1 = e.1.max(d.util_pct.unwrap_or(0.0));
+            e.2 |= d.bytes_per_s.iter().flatten().any(|b| *b > 0.0);
         }
-        let mut names: Vec<_> = peak.into_iter().collect();
+        let mut names: Vec<_> = peak
+            .into_iter()
+            .filter(|(_, (_, util, moved))| *util > 0.0 || *moved)
+            .collect();
         names.sort_by(|a, b| b.1.1.total_cmp(&a.1.1).then(a.0.cmp(b.0)));
         names
             .into_iter()
-            .take(DISKS)
-            .map(|(n, (d, _))| (n.to_string(), d.to_string()))
+            .take(CHARTED_DISKS)
+            .map(|(n, (d, ..))| (n.to_string(), d.to_string()))
             .collect()
     }
 
-    /// The interfaces of any point, busiest first.
+    /// The interfaces that moved bytes in any point, busiest first.
     pub fn net_names(&self) -> Vec<String> {
         let mut sum: BTreeMap<&str, f64> = BTreeMap::new();
         for n in self.points.iter().flat_map(|p| &p.nets) {
             *sum.entry(&n.name).or_default() += n.bytes_per_s[0] + n.bytes_per_s[1];
         }
-        let mut names: Vec<_> = sum.into_iter().collect();
+        let mut names: Vec<_> = sum.into_iter().filter(|(_, b)| *b > 0.0).collect();
         names.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
         names
             .into_iter()
-            .take(NETS)
+            .take(CHARTED_NETS)
             .map(|(n, _)| n.to_string())
             .collect()
     }

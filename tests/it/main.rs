@@ -38,6 +38,7 @@ mod hostile_history_prop;
 mod hostile_outputs;
 mod hostile_paths;
 mod hostile_text;
+mod incident_html;
 mod messages;
 mod metrics_server;
 #[cfg(feature = "tls")]
