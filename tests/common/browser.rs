@@ -80,10 +80,10 @@ impl Browser {
                 buf.extend_from_slice(&chunk[..n]);
                 while let Some(end) = buf.iter().position(|&b| b == 0) {
                     let message: Vec<u8> = buf.drain(..=end).collect();
-                    if let Ok(v) = serde_json::from_slice(&message[..end]) {
-                        if tx.send(v).is_err() {
-                            return;
-                        }
+                    if let Ok(v) = serde_json::from_slice(&message[..end])
+                        && tx.send(v).is_err()
+                    {
+                        return;
                     }
                 }
             }

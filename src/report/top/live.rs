@@ -4,6 +4,8 @@
 //! rendered once per sample from a ring of at most [`MAX_POINTS`] intervals, whatever clients
 //! ask.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::diagnose::findings::{Code, Severity};
@@ -16,10 +18,11 @@ const WINDOW_S: f64 = 900.0;
 /// Intervals kept at most (15 minutes at 1 s; fewer at longer intervals).
 pub const MAX_POINTS: usize = 900;
 
-/// The intervals of the last 15 minutes.
+/// The intervals of the last 15 minutes, and their JSON document.
 #[derive(Default)]
 pub struct Live {
     timeline: Option<Timeline>,
+    json: Option<Arc<[u8]>>,
 }
 
 /// What `/live.json` answers.
@@ -48,8 +51,14 @@ struct LiveFinding {
 }
 
 impl Live {
-    /// Adds the interval `s` and returns the JSON document of the window.
-    pub fn push(&mut self, s: &TopSample) -> String {
+    /// The JSON document of the window, once an interval has been added.
+    pub fn json(&self) -> Option<Arc<[u8]>> {
+        self.json.clone()
+    }
+
+    /// Adds the interval `s` and renders the window's JSON document (once, for every client
+    /// until the next).
+    pub fn push(&mut self, s: &TopSample) {
         let timeline = self.timeline.get_or_insert_with(|| {
             let cap = (WINDOW_S / s.interval_s.max(0.001)).ceil();
             Timeline::new((cap as usize).clamp(2, MAX_POINTS))
@@ -84,7 +93,8 @@ impl Live {
             verdict: shown(&s.verdict),
             findings,
         };
-        serde_json::to_string(&doc).unwrap_or_else(|_| "null".into())
+        let json = serde_json::to_vec(&doc).unwrap_or_else(|_| b"null".to_vec());
+        self.json = Some(Arc::from(json));
     }
 }
 

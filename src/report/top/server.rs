@@ -50,7 +50,7 @@ pub struct Latest {
     body: Arc<Mutex<Option<Arc<[u8]>>>>,
     extra: Arc<Mutex<Option<Extra>>>,
     /// The last 15 minutes, and their JSON for `/live.json`.
-    live: Arc<Mutex<(Live, Option<Arc<[u8]>>)>>,
+    live: Arc<Mutex<Live>>,
 }
 
 impl Latest {
@@ -72,9 +72,7 @@ impl Latest {
     /// Adds the interval `s` to the live page's window and renders its JSON once, for every
     /// client until the next.
     pub fn record(&self, s: &TopSample) {
-        let mut live = lock(&self.live);
-        let json = live.0.push(s);
-        live.1 = Some(Arc::from(json.into_bytes()));
+        lock(&self.live).push(s);
     }
 
     fn get(&self) -> Option<Arc<[u8]>> {
@@ -82,7 +80,7 @@ impl Latest {
     }
 
     fn live_json(&self) -> Option<Arc<[u8]>> {
-        lock(&self.live).1.clone()
+        lock(&self.live).json()
     }
 }
 
