@@ -58,7 +58,8 @@ fn measure(b: &mut Browser, dev: &str) -> Value {
           const disk = charts.filter(c => c.dataset.subject === {dev:?});
           const marks = disk.flatMap(c => [...c.querySelectorAll('.mark')].map(m => ({{
             chart: c.dataset.id, code: m.dataset.code, from: +m.dataset.from, to: +m.dataset.to,
-            left: parseFloat(m.style.left), over: c.querySelector('.u-over').clientWidth }})));
+            left: parseFloat(m.style.left), over: c.querySelector('.u-over').clientWidth,
+            axis: c.dataset.x.split(' ').map(Number) }})));
           return {{
             scroll: document.documentElement.scrollWidth, inner: window.innerWidth,
             charts: charts.length, empty: charts.filter(c => !(+c.dataset.drawn > 0)).length,
@@ -71,8 +72,8 @@ fn measure(b: &mut Browser, dev: &str) -> Value {
     ))
 }
 
-/// The checks both pages pass at `width`; `span` is the first and last time of the charts'
-/// axis, `writing` when the writer ran (its end unknown on the live page while it writes).
+/// The checks both pages pass at `width`; `span` is the first and last time of the data,
+/// `writing` when the writer ran (its end unknown on the live page while it writes).
 fn check_page(page: &str, m: &Value, dev: &str, width: u32, span: (f64, f64), writing: (f64, f64)) {
     let at = format!("{page} at {width} px");
     assert_eq!(m["inner"], width, "{at}: viewport");
@@ -120,9 +121,19 @@ fn check_page(page: &str, m: &Value, dev: &str, width: u32, span: (f64, f64), wr
         writing.1
     );
     for k in marks {
+        // The axis the mark was drawn on: the data's (the live page's may have moved on by an
+        // interval or two since it drew).
+        let axis = (
+            k["axis"][0].as_f64().unwrap(),
+            k["axis"][1].as_f64().unwrap(),
+        );
+        assert!(
+            (axis.0 - span.0).abs() <= 3.0 && (axis.1 - span.1).abs() <= 3.0,
+            "{at}: the time axis {axis:?} is not the data's {span:?}"
+        );
         let over = k["over"].as_f64().unwrap();
-        let from = k["from"].as_f64().unwrap().max(span.0);
-        let expected = (from - span.0) / (span.1 - span.0) * over;
+        let from = k["from"].as_f64().unwrap().max(axis.0);
+        let expected = (from - axis.0) / (axis.1 - axis.0) * over;
         let left = k["left"].as_f64().unwrap();
         assert!(
             (left - expected).abs() <= 0.05 * over + 3.0,

@@ -81,12 +81,13 @@ var tacho = (function () {
       } }],
       hooks: { draw: [function (u) {
         placeMarks(u, state.marks, box);
-        // What was drawn: known values per line (the tests read it).
+        // What was drawn: known values per line, and the time axis's ends (tests read them).
         var n = 0;
         for (var s = 1; s < u.data.length; s++) {
           for (var k = 0; k < u.data[s].length; k++) if (u.data[s][k] != null) n++;
         }
         box.setAttribute('data-drawn', n);
+        box.setAttribute('data-x', u.scales.x.min + ' ' + u.scales.x.max);
       }] }
     };
   }
