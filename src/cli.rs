@@ -484,12 +484,13 @@ pub(crate) struct TopArgs {
 
     /// With --from: write the window as one self-contained HTML page (the findings in the
     /// order they fired with their culprits, charts of CPU, memory, pressure, each disk and
-    /// interface with the findings marked, the top processes, the host) to FILE
+    /// interface with the findings marked, the top processes, the host) to FILE; with --db,
+    /// the page of the one host --host names, from what the shared store keeps
     #[arg(
         long,
         value_name = "FILE",
         requires = "from",
-        conflicts_with_all = ["json", "db"],
+        conflicts_with = "json",
         help_heading = "History (tacho record)"
     )]
     pub html: Option<PathBuf>,

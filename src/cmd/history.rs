@@ -19,6 +19,7 @@ use crate::history::store::{self, is_disk_full};
 use crate::history::timeline::Timeline;
 use crate::history::{History, Make, Record, summary, when};
 use crate::kernel::SysRoot;
+use crate::report::incident::{self, Incident};
 use crate::report::top::{text, write_json_line};
 
 /// The unit `--print-unit` prints and `contrib/` ships.
@@ -357,7 +358,24 @@ fn incident(
     top: usize,
     page: &std::path::Path,
 ) -> Result<ExitCode> {
-    // A place that cannot take the page is said before the window is judged.
+    check_page(page)?;
+    let mut timeline = Timeline::new(usize::MAX);
+    let summary = summary::summarise_each(history, from, to, top, |s| timeline.push(s))?;
+    let host = crate::kernel::host::Host::read(&SysRoot::real());
+    let incident = Incident {
+        summary: &summary,
+        timeline: &timeline,
+        host_name: host.hostname.clone().unwrap_or_else(|| "this host".into()),
+        fingerprint: incident::fingerprint_of(&host),
+        fingerprint_source: "read when this report was made",
+        notes: Vec::new(),
+        top,
+    };
+    write_incident(&incident, page)
+}
+
+/// Checks that `page` can be written, before the window is judged.
+fn check_page(page: &std::path::Path) -> Result<()> {
     crate::report::outfile::check(page, crate::report::outfile::Existing::Replace).with_context(
         || {
             format!(
@@ -365,20 +383,12 @@ fn incident(
                 page.display()
             )
         },
-    )?;
-    let mut timeline = Timeline::new(usize::MAX);
-    let summary = summary::summarise_each(history, from, to, top, |s| timeline.push(s))?;
-    let host = crate::kernel::host::Host::read(&SysRoot::real());
+    )
+}
+
+fn write_incident(incident: &Incident, page: &std::path::Path) -> Result<ExitCode> {
     let mut html = Vec::new();
-    crate::report::incident::write(
-        &crate::report::incident::Incident {
-            summary: &summary,
-            timeline: &timeline,
-            host: &host,
-            top,
-        },
-        &mut html,
-    )?;
+    incident::write(incident, &mut html)?;
     super::output::write_page(page, &html)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -389,6 +399,9 @@ fn incident(
 fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> {
     use crate::history::fleet;
     use crate::store::pg::{PgStore, history::Hosts};
+    if let Some(page) = &args.html {
+        check_page(page)?;
+    }
     let settings = super::fleet::Settings::resolve(Some(url), &[])?;
     let url = settings.url.as_deref().unwrap_or(url);
     let hosts = Hosts {
@@ -419,9 +432,42 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             );
         };
         let intervals = server.host_intervals(from, to, machine_id)?;
+        let Some(page) = &args.html else {
+            let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
+            write_summary(&summary, args.json, &mut out)?;
+            return Ok(ExitCode::SUCCESS);
+        };
+        let mut timeline = Timeline::new(usize::MAX);
+        for i in &intervals {
+            timeline.push_interval(i);
+        }
         let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
-        write_summary(&summary, args.json, &mut out)?;
-        return Ok(ExitCode::SUCCESS);
+        let hostname = recorded[0].1.clone();
+        let incident = Incident {
+            summary: &summary,
+            timeline: &timeline,
+            host_name: hostname.clone(),
+            fingerprint: vec![
+                ("hostname", Some(hostname)),
+                ("machine id", Some(machine_id.clone())),
+            ],
+            fingerprint_source: "from the shared store, which keeps the host's names only",
+            notes: vec![
+                "the shared store keeps each interval compact: the CPU split, used memory and \
+                 cache, disk latency, CPU pressure and TCP traffic by process are not in it, \
+                 nor processes beyond the busiest few of each interval (tacho top --from on \
+                 the host itself has them)"
+                    .into(),
+            ],
+            top: usize::from(args.top),
+        };
+        return write_incident(&incident, page);
+    }
+    if args.html.is_some() {
+        bail!(
+            "--html with --db makes the page of one host: name it with --host (a name without \
+             * or ?)"
+        );
     }
     let recorded = server.history_hosts(from, to, &hosts)?;
     let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();

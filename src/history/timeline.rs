@@ -30,10 +30,12 @@ pub struct Point {
     pub t: f64,
     /// Length of the interval, seconds.
     pub interval_s: f64,
-    /// User (with nice), system (with irq and softirq), iowait and steal, percent of all CPUs.
-    pub cpu: [f64; 4],
-    /// Memory used, page cache and buffers, and available, bytes.
-    pub memory: [u64; 3],
+    /// User (with nice), system (with irq and softirq), iowait and steal, percent of all CPUs;
+    /// or, from the shared store (which keeps no split), only the busy share, last.
+    pub cpu: [Option<f64>; 5],
+    /// Memory used, page cache and buffers, and available, bytes (the shared store keeps only
+    /// what is available).
+    pub memory: [Option<u64>; 3],
     /// Share of the interval some task stalled on CPU, I/O and memory (PSI), percent.
     pub psi: [Option<f64>; 3],
     /// The busiest disks.
@@ -174,20 +176,74 @@ impl Timeline {
             t: s.time_unix_s,
             interval_s: s.interval_s,
             cpu: [
-                c.user_pct + c.nice_pct,
-                c.system_pct + c.irq_pct + c.softirq_pct,
-                c.iowait_pct,
-                c.steal_pct,
+                Some(c.user_pct + c.nice_pct),
+                Some(c.system_pct + c.irq_pct + c.softirq_pct),
+                Some(c.iowait_pct),
+                Some(c.steal_pct),
+                None,
             ],
             memory: [
-                m.used_bytes,
-                m.cache_bytes.saturating_add(m.buffers_bytes),
-                m.available_bytes,
+                Some(m.used_bytes),
+                Some(m.cache_bytes.saturating_add(m.buffers_bytes)),
+                Some(m.available_bytes),
             ],
             psi: [psi(&s.psi.cpu), psi(&s.psi.io), psi(&s.psi.memory)],
             disks,
             nets,
             findings,
+        });
+    }
+
+    /// Adds an interval the shared store kept (`record --db`): its compact figures, rates
+    /// from its bytes; what it does not keep (the CPU split, used memory and cache, disk
+    /// latency, CPU pressure, TCP by process) stays unknown.
+    #[cfg(feature = "pg")]
+    pub fn push_interval(&mut self, i: &crate::history::interval::Interval) {
+        let dt = i.end_unix_s - i.start_unix_s;
+        let rate = |bytes: u64| (dt > 0.0).then(|| bytes as f64 / dt);
+        if self.points.len() == self.cap {
+            self.points.pop_front();
+        }
+        self.points.push_back(Point {
+            t: i.end_unix_s,
+            interval_s: dt,
+            cpu: [None, None, None, None, Some(i.cpu_busy_pct)],
+            memory: [None, None, Some(i.available_bytes)],
+            psi: [None, i.io_stall_pct, i.memory_stall_pct],
+            disks: i
+                .disks
+                .iter()
+                .take(DISKS)
+                .map(|d| DiskPoint {
+                    name: d.name.clone(),
+                    display_name: d.display_name.clone(),
+                    util_pct: d.util_pct,
+                    await_ms: [None, None],
+                    bytes_per_s: [rate(d.read_bytes), rate(d.write_bytes)],
+                })
+                .collect(),
+            nets: i
+                .nets
+                .iter()
+                .take(NETS)
+                .map(|n| NetPoint {
+                    name: n.name.clone(),
+                    bytes_per_s: [
+                        rate(n.rx_bytes).unwrap_or(0.0),
+                        rate(n.tx_bytes).unwrap_or(0.0),
+                    ],
+                })
+                .collect(),
+            findings: i
+                .findings
+                .iter()
+                .map(|f| Fired {
+                    code: f.code,
+                    severity: f.severity,
+                    subject: f.subject.clone(),
+                    message: f.message.clone(),
+                })
+                .collect(),
         });
     }
 

@@ -123,10 +123,10 @@ pub fn doc(timeline: &Timeline, marks: Vec<Mark>) -> Doc {
         "CPU, % of all CPUs".into(),
         "pct",
         "system",
-        ["user", "system", "iowait", "steal"]
+        ["user", "system", "iowait", "steal", "busy"]
             .iter()
             .enumerate()
-            .map(|(i, l)| line(l, &|p| Some(p.cpu[i])))
+            .map(|(i, l)| line(l, &|p| p.cpu[i]))
             .collect(),
     );
     add(
@@ -137,7 +137,7 @@ pub fn doc(timeline: &Timeline, marks: Vec<Mark>) -> Doc {
         ["used", "cache", "available"]
             .iter()
             .enumerate()
-            .map(|(i, l)| line(l, &|p| Some(p.memory[i] as f64)))
+            .map(|(i, l)| line(l, &|p| p.memory[i].map(|b| b as f64)))
             .collect(),
     );
     add(

@@ -21,10 +21,29 @@ pub struct Incident<'a> {
     pub summary: &'a Summary,
     /// Its intervals' figures.
     pub timeline: &'a Timeline,
-    /// This machine, read when the report was made.
-    pub host: &'a Host,
+    /// The host's name, for the title.
+    pub host_name: String,
+    /// The host's settings, each known or not.
+    pub fingerprint: Vec<(&'static str, Option<String>)>,
+    /// Where they come from.
+    pub fingerprint_source: &'static str,
+    /// What the source could not know, besides what the window says.
+    pub notes: Vec<String>,
     /// Processes listed per table.
     pub top: usize,
+}
+
+/// This machine's settings, read now (the local history keeps none).
+pub fn fingerprint_of(host: &Host) -> Vec<(&'static str, Option<String>)> {
+    vec![
+        ("hostname", host.hostname.clone()),
+        ("os", host.os.clone()),
+        ("kernel", host.kernel.clone()),
+        ("cpu", host.cpu_model.clone()),
+        ("cpus", host.cpus.map(|n| n.to_string())),
+        ("memory", host.mem_total_bytes.map(format_bytes_approx)),
+        ("virtualization", host.virtualization.clone()),
+    ]
 }
 
 /// The whole page.
@@ -32,7 +51,7 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
     let s = i.summary;
     let title = format!(
         "tacho: {} from {} to {}",
-        i.host.hostname.as_deref().unwrap_or("this host"),
+        i.host_name,
         when(s.from_unix_s, true),
         when(s.to_unix_s, true)
     );
@@ -122,7 +141,7 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
          <noscript><p class=\"note\">The charts need JavaScript.</p></noscript>\n",
     );
     processes(&mut h, i);
-    host(&mut h, i.host);
+    host(&mut h, i);
     notes(&mut h, i);
     let marks: Vec<Mark> = spans
         .iter()
@@ -227,24 +246,17 @@ fn processes(h: &mut String, i: &Incident) {
     );
 }
 
-fn host(h: &mut String, host: &Host) {
-    h.push_str(
+fn host(h: &mut String, i: &Incident) {
+    let _ = writeln!(
+        h,
         "<h2>Host</h2>\n<table class=\"fp\"><colgroup><col class=\"key\"></colgroup>\
-         <tr><th>setting</th><th>value (read when this report was made)</th></tr>\n",
+         <tr><th>setting</th><th>value ({})</th></tr>",
+        esc(i.fingerprint_source)
     );
-    let rows: [(&str, Option<String>); 7] = [
-        ("hostname", host.hostname.clone()),
-        ("os", host.os.clone()),
-        ("kernel", host.kernel.clone()),
-        ("cpu", host.cpu_model.clone()),
-        ("cpus", host.cpus.map(|n| n.to_string())),
-        ("memory", host.mem_total_bytes.map(format_bytes_approx)),
-        ("virtualization", host.virtualization.clone()),
-    ];
-    for (key, value) in rows {
+    for (key, value) in &i.fingerprint {
         match value {
             Some(v) => {
-                let _ = writeln!(h, "<tr><td>{key}</td><td>{}</td></tr>", esc(&v));
+                let _ = writeln!(h, "<tr><td>{key}</td><td>{}</td></tr>", esc(v));
             }
             None => {
                 let _ = writeln!(
@@ -273,6 +285,7 @@ fn notes(h: &mut String, i: &Incident) {
             s.exit_overruns
         ));
     }
+    notes.extend(i.notes.iter().cloned());
     notes.extend(i.timeline.notes().iter().cloned());
     notes.push(
         "settings that changed in the window are not known: the history keeps samples, not \
