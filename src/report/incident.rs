@@ -311,3 +311,56 @@ fn when(unix_s: f64, full: bool) -> String {
         t.format("%H:%M:%S").to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::summary::{FindingSpan, NamedTotal};
+
+    #[test]
+    fn names_from_the_system_stay_text_in_the_markup_and_the_script() {
+        let name = "</script><img src=x onerror=alert(1)><!--\u{202e}";
+        let mut timeline = Timeline::new(10);
+        let mut s = crate::diagnose::findings::tests::fixture_top_sample();
+        s.findings[0].message = format!("written by {name}");
+        s.findings[0].subject = name.to_string();
+        timeline.push(&s);
+        let mut summary = crate::history::summary::Window::new(0.0, 1.0).finish(5);
+        summary.intervals = 1;
+        summary.findings.push(FindingSpan {
+            code: s.findings[0].code,
+            severity: s.findings[0].severity,
+            subject: name.into(),
+            message: format!("written by {name}"),
+            from_unix_s: 0.0,
+            to_unix_s: 1.0,
+            culprits: vec![NamedTotal {
+                comm: name.into(),
+                unit: Some(name.into()),
+                intervals: 1,
+                peak_share_pct: 100.0,
+            }],
+        });
+        let mut page = Vec::new();
+        write(
+            &Incident {
+                summary: &summary,
+                timeline: &timeline,
+                host_name: name.into(),
+                fingerprint: vec![("hostname", Some(name.into()))],
+                fingerprint_source: "test",
+                notes: vec![name.into()],
+                top: 5,
+            },
+            &mut page,
+        )
+        .unwrap();
+        let page = String::from_utf8(page).unwrap();
+        // The only tags are the page's own: no img, and `</script>` closes only its scripts.
+        assert!(!page.contains("<img"));
+        assert_eq!(page.matches("</script>").count(), 3);
+        assert_eq!(page.matches("<script").count(), 3);
+        assert!(!page.contains("<!--") && !page.contains('\u{202e}'));
+        assert!(page.contains("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;&lt;!--"));
+    }
+}

@@ -128,7 +128,7 @@ const LOADER: &str = r"(function () {
     verdict.className = 'verdict' + (doc.findings.length ? ' warning' : '');
     list.textContent = '';
     if (!doc.findings.length) list.appendChild(tacho.el('li', 'muted', 'none now'));
-    doc.findings.forEach(function (f) { list.appendChild(tacho.finding(f)); });
+    doc.findings.forEach(function (f) { list.appendChild(tacho.finding(f, doc.verdict)); });
     status.textContent = 'updated ' + new Date(doc.time_unix_s * 1000).toLocaleTimeString() +
       ', every ' + Math.round(doc.interval_s * 10) / 10 + ' s';
     tacho.render(doc, box);

@@ -464,6 +464,38 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_live_page_and_its_json_are_served() {
+        let latest = Latest::default();
+        let root = answer(b"GET / HTTP/1.1\r\n\r\n", &latest);
+        let page = String::from_utf8(root.body.unwrap().to_vec()).unwrap();
+        assert!(
+            page.contains("live.json") && page.contains("uPlot"),
+            "{page}"
+        );
+        // No script, style or font from elsewhere.
+        assert!(!page.contains("src=") && !page.contains("@import") && !page.contains("url("));
+        let get = b"GET /live.json HTTP/1.1\r\n\r\n";
+        assert!(answer(get, &latest).head.starts_with("HTTP/1.1 503 "));
+        let mut s = crate::diagnose::findings::tests::fixture_top_sample();
+        // At 10 s a sample, 15 minutes are 90 intervals.
+        for n in 0..120 {
+            s.time_unix_s += 10.0;
+            s.interval_s = 10.0;
+            latest.record(&s);
+            if n == 0 {
+                let ok = answer(get, &latest);
+                assert!(ok.head.contains("application/json"), "{}", ok.head);
+            }
+        }
+        let body = answer(get, &latest).body.unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        // However long it runs, the window holds at most 15 minutes of intervals.
+        assert_eq!(doc["t"].as_array().unwrap().len(), 90);
+        assert_eq!(doc["verdict"], s.verdict.as_str());
+        assert!(doc["charts"].as_array().unwrap().len() >= 3, "{doc}");
+    }
+
     proptest! {
         /// Whatever a client sends, the answer is absent (incomplete) or a well-formed
         /// response whose Content-Length matches its body.

@@ -138,11 +138,12 @@ var tacho = (function () {
     }, 100);
   });
 
-  // A finding list item: severity, code and subject, its sentence, who it named.
-  function finding(f) {
+  // A finding list item: severity, code and subject, its sentence (unless `said` already
+  // shows it), who it named.
+  function finding(f, said) {
     var li = el('li', 'finding ' + f.severity);
     li.appendChild(el('b', null, f.severity + ' ' + f.code + ' (' + f.subject + ')'));
-    li.appendChild(document.createTextNode(' ' + f.message));
+    if (f.message !== said) li.appendChild(document.createTextNode(' ' + f.message));
     if (f.culprits && f.culprits.length) {
       li.appendChild(el('div', 'culprits', 'culprits: ' + f.culprits.join(', ')));
     }
