@@ -106,11 +106,16 @@ impl Browser {
         b.session = attached["sessionId"].as_str().unwrap().to_string();
         b.send("Page.enable", json!({}));
         b.send("Network.enable", json!({}));
-        b.send(
+        b.resize(width, height);
+        b
+    }
+
+    /// Makes the viewport `width` × `height` CSS pixels (a page opened next is laid out so).
+    pub fn resize(&mut self, width: u32, height: u32) {
+        self.send(
             "Emulation.setDeviceMetricsOverride",
             json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
         );
-        b
     }
 
     /// Sends `method` (to the page once attached) and returns its result.
@@ -171,9 +176,9 @@ impl Browser {
         }
     }
 
-    /// Every URL the page requested.
-    pub fn requests(&self) -> Vec<String> {
-        self.events
+    /// Every URL requested since the last call.
+    pub fn requests(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.events)
             .iter()
             .filter(|e| e["method"] == "Network.requestWillBeSent")
             .map(|e| {

@@ -186,8 +186,12 @@ fn the_incident_report_and_the_live_page_show_a_planted_writer() {
     std::thread::sleep(Duration::from_secs(3));
     // The live page while the writer writes.
     let origin = format!("http://127.0.0.1:{port}/");
+    let mut b = Browser::open(chromium, 1400, 900);
     for width in [1400, 390] {
-        let mut b = Browser::open(chromium, width, 900);
+        b.resize(width, 900);
+        // What the page before asked for is not this page's.
+        b.navigate("about:blank");
+        b.requests();
         b.navigate(&origin);
         b.wait_for(
             &format!(
@@ -240,7 +244,10 @@ fn the_incident_report_and_the_live_page_show_a_planted_writer() {
     let span = (t[0].as_f64().unwrap(), t.last().unwrap().as_f64().unwrap());
     let url = format!("file://{}", page.display());
     for width in [1400, 390] {
-        let mut b = Browser::open(chromium, width, 900);
+        b.resize(width, 900);
+        // What the page before asked for is not this page's.
+        b.navigate("about:blank");
+        b.requests();
         b.navigate(&url);
         b.wait_for(
             "document.querySelectorAll('.chart').length > 0 && \
