@@ -359,7 +359,7 @@ fn incident(
     page: &std::path::Path,
 ) -> Result<ExitCode> {
     check_page(page)?;
-    let mut timeline = Timeline::new(usize::MAX);
+    let mut timeline = Timeline::whole(crate::report::charts::MAX_POINTS);
     let summary = summary::summarise_each(history, from, to, top, |s| timeline.push(s))?;
     let host = crate::kernel::host::Host::read(&SysRoot::real());
     let incident = Incident {
@@ -400,6 +400,12 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
     use crate::history::fleet;
     use crate::store::pg::{PgStore, history::Hosts};
     if let Some(page) = &args.html {
+        if args.host.as_deref().is_none_or(|h| h.contains(['*', '?'])) {
+            bail!(
+                "--html with --db makes the page of one host: name it with --host (a name \
+                 without * or ?)"
+            );
+        }
         check_page(page)?;
     }
     let settings = super::fleet::Settings::resolve(Some(url), &[])?;
@@ -437,7 +443,7 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             write_summary(&summary, args.json, &mut out)?;
             return Ok(ExitCode::SUCCESS);
         };
-        let mut timeline = Timeline::new(usize::MAX);
+        let mut timeline = Timeline::whole(crate::report::charts::MAX_POINTS);
         for i in &intervals {
             timeline.push_interval(i);
         }
@@ -462,12 +468,6 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             top: usize::from(args.top),
         };
         return write_incident(&incident, page);
-    }
-    if args.html.is_some() {
-        bail!(
-            "--html with --db makes the page of one host: name it with --host (a name without \
-             * or ?)"
-        );
     }
     let recorded = server.history_hosts(from, to, &hosts)?;
     let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();

@@ -25,7 +25,7 @@ pub const CHARTS_JS: &str = include_str!("web/charts.js");
 /// Styles of both pages.
 pub const PAGE_CSS: &str = include_str!("web/page.css");
 /// Points a chart holds at most: a longer window is averaged into this many buckets.
-const MAX_POINTS: usize = 1200;
+pub const MAX_POINTS: usize = 1200;
 
 /// What the charts draw.
 #[derive(Debug, Serialize)]
