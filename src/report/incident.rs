@@ -15,6 +15,11 @@ use crate::history::timeline::Timeline;
 use crate::kernel::host::Host;
 use crate::units::format_bytes_approx;
 
+/// Findings listed unfolded at most; a longer list starts folded.
+const OPEN_FINDINGS: usize = 12;
+/// Culprits named per finding (most often named first).
+const CULPRITS: usize = 5;
+
 /// What the page is made of.
 pub struct Incident<'a> {
     /// The window's summary (findings with their culprits, totals, peaks).
@@ -93,6 +98,17 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
     if spans.is_empty() {
         h.push_str("<p class=\"muted\">No finding fired.</p>\n");
     } else {
+        // A long list is folded, so the charts are not pages away.
+        let _ = writeln!(
+            h,
+            "<details{}><summary>{} finding(s) in the order they fired</summary>",
+            if spans.len() <= OPEN_FINDINGS {
+                " open"
+            } else {
+                ""
+            },
+            spans.len()
+        );
         h.push_str("<ul class=\"findings\" id=\"verdicts\">\n");
         for f in &spans {
             let _ = write!(
@@ -110,9 +126,10 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
                 message = esc(&f.message),
             );
             if !f.culprits.is_empty() {
-                let named: Vec<String> = f
+                let mut named: Vec<String> = f
                     .culprits
                     .iter()
+                    .take(CULPRITS)
                     .map(|c| {
                         let unit = c
                             .unit
@@ -124,6 +141,9 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
                         )
                     })
                     .collect();
+                if f.culprits.len() > CULPRITS {
+                    named.push(format!("{} more", f.culprits.len() - CULPRITS));
+                }
                 let _ = write!(
                     h,
                     "<div class=\"culprits\">culprits: {}</div>",
@@ -132,7 +152,7 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
             }
             h.push_str("</li>\n");
         }
-        h.push_str("</ul>\n");
+        h.push_str("</ul></details>\n");
     }
     h.push_str(
         "<h2>Charts</h2>\n<p class=\"muted\">Findings are shaded on the charts of their \

@@ -76,7 +76,7 @@ var tacho = (function () {
       series: series,
       scales: { x: { time: true } },
       legend: { live: false },
-      axes: [{}, { size: 70, values: function (u, vals) {
+      axes: [{}, { size: 84, values: function (u, vals) {
         return vals.map(function (v) { return fmt(chart.unit, v); });
       } }],
       hooks: { draw: [function (u) {
