@@ -528,6 +528,19 @@ pub(crate) struct TopArgs {
     #[arg(long, value_name = "TIME", conflicts_with_all = ["replay", "listen", "count", "interval"], help_heading = "History (tacho record)")]
     pub from: Option<String>,
 
+    /// With --from: write the window as one self-contained HTML page (the findings in the
+    /// order they fired with their culprits, charts of CPU, memory, pressure, each disk and
+    /// interface with the findings marked, the top processes, the host) to FILE; with --db,
+    /// the page of the one host --host names, from what the shared store keeps
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "from",
+        conflicts_with = "json",
+        help_heading = "History (tacho record)"
+    )]
+    pub html: Option<PathBuf>,
+
     /// End of the --from window [default: now]
     #[arg(
         long,

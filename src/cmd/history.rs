@@ -16,8 +16,10 @@ use crate::diagnose::live::{Pipeline, Session};
 use crate::diagnose::model::TopSample;
 use crate::diagnose::sample::Sampler;
 use crate::history::store::{self, is_disk_full};
+use crate::history::timeline::Timeline;
 use crate::history::{History, Make, Record, summary, when};
 use crate::kernel::SysRoot;
+use crate::report::incident::{self, Incident};
 use crate::report::top::{text, write_json_line};
 
 /// The unit `--print-unit` prints and `contrib/` ships.
@@ -307,6 +309,9 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
             return fleet_top(args, url, from, to);
         }
         let history = History::open(&path)?;
+        if let Some(page) = &args.html {
+            return incident(&history, from, to, usize::from(args.top), page);
+        }
         let summary = summary::summarise(&history, from, to, usize::from(args.top))?;
         write_summary(&summary, args.json, &mut std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);
@@ -345,12 +350,64 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `tacho top --from … --to … --html FILE`: the window's incident report.
+fn incident(
+    history: &History,
+    from: f64,
+    to: f64,
+    top: usize,
+    page: &std::path::Path,
+) -> Result<ExitCode> {
+    check_page(page)?;
+    let mut timeline = Timeline::whole(crate::report::charts::MAX_POINTS);
+    let summary = summary::summarise_each(history, from, to, top, |s| timeline.push(s))?;
+    let host = crate::kernel::host::Host::read(&SysRoot::real());
+    let incident = Incident {
+        summary: &summary,
+        timeline: &timeline,
+        host_name: host.hostname.clone().unwrap_or_else(|| "this host".into()),
+        fingerprint: incident::fingerprint_of(&host),
+        fingerprint_source: "read when this report was made",
+        notes: Vec::new(),
+        top,
+    };
+    write_incident(&incident, page)
+}
+
+/// Checks that `page` can be written, before the window is judged.
+fn check_page(page: &std::path::Path) -> Result<()> {
+    crate::report::outfile::check(page, crate::report::outfile::Existing::Replace).with_context(
+        || {
+            format!(
+                "cannot write {}; pass a writable --html FILE",
+                page.display()
+            )
+        },
+    )
+}
+
+fn write_incident(incident: &Incident, page: &std::path::Path) -> Result<ExitCode> {
+    let mut html = Vec::new();
+    incident::write(incident, &mut html)?;
+    super::output::write_page(page, &html)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `tacho top --from … --to … --db URL`: the fleet's window, or with a `--host` naming one
 /// host, its replay summary as `tacho top --from` on that host would print it.
 #[cfg(feature = "pg")]
 fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> {
     use crate::history::fleet;
     use crate::store::pg::{PgStore, history::Hosts};
+    if let Some(page) = &args.html {
+        if args.host.as_deref().is_none_or(|h| h.contains(['*', '?'])) {
+            bail!(
+                "--html with --db makes the page of one host: name it with --host (a name \
+                 without * or ?)"
+            );
+        }
+        check_page(page)?;
+    }
     let settings = super::fleet::Settings::resolve(Some(url), &[])?;
     let url = settings.url.as_deref().unwrap_or(url);
     let hosts = Hosts {
@@ -381,9 +438,36 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             );
         };
         let intervals = server.host_intervals(from, to, machine_id)?;
+        let Some(page) = &args.html else {
+            let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
+            write_summary(&summary, args.json, &mut out)?;
+            return Ok(ExitCode::SUCCESS);
+        };
+        let mut timeline = Timeline::whole(crate::report::charts::MAX_POINTS);
+        for i in &intervals {
+            timeline.push_interval(i);
+        }
         let summary = summary::of_intervals(from, to, intervals, usize::from(args.top));
-        write_summary(&summary, args.json, &mut out)?;
-        return Ok(ExitCode::SUCCESS);
+        let hostname = recorded[0].1.clone();
+        let incident = Incident {
+            summary: &summary,
+            timeline: &timeline,
+            host_name: hostname.clone(),
+            fingerprint: vec![
+                ("hostname", Some(hostname)),
+                ("machine id", Some(machine_id.clone())),
+            ],
+            fingerprint_source: "from the shared store, which keeps the host's names only",
+            notes: vec![
+                "the shared store keeps each interval compact: the CPU split, used memory and \
+                 cache, disk latency, CPU pressure and TCP traffic by process are not in it, \
+                 nor processes beyond the busiest few of each interval (tacho top --from on \
+                 the host itself has them)"
+                    .into(),
+            ],
+            top: usize::from(args.top),
+        };
+        return write_incident(&incident, page);
     }
     let recorded = server.history_hosts(from, to, &hosts)?;
     let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();

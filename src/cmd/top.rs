@@ -158,6 +158,7 @@ pub fn run(args: &TopArgs, settings: &Settings) -> Result<ExitCode> {
         short_of_descriptors = false;
         if let Some(m) = &metrics {
             m.set(exporter.render(s));
+            m.record(s);
         }
         match mode {
             Mode::Json => write_json_line(&mut stdout, s)?,

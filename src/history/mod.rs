@@ -14,6 +14,7 @@ pub mod interval;
 pub mod ship;
 pub mod store;
 pub mod summary;
+pub mod timeline;
 pub mod when;
 
 pub use store::{History, Make, Record};

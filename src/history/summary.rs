@@ -172,8 +172,19 @@ pub struct Peak {
 /// Judges every interval of the history from the sample at or before `from` to `to` and
 /// sums those ending inside `from..=to`; `top` bounds the process and service lists.
 pub fn summarise(history: &History, from: f64, to: f64, top: usize) -> Result<Summary> {
+    summarise_each(history, from, to, top, |_| {})
+}
+
+/// [`summarise`], handing `each` every interval of the window as judged.
+pub fn summarise_each(
+    history: &History,
+    from: f64,
+    to: f64,
+    top: usize,
+    mut each: impl FnMut(&TopSample),
+) -> Result<Summary> {
     let mut window = Window::new(from, to);
-    history.scan(from, to, |rec| window.push(rec))?;
+    history.scan(from, to, |rec| window.push_each(rec, &mut each))?;
     Ok(window.finish(top))
 }
 
@@ -200,6 +211,16 @@ impl Judge {
     /// its figures when `wanted` says so for its end; `None` for the first sample, after a gap
     /// (the recorder was stopped), or when not wanted.
     pub fn push(&mut self, b: Record, wanted: impl Fn(f64) -> bool) -> Option<Interval> {
+        self.push_each(b, wanted, |_| {})
+    }
+
+    /// [`Judge::push`], handing `each` the judged interval when it is wanted.
+    pub fn push_each(
+        &mut self,
+        b: Record,
+        wanted: impl Fn(f64) -> bool,
+        each: impl FnOnce(&TopSample),
+    ) -> Option<Interval> {
         let mut out = None;
         if let Some(a) = self.last.take() {
             let dt = b.sample.unix_time_s - a.sample.unix_time_s;
@@ -209,6 +230,7 @@ impl Judge {
             } else {
                 let s = judged(&a, &b, &mut self.pipeline, 0, SortKey::Io);
                 if wanted(b.sample.unix_time_s) {
+                    each(&s);
                     out = Some(Interval::of(&a, &b, &s));
                 }
             }
@@ -238,10 +260,10 @@ impl Window {
     }
 
     /// Judges the interval ending at `b` (after the one before it), summing it when it ends
-    /// inside the window.
-    pub fn push(&mut self, b: Record) {
+    /// inside the window and handing `each` the judged interval then.
+    pub fn push_each(&mut self, b: Record, each: impl FnOnce(&TopSample)) {
         let (from, to) = (self.from, self.to);
-        if let Some(i) = self.judge.push(b, |end| end > from && end <= to) {
+        if let Some(i) = self.judge.push_each(b, |end| end > from && end <= to, each) {
             self.acc.add(&i);
         }
     }

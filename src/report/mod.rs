@@ -1,6 +1,7 @@
 //! Reporters: each writes a finished `bench::result::BenchReport`, or stored runs and their
 //! comparison, to any `impl Write`, so tests capture them in memory.
 
+pub(crate) mod charts;
 pub(crate) mod check;
 pub(crate) mod cpu;
 pub(crate) mod derived_job;
@@ -16,6 +17,7 @@ pub(crate) mod group;
 pub mod history;
 pub mod html;
 pub(crate) mod hyperfine;
+pub(crate) mod incident;
 pub(crate) mod json;
 pub(crate) mod load;
 pub(crate) mod mem;

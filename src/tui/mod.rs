@@ -217,6 +217,7 @@ pub fn run(feed: Feed, sort: SortKey, metrics: Option<Latest>, accumulate: bool)
                     let s = s?;
                     if let Some(m) = &metrics {
                         m.set(exporter.render(&s));
+                        m.record(&s);
                     }
                     shown = Some(s);
                     changed = true;

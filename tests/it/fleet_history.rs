@@ -141,6 +141,7 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
     let tools = tempfile::tempdir().unwrap();
     let writer = tools.path().join(&name);
     std::fs::copy("/bin/dd", &writer).unwrap();
+    let writing = now_unix();
     let end = Instant::now() + Duration::from_secs(4);
     while Instant::now() < end {
         let s = Command::new(&writer)
@@ -248,6 +249,66 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
         central["intervals"], local["intervals"],
         "{central}\n{local}"
     );
+    // Its incident report from the store: the writer's finding in the verdicts, naming it,
+    // and marked on the device's charts from when it wrote.
+    let page = dirs[0].path().join("incident.html");
+    let o = run(&[
+        "top",
+        "--from",
+        &rfc3339(t0 - 1.0),
+        "--db",
+        &pg.url,
+        "--host",
+        &ids[0],
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let verdict = html
+        .split(&format!("data-subject=\"{}\"", dev.name()))
+        .nth(1)
+        .and_then(|s| s.split("</li>").next())
+        .unwrap_or_else(|| panic!("no verdict on {}: {html}", dev.name()));
+    assert!(verdict.contains(&name), "{verdict}");
+    let data = html
+        .split("<script type=\"application/json\" id=\"tacho-data\">")
+        .nth(1)
+        .and_then(|s| s.split("</script>").next())
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(data).unwrap();
+    let charts = doc["charts"].as_array().unwrap();
+    assert!(
+        charts.iter().any(|c| c["subject"] == dev.name().as_str()
+            && c["id"].as_str().unwrap().starts_with("disk-util-")),
+        "no utilisation chart of {}: {data}",
+        dev.name()
+    );
+    assert!(
+        doc["marks"].as_array().unwrap().iter().any(|m| {
+            let from = m["from"].as_f64().unwrap();
+            m["subject"] == dev.name().as_str() && from >= writing - 2.0 && from <= writing + 4.0
+        }),
+        "no mark on {} from {writing}: {data}",
+        dev.name()
+    );
+    assert!(
+        html.contains("the shared store keeps each interval compact"),
+        "{html}"
+    );
+    // Several hosts make no page (yet): said in one line.
+    let line = assert_error(&run(&[
+        "top",
+        "--from",
+        &rfc3339(t0 - 1.0),
+        "--db",
+        &pg.url,
+        "--label",
+        "role=web",
+        "--html",
+        page.to_str().unwrap(),
+    ]));
+    assert!(line.contains("--host"), "{line}");
     let codes = |s: &serde_json::Value| {
         let mut v: Vec<String> = s["findings"]
             .as_array()

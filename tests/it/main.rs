@@ -42,6 +42,7 @@ mod hostile_history_prop;
 mod hostile_outputs;
 mod hostile_paths;
 mod hostile_text;
+mod incident_html;
 mod load;
 mod messages;
 mod metrics_server;

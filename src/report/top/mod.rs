@@ -1,10 +1,11 @@
 //! Reporters of `tacho top` samples: plain text (`--batch`), JSON lines (`--json`) and the
-//! `/metrics` server (`--listen`, whose text is `report::prom::top`). Each writes one [`TopSample`](crate::diagnose::model::TopSample) to any
+//! `/metrics` server with the live page (`--listen`, whose text is `report::prom::top`, page `live`). Each writes one [`TopSample`](crate::diagnose::model::TopSample) to any
 //! `impl Write` (or returns a string), so tests capture them in memory.
 
 pub(crate) mod conns;
 pub(crate) mod dns;
 pub(crate) mod latency;
+pub(crate) mod live;
 pub mod server;
 pub mod text;
 pub mod webconfig;

@@ -1,5 +1,6 @@
 //! The HTTP endpoint for `--listen`: `GET /metrics` answers the latest sample's Prometheus
-//! text, `/` a fixed page linking to it (as node_exporter's); other paths get 404, other
+//! text, `/` the live page (`live`: verdict, findings, charts of the last 15 minutes), which
+//! fetches `/live.json` every interval; other paths get 404, other
 //! methods 405. It runs on its own threads and never blocks
 //! sampling.
 //!
@@ -9,15 +10,18 @@
 //! open-file limit), and one request per connection. Each connection has its own small thread,
 //! so a client that never reads blocks only itself. When every slot is taken, the connection
 //! that has waited longest without completing its request is closed to make room: idle
-//! sockets cannot lock out a client that asks at once. The body is rendered once per sample
-//! and shared by every answer.
+//! sockets cannot lock out a client that asks at once. The bodies are rendered once per sample
+//! and shared by every answer; the live page's window is at most `live::MAX_POINTS`
+//! intervals, whatever clients ask.
 //!
 //! Plain threads and `httparse` rather than an async stack: at most 64 short connections and
 //! one tiny answer need no runtime, and blocking sockets with timeouts keep every bound
 //! visible in a few lines. With `--web-config` ([`WebConfig`]) the same exchange runs inside
 //! a rustls session (the handshake within the same 5 s) and asks for a bcrypt-checked user.
 
+use super::live::{self, Live};
 use super::webconfig::{Verdict, WebConfig};
+use crate::diagnose::model::TopSample;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -45,6 +49,8 @@ type Extra = Box<dyn FnMut() -> String + Send>;
 pub struct Latest {
     body: Arc<Mutex<Option<Arc<[u8]>>>>,
     extra: Arc<Mutex<Option<Extra>>>,
+    /// The last 15 minutes, and their JSON for `/live.json`.
+    live: Arc<Mutex<Live>>,
 }
 
 impl Latest {
@@ -63,8 +69,18 @@ impl Latest {
         *lock(&self.extra) = Some(Box::new(extra));
     }
 
+    /// Adds the interval `s` to the live page's window and renders its JSON once, for every
+    /// client until the next.
+    pub fn record(&self, s: &TopSample) {
+        lock(&self.live).push(s);
+    }
+
     fn get(&self) -> Option<Arc<[u8]>> {
         lock(&self.body).clone()
+    }
+
+    fn live_json(&self) -> Option<Arc<[u8]>> {
+        lock(&self.live).json()
     }
 }
 
@@ -90,9 +106,12 @@ pub fn serve(addr: SocketAddr, web: WebConfig) -> anyhow::Result<(Latest, Socket
     Ok((latest, bound))
 }
 
-/// What `/` answers: fixed text (nothing from the system), so nothing in it needs escaping.
-const ROOT_PAGE: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tacho</title>\
-</head><body><h1>tacho</h1><p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
+/// What `/` answers: the live page, fixed text made once (what comes from the system reaches
+/// it as `/live.json` and is set as text).
+fn root_page() -> Arc<[u8]> {
+    static PAGE: std::sync::OnceLock<Arc<[u8]>> = std::sync::OnceLock::new();
+    Arc::clone(PAGE.get_or_init(|| Arc::from(live::page().into_bytes())))
+}
 
 /// Connections waiting to be accepted; std's 128 overflows in a burst of connections, and
 /// the kernel then drops a scraper's SYN, which costs it a 1 s retransmission. Emptying the
@@ -379,14 +398,16 @@ fn route(request: &httparse::Request, latest: &Latest) -> Answer {
     let path = request.path.unwrap_or("");
     let path = path.split_once('?').map_or(path, |(p, _)| p);
     let mut answer = if path == "/" {
-        Answer::typed(
-            200,
-            "text/html; charset=utf-8",
-            "",
-            Arc::from(ROOT_PAGE.as_bytes()),
-        )
+        Answer::typed(200, "text/html; charset=utf-8", "", root_page())
+    } else if path == "/live.json" {
+        match latest.live_json() {
+            Some(body) => {
+                Answer::typed(200, "application/json", "Cache-Control: no-store\r\n", body)
+            }
+            None => Answer::plain(503, "no sample yet: the first interval is still running\n"),
+        }
     } else if path != "/metrics" {
-        Answer::plain(404, "tacho serves /metrics\n")
+        Answer::plain(404, "tacho serves /, /live.json and /metrics\n")
     } else if let Some(body) = latest.get() {
         Answer::new(200, "", body)
     } else {
@@ -441,6 +462,38 @@ mod tests {
                 .head
                 .contains(" 400 ")
         );
+    }
+
+    #[test]
+    fn the_live_page_and_its_json_are_served() {
+        let latest = Latest::default();
+        let root = answer(b"GET / HTTP/1.1\r\n\r\n", &latest);
+        let page = String::from_utf8(root.body.unwrap().to_vec()).unwrap();
+        assert!(
+            page.contains("live.json") && page.contains("uPlot"),
+            "{page}"
+        );
+        // No script, style or font from elsewhere.
+        assert!(!page.contains("src=") && !page.contains("@import") && !page.contains("url("));
+        let get = b"GET /live.json HTTP/1.1\r\n\r\n";
+        assert!(answer(get, &latest).head.starts_with("HTTP/1.1 503 "));
+        let mut s = crate::diagnose::findings::tests::fixture_top_sample();
+        // At 10 s a sample, 15 minutes are 90 intervals.
+        for n in 0..120 {
+            s.time_unix_s += 10.0;
+            s.interval_s = 10.0;
+            latest.record(&s);
+            if n == 0 {
+                let ok = answer(get, &latest);
+                assert!(ok.head.contains("application/json"), "{}", ok.head);
+            }
+        }
+        let body = answer(get, &latest).body.unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        // However long it runs, the window holds at most 15 minutes of intervals.
+        assert_eq!(doc["t"].as_array().unwrap().len(), 90);
+        assert_eq!(doc["verdict"], s.verdict.as_str());
+        assert!(doc["charts"].as_array().unwrap().len() >= 3, "{doc}");
     }
 
     proptest! {
