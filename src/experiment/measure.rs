@@ -131,7 +131,7 @@ impl Measure {
                     figure: figure.unwrap_or(TopFigure::Wall),
                 })
             }
-            ["bench", "disk" | "cpu" | "mem"] | ["time", _] => {
+            ["bench", "disk" | "cpu" | "mem"] | ["time", _] | ["load", _] => {
                 if workload.is_some() || figure.is_some() {
                     return Err(
                         "--workload and --figure go with --measure top; a bench or time measure \
@@ -143,7 +143,7 @@ impl Measure {
             }
             _ => Err(format!(
                 "--measure {:?} is not a measuring command; give 'bench disk|cpu|mem …', \
-                 'time CMD…' or top (with --workload)",
+                 'time CMD…', 'load URL …' or top (with --workload)",
                 Escaped(measure)
             )),
         }
@@ -212,15 +212,25 @@ fn tacho_child(exe: &Path, words: &[String]) -> Result<Figure, MeasureError> {
 }
 
 /// The first test's first direction's first figure (IOPS, bandwidth, ops/s, then mean
-/// latency), as `compare` orders them.
+/// latency), as `compare` orders them; for `load`, its knee (the most the service delivered
+/// before it bent), the test the store names `knee`.
 pub fn headline(document: &[u8]) -> Option<Figure> {
     let runs = crate::store::parse_documents(document).ok()?;
-    let test = runs.first()?.tests.first()?.value();
-    let figures = crate::store::figures::of_test(&test);
+    let run = runs.first()?;
+    let tests: Vec<serde_json::Value> = run.tests.iter().map(|t| t.value()).collect();
+    let knee = (run.kind == crate::store::RunKind::Load)
+        .then(|| tests.iter().find(|t| t["name"] == "knee"))
+        .flatten();
+    let test = knee.or(tests.first())?;
+    let figures = crate::store::figures::of_test(test);
     let first = figures.iter().find(|f| f.sample == 0)?;
     let metric = Metric::ALL.into_iter().find(|m| m.of(first).is_some())?;
     Some(Figure {
-        name: format!("{} {}", first.direction, metric.label()),
+        name: if knee.is_some() {
+            "knee (successful responses/s)".into()
+        } else {
+            format!("{} {}", first.direction, metric.label())
+        },
         value: metric.of(first)?,
         higher_is_better: metric.higher_is_better(),
         stored: Some(Stored {
@@ -345,5 +355,25 @@ mod tests {
         assert_eq!(f.name, "wall mean latency");
         assert!((f.value - 0.5e9).abs() < 1.0, "{f:?}");
         assert!(headline(b"{}").is_none());
+    }
+
+    /// A load measure is judged by its knee, not by its first (lowest) step.
+    #[test]
+    fn a_load_runs_headline_is_its_knee() {
+        let doc = br#"{"schema":"tacho.load.v1","host":{},"mode":"ramp",
+            "target":{"url":"http://127.0.0.1:80/","connections":4},
+            "steps":[{"offered_rps":100.0,"achieved_rps":99.5,"bent":[]},
+                     {"offered_rps":200.0,"achieved_rps":150.0,"bent":["x"]}],
+            "knee":{"rps":150.0,"held":0,"bent":1}}"#;
+        let f = headline(doc).unwrap();
+        assert_eq!(
+            (f.name.as_str(), f.value),
+            ("knee (successful responses/s)", 150.0)
+        );
+        assert!(f.higher_is_better);
+        assert_eq!(
+            Measure::parse("load http://127.0.0.1/ --ramp 10..100", None, None).unwrap(),
+            Measure::Tacho(shell_words::split("load http://127.0.0.1/ --ramp 10..100").unwrap())
+        );
     }
 }
