@@ -366,15 +366,22 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
         v
     };
     assert_eq!(disks(&central), disks(&local));
+    // The busiest process by I/O is the same. Its bytes are the local replay's but for the
+    // intervals where it was not among the compact row's top processes (its first and last
+    // moments, when other tests' processes on this machine wrote more): at most those, a
+    // sliver of what it wrote (seen in CI: 90,112 of 265,682,944 bytes).
     let first = |s: &serde_json::Value| {
         let p = &s["top_io"][0];
-        (
-            p["pid"].clone(),
-            p["comm"].clone(),
-            p["write_bytes"].clone(),
-        )
+        (p["pid"].clone(), p["comm"].clone())
     };
     assert_eq!(first(&central), first(&local));
+    let bytes = |s: &serde_json::Value| s["top_io"][0]["write_bytes"].as_f64().unwrap();
+    assert!(
+        bytes(&central) <= bytes(&local) && bytes(&central) >= 0.99 * bytes(&local),
+        "{} against {}",
+        bytes(&central),
+        bytes(&local)
+    );
     let peak = |s: &serde_json::Value| s["peaks"]["cpu_busy_pct"]["value"].as_f64().unwrap();
     assert!((peak(&central) - peak(&local)).abs() <= 0.05 + 1e-9);
 }

@@ -53,7 +53,7 @@ const NOT_TACHO: &[(&str, &str)] = &[
 /// The lines run otherwise: (as the README writes it, what runs, why). Applied before
 /// [`PLACES`]. `@LOOPNAME@` is the kernel name of `@LOOP@` (below), `@MOUNTPOINT@` where
 /// `@MOUNTED@` is mounted. `@PID@` is this test's pid, `@PG@` a database of the test's own on the server
-/// `TACHO_TEST_PG` names.
+/// `TACHO_TEST_PG` names, `@HTTP@` the loopback address of an HTTP server of the test's own.
 const INSTEAD: &[(&str, &str, &str)] = &[
     (
         "sudo tacho experiment --change block.sda.scheduler=mq-deadline --measure 'bench disk /data --suite iometer'",
@@ -83,6 +83,21 @@ const INSTEAD: &[(&str, &str, &str)] = &[
         "sudo tacho experiment --change-cmd 'touch changed' --revert-cmd 'rm -f changed' --measure 'bench cpu --runtime 100ms --repeat 1' --rounds 2 --yes",
         "the machine's network card is not the test's to change (and has no eth0 here); a \
          file stands for the setting; stdin is not a terminal to confirm on",
+    ),
+    (
+        "tacho load http://127.0.0.1:8080/ --rate 500 --duration 30s",
+        "tacho load http://@HTTP@/ --rate 100 --duration 1s",
+        "no service listens on 8080 here: the test's own server on another port, 1 s",
+    ),
+    (
+        "tacho load http://127.0.0.1:8080/api --ramp 100..5000 --step 10s --p99-limit 200ms",
+        "tacho load http://@HTTP@/api --ramp 50..100 --steps 2 --step 500ms --p99-limit 200ms",
+        "no service listens on 8080 here; ten steps of 10 s",
+    ),
+    (
+        "tacho load http://10.0.0.5/search -X POST -H 'Content-Type: application/json' --body '{\"q\":\"x\"}'",
+        "tacho load http://@HTTP@/search -X POST -H 'Content-Type: application/json' --body '{\"q\":\"x\"}' --rate 50 --duration 1s",
+        "test traffic goes to loopback only; 10 s by default",
     ),
     (
         "cargo run --release -- bench",
@@ -519,6 +534,47 @@ impl Place {
     }
 }
 
+/// A loopback HTTP/1.1 server answering every request `200 ok` on keep-alive connections (a
+/// thread each), for `tacho load`; its address. It lives as long as the test process.
+fn ok_server() -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                loop {
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    let answered = reader.read_exact(&mut body).is_ok()
+                        && conn
+                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                            .is_ok();
+                    if !answered {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
 #[test]
 fn every_readme_example_runs() {
     if !is_root() {
@@ -546,13 +602,14 @@ fn every_readme_example_runs() {
     let _mount = MountGuard::mount(&[mounted.path()], mount_dir.path()).unwrap();
     std::fs::write(mount_dir.path().join("owned"), vec![7u8; 4 << 20]).unwrap();
     let pg = crate::common::pg::TestDb::new("readme");
+    let http = ok_server();
 
     let blocks = lines.last().map_or(0, |l| l.block);
     let failures = std::sync::Mutex::new(Vec::new());
     // Blocks at once, each line of a block after the one before it.
     std::thread::scope(|scope| {
         for block in 1..=blocks {
-            let (lines, failures, pg) = (&lines, &failures, &pg);
+            let (lines, failures, pg, http) = (&lines, &failures, &pg, &http);
             let (device, mounted) = (device.path(), mounted.path());
             let mount_point = mount_dir.path().to_str().unwrap();
             scope.spawn(move || {
@@ -574,6 +631,7 @@ fn every_readme_example_runs() {
                         .replace("@MOUNTED@", mounted)
                         .replace("@MOUNTPOINT@", mount_point)
                         .replace("@PID@", &std::process::id().to_string())
+                        .replace("@HTTP@", http)
                         .replace("@PG@", pg.as_ref().map_or("", |p| p.url.as_str()));
                     let ok: &[i32] = if ANSWERS.iter().any(|e| e.0 == line.written) {
                         &[0, 1]

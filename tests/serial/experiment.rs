@@ -222,40 +222,38 @@ fn a_killed_experiment_is_reverted_by_recover_and_by_the_next_start() {
     assert_empty(&journal);
 }
 
-/// The options field (6th) of `mount_point`'s line in /proc/self/mountinfo, as awk prints it.
-fn options_awk(mount_point: &Path) -> String {
-    format!(
-        "awk '$5==\"{}\" {{print $6}}' /proc/self/mountinfo",
-        mount_point.display()
-    )
-}
-
-/// Issue 34: a mount option that can be remounted (`mount:/MNT=noatime`) on an ext4 filesystem
-/// of a loop device: the changed rounds run with noatime, the baseline ones with relatime, the
-/// mount's other flags (nosuid, nodev) are kept throughout, and it is back at relatime after.
-#[test]
-fn a_mounts_atime_mode_is_remounted_in_its_rounds_and_reverted() {
+/// A mount option experiment on ext4 over a loop device mounted with `options`: `change`
+/// (given the mount point) is tried for two rounds while each round's workload prints field
+/// `field` (`$6`, the mount's options; `$NF`, the superblock's) of the mount's mountinfo line.
+/// Checks that the rounds saw `base`, `base`, `changed`, `base`, `changed` (the warm-up is a
+/// baseline), that `base` is back after, that the value before was `from` and the persist line
+/// is the fstab edit naming `word`, and that the journal is gone.
+fn a_mount_option_in_turns(
+    options: &str,
+    change: impl Fn(&Path) -> String,
+    field: &str,
+    (base, changed): (&str, &str),
+    from: &str,
+    word: &str,
+) {
     let _kernel = kernel_wide();
     let Some(dev) = LoopDev::new_in("experiment mount", 16 << 20, Path::new("/dev/shm")) else {
         return;
     };
     assert!(dev.mkfs_ext4(), "mkfs.ext4 failed");
     let mnt = tempfile::tempdir().unwrap();
-    let _mounted =
-        MountGuard::mount(&["-o", "relatime,nosuid,nodev", dev.path()], mnt.path()).unwrap();
+    let _mounted = MountGuard::mount(&["-o", options, dev.path()], mnt.path()).unwrap();
+    let awk = format!(
+        "awk '$5==\"{}\" {{print {field}}}' /proc/self/mountinfo",
+        mnt.path().display()
+    );
     let (home, journal) = journal_home();
     let log = home.path().join("seen");
     let o = run_cmd({
         let mut c = experiment(&journal);
-        c.args([
-            "--change",
-            &format!("mount:{}=noatime", mnt.path().display()),
-        ])
-        .args(["--measure", "top", "--rounds", "2", "--yes", "--json"])
-        .args([
-            "--workload",
-            &format!("{} >> {}", options_awk(mnt.path()), log.display()),
-        ]);
+        c.args(["--change", &change(mnt.path())])
+            .args(["--measure", "top", "--rounds", "2", "--yes", "--json"])
+            .args(["--workload", &format!("{awk} >> {}", log.display())]);
         c
     });
     let v = json_ok(&o);
@@ -264,79 +262,51 @@ fn a_mounts_atime_mode_is_remounted_in_its_rounds_and_reverted() {
         .lines()
         .map(String::from)
         .collect();
-    let (base, changed) = ("rw,nosuid,nodev,relatime", "rw,nosuid,nodev,noatime");
     assert_eq!(seen, [base, base, changed, base, changed], "{}", stderr(&o));
     let after = run_cmd({
         let mut c = Command::new("sh");
-        c.args(["-c", &options_awk(mnt.path())]);
+        c.args(["-c", &awk]);
         c
     });
     assert_eq!(stdout(&after).trim(), base);
-    assert_eq!(v["changes"][0]["from"], "relatime");
+    assert_eq!(v["changes"][0]["from"], from);
     assert_eq!(v["reverted"], true);
-    // The persist line is the fstab edit `check` gives for noatime.
     let persist = v["changes"][0]["persist_command"].as_str().unwrap();
     assert!(
-        persist.contains("/etc/fstab") && persist.contains("noatime"),
+        persist.contains("/etc/fstab") && persist.contains(word),
         "{persist}"
     );
     assert_empty(&journal);
 }
 
-/// The superblock options (the last field) of `mount_point`'s line in /proc/self/mountinfo.
-fn super_options_awk(mount_point: &Path) -> String {
-    format!(
-        "awk '$5==\"{}\" {{print $NF}}' /proc/self/mountinfo",
-        mount_point.display()
-    )
+/// Issue 34: a mount option that can be remounted (`mount:/MNT=noatime`): the changed rounds
+/// run with noatime, the baseline ones with relatime, the mount's other flags (nosuid, nodev)
+/// are kept throughout, and it is back at relatime after.
+#[test]
+fn a_mounts_atime_mode_is_remounted_in_its_rounds_and_reverted() {
+    a_mount_option_in_turns(
+        "relatime,nosuid,nodev",
+        |mnt| format!("mount:{}=noatime", mnt.display()),
+        "$6",
+        ("rw,nosuid,nodev,relatime", "rw,nosuid,nodev,noatime"),
+        "relatime",
+        "noatime",
+    );
 }
 
 /// Issue 34: lazytime, a flag of the filesystem rather than of the mount, is set on the
 /// superblock alone for the changed rounds (its other options stay), cleared for the baseline
-/// ones, and off again after; the fix printed is the remount `check` gives.
+/// ones, and off again after; the persist line is the fstab edit `check` gives.
 #[test]
 fn a_filesystems_lazytime_is_set_in_its_rounds_and_cleared_after() {
-    let _kernel = kernel_wide();
-    let Some(dev) = LoopDev::new_in("experiment lazytime", 16 << 20, Path::new("/dev/shm")) else {
-        return;
-    };
-    assert!(dev.mkfs_ext4(), "mkfs.ext4 failed");
-    let mnt = tempfile::tempdir().unwrap();
-    let _mounted = MountGuard::mount(&["-o", "nodelalloc", dev.path()], mnt.path()).unwrap();
-    let (home, journal) = journal_home();
-    let log = home.path().join("seen");
-    let o = run_cmd({
-        let mut c = experiment(&journal);
-        c.args(["--change", &format!("lazytime:{}=on", mnt.path().display())])
-            .args(["--measure", "top", "--rounds", "2", "--yes", "--json"])
-            .args([
-                "--workload",
-                &format!("{} >> {}", super_options_awk(mnt.path()), log.display()),
-            ]);
-        c
-    });
-    let v = json_ok(&o);
-    let seen: Vec<String> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    let (base, changed) = ("rw,nodelalloc", "rw,lazytime,nodelalloc");
-    assert_eq!(seen, [base, base, changed, base, changed], "{}", stderr(&o));
-    let after = run_cmd({
-        let mut c = Command::new("sh");
-        c.args(["-c", &super_options_awk(mnt.path())]);
-        c
-    });
-    assert_eq!(stdout(&after).trim(), base);
-    assert_eq!(v["changes"][0]["from"], "off");
-    assert_eq!(v["reverted"], true);
-    let persist = v["changes"][0]["persist_command"].as_str().unwrap();
-    assert!(
-        persist.contains("/etc/fstab") && persist.contains("lazytime"),
-        "{persist}"
+    a_mount_option_in_turns(
+        "nodelalloc",
+        |mnt| format!("lazytime:{}=on", mnt.display()),
+        "$NF",
+        ("rw,nodelalloc", "rw,lazytime,nodelalloc"),
+        "off",
+        "lazytime",
     );
-    assert_empty(&journal);
 }
 
 /// A loop device over a file in /dev/shm, its scheduler file, the scheduler active now and
