@@ -217,16 +217,25 @@ fn tacho_child(exe: &Path, words: &[String]) -> Result<Figure, MeasureError> {
 pub fn headline(document: &[u8]) -> Option<Figure> {
     let runs = crate::store::parse_documents(document).ok()?;
     let run = runs.first()?;
-    let tests: Vec<serde_json::Value> = run.tests.iter().map(|t| t.value()).collect();
+    // Only a load run's tests are all read (to find the knee); others give their first.
     let knee = (run.kind == crate::store::RunKind::Load)
-        .then(|| tests.iter().find(|t| t["name"] == "knee"))
+        .then(|| {
+            run.tests
+                .iter()
+                .map(|t| t.value())
+                .find(|t| t["name"] == "knee")
+        })
         .flatten();
-    let test = knee.or(tests.first())?;
-    let figures = crate::store::figures::of_test(test);
+    let is_knee = knee.is_some();
+    let test = match knee {
+        Some(k) => k,
+        None => run.tests.first()?.value(),
+    };
+    let figures = crate::store::figures::of_test(&test);
     let first = figures.iter().find(|f| f.sample == 0)?;
     let metric = Metric::ALL.into_iter().find(|m| m.of(first).is_some())?;
     Some(Figure {
-        name: if knee.is_some() {
+        name: if is_knee {
             "knee (successful responses/s)".into()
         } else {
             format!("{} {}", first.direction, metric.label())

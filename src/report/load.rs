@@ -6,6 +6,20 @@ use crate::text::Escaped;
 use crate::units::format_latency_ns;
 use std::io::{self, Write};
 
+/// The server's findings, one indented line each, its text escaped.
+fn findings(found: &[crate::load::ServerFinding], out: &mut dyn Write) -> io::Result<()> {
+    for f in found {
+        writeln!(
+            out,
+            "  {} {}: {}",
+            f.code,
+            Escaped(&f.subject),
+            Escaped(&f.message)
+        )?;
+    }
+    Ok(())
+}
+
 /// Writes the report as text.
 pub fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     let t = &r.target;
@@ -93,15 +107,7 @@ pub fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
                     "on the server at {} rps (not at {first} rps):",
                     r.steps[b].offered_rps
                 )?;
-                for f in what {
-                    writeln!(
-                        out,
-                        "  {} {}: {}",
-                        f.code,
-                        Escaped(&f.subject),
-                        Escaped(&f.message)
-                    )?;
-                }
+                findings(what, out)?;
             }
         }
     } else if let Some(s) = r.steps.first() {
@@ -119,15 +125,7 @@ pub fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         }
         if let Some(found) = s.server.as_ref().filter(|f| !f.is_empty()) {
             writeln!(out, "on the server:")?;
-            for f in found {
-                writeln!(
-                    out,
-                    "  {} {}: {}",
-                    f.code,
-                    Escaped(&f.subject),
-                    Escaped(&f.message)
-                )?;
-            }
+            findings(found, out)?;
         }
     }
     if r.interrupted {
