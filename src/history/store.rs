@@ -1,5 +1,7 @@
 //! The SQLite file: creation (safe among other users), appending, retention and reading.
 
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,8 +20,9 @@ use crate::sqlite::{self, Marks};
 /// SQLite `application_id` marking a tacho history file ("thst"); the results store has its
 /// own, so neither can be mistaken for the other.
 const APPLICATION_ID: i32 = 0x7468_7374;
-/// Version of the table layout and of the row encoding.
-const VERSION: i64 = 1;
+/// Version of the table layout and of the row encoding: 2 added key and delta rows (zstd);
+/// version 1's zlib rows are still read.
+const VERSION: i64 = 2;
 /// Readers and the recorder wait this long for each other's transactions.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// A scan decodes this many rows per CPU at a time...
@@ -85,7 +88,12 @@ impl Record {
 pub struct History {
     conn: Connection,
     path: PathBuf,
+    /// The recorder's current key row, its deltas' dictionary; `None` until the first append.
+    encoder: RefCell<Option<codec::Encoder>>,
 }
+
+/// Key rows' JSON by row id: what the deltas of the rows being decoded need.
+type Keys = HashMap<i64, Vec<u8>>;
 
 /// `--history`, else `$TACHO_HISTORY`, else /var/lib/tacho/history/history.db for root, else
 /// `$XDG_DATA_HOME/tacho/history.db` (or `~/.local/share/tacho/history.db`), as the results
@@ -131,6 +139,7 @@ impl History {
             let h = History {
                 conn,
                 path: path.to_path_buf(),
+                encoder: RefCell::new(None),
             };
             h.guard().map_err(|e| describe(path, e))?;
             h.check_format(true)?;
@@ -198,6 +207,7 @@ impl History {
         let h = History {
             conn,
             path: path.to_path_buf(),
+            encoder: RefCell::new(None),
         };
         h.guard().map_err(|e| describe(path, e))?;
         h.check_format(false)?;
@@ -299,15 +309,31 @@ impl History {
         ))
     }
 
-    /// Appends one sample in its own transaction: either all of it is stored or nothing.
+    /// Appends one sample in its own transaction: either all of it is stored or nothing. The
+    /// first sample of a recorder, and one in every few dozen, is a key row; the others are
+    /// deltas against the last key.
     pub fn append(&self, rec: &Record) -> Result<()> {
-        let blob = codec::encode(rec)?;
+        let json = codec::to_json(rec)?;
+        let mut encoder = self.encoder.borrow_mut();
+        let delta = match encoder.as_mut() {
+            Some(e) => e.delta(&json)?,
+            None => None,
+        };
+        let is_key = delta.is_none();
+        let blob = match delta {
+            Some(delta) => delta,
+            None => codec::key(&json)?,
+        };
         self.conn
             .execute(
                 "INSERT INTO samples (unix_s, data) VALUES (?1, ?2)",
                 params![rec.sample.unix_time_s, blob],
             )
             .map_err(|e| describe(&self.path, e))?;
+        if is_key {
+            let id = self.conn.last_insert_rowid();
+            *encoder = Some(codec::Encoder::new(id, &json, blob.len())?);
+        }
         Ok(())
     }
 
@@ -408,11 +434,19 @@ impl History {
             .query_row("SELECT max(id) FROM samples", [], |r| r.get(0))
             .map_err(fail)?;
         let Some(newest) = newest else { return Ok(0) };
+        let first_kept: i64 = self
+            .conn
+            .query_row(
+                "SELECT min(id) FROM samples WHERE NOT (unix_s < ?1 AND id < ?2)",
+                params![cutoff, newest],
+                |r| r.get(0),
+            )
+            .map_err(fail)?;
         let mut dropped = self
             .conn
             .execute(
                 "DELETE FROM samples WHERE unix_s < ?1 AND id < ?2",
-                params![cutoff, newest],
+                params![cutoff, self.with_key(first_kept)?],
             )
             .map_err(fail)? as u64;
         loop {
@@ -434,13 +468,34 @@ impl History {
             }
             let per_row = (bytes / rows).max(1) as u64;
             let n = ((used - max_bytes) / per_row).max(1) as i64;
+            let (oldest, want): (i64, i64) = self
+                .conn
+                .query_row(
+                    "SELECT min(id), coalesce((SELECT id FROM samples WHERE id <= ?2 \
+                     ORDER BY id LIMIT 1 OFFSET ?1), ?2) FROM samples",
+                    params![n, newest],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(fail)?;
+            let mut bound = self.with_key(want)?;
+            if bound <= oldest {
+                // The oldest rows are the key of the first one to keep: they go together, up
+                // to the next key, or not at all while the newest sample needs them.
+                let next: Option<i64> = self
+                    .conn
+                    .query_row(
+                        "SELECT min(id) FROM samples WHERE id > ?1 AND id <= ?2 \
+                         AND substr(data, 1, 1) <> X'44'",
+                        params![want, newest],
+                        |r| r.get(0),
+                    )
+                    .map_err(fail)?;
+                let Some(next) = next else { break };
+                bound = next;
+            }
             dropped += self
                 .conn
-                .execute(
-                    "DELETE FROM samples WHERE id IN \
-                     (SELECT id FROM samples WHERE id < ?2 ORDER BY id LIMIT ?1)",
-                    params![n, newest],
-                )
+                .execute("DELETE FROM samples WHERE id < ?1", params![bound])
                 .map_err(fail)? as u64;
         }
         if dropped > 0 {
@@ -449,6 +504,28 @@ impl History {
                 .map_err(fail)?;
         }
         Ok(dropped)
+    }
+
+    /// The first row to keep so that row `id` and those after it can still be read: its key
+    /// when it is a delta, else itself.
+    fn with_key(&self, id: i64) -> Result<i64> {
+        let head: Option<Vec<u8>> = self
+            .conn
+            .query_row(
+                "SELECT substr(data, 1, 9) FROM samples WHERE id = ?1",
+                params![id],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })
+            .map_err(|e| describe(&self.path, e))?;
+        Ok(head
+            .as_deref()
+            .and_then(codec::key_of)
+            .map_or(id, |key| key.min(id)))
     }
 
     /// Bytes of the file in use by samples (pages not on the free list).
@@ -562,6 +639,7 @@ impl History {
             .map_err(fail)?;
         let mut after = after;
         let mut base = None;
+        let mut keys = Keys::new();
         let anchor = Instant::now();
         loop {
             let mut rows = Vec::new();
@@ -577,6 +655,9 @@ impl History {
                     r.get(2).map_err(fail)?,
                 );
                 inflated += codec::inflated_bound(row.2.len());
+                if codec::key_of(&row.2).is_some() {
+                    inflated += keys.values().map(|k| k.len() as u64).max().unwrap_or(0);
+                }
                 rows.push(row);
             }
             drop(cursor);
@@ -584,7 +665,8 @@ impl History {
                 return Ok(());
             };
             after = (t, id);
-            for mut rec in self.decode_all(&rows, threads)? {
+            self.load_keys(&rows, &mut keys)?;
+            for mut rec in self.decode_all(&rows, &keys, threads)? {
                 let base = *base.get_or_insert(rec.sample.unix_time_s);
                 rec.sample.taken = instant_at(anchor, base, rec.sample.unix_time_s);
                 each(rec);
@@ -611,7 +693,9 @@ impl History {
             .collect::<rusqlite::Result<_>>()
             .map_err(fail)?;
         rows.reverse();
-        let mut records = self.decode_all(&rows, crate::parallel::usable_cpus())?;
+        let mut keys = Keys::new();
+        self.load_keys(&rows, &mut keys)?;
+        let mut records = self.decode_all(&rows, &keys, crate::parallel::usable_cpus())?;
         let anchor = Instant::now();
         if let Some(base) = records.first().map(|r| r.sample.unix_time_s) {
             for r in &mut records {
@@ -643,8 +727,44 @@ impl History {
         Ok(times)
     }
 
+    /// Makes `keys` hold the key rows' JSON that the deltas among `rows` need, and no other.
+    fn load_keys(&self, rows: &[(f64, i64, Vec<u8>)], keys: &mut Keys) -> Result<()> {
+        let needed: BTreeSet<i64> = rows.iter().filter_map(|r| codec::key_of(&r.2)).collect();
+        keys.retain(|id, _| needed.contains(id));
+        for id in needed {
+            if keys.contains_key(&id) {
+                continue;
+            }
+            let blob: Option<Vec<u8>> = match rows.iter().find(|r| r.1 == id) {
+                Some(r) => Some(r.2.clone()),
+                None => self
+                    .conn
+                    .query_row("SELECT data FROM samples WHERE id = ?1", params![id], |r| {
+                        r.get(0)
+                    })
+                    .map(Some)
+                    .or_else(|e| match e {
+                        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                        e => Err(e),
+                    })
+                    .map_err(|e| describe(&self.path, e))?,
+            };
+            // A missing key is said by the delta that needs it.
+            if let Some(blob) = blob {
+                let json = codec::key_json(&blob).map_err(|e| damaged(&self.path, &e))?;
+                keys.insert(id, json);
+            }
+        }
+        Ok(())
+    }
+
     /// Decodes `rows` (time, id, blob) on up to `threads` threads, keeping their order.
-    fn decode_all(&self, rows: &[(f64, i64, Vec<u8>)], threads: usize) -> Result<Vec<Record>> {
+    fn decode_all(
+        &self,
+        rows: &[(f64, i64, Vec<u8>)],
+        keys: &Keys,
+        threads: usize,
+    ) -> Result<Vec<Record>> {
         let path = self.path.as_path();
         let chunk = rows.len().div_ceil(threads).max(1);
         let parts: Vec<Result<Vec<Record>>> = std::thread::scope(|scope| {
@@ -653,7 +773,10 @@ impl History {
                 .map(|rows| {
                     scope.spawn(move || {
                         rows.iter()
-                            .map(|(t, _, blob)| decode_row(path, blob, *t))
+                            .map(|(t, _, blob)| {
+                                let key = codec::key_of(blob).and_then(|id| keys.get(&id));
+                                decode_row(path, blob, *t, key.map(Vec::as_slice))
+                            })
                             .collect()
                     })
                 })
@@ -674,9 +797,10 @@ impl History {
     }
 }
 
-/// A row of the history at `path` stored at `unix_s`, or why it cannot be one.
-fn decode_row(path: &Path, blob: &[u8], unix_s: f64) -> Result<Record> {
-    codec::decode(blob, unix_s).map_err(|e| damaged(path, &e))
+/// A row of the history at `path` stored at `unix_s` (`key`: its key row's JSON), or why it
+/// cannot be one.
+fn decode_row(path: &Path, blob: &[u8], unix_s: f64, key: Option<&[u8]>) -> Result<Record> {
+    codec::decode(blob, unix_s, key).map_err(|e| damaged(path, &e))
 }
 
 /// A sample tacho's recorder did not write, as one line saying what to do.

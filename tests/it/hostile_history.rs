@@ -246,9 +246,12 @@ fn three_recorders_starting_together_on_a_new_file_all_start() {
 }
 
 /// Hostile variants of a real history, made by Python's sqlite3 and zlib (fast at building
-/// bombs): argv[1] the recorded history, argv[2] the directory for the variants.
+/// bombs; zlib rows, history version 1's, are still read): argv[1] the recorded history,
+/// argv[2] the directory for the variants. A recorder's first row is a whole sample in zstd.
 const CRAFT: &str = r#"
-import json, os, shutil, sqlite3, sys, zlib
+import json, os, shutil, sqlite3, subprocess, sys, zlib
+def unpack(data):
+    return subprocess.run(["zstd", "-dc"], input=data, capture_output=True, check=True).stdout
 src, out = sys.argv[1], sys.argv[2]
 def copy(name):
     shutil.copy(src, f"{out}/{name}.db")
@@ -257,10 +260,11 @@ def copy(name):
 def rewrite(name, edit):
     c, rows = copy(name)
     rid, t, data = rows[0]
-    rec = json.loads(zlib.decompress(data))
+    rec = json.loads(unpack(data))
     t = edit(rec)
-    c.execute("update samples set unix_s = ?, data = ? where id = ?",
-              (t, zlib.compress(json.dumps(rec).encode()), rid))
+    # Added, not put in its place: the rows after the first are compressed against it.
+    c.execute("insert into samples (unix_s, data) values (?, ?)",
+              (t, zlib.compress(json.dumps(rec).encode())))
     c.commit(); c.close()
 def at(rec, t):
     rec["sample"]["unix_time_s"] = t
@@ -612,13 +616,14 @@ fn restrict_sockets(filter: &[libc::sock_filter]) -> std::io::Result<()> {
 }
 
 /// A history of `nobody`'s whose 62 samples each list 5,500 processes (1 MiB of JSON, 40 KiB
-/// compressed: within every bound of a row), made from the real history argv[1] as argv[2].
+/// compressed: within every bound of a row), made from the real history argv[1] (its first
+/// row, a whole sample in zstd) as argv[2], in version 1's zlib rows.
 const DENSE: &str = r#"
-import json, random, shutil, sqlite3, sys, zlib
+import json, random, shutil, sqlite3, subprocess, sys, zlib
 shutil.copy(sys.argv[1], sys.argv[2])
 c = sqlite3.connect(sys.argv[2])
-t0, data = c.execute("select unix_s, data from samples order by unix_s desc limit 1").fetchone()
-rec = json.loads(zlib.decompress(data))
+t0, data = c.execute("select max(unix_s), (select data from samples order by id limit 1) from samples").fetchone()
+rec = json.loads(subprocess.run(["zstd", "-dc"], input=data, capture_output=True, check=True).stdout)
 one = rec["sample"]["processes"]["processes"][0]
 r = random.Random(1)
 rec["sample"]["processes"]["processes"] = [

@@ -60,20 +60,69 @@ fn samples_come_back_as_written() {
 fn retention_drops_the_oldest_and_keeps_the_newest() {
     let dir = tempfile::tempdir().unwrap();
     let h = History::create(&dir.path().join("history.db"), Make::Chain).unwrap();
-    for t in 0..40 {
-        h.append(&record(f64::from(t))).unwrap();
+    let mut rec = record(0.0);
+    // Three keys' worth of rows (each key and the deltas after it go together).
+    for t in 0..130 {
+        rec.sample.unix_time_s = f64::from(t);
+        h.append(&rec).unwrap();
     }
-    let limit = h.used_bytes().unwrap() / 3;
-    let dropped = h.prune(39.0, Duration::from_secs(86_400), limit).unwrap();
+    let limit = h.used_bytes().unwrap() / 2;
+    let dropped = h.prune(129.0, Duration::from_secs(86_400), limit).unwrap();
     assert!(dropped > 0);
     assert!(h.used_bytes().unwrap() <= limit);
     let (n, first, last) = h.span().unwrap().unwrap();
-    assert_eq!(last, 39.0, "the newest is kept");
-    assert_eq!(n, 40 - dropped);
+    assert_eq!(last, 129.0, "the newest is kept");
+    assert_eq!(n, 130 - dropped);
     assert_eq!(first, dropped as f64, "the oldest went first");
-    // By age: everything older than 5 s before 39 goes.
-    h.prune(39.0, Duration::from_secs(5), u64::MAX).unwrap();
-    assert_eq!(h.span().unwrap().unwrap().1, 34.0);
+    assert_eq!(readable(&h, first), n);
+    // By age: everything older than 5 s before 129 goes, but for the key of the first kept.
+    h.prune(129.0, Duration::from_secs(5), u64::MAX).unwrap();
+    let (n, first, _) = h.span().unwrap().unwrap();
+    assert!((124.0 - 61.0..=124.0).contains(&first), "{first}");
+    assert_eq!(readable(&h, first), n);
+}
+
+/// How many rows from `from` on decode.
+fn readable(h: &History, from: f64) -> u64 {
+    let mut n = 0;
+    h.scan(from, f64::MAX, |_| n += 1).unwrap();
+    n
+}
+
+#[test]
+fn a_delta_whose_key_is_gone_is_damaged_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let h = History::create(&path, Make::Chain).unwrap();
+    for t in [1.0, 2.0] {
+        h.append(&record(t)).unwrap();
+    }
+    let rows: Vec<Vec<u8>> = h
+        .conn
+        .prepare("SELECT data FROM samples ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    // The first is a whole sample, the second a few hundred bytes against it.
+    assert_eq!(codec::key_of(&rows[0]), None);
+    assert_eq!(codec::key_of(&rows[1]), Some(1));
+    assert!(
+        rows[1].len() * 4 < rows[0].len(),
+        "{} {}",
+        rows[1].len(),
+        rows[0].len()
+    );
+    h.conn
+        .execute("DELETE FROM samples WHERE id = 1", [])
+        .unwrap();
+    let e = History::open(&path)
+        .unwrap()
+        .scan(0.0, 3.0, drop)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("its key row is missing"), "{e}");
 }
 
 #[test]
