@@ -7,6 +7,10 @@ so rates there are zero; decoding and judging cost the same). Times, each the be
 `tacho top --replay --at "<3 days ago>" --json` (open a moment) and `tacho top --from X --to
 X+24h --json` (a 24 h summary).
 
+The rows are written as the recorder writes them (history version 2: a whole sample in zstd
+every 61 rows, the others compressed against it), through the `zstd` command line; with
+--zlib, as version 1 wrote them, each sample alone in zlib.
+
     python3 benches/history_replay.py --tacho target/release/tacho
 """
 
@@ -16,6 +20,7 @@ import re
 import sqlite3
 import subprocess
 import tempfile
+import struct
 import time
 import zlib
 
@@ -32,6 +37,47 @@ def timed(cmd, repeat):
     return best
 
 
+def unpack(blob, keys):
+    """A row's JSON, `keys` holding the JSON of key rows by id."""
+    if blob[:1] == b"D":
+        (key,) = struct.unpack("<q", blob[1:9])
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(keys[key])
+            f.flush()
+            return zstd(["-dc", "-D", f.name], blob[9:])
+    if blob[:1] == b"x":
+        return zlib.decompress(blob)
+    return zstd(["-dc"], blob)
+
+
+def zstd(args, data):
+    return subprocess.run(["zstd", "-q"] + args, input=data, capture_output=True,
+                          check=True).stdout
+
+
+def compress_group(texts, d):
+    """A key row for texts[0] and delta frames for the rest against it, at the recorder's
+    level, one `zstd` run for all the deltas."""
+    key = os.path.join(d, "key.json")
+    with open(key, "wb") as f:
+        f.write(texts[0])
+    names = []
+    for i, t in enumerate(texts[1:]):
+        names.append(os.path.join(d, f"{i:03}.json"))
+        with open(names[-1], "wb") as f:
+            f.write(t)
+    out = os.path.join(d, "out")
+    os.makedirs(out, exist_ok=True)
+    if names:
+        subprocess.run(["zstd", "-q", "-f", "-9", "-D", key, "--output-dir-flat", out] + names,
+                       check=True)
+    frames = []
+    for n in names:
+        with open(os.path.join(out, os.path.basename(n) + ".zst"), "rb") as f:
+            frames.append(f.read())
+    return zstd(["-9", "-c"], texts[0]), frames
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tacho", default="target/release/tacho")
@@ -39,13 +85,18 @@ def main():
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--interval", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--zlib", action="store_true", help="write version 1's zlib rows")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="tacho-replay-") as d:
         seed_db = os.path.join(d, "seed.db")
         subprocess.run([a.tacho, "record", "--interval", "200ms", "--count", str(a.seed),
                         "--file", seed_db], check=True, stderr=subprocess.DEVNULL)
-        seeds = [zlib.decompress(r[0]) for r in
-                 sqlite3.connect(seed_db).execute("select data from samples order by id")]
+        keys, seeds = {}, []
+        for rid, blob in sqlite3.connect(seed_db).execute(
+                "select id, data from samples order by id"):
+            seeds.append(unpack(blob, keys))
+            if blob[:1] != b"D":
+                keys[rid] = seeds[-1]
         store = os.path.join(d, "history.db")
         # The schema and marks as tacho writes them: one real sample, then the synthetic rows.
         subprocess.run([a.tacho, "record", "--count", "1", "--file", store], check=True,
@@ -56,14 +107,29 @@ def main():
         end = time.time()
         start = end - n * a.interval
         t0 = time.perf_counter()
-        for i in range(n):
+
+        def text(i):
             t = start + i * a.interval
             j = seeds[i % len(seeds)]
             j = re.sub(rb'"unix_time_s":[0-9.eE+-]+', b'"unix_time_s":%r' % t, j, count=1)
-            j = re.sub(rb'"interval_s":[0-9.eE+-]+', b'"interval_s":%d' % a.interval, j)
-            db.execute("insert into samples (unix_s, data) values (?, ?)",
-                       (t, zlib.compress(j, 6)))
-            if i % 5000 == 0:
+            return t, re.sub(rb'"interval_s":[0-9.eE+-]+', b'"interval_s":%d' % a.interval, j)
+
+        group = 1 if a.zlib else 61
+        work = os.path.join(d, "work")
+        os.mkdir(work)
+        for g in range(0, n, group):
+            rows = [text(i) for i in range(g, min(n, g + group))]
+            if a.zlib:
+                db.execute("insert into samples (unix_s, data) values (?, ?)",
+                           (rows[0][0], zlib.compress(rows[0][1], 6)))
+                continue
+            key, frames = compress_group([j for _, j in rows], work)
+            kid = db.execute("insert into samples (unix_s, data) values (?, ?)",
+                             (rows[0][0], key)).lastrowid
+            for (t, _), frame in zip(rows[1:], frames):
+                db.execute("insert into samples (unix_s, data) values (?, ?)",
+                           (t, b"D" + struct.pack("<q", kid) + frame))
+            if g % 5000 < group:
                 db.commit()
         db.commit()
         db.close()

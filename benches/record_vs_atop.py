@@ -8,6 +8,10 @@ per day (extrapolated from the samples taken), and CPU seconds per sample (utime
 /proc/PID/stat just before stopping it).
 
     python3 benches/record_vs_atop.py --tacho target/release/tacho --interval 10 --duration 240
+
+With --baseline OLD_TACHO a previous build records beside them into its own file (row
+"baseline"), so a change of the history's encoding is measured against the build before it in
+the same run.
 """
 
 import argparse
@@ -33,6 +37,7 @@ def main():
     ap.add_argument("--interval", type=int, default=10)
     ap.add_argument("--duration", type=int, default=240)
     ap.add_argument("--procs", type=int, default=300)
+    ap.add_argument("--baseline", help="a previous tacho build, recorded beside")
     a = ap.parse_args()
 
     running = len([d for d in os.listdir("/proc") if d.isdigit()])
@@ -48,33 +53,39 @@ def main():
             atop = subprocess.Popen(
                 ["atop", "-w", atop_file, str(a.interval)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            tacho = subprocess.Popen(
-                [a.tacho, "record", "--interval", f"{a.interval}s", "--file", tacho_file],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            recorders = {"atop": atop}
+            files = {"tacho": tacho_file}
+            if a.baseline:
+                files["baseline"] = os.path.join(d, "baseline", "history.db")
+                os.mkdir(os.path.dirname(files["baseline"]))
+            for name, file in files.items():
+                recorders[name] = subprocess.Popen(
+                    [a.tacho if name == "tacho" else a.baseline, "record",
+                     "--interval", f"{a.interval}s", "--file", file],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             start = time.time()
             time.sleep(a.duration)
-            cpu = {"atop": cpu_seconds(atop.pid), "tacho": cpu_seconds(tacho.pid)}
+            cpu = {name: cpu_seconds(p.pid) for name, p in recorders.items()}
             elapsed = time.time() - start
-            for p in (atop, tacho):
+            for p in recorders.values():
                 p.send_signal(signal.SIGTERM)
                 p.wait(timeout=30)
-            samples_tacho = sqlite3.connect(tacho_file).execute(
-                "select count(*) from samples").fetchone()[0]
             # atop writes one sample at start and one per interval.
-            samples_atop = int(elapsed // a.interval) + 1
-            sizes = {
-                "atop": os.path.getsize(atop_file),
-                "tacho": sum(os.path.getsize(os.path.join(d, f))
-                             for f in os.listdir(d) if f.startswith("history.db")),
-            }
-            samples = {"atop": samples_atop, "tacho": samples_tacho}
+            samples = {"atop": int(elapsed // a.interval) + 1}
+            sizes = {"atop": os.path.getsize(atop_file)}
+            for name, file in files.items():
+                samples[name] = sqlite3.connect(file).execute(
+                    "select count(*) from samples").fetchone()[0]
+                folder = os.path.dirname(file)
+                sizes[name] = sum(os.path.getsize(os.path.join(folder, f))
+                                  for f in os.listdir(folder) if f.startswith("history.db"))
             print(f"{procs} processes, interval {a.interval} s, {elapsed:.0f} s recorded")
-            print(f"{'tool':<6} {'samples':>7} {'bytes':>10} {'B/sample':>9} "
+            print(f"{'tool':<8} {'samples':>7} {'bytes':>10} {'B/sample':>9} "
                   f"{'MB/day':>8} {'CPU s':>7} {'CPU ms/sample':>13}")
-            for t in ("atop", "tacho"):
+            for t in recorders:
                 per = sizes[t] / samples[t]
                 day = per * 86400 / a.interval / 1e6
-                print(f"{t:<6} {samples[t]:>7} {sizes[t]:>10} {per:>9.0f} {day:>8.1f} "
+                print(f"{t:<8} {samples[t]:>7} {sizes[t]:>10} {per:>9.0f} {day:>8.1f} "
                       f"{cpu[t]:>7.2f} {cpu[t] / samples[t] * 1000:>13.1f}")
     finally:
         for f in fillers:

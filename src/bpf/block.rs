@@ -242,7 +242,7 @@ impl BlockTracer {
             programs.push(ISSUE);
         }
         let own_start = u32::from(!every_queue_stamps(sys_block, "iostats"));
-        let ebpf = super::load(OBJECT, &[("own_start", own_start)], &programs)?;
+        let ebpf = super::load(OBJECT, &[("own_start", own_start)], &programs, &[])?;
         let mut tracer = BlockTracer {
             procs: SharedArray::map(&ebpf, "procs", PROC_WORDS)?,
             devs: SharedArray::map(&ebpf, "devs", DEV_WORDS)?,

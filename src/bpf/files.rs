@@ -160,13 +160,13 @@ pub(crate) struct FileTracer {
 impl FileTracer {
     /// Loads and attaches the programs; the error is a one-line reason for a note.
     pub(crate) fn start() -> Result<FileTracer, super::Refusal> {
-        let mut ebpf = super::load(
+        // Reads and writes through io_uring, where the kernel has it.
+        let ebpf = super::load(
             OBJECT,
             &[],
             &[("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")],
+            &[("uring_complete", "io_uring_complete")],
         )?;
-        // Reads and writes through io_uring, where the kernel has it.
-        super::attach_if_possible(&mut ebpf, "uring_complete", "io_uring_complete");
         Ok(FileTracer { ebpf })
     }
 

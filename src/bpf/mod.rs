@@ -97,17 +97,21 @@ fn os_error(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
 }
 
 /// Loads `object` with its `const volatile` globals set (name, value), and attaches each
-/// (program, BTF-typed tracepoint) pair; any refusal is the one-line reason callers print as a
-/// note.
+/// (program, BTF-typed tracepoint) pair of `programs`, then those of `optional` where the
+/// kernel has their tracepoint (io_uring's, say, which a kernel built without io_uring lacks);
+/// any refusal of `programs` is the one-line reason callers print as a note.
 #[cfg(feature = "bpf")]
 pub(crate) fn load(
     object: &[u8],
     globals: &[(&str, u32)],
     programs: &[(&str, &str)],
+    optional: &[(&str, &str)],
 ) -> Result<aya::Ebpf, Refusal> {
     if let Some(reason) = unavailable_reason() {
         return Err(reason);
     }
+    // Parsing the kernel's BTF costs a tenth of a short `top`: it is parsed here once for
+    // every attach, optional ones included (aya's loader parses its own copy).
     let btf = aya::Btf::from_sys_fs().map_err(|e| refusal("reading kernel BTF", &e))?;
     let mut loader = aya::EbpfLoader::new();
     for (name, value) in globals {
@@ -119,14 +123,11 @@ pub(crate) fn load(
     for &(name, tracepoint) in programs {
         attach(&mut ebpf, &btf, name, tracepoint)?;
     }
+    for &(name, tracepoint) in optional {
+        // Without it the tracer still runs; what it misses is said by the caller.
+        let _ = attach(&mut ebpf, &btf, name, tracepoint);
+    }
     Ok(ebpf)
-}
-
-/// Attaches one more program of a loaded object where the kernel has its tracepoint (io_uring's,
-/// say, which a kernel built without io_uring lacks); false when it could not.
-#[cfg(feature = "bpf")]
-pub(crate) fn attach_if_possible(ebpf: &mut aya::Ebpf, name: &str, tracepoint: &str) -> bool {
-    aya::Btf::from_sys_fs().is_ok_and(|btf| attach(ebpf, &btf, name, tracepoint).is_ok())
 }
 
 #[cfg(feature = "bpf")]

@@ -176,6 +176,7 @@ impl OffCpuTracer {
                 ("no_stacks", u32::from(target.no_stacks)),
             ],
             &[("offcpu_switch", "sched_switch")],
+            &[],
         )?;
         Ok(OffCpuTracer {
             ebpf,
