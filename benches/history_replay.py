@@ -75,7 +75,8 @@ def compress_group(texts, d):
     for n in names:
         with open(os.path.join(out, os.path.basename(n) + ".zst"), "rb") as f:
             frames.append(f.read())
-    return zstd(["-9", "-c"], texts[0]), frames
+    # From the file, not a pipe: the frame then states its size, as the recorder's do.
+    return zstd(["-9", "-c", key], b""), frames
 
 
 def main():
