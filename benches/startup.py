@@ -8,7 +8,8 @@ Commands timed (each with its output thrown away):
   version    tacho --version: the process's floor (load, clap, exit), no work at all
   print-fio  tacho bench disk /dev/null --print-fio: parses options and prints, no I/O
   check      tacho check: the host checks
-  top        tacho top --count 1 --json: one sample
+  top        tacho top --count 1 --json: one sample (its work includes the 1 s interval)
+  top-noebpf the same with --no-ebpf: top without loading its block tracer
 Every round runs each command once (each binary, with --baseline) in a rotating order, so
 drift of the machine hits them alike; the table shows medians and the spread (p10..p90) of
 wall time and of user+system CPU of the child. "beyond version" is a command's median minus
@@ -32,6 +33,7 @@ COMMANDS = {
     "print-fio": ["bench", "disk", "/dev/null", "--print-fio"],
     "check": ["check"],
     "top": ["top", "--count", "1", "--json"],
+    "top-noebpf": ["top", "--count", "1", "--json", "--no-ebpf"],
 }
 
 
