@@ -3,6 +3,7 @@
 
 Usage (root; needs fio and losetup):
     cargo build --release && sudo python3 benches/disk_vs_fio.py [--rounds 3] [--dir /var/tmp]
+        [--numjobs N] [--fio-best] [--baseline OLD_TACHO]
 
 Two parts, as issue 2 asks:
   loop   a loop device over a file in /dev/shm, 4k randread QD32 5 s: IOPS, p99 and CPU time
@@ -11,6 +12,13 @@ Two parts, as issue 2 asks:
          randwrite 4k QD128, and write 2300 B + fdatasync (sync engine, buffered, etcd's test).
 Each case alternates tacho and fio for --rounds rounds and compares medians, so drift of
 the machine hits both tools alike. Nothing here is a pass/fail test: machines are noisy.
+
+  --numjobs N     N jobs (threads in tacho, processes in fio) on the same target; IOPS and
+                  CPU are summed over the jobs.
+  --fio-best      fio with its fastest flags for io_uring (--fixedbufs --registerfiles), which
+                  tacho's engine uses by itself; fio's defaults otherwise.
+  --baseline BIN  a previous tacho build, run in the same rotation: its row shows beside the
+                  new one's, as a ratio to fio.
 """
 
 import argparse
@@ -38,10 +46,14 @@ def run_json(cmd):
     return json.loads(out[out.index("{"):])
 
 
-def tacho(target, rw, bs, qd, engine, direct, sync, runtime, size):
-    cmd = [TACHO, "bench", "disk", target, "--rw", rw, "--bs", bs, "--iodepth", str(qd),
+def tacho(target, rw, bs, qd, engine, direct, sync, runtime, size, numjobs=1, fio_best=False,
+          binary=TACHO):
+    del fio_best  # tacho registers its file and buffers whenever the kernel allows
+    cmd = [binary, "bench", "disk", target, "--rw", rw, "--bs", bs, "--iodepth", str(qd),
            "--engine", engine, "--runtime", f"{runtime}s", "--size", size, "--json",
            "--direct" if direct else "--buffered", "--no-save"]
+    if numjobs > 1:
+        cmd += ["--numjobs", str(numjobs)]
     if sync:
         cmd += ["--fdatasync", str(sync)]
     if rw in ("write", "randwrite", "rw", "randrw"):
@@ -58,35 +70,45 @@ def tacho(target, rw, bs, qd, engine, direct, sync, runtime, size):
     }
 
 
-def fio(target, rw, bs, qd, engine, direct, sync, runtime, size):
+def fio(target, rw, bs, qd, engine, direct, sync, runtime, size, numjobs=1, fio_best=False):
     cmd = ["fio", "--name=cmp", f"--filename={target}", f"--rw={rw}", f"--bs={bs}",
            f"--iodepth={qd}", f"--ioengine={engine}", f"--direct={1 if direct else 0}",
-           f"--runtime={runtime}", "--time_based", f"--size={size}", "--output-format=json"]
+           f"--runtime={runtime}", "--time_based", f"--size={size}", "--output-format=json",
+           f"--numjobs={numjobs}"]
+    if fio_best and engine == "io_uring":
+        cmd += ["--fixedbufs", "--registerfiles"]
     if sync:
         cmd.append(f"--fdatasync={sync}")
-    job = run_json(cmd)["jobs"][0]
-    d = job["read"] if job["read"]["total_ios"] else job["write"]
-    secs = job["job_runtime"] / 1000
+    jobs = run_json(cmd)["jobs"]
+    ds = [j["read"] if j["read"]["total_ios"] else j["write"] for j in jobs]
+    ios = sum(d["total_ios"] for d in ds)
+    # CPU seconds of each job: its usr+sys share of its own runtime.
+    cpu_s = sum((j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] / 1000 for j in jobs)
     sync_p99 = None
     if sync:
-        sync_p99 = job["sync"]["lat_ns"]["percentile"]["99.000000"]
+        sync_p99 = jobs[0]["sync"]["lat_ns"]["percentile"]["99.000000"]
     return {
-        "iops": d["iops"],
-        "bw": d["bw_bytes"],
-        "p99": d["clat_ns"]["percentile"]["99.000000"],
+        "iops": sum(d["iops"] for d in ds),
+        "bw": sum(d["bw_bytes"] for d in ds),
+        # The slowest job's p99 (one job: its own).
+        "p99": max(d["clat_ns"]["percentile"]["99.000000"] for d in ds),
         "sync_p99": sync_p99,
-        "cpu_per_io_us": (job["usr_cpu"] + job["sys_cpu"]) / 100 * secs / d["total_ios"] * 1e6,
+        "cpu_per_io_us": cpu_s / ios * 1e6,
     }
 
 
-def compare(label, case_args, rounds):
-    runs = {"tacho": [], "fio": []}
+def compare(label, case_args, rounds, baseline=None, **opts):
+    runners = {"tacho": tacho, "fio": fio}
+    if baseline:
+        runners["baseline"] = lambda *a, **o: tacho(*a, binary=baseline, **o)
+    names = list(runners)
+    runs = {tool: [] for tool in names}
     for i in range(rounds):
-        # Who goes first alternates: a host-side cache warmed by one tool's run would
-        # otherwise always favour the other.
-        order = ("tacho", "fio") if i % 2 == 0 else ("fio", "tacho")
+        # Who goes first rotates: a host-side cache warmed by one tool's run would
+        # otherwise always favour the next.
+        order = names[i % len(names):] + names[:i % len(names)]
         for tool in order:
-            runs[tool].append((tacho if tool == "tacho" else fio)(*case_args))
+            runs[tool].append(runners[tool](*case_args, **opts))
     med = {tool: {k: statistics.median(r[k] for r in rs) if rs[0][k] is not None else None
                   for k in rs[0]} for tool, rs in runs.items()}
     rows = []
@@ -96,7 +118,9 @@ def compare(label, case_args, rounds):
         t, f = med["tacho"][key], med["fio"][key]
         if t is None or f is None:
             continue
-        rows.append((label, unit, t * scale, f * scale, t / f if f else float("nan")))
+        b = med["baseline"][key] if baseline else None
+        rows.append((label, unit, t * scale, f * scale, t / f if f else float("nan"),
+                     b / f if b is not None and f else None))
     return rows
 
 
@@ -106,7 +130,12 @@ def main():
     ap.add_argument("--runtime", type=int, default=5, help="seconds per run")
     ap.add_argument("--dir", default="/var/tmp", help="directory on the disk to test")
     ap.add_argument("--only", choices=["loop", "disk"])
+    ap.add_argument("--numjobs", type=int, default=1)
+    ap.add_argument("--fio-best", action="store_true",
+                    help="fio with --fixedbufs --registerfiles")
+    ap.add_argument("--baseline", metavar="OLD_TACHO", help="a previous build to run beside")
     args = ap.parse_args()
+    opts = {"numjobs": args.numjobs, "fio_best": args.fio_best}
     if not os.path.exists(TACHO):
         sys.exit(f"build first: cargo build --release ({TACHO} missing)")
     rows = []
@@ -118,7 +147,7 @@ def main():
         try:
             rows += compare("loop: randread 4k QD32",
                             (loop, "randread", "4k", 32, "io_uring", True, None,
-                             args.runtime, "1G"), args.rounds)
+                             args.runtime, "1G"), args.rounds, args.baseline, **opts)
         finally:
             subprocess.run(["losetup", "-d", loop], check=False)
             os.unlink(img)
@@ -134,12 +163,14 @@ def main():
                 size = "22M" if sync else "1G"
                 rows += compare(f"disk: {label}",
                                 (path, rw, bs, qd, engine, direct, sync, args.runtime, size),
-                                args.rounds)
+                                args.rounds, args.baseline, **opts)
         finally:
             os.unlink(path)
-    print(f"{'case':<34} {'metric':<18} {'tacho':>12} {'fio':>12} {'tacho/fio':>10}")
-    for label, unit, t, f, ratio in rows:
-        print(f"{label:<34} {unit:<18} {t:>12.1f} {f:>12.1f} {ratio:>10.3f}")
+    head = f"{'case':<34} {'metric':<18} {'tacho':>12} {'fio':>12} {'tacho/fio':>10}"
+    print(head + (f" {'baseline/fio':>13}" if args.baseline else ""))
+    for label, unit, t, f, ratio, base in rows:
+        line = f"{label:<34} {unit:<18} {t:>12.1f} {f:>12.1f} {ratio:>10.3f}"
+        print(line + (f" {base:>13.3f}" if base is not None else ""))
 
 
 if __name__ == "__main__":

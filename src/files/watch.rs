@@ -25,6 +25,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Longest wait in poll, so signals and the deadline are noticed promptly.
 const POLL_MS: u64 = 200;
+/// How long to wait after a read before polling again, so a storm of events is read a
+/// millisecond's worth at a time instead of waking tacho for each few: waking cost more CPU
+/// than everything else done per event. Events queued meanwhile for the same file by the same
+/// process merge into one line, as they do whenever the reader is behind; none is lost (the
+/// queue holds 16,384 events, or is unbounded with --unbounded-queue).
+const GATHER: Duration = Duration::from_millis(1);
 /// How long the events queued before a stop may take to read and print.
 const FINAL_DRAIN: Duration = Duration::from_secs(2);
 
@@ -353,6 +359,11 @@ impl Watcher {
             }
             if let Some(out) = sink.events.as_mut() {
                 out.flush()?;
+            }
+            if n > 0 {
+                // Let a storm's next events gather before the next read: one wake-up per
+                // millisecond rather than per event (docs/benchmarks.md, "files vs fatrace").
+                std::thread::sleep(GATHER);
             }
         }
         outcome.elapsed = start.elapsed();
