@@ -294,9 +294,11 @@ pub(crate) struct DiskArgs {
     )]
     pub group: Option<String>,
 
-    /// How many hosts the --group waits for
-    #[arg(long, value_name = "N", requires = "group", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = "Many hosts at once")]
-    pub hosts: Option<u32>,
+    /// Whom the --group waits for: a number of hosts, or their host names (a comma list,
+    /// e.g. db1,db2,db3: a barrier that times out then names those that did not come, and a
+    /// host not named is refused)
+    #[arg(long, value_name = "N|NAMES", requires = "group", value_parser = crate::bench::session::Hosts::parse, help_heading = "Many hosts at once")]
+    pub hosts: Option<crate::bench::session::Hosts>,
 
     /// How long a --group host waits for the others, e.g. 30s [default: 10m]
     #[arg(long, value_name = "DUR", requires = "group", value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Many hosts at once")]

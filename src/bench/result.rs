@@ -267,6 +267,9 @@ pub struct Group {
     pub name: String,
     /// How many hosts the group waited for.
     pub hosts: u32,
+    /// The hosts it waited for by name (`--hosts a,b,c`); empty when it waited for a count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
     /// The store's run ids of the group's runs, this one among them, once they all came.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<i64>,

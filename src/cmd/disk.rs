@@ -31,7 +31,7 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         destroy_data: args.destroy_data,
         allow_buffered: args.allow_buffered,
         method_changes: method_changes(args),
-        group: args.group.clone().zip(args.hosts),
+        group: args.group.clone().zip(args.hosts.clone()),
     };
     if args.group.is_some() && args.record.save.no_save {
         bail!("--group meets the other hosts in the shared store; drop --no-save");
@@ -84,7 +84,7 @@ const GROUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 struct Saving<'a> {
     args: &'a crate::cli::RecordArgs,
     recorder: Option<Recorder>,
-    group: Option<(String, u32)>,
+    group: Option<(String, crate::bench::session::Hosts)>,
     group_timeout: std::time::Duration,
     stop: Arc<AtomicBool>,
     /// The group's run ids and when this host started, in ns since the Unix epoch.
@@ -96,10 +96,11 @@ impl session::Observer for Saving<'_> {
         let recorder = self.recorder.insert(Recorder::begin(self.args, report)?);
         if let Some((name, hosts)) = &self.group {
             eprintln!(
-                "tacho: waiting for {hosts} hosts of group {}",
+                "tacho: waiting for {} hosts of group {}",
+                hosts.count(),
                 crate::text::escape(name)
             );
-            let runs = recorder.wait_for_group(name, *hosts, self.group_timeout, &self.stop)?;
+            let runs = recorder.wait_for_group(name, hosts, self.group_timeout, &self.stop)?;
             let at = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
