@@ -179,6 +179,17 @@ pub(crate) struct DiskArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "flat_for", "precondition", "randseed", "buffered"])]
     pub fio_job: Option<PathBuf>,
 
+    /// Watch process PID's file I/O for --duration (eBPF, root), derive its jobs as files
+    /// --derive-job does, and run them on TARGET: does this target hold that pattern (its
+    /// rates and flushes per second against what the process needed, and the flushes'
+    /// latency against the process's own)
+    #[arg(long, value_name = "PID", value_parser = parse_pid, conflicts_with_all = ["fio_job", "suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "flat_for", "precondition", "randseed", "buffered"])]
+    pub like_pid: Option<i32>,
+
+    /// With --like-pid: how long to watch the process, e.g. 60s [default: 10s]
+    #[arg(long, value_name = "DUR", requires = "like_pid", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub duration: Option<Duration>,
+
     #[arg(long, value_name = "N", help = help::repeat(), value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 

@@ -43,6 +43,10 @@ pub struct BenchReport {
     /// The group of hosts this run started with (`--group`), when it was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<Group>,
+    /// What a watched process needed against what its derived jobs did here
+    /// (`--like-pid`), when it was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub like: Option<crate::bench::like::Like>,
     /// True when Ctrl-C or SIGTERM cut the run short; `tests` holds what finished.
     pub interrupted: bool,
 }

@@ -275,6 +275,7 @@ impl Planned {
             warnings,
             host_cache: None,
             precondition: None,
+            like: None,
             group: req.group.as_ref().map(|(name, hosts)| Group {
                 name: name.clone(),
                 hosts: hosts.count(),
