@@ -173,21 +173,41 @@ pub(super) fn watch(
             .filter(|io| pids.contains(&(io.pid as i32)))
             .collect()
     };
+    // The calls' time in flight is counted between the first look and the last, over the
+    // time between them: the tracer counted from before `start`.
+    let first_look = mine(tracer.totals());
+    let first_at = Instant::now();
+    let busy_before: HashMap<(u32, FileId), u64> = first_look
+        .iter()
+        .map(|io| ((io.pid, (io.dev, io.ino)), io.busy_ns))
+        .collect();
+    watch_files(&root, &first_look, &mut seen);
     loop {
-        watch_files(&root, &mine(tracer.totals()), &mut seen);
         if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
         std::thread::sleep(LOOK);
+        watch_files(&root, &mine(tracer.totals()), &mut seen);
     }
     let totals = mine(tracer.totals());
+    let window = first_at.elapsed().as_secs_f64();
     watch_files(&root, &totals, &mut seen);
     let seconds = start.elapsed().as_secs_f64();
+    let threads = tracer.io_threads();
     let observed: Vec<Observed> = totals
         .iter()
-        .map(|io| observed(io, seen.get(&(io.pid, (io.dev, io.ino)))))
+        .map(|io| {
+            let key = (io.pid, (io.dev, io.ino));
+            Observed {
+                busy_ns: io
+                    .busy_ns
+                    .saturating_sub(busy_before.get(&key).copied().unwrap_or(0)),
+                io_threads: threads.get(&io.pid).copied(),
+                ..observed(io, seen.get(&key))
+            }
+        })
         .collect();
-    let jobs = derive::derive(&observed);
+    let jobs = derive::derive(&observed, window);
     if jobs.is_empty() {
         anyhow::bail!(
             "no reads or writes of process {} were seen in {seconds:.1} s, so there is no job to \
@@ -272,6 +292,10 @@ fn observed(io: &FileIo, seen: Option<&Seen>) -> Observed {
         writes: io.writes,
         write_range: io.write_range,
         syncs: io.syncs,
+        fsyncs: io.fsyncs,
+        fdatasyncs: io.fdatasyncs,
+        busy_ns: io.busy_ns,
+        io_threads: None,
         size: seen.map(|s| s.last.unwrap_or(s.first).0),
         growth: seen.and_then(|s| {
             let (first, last) = (s.first, s.last?);

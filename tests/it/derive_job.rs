@@ -2,6 +2,7 @@
 //! each followed by fdatasync, yields a fio job with bs=2300 and fdatasync=1 that fio accepts
 //! and `bench disk --fio-job` runs; a process that does no I/O yields one line and exit 2.
 //! `bench disk --like-pid` runs that job on a target and sets its rates against the writer's.
+//! Four threads flushing one file at once give parallel jobs (numjobs), fsync kept apart.
 
 use crate::common::*;
 use std::io::{BufRead, BufReader};
@@ -72,13 +73,17 @@ fn a_wal_writer_yields_a_job_that_fio_accepts_and_tacho_runs() {
     drop(writer);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = std::fs::read_to_string(&job).unwrap();
-    for line in ["rw=write", "bs=2300", "fdatasync=1", "ioengine=sync"] {
+    for line in ["rw=write", "bs=2300", "fdatasync=1", "ioengine=sync", "numjobs=1"] {
         assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
     }
     assert!(
         text.contains(&format!("# file1: {}", dir.path().join("wal").display())),
         "{text}"
     );
+    // Each kind of flush counted apart; one thread, so one call in flight at most.
+    assert!(text.contains(" (0 fsync, "), "{text}");
+    assert!(text.contains(" fdatasync, 0 sync_file_range), one per 1 write;"), "{text}");
+    assert!(text.contains("concurrency: observed: 1 thread of"), "{text}");
     let fio = Command::new("fio")
         .arg("--parse-only")
         .arg(&job)
@@ -221,4 +226,60 @@ fn like_pid_of_no_process_or_of_one_without_io_exits_2_in_one_line() {
     assert!(last.contains("no reads or writes of process"), "{err}");
     assert!(err.trim().lines().count() <= 2, "{err}");
     assert_empty(bench.path());
+}
+
+/// Four threads append to one file (argv[1]) and fsync it, each in a loop, until killed; says
+/// "ready" once they run.
+const THREADED_WRITER: &str = r#"
+import os, sys, threading
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+def work():
+    while True:
+        os.write(fd, b"t" * 4096)
+        os.fsync(fd)
+for _ in range(4):
+    threading.Thread(target=work, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+"#;
+
+#[test]
+fn threads_flushing_at_once_give_parallel_jobs_and_fsync() {
+    if !is_root() {
+        skip("derive-job test: needs root for eBPF");
+        return;
+    }
+    // On a disk, where fsync waits for the device: /var/tmp, not a tmpfs.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let mut child = Command::new("python3")
+        .args(["-c", THREADED_WRITER])
+        .arg(dir.path().join("log"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    let writer = Process(child);
+    let job = dir.path().join("app.fio");
+    let o = derive(writer.0.id(), &job);
+    drop(writer);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&job).unwrap();
+    assert!(text.lines().any(|l| l == "fsync=1"), "{text}");
+    assert!(text.contains(" fdatasync, 0 sync_file_range), one per 1 write;"), "{text}");
+    let numjobs: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("numjobs="))
+        .and_then(|n| n.parse().ok())
+        .expect("numjobs");
+    let threads: u32 = text
+        .split("concurrency: observed: ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the threads doing file I/O");
+    assert_eq!(threads, 4, "{text}");
+    assert!((2..=4).contains(&numjobs), "{text}");
 }
