@@ -175,8 +175,8 @@ fn job(o: &Observed, seconds: f64) -> DerivedJob {
     } else {
         Flush::Fdatasync
     };
-    let mean_in_flight = (seconds.is_finite() && seconds > 0.0)
-        .then(|| o.busy_ns as f64 / 1e9 / seconds);
+    let mean_in_flight =
+        (seconds.is_finite() && seconds > 0.0).then(|| o.busy_ns as f64 / 1e9 / seconds);
     let threads = o
         .io_threads
         .map_or(MAX_NUMJOBS, |p| u32::try_from(p).unwrap_or(u32::MAX))
@@ -271,7 +271,7 @@ mod tests {
             io_threads: Some(3),
             ..Observed::default()
         };
-        let j = &derive(&[o.clone()], 1.0)[0];
+        let j = &derive(std::slice::from_ref(&o), 1.0)[0];
         assert_eq!((j.flush, j.numjobs), (Flush::Fsync, 3));
         assert_eq!(j.mean_in_flight, Some(3.6));
         let few = Observed {
@@ -292,7 +292,10 @@ mod tests {
             read_bytes: 10,
             ..Observed::default()
         };
-        let jobs = derive(&[small.clone(), wal(), small.clone(), small.clone(), small], 1.0);
+        let jobs = derive(
+            &[small.clone(), wal(), small.clone(), small.clone(), small],
+            1.0,
+        );
         assert_eq!(jobs.len(), MAX_FILES);
         assert_eq!(jobs[0].bs, 2300);
         assert_eq!((jobs[1].rw, jobs[1].bs), (Pattern::Read, 10));

@@ -115,7 +115,10 @@ fn precondition(
         shape.random_bs,
         shape.random_depth,
     );
-    random.push(format!("--runtime={}", fio_time(round * sustained::MAX_ROUNDS as u32)));
+    random.push(format!(
+        "--runtime={}",
+        fio_time(round * sustained::MAX_ROUNDS as u32)
+    ));
     random.push("--time_based".into());
     random.push(format!(
         "--ss=iops_slope:{:.0}%",

@@ -101,7 +101,9 @@ impl Hosts {
         }
         for (i, n) in names.iter().enumerate() {
             if names[..i].contains(n) {
-                return Err(format!("{n} is named twice in --hosts; name each host once"));
+                return Err(format!(
+                    "{n} is named twice in --hosts; name each host once"
+                ));
             }
         }
         Ok(Hosts::Named(names))

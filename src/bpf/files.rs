@@ -72,7 +72,6 @@ unsafe impl Pod for FileVal {}
 #[cfg(feature = "bpf")]
 unsafe impl Pod for MissedVal {}
 
-
 /// In a build without the `bpf` feature: a tracer that never starts (see [`super::missing`]).
 #[cfg(not(feature = "bpf"))]
 pub(crate) struct FileTracer(std::convert::Infallible);

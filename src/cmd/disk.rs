@@ -2,10 +2,10 @@
 
 use super::progress::Bar;
 use super::record::Recorder;
-use crate::bench::{fiojob, like};
 use crate::bench::result::{BenchReport, TestResult};
 use crate::bench::session::{self, Ending, Request};
 use crate::bench::suite;
+use crate::bench::{fiojob, like};
 use crate::cli::DiskArgs;
 use crate::kernel::SysRoot;
 use crate::report;

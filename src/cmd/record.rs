@@ -164,14 +164,14 @@ impl Recorder {
                             crate::text::escape(&names.join(","))
                         );
                     }
-                    if let Some((other, _)) = waiting.iter().find(|(_, h)| *h == mine) {
-                        if other != id {
-                            bail!(
-                                "host {} already waits in group {shown} (run {other}); run \
-                                 tacho once per host, or give this run another --group name",
-                                crate::text::escape(&mine)
-                            );
-                        }
+                    if let Some((other, _)) = waiting.iter().find(|(_, h)| *h == mine)
+                        && other != id
+                    {
+                        bail!(
+                            "host {} already waits in group {shown} (run {other}); run tacho once \
+                             per host, or give this run another --group name",
+                            crate::text::escape(&mine)
+                        );
                     }
                     let firsts: Vec<(i64, String)> = names
                         .iter()

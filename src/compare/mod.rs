@@ -814,10 +814,7 @@ fn test_info(per_run: &[Option<&crate::store::StoredTest>]) -> TestInfo {
             })
             .collect(),
         sync_kind: first.sync_every.get().and_then(|s| s.kind.get().cloned()),
-        per_second: per_run
-            .iter()
-            .map(|t| per_second(&(*t)?.json))
-            .collect(),
+        per_second: per_run.iter().map(|t| per_second(&(*t)?.json)).collect(),
     }
 }
 

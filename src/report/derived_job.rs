@@ -87,7 +87,9 @@ fn text(jobs: &[DerivedJob], watched: &Watched) -> String {
             "{} fsync, {} fdatasync, {} sync_file_range",
             o.fsyncs,
             o.fdatasyncs,
-            o.syncs.saturating_sub(o.fsyncs).saturating_sub(o.fdatasyncs)
+            o.syncs
+                .saturating_sub(o.fsyncs)
+                .saturating_sub(o.fdatasyncs)
         );
         let syncs = match j.fdatasync {
             Some(n) => format!(

@@ -249,7 +249,11 @@ fn per_second_chart(h: &mut String, c: &Comparison, test: usize) {
         .filter_map(|(run, p)| p.as_ref().map(|p| (run, p)))
         .filter(|(run, p)| p.cliff.is_some() || sustained(*run))
         .collect();
-    let seconds = lines.iter().map(|(_, p)| p.bytes_per_s.len()).max().unwrap_or(0);
+    let seconds = lines
+        .iter()
+        .map(|(_, p)| p.bytes_per_s.len())
+        .max()
+        .unwrap_or(0);
     let top_rate = lines
         .iter()
         .flat_map(|(_, p)| p.bytes_per_s.iter().flatten())

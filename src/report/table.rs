@@ -87,9 +87,13 @@ pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -
 
 /// `--like-pid`: whether the target held the rates the watched process needed, file by file,
 /// with the flushes' latency here against the process's own.
-fn write_like(like: &crate::bench::like::Like, out: &mut impl Write) -> io::Result<()> {
+fn write_like(like: &crate::bench::result::Like, out: &mut impl Write) -> io::Result<()> {
     let comms: Vec<String> = like.comms.iter().map(|c| Escaped(c).to_string()).collect();
-    let all = like.files.iter().map(|f| f.holds).collect::<Option<Vec<bool>>>();
+    let all = like
+        .files
+        .iter()
+        .map(|f| f.holds)
+        .collect::<Option<Vec<bool>>>();
     let least = like
         .files
         .iter()
@@ -112,7 +116,7 @@ fn write_like(like: &crate::bench::like::Like, out: &mut impl Write) -> io::Resu
         comms.join(", "),
         like.watched_s
     )?;
-    let rates = |r: &crate::bench::like::Rates| {
+    let rates = |r: &crate::bench::result::Rates| {
         let mut parts = Vec::new();
         if r.write_bytes_per_s > 0.0 {
             parts.push(format!("{} written", format_bandwidth(r.write_bytes_per_s)));

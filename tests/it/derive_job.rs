@@ -73,7 +73,13 @@ fn a_wal_writer_yields_a_job_that_fio_accepts_and_tacho_runs() {
     drop(writer);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = std::fs::read_to_string(&job).unwrap();
-    for line in ["rw=write", "bs=2300", "fdatasync=1", "ioengine=sync", "numjobs=1"] {
+    for line in [
+        "rw=write",
+        "bs=2300",
+        "fdatasync=1",
+        "ioengine=sync",
+        "numjobs=1",
+    ] {
         assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
     }
     assert!(
@@ -82,8 +88,14 @@ fn a_wal_writer_yields_a_job_that_fio_accepts_and_tacho_runs() {
     );
     // Each kind of flush counted apart; one thread, so one call in flight at most.
     assert!(text.contains(" (0 fsync, "), "{text}");
-    assert!(text.contains(" fdatasync, 0 sync_file_range), one per 1 write;"), "{text}");
-    assert!(text.contains("concurrency: observed: 1 thread of"), "{text}");
+    assert!(
+        text.contains(" fdatasync, 0 sync_file_range), one per 1 write;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("concurrency: observed: 1 thread of"),
+        "{text}"
+    );
     let fio = Command::new("fio")
         .arg("--parse-only")
         .arg(&job)
@@ -160,7 +172,15 @@ fn like_pid_runs_the_writers_pattern_and_says_whether_the_target_holds_it() {
     let pid = writer.0.id().to_string();
     let target = bench.path().to_str().unwrap();
     let o = run(&[
-        "bench", "disk", target, "--like-pid", &pid, "--duration", "1s", "--json", "--no-save",
+        "bench",
+        "disk",
+        target,
+        "--like-pid",
+        &pid,
+        "--duration",
+        "1s",
+        "--json",
+        "--no-save",
     ]);
     drop(writer);
     let v = json_ok(&o);
@@ -189,7 +209,10 @@ fn like_pid_runs_the_writers_pattern_and_says_whether_the_target_holds_it() {
         .map(|r| r["runtime_s"].as_f64().unwrap())
         .sum();
     let syncs = t["sync"]["count"].as_f64().unwrap() / seconds;
-    assert!((rate("achieved", "syncs_per_s") - syncs).abs() <= 1e-6 * syncs, "{like}");
+    assert!(
+        (rate("achieved", "syncs_per_s") - syncs).abs() <= 1e-6 * syncs,
+        "{like}"
+    );
     assert_eq!(
         rate("achieved", "write_bytes_per_s"),
         t["write"]["bw_bytes_per_s"].as_f64().unwrap()
@@ -198,7 +221,10 @@ fn like_pid_runs_the_writers_pattern_and_says_whether_the_target_holds_it() {
     let headroom = (rate("achieved", "write_bytes_per_s") / rate("needed", "write_bytes_per_s"))
         .min(syncs / rate("needed", "syncs_per_s"));
     let said = f["headroom"].as_f64().unwrap();
-    assert!((said - headroom).abs() <= 1e-6 * headroom, "{said} {headroom}");
+    assert!(
+        (said - headroom).abs() <= 1e-6 * headroom,
+        "{said} {headroom}"
+    );
     assert_eq!(f["holds"], headroom >= 1.0, "{like}");
 }
 
@@ -218,7 +244,14 @@ fn like_pid_of_no_process_or_of_one_without_io_exits_2_in_one_line() {
     let idle = Process(Command::new("sleep").arg("30").spawn().unwrap());
     let pid = idle.0.id().to_string();
     let o = run(&[
-        "bench", "disk", target, "--like-pid", &pid, "--duration", "1s", "--no-save",
+        "bench",
+        "disk",
+        target,
+        "--like-pid",
+        &pid,
+        "--duration",
+        "1s",
+        "--no-save",
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
@@ -268,7 +301,10 @@ fn threads_flushing_at_once_give_parallel_jobs_and_fsync() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = std::fs::read_to_string(&job).unwrap();
     assert!(text.lines().any(|l| l == "fsync=1"), "{text}");
-    assert!(text.contains(" fdatasync, 0 sync_file_range), one per 1 write;"), "{text}");
+    assert!(
+        text.contains(" fdatasync, 0 sync_file_range), one per 1 write;"),
+        "{text}"
+    );
     let numjobs: u32 = text
         .lines()
         .find_map(|l| l.strip_prefix("numjobs="))

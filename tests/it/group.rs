@@ -211,7 +211,11 @@ fn named_hosts_that_never_come_are_named_and_a_stranger_is_refused() {
         return;
     };
     let o = wait_output(
-        as_host("ga", &bench_cmd(dev.path(), &pg.url, "g3", "ga,gb,gc", "1s")).spawn_piped(),
+        as_host(
+            "ga",
+            &bench_cmd(dev.path(), &pg.url, "g3", "ga,gb,gc", "1s"),
+        )
+        .spawn_piped(),
         Duration::from_secs(60),
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -264,5 +268,8 @@ fn a_member_killed_while_waiting_no_longer_counts() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("waited 1 s with 1 of 2 hosts"), "{err}");
-    assert!(!err.contains("(run 1)"), "the killed run 1 still counted: {err}");
+    assert!(
+        !err.contains("(run 1)"),
+        "the killed run 1 still counted: {err}"
+    );
 }

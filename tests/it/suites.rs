@@ -108,13 +108,21 @@ fn print_fio_of_sustained_and_precondition_uses_fios_steady_state() {
     );
     for l in &lines[2..] {
         assert!(
-            l.contains("--ss=bw:20%") && l.contains("--ss_dur=12s") && l.contains("--write_bw_log="),
+            l.contains("--ss=bw:20%")
+                && l.contains("--ss_dur=12s")
+                && l.contains("--write_bw_log="),
             "{text}"
         );
     }
     // What fio does otherwise is said in comments.
-    assert!(text.contains("# Not the same: fio takes one criterion per job"), "{text}");
-    assert!(text.contains("# Not the same: tacho counts a flat rate only after"), "{text}");
+    assert!(
+        text.contains("# Not the same: fio takes one criterion per job"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# Not the same: tacho counts a flat rate only after"),
+        "{text}"
+    );
     for line in lines {
         let status = std::process::Command::new("sh")
             .arg("-c")

@@ -88,7 +88,11 @@ fn the_cliff_of_a_device_whose_cache_fills_is_found_where_it_is() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let html = std::fs::read_to_string(&page).unwrap();
-    assert_eq!(html.matches("<polyline class=\"rate\"").count(), 2, "{html}");
+    assert_eq!(
+        html.matches("<polyline class=\"rate\"").count(),
+        2,
+        "{html}"
+    );
     let at = cliff["at_s"].as_f64().unwrap();
     assert_eq!(html.matches("<line class=\"cliff\"").count(), 1, "{html}");
     assert!(html.contains(&format!("data-at-s=\"{at:.1}\"")), "{html}");
@@ -110,7 +114,10 @@ fn the_cliff_of_a_device_whose_cache_fills_is_found_where_it_is() {
         .and_then(|l| l.split('"').next())
         .unwrap();
     assert_eq!(drawn.split(' ').count(), seq_points, "{drawn}");
-    assert!(!html.to_lowercase().contains("<script"), "the run page stays script-free");
+    assert!(
+        !html.to_lowercase().contains("<script"),
+        "the run page stays script-free"
+    );
 }
 
 /// The SNIA rule over the last five rounds, computed here from the recorded rounds.
