@@ -145,17 +145,18 @@ impl Recorder {
                 marked = Some(Instant::now());
             }
             let waiting = store.group_waiting(name, &since, LEASE.as_secs_f64())?;
+            // This run's own row, as the others see it (absent only if its mark lapsed).
             let mine = waiting
                 .iter()
                 .find(|(i, _)| i == id)
-                .map(|(_, host)| host.clone())
-                .unwrap_or_default();
-            let first = match hosts {
-                Hosts::Count(n) => {
+                .map(|(_, host)| host.clone());
+            let first = match (hosts, mine) {
+                (Hosts::Count(n), _) => {
                     let n = *n as usize;
                     (waiting.len() >= n).then(|| waiting.iter().take(n).cloned().collect())
                 }
-                Hosts::Named(names) => {
+                (Hosts::Named(_), None) => None,
+                (Hosts::Named(names), Some(mine)) => {
                     if !names.contains(&mine) {
                         bail!(
                             "this host, {}, is not one of group {shown}'s hosts ({}); run it on \
