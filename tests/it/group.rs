@@ -2,7 +2,8 @@
 //! device, meet at a start barrier in one PostgreSQL store and start within 100 ms of each
 //! other; `runs show --group` merges them, its p99 that of the union of their histograms
 //! (computed here bucket by bucket); a group that never fills times out naming who came and,
-//! with --hosts a,b,c, who did not; a host not named is refused; a member killed while waiting
+//! with --hosts a,b,c, who did not (and named hosts that all come start together, each in a UTS
+//! namespace of its own name); a host not named is refused; a member killed while waiting
 //! stops counting once its lease runs out.
 
 use crate::common::pg::TestDb;
@@ -239,6 +240,38 @@ fn named_hosts_that_never_come_are_named_and_a_stranger_is_refused() {
         last.contains("this host, gx, is not one of group g3's hosts (ga,gb)"),
         "{err}"
     );
+}
+
+#[test]
+fn named_hosts_start_together_once_each_has_come() {
+    let Some(pg) = TestDb::new("group_named_all") else {
+        return;
+    };
+    let devs: Vec<LoopDev> = (0..3)
+        .map_while(|_| LoopDev::new("group named all test", 8 << 20))
+        .collect();
+    if devs.len() < 3 {
+        return;
+    }
+    let names = ["na", "nb", "nc"];
+    let children: Vec<_> = devs
+        .iter()
+        .zip(names)
+        .map(|(d, n)| {
+            as_host(n, &bench_cmd(d.path(), &pg.url, "g5", "na,nb,nc", "60s")).spawn_piped()
+        })
+        .collect();
+    let reports: Vec<Value> = children
+        .into_iter()
+        .map(|c| json_ok(&wait_output(c, Duration::from_secs(120))))
+        .collect();
+    let runs = &reports[0]["group"]["runs"];
+    assert_eq!(runs.as_array().unwrap().len(), 3, "{runs}");
+    for (r, n) in reports.iter().zip(names) {
+        assert_eq!(&r["group"]["runs"], runs, "{r}");
+        assert_eq!(r["group"]["names"], serde_json::json!(names), "{r}");
+        assert_eq!(r["host"]["hostname"], n, "{r}");
+    }
 }
 
 #[test]
