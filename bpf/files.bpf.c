@@ -122,12 +122,14 @@ struct io_uring_cqe {
 enum kind { READ = 1, WRITE = 2, SYNC = 3, AIO = 4 };
 
 /* A syscall in flight on one thread (for io_submit, `arg` is the iocb pointer array and `fd`
- * unused). */
+ * unused); `id` is the syscall's number. */
 struct call {
 	__u64 start_ns;
 	__u32 fd;
 	__u32 kind;
 	__u64 arg;
+	__u32 id;
+	__u32 pad;
 };
 
 /* A file is (device, inode, generation): an inode number freed by a deleted file and given to
@@ -158,6 +160,12 @@ struct file_val {
 	/* The file's last path component at its first I/O: userspace names the file only with a
 	 * path that ends in it (a reused inode's new file never lends its name). */
 	char name[NAME_LEN];
+	/* Of `syncs`: fsync and fdatasync calls (the rest are sync_file_range). */
+	__u64 fsyncs;
+	__u64 fdatasyncs;
+	/* Time the process's read, write and sync calls on the file took, summed (ns): over the
+	 * watched time, the mean number of its calls in flight. */
+	__u64 busy_ns;
 };
 
 struct {
@@ -188,6 +196,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct missed_val);
 } missed SEC(".maps");
+
+/* Threads that made a read, write or sync call on a regular file, and their process: userspace
+ * counts a process's threads doing file I/O. The least recently used are dropped when full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} io_threads SEC(".maps");
 
 /* A new entry is built here, not on the 512-byte stack (the value alone is 400 bytes). */
 struct {
@@ -358,7 +375,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	if (!kind)
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct call c = { .start_ns = bpf_ktime_get_ns(), .fd = (__u32)BPF_CORE_READ(regs, di), .kind = kind };
+	struct call c = { .start_ns = bpf_ktime_get_ns(), .fd = (__u32)BPF_CORE_READ(regs, di),
+			  .kind = kind, .id = (__u32)id };
 	if (kind == AIO)
 		c.arg = BPF_CORE_READ(regs, dx);
 	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
@@ -388,11 +406,18 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		miss(id >> 32, 1, 0);
 		return 0;
 	}
+	__u64 ns = bpf_ktime_get_ns() - done.start_ns;
+	__sync_fetch_and_add(&val->busy_ns, ns);
+	__u32 tgid = id >> 32;
+	bpf_map_update_elem(&io_threads, &tid, &tgid, BPF_ANY);
 	if (done.kind != SYNC) {
 		add_io(val, done.kind, (__u64)ret);
 	} else {
-		__u64 ns = bpf_ktime_get_ns() - done.start_ns;
 		__sync_fetch_and_add(&val->syncs, 1);
+		if (done.id == NR_fsync)
+			__sync_fetch_and_add(&val->fsyncs, 1);
+		else if (done.id == NR_fdatasync)
+			__sync_fetch_and_add(&val->fdatasyncs, 1);
 		__sync_fetch_and_add(&val->sync_ns, ns);
 		__u32 slot = log2_slot(ns / 1000);
 		if (slot < SLOTS)

@@ -179,6 +179,17 @@ pub(crate) struct DiskArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "flat_for", "precondition", "randseed", "buffered"])]
     pub fio_job: Option<PathBuf>,
 
+    /// Watch process PID's file I/O for --duration (eBPF, root), derive its jobs as files
+    /// --derive-job does, and run them on TARGET: does this target hold that pattern (its
+    /// rates and flushes per second against what the process needed, and the flushes'
+    /// latency against the process's own)
+    #[arg(long, value_name = "PID", value_parser = parse_pid, conflicts_with_all = ["fio_job", "suite", "rw", "bs", "bssplit", "iodepth", "numjobs", "rwmixread", "fsync", "fdatasync", "sync", "engine", "size", "runtime", "ramp", "flat_for", "precondition", "randseed", "buffered"])]
+    pub like_pid: Option<i32>,
+
+    /// With --like-pid: how long to watch the process, e.g. 60s [default: 10s]
+    #[arg(long, value_name = "DUR", requires = "like_pid", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub duration: Option<Duration>,
+
     #[arg(long, value_name = "N", help = help::repeat(), value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 
@@ -294,9 +305,11 @@ pub(crate) struct DiskArgs {
     )]
     pub group: Option<String>,
 
-    /// How many hosts the --group waits for
-    #[arg(long, value_name = "N", requires = "group", value_parser = clap::value_parser!(u32).range(1..=10000), help_heading = "Many hosts at once")]
-    pub hosts: Option<u32>,
+    /// Whom the --group waits for: a number of hosts, or their host names (a comma list,
+    /// e.g. db1,db2,db3: a barrier that times out then names those that did not come, and a
+    /// host not named is refused)
+    #[arg(long, value_name = "N|NAMES", requires = "group", value_parser = crate::bench::session::Hosts::parse, help_heading = "Many hosts at once")]
+    pub hosts: Option<crate::bench::session::Hosts>,
 
     /// How long a --group host waits for the others, e.g. 30s [default: 10m]
     #[arg(long, value_name = "DUR", requires = "group", value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Many hosts at once")]

@@ -25,6 +25,15 @@ pub struct Observed {
     pub write_range: Option<(u64, u64)>,
     /// fsync, fdatasync and sync_file_range calls.
     pub syncs: u64,
+    /// Of `syncs`: fsync calls and fdatasync calls (the rest are sync_file_range).
+    pub fsyncs: u64,
+    pub fdatasyncs: u64,
+    /// Time the process's read, write and sync calls on the file took, summed, ns, over the
+    /// `seconds` given to [`derive`].
+    pub busy_ns: u64,
+    /// The process's threads that made read, write or sync calls on files; `None` when not
+    /// seen.
+    pub io_threads: Option<u64>,
     /// The file's size when tacho last saw it open.
     pub size: Option<u64>,
     /// Bytes the file grew by, against bytes written, between the first and the last time
@@ -66,6 +75,23 @@ impl Pattern {
     }
 }
 
+/// The flush a job repeats, in fio's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    Fsync,
+    Fdatasync,
+}
+
+impl Flush {
+    /// fio's option name.
+    pub fn word(self) -> &'static str {
+        match self {
+            Flush::Fsync => "fsync",
+            Flush::Fdatasync => "fdatasync",
+        }
+    }
+}
+
 /// One job of the derived file: one observed file's work.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DerivedJob {
@@ -79,28 +105,43 @@ pub struct DerivedJob {
     pub rwmixread: Option<u8>,
     /// A flush after every N writes.
     pub fdatasync: Option<u32>,
+    /// Which flush: fsync when the process made more fsync calls than fdatasync and
+    /// sync_file_range together, else fdatasync.
+    pub flush: Flush,
+    /// The mean number of the process's calls on the file in flight (their summed time over
+    /// the watched time, Little's law); `None` when the watched time is not known.
+    pub mean_in_flight: Option<f64>,
+    /// Parallel jobs: the mean in flight rounded (at least 1, at most the threads that made
+    /// the calls).
+    pub numjobs: u32,
     /// Share of written bytes that grew the file, in percent; `None` when not seen.
     pub sequential_pct: Option<f64>,
     /// The job's region: the file's size, at least one block.
     pub size: u64,
 }
 
-/// The jobs for the busiest [`MAX_FILES`] of `files` (by bytes), in that order; empty when no
-/// read or write was seen.
-pub fn derive(files: &[Observed]) -> Vec<DerivedJob> {
+/// Parallel jobs a derived job runs at most.
+pub const MAX_NUMJOBS: u32 = 64;
+
+/// The jobs for the busiest [`MAX_FILES`] of `files` (by bytes), in that order, watched for
+/// `seconds`; empty when no read or write was seen.
+pub fn derive(files: &[Observed], seconds: f64) -> Vec<DerivedJob> {
     let mut busy: Vec<&Observed> = files
         .iter()
         .filter(|f| f.reads.saturating_add(f.writes) > 0)
         .collect();
     busy.sort_by_key(|f| std::cmp::Reverse(f.read_bytes.saturating_add(f.write_bytes)));
-    busy.into_iter().take(MAX_FILES).map(job).collect()
+    busy.into_iter()
+        .take(MAX_FILES)
+        .map(|o| job(o, seconds))
+        .collect()
 }
 
 fn mean(bytes: u64, calls: u64) -> u64 {
     bytes.checked_div(calls).unwrap_or(0)
 }
 
-fn job(o: &Observed) -> DerivedJob {
+fn job(o: &Observed, seconds: f64) -> DerivedJob {
     let bs = match o.write_range {
         Some((min, max)) if min == max && min > 0 => min,
         _ if o.writes > 0 => mean(o.write_bytes, o.writes),
@@ -129,6 +170,18 @@ fn job(o: &Observed) -> DerivedJob {
         let every = (o.writes as f64 / o.syncs as f64).round();
         every.clamp(1.0, f64::from(u32::MAX)) as u32
     });
+    let flush = if o.fsyncs > o.syncs.saturating_sub(o.fsyncs) {
+        Flush::Fsync
+    } else {
+        Flush::Fdatasync
+    };
+    let mean_in_flight =
+        (seconds.is_finite() && seconds > 0.0).then(|| o.busy_ns as f64 / 1e9 / seconds);
+    let threads = o
+        .io_threads
+        .map_or(MAX_NUMJOBS, |p| u32::try_from(p).unwrap_or(u32::MAX))
+        .clamp(1, MAX_NUMJOBS);
+    let numjobs = mean_in_flight.map_or(1, |m| (m.round().clamp(1.0, f64::from(threads))) as u32);
     let size = o
         .size
         .unwrap_or(0)
@@ -142,6 +195,9 @@ fn job(o: &Observed) -> DerivedJob {
         bs,
         rwmixread,
         fdatasync,
+        flush,
+        mean_in_flight,
+        numjobs,
         sequential_pct,
         size,
     }
@@ -169,7 +225,7 @@ mod tests {
 
     #[test]
     fn an_etcd_like_wal_is_2300_byte_appends_each_flushed() {
-        let jobs = derive(&[wal()]);
+        let jobs = derive(&[wal()], 1.0);
         let j = &jobs[0];
         assert_eq!(
             (j.rw, j.bs, j.fdatasync, j.rwmixread),
@@ -195,21 +251,51 @@ mod tests {
             }),
             ..Observed::default()
         };
-        let j = &derive(&[db])[0];
+        let j = &derive(&[db], 1.0)[0];
         assert_eq!(j.rw, Pattern::RandRw);
         assert_eq!((j.rwmixread, j.fdatasync), (Some(75), Some(10)));
         assert_eq!(j.size, 1 << 30);
     }
 
     #[test]
+    fn fsync_and_threads_at_once_carry_into_the_job() {
+        let o = Observed {
+            write_bytes: 4096 * 1000,
+            writes: 1000,
+            write_range: Some((4096, 4096)),
+            syncs: 100,
+            fsyncs: 90,
+            fdatasyncs: 10,
+            // 3.6 s of calls in 1 s watched: 3.6 in flight on average, by 3 threads.
+            busy_ns: 3_600_000_000,
+            io_threads: Some(3),
+            ..Observed::default()
+        };
+        let j = &derive(std::slice::from_ref(&o), 1.0)[0];
+        assert_eq!((j.flush, j.numjobs), (Flush::Fsync, 3));
+        assert_eq!(j.mean_in_flight, Some(3.6));
+        let few = Observed {
+            fsyncs: 40,
+            fdatasyncs: 60,
+            busy_ns: 400_000_000,
+            ..o
+        };
+        let j = &derive(&[few], 1.0)[0];
+        assert_eq!((j.flush, j.numjobs), (Flush::Fdatasync, 1));
+    }
+
+    #[test]
     fn idle_files_give_no_job_and_the_busiest_come_first() {
-        assert!(derive(&[Observed::default()]).is_empty());
+        assert!(derive(&[Observed::default()], 1.0).is_empty());
         let small = Observed {
             reads: 1,
             read_bytes: 10,
             ..Observed::default()
         };
-        let jobs = derive(&[small.clone(), wal(), small.clone(), small.clone(), small]);
+        let jobs = derive(
+            &[small.clone(), wal(), small.clone(), small.clone(), small],
+            1.0,
+        );
         assert_eq!(jobs.len(), MAX_FILES);
         assert_eq!(jobs[0].bs, 2300);
         assert_eq!((jobs[1].rw, jobs[1].bs), (Pattern::Read, 10));
@@ -221,16 +307,20 @@ mod tests {
             read_bytes in any::<u64>(), reads in any::<u64>(), write_bytes in any::<u64>(),
             writes in any::<u64>(), min in any::<u64>(), max in any::<u64>(),
             syncs in any::<u64>(), size in any::<Option<u64>>(), grew in any::<u64>(),
-            written in any::<u64>()) {
+            written in any::<u64>(), fsyncs in any::<u64>(), busy_ns in any::<u64>(),
+            peak in any::<Option<u64>>(), seconds in any::<f64>()) {
             let o = Observed {
                 path: None, read_bytes, reads, write_bytes, writes,
-                write_range: Some((min, max)), syncs, size,
+                write_range: Some((min, max)), syncs, fsyncs, fdatasyncs: 0, busy_ns,
+                io_threads: peak, size,
                 growth: Some(Growth { grew, written }),
             };
-            for j in derive(&[o]) {
+            for j in derive(&[o], seconds) {
                 prop_assert!(j.bs >= 1 && j.size >= j.bs);
                 prop_assert!(j.rwmixread.is_none_or(|p| p <= 100));
                 prop_assert!(j.fdatasync.is_none_or(|n| n >= 1));
+                prop_assert!((1..=MAX_NUMJOBS).contains(&j.numjobs));
+                prop_assert!(peak.is_none_or(|p| u64::from(j.numjobs) <= p.max(1)));
             }
         }
     }

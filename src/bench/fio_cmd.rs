@@ -2,6 +2,9 @@
 //! reproduced with the industry's reference tool.
 
 use super::plan::{Plan, PlannedTest};
+use super::run::PreconditionShape;
+use super::suite::UntilFlat;
+use super::sustained;
 use super::target::{Inspected, Kind};
 use crate::io::{EngineKind, SyncKind, spec::MIX_ALIGN};
 use std::fmt::Write;
@@ -13,22 +16,139 @@ pub fn commands(plan: &Plan, target: &Inspected) -> String {
     if plan.repeat > 1 {
         let _ = writeln!(out, "# tacho runs each test {} times", plan.repeat);
     }
+    if let (Some(round), Some(first)) = (plan.precondition, plan.tests.first()) {
+        precondition(&mut out, plan, first, round, target);
+    }
     for test in &plan.tests {
         let _ = writeln!(out, "# {}", test.name);
-        let _ = writeln!(out, "{}", command(test, target));
+        if test.until_flat.is_some() {
+            until_flat(&mut out, test, plan.flat_for);
+        }
+        let _ = writeln!(out, "{}", command(test, target, plan.flat_for));
     }
     out
 }
 
-fn command(test: &PlannedTest, target: &Inspected) -> String {
-    let s = &test.spec;
-    let filename = match target.kind {
-        // fio creates and lays out its own file, as tacho does.
+/// What fio's steady-state stop does for a sustained test, and what it does otherwise.
+fn until_flat(out: &mut String, test: &PlannedTest, flat_for: Duration) {
+    let pct = (sustained::FLAT_TOLERANCE * 100.0).round();
+    let _ = writeln!(
+        out,
+        "# Stops once the bandwidth has stayed within {pct}% of its mean for {} (ss=bw:{pct}%, \
+         ss_dur), or the region is written (io_size).",
+        fio_time(flat_for)
+    );
+    if test.until_flat == Some(UntilFlat::AfterCliff) {
+        let _ = writeln!(
+            out,
+            "# Not the same: tacho counts a flat rate only after the rate fell (a device writing \
+             into its cache is flat too); fio stops at the first flat window, cache or not."
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# fio does not find the cliff: plot the per-second log it writes (write_bw_log, 1 s \
+         averages) to see where the rate fell."
+    );
+}
+
+/// `--precondition` as two fio jobs: the sequential passes, then random writes until fio's
+/// steady state, with what fio does otherwise than tacho said in comments.
+fn precondition(
+    out: &mut String,
+    plan: &Plan,
+    first: &PlannedTest,
+    round: Duration,
+    target: &Inspected,
+) {
+    let s = &first.spec;
+    let shape = PreconditionShape::of(plan, s.engine());
+    let base = |name: &str, rw: &str, bs: u64, depth: u32| -> Vec<String> {
+        vec![
+            "fio".into(),
+            format!("--name={name}"),
+            format!("--filename={}", filename(target).display()),
+            format!("--rw={rw}"),
+            format!("--bs={bs}"),
+            format!("--ioengine={}", fio_engine(s.engine())),
+            format!("--iodepth={depth}"),
+            "--numjobs=1".into(),
+            format!("--direct={}", u8::from(s.direct())),
+            format!("--size={}", plan.region_bytes),
+        ]
+    };
+    let _ = writeln!(
+        out,
+        "# precondition: the region written {}x sequentially",
+        PreconditionShape::PASSES
+    );
+    let mut seq = base(
+        "precondition_sequential",
+        "write",
+        shape.sequential_bs,
+        shape.sequential_depth,
+    );
+    seq.push(format!("--loops={}", PreconditionShape::PASSES));
+    let _ = writeln!(out, "{}", line(&seq));
+    let rounds = sustained::STEADY_ROUNDS as u32;
+    let _ = writeln!(
+        out,
+        "# precondition: random writes until steady: tacho's rule holds over its last {rounds} \
+         rounds of {} (each within {:.0}% of their mean and the fitted slope within {:.0}%), at \
+         most {} rounds.",
+        fio_time(round),
+        sustained::STEADY_EXCURSION * 100.0,
+        sustained::STEADY_SLOPE * 100.0,
+        sustained::MAX_ROUNDS
+    );
+    let _ = writeln!(
+        out,
+        "# Not the same: fio takes one criterion per job (here the slope, ss=iops_slope:{:.0}%; \
+         the {:.0}% excursion is not checked) and judges one-second samples over a rolling \
+         window of the same length (ss_dur), not means of whole rounds.",
+        sustained::STEADY_SLOPE * 100.0,
+        sustained::STEADY_EXCURSION * 100.0
+    );
+    let mut random = base(
+        "precondition_random",
+        "randwrite",
+        shape.random_bs,
+        shape.random_depth,
+    );
+    random.push(format!(
+        "--runtime={}",
+        fio_time(round * sustained::MAX_ROUNDS as u32)
+    ));
+    random.push("--time_based".into());
+    random.push(format!(
+        "--ss=iops_slope:{:.0}%",
+        sustained::STEADY_SLOPE * 100.0
+    ));
+    random.push(format!("--ss_dur={}", fio_time(round * rounds)));
+    let _ = writeln!(out, "{}", line(&random));
+}
+
+/// Where fio does its I/O: its own file in a directory (it creates and lays it out, as tacho
+/// does), else the file or device itself.
+fn filename(target: &Inspected) -> std::path::PathBuf {
+    match target.kind {
         Kind::Directory => target.path.join("tacho-fio.tmp"),
         Kind::File | Kind::BlockDevice => target.path.clone(),
-    };
+    }
+}
+
+/// Arguments as one shell line.
+fn line(args: &[String]) -> String {
+    args.iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn command(test: &PlannedTest, target: &Inspected, flat_for: Duration) -> String {
+    let s = &test.spec;
     let mut args: Vec<String> = vec!["fio".into(), format!("--name={}", slug(&test.name))];
-    args.push(format!("--filename={}", filename.display()));
+    args.push(format!("--filename={}", filename(target).display()));
     args.push(format!("--rw={}", s.rw().fio_name()));
     if s.bssplit().is_empty() {
         args.push(format!("--bs={}", s.bs()));
@@ -79,11 +199,15 @@ fn command(test: &PlannedTest, target: &Inspected) -> String {
         args.push("--unlink=1".into());
     }
     args.push(format!("--randseed={}", s.seed()));
+    if test.until_flat.is_some() {
+        let pct = (sustained::FLAT_TOLERANCE * 100.0).round();
+        args.push(format!("--ss=bw:{pct}%"));
+        args.push(format!("--ss_dur={}", fio_time(flat_for)));
+        args.push(format!("--write_bw_log={}", slug(&test.name)));
+        args.push("--log_avg_msec=1000".into());
+    }
     args.push("--group_reporting".into());
-    args.iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ")
+    line(&args)
 }
 
 fn fio_engine(engine: EngineKind) -> &'static str {

@@ -6,6 +6,7 @@ pub mod fio_cmd;
 pub mod fiojob;
 pub mod honesty;
 pub mod hostcache;
+pub mod like;
 pub mod ping;
 pub mod plan;
 pub mod result;

@@ -43,6 +43,10 @@ pub struct BenchReport {
     /// The group of hosts this run started with (`--group`), when it was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<Group>,
+    /// What a watched process needed against what its derived jobs did here
+    /// (`--like-pid`), when it was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub like: Option<Like>,
     /// True when Ctrl-C or SIGTERM cut the run short; `tests` holds what finished.
     pub interrupted: bool,
 }
@@ -267,6 +271,9 @@ pub struct Group {
     pub name: String,
     /// How many hosts the group waited for.
     pub hosts: u32,
+    /// The hosts it waited for by name (`--hosts a,b,c`); empty when it waited for a count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
     /// The store's run ids of the group's runs, this one among them, once they all came.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<i64>,
@@ -469,6 +476,57 @@ fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
 
 fn per_second(count: f64, secs: f64) -> f64 {
     if secs > 0.0 { count / secs } else { 0.0 }
+}
+
+/// `--like-pid`: what a watched process needed against what its derived jobs did here
+/// (computed by `bench::like`).
+/// Bytes and flushes per second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Rates {
+    /// Bytes read per second.
+    pub read_bytes_per_s: f64,
+    /// Bytes written per second.
+    pub write_bytes_per_s: f64,
+    /// Flushes per second.
+    pub syncs_per_s: f64,
+}
+
+/// One file of the process against its job's run on the target.
+#[derive(Debug, Clone, Serialize)]
+pub struct LikeFile {
+    /// The test that ran its job (`file1`, …).
+    pub test: String,
+    /// The file's path on the watched host, when seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// What the process did per second while watched.
+    pub needed: Rates,
+    /// What the job did per second on the target; `None` when its test did not finish.
+    pub achieved: Option<Rates>,
+    /// The process's own flush latency, mean and p99 in ns (the p99 from a log2 histogram,
+    /// so within a factor of two); `None` when it did not flush.
+    pub process_sync_mean_ns: Option<f64>,
+    pub process_sync_p99_ns: Option<f64>,
+    /// The target's flush latency under the job.
+    pub sync_lat_ns: Option<crate::io::stats::LatencySummary>,
+    /// The smallest of achieved / needed over what the process did (reads, writes, flushes):
+    /// above 1 the target keeps up with room to spare; `None` without a finished test.
+    pub headroom: Option<f64>,
+    /// Whether the target kept up with every rate the process needed (`headroom` ≥ 1).
+    pub holds: Option<bool>,
+}
+
+/// The whole comparison, kept in the run's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Like {
+    /// The process watched.
+    pub pid: i32,
+    /// Its command names as the tracer saw them.
+    pub comms: Vec<String>,
+    /// How long it was watched, in seconds.
+    pub watched_s: f64,
+    /// One per derived job, busiest file first.
+    pub files: Vec<LikeFile>,
 }
 
 #[cfg(test)]

@@ -202,6 +202,42 @@ pub fn run(
     })
 }
 
+/// The writes of `--precondition` on a plan: block sizes and depths of the sequential passes
+/// and of the random rounds (`--print-fio` prints the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreconditionShape {
+    /// The largest of 128 KiB down to 4 KiB that divides the region (else the logical block).
+    pub sequential_bs: u64,
+    /// 4 KiB, or the logical block when larger.
+    pub random_bs: u64,
+    /// I/Os in flight of the passes and of the rounds (1 with the sync engine).
+    pub sequential_depth: u32,
+    pub random_depth: u32,
+}
+
+impl PreconditionShape {
+    /// Sequential passes over the region before the random rounds.
+    pub const PASSES: u32 = 2;
+
+    /// The shape on `plan`'s region with `engine`.
+    pub fn of(plan: &Plan, engine: EngineKind) -> PreconditionShape {
+        let region = plan.region_bytes;
+        let fits =
+            |bs: u64| bs <= region && region.is_multiple_of(bs) && bs.is_multiple_of(plan.lbs);
+        // The sync engine runs one I/O at a time.
+        let depth = |d: u32| if engine == EngineKind::Sync { 1 } else { d };
+        PreconditionShape {
+            sequential_bs: [128 << 10, 64 << 10, 32 << 10, 16 << 10, 8 << 10, 4 << 10]
+                .into_iter()
+                .find(|&bs| fits(bs))
+                .unwrap_or(plan.lbs),
+            random_bs: plan.lbs.max(4096),
+            sequential_depth: depth(8),
+            random_depth: depth(32),
+        }
+    }
+}
+
 /// Preconditions the region as SNIA's PTS does: written twice sequentially, then random
 /// writes in rounds of `round` until [`sustained::steady`] holds over the last five, or
 /// [`sustained::MAX_ROUNDS`] ran. `None` when a signal stopped it.
@@ -216,12 +252,8 @@ fn precondition_region(
         return Ok(None);
     };
     let (engine, direct, region) = (first.spec.engine(), first.spec.direct(), plan.region_bytes);
-    let fits = |bs: u64| bs <= region && region.is_multiple_of(bs) && bs.is_multiple_of(plan.lbs);
-    let seq_bs = [128 << 10, 64 << 10, 32 << 10, 16 << 10, 8 << 10, 4 << 10]
-        .into_iter()
-        .find(|&bs| fits(bs))
-        .unwrap_or(plan.lbs);
-    let rand_bs = plan.lbs.max(4096);
+    let shape = PreconditionShape::of(plan, engine);
+    let (seq_bs, rand_bs) = (shape.sequential_bs, shape.random_bs);
     if rand_bs > region {
         anyhow::bail!(
             "--precondition writes {} blocks, and the region is {}; use a larger --size",
@@ -229,8 +261,6 @@ fn precondition_region(
             format_size(region)
         );
     }
-    // The sync engine runs one I/O at a time.
-    let depth = |d: u32| if engine == EngineKind::Sync { 1 } else { d };
     let spec = |rw, bs, iodepth, runtime, io_limit| {
         JobSpec::new(JobParams {
             rw,
@@ -251,12 +281,12 @@ fn precondition_region(
         })
     };
     let open = || target.open_with(direct, 0);
-    const PASSES: u32 = 2;
+    const PASSES: u32 = PreconditionShape::PASSES;
     // A pass ends when the region is written: the runtime only bounds a device that stalls.
     let pass = spec(
         Rw::Write,
         seq_bs,
-        depth(8),
+        shape.sequential_depth,
         Duration::from_secs(7 * 24 * 3600),
         Some(region),
     )?;
@@ -273,7 +303,7 @@ fn precondition_region(
             return Ok(None);
         }
     }
-    let random = spec(Rw::RandWrite, rand_bs, depth(32), round, None)?;
+    let random = spec(Rw::RandWrite, rand_bs, shape.random_depth, round, None)?;
     let mut rounds = Vec::new();
     while rounds.len() < sustained::MAX_ROUNDS && !sustained::steady(&rounds) {
         progress.start(
@@ -300,7 +330,7 @@ fn precondition_region(
         sequential_passes: PASSES,
         sequential_bs_bytes: seq_bs,
         random_bs_bytes: rand_bs,
-        iodepth: depth(32),
+        iodepth: shape.random_depth,
         round_s: round.as_secs_f64(),
         steady_iops: steady.then(|| last.iter().sum::<f64>() / last.len() as f64),
         rounds_iops: rounds,

@@ -47,9 +47,67 @@ pub struct Request {
     pub allow_buffered: bool,
     /// The options that changed a suite's method, in words (`runtime 1s`).
     pub method_changes: Vec<String>,
-    /// `--group NAME --hosts N`: start together with the group's other hosts, and keep the
-    /// latency histograms so the group's percentiles can be merged.
-    pub group: Option<(String, u32)>,
+    /// `--group NAME --hosts N|a,b,c`: start together with the group's other hosts, and keep
+    /// the latency histograms so the group's percentiles can be merged.
+    pub group: Option<(String, Hosts)>,
+}
+
+/// Whom a `--group` waits for: a number of hosts, or these hosts by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hosts {
+    /// Any this many runs of the group.
+    Count(u32),
+    /// One run of each of these host names (as the hosts' kernels name themselves).
+    Named(Vec<String>),
+}
+
+impl Hosts {
+    /// How many hosts the group waits for.
+    pub fn count(&self) -> u32 {
+        match self {
+            Hosts::Count(n) => *n,
+            Hosts::Named(names) => u32::try_from(names.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Reads `--hosts`: a count from 1 to 10000, or a comma list of distinct host names.
+    pub fn parse(text: &str) -> Result<Hosts, String> {
+        const MAX: usize = 10_000;
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            return match text.parse::<u32>() {
+                Ok(n) if (1..=MAX as u32).contains(&n) => Ok(Hosts::Count(n)),
+                _ => Err(format!(
+                    "{text} hosts is not a group size; give 1 to {MAX}, or the hosts' names, \
+                     e.g. db1,db2,db3"
+                )),
+            };
+        }
+        let names: Vec<String> = text.split(',').map(|n| n.trim().to_string()).collect();
+        if let Some(bad) = names.iter().find(|n| {
+            n.is_empty()
+                || n.len() > 253
+                || !n
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        }) {
+            return Err(format!(
+                "{} is not a host name; give a count or host names (letters, digits, '.', '-', \
+                 '_') separated by commas, e.g. db1,db2,db3",
+                crate::text::escape(bad)
+            ));
+        }
+        if names.len() > MAX {
+            return Err(format!("more than {MAX} hosts; give at most {MAX} names"));
+        }
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return Err(format!(
+                    "{n} is named twice in --hosts; name each host once"
+                ));
+            }
+        }
+        Ok(Hosts::Named(names))
+    }
 }
 
 /// Follows a run: told the report's head before the first test and each test as it
@@ -219,9 +277,14 @@ impl Planned {
             warnings,
             host_cache: None,
             precondition: None,
+            like: None,
             group: req.group.as_ref().map(|(name, hosts)| Group {
                 name: name.clone(),
-                hosts: *hosts,
+                hosts: hosts.count(),
+                names: match hosts {
+                    Hosts::Named(names) => names.clone(),
+                    Hosts::Count(_) => Vec::new(),
+                },
                 runs: Vec::new(),
                 started_unix_ns: None,
             }),
@@ -460,5 +523,23 @@ mod tests {
         let mut cut = wal_test(2);
         cut.interrupted = true;
         assert!(judge(limit, &[cut]).is_none());
+    }
+
+    #[test]
+    fn hosts_are_a_count_or_distinct_names() {
+        assert_eq!(Hosts::parse("3"), Ok(Hosts::Count(3)));
+        assert_eq!(
+            Hosts::parse("db1, db2.example,db_3"),
+            Ok(Hosts::Named(vec![
+                "db1".into(),
+                "db2.example".into(),
+                "db_3".into()
+            ]))
+        );
+        for bad in ["0", "10001", "", "a,,b", "a,a", "a b", "x\u{1b}[2J"] {
+            let e = Hosts::parse(bad).unwrap_err();
+            assert!(!e.contains('\u{1b}') && !e.contains('\n'), "{e}");
+        }
+        assert_eq!(Hosts::parse("a,b").unwrap().count(), 2);
     }
 }

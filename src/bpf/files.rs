@@ -46,6 +46,9 @@ struct FileVal {
     sync_hist: [u64; SLOTS],
     comm: [u8; 16],
     name: [u8; NAME_LEN],
+    fsyncs: u64,
+    fdatasyncs: u64,
+    busy_ns: u64,
 }
 
 /// `struct missed_val`: a process's requests not counted, and counted in part.
@@ -87,6 +90,11 @@ impl FileTracer {
 
     /// Never called: there is no tracer.
     pub(crate) fn uncounted(&self) -> Vec<Uncounted> {
+        match self.0 {}
+    }
+
+    /// Never called: there is no tracer.
+    pub(crate) fn io_threads(&self) -> std::collections::HashMap<u32, u64> {
         match self.0 {}
     }
 }
@@ -148,6 +156,14 @@ pub(crate) struct FileIo {
     /// Their latencies, counts per log2 µs slot.
     #[serde(skip)]
     pub(crate) sync_hist: Vec<u64>,
+    /// Of `syncs`: fsync calls, and fdatasync calls (the rest are sync_file_range).
+    #[serde(skip)]
+    pub(crate) fsyncs: u64,
+    #[serde(skip)]
+    pub(crate) fdatasyncs: u64,
+    /// Time the process's read, write and sync calls on the file took, summed, ns.
+    #[serde(skip)]
+    pub(crate) busy_ns: u64,
 }
 
 /// The loaded and attached programs.
@@ -186,6 +202,20 @@ impl FileTracer {
                 .then(b.syncs.cmp(&a.syncs))
                 .then(a.pid.cmp(&b.pid))
         });
+        out
+    }
+
+    /// Per process, how many of its threads made a read, write or sync call on a regular file
+    /// since the start (of the last 16384 such threads).
+    pub(crate) fn io_threads(&self) -> std::collections::HashMap<u32, u64> {
+        let mut out = std::collections::HashMap::new();
+        if let Some(map) = self.ebpf.map("io_threads")
+            && let Ok(map) = BpfHashMap::<_, u32, u32>::try_from(map)
+        {
+            for (_, pid) in map.iter().flatten() {
+                *out.entry(pid).or_insert(0) += 1;
+            }
+        }
         out
     }
 
@@ -235,5 +265,8 @@ fn file_io(key: &FileKey, val: &FileVal) -> FileIo {
         syncs: val.syncs,
         sync_ns: val.sync_ns,
         sync_hist: val.sync_hist.to_vec(),
+        fsyncs: val.fsyncs,
+        fdatasyncs: val.fdatasyncs,
+        busy_ns: val.busy_ns,
     }
 }

@@ -2,10 +2,10 @@
 
 use super::progress::Bar;
 use super::record::Recorder;
-use crate::bench::fiojob;
 use crate::bench::result::{BenchReport, TestResult};
 use crate::bench::session::{self, Ending, Request};
 use crate::bench::suite;
+use crate::bench::{fiojob, like};
 use crate::cli::DiskArgs;
 use crate::kernel::SysRoot;
 use crate::report;
@@ -22,16 +22,30 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     if args.list_suites {
         return list_suites(args.json);
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    let like = match args.like_pid {
+        Some(pid) => Some(like_jobs(pid, args.duration.unwrap_or(LIKE_WATCH), &stop)?),
+        None => None,
+    };
+    if like.is_some() && stop.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("tacho: interrupted while watching the process; nothing was run");
+        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+    }
+    let jobs = match &like {
+        Some((_, jobs)) => Some(jobs.clone()),
+        None => args.fio_job.as_deref().map(read_jobs).transpose()?,
+    };
     let req = Request {
         target: args.target.clone(),
         options: args.options(),
         engine: args.engine,
-        jobs: args.fio_job.as_deref().map(read_jobs).transpose()?,
+        jobs,
         repeat: args.repeat,
         destroy_data: args.destroy_data,
         allow_buffered: args.allow_buffered,
         method_changes: method_changes(args),
-        group: args.group.clone().zip(args.hosts),
+        group: args.group.clone().zip(args.hosts.clone()),
     };
     if args.group.is_some() && args.record.save.no_save {
         bail!("--group meets the other hosts in the shared store; drop --no-save");
@@ -41,8 +55,6 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
         std::io::stdout().write_all(planned.fio_commands().as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
     let mut saving = Saving {
         args: &args.record,
         recorder: None,
@@ -55,6 +67,15 @@ pub fn run(args: &DiskArgs) -> Result<ExitCode> {
     if let (Some(group), Some((runs, at))) = (report.group.as_mut(), saving.started.take()) {
         group.runs = runs;
         group.started_unix_ns = Some(at);
+    }
+    if let (Some(pid), Some((seen, _))) = (args.like_pid, &like) {
+        report.like = Some(like::judge(
+            pid,
+            seen.comms.clone(),
+            seen.seconds,
+            &like_seen(seen),
+            &report.tests,
+        ));
     }
     let printed = if args.json {
         report::json::write(&report, &mut std::io::stdout().lock())
@@ -84,7 +105,7 @@ const GROUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 struct Saving<'a> {
     args: &'a crate::cli::RecordArgs,
     recorder: Option<Recorder>,
-    group: Option<(String, u32)>,
+    group: Option<(String, crate::bench::session::Hosts)>,
     group_timeout: std::time::Duration,
     stop: Arc<AtomicBool>,
     /// The group's run ids and when this host started, in ns since the Unix epoch.
@@ -96,10 +117,11 @@ impl session::Observer for Saving<'_> {
         let recorder = self.recorder.insert(Recorder::begin(self.args, report)?);
         if let Some((name, hosts)) = &self.group {
             eprintln!(
-                "tacho: waiting for {hosts} hosts of group {}",
+                "tacho: waiting for {} hosts of group {}",
+                hosts.count(),
                 crate::text::escape(name)
             );
-            let runs = recorder.wait_for_group(name, *hosts, self.group_timeout, &self.stop)?;
+            let runs = recorder.wait_for_group(name, hosts, self.group_timeout, &self.stop)?;
             let at = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
@@ -113,6 +135,47 @@ impl session::Observer for Saving<'_> {
             r.test(test);
         }
     }
+}
+
+/// How long `--like-pid` watches the process when `--duration` is not given.
+const LIKE_WATCH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `--like-pid`: the process watched and its jobs, derived as `files --derive-job` derives
+/// them and read back from that job file's text, as `--fio-job` reads one.
+fn like_jobs(
+    pid: i32,
+    duration: std::time::Duration,
+    stop: &AtomicBool,
+) -> Result<(super::files_bytes::Derived, Vec<fiojob::Job>)> {
+    let seen = super::files_bytes::watch(&[pid], Some(duration), "--like-pid", stop)?;
+    let mut text = Vec::new();
+    report::derived_job::write(&seen.jobs, &seen.watched(&[pid]), &mut text)?;
+    let text = String::from_utf8_lossy(&text);
+    let jobs = fiojob::parse(&text)
+        .and_then(|sections| sections.iter().map(fiojob::job).collect())
+        .map_err(|e| anyhow::anyhow!("the jobs derived from process {pid}: {e}"))?;
+    Ok((seen, jobs))
+}
+
+/// What each derived job's file asked of its disk, in the jobs' order.
+fn like_seen(seen: &super::files_bytes::Derived) -> Vec<like::Seen> {
+    seen.jobs
+        .iter()
+        .zip(&seen.counts)
+        .map(|(job, io)| like::Seen {
+            path: job
+                .observed
+                .path
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+            read_bytes: io.read_bytes,
+            write_bytes: io.write_bytes,
+            syncs: if job.fdatasync.is_some() { io.syncs } else { 0 },
+            sync_mean_ns: (io.syncs > 0).then(|| io.sync_ns as f64 / io.syncs as f64),
+            sync_p99_ns: crate::bpf::hist::log2_percentile_us(&io.sync_hist, 0.99)
+                .map(|us| us * 1e3),
+        })
+        .collect()
 }
 
 /// A fio job file is a few KiB; anything past this is not one (`/dev/zero` would never end).

@@ -86,72 +86,149 @@ pub fn derive_job(args: &FilesArgs) -> Result<ExitCode> {
     if let Some(path) = &args.output {
         outfile::check(path, Existing::Replace)?;
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    let seen = watch(&args.pid, args.duration, "--derive-job", &stop)?;
+    let mut text = Vec::new();
+    derived_job::write(&seen.jobs, &seen.watched(&args.pid), &mut text)?;
+    match &args.output {
+        Some(path) => {
+            outfile::write_atomically(path, &text, Existing::Replace)?;
+            eprintln!(
+                "tacho: wrote {} for {} to {}",
+                crate::units::plural(seen.jobs.len() as u64, "job"),
+                crate::units::plural(seen.jobs.len() as u64, "file"),
+                crate::text::path(path)
+            );
+        }
+        None => std::io::stdout().lock().write_all(&text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the watched processes did, and the jobs it amounts to.
+pub(super) struct Derived {
+    /// The jobs, busiest file first (never empty).
+    pub jobs: Vec<derive::DerivedJob>,
+    /// The tracer's counts for each file of `jobs`, in the same order.
+    pub counts: Vec<FileIo>,
+    /// The processes' command names, as the tracer saw them.
+    pub comms: Vec<String>,
+    /// How long tacho watched, in seconds.
+    pub seconds: f64,
+    /// Threads the processes had when the watch ended.
+    pub threads: Option<u64>,
+}
+
+impl Derived {
+    /// Who was watched, for the job file's comments.
+    pub fn watched<'a>(&self, pids: &'a [i32]) -> derived_job::Watched<'a> {
+        derived_job::Watched {
+            pids,
+            comms: self.comms.clone(),
+            seconds: self.seconds,
+            threads: self.threads,
+        }
+    }
+}
+
+/// Counts the reads, writes and flushes of `pids` per file with eBPF, and how much each file
+/// grows, for `duration` (or until `stop`), and derives their jobs. `option` names the option
+/// that asked, for its errors: a process that is not there, eBPF refused, or no I/O seen.
+pub(super) fn watch(
+    pids: &[i32],
+    duration: Option<Duration>,
+    option: &str,
+    stop: &AtomicBool,
+) -> Result<Derived> {
     let root = SysRoot::real();
-    if let Some(gone) = args
-        .pid
+    if let Some(gone) = pids
         .iter()
         .find(|pid| !root.proc.join(pid.to_string()).is_dir())
     {
-        anyhow::bail!("there is no process {gone}; give the --pid of a running process");
+        anyhow::bail!("there is no process {gone}; give the pid of a running process");
     }
     let tracer = FileTracer::start().map_err(|reason| {
         anyhow::anyhow!(
-            "--derive-job counts each read, write and flush with eBPF, which is not available \
+            "{option} counts each read, write and flush with eBPF, which is not available \
              here: {}",
             crate::text::escape(&reason.to_string())
         )
     })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
-    let pids: Vec<String> = args.pid.iter().map(i32::to_string).collect();
+    let shown: Vec<String> = pids.iter().map(i32::to_string).collect();
     eprintln!(
         "tacho: watching the file I/O of process {}{}",
-        pids.join(", "),
-        if args.duration.is_some() {
-            ""
-        } else {
-            "; Ctrl-C to stop"
+        shown.join(", "),
+        match duration {
+            Some(d) => format!(" for {} s", d.as_secs_f64()),
+            None => "; Ctrl-C to stop".into(),
         }
     );
     let start = Instant::now();
-    let deadline = args.duration.map(|d| start + d);
+    let deadline = duration.map(|d| start + d);
     let mut seen = HashMap::new();
     let mine = |totals: Vec<FileIo>| -> Vec<FileIo> {
         totals
             .into_iter()
-            .filter(|io| args.pid.contains(&(io.pid as i32)))
+            .filter(|io| pids.contains(&(io.pid as i32)))
             .collect()
     };
+    // The calls' time in flight is counted between the first look and the last, over the
+    // time between them: the tracer counted from before `start`.
+    let first_look = mine(tracer.totals());
+    let first_at = Instant::now();
+    let busy_before: HashMap<(u32, FileId), u64> = first_look
+        .iter()
+        .map(|io| ((io.pid, (io.dev, io.ino)), io.busy_ns))
+        .collect();
+    watch_files(&root, &first_look, &mut seen);
     loop {
-        watch_files(&root, &mine(tracer.totals()), &mut seen);
         if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
         std::thread::sleep(LOOK);
+        watch_files(&root, &mine(tracer.totals()), &mut seen);
     }
     let totals = mine(tracer.totals());
+    let window = first_at.elapsed().as_secs_f64();
     watch_files(&root, &totals, &mut seen);
     let seconds = start.elapsed().as_secs_f64();
+    let threads = tracer.io_threads();
     let observed: Vec<Observed> = totals
         .iter()
-        .map(|io| observed(io, seen.get(&(io.pid, (io.dev, io.ino)))))
+        .map(|io| {
+            let key = (io.pid, (io.dev, io.ino));
+            Observed {
+                busy_ns: io
+                    .busy_ns
+                    .saturating_sub(busy_before.get(&key).copied().unwrap_or(0)),
+                io_threads: threads.get(&io.pid).copied(),
+                ..observed(io, seen.get(&key))
+            }
+        })
         .collect();
-    let jobs = derive::derive(&observed);
+    let jobs = derive::derive(&observed, window);
     if jobs.is_empty() {
         anyhow::bail!(
             "no reads or writes of process {} were seen in {seconds:.1} s, so there is no job to \
-             write; watch while it does I/O (a longer --duration) or check the --pid",
-            pids.join(", ")
+             derive; watch while it does I/O (a longer --duration) or check the pid",
+            shown.join(", ")
         );
     }
+    let counts = jobs
+        .iter()
+        .filter_map(|j| {
+            let i = observed.iter().position(|o| *o == j.observed)?;
+            totals.get(i).cloned()
+        })
+        .collect();
     let mut comms: Vec<String> = Vec::new();
     for io in &totals {
         if !comms.contains(&io.comm) {
             comms.push(io.comm.clone());
         }
     }
-    let threads = args
-        .pid
+    let threads = pids
         .iter()
         .map(|pid| {
             std::fs::read_dir(root.proc.join(pid.to_string()).join("task"))
@@ -159,27 +236,13 @@ pub fn derive_job(args: &FilesArgs) -> Result<ExitCode> {
                 .ok()
         })
         .sum::<Option<u64>>();
-    let watched = derived_job::Watched {
-        pids: &args.pid,
+    Ok(Derived {
+        jobs,
+        counts,
         comms,
         seconds,
         threads,
-    };
-    let mut text = Vec::new();
-    derived_job::write(&jobs, &watched, &mut text)?;
-    match &args.output {
-        Some(path) => {
-            outfile::write_atomically(path, &text, Existing::Replace)?;
-            eprintln!(
-                "tacho: wrote {} for {} to {}",
-                crate::units::plural(jobs.len() as u64, "job"),
-                crate::units::plural(jobs.len() as u64, "file"),
-                crate::text::path(path)
-            );
-        }
-        None => std::io::stdout().lock().write_all(&text)?,
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// A file's size and the bytes written to it, the first and the last time it was seen open.
@@ -229,6 +292,10 @@ fn observed(io: &FileIo, seen: Option<&Seen>) -> Observed {
         writes: io.writes,
         write_range: io.write_range,
         syncs: io.syncs,
+        fsyncs: io.fsyncs,
+        fdatasyncs: io.fdatasyncs,
+        busy_ns: io.busy_ns,
+        io_threads: None,
         size: seen.map(|s| s.last.unwrap_or(s.first).0),
         growth: seen.and_then(|s| {
             let (first, last) = (s.first, s.last?);

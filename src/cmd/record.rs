@@ -4,6 +4,7 @@
 //! runs, whose figures arrive together, in one transaction at the end.
 
 use crate::bench::result::{BenchReport, TestResult};
+use crate::bench::session::Hosts;
 use crate::cli::{RecordArgs, SaveArgs};
 use crate::kernel::SysRoot;
 use crate::report::prom;
@@ -13,6 +14,68 @@ use anyhow::{Context, Result, anyhow, bail};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// How often a run waiting at its group's barrier marks itself as still there.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// A waiting run not marked for this long is taken for gone (killed, or its host lost): it
+/// no longer counts toward the group.
+const LEASE: Duration = Duration::from_secs(3);
+
+/// The one line of a barrier that did not fill: who came, who did not (by name when the
+/// group names its hosts), and the fix; `timeout` is `None` when it was interrupted.
+fn not_filled(
+    name: &str,
+    hosts: &Hosts,
+    waiting: &[(i64, String)],
+    timeout: Option<Duration>,
+) -> String {
+    let name = crate::text::escape(name);
+    let how = match timeout {
+        Some(t) => format!("waited {} s", t.as_secs_f64()),
+        None => "was interrupted while waiting".to_string(),
+    };
+    let raise = if timeout.is_some() {
+        " (or raise --group-timeout)"
+    } else {
+        ""
+    };
+    match hosts {
+        Hosts::Count(n) => {
+            let came: Vec<String> = waiting
+                .iter()
+                .map(|(i, host)| format!("{} (run {i})", crate::text::escape(host)))
+                .collect();
+            format!(
+                "group {name} {how} with {} of {n} hosts ({}); the other {} did not come: start \
+                 the same bench disk … --group {name} on each (--db the same store), or lower \
+                 --hosts{raise}",
+                waiting.len(),
+                came.join(", "),
+                (*n as usize).saturating_sub(waiting.len()),
+            )
+        }
+        Hosts::Named(names) => {
+            let mut came = Vec::new();
+            let mut absent = Vec::new();
+            for n in names {
+                match waiting.iter().find(|(_, h)| h == n) {
+                    Some((i, _)) => came.push(format!("{} (run {i})", crate::text::escape(n))),
+                    None => absent.push(crate::text::escape(n).into_owned()),
+                }
+            }
+            format!(
+                "group {name} {how} with {} of {} hosts ({}); did not come: {}: start the same \
+                 bench disk … --group {name} on each (--db the same store), or leave them out \
+                 of --hosts{raise}",
+                came.len(),
+                names.len(),
+                came.join(", "),
+                absent.join(", "),
+            )
+        }
+    }
+}
 
 fn ids(ids: &[i64]) -> String {
     ids.iter()
@@ -55,13 +118,15 @@ impl Recorder {
         })
     }
 
-    /// Waits at group `name`'s start barrier in the store until `hosts` runs of the group are
-    /// waiting there (this one among the first `hosts`), looking every 20 ms; returns their
-    /// run ids. Past `timeout`, or when `stop` is set, one line naming the hosts that came.
+    /// Waits at group `name`'s start barrier in the store until `hosts` wait there (this run
+    /// among the first `hosts`; with names, the first run of each named host), looking every
+    /// 20 ms and marking this run as waiting every [`HEARTBEAT`]; returns their run ids. A host
+    /// not named is refused; past `timeout`, or when `stop` is set, one line naming the hosts
+    /// that came (and, by name, those that did not).
     pub fn wait_for_group(
         &mut self,
         name: &str,
-        hosts: u32,
+        hosts: &Hosts,
         timeout: Duration,
         stop: &AtomicBool,
     ) -> Result<Vec<i64>> {
@@ -72,16 +137,57 @@ impl Recorder {
         let since = chrono::Utc::now()
             - chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX);
         let since = since.format("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let hosts = hosts as usize;
+        let shown = crate::text::escape(name);
+        let mut marked: Option<Instant> = None;
         loop {
-            let waiting = store.group_waiting(name, &since)?;
-            if waiting.len() >= hosts {
-                let first: Vec<i64> = waiting.iter().take(hosts).map(|(i, _)| *i).collect();
+            if marked.is_none_or(|m| m.elapsed() >= HEARTBEAT) {
+                store.group_heartbeat(*id)?;
+                marked = Some(Instant::now());
+            }
+            let waiting = store.group_waiting(name, &since, LEASE.as_secs_f64())?;
+            // This run's own row, as the others see it (absent only if its mark lapsed).
+            let mine = waiting
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, host)| host.clone());
+            let first = match (hosts, mine) {
+                (Hosts::Count(n), _) => {
+                    let n = *n as usize;
+                    (waiting.len() >= n).then(|| waiting.iter().take(n).cloned().collect())
+                }
+                (Hosts::Named(_), None) => None,
+                (Hosts::Named(names), Some(mine)) => {
+                    if !names.contains(&mine) {
+                        bail!(
+                            "this host, {}, is not one of group {shown}'s hosts ({}); run it on \
+                             one of them, or add it to --hosts on every host",
+                            crate::text::escape(&mine),
+                            crate::text::escape(&names.join(","))
+                        );
+                    }
+                    if let Some((other, _)) = waiting.iter().find(|(_, h)| *h == mine)
+                        && other != id
+                    {
+                        bail!(
+                            "host {} already waits in group {shown} (run {other}); run tacho once \
+                             per host, or give this run another --group name",
+                            crate::text::escape(&mine)
+                        );
+                    }
+                    let firsts: Vec<(i64, String)> = names
+                        .iter()
+                        .filter_map(|n| waiting.iter().find(|(_, h)| h == n).cloned())
+                        .collect();
+                    (firsts.len() == names.len()).then_some(firsts)
+                }
+            };
+            if let Some(first) = first {
+                let first: Vec<i64> = first.iter().map(|(i, _)| *i).collect();
                 if !first.contains(id) {
                     bail!(
-                        "group {} already has its {hosts} hosts (runs {}); give this run \
+                        "group {shown} already has its {} hosts (runs {}); give this run \
                          another --group name",
-                        crate::text::escape(name),
+                        hosts.count(),
                         ids(&first)
                     );
                 }
@@ -89,29 +195,9 @@ impl Recorder {
             }
             let stopped = stop.load(Ordering::Relaxed);
             if stopped || start.elapsed() >= timeout {
-                let came: Vec<String> = waiting
-                    .iter()
-                    .map(|(i, host)| format!("{} (run {i})", crate::text::escape(host)))
-                    .collect();
                 bail!(
-                    "group {} {} with {} of {hosts} hosts ({}); the other {} did not come: start \
-                     the same bench disk … --group {} on each (--db the same store), or lower \
-                     --hosts{}",
-                    crate::text::escape(name),
-                    if stopped {
-                        "was interrupted while waiting".to_string()
-                    } else {
-                        format!("waited {} s", timeout.as_secs_f64())
-                    },
-                    waiting.len(),
-                    came.join(", "),
-                    hosts.saturating_sub(waiting.len()),
-                    crate::text::escape(name),
-                    if stopped {
-                        ""
-                    } else {
-                        " (or raise --group-timeout)"
-                    }
+                    "{}",
+                    not_filled(name, hosts, &waiting, (!stopped).then_some(timeout))
                 );
             }
             std::thread::sleep(Duration::from_millis(20));

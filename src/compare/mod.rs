@@ -151,6 +151,70 @@ pub struct TestInfo {
     pub sync_kind: Option<String>,
     /// Flushes each run's test made, in [`Comparison::runs`] order.
     pub sync_counts: Vec<Option<u64>>,
+    /// Each run's bandwidth second by second (its first repeat) and where it fell (the
+    /// sustained suite's cliff), in [`Comparison::runs`] order.
+    pub per_second: Vec<Option<PerSecond>>,
+}
+
+/// A test's bandwidth second by second (its first repeat) and its cliff, when it fell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerSecond {
+    /// Bytes per second in each second, from the first; a second not recorded is `None`.
+    pub bytes_per_s: Vec<Option<f64>>,
+    /// Where the rate fell.
+    pub cliff: Option<CliffMark>,
+}
+
+/// A recorded cliff.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CliffMark {
+    /// Seconds from the start of the test to the fall.
+    pub at_s: f64,
+    /// Bytes written before it.
+    pub bytes_before: u64,
+    /// Mean rates before and after, bytes per second.
+    pub before_bytes_per_s: f64,
+    pub after_bytes_per_s: f64,
+    /// After as a share of before, in percent.
+    pub after_pct: f64,
+}
+
+/// Seconds of a timeline drawn at most: a longer one is cut (a sustained test stops within an
+/// hour).
+const PER_SECOND_MAX: usize = 4 * 3600;
+
+/// The per-second figures of a stored test and its cliff, when it recorded them.
+fn per_second(json: &Value) -> Option<PerSecond> {
+    let v: crate::store::stored::PerSecondView = view(json);
+    let cliff = match &v.cliff {
+        Field::Absent | Field::Null => None,
+        // A cliff recorded in part is not drawn; the timeline still is.
+        Field::Set(c) => (|| {
+            Some(CliffMark {
+                at_s: *c.at_s.get()?,
+                bytes_before: *c.bytes_before.get()?,
+                before_bytes_per_s: *c.before_bytes_per_s.get()?,
+                after_bytes_per_s: *c.after_bytes_per_s.get()?,
+                after_pct: *c.after_pct.get()?,
+            })
+        })(),
+    };
+    let mut bytes_per_s: Vec<Option<f64>> = Vec::new();
+    for p in v.timeline.get()? {
+        if p.repeat.get() != Some(&1) {
+            continue;
+        }
+        let Some(&t) = p.t_s.get() else { continue };
+        let t = t as usize;
+        if t == 0 || t > PER_SECOND_MAX {
+            continue;
+        }
+        if bytes_per_s.len() < t {
+            bytes_per_s.resize(t, None);
+        }
+        bytes_per_s[t - 1] = p.bw_bytes_per_s.get().copied().filter(|b| b.is_finite());
+    }
+    (!bytes_per_s.is_empty()).then_some(PerSecond { bytes_per_s, cliff })
 }
 
 /// What Welch's t-test says about one cell against the baseline.
@@ -750,6 +814,7 @@ fn test_info(per_run: &[Option<&crate::store::StoredTest>]) -> TestInfo {
             })
             .collect(),
         sync_kind: first.sync_every.get().and_then(|s| s.kind.get().cloned()),
+        per_second: per_run.iter().map(|t| per_second(&(*t)?.json)).collect(),
     }
 }
 

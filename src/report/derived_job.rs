@@ -83,17 +83,37 @@ fn text(jobs: &[DerivedJob], watched: &Watched) -> String {
             )
         };
         let _ = writeln!(t, "#   reads: {reads}");
+        let kinds = format!(
+            "{} fsync, {} fdatasync, {} sync_file_range",
+            o.fsyncs,
+            o.fdatasyncs,
+            o.syncs
+                .saturating_sub(o.fsyncs)
+                .saturating_sub(o.fdatasyncs)
+        );
         let syncs = match j.fdatasync {
             Some(n) => format!(
-                "{}, one per {} (fsync, fdatasync and sync_file_range are counted together; \
-                 written as fdatasync)",
+                "{} ({kinds}), one per {}; written as {} (sync_file_range counts as fdatasync)",
                 plural(o.syncs, "call"),
-                plural(u64::from(n), "write")
+                plural(u64::from(n), "write"),
+                j.flush.word()
             ),
-            None if o.syncs > 0 => format!("{} without writes", plural(o.syncs, "call")),
+            None if o.syncs > 0 => format!("{} ({kinds}) without writes", plural(o.syncs, "call")),
             None => "none".into(),
         };
         let _ = writeln!(t, "#   flushes: {syncs}");
+        let threads = o
+            .io_threads
+            .map_or("not seen".to_string(), |n| plural(n, "thread"));
+        let _ = writeln!(
+            t,
+            "#   concurrency: observed: {threads} of the process made read, write or sync calls \
+             on files; estimated: {} of its calls in flight on this file on average (their \
+             summed time over the watched time): numjobs={}",
+            j.mean_in_flight
+                .map_or("not known".to_string(), |m| format!("{m:.2}")),
+            j.numjobs
+        );
         let sequential = match j.sequential_pct {
             Some(p) => format!("{p:.0}% of the bytes written grew the file (appends)"),
             None => "not seen (the file was seen open once at most); written as sequential".into(),
@@ -107,12 +127,14 @@ fn text(jobs: &[DerivedJob], watched: &Watched) -> String {
     }
     let _ = writeln!(t, "#");
     let threads = watched.threads.map_or(String::new(), |n| {
-        format!("; the process had {}", plural(n, "thread"))
+        format!(" (the process had {} at the end)", plural(n, "thread"))
     });
     let _ = writeln!(
         t,
-        "# Concurrency: read and write calls are synchronous, one at a time per thread; which \
-         threads made them is not seen{threads}: iodepth=1, numjobs=1"
+        "# Concurrency: read, write and sync calls are synchronous, one at a time per thread: \
+         iodepth=1, and numjobs is the mean number in flight (estimated), rounded, at most the \
+         threads that made them (observed){threads}. io_uring and AIO requests are counted for \
+         bytes but not timed."
     );
     let _ = writeln!(
         t,
@@ -123,7 +145,6 @@ fn text(jobs: &[DerivedJob], watched: &Watched) -> String {
     let _ = writeln!(t, "ioengine=sync");
     let _ = writeln!(t, "direct=0");
     let _ = writeln!(t, "iodepth=1");
-    let _ = writeln!(t, "numjobs=1");
     let _ = writeln!(t, "runtime={}s", runtime(watched.seconds).as_secs());
     let _ = writeln!(t, "time_based=1");
     for (i, j) in jobs.iter().enumerate() {
@@ -138,8 +159,9 @@ fn text(jobs: &[DerivedJob], watched: &Watched) -> String {
         {
             let _ = writeln!(t, "rwmixread={p}");
         }
+        let _ = writeln!(t, "numjobs={}", j.numjobs);
         if let Some(n) = j.fdatasync {
-            let _ = writeln!(t, "fdatasync={n}");
+            let _ = writeln!(t, "{}={n}", j.flush.word());
         }
         let _ = writeln!(t, "size={}", j.size);
     }
@@ -175,7 +197,7 @@ mod tests {
             seconds: 2.0,
             threads: Some(1),
         };
-        let text = text(&derive(&[o]), &w);
+        let text = text(&derive(&[o], 2.0), &w);
         for line in text.lines() {
             assert!(
                 line.starts_with('#') || line.is_empty() || !line.contains("randread"),

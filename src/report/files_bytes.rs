@@ -248,6 +248,9 @@ mod tests {
                 syncs: 1,
                 sync_ns: 1000,
                 sync_hist: vec![1; 1],
+                fsyncs: 0,
+                fdatasyncs: 1,
+                busy_ns: 0,
             },
             path: Some(PathBuf::from(std::ffi::OsStr::from_bytes(path))),
         }

@@ -174,6 +174,9 @@ fn test_section(h: &mut String, c: &Comparison, title: &str, rows: &[&Row]) {
         }
         None => latency_chart(h, c, rows),
     }
+    if let Some(first) = rows.first() {
+        per_second_chart(h, c, first.test);
+    }
     // Every figure, one column per run.
     h.push_str("<div class=\"wide\"><table><tr><th>figure</th>");
     for r in &c.runs {
@@ -221,6 +224,145 @@ fn test_section(h: &mut String, c: &Comparison, title: &str, rows: &[&Row]) {
         h.push_str("</tr>\n");
     }
     h.push_str("</table></div>\n");
+}
+
+/// Points a per-second line holds at most: a longer test is averaged into this many.
+const PER_SECOND_POINTS: usize = 1200;
+
+/// A sustained test's bandwidth second by second, a line per run, with each run's cliff
+/// marked (a dashed line where the rate fell, its mean before and after) and said in words
+/// below. Drawn for tests that recorded a cliff, and for every test of a sustained run.
+fn per_second_chart(h: &mut String, c: &Comparison, test: usize) {
+    let Some(info) = c.tests.get(test) else {
+        return;
+    };
+    let sustained = |run: usize| {
+        c.runs
+            .get(run)
+            .and_then(|r| r.suite.as_ref())
+            .is_some_and(|(name, _)| name == "sustained")
+    };
+    let lines: Vec<(usize, &crate::compare::PerSecond)> = info
+        .per_second
+        .iter()
+        .enumerate()
+        .filter_map(|(run, p)| p.as_ref().map(|p| (run, p)))
+        .filter(|(run, p)| p.cliff.is_some() || sustained(*run))
+        .collect();
+    let seconds = lines
+        .iter()
+        .map(|(_, p)| p.bytes_per_s.len())
+        .max()
+        .unwrap_or(0);
+    let top_rate = lines
+        .iter()
+        .flat_map(|(_, p)| p.bytes_per_s.iter().flatten())
+        .copied()
+        .fold(0.0, f64::max);
+    if seconds < 2 || top_rate <= 0.0 {
+        return;
+    }
+    let (left, top, w, ht) = (84.0, 24.0, 640.0, 180.0);
+    let (width, height) = (left + w + 20.0, top + ht + 40.0);
+    let x = |t: f64| left + w * t / seconds as f64;
+    let y = |v: f64| top + ht * (1.0 - v / top_rate);
+    let _ = writeln!(
+        h,
+        "<svg class=\"chart per-second\" viewBox=\"0 0 {width:.0} {height:.0}\" \
+         style=\"max-width:{width:.0}px\" role=\"img\" aria-label=\"bandwidth per second\">"
+    );
+    let _ = writeln!(
+        h,
+        "<text x=\"0\" y=\"14\" font-weight=\"600\">bandwidth per second (first repeat)</text>"
+    );
+    for frac in [0.0, 0.5, 1.0] {
+        let v = top_rate * frac;
+        let _ = writeln!(
+            h,
+            "<line x1=\"{left}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left + w,
+            left - 6.0,
+            y(v) + 4.0,
+            esc(&crate::units::format_bandwidth(v)),
+            y = y(v)
+        );
+    }
+    for t in [0, seconds / 2, seconds] {
+        let _ = writeln!(
+            h,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{t} s</text>",
+            x(t as f64),
+            top + ht + 18.0
+        );
+    }
+    for (run, p) in &lines {
+        let color = color(*run);
+        let every = p.bytes_per_s.len().div_ceil(PER_SECOND_POINTS).max(1);
+        let points: Vec<String> = p
+            .bytes_per_s
+            .chunks(every)
+            .enumerate()
+            .filter_map(|(i, chunk)| {
+                let known: Vec<f64> = chunk.iter().flatten().copied().collect();
+                (!known.is_empty()).then(|| {
+                    let mean = known.iter().sum::<f64>() / known.len() as f64;
+                    // The value covers the second that ends at its index + 1.
+                    let t = (i * every + chunk.len()) as f64;
+                    format!("{:.1},{:.1}", x(t), y(mean))
+                })
+            })
+            .collect();
+        let _ = writeln!(
+            h,
+            "<polyline class=\"rate\" data-run=\"{run}\" fill=\"none\" stroke=\"{color}\" \
+             stroke-width=\"1.5\" points=\"{}\"/>",
+            points.join(" ")
+        );
+        if let Some(cl) = &p.cliff {
+            let at = x(cl.at_s.clamp(0.0, seconds as f64));
+            let _ = writeln!(
+                h,
+                "<line class=\"cliff\" data-run=\"{run}\" data-at-s=\"{:.1}\" x1=\"{at:.1}\" \
+                 x2=\"{at:.1}\" y1=\"{top}\" y2=\"{:.1}\" stroke=\"{color}\" \
+                 stroke-dasharray=\"5 3\"/>\
+                 <line x1=\"{left}\" x2=\"{at:.1}\" y1=\"{b:.1}\" y2=\"{b:.1}\" \
+                 stroke=\"{color}\" stroke-dasharray=\"2 3\"/>\
+                 <line x1=\"{at:.1}\" x2=\"{:.1}\" y1=\"{a:.1}\" y2=\"{a:.1}\" \
+                 stroke=\"{color}\" stroke-dasharray=\"2 3\"/>\
+                 <text x=\"{:.1}\" y=\"{:.1}\">cliff</text>",
+                cl.at_s,
+                top + ht,
+                left + w,
+                at + 4.0,
+                top + 12.0,
+                b = y(cl.before_bytes_per_s.min(top_rate)),
+                a = y(cl.after_bytes_per_s.min(top_rate)),
+            );
+        }
+    }
+    h.push_str("</svg>\n<ul class=\"cliffs\">\n");
+    for (run, p) in &lines {
+        let said = match &p.cliff {
+            Some(cl) => format!(
+                "cliff after {:.0} s: {} for the first {}, then {} ({:.0}%)",
+                cl.at_s,
+                crate::units::format_bandwidth(cl.before_bytes_per_s),
+                crate::units::format_bytes_approx(cl.bytes_before),
+                crate::units::format_bandwidth(cl.after_bytes_per_s),
+                cl.after_pct
+            ),
+            None => "no cliff: the rate did not fall".into(),
+        };
+        let _ = writeln!(
+            h,
+            "<li><span class=\"swatch\" style=\"background:{}\"></span>{}: {}</li>",
+            color(*run),
+            esc(&c.runs[*run].column()),
+            esc(&said)
+        );
+    }
+    h.push_str("</ul>\n");
 }
 
 /// Horizontal bars, one per run, of the test's throughput figure.

@@ -46,6 +46,9 @@ pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -
     if let Some(p) = &report.precondition {
         writeln!(out, "{}", p.summary())?;
     }
+    if let Some(like) = &report.like {
+        write_like(like, out)?;
+    }
     writeln!(out)?;
     let rows: Vec<Row> = report.tests.iter().flat_map(rows_of).collect();
     let name_width = rows
@@ -80,6 +83,86 @@ pub fn write(report: &BenchReport, out: &mut impl Write, width: Option<usize>) -
     write_curve(report, out)?;
     write_sustained(report, out)?;
     write_target(report, out)
+}
+
+/// `--like-pid`: whether the target held the rates the watched process needed, file by file,
+/// with the flushes' latency here against the process's own.
+fn write_like(like: &crate::bench::result::Like, out: &mut impl Write) -> io::Result<()> {
+    let comms: Vec<String> = like.comms.iter().map(|c| Escaped(c).to_string()).collect();
+    let all = like
+        .files
+        .iter()
+        .map(|f| f.holds)
+        .collect::<Option<Vec<bool>>>();
+    let least = like
+        .files
+        .iter()
+        .filter_map(|f| f.headroom)
+        .min_by(f64::total_cmp);
+    let verdict = match (all, least) {
+        (Some(all), Some(h)) if all.iter().all(|&b| b) => {
+            format!("this target holds its pattern ({h:.1}x the rates it needed)")
+        }
+        (Some(_), Some(h)) => format!(
+            "this target does NOT hold its pattern (it reached {:.0}% of a rate it needed)",
+            100.0 * h
+        ),
+        _ => "not every job finished, so whether this target holds it is not known".into(),
+    };
+    writeln!(
+        out,
+        "like process {} ({}), watched {:.1} s: {verdict}",
+        like.pid,
+        comms.join(", "),
+        like.watched_s
+    )?;
+    let rates = |r: &crate::bench::result::Rates| {
+        let mut parts = Vec::new();
+        if r.write_bytes_per_s > 0.0 {
+            parts.push(format!("{} written", format_bandwidth(r.write_bytes_per_s)));
+        }
+        if r.read_bytes_per_s > 0.0 {
+            parts.push(format!("{} read", format_bandwidth(r.read_bytes_per_s)));
+        }
+        if r.syncs_per_s > 0.0 {
+            parts.push(format!("{} flushes/s", format_count(r.syncs_per_s)));
+        }
+        parts.join(", ")
+    };
+    for f in &like.files {
+        let path = f
+            .path
+            .as_deref()
+            .map_or("(path not seen)".to_string(), |p| Escaped(p).to_string());
+        let here = match (&f.achieved, f.headroom) {
+            (Some(a), Some(h)) => format!("; here {}: {h:.1}x", rates(a)),
+            _ => "; here: the test did not finish".into(),
+        };
+        writeln!(
+            out,
+            "  {} {path}: needed {}{here}",
+            Escaped(&f.test),
+            rates(&f.needed)
+        )?;
+        if let Some(mean) = f.process_sync_mean_ns {
+            let p99 = f
+                .process_sync_p99_ns
+                .map_or(String::new(), |p| format!(", p99 {}", format_latency_ns(p)));
+            let here = f.sync_lat_ns.map_or(String::new(), |l| {
+                format!(
+                    "; here p50 {}, p99 {}",
+                    format_latency_ns(l.p50 as f64),
+                    format_latency_ns(l.p99 as f64)
+                )
+            });
+            writeln!(
+                out,
+                "    flush latency: the process's mean {}{p99}{here}",
+                format_latency_ns(mean)
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Which data a row's figures come from, once repeats were run: all of them pooled, so no

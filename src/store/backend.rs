@@ -231,14 +231,31 @@ impl Results {
         }
     }
 
-    /// The runs waiting at group `name`'s start barrier that began at `since` or later (see
-    /// [`PgStore::group_waiting`]); only a shared store holds groups.
+    /// The runs waiting at group `name`'s start barrier that began at `since` or later and
+    /// marked themselves within `lease` seconds (see [`PgStore::group_waiting`]); only a
+    /// shared store holds groups.
     #[cfg_attr(not(feature = "pg"), allow(unused_variables))]
-    pub fn group_waiting(&mut self, name: &str, since: &str) -> Result<Vec<(i64, String)>> {
+    pub fn group_waiting(
+        &mut self,
+        name: &str,
+        since: &str,
+        lease: f64,
+    ) -> Result<Vec<(i64, String)>> {
         match self {
             Results::Local(_) => Err(local_group()),
             #[cfg(feature = "pg")]
-            Results::Shared(s) => s.group_waiting(name, since),
+            Results::Shared(s) => s.group_waiting(name, since, lease),
+        }
+    }
+
+    /// Marks run `id` as still waiting at its group's barrier (see
+    /// [`PgStore::group_heartbeat`]).
+    #[cfg_attr(not(feature = "pg"), allow(unused_variables))]
+    pub fn group_heartbeat(&mut self, id: i64) -> Result<()> {
+        match self {
+            Results::Local(_) => Err(local_group()),
+            #[cfg(feature = "pg")]
+            Results::Shared(s) => s.group_heartbeat(id),
         }
     }
 

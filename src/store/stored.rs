@@ -396,6 +396,35 @@ pub(crate) struct SyncView {
     pub(crate) count: Field<u64>,
 }
 
+/// A disk test's per-second figures and its cliff (written from
+/// `bench::result::{TestResult, TimelinePoint}` and `bench::sustained::Cliff`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct PerSecondView {
+    pub(crate) timeline: Field<Vec<PointView>>,
+    pub(crate) cliff: Field<CliffView>,
+}
+
+/// One second of a test's timeline.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct PointView {
+    pub(crate) repeat: Field<u64>,
+    pub(crate) t_s: Field<u64>,
+    pub(crate) bw_bytes_per_s: Field<f64>,
+}
+
+/// Where a sustained test's write rate fell.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct CliffView {
+    pub(crate) bytes_before: Field<u64>,
+    pub(crate) at_s: Field<f64>,
+    pub(crate) before_bytes_per_s: Field<f64>,
+    pub(crate) after_bytes_per_s: Field<f64>,
+    pub(crate) after_pct: Field<f64>,
+}
+
 /// The view of `value`; a value that is not an object reads as nothing recorded.
 pub(crate) fn view<T: Default + DeserializeOwned>(value: &Value) -> T {
     T::deserialize(ObjectsOnly(value)).unwrap_or_default()

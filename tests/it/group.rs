@@ -1,11 +1,16 @@
 //! `bench disk --group NAME --hosts N --db postgres://…`: three processes, each on its own loop
 //! device, meet at a start barrier in one PostgreSQL store and start within 100 ms of each
 //! other; `runs show --group` merges them, its p99 that of the union of their histograms
-//! (computed here bucket by bucket); a group that never fills times out naming who came.
+//! (computed here bucket by bucket); a group that never fills times out naming who came and,
+//! with --hosts a,b,c, who did not (and named hosts that all come start together, each in a UTS
+//! namespace of its own name); a host not named is refused; a member killed while waiting
+//! stops counting once its lease runs out.
 
 use crate::common::pg::TestDb;
 use crate::common::*;
 use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::Command;
 use std::time::Duration;
 
 /// The hosts' write histograms (`[highest value of a bucket, count]`) together: the value at
@@ -40,31 +45,51 @@ fn union_quantile(reports: &[Value], q: f64) -> u64 {
 }
 
 fn bench(dev: &str, url: &str, group: &str, hosts: &str, timeout: &str) -> std::process::Child {
-    tacho()
-        .args([
-            "bench",
-            "disk",
-            dev,
-            "--rw",
-            "randwrite",
-            "--bs",
-            "4k",
-            "--iodepth",
-            "4",
-            "--runtime",
-            "1s",
-            "--destroy-data",
-            "--json",
-            "--db",
-            url,
-            "--group",
-            group,
-            "--hosts",
-            hosts,
-            "--group-timeout",
-            timeout,
-        ])
-        .spawn_piped()
+    bench_cmd(dev, url, group, hosts, timeout).spawn_piped()
+}
+
+fn bench_cmd(dev: &str, url: &str, group: &str, hosts: &str, timeout: &str) -> Command {
+    let mut cmd = tacho();
+    cmd.args([
+        "bench",
+        "disk",
+        dev,
+        "--rw",
+        "randwrite",
+        "--bs",
+        "4k",
+        "--iodepth",
+        "4",
+        "--runtime",
+        "1s",
+        "--destroy-data",
+        "--json",
+        "--db",
+        url,
+        "--group",
+        group,
+        "--hosts",
+        hosts,
+        "--group-timeout",
+        timeout,
+    ]);
+    cmd
+}
+
+/// `cmd` run as host `name`: in a UTS namespace of its own whose host name is `name` (root).
+fn as_host(name: &str, cmd: &Command) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", name])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            wrapped.env(k, v);
+        }
+    }
+    wrapped
 }
 
 #[test]
@@ -176,4 +201,108 @@ fn a_group_that_never_fills_times_out_naming_the_hosts_that_came() {
         "{err}"
     );
     assert!(err.trim().lines().count() <= 2, "{err}");
+}
+
+#[test]
+fn named_hosts_that_never_come_are_named_and_a_stranger_is_refused() {
+    let Some(pg) = TestDb::new("group_named") else {
+        return;
+    };
+    let Some(dev) = LoopDev::new("group named test", 8 << 20) else {
+        return;
+    };
+    let o = wait_output(
+        as_host(
+            "ga",
+            &bench_cmd(dev.path(), &pg.url, "g3", "ga,gb,gc", "1s"),
+        )
+        .spawn_piped(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let last = err.trim().lines().last().unwrap();
+    assert!(
+        last.contains("group g3 waited 1 s with 1 of 3 hosts (ga (run ")
+            && last.contains("did not come: gb, gc:"),
+        "{err}"
+    );
+    assert!(err.trim().lines().count() <= 2, "{err}");
+
+    let o = wait_output(
+        as_host("gx", &bench_cmd(dev.path(), &pg.url, "g3", "ga,gb", "1s")).spawn_piped(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let last = err.trim().lines().last().unwrap();
+    assert!(
+        last.contains("this host, gx, is not one of group g3's hosts (ga,gb)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn named_hosts_start_together_once_each_has_come() {
+    let Some(pg) = TestDb::new("group_named_all") else {
+        return;
+    };
+    let devs: Vec<LoopDev> = (0..3)
+        .map_while(|_| LoopDev::new("group named all test", 8 << 20))
+        .collect();
+    if devs.len() < 3 {
+        return;
+    }
+    let names = ["na", "nb", "nc"];
+    let children: Vec<_> = devs
+        .iter()
+        .zip(names)
+        .map(|(d, n)| {
+            as_host(n, &bench_cmd(d.path(), &pg.url, "g5", "na,nb,nc", "60s")).spawn_piped()
+        })
+        .collect();
+    let reports: Vec<Value> = children
+        .into_iter()
+        .map(|c| json_ok(&wait_output(c, Duration::from_secs(120))))
+        .collect();
+    let runs = &reports[0]["group"]["runs"];
+    assert_eq!(runs.as_array().unwrap().len(), 3, "{runs}");
+    for (r, n) in reports.iter().zip(names) {
+        assert_eq!(&r["group"]["runs"], runs, "{r}");
+        assert_eq!(r["group"]["names"], serde_json::json!(names), "{r}");
+        assert_eq!(r["host"]["hostname"], n, "{r}");
+    }
+}
+
+#[test]
+fn a_member_killed_while_waiting_no_longer_counts() {
+    let Some(pg) = TestDb::new("group_killed") else {
+        return;
+    };
+    let Some(dev) = LoopDev::new("group killed test", 8 << 20) else {
+        return;
+    };
+    let mut first = bench(dev.path(), &pg.url, "g4", "2", "60s");
+    let mut line = String::new();
+    BufReader::new(first.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("waiting for 2 hosts"), "{line}");
+    // Its first mark is made right after that line; then it dies without a word.
+    std::thread::sleep(Duration::from_millis(500));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Past its lease (3 s), the second waits alone.
+    std::thread::sleep(Duration::from_millis(3200));
+    let o = wait_output(
+        bench(dev.path(), &pg.url, "g4", "2", "1s"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("waited 1 s with 1 of 2 hosts"), "{err}");
+    assert!(
+        !err.contains("(run 1)"),
+        "the killed run 1 still counted: {err}"
+    );
 }

@@ -70,6 +70,73 @@ fn print_fio_lines_are_accepted_by_fio() {
 }
 
 #[test]
+fn print_fio_of_sustained_and_precondition_uses_fios_steady_state() {
+    if !have_tool("fio") {
+        skip("print_fio_of_sustained_and_precondition: fio is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().to_str().unwrap();
+    let o = run(&[
+        "bench",
+        "disk",
+        target,
+        "--suite",
+        "sustained",
+        "--flat-for",
+        "12s",
+        "--precondition",
+        "--precondition-round",
+        "7s",
+        "--print-fio",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("fio ")).collect();
+    // Two precondition jobs, then the suite's two tests.
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].contains("--rw=write") && lines[0].contains("--loops=2"),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("--rw=randwrite")
+            && lines[1].contains("--ss=iops_slope:10%")
+            && lines[1].contains("--ss_dur=35s")
+            && lines[1].contains("--runtime=175s"),
+        "{text}"
+    );
+    for l in &lines[2..] {
+        assert!(
+            l.contains("--ss=bw:20%")
+                && l.contains("--ss_dur=12s")
+                && l.contains("--write_bw_log="),
+            "{text}"
+        );
+    }
+    // What fio does otherwise is said in comments.
+    assert!(
+        text.contains("# Not the same: fio takes one criterion per job"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# Not the same: tacho counts a flat rate only after"),
+        "{text}"
+    );
+    for line in lines {
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{line} --parse-only"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "fio --parse-only rejected: {line}");
+    }
+    assert_empty(dir.path());
+}
+
+#[test]
 fn repeats_report_every_run_the_pooled_figures_a_spread_and_a_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let (v, code) = bench_json(

@@ -1,7 +1,7 @@
 //! `bench disk --suite sustained`: a device that writes fast until its cache is full and slowly
 //! after has its cliff found where it is. The device is a loop device over an image on a FUSE
 //! filesystem (tests/helpers/passfs.py) that writes at 16 MiB/s for the first 40 MiB it is given
-//! and at 4 MiB/s after.
+//! and at 4 MiB/s after. The run's HTML page draws its bandwidth per second, the cliff marked.
 
 use crate::common::*;
 
@@ -29,6 +29,9 @@ fn the_cliff_of_a_device_whose_cache_fills_is_found_where_it_is() {
     let Some(dev) = LoopDev::new_in("sustained cliff test", 64 * MIB, fs.path()) else {
         return;
     };
+    let db = tempfile::tempdir().unwrap();
+    let db_file = db.path().join("runs.db");
+    let db_file = db_file.to_str().unwrap();
     let o = run(&[
         "bench",
         "disk",
@@ -41,6 +44,8 @@ fn the_cliff_of_a_device_whose_cache_fills_is_found_where_it_is() {
         "2s",
         "--destroy-data",
         "--json",
+        "--db",
+        db_file,
     ]);
     let v = json_ok(&o);
     assert_eq!(v["suite"]["name"], "sustained", "{v}");
@@ -68,6 +73,51 @@ fn the_cliff_of_a_device_whose_cache_fills_is_found_where_it_is() {
     assert_eq!(rand["rw"], "randwrite", "{rand}");
     assert!(rand["write"]["bytes"].as_u64().unwrap() > 0);
     assert!(!v["interrupted"].as_bool().unwrap());
+
+    // The run's page draws each test's bandwidth second by second, the cliff marked where it
+    // was found, and says it in words.
+    let page = db.path().join("run.html");
+    let o = run(&[
+        "runs",
+        "show",
+        "1",
+        "--db",
+        db_file,
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(
+        html.matches("<polyline class=\"rate\"").count(),
+        2,
+        "{html}"
+    );
+    let at = cliff["at_s"].as_f64().unwrap();
+    assert_eq!(html.matches("<line class=\"cliff\"").count(), 1, "{html}");
+    assert!(html.contains(&format!("data-at-s=\"{at:.1}\"")), "{html}");
+    assert!(
+        html.contains(&format!("cliff after {at:.0} s: ")) && html.contains("no cliff"),
+        "{html}"
+    );
+    // One point per second of the first repeat, each test.
+    let seq_points = seq["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["repeat"] == 1)
+        .count();
+    let drawn = html
+        .split("<polyline class=\"rate\"")
+        .nth(1)
+        .and_then(|l| l.split("points=\"").nth(1))
+        .and_then(|l| l.split('"').next())
+        .unwrap();
+    assert_eq!(drawn.split(' ').count(), seq_points, "{drawn}");
+    assert!(
+        !html.to_lowercase().contains("<script"),
+        "the run page stays script-free"
+    );
 }
 
 /// The SNIA rule over the last five rounds, computed here from the recorded rounds.

@@ -230,20 +230,44 @@ impl PgStore {
         tx.commit().map_err(|e| fail(&shown, &e))
     }
 
-    /// The runs of group `name` that are running and began at `since` (RFC 3339, UTC) or
-    /// later, by id: the hosts at the group's start barrier, as (id, host name).
-    pub fn group_waiting(&mut self, name: &str, since: &str) -> Result<Vec<(i64, String)>> {
+    /// The runs of group `name` that are running, began at `since` (RFC 3339, UTC) or later
+    /// and marked themselves waiting (see [`PgStore::group_heartbeat`]) within the last
+    /// `lease` seconds of the server's clock, by id: the hosts at the group's start barrier,
+    /// as (id, host name). A host killed while waiting stops marking itself and drops out.
+    pub fn group_waiting(
+        &mut self,
+        name: &str,
+        since: &str,
+        lease: f64,
+    ) -> Result<Vec<(i64, String)>> {
         let rows = self
             .client
             .query(
                 "SELECT id, coalesce(hostname, '') FROM runs
                  WHERE status = 'running' AND created_at >= $2
                    AND extra_json::JSONB -> 'group' ->> 'name' = $1
+                   AND jsonb_typeof(extra_json::JSONB -> 'group' -> 'waiting') = 'number'
+                   AND (extra_json::JSONB -> 'group' ->> 'waiting')::FLOAT8
+                       >= extract(epoch FROM clock_timestamp())::FLOAT8 - $3::FLOAT8
                  ORDER BY id",
-                &[&name, &since],
+                &[&name, &since, &lease],
             )
             .map_err(|e| self.fail(&e))?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// Marks run `id` as still waiting at its group's barrier now (the server's clock, in
+    /// seconds since the Unix epoch, as the run's `group.waiting`).
+    pub fn group_heartbeat(&mut self, id: i64) -> Result<()> {
+        self.client
+            .execute(
+                "UPDATE runs SET extra_json = jsonb_set(extra_json::JSONB, '{group,waiting}',
+                     to_jsonb(extract(epoch FROM clock_timestamp())::FLOAT8))::TEXT
+                 WHERE id = $1 AND extra_json::JSONB -> 'group' IS NOT NULL",
+                &[&id],
+            )
+            .map_err(|e| self.fail(&e))?;
+        Ok(())
     }
 
     /// The run ids of the latest finished start of group `name` (as its last run recorded
