@@ -11,8 +11,7 @@ use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::load::engine::Client;
 use crate::load::knee::{self, Rule};
-use crate::load::target::Target;
-use crate::load::{Options, Report, SCHEMA, ServerFinding, TargetInfo};
+use crate::load::{Options, Report, SCHEMA, ServerFinding, TargetInfo, UrlInfo, urls};
 use anyhow::{Result, anyhow};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -20,17 +19,30 @@ use std::time::Duration;
 
 /// Runs `tacho load`: 130 after an interruption (what was measured is printed and saved).
 pub fn run(args: &LoadArgs) -> Result<ExitCode> {
-    let target = Target::parse(&args.url).map_err(|e| anyhow!(e))?;
-    let addr = target.resolve().map_err(|e| anyhow!(e))?;
+    let requests = match &args.urls {
+        Some(path) => {
+            let shown = path.display();
+            urls::parse(&read_urls(path)?, &args.method)
+                .map_err(|e| anyhow!("--urls {shown}: {e}"))?
+        }
+        None => urls::of_args(&args.url, &args.method).map_err(|e| anyhow!(e))?,
+    };
     let opts = Options {
         connections: args.connections,
-        method: args.method.clone(),
         headers: args.header.clone(),
         body: args.body.clone().unwrap_or_default().into_bytes(),
         timeout: args.timeout,
+        http2: args.http2,
+        insecure: args.insecure,
     };
     let saver = RunSaver::open(&args.save)?;
-    let mut client = Client::new(&target, addr, &opts).map_err(|e| anyhow!(e))?;
+    let mut client = Client::new(&requests, &opts).map_err(|e| anyhow!(e))?;
+    let origins = client.origins().to_vec();
+    if args.insecure && origins.iter().any(|o| o.verified == Some(false)) {
+        eprintln!(
+            "warning: --insecure: the server's TLS certificate is NOT checked; the figures may              come from any server that answered"
+        );
+    }
     let plan: Vec<(u64, Duration)> = match args.ramp {
         Some(ramp) => ramp
             .rates(args.steps)
@@ -41,7 +53,11 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
     };
     let stop = interrupt::stop_flag()?;
     let mut notes = Vec::new();
-    let local = addr.ip().is_loopback();
+    let local = origins.iter().all(|o| {
+        o.address
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| a.ip().is_loopback())
+    });
     let mut watch = if local {
         match Watch::new() {
             Ok(w) => Some(w),
@@ -52,8 +68,8 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
         }
     } else {
         notes.push(
-            "the target is not this host: what bent on the server is not known here (run \
-             tacho top on it)"
+            "the target is not (only) this host: what bent on the server is not known here \
+             (run tacho top on it)"
                 .into(),
         );
         None
@@ -86,9 +102,28 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
         tool_version: env!("CARGO_PKG_VERSION"),
         host: Host::read(&SysRoot::real()),
         target: TargetInfo {
-            url: target.url.clone(),
-            address: addr.to_string(),
-            method: args.method.clone(),
+            url: requests
+                .iter()
+                .map(|r| r.target.url.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            address: origins
+                .first()
+                .map(|o| o.address.clone())
+                .unwrap_or_default(),
+            method: requests
+                .first()
+                .map(|r| r.method.clone())
+                .unwrap_or_default(),
+            urls: requests
+                .iter()
+                .map(|r| UrlInfo {
+                    url: r.target.url.clone(),
+                    method: r.method.clone(),
+                    weight: r.weight,
+                })
+                .collect(),
+            origins,
             connections: args.connections,
             timeout_s: args.timeout.as_secs_f64(),
             body_bytes: opts.body.len(),
@@ -109,6 +144,16 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The text of a `--urls` file (at most 1 MiB).
+fn read_urls(path: &std::path::Path) -> Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
+        .map_err(|e| anyhow!("cannot read --urls {}: {e}", path.display()))?;
+    Ok(text)
 }
 
 /// `10s`, `500ms`.

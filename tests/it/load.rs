@@ -96,7 +96,10 @@ fn connection(conn: TcpStream, behaviour: Behaviour, served: &AtomicU64, slots: 
                 std::thread::sleep(Duration::from_secs(3600));
                 return;
             }
-            Behaviour::Status(s) => s,
+            Behaviour::Status(s) => {
+                served.fetch_add(1, Ordering::Relaxed);
+                s
+            }
             Behaviour::Serial(service) => {
                 serve_in_turn(slots, service);
                 served.fetch_add(1, Ordering::Relaxed);
@@ -119,6 +122,13 @@ fn connection(conn: TcpStream, behaviour: Behaviour, served: &AtomicU64, slots: 
 
 fn load(url: &str, args: &[&str]) -> Value {
     let mut all = vec!["load", url, "--json", "--no-save"];
+    all.extend_from_slice(args);
+    json_ok(&run(&all))
+}
+
+/// `tacho load ARGS --json --no-save`, URLs among the arguments.
+fn load_with(args: &[&str]) -> Value {
+    let mut all = vec!["load", "--json", "--no-save"];
     all.extend_from_slice(args);
     json_ok(&run(&all))
 }
@@ -408,4 +418,209 @@ fn bad_input_exits_2_in_one_line() {
     assert!(line.contains("--rate"), "{line}");
     let line = assert_error(&run(&["load", url, "-H", "no colon"]));
     assert!(line.contains("'Name: value'"), "{line}");
+}
+
+/// An HTTP/2 server over TLS on loopback (ALPN h2 only, a self-signed certificate for
+/// 127.0.0.1 in `dir`) answering every request at once; counts the requests that came over
+/// HTTP/2.
+fn h2_tls_server(dir: &std::path::Path) -> Server {
+    use http_body_util::Full;
+    use hyper::body::{Bytes, Incoming};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    crate::common::self_signed_certificate(dir);
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("tacho.crt"))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.join("tacho.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&served);
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_io()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, counted) = (acceptor.clone(), Arc::clone(&counted));
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service =
+                        hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                            if req.version() == hyper::Version::HTTP_2 {
+                                counted.fetch_add(1, Ordering::Relaxed);
+                            }
+                            async {
+                                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                                    Bytes::from_static(b"ok"),
+                                )))
+                            }
+                        });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+    });
+    Server { port, served }
+}
+
+#[test]
+fn https_over_http2_is_verified_unless_insecure_and_reports_its_protocol() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = h2_tls_server(dir.path());
+    let url = format!("https://127.0.0.1:{}/", server.port);
+    // A self-signed certificate does not verify: one line, nothing sent.
+    let line = assert_error(&run(&[
+        "load",
+        &url,
+        "--rate",
+        "20",
+        "--duration",
+        "1s",
+        "--no-save",
+    ]));
+    assert!(
+        line.contains("certificate") && line.contains("--insecure"),
+        "{line}"
+    );
+    assert_eq!(server.served(), 0);
+    let o = run(&[
+        "load",
+        &url,
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "-c",
+        "2",
+        "--insecure",
+        "--json",
+        "--no-save",
+    ]);
+    let doc = json_ok(&o);
+    assert!(crate::common::stderr(&o).contains("NOT checked"));
+    let origin = &doc["target"]["origins"][0];
+    assert_eq!(origin["protocol"], "HTTP/2", "{doc:#}");
+    assert_eq!(origin["verified"], false);
+    assert!(
+        origin["tls_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("TLSv1_"),
+        "{origin}"
+    );
+    let step = &doc["steps"][0];
+    assert_eq!(step["errors"]["other"], 0, "{doc:#}");
+    assert!(step["ok"].as_u64().unwrap() >= 90, "{doc:#}");
+    // Every request the server saw came over HTTP/2.
+    assert_eq!(server.served(), step["sent"].as_u64().unwrap());
+    // The text says the certificate was not checked.
+    let o = run(&[
+        "load",
+        &url,
+        "--rate",
+        "20",
+        "--duration",
+        "200ms",
+        "--insecure",
+        "--http2",
+        "--no-save",
+    ]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("HTTP/2, TLSv1_3, certificate NOT checked (--insecure)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_weighted_mix_goes_to_each_url_by_its_weight_and_each_origin_over_its_own_connections() {
+    let a = Server::start(Behaviour::Status(200));
+    let b = Server::start(Behaviour::Status(200));
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("mix.txt");
+    std::fs::write(
+        &list,
+        format!(
+            "# three to a, one POST to b\n3 {}x\n\n1 POST {}y\n",
+            a.url(),
+            b.url()
+        ),
+    )
+    .unwrap();
+    let doc = load_with(&[
+        "--urls",
+        list.to_str().unwrap(),
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "-c",
+        "2",
+    ]);
+    let urls = doc["target"]["urls"].as_array().unwrap();
+    assert_eq!(
+        (urls[0]["weight"].as_u64(), urls[1]["method"].as_str()),
+        (Some(3), Some("POST"))
+    );
+    assert_eq!(
+        doc["target"]["origins"].as_array().unwrap().len(),
+        2,
+        "{doc:#}"
+    );
+    let step = &doc["steps"][0];
+    let by = step["by_url"].as_array().unwrap();
+    let sent = |i: usize| by[i]["sent"].as_u64().unwrap();
+    assert_eq!(sent(0) + sent(1), step["sent"].as_u64().unwrap());
+    // Taken in a fixed order: three to a for each one to b.
+    assert!(sent(0).abs_diff(3 * sent(1)) <= 3, "{doc:#}");
+    assert_eq!((a.served(), b.served()), (sent(0), sent(1)));
+    assert_eq!(by[1]["ok"], by[1]["sent"]);
+
+    // Several URLs on the command line: each in turn.
+    let doc = load_with(&[
+        &a.url(),
+        &format!("{}z", b.url()),
+        "--rate",
+        "40",
+        "--duration",
+        "500ms",
+    ]);
+    let by = doc["steps"][0]["by_url"].as_array().unwrap();
+    assert_eq!(by[0]["sent"], by[1]["sent"], "{doc:#}");
+
+    // A bad line stops it, naming the line; nothing is sent.
+    let before = a.served();
+    std::fs::write(&list, format!("{}\nGET 2 {}\n", a.url(), a.url())).unwrap();
+    let line = assert_error(&run(&[
+        "load",
+        "--urls",
+        list.to_str().unwrap(),
+        "--no-save",
+    ]));
+    assert!(
+        line.contains("mix.txt: line 2: the weight must come before"),
+        "{line}"
+    );
+    assert_eq!(a.served(), before);
 }
