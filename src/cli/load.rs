@@ -86,6 +86,11 @@ pub struct LoadArgs {
     #[arg(long)]
     pub insecure: bool,
 
+    /// Read the server's findings from a remote `tacho top --listen` at the end of every step
+    /// (its --interval shorter than --step), e.g. http://10.0.0.5:9101/metrics
+    #[arg(long, value_name = "URL")]
+    pub watch: Option<String>,
+
     /// Print one JSON document (schema tacho.load.v1) on stdout
     #[arg(long)]
     pub json: bool,

@@ -1,5 +1,6 @@
 //! `tacho load URL`: resolve the options, run the steps (watching the server when it is this
-//! host), judge them, find the knee, print and save.
+//! host, or a remote `tacho top --listen` with `--watch`), judge them, find the knee, print
+//! and save.
 
 use super::interrupt;
 use super::record::RunSaver;
@@ -11,7 +12,9 @@ use crate::kernel::SysRoot;
 use crate::kernel::host::Host;
 use crate::load::engine::Client;
 use crate::load::knee::{self, Rule};
+use crate::load::watch::Remote;
 use crate::load::{Options, Report, SCHEMA, ServerFinding, TargetInfo, UrlInfo, urls};
+use crate::text::Escaped;
 use anyhow::{Result, anyhow};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -53,12 +56,28 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
     };
     let stop = interrupt::stop_flag()?;
     let mut notes = Vec::new();
+    let remote = match &args.watch {
+        Some(url) => {
+            let r = Remote::new(url, args.timeout).map_err(|e| anyhow!(e))?;
+            // Read once before the load, so a wrong address stops the command first.
+            r.findings().map_err(|e| {
+                anyhow!(
+                    "--watch {}: {e}; give the /metrics URL of a running tacho top --listen",
+                    Escaped(r.url())
+                )
+            })?;
+            Some(r)
+        }
+        None => None,
+    };
     let local = origins.iter().all(|o| {
         o.address
             .parse::<std::net::SocketAddr>()
             .is_ok_and(|a| a.ip().is_loopback())
     });
-    let mut watch = if local {
+    let mut watch = if remote.is_some() {
+        None
+    } else if local {
         match Watch::new() {
             Ok(w) => Some(w),
             Err(e) => {
@@ -87,6 +106,17 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
         let mut step = client.step(*rate as f64, *duration, &stop);
         if let (Some(w), Some(a)) = (watch.as_mut(), before) {
             step.server = w.end(&a, &mut notes);
+        }
+        if let Some(r) = &remote {
+            step.server = r
+                .findings()
+                .map_err(|e| {
+                    note_once(
+                        &mut notes,
+                        format!("--watch {} was not read: {e}", Escaped(r.url())),
+                    )
+                })
+                .ok();
         }
         step.bent = rule.judge(&step);
         let bent = !step.bent.is_empty();

@@ -7,7 +7,8 @@
 //! omission): a server that stalls shows the stall in the latency of every request that waited
 //! behind it. [`engine`] runs one step at one rate, [`knee`] judges each step and finds where
 //! the service stopped following the offered rate, [`target`] checks each URL, [`urls`] reads
-//! a weighted list of them, [`tls`] makes https connections.
+//! a weighted list of them, [`tls`] makes https connections, [`watch`] reads a remote
+//! `tacho top --listen`'s findings.
 //!
 //! Nothing here prints; `cmd::load` resolves the options and `report::load` writes the text.
 
@@ -16,6 +17,7 @@ pub(crate) mod knee;
 pub(crate) mod target;
 pub(crate) mod tls;
 pub(crate) mod urls;
+pub(crate) mod watch;
 
 use serde::Serialize;
 use std::time::Duration;

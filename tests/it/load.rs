@@ -276,16 +276,22 @@ print(s.server_address[1], flush=True)
 s.serve_forever()
 "#;
 
-#[test]
-fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
+/// The Python server above in a new cgroup with a tenth of a CPU (under 50 requests a second:
+/// Python's own work per request counts against the quota too, well below what a busy host
+/// leaves it): the cgroup's name, the server (killed on drop, the cgroup after it) and its URL;
+/// `None` without cgroups to make.
+fn throttled_server(
+    tag: &str,
+) -> Option<(
+    String,
+    crate::common::Killed,
+    crate::common::cgroup::Cgroup,
+    String,
+)> {
     use crate::common::cgroup::Cgroup;
     use crate::common::{Killed, PYTHON};
-    let name = format!("tacho-itest-load-{}", std::process::id());
-    let Some(cg) = Cgroup::new("cpu", &name) else {
-        return;
-    };
-    // A tenth of a CPU at 2 ms a request: under 50 requests a second (Python's own work per
-    // request counts against the quota too), well below what a busy host leaves it.
+    let name = format!("tacho-itest-load-{tag}-{}", std::process::id());
+    let cg = Cgroup::new("cpu", &name)?;
     cg.set("cpu.cfs_period_us", "100000");
     cg.set("cpu.cfs_quota_us", "10000");
     let mut server = Killed(
@@ -299,22 +305,36 @@ fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
         .read_line(&mut port)
         .unwrap();
     let url = format!("http://127.0.0.1:{}/", port.trim());
+    Some((name, server, cg, url))
+}
+
+/// The throttling of cgroup `name` among the findings at the knee of `doc`.
+fn assert_throttled_at_the_knee(doc: &Value, name: &str) -> Value {
+    let knee = &doc["knee"];
+    let bent = knee["bent"].as_u64().expect("the ramp bent") as usize;
+    assert!(bent > 0, "the first step bent already: {doc:#}");
+    let subject = format!("/{name}");
+    knee["what_bent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str())
+        .unwrap_or_else(|| panic!("no throttling at the knee: {doc:#}"))
+        .clone()
+}
+
+#[test]
+fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
+    let Some((name, server, _cg, url)) = throttled_server("local") else {
+        return;
+    };
     let doc = load(
         &url,
         &[
             "--ramp", "5..95", "--steps", "10", "--step", "1s", "-c", "4",
         ],
     );
-    let knee = &doc["knee"];
-    let bent = knee["bent"].as_u64().expect("the ramp bent") as usize;
-    assert!(bent > 0, "the first step bent already: {doc:#}");
-    let subject = format!("/{name}");
-    let throttled = knee["what_bent"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str())
-        .unwrap_or_else(|| panic!("no throttling at the knee: {doc:#}"));
+    let throttled = assert_throttled_at_the_knee(&doc, &name);
     assert!(
         throttled["message"]
             .as_str()
@@ -323,6 +343,73 @@ fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
         "{throttled}"
     );
     drop(server);
+}
+
+#[test]
+fn watch_reads_what_bent_from_a_remote_tacho_top() {
+    // Bad --watch targets first: nothing listening, a server that is not tacho top.
+    let nobody = format!("http://127.0.0.1:{}/metrics", free_port());
+    let other = Server::start(Behaviour::Status(200));
+    let line = assert_error(&run(&[
+        "load",
+        &other.url(),
+        "--watch",
+        &nobody,
+        "--no-save",
+    ]));
+    assert!(
+        line.contains("--watch") && line.contains("cannot connect"),
+        "{line}"
+    );
+    let line = assert_error(&run(&[
+        "load",
+        &other.url(),
+        "--watch",
+        &other.url(),
+        "--no-save",
+    ]));
+    assert!(line.contains("no tacho figures"), "{line}");
+    assert_eq!(other.served(), 1, "only the one look at the page");
+
+    let Some((name, server, _cg, url)) = throttled_server("watch") else {
+        return;
+    };
+    let port = free_port();
+    let top = crate::common::Killed(
+        crate::common::tacho()
+            .args(["top", "--interval", "500ms", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !std::panic::catch_unwind(|| crate::common::http_get(port, "/metrics"))
+        .is_ok_and(|page| page.contains("# TYPE tacho_"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "tacho top --listen did not serve"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let watch = format!("http://127.0.0.1:{port}/metrics");
+    let doc = load(
+        &url,
+        &[
+            "--ramp", "5..95", "--steps", "10", "--step", "1s", "-c", "4", "--watch", &watch,
+        ],
+    );
+    // Every step was read from /metrics (its findings carry the severity for a sentence).
+    let steps = doc["steps"].as_array().unwrap();
+    assert!(steps.iter().all(|s| s["server"].is_array()), "{doc:#}");
+    let throttled = assert_throttled_at_the_knee(&doc, &name);
+    assert!(
+        !throttled["message"].as_str().unwrap().is_empty(),
+        "{throttled}"
+    );
+    drop((top, server));
 }
 
 #[test]
