@@ -444,6 +444,13 @@ fn load_runs_are_stored_and_compared_step_by_step() {
         "{text}"
     );
     assert!(text.contains("knee"), "{text}");
+    // A step's rate is requests a second, not IOPS, in compare and in runs show.
+    assert!(text.contains("req/s") && !text.contains("IOPS"), "{text}");
+    let shown = stdout(&run(&["runs", "show", "--db", db, "1"]));
+    assert!(
+        shown.contains("req/s") && !shown.contains("IOPS"),
+        "{shown}"
+    );
     let list = stdout(&run(&["runs", "list", "--db", db]));
     let loads = list.lines().filter(|l| l.contains("  load  "));
     assert!(loads.clone().all(|l| l.ends_with(&server.url())), "{list}");
