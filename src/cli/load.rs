@@ -91,6 +91,11 @@ pub struct LoadArgs {
     #[arg(long, value_name = "URL")]
     pub watch: Option<String>,
 
+    /// Also write a self-contained HTML page to FILE: the latency-versus-throughput curve,
+    /// the knee marked, and the steps
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+
     /// Print one JSON document (schema tacho.load.v1) on stdout
     #[arg(long)]
     pub json: bool,

@@ -15,7 +15,7 @@ use crate::load::knee::{self, Rule};
 use crate::load::watch::Remote;
 use crate::load::{Options, Report, SCHEMA, ServerFinding, TargetInfo, UrlInfo, urls};
 use crate::text::Escaped;
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -38,6 +38,15 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
         http2: args.http2,
         insecure: args.insecure,
     };
+    if let Some(page) = &args.html {
+        crate::report::outfile::check(page, crate::report::outfile::Existing::Replace)
+            .with_context(|| {
+                format!(
+                    "cannot write {}; pass a writable --html FILE",
+                    page.display()
+                )
+            })?;
+    }
     let saver = RunSaver::open(&args.save)?;
     let mut client = Client::new(&requests, &opts).map_err(|e| anyhow!(e))?;
     let origins = client.origins().to_vec();
@@ -166,6 +175,11 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
         notes,
         interrupted,
     };
+    if let Some(page) = &args.html {
+        let mut html = Vec::new();
+        crate::report::load_html::write(&report, &mut html)?;
+        super::output::write_page(page, &html)?;
+    }
     saver.print_and_save(&report, args.json, |r, out| {
         crate::report::load::write(r, out)
     })?;

@@ -209,7 +209,7 @@ fn figures(s: &Step) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::load::knee::{Knee, Rule};
     use crate::load::{Errors, Latency, ServerFinding, TargetInfo};
@@ -242,9 +242,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_curve_the_knee_and_what_bent_with_text_from_the_system_escaped() {
-        let report = Report {
+    /// A ramp of two steps that bent at the second, the server's finding carrying an escape.
+    pub(crate) fn report() -> Report {
+        Report {
             schema: crate::load::SCHEMA,
             tool_version: "0",
             host: crate::kernel::host::Host::read(&crate::kernel::SysRoot::new(
@@ -290,7 +290,12 @@ mod tests {
             }),
             notes: Vec::new(),
             interrupted: false,
-        };
+        }
+    }
+
+    #[test]
+    fn the_curve_the_knee_and_what_bent_with_text_from_the_system_escaped() {
+        let report = report();
         let mut out = Vec::new();
         write(&report, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -143,10 +143,21 @@ fn the_knee_of_a_server_of_known_capacity_is_found_within_ten_percent() {
     // scheduling delays, which would otherwise eat into the capacity).
     let server = Server::start(Behaviour::Serial(Duration::from_millis(20)));
     let capacity = 50.0;
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("curve.html");
     let doc = load(
         &server.url(),
         &[
-            "--ramp", "30..80", "--steps", "11", "--step", "1s", "-c", "4",
+            "--ramp",
+            "30..80",
+            "--steps",
+            "11",
+            "--step",
+            "1s",
+            "-c",
+            "4",
+            "--html",
+            page.to_str().unwrap(),
         ],
     );
     assert_eq!(doc["schema"], "tacho.load.v1");
@@ -177,6 +188,50 @@ fn the_knee_of_a_server_of_known_capacity_is_found_within_ten_percent() {
     assert_eq!(doc["target"]["local"], true);
     assert!(steps.iter().all(|s| s["server"].is_array()), "{doc:#}");
     assert!(knee["what_bent"].is_array());
+    assert_curve_page(&page, &doc);
+}
+
+/// The page of `--html`: its embedded curve is the document's steps by achieved rate, the
+/// knee marked; drawn by a browser (when there is one) without a request to anywhere.
+fn assert_curve_page(page: &std::path::Path, doc: &Value) {
+    let html = std::fs::read_to_string(page).unwrap();
+    let data = html
+        .split("<script type=\"application/json\" id=\"tacho-data\">")
+        .nth(1)
+        .and_then(|s| s.split("</script>").next())
+        .unwrap();
+    let curve: Value = serde_json::from_str(data).expect("the embedded JSON is whole");
+    let steps = doc["steps"].as_array().unwrap();
+    let x: Vec<f64> = curve["achieved_rps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(x.len(), steps.len());
+    assert!(x.windows(2).all(|w| w[0] <= w[1]), "{x:?}");
+    assert_eq!(curve["knee_rps"], doc["knee"]["rps"]);
+    let p99 = curve["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"] == "p99")
+        .unwrap();
+    assert_eq!(p99["ms"].as_array().unwrap().len(), steps.len());
+    let Some(chromium) = crate::common::chromium() else {
+        return;
+    };
+    let mut b = crate::common::browser::Browser::open(chromium, 1000, 800);
+    let url = format!("file://{}", page.display());
+    b.navigate(&url);
+    b.wait_for(
+        "(e => e !== null && e.dataset.drawn === '1' && e.querySelector('canvas') !== null)\
+         (document.getElementById('curve'))",
+        Duration::from_secs(20),
+    );
+    for r in b.requests() {
+        assert_eq!(r, url, "the page requested {r}");
+    }
 }
 
 #[test]
