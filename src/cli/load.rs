@@ -23,7 +23,7 @@ tacho load --urls mix.txt --ramp 100..2000"
 pub struct LoadArgs {
     /// The service: http:// or https://HOST[:PORT][/PATH] (the only places requests are
     /// sent); several are taken in turn, each origin over its own connections
-    #[arg(value_name = "URL", required_unless_present = "urls")]
+    #[arg(value_name = "URL", required_unless_present_any = ["urls", "knee_from"])]
     pub url: Vec<String>,
 
     /// Read the URLs from FILE, one a line: [WEIGHT] [METHOD] URL (WEIGHT its share of the
@@ -96,6 +96,16 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
 
+    /// Headroom instead of load: the knee of stored load run RUN against the service's
+    /// recorded peak (--peak); nothing is sent
+    #[arg(long, value_name = "RUN", value_parser = clap::value_parser!(i64).range(1..), requires = "peak", conflicts_with_all = ["url", "urls", "ramp", "watch", "html"])]
+    pub knee_from: Option<i64>,
+
+    /// The service's peak requests a second (from its access log or monitoring: tacho's
+    /// history keeps no request rate), for --knee-from
+    #[arg(long, value_name = "RPS", value_parser = parse_peak, allow_hyphen_values = true, requires = "knee_from")]
+    pub peak: Option<f64>,
+
     /// Print one JSON document (schema tacho.load.v1) on stdout
     #[arg(long)]
     pub json: bool,
@@ -112,4 +122,13 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
         }
         _ => Err(format!("{text:?} is not a header; give 'Name: value'")),
     }
+}
+
+/// A positive number of requests a second.
+fn parse_peak(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("{text:?} is not a rate; give requests a second, e.g. 620"))
 }

@@ -22,6 +22,9 @@ use std::time::Duration;
 
 /// Runs `tacho load`: 130 after an interruption (what was measured is printed and saved).
 pub fn run(args: &LoadArgs) -> Result<ExitCode> {
+    if let (Some(id), Some(peak)) = (args.knee_from, args.peak) {
+        return headroom(args, id, peak);
+    }
     let requests = match &args.urls {
         Some(path) => {
             let shown = path.display();
@@ -188,6 +191,69 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `--knee-from RUN --peak RPS`: the peak as a share of the stored run's knee, judged by the
+/// 40–50% rule (a service kept under half its capacity survives the loss of one of two
+/// servers).
+fn headroom(args: &LoadArgs, id: i64, peak: f64) -> Result<ExitCode> {
+    let run = super::runs::load(&args.save.db, &[id])?
+        .pop()
+        .ok_or_else(|| anyhow!("no run {id}"))?;
+    if run.kind != crate::store::RunKind::Load {
+        return Err(anyhow!(
+            "run {id} is a {} run, not a load run; give the id of a tacho load --ramp run \
+             (tacho runs list)",
+            run.kind
+        ));
+    }
+    let knee = run
+        .tests
+        .iter()
+        .find(|t| t.name == "knee")
+        .and_then(|t| t.figures.iter().find(|f| f.sample == 0)?.iops)
+        .filter(|k| *k > 0.0)
+        .ok_or_else(|| {
+            anyhow!("run {id} has no knee (a --rate run, or nothing succeeded); give a --ramp run")
+        })?;
+    let bent = run.extra.get("knee").is_some_and(|k| !k["bent"].is_null());
+    let share = 100.0 * peak / knee;
+    let verdict = match share {
+        s if s > 50.0 => {
+            "above the 40–50% rule: should one of two servers fail, the other \
+             gets twice this, past its knee"
+        }
+        s if s >= 40.0 => "inside the 40–50% rule",
+        _ => "below 40%: more headroom than the 40–50% rule asks",
+    };
+    let target = run.target["url"].as_str().unwrap_or("");
+    if args.json {
+        let doc = serde_json::json!({
+            "schema": "tacho.load.headroom.v1",
+            "run": id,
+            "url": target,
+            "knee_rps": knee,
+            "knee_found": bent,
+            "peak_rps": peak,
+            "share_pct": share,
+            "within_rule": share <= 50.0,
+            "verdict": verdict,
+        });
+        println!("{doc:#}");
+    } else {
+        println!(
+            "knee of run {id} ({}, {}): {knee:.0} requests a second{}",
+            Escaped(target),
+            Escaped(&run.created_at),
+            if bent {
+                ""
+            } else {
+                " (no knee within that ramp: the knee is higher, so the share below is an upper bound)"
+            }
+        );
+        println!("peak {peak:.0} requests a second is {share:.0}% of the knee: {verdict}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The text of a `--urls` file (at most 1 MiB).

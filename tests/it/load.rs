@@ -506,6 +506,59 @@ fn load_runs_are_stored_and_compared_step_by_step() {
         shown.contains("req/s") && !shown.contains("IOPS"),
         "{shown}"
     );
+    // Headroom: a peak against the stored knee, by the 40–50% rule; nothing is sent.
+    let served = server.served();
+    let headroom = |peak: &str| {
+        json_ok(&run(&[
+            "load",
+            "--knee-from",
+            "2",
+            "--peak",
+            peak,
+            "--db",
+            db,
+            "--json",
+        ]))
+    };
+    let low = headroom("1");
+    let knee = low["knee_rps"].as_f64().unwrap();
+    assert!(knee > 0.0, "{low:#}");
+    assert!((low["share_pct"].as_f64().unwrap() - 100.0 / knee).abs() < 1e-9);
+    assert!(
+        low["verdict"].as_str().unwrap().starts_with("below 40%"),
+        "{low:#}"
+    );
+    let inside = headroom(&format!("{}", knee * 0.45));
+    assert_eq!(inside["verdict"], "inside the 40–50% rule", "{inside:#}");
+    let over = headroom(&format!("{}", knee * 0.8));
+    assert_eq!(over["within_rule"], false, "{over:#}");
+    assert!(
+        over["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("above the 40–50% rule")
+    );
+    assert_eq!(server.served(), served);
+    let line = assert_error(&run(&[
+        "load",
+        "--knee-from",
+        "9",
+        "--peak",
+        "5",
+        "--db",
+        db,
+    ]));
+    assert!(line.contains("no run 9"), "{line}");
+    let line = assert_error(&run(&[
+        "load",
+        "--knee-from",
+        "1",
+        "--peak",
+        "-5",
+        "--db",
+        db,
+    ]));
+    assert!(line.contains("--peak"), "{line}");
     let list = stdout(&run(&["runs", "list", "--db", db]));
     let loads = list.lines().filter(|l| l.contains("  load  "));
     assert!(loads.clone().all(|l| l.ends_with(&server.url())), "{list}");
