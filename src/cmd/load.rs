@@ -55,7 +55,8 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
     let origins = client.origins().to_vec();
     if args.insecure && origins.iter().any(|o| o.verified == Some(false)) {
         eprintln!(
-            "warning: --insecure: the server's TLS certificate is NOT checked; the figures may              come from any server that answered"
+            "warning: --insecure: the server's TLS certificate is NOT checked; the figures may \
+             come from any server that answered"
         );
     }
     let plan: Vec<(u64, Duration)> = match args.ramp {

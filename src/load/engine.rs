@@ -564,7 +564,11 @@ async fn send(conn: &mut Conn, template: &Template, timeout: Duration) -> Outcom
             }
         };
         let status = response.status().as_u16();
-        response.into_body().collect().await?;
+        // Read to the end, each frame dropped as it comes (nothing is kept).
+        let mut body = response.into_body();
+        while let Some(frame) = body.frame().await {
+            frame?;
+        }
         Ok::<u16, hyper::Error>(status)
     };
     match tokio::time::timeout(timeout, exchange).await {
