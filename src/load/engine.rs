@@ -279,7 +279,13 @@ impl Client {
         for c in &connectors {
             let conn = local
                 .block_on(&runtime, connect(c))
-                .map_err(|e| format!("cannot connect to {}: {e}", c.addr))?;
+                .map_err(|e| {
+                    format!(
+                        "cannot connect to {} ({}): {e}",
+                        crate::text::Escaped(&c.origin),
+                        c.addr
+                    )
+                })?;
             origins.push(Origin {
                 origin: c.origin.clone(),
                 address: c.addr.to_string(),
@@ -584,7 +590,7 @@ async fn connect(c: &Connector) -> Result<Conn, String> {
     let opening = async {
         let stream = tokio::net::TcpStream::connect(c.addr)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("{e}; check that the service listens there"))?;
         // Small requests go out at once.
         let _ = stream.set_nodelay(true);
         match &c.tls {
@@ -597,7 +603,10 @@ async fn connect(c: &Connector) -> Result<Conn, String> {
     };
     match tokio::time::timeout(c.timeout, opening).await {
         Ok(r) => r,
-        Err(_) => Err(format!("no answer within {:?}", c.timeout)),
+        Err(_) => Err(format!(
+            "no answer within {:?}; check the address, or give a longer --timeout",
+            c.timeout
+        )),
     }
 }
 
