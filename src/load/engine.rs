@@ -214,6 +214,9 @@ impl Client {
     /// connection to it within the timeout (TLS verified unless `--insecure`); each failure
     /// is one line naming it.
     pub fn new(requests: &[Request], opts: &Options) -> Result<Client, String> {
+        if requests.is_empty() {
+            return Err("no URL given; give http://HOST[:PORT]/PATH or --urls FILE".into());
+        }
         let common = headers(opts)?;
         let weights: Vec<u32> = requests.iter().map(|r| r.weight).collect();
         if weights.contains(&0) || weights.iter().map(|w| u64::from(*w)).sum::<u64>() > MAX_CYCLE {
