@@ -280,15 +280,13 @@ impl Client {
         let mut first = Vec::with_capacity(connectors.len());
         let mut origins = Vec::with_capacity(connectors.len());
         for c in &connectors {
-            let conn = local
-                .block_on(&runtime, connect(c))
-                .map_err(|e| {
-                    format!(
-                        "cannot connect to {} ({}): {e}",
-                        crate::text::Escaped(&c.origin),
-                        c.addr
-                    )
-                })?;
+            let conn = local.block_on(&runtime, connect(c)).map_err(|e| {
+                format!(
+                    "cannot connect to {} ({}): {e}",
+                    crate::text::Escaped(&c.origin),
+                    c.addr
+                )
+            })?;
             origins.push(Origin {
                 origin: c.origin.clone(),
                 address: c.addr.to_string(),
