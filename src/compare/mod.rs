@@ -304,9 +304,13 @@ pub struct Cell {
 }
 
 impl Row {
-    /// The metric's name for people; a timed command's latencies are its run times.
+    /// The metric's name for people; a timed command's latencies are its run times, a load
+    /// step's throughput its requests a second.
     pub fn metric_label(&self) -> &'static str {
         match (self.direction, self.metric) {
+            // Load runs alone store a rate under `run` (achieved requests a second, kept in the
+            // IOPS column: store::kinds::load_tests); CPU runs' `run` is ops/s.
+            ("run", Metric::Iops) => "req/s",
             ("wall", Metric::LatMean) => "mean time",
             ("wall", Metric::LatP50) => "median time",
             ("wall", Metric::LatMax) => "max time",

@@ -1,6 +1,11 @@
-//! One step of load: requests due at a fixed rate, sent over keep-alive HTTP/1.1 connections
-//! (hyper) on one thread (a single-threaded tokio runtime), latency counted from each
-//! request's due time.
+//! One step of load: requests due at a fixed rate, sent over keep-alive HTTP/1.1 or HTTP/2
+//! connections, in the clear or over TLS (hyper, tokio-rustls) on one thread (a
+//! single-threaded tokio runtime), latency counted from each request's due time.
+//!
+//! The requests are a mix of one or more [`Request`]s, taken in a fixed, evenly interleaved
+//! order by their weights (smooth weighted round robin). Each origin (scheme, host and port)
+//! has its own connections: a worker keeps at most one open to each, so no origin ever has
+//! more than `--connections`, and nothing is sent anywhere not named.
 //!
 //! The schedule is one counter shared by the connections: a connection that is free takes the
 //! next request, waits for its due time if that is still ahead, and sends it; one that comes
@@ -12,13 +17,14 @@
 //! left after it stay unsent (counted). The connections stay open for the next step.
 
 use super::target::Target;
-use super::{Errors, Lag, Latency, Options, Step};
+use super::tls::Tls;
+use super::{Errors, Lag, Latency, Options, Origin, Step, UrlCounts};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::{self, SendRequest};
+use hyper::client::conn::{http1, http2};
 use hyper::header::{HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
-use hyper::{Method, Request};
+use hyper::{Method, Request as HttpRequest, Uri};
 use hyper_util::rt::TokioIo;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -34,10 +40,61 @@ const HIGHEST_NS: u64 = 3_600_000_000_000;
 /// How often a waiting connection looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
+/// Longest cycle of the weighted order; weights are bounded so that it fits.
+pub const MAX_CYCLE: u64 = 100_000;
+
+/// One request of the mix: a URL, its method and its share.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Where it goes.
+    pub target: Target,
+    /// Its method, as given.
+    pub method: String,
+    /// Its share of the requests, relative to the others' (at least 1).
+    pub weight: u32,
+}
+
+/// The protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1, one request at a time.
+    Http1,
+    /// HTTP/2, one stream at a time per connection.
+    Http2,
+}
+
+impl Protocol {
+    /// `HTTP/1.1`, `HTTP/2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "HTTP/1.1",
+            Protocol::Http2 => "HTTP/2",
+        }
+    }
+}
+
+/// The sending half of a connection.
+enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
 /// An open connection: the handle requests are sent through and the task driving it.
 struct Conn {
-    sender: SendRequest<Full<Bytes>>,
+    sender: Sender,
     driver: JoinHandle<()>,
+    protocol: Protocol,
+    /// The TLS version agreed (`TLSv1_3`), for https.
+    tls_version: Option<String>,
+}
+
+impl Conn {
+    fn is_closed(&self) -> bool {
+        match &self.sender {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+        }
+    }
 }
 
 impl Drop for Conn {
@@ -47,89 +104,217 @@ impl Drop for Conn {
     }
 }
 
-/// The request every step sends, checked once.
-#[derive(Debug, Clone)]
-struct Template {
-    method: Method,
-    path: hyper::Uri,
-    headers: HeaderMap,
-    body: Bytes,
+/// Runs HTTP/2's background tasks on this thread.
+#[derive(Clone, Copy)]
+struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: std::future::Future + 'static,
+    F::Output: 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(fut);
+    }
 }
 
-/// The generator: its runtime, the target and the connections kept from step to step.
+/// A request of the mix, checked once, in the forms each protocol sends.
+#[derive(Debug)]
+struct Template {
+    method: Method,
+    /// `/path?query`, as HTTP/1.1 sends it, with `Host` among the headers.
+    origin_form: Uri,
+    /// `scheme://host:port/path?query`, as HTTP/2 sends it (its `:authority`).
+    absolute: Uri,
+    headers_h1: HeaderMap,
+    headers_h2: HeaderMap,
+    body: Bytes,
+    /// Its origin, by index into the client's connectors.
+    origin: usize,
+}
+
+/// How to open a connection to one origin.
+struct Connector {
+    origin: String,
+    addr: SocketAddr,
+    timeout: Duration,
+    /// HTTP/2 without asking (`--http2` over http://), or only HTTP/2 (over https).
+    http2: bool,
+    tls: Option<Tls>,
+}
+
+/// The generator: its runtime, the requests and the connections kept from step to step.
 pub struct Client {
     runtime: tokio::runtime::Runtime,
     /// Where the connections' drivers run, kept so connections outlive a step.
     local: tokio::task::LocalSet,
-    addr: SocketAddr,
-    template: Template,
+    templates: Rc<[Template]>,
+    /// Which template request `i` of a step is: `cycle[i % len]`.
+    cycle: Rc<[u32]>,
+    connectors: Rc<[Connector]>,
     timeout: Duration,
-    conns: Vec<Option<Conn>>,
+    /// Each worker's connections, one slot per origin.
+    conns: Vec<Vec<Option<Conn>>>,
+    origins: Vec<Origin>,
+}
+
+/// `--header` values and the method, checked; each failure one line naming it.
+fn headers(opts: &Options) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &opts.headers {
+        let bad = || {
+            format!(
+                "--header {:?} is not a valid header; give 'Name: value'",
+                crate::text::Escaped(&format!("{name}: {value}")).to_string()
+            )
+        };
+        let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+        let v = HeaderValue::from_str(value).map_err(|_| bad())?;
+        headers.append(n, v);
+    }
+    if !headers.contains_key(USER_AGENT) {
+        headers.insert(
+            USER_AGENT,
+            HeaderValue::from_static(concat!("tacho/", env!("CARGO_PKG_VERSION"))),
+        );
+    }
+    Ok(headers)
+}
+
+fn method(text: &str) -> Result<Method, String> {
+    Method::from_bytes(text.as_bytes()).map_err(|_| {
+        format!(
+            "the method {:?} is not an HTTP method; give e.g. GET or POST",
+            crate::text::Escaped(text).to_string()
+        )
+    })
+}
+
+/// The order of a mix by weight: smooth weighted round robin over one whole cycle (each
+/// request as often as its weight, spread evenly).
+pub fn cycle(weights: &[u32]) -> Vec<u32> {
+    let total: i64 = weights.iter().map(|w| i64::from(*w)).sum();
+    let mut current = vec![0i64; weights.len()];
+    (0..total)
+        .map(|_| {
+            for (c, w) in current.iter_mut().zip(weights) {
+                *c += i64::from(*w);
+            }
+            let best = (0..current.len())
+                .max_by_key(|&i| (current[i], std::cmp::Reverse(i)))
+                .unwrap_or(0);
+            current[best] -= total;
+            best as u32
+        })
+        .collect()
 }
 
 impl Client {
-    /// Checks the request (method, headers) and that the target takes a TCP connection
-    /// within the timeout; each failure is one line naming it.
-    pub fn new(target: &Target, addr: SocketAddr, opts: &Options) -> Result<Client, String> {
-        let method = Method::from_bytes(opts.method.as_bytes()).map_err(|_| {
-            format!(
-                "--method {:?} is not an HTTP method; give e.g. GET or POST",
-                crate::text::Escaped(&opts.method).to_string()
-            )
-        })?;
-        let mut headers = HeaderMap::new();
-        for (name, value) in &opts.headers {
-            let bad = || {
+    /// Checks the requests (methods, headers), resolves each origin and opens a first
+    /// connection to it within the timeout (TLS verified unless `--insecure`); each failure
+    /// is one line naming it.
+    pub fn new(requests: &[Request], opts: &Options) -> Result<Client, String> {
+        if requests.is_empty() {
+            return Err("no URL given; give http://HOST[:PORT]/PATH or --urls FILE".into());
+        }
+        let common = headers(opts)?;
+        let weights: Vec<u32> = requests.iter().map(|r| r.weight).collect();
+        if weights.contains(&0) || weights.iter().map(|w| u64::from(*w)).sum::<u64>() > MAX_CYCLE {
+            return Err(format!(
+                "the weights must be at least 1 and add up to at most {MAX_CYCLE}"
+            ));
+        }
+        let mut connectors: Vec<Connector> = Vec::new();
+        let mut templates = Vec::with_capacity(requests.len());
+        for r in requests {
+            let t = &r.target;
+            let origin = t.origin();
+            let index = match connectors.iter().position(|c| c.origin == origin) {
+                Some(i) => i,
+                None => {
+                    connectors.push(Connector {
+                        origin,
+                        addr: t.resolve()?,
+                        timeout: opts.timeout,
+                        http2: opts.http2,
+                        tls: if t.tls {
+                            Some(Tls::new(&t.host, opts.insecure, opts.http2)?)
+                        } else {
+                            None
+                        },
+                    });
+                    connectors.len() - 1
+                }
+            };
+            let cannot = |what: &str| {
                 format!(
-                    "--header {:?} is not a valid header; give 'Name: value'",
-                    crate::text::Escaped(&format!("{name}: {value}")).to_string()
+                    "{:?}: the {what} cannot be sent",
+                    crate::text::Escaped(&t.url).to_string()
                 )
             };
-            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
-            let v = HeaderValue::from_str(value).map_err(|_| bad())?;
-            headers.append(n, v);
-        }
-        if !headers.contains_key(HOST) {
-            let host = HeaderValue::from_str(&target.authority)
-                .map_err(|_| format!("{:?}: the host cannot be sent", target.authority))?;
-            headers.insert(HOST, host);
-        }
-        if !headers.contains_key(USER_AGENT) {
-            headers.insert(
-                USER_AGENT,
-                HeaderValue::from_static(concat!("tacho/", env!("CARGO_PKG_VERSION"))),
-            );
+            let mut headers_h1 = common.clone();
+            if !headers_h1.contains_key(HOST) {
+                let host = HeaderValue::from_str(&t.authority).map_err(|_| cannot("host"))?;
+                headers_h1.insert(HOST, host);
+            }
+            templates.push(Template {
+                method: method(&r.method)?,
+                origin_form: t.path.parse().map_err(|_| cannot("path"))?,
+                absolute: format!("{}{}", t.origin(), t.path)
+                    .parse()
+                    .map_err(|_| cannot("URL"))?,
+                headers_h1,
+                headers_h2: common.clone(),
+                body: Bytes::from(opts.body.clone()),
+                origin: index,
+            });
         }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
             .map_err(|e| format!("cannot start the client's runtime: {e}"))?;
-        // A first connection, so an unreachable target stops the command before it starts.
-        std::net::TcpStream::connect_timeout(&addr, opts.timeout).map_err(|e| {
-            format!(
-                "cannot connect to {} ({addr}): {e}; check that the service listens there",
-                crate::text::Escaped(&target.authority)
-            )
-        })?;
+        let local = tokio::task::LocalSet::new();
+        // A first connection to each origin, so an unreachable target or a certificate that
+        // does not verify stops the command before it starts; kept for the first worker.
+        let mut first = Vec::with_capacity(connectors.len());
+        let mut origins = Vec::with_capacity(connectors.len());
+        for c in &connectors {
+            let conn = local.block_on(&runtime, connect(c)).map_err(|e| {
+                format!(
+                    "cannot connect to {} ({}): {e}",
+                    crate::text::Escaped(&c.origin),
+                    c.addr
+                )
+            })?;
+            origins.push(Origin {
+                origin: c.origin.clone(),
+                address: c.addr.to_string(),
+                protocol: conn.protocol.name(),
+                tls_version: conn.tls_version.clone(),
+                verified: c.tls.as_ref().map(|_| !opts.insecure),
+            });
+            first.push(Some(conn));
+        }
+        let mut conns: Vec<Vec<Option<Conn>>> = (1..opts.connections)
+            .map(|_| connectors.iter().map(|_| None).collect())
+            .collect();
+        conns.insert(0, first);
         Ok(Client {
             runtime,
-            local: tokio::task::LocalSet::new(),
-            addr,
-            template: Template {
-                method,
-                path: target.path.parse().map_err(|_| {
-                    format!(
-                        "{:?}: the path cannot be sent",
-                        crate::text::Escaped(&target.path).to_string()
-                    )
-                })?,
-                headers,
-                body: Bytes::from(opts.body.clone()),
-            },
+            local,
+            templates: templates.into(),
+            cycle: cycle(&weights).into(),
+            connectors: connectors.into(),
             timeout: opts.timeout,
-            conns: (0..opts.connections).map(|_| None).collect(),
+            conns,
+            origins,
         })
+    }
+
+    /// Each origin, as its first connection found it.
+    pub fn origins(&self) -> &[Origin] {
+        &self.origins
     }
 
     /// Offers `rate` requests a second for `duration` (less when `stop` is set) and returns
@@ -146,20 +331,24 @@ impl Client {
             grace: (duration / 10).min(self.timeout),
             stopped_at: Cell::new(None),
             stop: Arc::clone(stop),
-            template: self.template.clone(),
-            addr: self.addr,
+            templates: Rc::clone(&self.templates),
+            cycle: Rc::clone(&self.cycle),
+            connectors: Rc::clone(&self.connectors),
             timeout: self.timeout,
-            tally: RefCell::new(Tally::new()),
+            tally: RefCell::new(Tally::new(self.templates.len())),
         });
         let conns = std::mem::take(&mut self.conns);
-        let back: Vec<Option<Conn>> = self.local.block_on(&self.runtime, async {
+        let back: Vec<Vec<Option<Conn>>> = self.local.block_on(&self.runtime, async {
             let workers: Vec<_> = conns
                 .into_iter()
                 .map(|c| tokio::task::spawn_local(worker(Rc::clone(&shared), c)))
                 .collect();
             let mut back = Vec::with_capacity(workers.len());
             for w in workers {
-                back.push(w.await.ok().flatten());
+                back.push(
+                    w.await
+                        .unwrap_or_else(|_| shared.connectors.iter().map(|_| None).collect()),
+                );
             }
             back
         });
@@ -196,6 +385,7 @@ impl Client {
                 p99: tally.lag.value_at_quantile(0.99) as f64,
                 max: tally.lag.max() as f64,
             }),
+            by_url: tally.by_url,
             bent: Vec::new(),
             server: None,
         }
@@ -216,8 +406,9 @@ struct Shared {
     /// When a connection first saw the stop flag.
     stopped_at: Cell<Option<Instant>>,
     stop: Arc<AtomicBool>,
-    template: Template,
-    addr: SocketAddr,
+    templates: Rc<[Template]>,
+    cycle: Rc<[u32]>,
+    connectors: Rc<[Connector]>,
     timeout: Duration,
     tally: RefCell<Tally>,
 }
@@ -233,8 +424,8 @@ impl Shared {
         false
     }
 
-    /// The next request and when it is due; `None` when the step is over.
-    fn take(&self) -> Option<Instant> {
+    /// The next request (by template) and when it is due; `None` when the step is over.
+    fn take(&self) -> Option<(usize, Instant)> {
         let i = self.next.get();
         if i >= self.total || self.stopped() {
             return None;
@@ -244,7 +435,8 @@ impl Shared {
             return None;
         }
         self.next.set(i + 1);
-        Some(due)
+        let which = self.cycle[(i % self.cycle.len() as u64) as usize] as usize;
+        Some((which, due))
     }
 }
 
@@ -256,10 +448,11 @@ struct Tally {
     latency: Histogram<u64>,
     lag: Histogram<u64>,
     last_done: Option<Instant>,
+    by_url: Vec<UrlCounts>,
 }
 
 impl Tally {
-    fn new() -> Tally {
+    fn new(urls: usize) -> Tally {
         // Bounds and precision are constants that hdrhistogram accepts.
         let h = || Histogram::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds");
         Tally {
@@ -269,13 +462,14 @@ impl Tally {
             latency: h(),
             lag: h(),
             last_done: None,
+            by_url: vec![UrlCounts::default(); urls],
         }
     }
 }
 
 impl Default for Tally {
     fn default() -> Tally {
-        Tally::new()
+        Tally::new(0)
     }
 }
 
@@ -290,75 +484,98 @@ enum Outcome {
     Broken,
 }
 
-/// One connection's loop: take the next request, wait for its due time, send it, read the
-/// whole response, count it; returns the connection when the step is over.
-async fn worker(shared: Rc<Shared>, mut conn: Option<Conn>) -> Option<Conn> {
-    while let Some(due) = shared.take() {
+/// One worker's loop: take the next request, wait for its due time, send it over this
+/// worker's connection to its origin, read the whole response, count it; returns the
+/// connections when the step is over.
+async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<Conn>> {
+    while let Some((which, due)) = shared.take() {
         let on_time = Instant::now() < due;
         while Instant::now() < due {
             if shared.stopped() {
-                return conn;
+                return conns;
             }
             let wake = due.min(Instant::now() + STOP_POLL);
             tokio::time::sleep_until(wake.into()).await;
         }
+        let template = &shared.templates[which];
         let sent_at = Instant::now();
         {
             let mut t = shared.tally.borrow_mut();
             t.sent += 1;
+            t.by_url[which].sent += 1;
             if on_time {
                 t.lag.saturating_record(ns(sent_at - due));
             }
         }
-        if conn.as_ref().is_none_or(|c| c.sender.is_closed()) {
-            conn = match connect(shared.addr, shared.timeout).await {
+        let slot = &mut conns[template.origin];
+        if slot.as_ref().is_none_or(Conn::is_closed) {
+            *slot = match connect(&shared.connectors[template.origin]).await {
                 Ok(c) => Some(c),
                 Err(_) => {
                     let mut t = shared.tally.borrow_mut();
                     t.errors.connect += 1;
+                    t.by_url[which].errors.connect += 1;
                     t.last_done = Some(Instant::now());
                     continue;
                 }
             };
         }
-        let outcome = match conn.as_mut() {
-            Some(c) => send(c, &shared.template, shared.timeout).await,
+        let outcome = match slot.as_mut() {
+            Some(c) => send(c, template, shared.timeout).await,
             None => Outcome::Broken,
         };
         let done = Instant::now();
         let mut t = shared.tally.borrow_mut();
         t.last_done = Some(t.last_done.map_or(done, |l| l.max(done)));
+        let mut failed = Errors::default();
         match outcome {
-            Outcome::Status(s) if s >= 500 => t.errors.status_5xx += 1,
-            Outcome::Status(s) if s >= 400 => t.errors.status_4xx += 1,
+            Outcome::Status(s) if s >= 500 => failed.status_5xx = 1,
+            Outcome::Status(s) if s >= 400 => failed.status_4xx = 1,
             Outcome::Status(_) => {
                 t.ok += 1;
+                t.by_url[which].ok += 1;
                 t.latency.saturating_record(ns(done - due));
             }
             Outcome::Timeout => {
-                t.errors.timeout += 1;
-                conn = None;
+                failed.timeout = 1;
+                *slot = None;
             }
             Outcome::Broken => {
-                t.errors.other += 1;
-                conn = None;
+                failed.other = 1;
+                *slot = None;
             }
         }
+        t.errors += failed;
+        t.by_url[which].errors += failed;
     }
-    conn
+    conns
 }
 
 /// Sends the request and reads its whole response within `timeout`.
 async fn send(conn: &mut Conn, template: &Template, timeout: Duration) -> Outcome {
-    let mut req = Request::new(Full::new(template.body.clone()));
+    let mut req = HttpRequest::new(Full::new(template.body.clone()));
     *req.method_mut() = template.method.clone();
-    *req.headers_mut() = template.headers.clone();
-    *req.uri_mut() = template.path.clone();
     let exchange = async {
-        conn.sender.ready().await?;
-        let response = conn.sender.send_request(req).await?;
+        let response = match &mut conn.sender {
+            Sender::H1(s) => {
+                *req.headers_mut() = template.headers_h1.clone();
+                *req.uri_mut() = template.origin_form.clone();
+                s.ready().await?;
+                s.send_request(req).await?
+            }
+            Sender::H2(s) => {
+                *req.headers_mut() = template.headers_h2.clone();
+                *req.uri_mut() = template.absolute.clone();
+                s.ready().await?;
+                s.send_request(req).await?
+            }
+        };
         let status = response.status().as_u16();
-        response.into_body().collect().await?;
+        // Read to the end, each frame dropped as it comes (nothing is kept).
+        let mut body = response.into_body();
+        while let Some(frame) = body.frame().await {
+            frame?;
+        }
         Ok::<u16, hyper::Error>(status)
     };
     match tokio::time::timeout(timeout, exchange).await {
@@ -368,21 +585,74 @@ async fn send(conn: &mut Conn, template: &Template, timeout: Duration) -> Outcom
     }
 }
 
-/// A new keep-alive connection (no Nagle delay), its driver on this thread.
-async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn, String> {
-    let stream = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err(format!("no answer within {timeout:?}")),
+/// A new keep-alive connection (no Nagle delay), TLS when the origin is https, its driver on
+/// this thread; all within the timeout.
+async fn connect(c: &Connector) -> Result<Conn, String> {
+    let opening = async {
+        let stream = tokio::net::TcpStream::connect(c.addr)
+            .await
+            .map_err(|e| format!("{e}; check that the service listens there"))?;
+        // Small requests go out at once.
+        let _ = stream.set_nodelay(true);
+        match &c.tls {
+            None => handshake(TokioIo::new(stream), c.http2, None).await,
+            Some(tls) => {
+                let (stream, h2, version) = tls.connect(stream).await?;
+                handshake(TokioIo::new(stream), h2, Some(version)).await
+            }
+        }
     };
-    // Small requests go out at once.
-    let _ = stream.set_nodelay(true);
-    let (sender, connection) = http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    let driver = tokio::task::spawn_local(async move {
+    match tokio::time::timeout(c.timeout, opening).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "no answer within {:?}; check the address, or give a longer --timeout",
+            c.timeout
+        )),
+    }
+}
+
+/// HTTP/1.1's or HTTP/2's handshake over `io`.
+async fn handshake<T>(io: T, h2: bool, tls_version: Option<String>) -> Result<Conn, String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+{
+    let (sender, driver) = if h2 {
+        let (sender, connection) = http2::Builder::new(LocalExec)
+            .handshake(io)
+            .await
+            .map_err(|e| e.to_string())?;
+        let driver = tokio::task::spawn_local(async move {
+            let _ = connection.await;
+        });
+        (Sender::H2(sender), driver)
+    } else {
+        let (sender, connection) = http1::handshake(io).await.map_err(|e| e.to_string())?;
         // Its end (closed, broken) shows to the sender as a closed connection.
-        let _ = connection.await;
-    });
-    Ok(Conn { sender, driver })
+        let driver = tokio::task::spawn_local(async move {
+            let _ = connection.await;
+        });
+        (Sender::H1(sender), driver)
+    };
+    Ok(Conn {
+        sender,
+        driver,
+        protocol: if h2 { Protocol::Http2 } else { Protocol::Http1 },
+        tls_version,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_weighted_order_spreads_each_request_by_its_weight() {
+        assert_eq!(cycle(&[1]), [0]);
+        assert_eq!(cycle(&[3, 1]), [0, 0, 1, 0]);
+        let c = cycle(&[5, 1, 1]);
+        assert_eq!(c.len(), 7);
+        assert_eq!(c.iter().filter(|i| **i == 0).count(), 5);
+        // Never all of the heavy one in a row.
+        assert!(c.windows(4).all(|w| w.iter().any(|i| *i != 0)), "{c:?}");
+    }
 }

@@ -153,6 +153,7 @@ mod tests {
                 max: p99_ms * 1e6,
             }),
             schedule_lag_ns: None,
+            by_url: Vec::new(),
             bent: Vec::new(),
             server: None,
         }

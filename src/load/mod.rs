@@ -1,17 +1,23 @@
-//! `tacho load`: an open-loop HTTP/1.1 load generator and the search for a service's knee.
+//! `tacho load`: an open-loop HTTP/1.1 and HTTP/2 load generator (http and https) and the
+//! search for a service's knee.
 //!
 //! Requests are due on a fixed schedule (request `i` of a step at `i / rate` after its start)
 //! whatever the server does, and each one's latency is counted from the moment it was due, not
 //! from the moment a connection was free to send it (wrk2's correction of coordinated
 //! omission): a server that stalls shows the stall in the latency of every request that waited
 //! behind it. [`engine`] runs one step at one rate, [`knee`] judges each step and finds where
-//! the service stopped following the offered rate, [`target`] checks the URL.
+//! the service stopped following the offered rate, [`target`] checks each URL, [`urls`] reads
+//! a weighted list of them, [`tls`] makes https connections, [`watch`] reads a remote
+//! `tacho top --listen`'s findings.
 //!
 //! Nothing here prints; `cmd::load` resolves the options and `report::load` writes the text.
 
 pub(crate) mod engine;
 pub(crate) mod knee;
 pub(crate) mod target;
+pub(crate) mod tls;
+pub(crate) mod urls;
+pub(crate) mod watch;
 
 use serde::Serialize;
 use std::time::Duration;
@@ -27,8 +33,6 @@ pub const MAX_RATE: u64 = 1_000_000;
 pub struct Options {
     /// Keep-alive connections kept open to the target (each carries one request at a time).
     pub connections: u32,
-    /// The request's method, `GET` by default.
-    pub method: String,
     /// Extra headers, as given (`Name: value`), already checked.
     pub headers: Vec<(String, String)>,
     /// The request body (empty for none).
@@ -36,6 +40,11 @@ pub struct Options {
     /// How long a request may take from being sent to its last byte, and a connection to
     /// be made.
     pub timeout: Duration,
+    /// HTTP/2 only: without asking over http:// (prior knowledge), the only protocol offered
+    /// by ALPN over https://.
+    pub http2: bool,
+    /// https without checking the server's certificate.
+    pub insecure: bool,
 }
 
 /// Requests that failed, by what went wrong.
@@ -51,6 +60,16 @@ pub struct Errors {
     pub status_5xx: u64,
     /// Anything else: the connection closed or broke mid-request, a malformed response.
     pub other: u64,
+}
+
+impl std::ops::AddAssign for Errors {
+    fn add_assign(&mut self, o: Errors) {
+        self.connect += o.connect;
+        self.timeout += o.timeout;
+        self.status_4xx += o.status_4xx;
+        self.status_5xx += o.status_5xx;
+        self.other += o.other;
+    }
 }
 
 impl Errors {
@@ -146,12 +165,60 @@ pub struct Step {
     pub latency_ns: Option<Latency>,
     /// The generator's own lateness; `null` when no request could be sent on time.
     pub schedule_lag_ns: Option<Lag>,
+    /// The counts of each URL of the mix, in the order given.
+    pub by_url: Vec<UrlCounts>,
     /// Why the step bent (empty when the service followed the offered rate): see
     /// [`knee::Rule`].
     pub bent: Vec<String>,
     /// What the server's own findings were over the step (`tacho top`'s), when it is this
     /// host; `null` when not watched.
     pub server: Option<Vec<ServerFinding>>,
+}
+
+/// What one URL of the mix got in a step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct UrlCounts {
+    /// Requests sent to it.
+    pub sent: u64,
+    /// Successful responses.
+    pub ok: u64,
+    /// Failed requests, by kind.
+    pub errors: Errors,
+}
+
+impl std::ops::AddAssign for UrlCounts {
+    fn add_assign(&mut self, o: UrlCounts) {
+        self.sent += o.sent;
+        self.ok += o.ok;
+        self.errors += o.errors;
+    }
+}
+
+/// One origin (scheme, host and port) loaded, with its own connections.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    /// `https://host:port`.
+    pub origin: String,
+    /// The address connected to.
+    pub address: String,
+    /// `HTTP/1.1` or `HTTP/2`, as the first connection agreed.
+    pub protocol: &'static str,
+    /// The TLS version (`TLSv1_3`); `null` in the clear.
+    pub tls_version: Option<String>,
+    /// Whether the server's certificate was checked (`false` with `--insecure`); `null` in
+    /// the clear.
+    pub verified: Option<bool>,
+}
+
+/// One URL of the mix, as the document records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UrlInfo {
+    /// The URL as given.
+    pub url: String,
+    /// Its method.
+    pub method: String,
+    /// Its share of the requests, relative to the others'.
+    pub weight: u32,
 }
 
 /// A finding of `tacho top` about the server over one step.
@@ -193,12 +260,16 @@ pub struct Report {
 /// The target and the request, as the document records them.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetInfo {
-    /// The URL as given.
+    /// The URL as given; several, separated by spaces, for a mix.
     pub url: String,
-    /// The address connected to.
+    /// The first origin's address.
     pub address: String,
-    /// The request's method.
+    /// The first URL's method.
     pub method: String,
+    /// Every URL of the mix, in the order given.
+    pub urls: Vec<UrlInfo>,
+    /// Every origin loaded, each with its own connections.
+    pub origins: Vec<Origin>,
     /// Keep-alive connections.
     pub connections: u32,
     /// `--timeout`, in seconds.

@@ -1,4 +1,5 @@
-//! The URL `tacho load` sends to: `http://HOST[:PORT][/PATH]`, the only place requests go.
+//! The URL `tacho load` sends to: `http://` or `https://HOST[:PORT][/PATH]`, the only place
+//! requests go.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -11,14 +12,17 @@ pub struct Target {
     pub authority: String,
     /// The host, as given (a name, or an address; IPv6 without brackets).
     pub host: String,
-    /// The port, 80 unless given.
+    /// The port, 80 (443 for https) unless given.
     pub port: u16,
+    /// `https://`: the connection is TLS.
+    pub tls: bool,
     /// The path and query, `/` when the URL has none.
     pub path: String,
 }
 
 impl Target {
-    /// Reads an `http://` URL; any other scheme, or none, is refused on one line.
+    /// Reads an `http://` or `https://` URL; any other scheme, or none, is refused on one
+    /// line.
     pub fn parse(url: &str) -> Result<Target, String> {
         let uri: hyper::Uri = url.parse().map_err(|e| {
             format!(
@@ -26,17 +30,12 @@ impl Target {
                 esc(url)
             )
         })?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(format!(
-                    "{:?}: https is not supported by tacho load yet; give an http:// URL",
-                    esc(url)
-                ));
-            }
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
             Some(other) => {
                 return Err(format!(
-                    "{:?}: the scheme {:?} is not supported; give an http:// URL",
+                    "{:?}: the scheme {:?} is not supported; give an http:// or https:// URL",
                     esc(url),
                     esc(other)
                 ));
@@ -48,7 +47,7 @@ impl Target {
                     esc(url)
                 ));
             }
-        }
+        };
         let authority = uri
             .authority()
             .ok_or_else(|| format!("{:?} names no host; give http://HOST[:PORT]/PATH", esc(url)))?;
@@ -60,6 +59,7 @@ impl Target {
             ));
         }
         let port = match authority.as_str()[authority.host().len()..].strip_prefix(':') {
+            None if tls => 443,
             None => 80,
             Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
                 format!(
@@ -85,8 +85,18 @@ impl Target {
             authority: authority.as_str().to_string(),
             host,
             port,
+            tls,
             path: uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
         })
+    }
+
+    /// `scheme://authority`, what requests to the same connections share.
+    pub fn origin(&self) -> String {
+        format!(
+            "{}://{}",
+            if self.tls { "https" } else { "http" },
+            self.authority
+        )
     }
 
     /// The target's addresses, resolved once (the run connects to the first).
@@ -134,13 +144,17 @@ mod tests {
         assert_eq!((t.port, t.path.as_str()), (80, "/"));
         let t = Target::parse("http://[::1]:81/").unwrap();
         assert_eq!((t.host.as_str(), t.port), ("::1", 81));
+        let t = Target::parse("https://example.test/x").unwrap();
+        assert_eq!(
+            (t.port, t.tls, t.origin().as_str()),
+            (443, true, "https://example.test")
+        );
     }
 
     #[test]
     fn other_schemes_and_shapes_are_refused() {
         for (url, says) in [
             ("ftp://h/x", "scheme \"ftp\""),
-            ("https://h/", "https is not supported"),
             ("h:80/x", "not a URL"),
             ("h:80", "has no scheme"),
             ("/x", "has no scheme"),

@@ -23,14 +23,45 @@ fn findings(found: &[crate::load::ServerFinding], out: &mut dyn Write) -> io::Re
 /// Writes the report as text.
 pub fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     let t = &r.target;
+    let plural = if t.connections == 1 { "" } else { "s" };
+    if let [u] = t.urls.as_slice() {
+        write!(out, "{} {}", Escaped(&u.method), Escaped(&u.url))?;
+    } else {
+        writeln!(out, "{} URLs, taken in turn by weight:", t.urls.len())?;
+        for u in &t.urls {
+            writeln!(
+                out,
+                "  {:>5} {} {}",
+                u.weight,
+                Escaped(&u.method),
+                Escaped(&u.url)
+            )?;
+        }
+        write!(out, "each origin")?;
+    }
+    let origins: Vec<String> = t
+        .origins
+        .iter()
+        .map(|o| {
+            let tls = match (&o.tls_version, o.verified) {
+                (Some(v), Some(false)) => {
+                    format!(", {v}, certificate NOT checked (--insecure)")
+                }
+                (Some(v), _) => format!(", {v}"),
+                (None, _) => String::new(),
+            };
+            if t.origins.len() == 1 {
+                format!("{}, {}{tls}", o.address, o.protocol)
+            } else {
+                format!("{} {}, {}{tls}", Escaped(&o.origin), o.address, o.protocol)
+            }
+        })
+        .collect();
     writeln!(
         out,
-        "{} {} ({}), {} connection{}; latency from each request's due time",
-        Escaped(&t.method),
-        Escaped(&t.url),
-        t.address,
+        " ({}), {} connection{plural}; latency from each request's due time",
+        origins.join("; "),
         t.connections,
-        if t.connections == 1 { "" } else { "s" }
     )?;
     writeln!(
         out,
@@ -75,6 +106,34 @@ pub fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         .collect();
     if !errors.is_empty() {
         writeln!(out, "errors: {}", errors.join("; "))?;
+    }
+    if t.urls.len() > 1 {
+        writeln!(out, "by URL (all steps):")?;
+        for (i, u) in t.urls.iter().enumerate() {
+            let mut sum = crate::load::UrlCounts::default();
+            for c in r.steps.iter().filter_map(|s| s.by_url.get(i)) {
+                sum += *c;
+            }
+            let kinds: Vec<String> = sum
+                .errors
+                .kinds()
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            writeln!(
+                out,
+                "  {} {}: sent {}, ok {}{}",
+                Escaped(&u.method),
+                Escaped(&u.url),
+                sum.sent,
+                sum.ok,
+                if kinds.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", kinds.join(", "))
+                }
+            )?;
+        }
     }
     if let Some(k) = &r.knee {
         match k.bent {
@@ -150,7 +209,7 @@ fn figures(s: &Step) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::load::knee::{Knee, Rule};
     use crate::load::{Errors, Latency, ServerFinding, TargetInfo};
@@ -177,14 +236,15 @@ mod tests {
                 max: 7e6,
             }),
             schedule_lag_ns: None,
+            by_url: Vec::new(),
             bent: bent.iter().map(|b| b.to_string()).collect(),
             server: None,
         }
     }
 
-    #[test]
-    fn the_curve_the_knee_and_what_bent_with_text_from_the_system_escaped() {
-        let report = Report {
+    /// A ramp of two steps that bent at the second, the server's finding carrying an escape.
+    pub(crate) fn report() -> Report {
+        Report {
             schema: crate::load::SCHEMA,
             tool_version: "0",
             host: crate::kernel::host::Host::read(&crate::kernel::SysRoot::new(
@@ -195,6 +255,18 @@ mod tests {
                 url: "http://127.0.0.1:8080/".into(),
                 address: "127.0.0.1:8080".into(),
                 method: "GET".into(),
+                urls: vec![crate::load::UrlInfo {
+                    url: "http://127.0.0.1:8080/".into(),
+                    method: "GET".into(),
+                    weight: 1,
+                }],
+                origins: vec![crate::load::Origin {
+                    origin: "http://127.0.0.1:8080".into(),
+                    address: "127.0.0.1:8080".into(),
+                    protocol: "HTTP/1.1",
+                    tls_version: None,
+                    verified: None,
+                }],
                 connections: 1,
                 timeout_s: 2.0,
                 body_bytes: 0,
@@ -218,11 +290,18 @@ mod tests {
             }),
             notes: Vec::new(),
             interrupted: false,
-        };
+        }
+    }
+
+    #[test]
+    fn the_curve_the_knee_and_what_bent_with_text_from_the_system_escaped() {
+        let report = report();
         let mut out = Vec::new();
         write(&report, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("GET http://127.0.0.1:8080/ (127.0.0.1:8080), 1 connection;"));
+        assert!(
+            text.contains("GET http://127.0.0.1:8080/ (127.0.0.1:8080, HTTP/1.1), 1 connection;")
+        );
         assert!(text.contains("knee: 150 requests a second at most; held at 100 rps offered"));
         assert!(
             text.contains("bent at 200 rps offered (achieved 150, p99 5"),

@@ -20,6 +20,7 @@ pub(crate) mod hyperfine;
 pub(crate) mod incident;
 pub(crate) mod json;
 pub(crate) mod load;
+pub(crate) mod load_html;
 pub(crate) mod mem;
 pub(crate) mod outfile;
 pub(crate) mod ping;

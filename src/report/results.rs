@@ -206,7 +206,11 @@ pub fn show_text(
         .filter(|m| c.rows.iter().any(|r| r.metric == *m))
         .collect();
     let mut header = vec!["test".to_string()];
-    header.extend(metrics.iter().map(|m| short_label(*m).to_string()));
+    header.extend(
+        metrics
+            .iter()
+            .map(|m| short_label(*m, c.runs[0].kind).to_string()),
+    );
     header.push("repeats".into());
     let mut rows = Vec::new();
     for (title, group) in groups(c) {
@@ -551,8 +555,10 @@ fn method(r: &RunHead) -> String {
     }
 }
 
-fn short_label(m: Metric) -> &'static str {
+fn short_label(m: Metric, kind: RunKind) -> &'static str {
     match m {
+        // A load step's achieved rate is stored as its IOPS.
+        Metric::Iops if kind == RunKind::Load => "req/s",
         Metric::Iops => "IOPS",
         Metric::Bandwidth => "bandwidth",
         Metric::OpsPerS => "ops/s",

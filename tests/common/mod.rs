@@ -375,6 +375,35 @@ pub fn sh(tool: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A self-signed certificate for 127.0.0.1 made by openssl: `tacho.crt` and `tacho.key` in
+/// `dir`.
+pub fn self_signed_certificate(dir: &Path) {
+    let o = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            "tacho.key",
+            "-out",
+            "tacho.crt",
+        ])
+        .current_dir(dir)
+        .output()
+        .expect("openssl is installed (.ci/run installs it)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// A loopback port free a moment ago (for a server the test starts).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -96,7 +96,10 @@ fn connection(conn: TcpStream, behaviour: Behaviour, served: &AtomicU64, slots: 
                 std::thread::sleep(Duration::from_secs(3600));
                 return;
             }
-            Behaviour::Status(s) => s,
+            Behaviour::Status(s) => {
+                served.fetch_add(1, Ordering::Relaxed);
+                s
+            }
             Behaviour::Serial(service) => {
                 serve_in_turn(slots, service);
                 served.fetch_add(1, Ordering::Relaxed);
@@ -123,6 +126,13 @@ fn load(url: &str, args: &[&str]) -> Value {
     json_ok(&run(&all))
 }
 
+/// `tacho load ARGS --json --no-save`, URLs among the arguments.
+fn load_with(args: &[&str]) -> Value {
+    let mut all = vec!["load", "--json", "--no-save"];
+    all.extend_from_slice(args);
+    json_ok(&run(&all))
+}
+
 fn ms(v: &Value) -> f64 {
     v.as_f64().unwrap() / 1e6
 }
@@ -133,10 +143,21 @@ fn the_knee_of_a_server_of_known_capacity_is_found_within_ten_percent() {
     // scheduling delays, which would otherwise eat into the capacity).
     let server = Server::start(Behaviour::Serial(Duration::from_millis(20)));
     let capacity = 50.0;
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("curve.html");
     let doc = load(
         &server.url(),
         &[
-            "--ramp", "30..80", "--steps", "11", "--step", "1s", "-c", "4",
+            "--ramp",
+            "30..80",
+            "--steps",
+            "11",
+            "--step",
+            "1s",
+            "-c",
+            "4",
+            "--html",
+            page.to_str().unwrap(),
         ],
     );
     assert_eq!(doc["schema"], "tacho.load.v1");
@@ -167,6 +188,50 @@ fn the_knee_of_a_server_of_known_capacity_is_found_within_ten_percent() {
     assert_eq!(doc["target"]["local"], true);
     assert!(steps.iter().all(|s| s["server"].is_array()), "{doc:#}");
     assert!(knee["what_bent"].is_array());
+    assert_curve_page(&page, &doc);
+}
+
+/// The page of `--html`: its embedded curve is the document's steps by achieved rate, the
+/// knee marked; drawn by a browser (when there is one) without a request to anywhere.
+fn assert_curve_page(page: &std::path::Path, doc: &Value) {
+    let html = std::fs::read_to_string(page).unwrap();
+    let data = html
+        .split("<script type=\"application/json\" id=\"tacho-data\">")
+        .nth(1)
+        .and_then(|s| s.split("</script>").next())
+        .unwrap();
+    let curve: Value = serde_json::from_str(data).expect("the embedded JSON is whole");
+    let steps = doc["steps"].as_array().unwrap();
+    let x: Vec<f64> = curve["achieved_rps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(x.len(), steps.len());
+    assert!(x.windows(2).all(|w| w[0] <= w[1]), "{x:?}");
+    assert_eq!(curve["knee_rps"], doc["knee"]["rps"]);
+    let p99 = curve["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"] == "p99")
+        .unwrap();
+    assert_eq!(p99["ms"].as_array().unwrap().len(), steps.len());
+    let Some(chromium) = crate::common::chromium() else {
+        return;
+    };
+    let mut b = crate::common::browser::Browser::open(chromium, 1000, 800);
+    let url = format!("file://{}", page.display());
+    b.navigate(&url);
+    b.wait_for(
+        "(e => e !== null && e.dataset.drawn === '1' && e.querySelector('canvas') !== null)\
+         (document.getElementById('curve'))",
+        Duration::from_secs(20),
+    );
+    for r in b.requests() {
+        assert_eq!(r, url, "the page requested {r}");
+    }
 }
 
 #[test]
@@ -266,16 +331,22 @@ print(s.server_address[1], flush=True)
 s.serve_forever()
 "#;
 
-#[test]
-fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
+/// The Python server above in a new cgroup with a tenth of a CPU (under 50 requests a second:
+/// Python's own work per request counts against the quota too, well below what a busy host
+/// leaves it): the cgroup's name, the server (killed on drop, the cgroup after it) and its URL;
+/// `None` without cgroups to make.
+fn throttled_server(
+    tag: &str,
+) -> Option<(
+    String,
+    crate::common::Killed,
+    crate::common::cgroup::Cgroup,
+    String,
+)> {
     use crate::common::cgroup::Cgroup;
     use crate::common::{Killed, PYTHON};
-    let name = format!("tacho-itest-load-{}", std::process::id());
-    let Some(cg) = Cgroup::new("cpu", &name) else {
-        return;
-    };
-    // A tenth of a CPU at 2 ms a request: under 50 requests a second (Python's own work per
-    // request counts against the quota too), well below what a busy host leaves it.
+    let name = format!("tacho-itest-load-{tag}-{}", std::process::id());
+    let cg = Cgroup::new("cpu", &name)?;
     cg.set("cpu.cfs_period_us", "100000");
     cg.set("cpu.cfs_quota_us", "10000");
     let mut server = Killed(
@@ -289,22 +360,36 @@ fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
         .read_line(&mut port)
         .unwrap();
     let url = format!("http://127.0.0.1:{}/", port.trim());
+    Some((name, server, cg, url))
+}
+
+/// The throttling of cgroup `name` among the findings at the knee of `doc`.
+fn assert_throttled_at_the_knee(doc: &Value, name: &str) -> Value {
+    let knee = &doc["knee"];
+    let bent = knee["bent"].as_u64().expect("the ramp bent") as usize;
+    assert!(bent > 0, "the first step bent already: {doc:#}");
+    let subject = format!("/{name}");
+    knee["what_bent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str())
+        .unwrap_or_else(|| panic!("no throttling at the knee: {doc:#}"))
+        .clone()
+}
+
+#[test]
+fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
+    let Some((name, server, _cg, url)) = throttled_server("local") else {
+        return;
+    };
     let doc = load(
         &url,
         &[
             "--ramp", "5..95", "--steps", "10", "--step", "1s", "-c", "4",
         ],
     );
-    let knee = &doc["knee"];
-    let bent = knee["bent"].as_u64().expect("the ramp bent") as usize;
-    assert!(bent > 0, "the first step bent already: {doc:#}");
-    let subject = format!("/{name}");
-    let throttled = knee["what_bent"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["code"] == "cpu_throttled" && f["subject"] == subject.as_str())
-        .unwrap_or_else(|| panic!("no throttling at the knee: {doc:#}"));
+    let throttled = assert_throttled_at_the_knee(&doc, &name);
     assert!(
         throttled["message"]
             .as_str()
@@ -313,6 +398,73 @@ fn at_the_knee_of_a_server_under_a_cpu_quota_the_throttling_is_reported() {
         "{throttled}"
     );
     drop(server);
+}
+
+#[test]
+fn watch_reads_what_bent_from_a_remote_tacho_top() {
+    // Bad --watch targets first: nothing listening, a server that is not tacho top.
+    let nobody = format!("http://127.0.0.1:{}/metrics", free_port());
+    let other = Server::start(Behaviour::Status(200));
+    let line = assert_error(&run(&[
+        "load",
+        &other.url(),
+        "--watch",
+        &nobody,
+        "--no-save",
+    ]));
+    assert!(
+        line.contains("--watch") && line.contains("cannot connect"),
+        "{line}"
+    );
+    let line = assert_error(&run(&[
+        "load",
+        &other.url(),
+        "--watch",
+        &other.url(),
+        "--no-save",
+    ]));
+    assert!(line.contains("no tacho figures"), "{line}");
+    assert_eq!(other.served(), 1, "only the one look at the page");
+
+    let Some((name, server, _cg, url)) = throttled_server("watch") else {
+        return;
+    };
+    let port = free_port();
+    let top = crate::common::Killed(
+        crate::common::tacho()
+            .args(["top", "--interval", "500ms", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !std::panic::catch_unwind(|| crate::common::http_get(port, "/metrics"))
+        .is_ok_and(|page| page.contains("# TYPE tacho_"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "tacho top --listen did not serve"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let watch = format!("http://127.0.0.1:{port}/metrics");
+    let doc = load(
+        &url,
+        &[
+            "--ramp", "5..95", "--steps", "10", "--step", "1s", "-c", "4", "--watch", &watch,
+        ],
+    );
+    // Every step was read from /metrics (its findings carry the severity for a sentence).
+    let steps = doc["steps"].as_array().unwrap();
+    assert!(steps.iter().all(|s| s["server"].is_array()), "{doc:#}");
+    let throttled = assert_throttled_at_the_knee(&doc, &name);
+    assert!(
+        !throttled["message"].as_str().unwrap().is_empty(),
+        "{throttled}"
+    );
+    drop((top, server));
 }
 
 #[test]
@@ -347,6 +499,66 @@ fn load_runs_are_stored_and_compared_step_by_step() {
         "{text}"
     );
     assert!(text.contains("knee"), "{text}");
+    // A step's rate is requests a second, not IOPS, in compare and in runs show.
+    assert!(text.contains("req/s") && !text.contains("IOPS"), "{text}");
+    let shown = stdout(&run(&["runs", "show", "--db", db, "1"]));
+    assert!(
+        shown.contains("req/s") && !shown.contains("IOPS"),
+        "{shown}"
+    );
+    // Headroom: a peak against the stored knee, by the 40–50% rule; nothing is sent.
+    let served = server.served();
+    let headroom = |peak: &str| {
+        json_ok(&run(&[
+            "load",
+            "--knee-from",
+            "2",
+            "--peak",
+            peak,
+            "--db",
+            db,
+            "--json",
+        ]))
+    };
+    let low = headroom("1");
+    let knee = low["knee_rps"].as_f64().unwrap();
+    assert!(knee > 0.0, "{low:#}");
+    assert!((low["share_pct"].as_f64().unwrap() - 100.0 / knee).abs() < 1e-9);
+    assert!(
+        low["verdict"].as_str().unwrap().starts_with("below 40%"),
+        "{low:#}"
+    );
+    let inside = headroom(&format!("{}", knee * 0.45));
+    assert_eq!(inside["verdict"], "inside the 40–50% rule", "{inside:#}");
+    let over = headroom(&format!("{}", knee * 0.8));
+    assert_eq!(over["within_rule"], false, "{over:#}");
+    assert!(
+        over["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("above the 40–50% rule")
+    );
+    assert_eq!(server.served(), served);
+    let line = assert_error(&run(&[
+        "load",
+        "--knee-from",
+        "9",
+        "--peak",
+        "5",
+        "--db",
+        db,
+    ]));
+    assert!(line.contains("no run 9"), "{line}");
+    let line = assert_error(&run(&[
+        "load",
+        "--knee-from",
+        "1",
+        "--peak",
+        "-5",
+        "--db",
+        db,
+    ]));
+    assert!(line.contains("--peak"), "{line}");
     let list = stdout(&run(&["runs", "list", "--db", db]));
     let loads = list.lines().filter(|l| l.contains("  load  "));
     assert!(loads.clone().all(|l| l.ends_with(&server.url())), "{list}");
@@ -408,4 +620,209 @@ fn bad_input_exits_2_in_one_line() {
     assert!(line.contains("--rate"), "{line}");
     let line = assert_error(&run(&["load", url, "-H", "no colon"]));
     assert!(line.contains("'Name: value'"), "{line}");
+}
+
+/// An HTTP/2 server over TLS on loopback (ALPN h2 only, a self-signed certificate for
+/// 127.0.0.1 in `dir`) answering every request at once; counts the requests that came over
+/// HTTP/2.
+fn h2_tls_server(dir: &std::path::Path) -> Server {
+    use http_body_util::Full;
+    use hyper::body::{Bytes, Incoming};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    crate::common::self_signed_certificate(dir);
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("tacho.crt"))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.join("tacho.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&served);
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_io()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, counted) = (acceptor.clone(), Arc::clone(&counted));
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service =
+                        hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                            if req.version() == hyper::Version::HTTP_2 {
+                                counted.fetch_add(1, Ordering::Relaxed);
+                            }
+                            async {
+                                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                                    Bytes::from_static(b"ok"),
+                                )))
+                            }
+                        });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+    });
+    Server { port, served }
+}
+
+#[test]
+fn https_over_http2_is_verified_unless_insecure_and_reports_its_protocol() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = h2_tls_server(dir.path());
+    let url = format!("https://127.0.0.1:{}/", server.port);
+    // A self-signed certificate does not verify: one line, nothing sent.
+    let line = assert_error(&run(&[
+        "load",
+        &url,
+        "--rate",
+        "20",
+        "--duration",
+        "1s",
+        "--no-save",
+    ]));
+    assert!(
+        line.contains("certificate") && line.contains("--insecure"),
+        "{line}"
+    );
+    assert_eq!(server.served(), 0);
+    let o = run(&[
+        "load",
+        &url,
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "-c",
+        "2",
+        "--insecure",
+        "--json",
+        "--no-save",
+    ]);
+    let doc = json_ok(&o);
+    assert!(crate::common::stderr(&o).contains("NOT checked"));
+    let origin = &doc["target"]["origins"][0];
+    assert_eq!(origin["protocol"], "HTTP/2", "{doc:#}");
+    assert_eq!(origin["verified"], false);
+    assert!(
+        origin["tls_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("TLSv1_"),
+        "{origin}"
+    );
+    let step = &doc["steps"][0];
+    assert_eq!(step["errors"]["other"], 0, "{doc:#}");
+    assert!(step["ok"].as_u64().unwrap() >= 90, "{doc:#}");
+    // Every request the server saw came over HTTP/2.
+    assert_eq!(server.served(), step["sent"].as_u64().unwrap());
+    // The text says the certificate was not checked.
+    let o = run(&[
+        "load",
+        &url,
+        "--rate",
+        "20",
+        "--duration",
+        "200ms",
+        "--insecure",
+        "--http2",
+        "--no-save",
+    ]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("HTTP/2, TLSv1_3, certificate NOT checked (--insecure)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_weighted_mix_goes_to_each_url_by_its_weight_and_each_origin_over_its_own_connections() {
+    let a = Server::start(Behaviour::Status(200));
+    let b = Server::start(Behaviour::Status(200));
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("mix.txt");
+    std::fs::write(
+        &list,
+        format!(
+            "# three to a, one POST to b\n3 {}x\n\n1 POST {}y\n",
+            a.url(),
+            b.url()
+        ),
+    )
+    .unwrap();
+    let doc = load_with(&[
+        "--urls",
+        list.to_str().unwrap(),
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "-c",
+        "2",
+    ]);
+    let urls = doc["target"]["urls"].as_array().unwrap();
+    assert_eq!(
+        (urls[0]["weight"].as_u64(), urls[1]["method"].as_str()),
+        (Some(3), Some("POST"))
+    );
+    assert_eq!(
+        doc["target"]["origins"].as_array().unwrap().len(),
+        2,
+        "{doc:#}"
+    );
+    let step = &doc["steps"][0];
+    let by = step["by_url"].as_array().unwrap();
+    let sent = |i: usize| by[i]["sent"].as_u64().unwrap();
+    assert_eq!(sent(0) + sent(1), step["sent"].as_u64().unwrap());
+    // Taken in a fixed order: three to a for each one to b.
+    assert!(sent(0).abs_diff(3 * sent(1)) <= 3, "{doc:#}");
+    assert_eq!((a.served(), b.served()), (sent(0), sent(1)));
+    assert_eq!(by[1]["ok"], by[1]["sent"]);
+
+    // Several URLs on the command line: each in turn.
+    let doc = load_with(&[
+        &a.url(),
+        &format!("{}z", b.url()),
+        "--rate",
+        "40",
+        "--duration",
+        "500ms",
+    ]);
+    let by = doc["steps"][0]["by_url"].as_array().unwrap();
+    assert_eq!(by[0]["sent"], by[1]["sent"], "{doc:#}");
+
+    // A bad line stops it, naming the line; nothing is sent.
+    let before = a.served();
+    std::fs::write(&list, format!("{}\nGET 2 {}\n", a.url(), a.url())).unwrap();
+    let line = assert_error(&run(&[
+        "load",
+        "--urls",
+        list.to_str().unwrap(),
+        "--no-save",
+    ]));
+    assert!(
+        line.contains("mix.txt: line 2: the weight must come before"),
+        "{line}"
+    );
+    assert_eq!(a.served(), before);
 }

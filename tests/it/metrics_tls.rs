@@ -18,34 +18,6 @@ impl Drop for Top {
     }
 }
 
-/// A self-signed certificate for 127.0.0.1 made by openssl: (cert, key) paths.
-fn certificate(dir: &Path) {
-    let o = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            "tacho.key",
-            "-out",
-            "tacho.crt",
-        ])
-        .current_dir(dir)
-        .output()
-        .expect("openssl is installed (.ci/run installs it)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
 /// curl's HTTP status for /metrics with these extra arguments (`000` when it could not talk).
 fn curl(port: u16, scheme: &str, extra: &[&str], dir: &Path) -> (String, String) {
     let body = dir.join(format!("body-{}", extra.len()));
@@ -70,7 +42,7 @@ fn curl(port: u16, scheme: &str, extra: &[&str], dir: &Path) -> (String, String)
 #[test]
 fn metrics_over_tls_need_the_right_password() {
     let dir = tempfile::tempdir().unwrap();
-    certificate(dir.path());
+    self_signed_certificate(dir.path());
     let hash = bcrypt::hash("s3cret-Pw", 6).unwrap();
     let config = dir.path().join("web.yml");
     // Relative paths are relative to the configuration file, as in the exporter toolkit.
