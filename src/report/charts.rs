@@ -24,6 +24,18 @@ pub const UPLOT_CSS: &str = include_str!("web/uPlot.min.css");
 pub const CHARTS_JS: &str = include_str!("web/charts.js");
 /// Styles of both pages.
 pub const PAGE_CSS: &str = include_str!("web/page.css");
+/// The start of a chart page, up to and including its heading: `title` (escaped here) in the
+/// tab and as the heading, with uPlot's and the pages' styles inline.
+pub fn page_head(title: &str) -> String {
+    let title = super::html::esc(title);
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>{title}</title><style>{UPLOT_CSS}{PAGE_CSS}</style></head><body>\n\
+         <h1>{title}</h1>\n"
+    )
+}
+
 /// Points a chart holds at most: a longer window is averaged into this many buckets.
 pub const MAX_POINTS: usize = 1200;
 

@@ -60,17 +60,7 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
         when(s.from_unix_s, true),
         when(s.to_unix_s, true)
     );
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width\">\
-         <title>{}</title><style>{}{}</style></head><body>\n<h1>{}</h1>\n",
-        esc(&title),
-        charts::UPLOT_CSS,
-        charts::PAGE_CSS,
-        esc(&title)
-    );
+    let mut h = charts::page_head(&title);
     let mut spans = s.findings.clone();
     spans.sort_by(|a, b| {
         a.from_unix_s

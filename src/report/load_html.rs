@@ -71,17 +71,7 @@ pub fn write(r: &Report, out: &mut impl Write) -> io::Result<()> {
     let title = format!("tacho load: {}", crate::text::Escaped(&r.target.url));
     let mut text = Vec::new();
     super::load::write(r, &mut text)?;
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width\">\
-         <title>{}</title><style>{}{}</style></head><body>\n<h1>{}</h1>\n",
-        esc(&title),
-        charts::UPLOT_CSS,
-        charts::PAGE_CSS,
-        esc(&title)
-    );
+    let mut h = charts::page_head(&title);
     let verdict = match &r.knee {
         Some(k) if k.bent.is_some() => format!(
             "The knee: {:.0} requests a second at most (dashed line).",

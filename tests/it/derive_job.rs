@@ -33,6 +33,21 @@ impl Drop for Process {
     }
 }
 
+/// Python running `script` on `file`, once it has said it is ready (its first line).
+fn started(script: &str, file: &std::path::Path) -> Process {
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .arg(file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    Process(child)
+}
+
 fn derive(pid: u32, out: &std::path::Path) -> std::process::Output {
     run(&[
         "files",
@@ -57,17 +72,7 @@ fn a_wal_writer_yields_a_job_that_fio_accepts_and_tacho_runs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new("python3")
-        .args(["-c", WAL_WRITER])
-        .arg(dir.path().join("wal"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    let writer = Process(child);
+    let writer = started(WAL_WRITER, &dir.path().join("wal"));
     let job = dir.path().join("app.fio");
     let o = derive(writer.0.id(), &job);
     drop(writer);
@@ -156,17 +161,7 @@ fn like_pid_runs_the_writers_pattern_and_says_whether_the_target_holds_it() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new("python3")
-        .args(["-c", WAL_WRITER])
-        .arg(dir.path().join("wal"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    let writer = Process(child);
+    let writer = started(WAL_WRITER, &dir.path().join("wal"));
     // In memory: the job is buffered, and a test file there needs no free share of a disk.
     let bench = tempfile::tempdir_in("/dev/shm").unwrap();
     let pid = writer.0.id().to_string();
@@ -284,17 +279,7 @@ fn threads_flushing_at_once_give_parallel_jobs_and_fsync() {
     }
     // On a disk, where fsync waits for the device: /var/tmp, not a tmpfs.
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let mut child = Command::new("python3")
-        .args(["-c", THREADED_WRITER])
-        .arg(dir.path().join("log"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    let writer = Process(child);
+    let writer = started(THREADED_WRITER, &dir.path().join("log"));
     let job = dir.path().join("app.fio");
     let o = derive(writer.0.id(), &job);
     drop(writer);
