@@ -90,9 +90,10 @@ impl Hosts {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
         }) {
+            // Quoted: an empty name (`a,,b`) would otherwise read as nothing at all.
             return Err(format!(
-                "{} is not a host name; give a count or host names (letters, digits, '.', '-', \
-                 '_') separated by commas, e.g. db1,db2,db3",
+                "\"{}\" is not a host name; give a count or host names (letters, digits, '.', \
+                 '-', '_') separated by commas, e.g. db1,db2,db3",
                 crate::text::escape(bad)
             ));
         }

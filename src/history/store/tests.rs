@@ -165,3 +165,35 @@ fn a_damaged_row_is_one_error_not_a_panic() {
         .unwrap();
     assert!(e.to_string().contains("damaged sample"), "{e}");
 }
+
+#[test]
+fn zstd_rows_that_would_inflate_past_their_bound_or_lie_about_their_size_are_refused() {
+    let json = serde_json::to_vec(&record(1.0)).unwrap();
+    // A key of 8 MiB of spaces: a few hundred bytes that state 8 MiB, far past 100 to 1.
+    let bomb = zstd::bulk::compress(&vec![b' '; 8 << 20], 1).unwrap();
+    let e = codec::decode(&bomb, 1.0, None).unwrap_err().to_string();
+    assert!(e.contains("decompression bomb"), "{e}");
+    // A frame that does not state its size (streamed) is not one the recorder writes.
+    let mut streamed = Vec::new();
+    zstd::stream::copy_encode(&json[..], &mut streamed, 1).unwrap();
+    let e = codec::decode(&streamed, 1.0, None).unwrap_err().to_string();
+    assert!(e.contains("does not state its size"), "{e}");
+    // A delta whose bytes after its key's id are not a zstd frame, and one cut short.
+    let mut delta = vec![b'D'];
+    delta.extend_from_slice(&1i64.to_le_bytes());
+    delta.extend_from_slice(b"not zstd");
+    let e = codec::decode(&delta, 1.0, Some(&json))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a zstd frame"), "{e}");
+    let e = codec::decode(&delta[..5], 1.0, Some(&json))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not one tacho writes"), "{e}");
+    // A key row's own text decodes as the sample it holds.
+    let key = codec::key(&json).unwrap();
+    assert_eq!(
+        codec::decode(&key, 1.0, None).unwrap().sample.unix_time_s,
+        1.0
+    );
+}
