@@ -35,6 +35,7 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
     };
     let opts = Options {
         connections: args.connections,
+        streams: args.streams,
         headers: args.header.clone(),
         body: args.body.clone().unwrap_or_default().into_bytes(),
         timeout: args.timeout,
@@ -168,6 +169,7 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
                 .collect(),
             origins,
             connections: args.connections,
+            streams: args.streams,
             timeout_s: args.timeout.as_secs_f64(),
             body_bytes: opts.body.len(),
             local,

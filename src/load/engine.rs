@@ -27,11 +27,15 @@ use hyper::header::{HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use hyper::{Method, Request as HttpRequest, Uri};
 use hyper_util::rt::TokioIo;
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// Longest latency kept in a histogram (one hour); longer ones count as this.
@@ -42,6 +46,139 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Longest cycle of the weighted order; weights are bounded so that it fits.
 pub const MAX_CYCLE: u64 = 100_000;
+
+/// Wakes connections waiting for their requests' due times, to within microseconds.
+///
+/// tokio's timer rounds every deadline up to its next millisecond tick (and its runtime sleeps
+/// in `epoll_wait`, whose timeout is in milliseconds), so requests left 0.8–1.9 ms late. The
+/// alarm is one `timerfd` (a kernel high-resolution timer, with no timer slack) armed for the
+/// earliest wait and read through the runtime's own reactor: the thread still sleeps in
+/// `epoll_wait` and wakes when the timer fires, with no second thread and no spinning. Waits
+/// join the queue in the order the schedule hands out requests, which is the order of their
+/// due times, so the queue's front is always the earliest.
+struct Alarm {
+    timer: AsyncFd<OwnedFd>,
+    /// An instant and the monotonic clock's reading at it (`Instant` is that clock), to arm
+    /// the timer at absolute times.
+    base: (Instant, Duration),
+    /// Who waits and until when, earliest first.
+    waiting: RefCell<VecDeque<(Instant, Rc<Notify>)>>,
+    /// Rung when a wait joins an empty queue.
+    kick: Notify,
+}
+
+impl Alarm {
+    /// Must be called within the runtime (the timer registers with its reactor).
+    fn new() -> std::io::Result<Alarm> {
+        use rustix::time::{TimerfdClockId, TimerfdFlags, timerfd_create};
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        let at = Instant::now();
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let base = Duration::new(
+            u64::try_from(now.tv_sec).unwrap_or(0),
+            u32::try_from(now.tv_nsec).unwrap_or(0),
+        );
+        // SAFETY: the descriptor is the timer's own, owned by the `AsyncFd` from here to its
+        // drop, so it stays open and the same for as long as it is registered.
+        let timer = unsafe {
+            AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+                .map_err(std::io::Error::from)?
+        };
+        Ok(Alarm {
+            timer,
+            base: (at, base),
+            waiting: RefCell::new(VecDeque::new()),
+            kick: Notify::new(),
+        })
+    }
+
+    /// Waits until `due` (or until the alarm's task lets every wait go, at a stop); `me` is
+    /// the waiting connection's own bell.
+    async fn until(&self, due: Instant, me: &Rc<Notify>) {
+        let first = {
+            let mut waiting = self.waiting.borrow_mut();
+            let first = waiting.is_empty();
+            waiting.push_back((due, Rc::clone(me)));
+            first
+        };
+        if first {
+            self.kick.notify_one();
+        }
+        me.notified().await;
+    }
+
+    /// Arms the timer to fire at `at`.
+    fn arm(&self, at: Instant) -> std::io::Result<()> {
+        use rustix::time::{Itimerspec, Timespec, TimerfdTimerFlags, timerfd_settime};
+        let t = self.base.1 + at.saturating_duration_since(self.base.0);
+        let value = Timespec {
+            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+            // A zero time disarms the timer.
+            tv_nsec: i64::from(t.subsec_nanos().max(1)),
+        };
+        let spec = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: value,
+        };
+        timerfd_settime(self.timer.get_ref(), TimerfdTimerFlags::ABSTIME, &spec)?;
+        Ok(())
+    }
+
+    /// Lets go every wait due by now (every wait at a stop).
+    fn ring(&self, all: bool) {
+        let now = Instant::now();
+        let mut waiting = self.waiting.borrow_mut();
+        while waiting.front().is_some_and(|w| all || w.0 <= now) {
+            if let Some((_, bell)) = waiting.pop_front() {
+                bell.notify_one();
+            }
+        }
+    }
+}
+
+/// The alarm's task for one step: sleeps until the earliest wait is due, lets it go, and looks
+/// at the stop flag at least every [`STOP_POLL`].
+async fn alarm(shared: Rc<Shared>) {
+    let alarm = &shared.alarm;
+    loop {
+        if shared.stopped() {
+            alarm.ring(true);
+        }
+        let front = alarm.waiting.borrow().front().map(|w| w.0);
+        let Some(due) = front else {
+            alarm.kick.notified().await;
+            continue;
+        };
+        let now = Instant::now();
+        if due <= now {
+            alarm.ring(false);
+            continue;
+        }
+        if alarm.arm(due.min(now + STOP_POLL)).is_err() {
+            // Not with a valid time; tokio's millisecond timer instead.
+            tokio::time::sleep_until(due.into()).await;
+            continue;
+        }
+        match alarm.timer.readable().await {
+            Ok(mut ready) => {
+                // Reading the expiry count clears it; nothing to read is a stale readiness.
+                let _ = ready.try_io(|fd| {
+                    let mut count = [0u8; 8];
+                    rustix::io::read(fd.get_ref(), &mut count)
+                        .map(|_| ())
+                        .map_err(std::io::Error::from)
+                });
+            }
+            Err(_) => tokio::time::sleep_until(due.into()).await,
+        }
+    }
+}
 
 /// One request of the mix: a URL, its method and its share.
 #[derive(Debug, Clone)]
@@ -59,7 +196,7 @@ pub struct Request {
 pub enum Protocol {
     /// HTTP/1.1, one request at a time.
     Http1,
-    /// HTTP/2, one stream at a time per connection.
+    /// HTTP/2, up to `--streams` streams at once per connection.
     Http2,
 }
 
@@ -145,6 +282,8 @@ struct Connector {
 
 /// The generator: its runtime, the requests and the connections kept from step to step.
 pub struct Client {
+    /// Declared before the runtime, so it leaves the reactor before the runtime goes.
+    alarm: Rc<Alarm>,
     runtime: tokio::runtime::Runtime,
     /// Where the connections' drivers run, kept so connections outlive a step.
     local: tokio::task::LocalSet,
@@ -153,6 +292,7 @@ pub struct Client {
     cycle: Rc<[u32]>,
     connectors: Rc<[Connector]>,
     timeout: Duration,
+    streams: u32,
     /// Each worker's connections, one slot per origin.
     conns: Vec<Vec<Option<Conn>>>,
     origins: Vec<Origin>,
@@ -275,6 +415,10 @@ impl Client {
             .build()
             .map_err(|e| format!("cannot start the client's runtime: {e}"))?;
         let local = tokio::task::LocalSet::new();
+        let alarm = {
+            let _inside = runtime.enter();
+            Alarm::new().map_err(|e| format!("cannot make the client's timer: {e}"))?
+        };
         // A first connection to each origin, so an unreachable target or a certificate that
         // does not verify stops the command before it starts; kept for the first worker.
         let mut first = Vec::with_capacity(connectors.len());
@@ -287,6 +431,11 @@ impl Client {
                     c.addr
                 )
             })?;
+            if c.http2 && c.tls.is_none() {
+                local
+                    .block_on(&runtime, speaks_h2c(c))
+                    .map_err(|e| format!("{}: {e}", crate::text::Escaped(&c.origin)))?;
+            }
             origins.push(Origin {
                 origin: c.origin.clone(),
                 address: c.addr.to_string(),
@@ -301,12 +450,14 @@ impl Client {
             .collect();
         conns.insert(0, first);
         Ok(Client {
+            alarm: Rc::new(alarm),
             runtime,
             local,
             templates: templates.into(),
             cycle: cycle(&weights).into(),
             connectors: connectors.into(),
             timeout: opts.timeout,
+            streams: opts.streams.max(1),
             conns,
             origins,
         })
@@ -335,10 +486,13 @@ impl Client {
             cycle: Rc::clone(&self.cycle),
             connectors: Rc::clone(&self.connectors),
             timeout: self.timeout,
+            streams: self.streams,
             tally: RefCell::new(Tally::new(self.templates.len())),
+            alarm: Rc::clone(&self.alarm),
         });
         let conns = std::mem::take(&mut self.conns);
         let back: Vec<Vec<Option<Conn>>> = self.local.block_on(&self.runtime, async {
+            let ringing = tokio::task::spawn_local(alarm(Rc::clone(&shared)));
             let workers: Vec<_> = conns
                 .into_iter()
                 .map(|c| tokio::task::spawn_local(worker(Rc::clone(&shared), c)))
@@ -350,6 +504,7 @@ impl Client {
                         .unwrap_or_else(|_| shared.connectors.iter().map(|_| None).collect()),
                 );
             }
+            ringing.abort();
             back
         });
         self.conns = back;
@@ -410,7 +565,10 @@ struct Shared {
     cycle: Rc<[u32]>,
     connectors: Rc<[Connector]>,
     timeout: Duration,
+    /// Streams at once on an HTTP/2 connection.
+    streams: u32,
     tally: RefCell<Tally>,
+    alarm: Rc<Alarm>,
 }
 
 impl Shared {
@@ -422,6 +580,44 @@ impl Shared {
             return true;
         }
         false
+    }
+
+    /// The origin of the next request, without taking it; `None` when none is left.
+    fn peek_origin(&self) -> Option<usize> {
+        let i = self.next.get();
+        (i < self.total).then(|| {
+            let which = self.cycle[(i % self.cycle.len() as u64) as usize] as usize;
+            self.templates[which].origin
+        })
+    }
+
+    /// Counts a request that ended at `done`: a failure of kind `failed`, or a success when
+    /// `failed` is empty.
+    fn count(&self, which: usize, due: Instant, failed: Errors, done: Instant) {
+        let mut t = self.tally.borrow_mut();
+        t.last_done = Some(t.last_done.map_or(done, |l| l.max(done)));
+        if failed.total() == 0 {
+            t.ok += 1;
+            t.by_url[which].ok += 1;
+            t.latency.saturating_record(ns(done - due));
+        }
+        t.errors += failed;
+        t.by_url[which].errors += failed;
+    }
+
+    /// Counts how a request ended; whether its connection is still fit to use (not after a
+    /// timeout or a broken exchange).
+    fn counted(&self, which: usize, due: Instant, outcome: Outcome) -> bool {
+        let mut failed = Errors::default();
+        match outcome {
+            Outcome::Status(s) if s >= 500 => failed.status_5xx = 1,
+            Outcome::Status(s) if s >= 400 => failed.status_4xx = 1,
+            Outcome::Status(_) => {}
+            Outcome::Timeout => failed.timeout = 1,
+            Outcome::Broken => failed.other = 1,
+        }
+        self.count(which, due, failed, Instant::now());
+        failed.timeout + failed.other == 0
     }
 
     /// The next request (by template) and when it is due; `None` when the step is over.
@@ -486,18 +682,39 @@ enum Outcome {
 
 /// One worker's loop: take the next request, wait for its due time, send it over this
 /// worker's connection to its origin, read the whole response, count it; returns the
-/// connections when the step is over.
+/// connections when the step is over and its requests have ended.
+///
+/// Over HTTP/1.1 the worker sends one request at a time and waits for its response. Over
+/// HTTP/2 each request is a stream of its own, run beside the worker, and the worker goes on
+/// taking requests while fewer than `--streams` are open on its connection to that origin
+/// (hyper holds any beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS until one ends).
 async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<Conn>> {
-    while let Some((which, due)) = shared.take() {
-        let on_time = Instant::now() < due;
-        while Instant::now() < due {
-            if shared.stopped() {
-                return conns;
-            }
-            let wake = due.min(Instant::now() + STOP_POLL);
-            tokio::time::sleep_until(wake.into()).await;
+    let bell = Rc::new(Notify::new());
+    // Streams open on each origin's connection, and the bell each one rings as it ends.
+    let open: Rc<[Cell<u32>]> = conns.iter().map(|_| Cell::new(0)).collect();
+    let ended = Rc::new(Notify::new());
+    loop {
+        // Wait for a free stream before taking a request bound for a full connection.
+        let Some(origin) = shared.peek_origin() else {
+            break;
+        };
+        let h2 = conns[origin]
+            .as_ref()
+            .is_some_and(|c| c.protocol == Protocol::Http2);
+        if h2 && open[origin].get() >= shared.streams {
+            ended.notified().await;
+            continue;
         }
-        let template = &shared.templates[which];
+        let Some((which, due)) = shared.take() else {
+            break;
+        };
+        let on_time = Instant::now() < due;
+        if on_time {
+            shared.alarm.until(due, &bell).await;
+            if shared.stopped() {
+                break;
+            }
+        }
         let sent_at = Instant::now();
         {
             let mut t = shared.tally.borrow_mut();
@@ -507,82 +724,112 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
                 t.lag.saturating_record(ns(sent_at - due));
             }
         }
-        let slot = &mut conns[template.origin];
+        let slot = &mut conns[origin];
         if slot.as_ref().is_none_or(Conn::is_closed) {
-            *slot = match connect(&shared.connectors[template.origin]).await {
+            *slot = match connect(&shared.connectors[origin]).await {
                 Ok(c) => Some(c),
                 Err(_) => {
-                    let mut t = shared.tally.borrow_mut();
-                    t.errors.connect += 1;
-                    t.by_url[which].errors.connect += 1;
-                    t.last_done = Some(Instant::now());
+                    let mut failed = Errors::default();
+                    failed.connect = 1;
+                    shared.count(which, due, failed, Instant::now());
                     continue;
                 }
             };
         }
-        let outcome = match slot.as_mut() {
-            Some(c) => send(c, template, shared.timeout).await,
-            None => Outcome::Broken,
+        let Some(conn) = slot.as_mut() else {
+            continue;
         };
-        let done = Instant::now();
-        let mut t = shared.tally.borrow_mut();
-        t.last_done = Some(t.last_done.map_or(done, |l| l.max(done)));
-        let mut failed = Errors::default();
-        match outcome {
-            Outcome::Status(s) if s >= 500 => failed.status_5xx = 1,
-            Outcome::Status(s) if s >= 400 => failed.status_4xx = 1,
-            Outcome::Status(_) => {
-                t.ok += 1;
-                t.by_url[which].ok += 1;
-                t.latency.saturating_record(ns(done - due));
+        match &mut conn.sender {
+            Sender::H1(sender) => {
+                let outcome = exchange_h1(sender, &shared.templates[which], shared.timeout).await;
+                if !shared.counted(which, due, outcome) {
+                    // Given up on mid-request, or broken: closed, and opened anew.
+                    *slot = None;
+                }
             }
-            Outcome::Timeout => {
-                failed.timeout = 1;
-                *slot = None;
-            }
-            Outcome::Broken => {
-                failed.other = 1;
-                *slot = None;
+            Sender::H2(sender) => {
+                let (shared, sender) = (Rc::clone(&shared), sender.clone());
+                let (open, ended) = (Rc::clone(&open), Rc::clone(&ended));
+                open[origin].set(open[origin].get() + 1);
+                tokio::task::spawn_local(async move {
+                    let template = &shared.templates[which];
+                    let outcome = exchange_h2(sender, template, shared.timeout).await;
+                    // A stream that timed out was reset; the connection stays, or shows
+                    // itself closed at the next request.
+                    shared.counted(which, due, outcome);
+                    open[origin].set(open[origin].get() - 1);
+                    ended.notify_one();
+                });
             }
         }
-        t.errors += failed;
-        t.by_url[which].errors += failed;
+    }
+    while open.iter().any(|n| n.get() > 0) {
+        ended.notified().await;
     }
     conns
 }
 
-/// Sends the request and reads its whole response within `timeout`.
-async fn send(conn: &mut Conn, template: &Template, timeout: Duration) -> Outcome {
+/// A request ready to send: the template's method, URI and headers, and its body.
+fn request(template: &Template, h2: bool) -> HttpRequest<Full<Bytes>> {
     let mut req = HttpRequest::new(Full::new(template.body.clone()));
     *req.method_mut() = template.method.clone();
-    let exchange = async {
-        let response = match &mut conn.sender {
-            Sender::H1(s) => {
-                *req.headers_mut() = template.headers_h1.clone();
-                *req.uri_mut() = template.origin_form.clone();
-                s.ready().await?;
-                s.send_request(req).await?
-            }
-            Sender::H2(s) => {
-                *req.headers_mut() = template.headers_h2.clone();
-                *req.uri_mut() = template.absolute.clone();
-                s.ready().await?;
-                s.send_request(req).await?
-            }
-        };
-        let status = response.status().as_u16();
-        // Read to the end, each frame dropped as it comes (nothing is kept).
-        let mut body = response.into_body();
-        while let Some(frame) = body.frame().await {
-            frame?;
-        }
-        Ok::<u16, hyper::Error>(status)
-    };
+    if h2 {
+        *req.headers_mut() = template.headers_h2.clone();
+        *req.uri_mut() = template.absolute.clone();
+    } else {
+        *req.headers_mut() = template.headers_h1.clone();
+        *req.uri_mut() = template.origin_form.clone();
+    }
+    req
+}
+
+/// Reads a response's whole body, each frame dropped as it comes (nothing is kept).
+async fn drain(response: hyper::Response<hyper::body::Incoming>) -> Result<u16, hyper::Error> {
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    while let Some(frame) = body.frame().await {
+        frame?;
+    }
+    Ok(status)
+}
+
+/// What became of an exchange given `timeout`.
+async fn within(
+    timeout: Duration,
+    exchange: impl std::future::Future<Output = Result<u16, hyper::Error>>,
+) -> Outcome {
     match tokio::time::timeout(timeout, exchange).await {
         Ok(Ok(status)) => Outcome::Status(status),
         Ok(Err(_)) => Outcome::Broken,
         Err(_) => Outcome::Timeout,
     }
+}
+
+/// Sends the request over HTTP/1.1 and reads its whole response within `timeout`.
+async fn exchange_h1(
+    sender: &mut http1::SendRequest<Full<Bytes>>,
+    template: &Template,
+    timeout: Duration,
+) -> Outcome {
+    within(timeout, async {
+        sender.ready().await?;
+        drain(sender.send_request(request(template, false)).await?).await
+    })
+    .await
+}
+
+/// Sends the request as a stream of its own over HTTP/2 and reads its whole response within
+/// `timeout` (the stream is reset when it runs out).
+async fn exchange_h2(
+    mut sender: http2::SendRequest<Full<Bytes>>,
+    template: &Template,
+    timeout: Duration,
+) -> Outcome {
+    within(timeout, async {
+        sender.ready().await?;
+        drain(sender.send_request(request(template, true)).await?).await
+    })
+    .await
 }
 
 /// A new keep-alive connection (no Nagle delay), TLS when the origin is https, its driver on
@@ -609,6 +856,36 @@ async fn connect(c: &Connector) -> Result<Conn, String> {
             c.timeout
         )),
     }
+}
+
+/// Whether the server of `c` speaks HTTP/2 over cleartext, asked before the run on a
+/// connection of its own: HTTP/2's connection preface and an empty SETTINGS frame, to which
+/// an HTTP/2 server answers with a frame of its own (its SETTINGS) and an HTTP/1.1 server
+/// with a status line, or by closing. No request is sent. A server that says nothing within
+/// the timeout is taken to be slow, not refused: the run goes on (its requests will say).
+async fn speaks_h2c(c: &Connector) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+    let refused = "it does not speak HTTP/2 over cleartext (h2c); drop --http2 or use https://";
+    let asking = async {
+        let Ok(mut stream) = tokio::net::TcpStream::connect(c.addr).await else {
+            // It answered a moment ago: gone now is not a refusal of HTTP/2.
+            return Ok(());
+        };
+        stream
+            .write_all(PREFACE)
+            .await
+            .map_err(|_| refused.to_string())?;
+        // A frame's header: 3 bytes of length, its type (4: SETTINGS), flags, stream 0.
+        let mut head = [0u8; 9];
+        match stream.read_exact(&mut head).await {
+            Ok(_) if head[3] == 4 && head[5..9] == [0, 0, 0, 0] => Ok(()),
+            _ => Err(refused.to_string()),
+        }
+    };
+    tokio::time::timeout(c.timeout, asking)
+        .await
+        .unwrap_or(Ok(()))
 }
 
 /// HTTP/1.1's or HTTP/2's handshake over `io`.
