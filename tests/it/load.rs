@@ -701,9 +701,9 @@ fn h2_tls_server(dir: &std::path::Path, delay: Duration) -> (Server, Arc<AtomicU
 #[test]
 fn https_over_http2_is_verified_unless_insecure_and_reports_its_protocol() {
     let dir = tempfile::tempdir().unwrap();
-    // Each answer 100 ms after its request, while one is due every 10 ms: one connection
-    // carries several streams at once, up to --streams.
-    let (server, most_at_once) = h2_tls_server(dir.path(), Duration::from_millis(100));
+    // Each answer 20 ms after its request, while one is due every 10 ms: one connection
+    // carries several streams at once, up to --streams (4 at once serve 200 a second).
+    let (server, most_at_once) = h2_tls_server(dir.path(), Duration::from_millis(20));
     let url = format!("https://127.0.0.1:{}/", server.port);
     // A self-signed certificate does not verify: one line, nothing sent.
     let line = assert_error(&run(&[
