@@ -117,7 +117,10 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
             humantime(*duration)
         ));
         let before = watch.as_mut().and_then(|w| w.begin(&mut notes));
-        let mut step = client.step(*rate as f64, *duration, &stop);
+        let mut step = client.step(*rate as f64, *duration, &stop).map_err(|e| {
+            interrupt::clear_status();
+            anyhow!(e)
+        })?;
         if let (Some(w), Some(a)) = (watch.as_mut(), before) {
             step.server = w.end(&a, &mut notes);
         }

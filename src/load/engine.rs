@@ -41,21 +41,29 @@ use tokio::task::JoinHandle;
 /// Longest latency kept in a histogram (one hour); longer ones count as this.
 const HIGHEST_NS: u64 = 3_600_000_000_000;
 
+/// Waits due within this of the earliest one end together, at the last of their due times:
+/// one wake-up for requests close in time instead of one each (each costs the thread a sleep
+/// and a wake, and the server's answers come back apart too), at the price of sending the
+/// earlier ones up to this late.
+const GATHER: Duration = Duration::from_micros(200);
+
 /// How often a waiting connection looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Longest cycle of the weighted order; weights are bounded so that it fits.
 pub const MAX_CYCLE: u64 = 100_000;
 
-/// Wakes connections waiting for their requests' due times, to within microseconds.
+/// Wakes connections waiting for their requests' due times, to within a fraction of a
+/// millisecond.
 ///
 /// tokio's timer rounds every deadline up to its next millisecond tick (and its runtime sleeps
 /// in `epoll_wait`, whose timeout is in milliseconds), so requests left 0.8–1.9 ms late. The
 /// alarm is one `timerfd` (a kernel high-resolution timer, with no timer slack) armed for the
-/// earliest wait and read through the runtime's own reactor: the thread still sleeps in
-/// `epoll_wait` and wakes when the timer fires, with no second thread and no spinning. Waits
-/// join the queue in the order the schedule hands out requests, which is the order of their
-/// due times, so the queue's front is always the earliest.
+/// earliest wait (or a little after it, to end the waits close to it together: [`GATHER`])
+/// and read through the runtime's own reactor: the thread still sleeps in `epoll_wait` and
+/// wakes when the timer fires, with no second thread and no spinning. Waits join the queue in
+/// the order the schedule hands out requests, which is the order of their due times, so the
+/// queue's front is always the earliest.
 struct Alarm {
     timer: AsyncFd<OwnedFd>,
     /// An instant and the monotonic clock's reading at it (`Instant` is that clock), to arm
@@ -112,7 +120,7 @@ impl Alarm {
 
     /// Arms the timer to fire at `at`.
     fn arm(&self, at: Instant) -> std::io::Result<()> {
-        use rustix::time::{Itimerspec, Timespec, TimerfdTimerFlags, timerfd_settime};
+        use rustix::time::{Itimerspec, TimerfdTimerFlags, Timespec, timerfd_settime};
         let t = self.base.1 + at.saturating_duration_since(self.base.0);
         let value = Timespec {
             tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
@@ -160,21 +168,23 @@ async fn alarm(shared: Rc<Shared>) {
             alarm.ring(false);
             continue;
         }
-        if alarm.arm(due.min(now + STOP_POLL)).is_err() {
+        let last = alarm
+            .waiting
+            .borrow()
+            .iter()
+            .map(|w| w.0)
+            .take_while(|d| *d <= due + GATHER)
+            .last()
+            .unwrap_or(due);
+        if alarm.arm(last.min(now + STOP_POLL)).is_err() {
             // Not with a valid time; tokio's millisecond timer instead.
             tokio::time::sleep_until(due.into()).await;
             continue;
         }
         match alarm.timer.readable().await {
-            Ok(mut ready) => {
-                // Reading the expiry count clears it; nothing to read is a stale readiness.
-                let _ = ready.try_io(|fd| {
-                    let mut count = [0u8; 8];
-                    rustix::io::read(fd.get_ref(), &mut count)
-                        .map(|_| ())
-                        .map_err(std::io::Error::from)
-                });
-            }
+            // Arming the timer clears its count (no read needed), and each expiry is a new
+            // edge for the reactor.
+            Ok(mut ready) => ready.clear_ready(),
             Err(_) => tokio::time::sleep_until(due.into()).await,
         }
     }
@@ -293,6 +303,8 @@ pub struct Client {
     connectors: Rc<[Connector]>,
     timeout: Duration,
     streams: u32,
+    /// Whether a request of the run has ended yet.
+    answered: bool,
     /// Each worker's connections, one slot per origin.
     conns: Vec<Vec<Option<Conn>>>,
     origins: Vec<Origin>,
@@ -458,6 +470,7 @@ impl Client {
             connectors: connectors.into(),
             timeout: opts.timeout,
             streams: opts.streams.max(1),
+            answered: false,
             conns,
             origins,
         })
@@ -470,7 +483,16 @@ impl Client {
 
     /// Offers `rate` requests a second for `duration` (less when `stop` is set) and returns
     /// what came of it (not yet judged: `bent` is empty, `server` null).
-    pub fn step(&mut self, rate: f64, duration: Duration, stop: &Arc<AtomicBool>) -> Step {
+    ///
+    /// When the first request of the run is answered with something that is not HTTP (a TLS
+    /// port spoken to in the clear, another protocol), every request would fail the same way:
+    /// the step ends there, and the error is one line naming it.
+    pub fn step(
+        &mut self,
+        rate: f64,
+        duration: Duration,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Step, String> {
         let total = (rate * duration.as_secs_f64()).floor() as u64;
         let start = Instant::now() + Duration::from_millis(1);
         let shared = Rc::new(Shared {
@@ -489,6 +511,8 @@ impl Client {
             streams: self.streams,
             tally: RefCell::new(Tally::new(self.templates.len())),
             alarm: Rc::clone(&self.alarm),
+            first: Cell::new(!self.answered),
+            not_http: Cell::new(None),
         });
         let conns = std::mem::take(&mut self.conns);
         let back: Vec<Vec<Option<Conn>>> = self.local.block_on(&self.runtime, async {
@@ -508,6 +532,14 @@ impl Client {
             back
         });
         self.conns = back;
+        self.answered |= !shared.first.get();
+        if let Some(which) = shared.not_http.get() {
+            return Err(format!(
+                "{}: the first answer was not HTTP; check the port, and the scheme \
+                 (https:// for a TLS port)",
+                crate::text::Escaped(&self.origins[self.templates[which].origin].origin)
+            ));
+        }
         let tally = shared.tally.take();
         let ended = shared
             .stopped_at
@@ -521,7 +553,7 @@ impl Client {
         };
         let sent = tally.sent;
         let elapsed = tally.last_done.map_or(ended, |d| d.max(ended)) - start;
-        Step {
+        Ok(Step {
             offered_rps: rate,
             duration_s: scheduled.as_secs_f64(),
             due,
@@ -543,7 +575,7 @@ impl Client {
             by_url: tally.by_url,
             bent: Vec::new(),
             server: None,
-        }
+        })
     }
 }
 
@@ -569,6 +601,10 @@ struct Shared {
     streams: u32,
     tally: RefCell<Tally>,
     alarm: Rc<Alarm>,
+    /// No request of the run has ended yet.
+    first: Cell<bool>,
+    /// The first request of the run was answered with something not HTTP: which it was.
+    not_http: Cell<Option<usize>>,
 }
 
 impl Shared {
@@ -608,13 +644,16 @@ impl Shared {
     /// Counts how a request ended; whether its connection is still fit to use (not after a
     /// timeout or a broken exchange).
     fn counted(&self, which: usize, due: Instant, outcome: Outcome) -> bool {
+        if self.first.replace(false) && matches!(outcome, Outcome::NotHttp) {
+            self.not_http.set(Some(which));
+        }
         let mut failed = Errors::default();
         match outcome {
             Outcome::Status(s) if s >= 500 => failed.status_5xx = 1,
             Outcome::Status(s) if s >= 400 => failed.status_4xx = 1,
             Outcome::Status(_) => {}
             Outcome::Timeout => failed.timeout = 1,
-            Outcome::Broken => failed.other = 1,
+            Outcome::Broken | Outcome::NotHttp => failed.other = 1,
         }
         self.count(which, due, failed, Instant::now());
         failed.timeout + failed.other == 0
@@ -623,7 +662,7 @@ impl Shared {
     /// The next request (by template) and when it is due; `None` when the step is over.
     fn take(&self) -> Option<(usize, Instant)> {
         let i = self.next.get();
-        if i >= self.total || self.stopped() {
+        if i >= self.total || self.stopped() || self.not_http.get().is_some() {
             return None;
         }
         let due = self.start + Duration::from_secs_f64(i as f64 / self.rate);
@@ -677,7 +716,10 @@ fn ns(d: Duration) -> u64 {
 enum Outcome {
     Status(u16),
     Timeout,
+    /// The connection closed or broke, or the exchange failed otherwise.
     Broken,
+    /// The answer was not HTTP (it could not be parsed as a response).
+    NotHttp,
 }
 
 /// One worker's loop: take the next request, wait for its due time, send it over this
@@ -693,11 +735,8 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
     // Streams open on each origin's connection, and the bell each one rings as it ends.
     let open: Rc<[Cell<u32>]> = conns.iter().map(|_| Cell::new(0)).collect();
     let ended = Rc::new(Notify::new());
-    loop {
-        // Wait for a free stream before taking a request bound for a full connection.
-        let Some(origin) = shared.peek_origin() else {
-            break;
-        };
+    // Wait for a free stream before taking a request bound for a full connection.
+    while let Some(origin) = shared.peek_origin() {
         let h2 = conns[origin]
             .as_ref()
             .is_some_and(|c| c.protocol == Protocol::Http2);
@@ -729,8 +768,10 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
             *slot = match connect(&shared.connectors[origin]).await {
                 Ok(c) => Some(c),
                 Err(_) => {
-                    let mut failed = Errors::default();
-                    failed.connect = 1;
+                    let failed = Errors {
+                        connect: 1,
+                        ..Errors::default()
+                    };
                     shared.count(which, due, failed, Instant::now());
                     continue;
                 }
@@ -800,6 +841,7 @@ async fn within(
 ) -> Outcome {
     match tokio::time::timeout(timeout, exchange).await {
         Ok(Ok(status)) => Outcome::Status(status),
+        Ok(Err(e)) if e.is_parse() => Outcome::NotHttp,
         Ok(Err(_)) => Outcome::Broken,
         Err(_) => Outcome::Timeout,
     }

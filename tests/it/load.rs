@@ -27,6 +27,8 @@ enum Behaviour {
     Status(u16),
     /// Requests read and never answered.
     Silent,
+    /// Every request answered in another protocol (an SSH server's greeting).
+    NotHttp,
 }
 
 /// A loopback HTTP/1.1 server (a thread per connection, keep-alive) that counts what it
@@ -92,6 +94,11 @@ fn connection(conn: TcpStream, behaviour: Behaviour, served: &AtomicU64, slots: 
             }
         }
         let status = match behaviour {
+            Behaviour::NotHttp => {
+                served.fetch_add(1, Ordering::Relaxed);
+                let _ = out.write_all(b"SSH-2.0-OpenSSH_9.2\r\n");
+                continue;
+            }
             Behaviour::Silent => {
                 std::thread::sleep(Duration::from_secs(3600));
                 return;
@@ -776,7 +783,7 @@ fn https_over_http2_is_verified_unless_insecure_and_reports_its_protocol() {
 }
 
 #[test]
-fn forced_http2_against_a_server_without_h2c_exits_2_but_a_silent_one_is_loaded() {
+fn a_server_refusing_http2_or_not_speaking_http_exits_2_but_a_silent_one_is_loaded() {
     let http1 = Server::start(Behaviour::Status(200));
     let line = assert_error(&run(&["load", &http1.url(), "--http2", "--no-save"]));
     assert!(
@@ -784,6 +791,23 @@ fn forced_http2_against_a_server_without_h2c_exits_2_but_a_silent_one_is_loaded(
             && line.contains("drop --http2 or use https://"),
         "{line}"
     );
+    // Answered in another protocol at the first request: one line, the run ends there.
+    let other = Server::start(Behaviour::NotHttp);
+    let line = assert_error(&run(&[
+        "load",
+        &other.url(),
+        "--rate",
+        "50",
+        "--duration",
+        "10s",
+        "--no-save",
+    ]));
+    assert!(
+        line.contains("the first answer was not HTTP") && line.contains("https://"),
+        "{line}"
+    );
+    // Not the ten seconds' 500 requests: it stopped at the first answer.
+    assert!(other.served() < 100, "{} served", other.served());
     // A server that says nothing may be slow: the run goes on, and counts the timeouts.
     let silent = Server::start(Behaviour::Silent);
     let doc = load(
