@@ -7,10 +7,11 @@
 //! has its own connections: a worker keeps at most one open to each, so no origin ever has
 //! more than `--connections`, and nothing is sent anywhere not named.
 //!
-//! The schedule is one counter shared by the connections: a connection that is free takes the
-//! next request, waits for its due time if that is still ahead, and sends it; one that comes
-//! free late takes the next request at once, and that request's latency includes the time it
-//! waited for a connection. So the rate offered never follows the server's pace, and a stall
+//! The schedule is one counter shared by the connections: a connection that is free (over
+//! HTTP/2: with fewer than `--streams` requests open) takes the next request, waits for its
+//! due time if that is still ahead (on the [`Alarm`], not tokio's millisecond timer), and
+//! sends it; one that comes free late takes the next request at once, and that request's
+//! latency includes the time it waited for a connection. So the rate offered never follows the server's pace, and a stall
 //! shows in the latency of everything that was due during it. Requests still waiting for a
 //! connection when the step ends are sent for a grace of a tenth of the step (at most the
 //! timeout), so a server a little past its capacity is measured on all of its backlog; those
