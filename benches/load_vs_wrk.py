@@ -2,7 +2,8 @@
 """tacho load against wrk on the same nginx on loopback; prints the ratios.
 
 Usage:
-    cargo build --release && python3 benches/load_vs_wrk.py [--rounds 3] [--duration 5]
+    cargo build --release && python3 benches/load_vs_wrk.py [--rounds 3] [--duration 5] \
+        [--only throughput|timing]
 
 Needs wrk and nginx (Debian: apt-get install wrk nginx-light). Starts its own nginx (one worker,
 pinned to the last CPU, serving a 13-byte file with keep-alive, access log off) on a free
@@ -18,6 +19,9 @@ loopback port in a temporary directory, and stops it at the end.
 2. Timing error. `tacho load --rate R --duration D` at R = 1k, 5k, 10k, 20k: the generator's
    own lateness (schedule_lag_ns: how late it sent requests it was free to send on time) at p50
    and p99, with the achieved rate.
+   With --realtime, tacho runs in the real-time class (chrt -f 10) for this part, so that on
+   a machine busy with other work the figure is the generator's own error, not the wait for
+   its CPU.
 Figures are medians over the rounds. Nothing here is a pass/fail test: machines are noisy.
 """
 
@@ -33,8 +37,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TACHO = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
-                     "release", "tacho")
+# $TACHO names another build (say, the one before a change) to measure.
+TACHO = os.environ.get("TACHO") or os.path.join(
+    os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "tacho")
 
 NGINX_CONF = """
 daemon off;
@@ -95,9 +100,14 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+# ["chrt", "-f", "10"] with --realtime: the timing part's tacho in the real-time class, so
+# other work on its CPU (a shared machine's builds) does not delay its wake-ups.
+PRIORITY = []
+
+
 def run(cmd):
     cpu0 = children_cpu()
-    out = subprocess.run(["taskset", "-c", "0"] + cmd, check=True, capture_output=True,
+    out = subprocess.run(PRIORITY + ["taskset", "-c", "0"] + cmd, check=True, capture_output=True,
                          text=True).stdout
     return out, children_cpu() - cpu0
 
@@ -130,40 +140,57 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--connections", type=int, default=10)
+    ap.add_argument("--only", choices=["throughput", "timing"],
+                    help="run one of the two parts")
+    ap.add_argument("--realtime", action="store_true",
+                    help="timing part: run tacho under chrt -f 10 (root), to measure its own "
+                         "timing error apart from other work on a busy machine")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="tacho-load-bench-") as tmp:
         nginx, port = start_nginx(tmp)
         url = f"http://127.0.0.1:{port}/"
         try:
-            rows = {"wrk": [], "tacho": []}
-            for i in range(args.rounds):
-                order = ["wrk", "tacho"] if i % 2 == 0 else ["tacho", "wrk"]
-                for tool in order:
-                    f = wrk if tool == "wrk" else tacho
-                    r = f(url, args.connections, args.duration)
-                    rows[tool].append(r)
-                    print(f"round {i + 1} {tool}: {r['rps']:.0f} requests/s, "
-                          f"{r['cpu_per_req_us']:.1f} µs CPU per request", flush=True)
-            w, t = rows["wrk"], rows["tacho"]
-            print(f"\nmost throughput, {args.connections} connections, one core each "
-                  f"(medians of {args.rounds} rounds):")
-            print(f"  wrk   {median(w, 'rps'):9.0f} requests/s  "
-                  f"{median(w, 'cpu_per_req_us'):6.1f} µs CPU/request")
-            print(f"  tacho {median(t, 'rps'):9.0f} requests/s  "
-                  f"{median(t, 'cpu_per_req_us'):6.1f} µs CPU/request")
-            print(f"  tacho/wrk: throughput {median(t, 'rps') / median(w, 'rps'):.2f}×, "
-                  f"CPU per request "
-                  f"{median(t, 'cpu_per_req_us') / median(w, 'cpu_per_req_us'):.2f}×")
-            print("\ntacho's own timing error at a fixed rate (medians):")
-            for rate in (1000, 5000, 10000, 20000):
-                rs = [tacho(url, args.connections, args.duration, rate)
-                      for _ in range(args.rounds)]
-                print(f"  {rate:6d} rps: achieved {median(rs, 'rps'):8.0f}, sent late p50 "
-                      f"{median(rs, 'lag_p50_us'):7.0f} µs, p99 {median(rs, 'lag_p99_us'):7.0f} µs, "
-                      f"{median(rs, 'cpu_per_req_us'):5.1f} µs CPU/request", flush=True)
+            if args.only != "timing":
+                throughput(url, args)
+            if args.only != "throughput":
+                if args.realtime:
+                    PRIORITY[:] = ["chrt", "-f", "10"]
+                timing(url, args)
         finally:
             nginx.terminate()
             nginx.wait()
+
+
+def throughput(url, args):
+    rows = {"wrk": [], "tacho": []}
+    for i in range(args.rounds):
+        order = ["wrk", "tacho"] if i % 2 == 0 else ["tacho", "wrk"]
+        for tool in order:
+            f = wrk if tool == "wrk" else tacho
+            r = f(url, args.connections, args.duration)
+            rows[tool].append(r)
+            print(f"round {i + 1} {tool}: {r['rps']:.0f} requests/s, "
+                  f"{r['cpu_per_req_us']:.1f} µs CPU per request", flush=True)
+    w, t = rows["wrk"], rows["tacho"]
+    print(f"\nmost throughput, {args.connections} connections, one core each "
+          f"(medians of {args.rounds} rounds):")
+    print(f"  wrk   {median(w, 'rps'):9.0f} requests/s  "
+          f"{median(w, 'cpu_per_req_us'):6.1f} µs CPU/request")
+    print(f"  tacho {median(t, 'rps'):9.0f} requests/s  "
+          f"{median(t, 'cpu_per_req_us'):6.1f} µs CPU/request")
+    print(f"  tacho/wrk: throughput {median(t, 'rps') / median(w, 'rps'):.2f}×, "
+          f"CPU per request "
+          f"{median(t, 'cpu_per_req_us') / median(w, 'cpu_per_req_us'):.2f}×")
+
+
+def timing(url, args):
+    print("\ntacho's own timing error at a fixed rate (medians):")
+    for rate in (1000, 5000, 10000, 20000):
+        rs = [tacho(url, args.connections, args.duration, rate)
+              for _ in range(args.rounds)]
+        print(f"  {rate:6d} rps: achieved {median(rs, 'rps'):8.0f}, sent late p50 "
+              f"{median(rs, 'lag_p50_us'):7.0f} µs, p99 {median(rs, 'lag_p99_us'):7.0f} µs, "
+              f"{median(rs, 'cpu_per_req_us'):5.1f} µs CPU/request", flush=True)
 
 
 if __name__ == "__main__":

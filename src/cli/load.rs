@@ -56,9 +56,15 @@ pub struct LoadArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub p99_limit: Option<Duration>,
 
-    /// Keep-alive connections, each carrying one request at a time
+    /// Keep-alive connections to each origin, each carrying one request at a time over
+    /// HTTP/1.1 (--streams over HTTP/2)
     #[arg(long, short = 'c', value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub connections: u32,
+
+    /// Requests at once on each HTTP/2 connection (its streams; fewer when the server allows
+    /// fewer)
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub streams: u32,
 
     /// HTTP method
     #[arg(long, short = 'X', value_name = "METHOD", default_value = "GET")]

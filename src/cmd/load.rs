@@ -35,6 +35,7 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
     };
     let opts = Options {
         connections: args.connections,
+        streams: args.streams,
         headers: args.header.clone(),
         body: args.body.clone().unwrap_or_default().into_bytes(),
         timeout: args.timeout,
@@ -116,7 +117,10 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
             humantime(*duration)
         ));
         let before = watch.as_mut().and_then(|w| w.begin(&mut notes));
-        let mut step = client.step(*rate as f64, *duration, &stop);
+        let mut step = client.step(*rate as f64, *duration, &stop).map_err(|e| {
+            interrupt::clear_status();
+            anyhow!(e)
+        })?;
         if let (Some(w), Some(a)) = (watch.as_mut(), before) {
             step.server = w.end(&a, &mut notes);
         }
@@ -168,6 +172,7 @@ pub fn run(args: &LoadArgs) -> Result<ExitCode> {
                 .collect(),
             origins,
             connections: args.connections,
+            streams: args.streams,
             timeout_s: args.timeout.as_secs_f64(),
             body_bytes: opts.body.len(),
             local,

@@ -7,10 +7,11 @@
 //! has its own connections: a worker keeps at most one open to each, so no origin ever has
 //! more than `--connections`, and nothing is sent anywhere not named.
 //!
-//! The schedule is one counter shared by the connections: a connection that is free takes the
-//! next request, waits for its due time if that is still ahead, and sends it; one that comes
-//! free late takes the next request at once, and that request's latency includes the time it
-//! waited for a connection. So the rate offered never follows the server's pace, and a stall
+//! The schedule is one counter shared by the connections: a connection that is free (over
+//! HTTP/2: with fewer than `--streams` requests open) takes the next request, waits for its
+//! due time if that is still ahead (on the [`Alarm`], not tokio's millisecond timer), and
+//! sends it; one that comes free late takes the next request at once, and that request's
+//! latency includes the time it waited for a connection. So the rate offered never follows the server's pace, and a stall
 //! shows in the latency of everything that was due during it. Requests still waiting for a
 //! connection when the step ends are sent for a grace of a tenth of the step (at most the
 //! timeout), so a server a little past its capacity is measured on all of its backlog; those
@@ -27,21 +28,168 @@ use hyper::header::{HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use hyper::{Method, Request as HttpRequest, Uri};
 use hyper_util::rt::TokioIo;
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// Longest latency kept in a histogram (one hour); longer ones count as this.
 const HIGHEST_NS: u64 = 3_600_000_000_000;
+
+/// Waits due within this of the earliest one end together, at the last of their due times:
+/// one wake-up for requests close in time instead of one each (each costs the thread a sleep
+/// and a wake, and the server's answers come back apart too), at the price of sending the
+/// earlier ones up to this late.
+const GATHER: Duration = Duration::from_micros(200);
 
 /// How often a waiting connection looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Longest cycle of the weighted order; weights are bounded so that it fits.
 pub const MAX_CYCLE: u64 = 100_000;
+
+/// Wakes connections waiting for their requests' due times, to within a fraction of a
+/// millisecond.
+///
+/// tokio's timer rounds every deadline up to its next millisecond tick (and its runtime sleeps
+/// in `epoll_wait`, whose timeout is in milliseconds), so requests left 0.8–1.9 ms late. The
+/// alarm is one `timerfd` (a kernel high-resolution timer, with no timer slack) armed for the
+/// earliest wait (or a little after it, to end the waits close to it together: [`GATHER`])
+/// and read through the runtime's own reactor: the thread still sleeps in `epoll_wait` and
+/// wakes when the timer fires, with no second thread and no spinning. Waits join the queue in
+/// the order the schedule hands out requests, which is the order of their due times, so the
+/// queue's front is always the earliest.
+struct Alarm {
+    timer: AsyncFd<OwnedFd>,
+    /// An instant and the monotonic clock's reading at it (`Instant` is that clock), to arm
+    /// the timer at absolute times.
+    base: (Instant, Duration),
+    /// Who waits and until when, earliest first.
+    waiting: RefCell<VecDeque<(Instant, Rc<Notify>)>>,
+    /// Rung when a wait joins an empty queue.
+    kick: Notify,
+}
+
+impl Alarm {
+    /// Must be called within the runtime (the timer registers with its reactor).
+    fn new() -> std::io::Result<Alarm> {
+        use rustix::time::{TimerfdClockId, TimerfdFlags, timerfd_create};
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        let at = Instant::now();
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let base = Duration::new(
+            u64::try_from(now.tv_sec).unwrap_or(0),
+            u32::try_from(now.tv_nsec).unwrap_or(0),
+        );
+        // SAFETY: the descriptor is the timer's own, owned by the `AsyncFd` from here to its
+        // drop, so it stays open and the same for as long as it is registered.
+        let timer = unsafe {
+            AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+                .map_err(std::io::Error::from)?
+        };
+        Ok(Alarm {
+            timer,
+            base: (at, base),
+            waiting: RefCell::new(VecDeque::new()),
+            kick: Notify::new(),
+        })
+    }
+
+    /// Waits until `due` (or until the alarm's task lets every wait go, at a stop); `me` is
+    /// the waiting connection's own bell.
+    async fn until(&self, due: Instant, me: &Rc<Notify>) {
+        let first = {
+            let mut waiting = self.waiting.borrow_mut();
+            let first = waiting.is_empty();
+            waiting.push_back((due, Rc::clone(me)));
+            first
+        };
+        if first {
+            self.kick.notify_one();
+        }
+        me.notified().await;
+    }
+
+    /// Arms the timer to fire at `at`.
+    fn arm(&self, at: Instant) -> std::io::Result<()> {
+        use rustix::time::{Itimerspec, TimerfdTimerFlags, Timespec, timerfd_settime};
+        let t = self.base.1 + at.saturating_duration_since(self.base.0);
+        let value = Timespec {
+            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+            // A zero time disarms the timer.
+            tv_nsec: i64::from(t.subsec_nanos().max(1)),
+        };
+        let spec = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: value,
+        };
+        timerfd_settime(self.timer.get_ref(), TimerfdTimerFlags::ABSTIME, &spec)?;
+        Ok(())
+    }
+
+    /// Lets go every wait due by now (every wait at a stop).
+    fn ring(&self, all: bool) {
+        let now = Instant::now();
+        let mut waiting = self.waiting.borrow_mut();
+        while waiting.front().is_some_and(|w| all || w.0 <= now) {
+            if let Some((_, bell)) = waiting.pop_front() {
+                bell.notify_one();
+            }
+        }
+    }
+}
+
+/// The alarm's task for one step: sleeps until the earliest wait is due, lets it go, and looks
+/// at the stop flag at least every [`STOP_POLL`].
+async fn alarm(shared: Rc<Shared>) {
+    let alarm = &shared.alarm;
+    loop {
+        if shared.stopped() {
+            alarm.ring(true);
+        }
+        let front = alarm.waiting.borrow().front().map(|w| w.0);
+        let Some(due) = front else {
+            alarm.kick.notified().await;
+            continue;
+        };
+        let now = Instant::now();
+        if due <= now {
+            alarm.ring(false);
+            continue;
+        }
+        let last = alarm
+            .waiting
+            .borrow()
+            .iter()
+            .map(|w| w.0)
+            .take_while(|d| *d <= due + GATHER)
+            .last()
+            .unwrap_or(due);
+        if alarm.arm(last.min(now + STOP_POLL)).is_err() {
+            // Not with a valid time; tokio's millisecond timer instead.
+            tokio::time::sleep_until(due.into()).await;
+            continue;
+        }
+        match alarm.timer.readable().await {
+            // Arming the timer clears its count (no read needed), and each expiry is a new
+            // edge for the reactor.
+            Ok(mut ready) => ready.clear_ready(),
+            Err(_) => tokio::time::sleep_until(due.into()).await,
+        }
+    }
+}
 
 /// One request of the mix: a URL, its method and its share.
 #[derive(Debug, Clone)]
@@ -59,7 +207,7 @@ pub struct Request {
 pub enum Protocol {
     /// HTTP/1.1, one request at a time.
     Http1,
-    /// HTTP/2, one stream at a time per connection.
+    /// HTTP/2, up to `--streams` streams at once per connection.
     Http2,
 }
 
@@ -145,6 +293,8 @@ struct Connector {
 
 /// The generator: its runtime, the requests and the connections kept from step to step.
 pub struct Client {
+    /// Declared before the runtime, so it leaves the reactor before the runtime goes.
+    alarm: Rc<Alarm>,
     runtime: tokio::runtime::Runtime,
     /// Where the connections' drivers run, kept so connections outlive a step.
     local: tokio::task::LocalSet,
@@ -153,6 +303,9 @@ pub struct Client {
     cycle: Rc<[u32]>,
     connectors: Rc<[Connector]>,
     timeout: Duration,
+    streams: u32,
+    /// Whether a request of the run has ended yet.
+    answered: bool,
     /// Each worker's connections, one slot per origin.
     conns: Vec<Vec<Option<Conn>>>,
     origins: Vec<Origin>,
@@ -275,6 +428,10 @@ impl Client {
             .build()
             .map_err(|e| format!("cannot start the client's runtime: {e}"))?;
         let local = tokio::task::LocalSet::new();
+        let alarm = {
+            let _inside = runtime.enter();
+            Alarm::new().map_err(|e| format!("cannot make the client's timer: {e}"))?
+        };
         // A first connection to each origin, so an unreachable target or a certificate that
         // does not verify stops the command before it starts; kept for the first worker.
         let mut first = Vec::with_capacity(connectors.len());
@@ -287,6 +444,11 @@ impl Client {
                     c.addr
                 )
             })?;
+            if c.http2 && c.tls.is_none() {
+                local
+                    .block_on(&runtime, speaks_h2c(c))
+                    .map_err(|e| format!("{}: {e}", crate::text::Escaped(&c.origin)))?;
+            }
             origins.push(Origin {
                 origin: c.origin.clone(),
                 address: c.addr.to_string(),
@@ -301,12 +463,15 @@ impl Client {
             .collect();
         conns.insert(0, first);
         Ok(Client {
+            alarm: Rc::new(alarm),
             runtime,
             local,
             templates: templates.into(),
             cycle: cycle(&weights).into(),
             connectors: connectors.into(),
             timeout: opts.timeout,
+            streams: opts.streams.max(1),
+            answered: false,
             conns,
             origins,
         })
@@ -319,7 +484,16 @@ impl Client {
 
     /// Offers `rate` requests a second for `duration` (less when `stop` is set) and returns
     /// what came of it (not yet judged: `bent` is empty, `server` null).
-    pub fn step(&mut self, rate: f64, duration: Duration, stop: &Arc<AtomicBool>) -> Step {
+    ///
+    /// When the first request of the run is answered with something that is not HTTP (a TLS
+    /// port spoken to in the clear, another protocol), every request would fail the same way:
+    /// the step ends there, and the error is one line naming it.
+    pub fn step(
+        &mut self,
+        rate: f64,
+        duration: Duration,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Step, String> {
         let total = (rate * duration.as_secs_f64()).floor() as u64;
         let start = Instant::now() + Duration::from_millis(1);
         let shared = Rc::new(Shared {
@@ -335,10 +509,15 @@ impl Client {
             cycle: Rc::clone(&self.cycle),
             connectors: Rc::clone(&self.connectors),
             timeout: self.timeout,
+            streams: self.streams,
             tally: RefCell::new(Tally::new(self.templates.len())),
+            alarm: Rc::clone(&self.alarm),
+            first: Cell::new(!self.answered),
+            not_http: Cell::new(None),
         });
         let conns = std::mem::take(&mut self.conns);
         let back: Vec<Vec<Option<Conn>>> = self.local.block_on(&self.runtime, async {
+            let ringing = tokio::task::spawn_local(alarm(Rc::clone(&shared)));
             let workers: Vec<_> = conns
                 .into_iter()
                 .map(|c| tokio::task::spawn_local(worker(Rc::clone(&shared), c)))
@@ -350,9 +529,18 @@ impl Client {
                         .unwrap_or_else(|_| shared.connectors.iter().map(|_| None).collect()),
                 );
             }
+            ringing.abort();
             back
         });
         self.conns = back;
+        self.answered |= !shared.first.get();
+        if let Some(which) = shared.not_http.get() {
+            return Err(format!(
+                "{}: the first answer was not HTTP; check the port, and the scheme \
+                 (https:// for a TLS port)",
+                crate::text::Escaped(&self.origins[self.templates[which].origin].origin)
+            ));
+        }
         let tally = shared.tally.take();
         let ended = shared
             .stopped_at
@@ -366,7 +554,7 @@ impl Client {
         };
         let sent = tally.sent;
         let elapsed = tally.last_done.map_or(ended, |d| d.max(ended)) - start;
-        Step {
+        Ok(Step {
             offered_rps: rate,
             duration_s: scheduled.as_secs_f64(),
             due,
@@ -388,7 +576,7 @@ impl Client {
             by_url: tally.by_url,
             bent: Vec::new(),
             server: None,
-        }
+        })
     }
 }
 
@@ -410,7 +598,14 @@ struct Shared {
     cycle: Rc<[u32]>,
     connectors: Rc<[Connector]>,
     timeout: Duration,
+    /// Streams at once on an HTTP/2 connection.
+    streams: u32,
     tally: RefCell<Tally>,
+    alarm: Rc<Alarm>,
+    /// No request of the run has ended yet.
+    first: Cell<bool>,
+    /// The first request of the run was answered with something not HTTP: which it was.
+    not_http: Cell<Option<usize>>,
 }
 
 impl Shared {
@@ -424,10 +619,51 @@ impl Shared {
         false
     }
 
+    /// The origin of the next request, without taking it; `None` when none is left.
+    fn peek_origin(&self) -> Option<usize> {
+        let i = self.next.get();
+        (i < self.total).then(|| {
+            let which = self.cycle[(i % self.cycle.len() as u64) as usize] as usize;
+            self.templates[which].origin
+        })
+    }
+
+    /// Counts a request that ended at `done`: a failure of kind `failed`, or a success when
+    /// `failed` is empty.
+    fn count(&self, which: usize, due: Instant, failed: Errors, done: Instant) {
+        let mut t = self.tally.borrow_mut();
+        t.last_done = Some(t.last_done.map_or(done, |l| l.max(done)));
+        if failed.total() == 0 {
+            t.ok += 1;
+            t.by_url[which].ok += 1;
+            t.latency.saturating_record(ns(done - due));
+        }
+        t.errors += failed;
+        t.by_url[which].errors += failed;
+    }
+
+    /// Counts how a request ended; whether its connection is still fit to use (not after a
+    /// timeout or a broken exchange).
+    fn counted(&self, which: usize, due: Instant, outcome: Outcome) -> bool {
+        if self.first.replace(false) && matches!(outcome, Outcome::NotHttp) {
+            self.not_http.set(Some(which));
+        }
+        let mut failed = Errors::default();
+        match outcome {
+            Outcome::Status(s) if s >= 500 => failed.status_5xx = 1,
+            Outcome::Status(s) if s >= 400 => failed.status_4xx = 1,
+            Outcome::Status(_) => {}
+            Outcome::Timeout => failed.timeout = 1,
+            Outcome::Broken | Outcome::NotHttp => failed.other = 1,
+        }
+        self.count(which, due, failed, Instant::now());
+        failed.timeout + failed.other == 0
+    }
+
     /// The next request (by template) and when it is due; `None` when the step is over.
     fn take(&self) -> Option<(usize, Instant)> {
         let i = self.next.get();
-        if i >= self.total || self.stopped() {
+        if i >= self.total || self.stopped() || self.not_http.get().is_some() {
             return None;
         }
         let due = self.start + Duration::from_secs_f64(i as f64 / self.rate);
@@ -481,23 +717,44 @@ fn ns(d: Duration) -> u64 {
 enum Outcome {
     Status(u16),
     Timeout,
+    /// The connection closed or broke, or the exchange failed otherwise.
     Broken,
+    /// The answer was not HTTP (it could not be parsed as a response).
+    NotHttp,
 }
 
 /// One worker's loop: take the next request, wait for its due time, send it over this
 /// worker's connection to its origin, read the whole response, count it; returns the
-/// connections when the step is over.
+/// connections when the step is over and its requests have ended.
+///
+/// Over HTTP/1.1 the worker sends one request at a time and waits for its response. Over
+/// HTTP/2 each request is a stream of its own, run beside the worker, and the worker goes on
+/// taking requests while fewer than `--streams` are open on its connection to that origin
+/// (hyper holds any beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS until one ends).
 async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<Conn>> {
-    while let Some((which, due)) = shared.take() {
-        let on_time = Instant::now() < due;
-        while Instant::now() < due {
-            if shared.stopped() {
-                return conns;
-            }
-            let wake = due.min(Instant::now() + STOP_POLL);
-            tokio::time::sleep_until(wake.into()).await;
+    let bell = Rc::new(Notify::new());
+    // Streams open on each origin's connection, and the bell each one rings as it ends.
+    let open: Rc<[Cell<u32>]> = conns.iter().map(|_| Cell::new(0)).collect();
+    let ended = Rc::new(Notify::new());
+    // Wait for a free stream before taking a request bound for a full connection.
+    while let Some(origin) = shared.peek_origin() {
+        let h2 = conns[origin]
+            .as_ref()
+            .is_some_and(|c| c.protocol == Protocol::Http2);
+        if h2 && open[origin].get() >= shared.streams {
+            ended.notified().await;
+            continue;
         }
-        let template = &shared.templates[which];
+        let Some((which, due)) = shared.take() else {
+            break;
+        };
+        let on_time = Instant::now() < due;
+        if on_time {
+            shared.alarm.until(due, &bell).await;
+            if shared.stopped() {
+                break;
+            }
+        }
         let sent_at = Instant::now();
         {
             let mut t = shared.tally.borrow_mut();
@@ -507,82 +764,115 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
                 t.lag.saturating_record(ns(sent_at - due));
             }
         }
-        let slot = &mut conns[template.origin];
+        let slot = &mut conns[origin];
         if slot.as_ref().is_none_or(Conn::is_closed) {
-            *slot = match connect(&shared.connectors[template.origin]).await {
+            *slot = match connect(&shared.connectors[origin]).await {
                 Ok(c) => Some(c),
                 Err(_) => {
-                    let mut t = shared.tally.borrow_mut();
-                    t.errors.connect += 1;
-                    t.by_url[which].errors.connect += 1;
-                    t.last_done = Some(Instant::now());
+                    let failed = Errors {
+                        connect: 1,
+                        ..Errors::default()
+                    };
+                    shared.count(which, due, failed, Instant::now());
                     continue;
                 }
             };
         }
-        let outcome = match slot.as_mut() {
-            Some(c) => send(c, template, shared.timeout).await,
-            None => Outcome::Broken,
+        let Some(conn) = slot.as_mut() else {
+            continue;
         };
-        let done = Instant::now();
-        let mut t = shared.tally.borrow_mut();
-        t.last_done = Some(t.last_done.map_or(done, |l| l.max(done)));
-        let mut failed = Errors::default();
-        match outcome {
-            Outcome::Status(s) if s >= 500 => failed.status_5xx = 1,
-            Outcome::Status(s) if s >= 400 => failed.status_4xx = 1,
-            Outcome::Status(_) => {
-                t.ok += 1;
-                t.by_url[which].ok += 1;
-                t.latency.saturating_record(ns(done - due));
+        match &mut conn.sender {
+            Sender::H1(sender) => {
+                let outcome = exchange_h1(sender, &shared.templates[which], shared.timeout).await;
+                if !shared.counted(which, due, outcome) {
+                    // Given up on mid-request, or broken: closed, and opened anew.
+                    *slot = None;
+                }
             }
-            Outcome::Timeout => {
-                failed.timeout = 1;
-                *slot = None;
-            }
-            Outcome::Broken => {
-                failed.other = 1;
-                *slot = None;
+            Sender::H2(sender) => {
+                let (shared, sender) = (Rc::clone(&shared), sender.clone());
+                let (open, ended) = (Rc::clone(&open), Rc::clone(&ended));
+                open[origin].set(open[origin].get() + 1);
+                tokio::task::spawn_local(async move {
+                    let template = &shared.templates[which];
+                    let outcome = exchange_h2(sender, template, shared.timeout).await;
+                    // A stream that timed out was reset; the connection stays, or shows
+                    // itself closed at the next request.
+                    shared.counted(which, due, outcome);
+                    open[origin].set(open[origin].get() - 1);
+                    ended.notify_one();
+                });
             }
         }
-        t.errors += failed;
-        t.by_url[which].errors += failed;
+    }
+    while open.iter().any(|n| n.get() > 0) {
+        ended.notified().await;
     }
     conns
 }
 
-/// Sends the request and reads its whole response within `timeout`.
-async fn send(conn: &mut Conn, template: &Template, timeout: Duration) -> Outcome {
+/// A request ready to send: the template's method, URI and headers, and its body.
+fn request(template: &Template, h2: bool) -> HttpRequest<Full<Bytes>> {
     let mut req = HttpRequest::new(Full::new(template.body.clone()));
     *req.method_mut() = template.method.clone();
-    let exchange = async {
-        let response = match &mut conn.sender {
-            Sender::H1(s) => {
-                *req.headers_mut() = template.headers_h1.clone();
-                *req.uri_mut() = template.origin_form.clone();
-                s.ready().await?;
-                s.send_request(req).await?
-            }
-            Sender::H2(s) => {
-                *req.headers_mut() = template.headers_h2.clone();
-                *req.uri_mut() = template.absolute.clone();
-                s.ready().await?;
-                s.send_request(req).await?
-            }
-        };
-        let status = response.status().as_u16();
-        // Read to the end, each frame dropped as it comes (nothing is kept).
-        let mut body = response.into_body();
-        while let Some(frame) = body.frame().await {
-            frame?;
-        }
-        Ok::<u16, hyper::Error>(status)
-    };
+    if h2 {
+        *req.headers_mut() = template.headers_h2.clone();
+        *req.uri_mut() = template.absolute.clone();
+    } else {
+        *req.headers_mut() = template.headers_h1.clone();
+        *req.uri_mut() = template.origin_form.clone();
+    }
+    req
+}
+
+/// Reads a response's whole body, each frame dropped as it comes (nothing is kept).
+async fn drain(response: hyper::Response<hyper::body::Incoming>) -> Result<u16, hyper::Error> {
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    while let Some(frame) = body.frame().await {
+        frame?;
+    }
+    Ok(status)
+}
+
+/// What became of an exchange given `timeout`.
+async fn within(
+    timeout: Duration,
+    exchange: impl std::future::Future<Output = Result<u16, hyper::Error>>,
+) -> Outcome {
     match tokio::time::timeout(timeout, exchange).await {
         Ok(Ok(status)) => Outcome::Status(status),
+        Ok(Err(e)) if e.is_parse() => Outcome::NotHttp,
         Ok(Err(_)) => Outcome::Broken,
         Err(_) => Outcome::Timeout,
     }
+}
+
+/// Sends the request over HTTP/1.1 and reads its whole response within `timeout`.
+async fn exchange_h1(
+    sender: &mut http1::SendRequest<Full<Bytes>>,
+    template: &Template,
+    timeout: Duration,
+) -> Outcome {
+    within(timeout, async {
+        sender.ready().await?;
+        drain(sender.send_request(request(template, false)).await?).await
+    })
+    .await
+}
+
+/// Sends the request as a stream of its own over HTTP/2 and reads its whole response within
+/// `timeout` (the stream is reset when it runs out).
+async fn exchange_h2(
+    mut sender: http2::SendRequest<Full<Bytes>>,
+    template: &Template,
+    timeout: Duration,
+) -> Outcome {
+    within(timeout, async {
+        sender.ready().await?;
+        drain(sender.send_request(request(template, true)).await?).await
+    })
+    .await
 }
 
 /// A new keep-alive connection (no Nagle delay), TLS when the origin is https, its driver on
@@ -609,6 +899,36 @@ async fn connect(c: &Connector) -> Result<Conn, String> {
             c.timeout
         )),
     }
+}
+
+/// Whether the server of `c` speaks HTTP/2 over cleartext, asked before the run on a
+/// connection of its own: HTTP/2's connection preface and an empty SETTINGS frame, to which
+/// an HTTP/2 server answers with a frame of its own (its SETTINGS) and an HTTP/1.1 server
+/// with a status line, or by closing. No request is sent. A server that says nothing within
+/// the timeout is taken to be slow, not refused: the run goes on (its requests will say).
+async fn speaks_h2c(c: &Connector) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+    let refused = "it does not speak HTTP/2 over cleartext (h2c); drop --http2 or use https://";
+    let asking = async {
+        let Ok(mut stream) = tokio::net::TcpStream::connect(c.addr).await else {
+            // It answered a moment ago: gone now is not a refusal of HTTP/2.
+            return Ok(());
+        };
+        stream
+            .write_all(PREFACE)
+            .await
+            .map_err(|_| refused.to_string())?;
+        // A frame's header: 3 bytes of length, its type (4: SETTINGS), flags, stream 0.
+        let mut head = [0u8; 9];
+        match stream.read_exact(&mut head).await {
+            Ok(_) if head[3] == 4 && head[5..9] == [0, 0, 0, 0] => Ok(()),
+            _ => Err(refused.to_string()),
+        }
+    };
+    tokio::time::timeout(c.timeout, asking)
+        .await
+        .unwrap_or(Ok(()))
 }
 
 /// HTTP/1.1's or HTTP/2's handshake over `io`.

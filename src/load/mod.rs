@@ -31,8 +31,11 @@ pub const MAX_RATE: u64 = 1_000_000;
 /// What each request is and how it is sent.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Keep-alive connections kept open to the target (each carries one request at a time).
+    /// Keep-alive connections kept open to each origin (each carries one request at a time
+    /// over HTTP/1.1, up to `streams` over HTTP/2).
     pub connections: u32,
+    /// Requests at once (streams) on one HTTP/2 connection.
+    pub streams: u32,
     /// Extra headers, as given (`Name: value`), already checked.
     pub headers: Vec<(String, String)>,
     /// The request body (empty for none).
@@ -272,6 +275,9 @@ pub struct TargetInfo {
     pub origins: Vec<Origin>,
     /// Keep-alive connections.
     pub connections: u32,
+    /// Requests at once (streams) on each HTTP/2 connection (`--streams`; HTTP/1.1 carries
+    /// one).
+    pub streams: u32,
     /// `--timeout`, in seconds.
     pub timeout_s: f64,
     /// Bytes of request body.

@@ -57,9 +57,14 @@ pub fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             }
         })
         .collect();
+    let streams = if t.streams > 1 && t.origins.iter().any(|o| o.protocol == "HTTP/2") {
+        format!(" (up to {} HTTP/2 streams each)", t.streams)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        " ({}), {} connection{plural}; latency from each request's due time",
+        " ({}), {} connection{plural}{streams}; latency from each request's due time",
         origins.join("; "),
         t.connections,
     )?;
@@ -268,6 +273,7 @@ pub(crate) mod tests {
                     verified: None,
                 }],
                 connections: 1,
+                streams: 10,
                 timeout_s: 2.0,
                 body_bytes: 0,
                 local: true,

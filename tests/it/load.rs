@@ -27,6 +27,8 @@ enum Behaviour {
     Status(u16),
     /// Requests read and never answered.
     Silent,
+    /// Every request answered in another protocol (an SSH server's greeting).
+    NotHttp,
 }
 
 /// A loopback HTTP/1.1 server (a thread per connection, keep-alive) that counts what it
@@ -92,6 +94,11 @@ fn connection(conn: TcpStream, behaviour: Behaviour, served: &AtomicU64, slots: 
             }
         }
         let status = match behaviour {
+            Behaviour::NotHttp => {
+                served.fetch_add(1, Ordering::Relaxed);
+                let _ = out.write_all(b"SSH-2.0-OpenSSH_9.2\r\n");
+                continue;
+            }
             Behaviour::Silent => {
                 std::thread::sleep(Duration::from_secs(3600));
                 return;
@@ -623,9 +630,10 @@ fn bad_input_exits_2_in_one_line() {
 }
 
 /// An HTTP/2 server over TLS on loopback (ALPN h2 only, a self-signed certificate for
-/// 127.0.0.1 in `dir`) answering every request at once; counts the requests that came over
-/// HTTP/2.
-fn h2_tls_server(dir: &std::path::Path) -> Server {
+/// 127.0.0.1 in `dir`) answering every request `delay` after it came; counts the requests
+/// that came over HTTP/2, and the most streams open at once on one connection (the second
+/// value).
+fn h2_tls_server(dir: &std::path::Path, delay: Duration) -> (Server, Arc<AtomicU64>) {
     use http_body_util::Full;
     use hyper::body::{Bytes, Incoming};
     use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -651,26 +659,37 @@ fn h2_tls_server(dir: &std::path::Path) -> Server {
     let port = listener.local_addr().unwrap().port();
     let served = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&served);
+    let most = Arc::new(AtomicU64::new(0));
+    let most_at_once = Arc::clone(&most);
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_io()
+            .enable_time()
             .build()
             .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             while let Ok((tcp, _)) = listener.accept().await {
                 let (acceptor, counted) = (acceptor.clone(), Arc::clone(&counted));
+                let most = Arc::clone(&most_at_once);
                 tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
                     };
+                    // Streams open now on this connection.
+                    let open = Arc::new(AtomicU64::new(0));
                     let service =
                         hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                             if req.version() == hyper::Version::HTTP_2 {
                                 counted.fetch_add(1, Ordering::Relaxed);
                             }
-                            async {
+                            let now = open.fetch_add(1, Ordering::Relaxed) + 1;
+                            most.fetch_max(now, Ordering::Relaxed);
+                            let open = Arc::clone(&open);
+                            async move {
+                                tokio::time::sleep(delay).await;
+                                open.fetch_sub(1, Ordering::Relaxed);
                                 Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
                                     Bytes::from_static(b"ok"),
                                 )))
@@ -683,13 +702,15 @@ fn h2_tls_server(dir: &std::path::Path) -> Server {
             }
         });
     });
-    Server { port, served }
+    (Server { port, served }, most)
 }
 
 #[test]
 fn https_over_http2_is_verified_unless_insecure_and_reports_its_protocol() {
     let dir = tempfile::tempdir().unwrap();
-    let server = h2_tls_server(dir.path());
+    // Each answer 20 ms after its request, while one is due every 10 ms: one connection
+    // carries several streams at once, up to --streams (4 at once serve 200 a second).
+    let (server, most_at_once) = h2_tls_server(dir.path(), Duration::from_millis(20));
     let url = format!("https://127.0.0.1:{}/", server.port);
     // A self-signed certificate does not verify: one line, nothing sent.
     let line = assert_error(&run(&[
@@ -714,12 +735,16 @@ fn https_over_http2_is_verified_unless_insecure_and_reports_its_protocol() {
         "--duration",
         "1s",
         "-c",
-        "2",
+        "1",
+        "--streams",
+        "4",
         "--insecure",
         "--json",
         "--no-save",
     ]);
     let doc = json_ok(&o);
+    let most = most_at_once.load(Ordering::Relaxed);
+    assert!((2..=4).contains(&most), "{most} streams at once: {doc:#}");
     assert!(crate::common::stderr(&o).contains("NOT checked"));
     let origin = &doc["target"]["origins"][0];
     assert_eq!(origin["protocol"], "HTTP/2", "{doc:#}");
@@ -736,6 +761,7 @@ fn https_over_http2_is_verified_unless_insecure_and_reports_its_protocol() {
     assert!(step["ok"].as_u64().unwrap() >= 90, "{doc:#}");
     // Every request the server saw came over HTTP/2.
     assert_eq!(server.served(), step["sent"].as_u64().unwrap());
+    assert_eq!(doc["target"]["streams"], 4);
     // The text says the certificate was not checked.
     let o = run(&[
         "load",
@@ -753,6 +779,52 @@ fn https_over_http2_is_verified_unless_insecure_and_reports_its_protocol() {
         text.contains("HTTP/2, TLSv1_3, certificate NOT checked (--insecure)"),
         "{text}"
     );
+    assert!(text.contains("(up to 10 HTTP/2 streams each)"), "{text}");
+}
+
+#[test]
+fn a_server_refusing_http2_or_not_speaking_http_exits_2_but_a_silent_one_is_loaded() {
+    let http1 = Server::start(Behaviour::Status(200));
+    let line = assert_error(&run(&["load", &http1.url(), "--http2", "--no-save"]));
+    assert!(
+        line.contains("does not speak HTTP/2 over cleartext (h2c)")
+            && line.contains("drop --http2 or use https://"),
+        "{line}"
+    );
+    // Answered in another protocol at the first request: one line, the run ends there.
+    let other = Server::start(Behaviour::NotHttp);
+    let line = assert_error(&run(&[
+        "load",
+        &other.url(),
+        "--rate",
+        "50",
+        "--duration",
+        "10s",
+        "--no-save",
+    ]));
+    assert!(
+        line.contains("the first answer was not HTTP") && line.contains("https://"),
+        "{line}"
+    );
+    // Not the ten seconds' 500 requests: it stopped at the first answer.
+    assert!(other.served() < 100, "{} served", other.served());
+    // A server that says nothing may be slow: the run goes on, and counts the timeouts.
+    let silent = Server::start(Behaviour::Silent);
+    let doc = load(
+        &silent.url(),
+        &[
+            "--http2",
+            "--rate",
+            "20",
+            "--duration",
+            "200ms",
+            "--timeout",
+            "200ms",
+        ],
+    );
+    let step = &doc["steps"][0];
+    assert_eq!(step["ok"], 0, "{doc:#}");
+    assert!(step["errors"]["timeout"].as_u64().unwrap() > 0, "{doc:#}");
 }
 
 #[test]
