@@ -123,8 +123,16 @@ impl LatencyView {
 
 /// Every sample and direction present in a test object.
 pub fn of_test(test: &Value) -> Vec<Figures> {
-    let test: SampleView = view(test);
-    let mut out = directions(&test, 0);
+    of_sample(&view(test))
+}
+
+/// As [`of_test`], from the test's JSON text.
+pub fn of_test_text(test: &str) -> Vec<Figures> {
+    of_sample(&crate::store::stored::view_text(test))
+}
+
+fn of_sample(test: &SampleView) -> Vec<Figures> {
+    let mut out = directions(test, 0);
     if let Some(repeats) = test.repeats.get() {
         for (i, repeat) in repeats.iter().enumerate() {
             if let Some(repeat) = repeat.get() {

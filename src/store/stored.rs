@@ -430,6 +430,12 @@ pub(crate) fn view<T: Default + DeserializeOwned>(value: &Value) -> T {
     T::deserialize(ObjectsOnly(value)).unwrap_or_default()
 }
 
+/// As [`view`], read straight from a document's JSON text (no tree of values built first).
+pub(crate) fn view_text<T: Default + DeserializeOwned>(text: &str) -> T {
+    let mut de = serde_json::Deserializer::from_str(text);
+    T::deserialize(ObjectsOnly(&mut de)).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
