@@ -1,7 +1,7 @@
 //! `tacho compare ID ID… [--baseline ID]`: stored runs side by side.
 
 use super::output::{self, Format};
-use super::runs::load_summaries;
+use super::runs::compared;
 use crate::cli::CompareArgs;
 use crate::compare::{self, fleet};
 use crate::history::when;
@@ -26,7 +26,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
             ids.len()
         );
     }
-    let runs = load_summaries(&args.db, &ids)?;
+    let (runs, c) = compared(&args.db, &ids)?;
     if let Some(saved) = runs
         .iter()
         .find(|r| matches!(r.kind, RunKind::Check | RunKind::Snapshot))
@@ -51,7 +51,6 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     if let Some(why) = compare::precondition_mix(&runs).filter(|_| !args.force) {
         bail!(why);
     }
-    let c = compare::compare(&runs);
     let mut out = std::io::stdout().lock();
     match Format::from(&args.format) {
         Format::Table => {
@@ -89,14 +88,14 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         );
     }
     let regressions = c.regressions(pct);
-    for (row, i, cell) in &regressions {
+    for r in &regressions {
         eprintln!(
             "regression: {} {} {:+.1}% in run {} ({})",
-            Escaped(&c.row_title(row)),
-            row.metric_label(),
-            cell.change_pct.unwrap_or(0.0),
-            c.runs[*i].id,
-            cell.significance.describe()
+            Escaped(&r.title),
+            r.label,
+            r.change_pct.unwrap_or(0.0),
+            c.runs[r.run].id,
+            r.significance.describe()
         );
     }
     let untested = c.untestable_regressions(pct);

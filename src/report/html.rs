@@ -2,7 +2,6 @@
 //! no scripts, fonts, images or links, so it opens anywhere (mail attachment, air-gapped
 //! machine) and cannot phone home. Every piece of text from a run is escaped.
 
-use super::results::groups;
 use crate::compare::{Comparison, Metric, Row, Significance};
 use crate::units::format_latency_ns;
 use std::fmt::Write as _;
@@ -78,8 +77,22 @@ pub fn write(
     }
     runs_table(&mut h, c);
     h.push_str("<h2>Tests</h2>\n");
-    for (title, rows) in groups(c) {
-        test_section(&mut h, c, &title, &rows);
+    // A group (a test's rows of one direction) at a time: the rows are made as they are
+    // drawn, and only the page is held.
+    let mut group: Option<(String, Vec<Row>)> = None;
+    for row in c.rows() {
+        let title = c.row_title(&row);
+        match &mut group {
+            Some((t, rows)) if *t == title => rows.push(row),
+            _ => {
+                if let Some((t, rows)) = group.replace((title, vec![row])) {
+                    test_section(&mut h, c, &t, &rows.iter().collect::<Vec<_>>());
+                }
+            }
+        }
+    }
+    if let Some((t, rows)) = group {
+        test_section(&mut h, c, &t, &rows.iter().collect::<Vec<_>>());
     }
     fingerprint_table(&mut h, c);
     h.push_str(
