@@ -71,6 +71,11 @@ pub struct NewRun {
 pub struct NewTest(String);
 
 impl NewTest {
+    /// The test's JSON object as compact text, as it is stored.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
     /// The test's JSON object.
     pub fn value(&self) -> Value {
         // Always our own serialisation of a `Value`, so it parses.

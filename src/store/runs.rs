@@ -270,7 +270,7 @@ impl Store {
         }
         let id = insert_run_row(&tx, run).map_err(fail)?;
         for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&tx, id, seq as i64, &test.value()).map_err(fail)?;
+            insert_test(&tx, id, seq as i64, test.text()).map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
         Ok((id, true))
@@ -299,7 +299,7 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
-        insert_test(&tx, run_id, seq as i64, test).map_err(fail)?;
+        insert_test(&tx, run_id, seq as i64, &test.to_string()).map_err(fail)?;
         tx.commit().map_err(fail)
     }
 
@@ -586,11 +586,10 @@ impl Store {
                 pending = next_figure()?;
             }
             // Runs saved before flushes were indexed have their flush figures only in the
-            // JSON (kept in a summary: see [`SUMMARY_SKIPS`]).
+            // JSON.
             if !mine.iter().any(|f| f.direction == "sync") && json.contains("\"sync\"") {
-                let test = serde_json::from_str::<Summary>(json).map_or(Value::Null, |s| s.0);
                 mine.extend(
-                    figures::of_test(&test)
+                    figures::of_test_text(json)
                         .into_iter()
                         .filter(|f| f.direction == "sync"),
                 );
@@ -839,10 +838,10 @@ fn insert_test(
     tx: &rusqlite::Transaction,
     run_id: i64,
     seq: i64,
-    test: &Value,
+    test: &str,
 ) -> rusqlite::Result<()> {
-    let text = |k: &str| test.get(k).and_then(Value::as_str);
-    let int = |k: &str| test.get(k).and_then(Value::as_i64);
+    // Read from the test's compact text, as it is stored: no tree of values is built.
+    let columns: TestColumns = super::stored::view_text(test);
     tx.prepare_cached(
         "INSERT INTO tests (run_id, seq, name, rw, bs_bytes, iodepth, numjobs, json)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -850,12 +849,24 @@ fn insert_test(
     .execute(params![
         run_id,
         seq,
-        text("name").unwrap_or("?"),
-        text("rw"),
-        int("bs_bytes"),
-        int("iodepth"),
-        int("numjobs"),
-        test.to_string(),
+        columns.name.get().map_or("?", String::as_str),
+        columns.rw.get(),
+        columns.bs_bytes.get(),
+        columns.iodepth.get(),
+        columns.numjobs.get(),
+        test,
     ])?;
-    figures::insert(tx, run_id, seq, test)
+    figures::insert_all(tx, run_id, seq, figures::of_test_text(test))
+}
+
+/// The fields of a test the `tests` table keeps in columns of their own (a text field only
+/// when it is text, a number only when it is a whole number that fits).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct TestColumns {
+    name: super::stored::Field<String>,
+    rw: super::stored::Field<String>,
+    bs_bytes: super::stored::Field<i64>,
+    iodepth: super::stored::Field<i64>,
+    numjobs: super::stored::Field<i64>,
 }
