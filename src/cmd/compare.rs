@@ -26,31 +26,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
             ids.len()
         );
     }
-    let (runs, c) = compared(&args.db, &ids)?;
-    if let Some(saved) = runs
-        .iter()
-        .find(|r| matches!(r.kind, RunKind::Check | RunKind::Snapshot))
-    {
-        bail!(
-            "run {} is a saved {}, which has no figures to compare; compare settings across \
-             hosts with tacho drift (or two snapshot files with tacho diff)",
-            saved.id,
-            saved.kind
-        );
-    }
-    if let Some(other) = runs.iter().find(|r| r.kind != runs[0].kind) {
-        bail!(
-            "no tests in common: run {} is a {} run and run {} a {} run; compare runs of one \
-             kind (tacho runs list shows each run's kind)",
-            runs[0].id,
-            runs[0].kind,
-            other.id,
-            other.kind
-        );
-    }
-    if let Some(why) = compare::precondition_mix(&runs).filter(|_| !args.force) {
-        bail!(why);
-    }
+    let c = compared(&args.db, &ids, |runs| comparable(runs, args.force))?;
     let mut out = std::io::stdout().lock();
     match Format::from(&args.format) {
         Format::Table => {
@@ -110,6 +86,36 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Refuses runs that do not compare: saved checks and snapshots, runs of different kinds, and
+/// preconditioned beside fresh ones (unless `force`).
+fn comparable(runs: &[crate::store::StoredRun], force: bool) -> Result<()> {
+    if let Some(saved) = runs
+        .iter()
+        .find(|r| matches!(r.kind, RunKind::Check | RunKind::Snapshot))
+    {
+        bail!(
+            "run {} is a saved {}, which has no figures to compare; compare settings across \
+             hosts with tacho drift (or two snapshot files with tacho diff)",
+            saved.id,
+            saved.kind
+        );
+    }
+    if let Some(other) = runs.iter().find(|r| r.kind != runs[0].kind) {
+        bail!(
+            "no tests in common: run {} is a {} run and run {} a {} run; compare runs of one \
+             kind (tacho runs list shows each run's kind)",
+            runs[0].id,
+            runs[0].kind,
+            other.id,
+            other.kind
+        );
+    }
+    if let Some(why) = compare::precondition_mix(runs).filter(|_| !force) {
+        bail!(why);
+    }
+    Ok(())
 }
 
 /// `compare --by host`: the latest finished run of each host, against its peers.

@@ -169,7 +169,7 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
                 path.display()
             );
         };
-        let (_, c) = compared(&args.save.db, ids)?;
+        let c = compared(&args.save.db, ids, |_| Ok(()))?;
         let titles: Vec<String> = c.runs.iter().map(|r| r.name()).collect();
         output::html(path, &c, &format!("tacho: {}", titles.join(" vs ")), &[])?;
     }

@@ -125,8 +125,12 @@ pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
 /// The runs by id (without their tests) and their comparison, the baseline first: each test
 /// read and added to the comparison in turn, no more of each run than a comparison of this
 /// many runs looks at ([`compare::tests_per_run`]; one more, so the comparison can say that
-/// some were left out).
-pub fn compared(db: &DbArg, ids: &[i64]) -> Result<(Vec<StoredRun>, compare::Comparison)> {
+/// some were left out). `check` refuses runs that do not compare, before they are compared.
+pub fn compared(
+    db: &DbArg,
+    ids: &[i64],
+    check: impl FnOnce(&[StoredRun]) -> Result<()>,
+) -> Result<compare::Comparison> {
     let most = compare::tests_per_run(ids.len()).saturating_add(1);
     let mut builder = compare::Builder::new(ids.len());
     let mut run = 0;
@@ -138,8 +142,8 @@ pub fn compared(db: &DbArg, ids: &[i64]) -> Result<(Vec<StoredRun>, compare::Com
         run += 1;
         loaded
     })?;
-    let c = builder.finish(&runs);
-    Ok((runs, c))
+    check(&runs)?;
+    Ok(builder.finish(&runs))
 }
 
 fn load_with(
