@@ -251,10 +251,7 @@ fn method(
             // `suite` entry.
             (
                 "runtime",
-                run.suite
-                    .is_none()
-                    .then(|| joined(&seen.runtime))
-                    .flatten(),
+                run.suite.is_none().then(|| joined(&seen.runtime)).flatten(),
             ),
             ("ramp", joined(&seen.ramp)),
             ("repeats", repeats),

@@ -575,16 +575,17 @@ impl Builder {
                 Metric::Iops
             };
             // Mixed: rows of more than one direction, so each row's title names its own.
-            let mut shown = crate::store::figures::DIRECTIONS
-                .iter()
-                .enumerate()
-                .filter(|(d, _)| {
-                    self.held[t * n..(t + 1) * n]
-                        .iter()
-                        .flatten()
-                        .flat_map(|figs| figs.iter())
-                        .any(|f| usize::from(f.direction) == *d && f.set != 0)
-                });
+            let mut shown =
+                crate::store::figures::DIRECTIONS
+                    .iter()
+                    .enumerate()
+                    .filter(|(d, _)| {
+                        self.held[t * n..(t + 1) * n]
+                            .iter()
+                            .flatten()
+                            .flat_map(|figs| figs.iter())
+                            .any(|f| usize::from(f.direction) == *d && f.set != 0)
+                    });
             meta.mixed = shown.next().is_some() && shown.next().is_some();
         }
         let heads: Vec<RunHead> = runs
@@ -773,8 +774,7 @@ impl Tally {
                 }
                 let Some(ch) = cell.change_pct else { continue };
                 // As `max_by`: the last of equal changes.
-                if t
-                    .largest
+                if t.largest
                     .as_ref()
                     .is_none_or(|l| ch.abs().total_cmp(&l.2.abs()).is_ge())
                 {

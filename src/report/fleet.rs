@@ -5,8 +5,8 @@
 use super::grid::{Grid, markdown_escape};
 use super::html::esc;
 use super::sheet::spreadsheet_text;
-use crate::compare::fleet::{Fleet, Outlier};
 use crate::compare::Row;
+use crate::compare::fleet::{Fleet, Outlier};
 use crate::text::{Escaped, SHOWN_CHARS, cut};
 use serde_json::json;
 use std::io::{self, Write};

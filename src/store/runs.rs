@@ -551,12 +551,8 @@ impl Store {
         };
         // Both queries go in seq order, read side by side: this test's figures are the next
         // ones.
-        let mut figures_stmt = snapshot
-            .prepare(FIGURES_OF_RUN)
-            .map_err(|e| self.err(e))?;
-        let mut figures = figures_stmt
-            .query([id, limit])
-            .map_err(|e| self.err(e))?;
+        let mut figures_stmt = snapshot.prepare(FIGURES_OF_RUN).map_err(|e| self.err(e))?;
+        let mut figures = figures_stmt.query([id, limit]).map_err(|e| self.err(e))?;
         let mut next_figure = || -> Result<Option<(i64, Option<Figures>)>> {
             figures
                 .next()

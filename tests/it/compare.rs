@@ -632,7 +632,10 @@ fn compare_of_a_run_with_more_tests_than_it_compares_fits_in_bounded_memory() {
     let doc = json_ok(&bounded(&["compare", "--by", "host", "--json"]));
     assert_eq!(doc["hosts"].as_array().unwrap().len(), 4);
     let warnings = doc["warnings"].to_string();
-    assert!(warnings.contains("compared only the first 250"), "{warnings}");
+    assert!(
+        warnings.contains("compared only the first 250"),
+        "{warnings}"
+    );
     // Two runs: 500 tests each, the first 500 of the big run and nothing after.
     let doc = json_ok(&bounded(&["compare", "1", "4", "--json"]));
     assert!(
