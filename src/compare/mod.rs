@@ -574,7 +574,8 @@ impl Builder {
             } else {
                 Metric::Iops
             };
-            // Mixed: rows of more than one direction, so each row's title names its own.
+            // Mixed: rows (reported figures, sample 0) of more than one direction, so each
+            // row's title names its own.
             let mut shown =
                 crate::store::figures::DIRECTIONS
                     .iter()
@@ -584,7 +585,7 @@ impl Builder {
                             .iter()
                             .flatten()
                             .flat_map(|figs| figs.iter())
-                            .any(|f| usize::from(f.direction) == *d && f.set != 0)
+                            .any(|f| usize::from(f.direction) == *d && f.sample == 0 && f.set != 0)
                     });
             meta.mixed = shown.next().is_some() && shown.next().is_some();
         }
