@@ -187,7 +187,7 @@ impl Results {
         &mut self,
         id: i64,
         max_tests: usize,
-        each: &mut dyn FnMut(String, &str, Vec<super::figures::Figures>) -> Result<()>,
+        each: &mut crate::store::EachTest<'_>,
     ) -> Result<StoredRun> {
         match self {
             Results::Local(s) => s.each_test(id, max_tests, each),

@@ -25,7 +25,7 @@ pub use backend::{Place, Results, is_url};
 pub use document::{parse_documents, read_documents};
 #[cfg(test)]
 pub use run::StoredTest;
-pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, suite_changes};
+pub use run::{EachTest, NewRun, RunKind, RunSource, RunStatus, StoredRun, suite_changes};
 #[cfg(feature = "pg")]
 pub use runs::RawRun;
 pub use runs::{ListText, RunSummary};

@@ -129,6 +129,11 @@ pub struct StoredRun {
     pub uuid: Option<String>,
 }
 
+/// What takes a run's tests one at a time as a store reads them (`Results::each_test`): each
+/// test's name, its JSON text and its figures.
+pub type EachTest<'a> =
+    dyn FnMut(String, &str, Vec<super::figures::Figures>) -> anyhow::Result<()> + 'a;
+
 /// A test read back from the store: its full JSON object and its indexed figures.
 #[derive(Debug, Clone)]
 pub struct StoredTest {

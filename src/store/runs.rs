@@ -528,7 +528,7 @@ impl Store {
         &self,
         id: i64,
         max_tests: usize,
-        each: &mut dyn FnMut(String, &str, Vec<Figures>) -> Result<()>,
+        each: &mut crate::store::EachTest<'_>,
     ) -> Result<StoredRun> {
         // SQLite reads a negative LIMIT as none.
         let limit = i64::try_from(max_tests).unwrap_or(-1);

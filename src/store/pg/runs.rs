@@ -112,7 +112,7 @@ impl PgStore {
         &mut self,
         id: i64,
         max_tests: usize,
-        each: &mut dyn FnMut(String, &str, Vec<figures::Figures>) -> Result<()>,
+        each: &mut crate::store::EachTest<'_>,
     ) -> Result<StoredRun> {
         // LIMIT NULL is no limit.
         let limit = i64::try_from(max_tests).ok();
