@@ -205,3 +205,33 @@ fn the_match_key_reads_what_the_test_result_writes() {
         "name:sha256"
     );
 }
+
+/// The HTML page draws at most its bound of tests, says so among its warnings, and draws the
+/// same sections for those tests as a page of them alone.
+#[test]
+fn the_page_draws_a_bounded_number_of_tests_and_says_so() {
+    let tests = |n: usize| -> Vec<StoredTest> {
+        (0..n)
+            .map(|i| test(&format!("t{i}"), &[100.0 + i as f64, 110.0, 120.0]))
+            .collect()
+    };
+    let page = |c: &Comparison, most: usize| {
+        let mut out = Vec::new();
+        crate::report::html::write_at_most(c, "t", &[], most, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let three = compare(&[run(1, 1, tests(3)), run(2, 1, tests(3))]);
+    let two = compare(&[run(1, 1, tests(2)), run(2, 1, tests(2))]);
+    let cut = page(&three, 2);
+    assert!(
+        cut.contains("this page draws the first 2 of 3 tests"),
+        "{cut}"
+    );
+    let whole = page(&two, 2);
+    assert!(!whole.contains("this page draws"));
+    let sections = |p: &str| p[p.find("<h2>Tests</h2>").unwrap()..].to_string();
+    assert_eq!(
+        sections(&cut),
+        sections(&whole).replace("2 tests", "3 tests")
+    );
+}
