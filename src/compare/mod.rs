@@ -743,10 +743,6 @@ impl Fig {
         let i = m as usize;
         (self.set >> i & 1 == 1).then_some(self.values[i])
     }
-
-    fn is(&self, direction: &str) -> bool {
-        crate::store::figures::DIRECTIONS[usize::from(self.direction)] == direction
-    }
 }
 
 /// The verdict's counts of headline cells and its largest change, gathered in one pass.
@@ -763,7 +759,7 @@ struct Tally {
 impl Tally {
     fn of(c: &Comparison) -> Tally {
         let mut t = Tally::default();
-        for row in c.rows().filter(|r| r.headline) {
+        for row in c.headline_rows() {
             for (i, cell) in row.cells.iter().enumerate().skip(1) {
                 let Some(cell) = cell else { continue };
                 match cell.significance {
@@ -794,39 +790,62 @@ impl Comparison {
         (0..self.tests.len()).flat_map(move |t| self.test_rows(t))
     }
 
+    /// The headline rows alone ([`Row::headline`]), made as they are taken: the others are
+    /// not judged.
+    pub fn headline_rows(&self) -> impl Iterator<Item = Row> + Clone + '_ {
+        (0..self.tests.len()).flat_map(move |t| self.rows_of(t, true))
+    }
+
     /// Test `t`'s rows.
     pub fn test_rows(&self, t: usize) -> Vec<Row> {
+        self.rows_of(t, false)
+    }
+
+    /// Test `t`'s rows, or its headline rows alone.
+    fn rows_of(&self, t: usize, headline_only: bool) -> Vec<Row> {
         let per_run = self.held_of(t);
         let throughput = self.meta[t].throughput;
         let mut rows = Vec::new();
-        for direction in crate::store::figures::DIRECTIONS {
+        for (d, direction) in crate::store::figures::DIRECTIONS.into_iter().enumerate() {
+            let d = d as u8;
             let has = |m: Metric| {
                 per_run
                     .iter()
                     .flatten()
-                    .any(|figs| figs.iter().any(|f| f.is(direction) && f.get(m).is_some()))
+                    .any(|figs| figs.iter().any(|f| f.direction == d && f.get(m).is_some()))
             };
+            if !per_run
+                .iter()
+                .flatten()
+                .any(|figs| figs.iter().any(|f| f.direction == d))
+            {
+                continue;
+            }
             let latency = if has(Metric::LatP99) {
                 Metric::LatP99
             } else {
                 Metric::LatMean
             };
             for metric in Metric::ALL {
+                // A flush's latency is what a database waits for: its mean and p99 both
+                // count (the etcd check judges the p99).
+                let flush = direction == "sync" && metric == Metric::LatMean;
+                let headline = metric == throughput || metric == latency || flush;
+                if headline_only && !headline {
+                    continue;
+                }
                 let cells: Vec<Option<Cell>> = per_run
                     .iter()
-                    .map(|figs| figs.as_deref().and_then(|f| raw_cell(f, direction, metric)))
+                    .map(|figs| figs.as_deref().and_then(|f| raw_cell(f, d, metric)))
                     .collect();
                 if cells.iter().all(Option::is_none) {
                     continue;
                 }
-                // A flush's latency is what a database waits for: its mean and p99 both
-                // count (the etcd check judges the p99).
-                let flush = direction == "sync" && metric == Metric::LatMean;
                 rows.push(Row {
                     test: t,
                     direction,
                     metric,
-                    headline: metric == throughput || metric == latency || flush,
+                    headline,
                     cells: judge(cells, metric),
                 });
             }
@@ -842,8 +861,7 @@ impl Comparison {
 
     /// Headline cells that got significantly worse than the baseline by more than `pct`.
     pub fn regressions(&self, pct: f64) -> Vec<Regression> {
-        self.rows()
-            .filter(|r| r.headline)
+        self.headline_rows()
             .flat_map(|row| {
                 let found: Vec<Regression> = row
                     .cells
@@ -909,8 +927,7 @@ impl Comparison {
 
     /// Headline cells worse by more than `pct` whose significance is unknown (no repeats).
     pub fn untestable_regressions(&self, pct: f64) -> usize {
-        self.rows()
-            .filter(|r| r.headline)
+        self.headline_rows()
             .map(|r| {
                 r.cells[1..]
                     .iter()
@@ -1086,8 +1103,8 @@ fn match_key(w: &WorkView, name: &str) -> String {
 }
 
 /// A cell before judging: the reported figure and the repeats.
-fn raw_cell(figures: &[Fig], direction: &str, metric: Metric) -> Option<Cell> {
-    let of_dir = |f: &&Fig| f.is(direction);
+fn raw_cell(figures: &[Fig], direction: u8, metric: Metric) -> Option<Cell> {
+    let of_dir = |f: &&Fig| f.direction == direction;
     let value = figures
         .iter()
         .filter(of_dir)

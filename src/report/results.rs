@@ -294,7 +294,7 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
     // Made as they are written (twice for a terminal: once to measure the columns), so a
     // comparison of many tests never holds its table.
     let rows = || {
-        c.rows().filter(|r| r.headline).map(|row| {
+        c.headline_rows().map(|row| {
             let mut cells = vec![c.row_title(&row), row.metric_label().to_string()];
             cells.extend(row.cells.iter().map(|cell| match cell {
                 None => "-".to_string(),
