@@ -153,7 +153,7 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
         );
     }
     // No more of each run than the comparison looks at (one more, so it can say so).
-    let most = compare::tests_per_run(picked.len()).saturating_add(1);
+    let most = compare::tests_per_run_of(compare::fleet_cells(), picked.len()).saturating_add(1);
     let runs = picked
         .into_iter()
         .map(|(host, id)| Ok((host, store.load_summary(id, most)?)))

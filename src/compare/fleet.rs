@@ -123,7 +123,7 @@ pub fn by_host(mut runs: Vec<(String, StoredRun)>, peers: &Peers) -> Fleet {
             (host, run)
         })
         .unzip();
-    let comparison = super::compare(&runs);
+    let comparison = super::compare_within(&runs, super::fleet_cells());
     let groups = groups(&runs, &comparison.fingerprint, peers);
     let all_rows: Vec<Row> = comparison.rows().collect();
     let medians = all_rows

@@ -369,8 +369,8 @@ pub struct Comparison {
 /// At most this many (test, run) cells are compared: a comparison keeps each test's figures
 /// in each run (about 0.6 KB a cell; its rows are made as they are written), so a run of
 /// millions of tests (or a thousand hosts of unlike tests) would otherwise take gigabytes.
-/// Two runs of 250,000 tests fit; a real suite is tens of tests, and a fleet of 1,000 hosts
-/// gets 500 tests each.
+/// Two runs of 250,000 tests fit; a real suite is tens of tests. `compare --by host` keeps
+/// its own, lower bound ([`FLEET_CELLS`]).
 pub const COMPARED_CELLS: usize = 500_000;
 
 /// Missing-test warnings listed by name; more are counted.
@@ -379,7 +379,22 @@ const MISSING_LISTED: usize = 20;
 /// How many tests of each of `runs` runs are compared (see [`COMPARED_CELLS`]); the loaders
 /// read no more than this.
 pub fn tests_per_run(runs: usize) -> usize {
-    (compared_cells() / runs.max(1)).max(1)
+    tests_per_run_of(compared_cells(), runs)
+}
+
+/// How many tests of each of `runs` runs fit in `cells` (test, run) cells.
+pub fn tests_per_run_of(cells: usize, runs: usize) -> usize {
+    (cells / runs.max(1)).max(1)
+}
+
+/// `compare --by host` holds its rows (it ranks each host's figures against its peers'), so it
+/// keeps the bound every comparison had before rows were made as they are written.
+pub const FLEET_CELLS: usize = 100_000;
+
+/// The bound in force for `compare --by host`: [`FLEET_CELLS`], or less where
+/// [`compared_cells`] is less.
+pub fn fleet_cells() -> usize {
+    compared_cells().min(FLEET_CELLS)
 }
 
 /// The bound in force: [`COMPARED_CELLS`]. A debug build (the one the integration tests run)
@@ -418,7 +433,12 @@ pub fn precondition_mix(runs: &[StoredRun]) -> Option<String> {
 }
 
 pub fn compare(runs: &[StoredRun]) -> Comparison {
-    let mut b = Builder::new(runs.len());
+    compare_within(runs, compared_cells())
+}
+
+/// As [`compare`], comparing at most `cells` (test, run) cells.
+pub fn compare_within(runs: &[StoredRun], cells: usize) -> Comparison {
+    let mut b = Builder::within(runs.len(), cells);
     for (r, run) in runs.iter().enumerate() {
         for t in &run.tests {
             b.add(
@@ -450,7 +470,9 @@ pub(crate) struct Viewed {
 pub struct Builder {
     /// How many runs are compared.
     runs: usize,
-    /// At most this many matched tests ([`tests_per_run`]).
+    /// At most this many (test, run) cells ([`compared_cells`]) …
+    cells: usize,
+    /// … so at most this many matched tests ([`tests_per_run`]).
     cap: usize,
     /// The run whose tests are being added.
     run: usize,
@@ -473,9 +495,15 @@ pub struct Builder {
 impl Builder {
     /// A comparison of `runs` runs, their tests to come.
     pub fn new(runs: usize) -> Builder {
+        Builder::within(runs, compared_cells())
+    }
+
+    /// As [`Builder::new`], comparing at most `cells` (test, run) cells.
+    pub fn within(runs: usize, cells: usize) -> Builder {
         Builder {
             runs,
-            cap: tests_per_run(runs),
+            cells,
+            cap: tests_per_run_of(cells, runs),
             run: 0,
             index: HashMap::new(),
             seen: HashMap::new(),
@@ -610,7 +638,7 @@ impl Builder {
                 per_run[0].is_some() && per_run[1..].iter().any(Option::is_some)
             })
             .count();
-        c.warnings = warnings(runs, &c, self.cut, self.cap);
+        c.warnings = warnings(runs, &c, self.cut.then_some((self.cap, self.cells)));
         // The first flush p99 the judged run has, for the runs without a judgement.
         let judged = head::judged(&c.runs).and_then(|j| {
             c.rows().find(|r| {
@@ -629,15 +657,16 @@ impl Builder {
 
 /// The warnings of a comparison: suite versions, tests left out or missing, nothing in
 /// common, unfinished runs and runs without a fingerprint.
-fn warnings(runs: &[StoredRun], c: &Comparison, cut: bool, cap: usize) -> Vec<String> {
+/// `cut`: tests were left out, with how many tests of each run and cells in all were kept.
+fn warnings(runs: &[StoredRun], c: &Comparison, cut: Option<(usize, usize)>) -> Vec<String> {
     let mut warnings = suite_warnings(runs);
-    if cut {
+    if let Some((cap, cells)) = cut {
         warnings.push(format!(
             "compared only the first {cap} tests: a comparison of {} runs holds at most \
              {} tests in all (compare fewer runs, or see every test of a run with \
              tacho runs show ID)",
             runs.len(),
-            compared_cells()
+            cells
         ));
     }
     let mut missing_tests = 0;
