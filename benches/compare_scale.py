@@ -2,16 +2,19 @@
 """How import and compare scale with the number of tests in a run.
 
 Usage:
-    cargo build --release && python3 benches/compare_scale.py [--tests 10000 200000]
-(TACHO_BIN=path/to/tacho for a binary elsewhere.)
+    cargo build --release && python3 benches/compare_scale.py [--tests 10000 200000] \
+        [--baseline OLD_TACHO]
+(TACHO_BIN=path/to/tacho for a binary elsewhere; --baseline runs the same steps with a
+previous build, on the same files, in the same run, its rows marked "baseline".)
 
 For each size N it writes two tacho.bench.v1 documents of N tests each, shaped like what
 `tacho bench disk --json` prints (a read test with latency percentiles, three repeats, CPU
 and device counters; about 1.6 KB of JSON per test), imports both into a private temporary
 database and compares them, timing each step and reading its peak memory (the children's
 maximum resident set from getrusage, measured in a fresh helper process per step so one
-step's peak does not hide the next). Targets (docs/benchmarks.md): compare of 10,000 tests
-under 0.5 s, of 200,000 under 10 s. Nothing here is a pass/fail test: machines are noisy.
+step's peak does not hide the next). Targets (docs/benchmarks.md, issue 38): compare of two
+runs of 200,000 tests under 5 s and 500 MB, and `runs import` of one such file under 5 s.
+Nothing here is a pass/fail test: machines are noisy.
 """
 
 import argparse
@@ -108,21 +111,26 @@ def measured(cmd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tests", type=int, nargs="+", default=[10_000, 200_000])
+    ap.add_argument("--baseline", help="a previous tacho build, measured beside this one")
     args = ap.parse_args()
-    print(f"{'tests':>8} {'file MB':>8} {'import s':>9} {'cpu s':>6} {'MiB':>6} "
+    builds = [("this", TACHO)] + ([("baseline", args.baseline)] if args.baseline else [])
+    print(f"{'build':>8} {'tests':>8} {'file MB':>8} {'import s':>9} {'cpu s':>6} {'MiB':>6} "
           f"{'compare s':>10} {'cpu s':>6} {'MiB':>6}")
     for n in args.tests:
         with tempfile.TemporaryDirectory() as tmp:
-            db = os.path.join(tmp, "t.db")
             a, b = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
             document(n, 1, 1.0, a)
             document(n, 2, 0.9, b)
             size = os.path.getsize(a) / 1e6
-            imp = measured([TACHO, "runs", "import", a, "--db", db])
-            measured([TACHO, "runs", "import", b, "--db", db])
-            cmp_ = measured([TACHO, "compare", "1", "2", "--db", db])
-            print(f"{n:>8} {size:>8.1f} {imp[0]:>9.2f} {imp[1]:>6.2f} {imp[2]:>6.0f} "
-                  f"{cmp_[0]:>10.2f} {cmp_[1]:>6.2f} {cmp_[2]:>6.0f}", flush=True)
+            for name, tacho in builds:
+                db = os.path.join(tmp, f"{name}.db")
+                imp = measured([tacho, "runs", "import", a, "--db", db])
+                measured([tacho, "runs", "import", b, "--db", db])
+                cmp_ = measured([tacho, "compare", "1", "2", "--db", db])
+                print(f"{name:>8} {n:>8} {size:>8.1f} {imp[0]:>9.2f} {imp[1]:>6.2f} "
+                      f"{imp[2]:>6.0f} {cmp_[0]:>10.2f} {cmp_[1]:>6.2f} {cmp_[2]:>6.0f}",
+                      flush=True)
+                os.remove(db)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 //! `tacho compare ID ID… [--baseline ID]`: stored runs side by side.
 
 use super::output::{self, Format};
-use super::runs::load_summaries;
+use super::runs::compared;
 use crate::cli::CompareArgs;
 use crate::compare::{self, fleet};
 use crate::history::when;
@@ -26,32 +26,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
             ids.len()
         );
     }
-    let runs = load_summaries(&args.db, &ids)?;
-    if let Some(saved) = runs
-        .iter()
-        .find(|r| matches!(r.kind, RunKind::Check | RunKind::Snapshot))
-    {
-        bail!(
-            "run {} is a saved {}, which has no figures to compare; compare settings across \
-             hosts with tacho drift (or two snapshot files with tacho diff)",
-            saved.id,
-            saved.kind
-        );
-    }
-    if let Some(other) = runs.iter().find(|r| r.kind != runs[0].kind) {
-        bail!(
-            "no tests in common: run {} is a {} run and run {} a {} run; compare runs of one \
-             kind (tacho runs list shows each run's kind)",
-            runs[0].id,
-            runs[0].kind,
-            other.id,
-            other.kind
-        );
-    }
-    if let Some(why) = compare::precondition_mix(&runs).filter(|_| !args.force) {
-        bail!(why);
-    }
-    let c = compare::compare(&runs);
+    let c = compared(&args.db, &ids, |runs| comparable(runs, args.force))?;
     let mut out = std::io::stdout().lock();
     match Format::from(&args.format) {
         Format::Table => {
@@ -89,14 +64,14 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         );
     }
     let regressions = c.regressions(pct);
-    for (row, i, cell) in &regressions {
+    for r in &regressions {
         eprintln!(
             "regression: {} {} {:+.1}% in run {} ({})",
-            Escaped(&c.row_title(row)),
-            row.metric_label(),
-            cell.change_pct.unwrap_or(0.0),
-            c.runs[*i].id,
-            cell.significance.describe()
+            Escaped(&r.title),
+            r.label,
+            r.change_pct.unwrap_or(0.0),
+            c.runs[r.run].id,
+            r.significance.describe()
         );
     }
     let untested = c.untestable_regressions(pct);
@@ -111,6 +86,36 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Refuses runs that do not compare: saved checks and snapshots, runs of different kinds, and
+/// preconditioned beside fresh ones (unless `force`).
+fn comparable(runs: &[crate::store::StoredRun], force: bool) -> Result<()> {
+    if let Some(saved) = runs
+        .iter()
+        .find(|r| matches!(r.kind, RunKind::Check | RunKind::Snapshot))
+    {
+        bail!(
+            "run {} is a saved {}, which has no figures to compare; compare settings across \
+             hosts with tacho drift (or two snapshot files with tacho diff)",
+            saved.id,
+            saved.kind
+        );
+    }
+    if let Some(other) = runs.iter().find(|r| r.kind != runs[0].kind) {
+        bail!(
+            "no tests in common: run {} is a {} run and run {} a {} run; compare runs of one \
+             kind (tacho runs list shows each run's kind)",
+            runs[0].id,
+            runs[0].kind,
+            other.id,
+            other.kind
+        );
+    }
+    if let Some(why) = compare::precondition_mix(runs).filter(|_| !force) {
+        bail!(why);
+    }
+    Ok(())
 }
 
 /// `compare --by host`: the latest finished run of each host, against its peers.
@@ -148,7 +153,7 @@ fn by_host(args: &CompareArgs) -> Result<ExitCode> {
         );
     }
     // No more of each run than the comparison looks at (one more, so it can say so).
-    let most = compare::tests_per_run(picked.len()).saturating_add(1);
+    let most = compare::tests_per_run_of(compare::fleet_cells(), picked.len()).saturating_add(1);
     let runs = picked
         .into_iter()
         .map(|(host, id)| Ok((host, store.load_summary(id, most)?)))

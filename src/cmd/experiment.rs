@@ -5,7 +5,7 @@
 use super::interrupt::{self, EXIT_INTERRUPTED};
 use super::output;
 use super::record::RunSaver;
-use super::runs::load_summaries;
+use super::runs::compared;
 use crate::cli::ExperimentArgs;
 use crate::experiment::command::{self, Commands};
 use crate::experiment::{
@@ -169,8 +169,7 @@ pub fn run(args: &ExperimentArgs) -> Result<ExitCode> {
                 path.display()
             );
         };
-        let runs = load_summaries(&args.save.db, ids)?;
-        let c = crate::compare::compare(&runs);
+        let c = compared(&args.save.db, ids, |_| Ok(()))?;
         let titles: Vec<String> = c.runs.iter().map(|r| r.name()).collect();
         output::html(path, &c, &format!("tacho: {}", titles.join(" vs ")), &[])?;
     }

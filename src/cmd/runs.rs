@@ -122,18 +122,34 @@ pub fn load(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
     load_with(db, ids, Results::load)
 }
 
-/// As [`load`], for comparing: tests without their per-repeat detail, and no more of each
-/// run than a comparison of this many runs looks at ([`compare::tests_per_run`]; one more,
-/// so the comparison can say that some were left out).
-pub fn load_summaries(db: &DbArg, ids: &[i64]) -> Result<Vec<StoredRun>> {
+/// The runs by id (without their tests) and their comparison, the baseline first: each test
+/// read and added to the comparison in turn, no more of each run than a comparison of this
+/// many runs looks at ([`compare::tests_per_run`]; one more, so the comparison can say that
+/// some were left out). `check` refuses runs that do not compare, before they are compared.
+pub fn compared(
+    db: &DbArg,
+    ids: &[i64],
+    check: impl FnOnce(&[StoredRun]) -> Result<()>,
+) -> Result<compare::Comparison> {
     let most = compare::tests_per_run(ids.len()).saturating_add(1);
-    load_with(db, ids, |store, id| store.load_summary(id, most))
+    let mut builder = compare::Builder::new(ids.len());
+    let mut run = 0;
+    let runs = load_with(db, ids, |store, id| {
+        let loaded = store.each_test(id, most, &mut |name, json, figures| {
+            builder.add_text(run, name, json, &figures);
+            Ok(())
+        });
+        run += 1;
+        loaded
+    })?;
+    check(&runs)?;
+    Ok(builder.finish(&runs))
 }
 
 fn load_with(
     db: &DbArg,
     ids: &[i64],
-    each: impl Fn(&mut Results, i64) -> Result<StoredRun>,
+    mut each: impl FnMut(&mut Results, i64) -> Result<StoredRun>,
 ) -> Result<Vec<StoredRun>> {
     let (store, place) = open_existing(db)?;
     let mut store = store.ok_or_else(|| {

@@ -40,9 +40,14 @@ impl FingerprintRow {
     }
 }
 
-/// The fingerprint of every run, one row per entry that at least one run recorded.
-pub fn table(runs: &[StoredRun]) -> Vec<FingerprintRow> {
-    let per_run: Vec<Vec<(&'static str, Option<String>)>> = runs.iter().map(of_run).collect();
+/// The fingerprint of every run, one row per entry that at least one run recorded; `seen`
+/// holds what each run's tests recorded of their method, in the same order.
+pub fn table(runs: &[StoredRun], seen: &[TestsSeen]) -> Vec<FingerprintRow> {
+    let per_run: Vec<Vec<(&'static str, Option<String>)>> = runs
+        .iter()
+        .zip(seen)
+        .map(|(run, seen)| of_run(run, seen))
+        .collect();
     let Some(first) = per_run.first() else {
         return Vec::new();
     };
@@ -57,8 +62,65 @@ pub fn table(runs: &[StoredRun]) -> Vec<FingerprintRow> {
         .collect()
 }
 
+/// The distinct values of the method fields a run's tests recorded, each in the order first
+/// seen (`io_uring, sync`), gathered test by test so no test is held to read them.
+#[derive(Debug, Default)]
+pub struct TestsSeen {
+    engine: Vec<String>,
+    io: Vec<String>,
+    runtime: Vec<String>,
+    ramp: Vec<String>,
+    threads: Vec<String>,
+    times: Vec<String>,
+    repeats: Vec<String>,
+}
+
+impl TestsSeen {
+    /// One more test, with its figures (their samples count its repeats).
+    pub(crate) fn add(&mut self, t: &TestView, figures: &[crate::store::figures::Figures]) {
+        fn push(list: &mut Vec<String>, v: Option<String>) {
+            if let Some(v) = v
+                && !list.contains(&v)
+            {
+                list.push(v);
+            }
+        }
+        push(&mut self.engine, text(&t.engine));
+        push(
+            &mut self.io,
+            t.direct
+                .get()
+                .map(|d| if *d { "direct" } else { "buffered" }.to_string()),
+        );
+        push(
+            &mut self.runtime,
+            match t.planned_runtime_s.get() {
+                Some(_) => secs(&t.planned_runtime_s),
+                None => secs(&t.runtime_s),
+            },
+        );
+        push(&mut self.ramp, secs(&t.ramp_s));
+        push(&mut self.threads, text(&t.threads));
+        push(&mut self.times, t.times.get().map(|r| r.len().to_string()));
+        // Sample 0 is a test's summary, 1..=N its repeats; compare loads tests without their
+        // per-repeat JSON, so the figures table is where the repeats are counted.
+        let n = figures.iter().map(|f| f.sample).max().unwrap_or(0).max(1);
+        push(&mut self.repeats, Some(n.to_string()));
+    }
+}
+
+/// `1s`: seconds as the fingerprint shows them.
+fn secs(v: &Field<f64>) -> Option<String> {
+    v.get().map(|s| format!("{}s", round_secs(*s)))
+}
+
+/// The values seen, joined; `None` when none was.
+fn joined(list: &[String]) -> Option<String> {
+    (!list.is_empty()).then(|| list.join(", "))
+}
+
 /// The entries of one run, always the same keys in the same order.
-pub fn of_run(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
+pub fn of_run(run: &StoredRun, seen: &TestsSeen) -> Vec<(&'static str, Option<String>)> {
     let host: HostView = view(&run.host);
     let target: TargetView = view(&run.target);
     let extra: ExtraView = view(&Value::Object(run.extra.clone()));
@@ -145,7 +207,7 @@ pub fn of_run(run: &StoredRun) -> Vec<(&'static str, Option<String>)> {
             }),
         ),
     ];
-    entries.extend(method(run, &extra, &target));
+    entries.extend(method(run, &extra, &target, seen));
     entries
 }
 
@@ -156,19 +218,8 @@ fn method(
     run: &StoredRun,
     extra: &ExtraView,
     target: &TargetView,
+    seen: &TestsSeen,
 ) -> Vec<(&'static str, Option<String>)> {
-    let tests: Vec<TestView> = run.tests.iter().map(|t| view(&t.json)).collect();
-    // The distinct values of a test field, in order: `io_uring, sync`.
-    let distinct = |f: &dyn Fn(&TestView) -> Option<String>| {
-        let mut seen: Vec<String> = Vec::new();
-        for v in tests.iter().filter_map(f) {
-            if !seen.contains(&v) {
-                seen.push(v);
-            }
-        }
-        (!seen.is_empty()).then(|| seen.join(", "))
-    };
-    let secs = |v: &Field<f64>| v.get().map(|s| format!("{}s", round_secs(*s)));
     let repeats = extra
         .suite
         .get()
@@ -177,19 +228,9 @@ fn method(
         .map(|n| n.to_string())
         .or_else(|| {
             if run.kind == RunKind::Time {
-                return distinct(&|t| t.times.get().map(|r| r.len().to_string()));
+                return joined(&seen.times);
             }
-            // Sample 0 is a test's summary, 1..=N its repeats; compare loads tests without
-            // their per-repeat JSON, so the figures table is where the repeats are counted.
-            let mut seen: Vec<String> = Vec::new();
-            for t in &run.tests {
-                let n = t.figures.iter().map(|f| f.sample).max().unwrap_or(0).max(1);
-                let n = n.to_string();
-                if !seen.contains(&n) {
-                    seen.push(n);
-                }
-            }
-            (!seen.is_empty()).then(|| seen.join(", "))
+            joined(&seen.repeats)
         });
     match run.kind {
         RunKind::Disk => vec![
@@ -201,15 +242,8 @@ fn method(
                     .and_then(|j| j.threshold_ns.get())
                     .map(|ns| format_latency_ns(*ns)),
             ),
-            ("engine", distinct(&|t| text(&t.engine))),
-            (
-                "I/O",
-                distinct(&|t| {
-                    t.direct
-                        .get()
-                        .map(|d| if *d { "direct" } else { "buffered" }.to_string())
-                }),
-            ),
+            ("engine", joined(&seen.engine)),
+            ("I/O", joined(&seen.io)),
             ("size", target.region_bytes.get().map(|b| format_size(*b))),
             // The runtime asked for; runs stored before it was kept give their measured
             // seconds, rounded so that noise does not read as a changed setting (a busy
@@ -217,23 +251,15 @@ fn method(
             // `suite` entry.
             (
                 "runtime",
-                run.suite
-                    .is_none()
-                    .then(|| {
-                        distinct(&|t| match t.planned_runtime_s.get() {
-                            Some(_) => secs(&t.planned_runtime_s),
-                            None => secs(&t.runtime_s),
-                        })
-                    })
-                    .flatten(),
+                run.suite.is_none().then(|| joined(&seen.runtime)).flatten(),
             ),
-            ("ramp", distinct(&|t| secs(&t.ramp_s))),
+            ("ramp", joined(&seen.ramp)),
             ("repeats", repeats),
         ],
         RunKind::Cpu | RunKind::Mem => vec![
             ("runtime", secs(&extra.runtime_s)),
             ("repeats", repeats),
-            ("threads", distinct(&|t| text(&t.threads))),
+            ("threads", joined(&seen.threads)),
         ],
         // Compared by `tacho drift`, not here: their documents are the fingerprint.
         RunKind::Check | RunKind::Snapshot => Vec::new(),
@@ -323,6 +349,19 @@ fn per_device(devices: &[&QueueView], key: fn(&QueueView) -> &Field<Text>) -> Op
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// What a loaded run's tests recorded of their method.
+    fn seen(run: &StoredRun) -> TestsSeen {
+        let mut seen = TestsSeen::default();
+        for t in &run.tests {
+            seen.add(&view(&t.json), &t.figures);
+        }
+        seen
+    }
+
+    fn table(runs: &[StoredRun]) -> Vec<FingerprintRow> {
+        super::table(runs, &runs.iter().map(seen).collect::<Vec<_>>())
+    }
 
     fn run(id: i64, host: Value, extra: Value) -> StoredRun {
         StoredRun {
@@ -529,7 +568,7 @@ mod tests {
             figures: Vec::new(),
         });
         // `suite` comes from its own columns, not from the document.
-        let unknown: Vec<&str> = of_run(&r)
+        let unknown: Vec<&str> = of_run(&r, &seen(&r))
             .into_iter()
             .filter(|(key, v)| v.is_none() && *key != "suite")
             .map(|(key, _)| key)
@@ -538,7 +577,7 @@ mod tests {
             unknown.is_empty(),
             "not read from the document: {unknown:?}"
         );
-        let head = super::super::head::head(&r);
+        let head = super::super::head::head(&r, &super::super::head::TestWarnings::of(&r));
         assert_eq!(
             head.judgement.map(|j| j.describe()).as_deref(),
             Some("PASS: fdatasync p99 1ns, limit 10.0ms")

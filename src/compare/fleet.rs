@@ -60,6 +60,8 @@ impl Peers {
 pub struct Fleet {
     /// One run per host (each labelled with its host name), in host order.
     pub comparison: Comparison,
+    /// The comparison's rows (its tests are bounded: [`super::tests_per_run`]).
+    pub rows: Vec<Row>,
     /// The host of each run, in [`Comparison::runs`] order.
     pub hosts: Vec<String>,
     /// The median over all hosts of each row of the comparison; `None` where no host has it.
@@ -121,15 +123,15 @@ pub fn by_host(mut runs: Vec<(String, StoredRun)>, peers: &Peers) -> Fleet {
             (host, run)
         })
         .unzip();
-    let comparison = super::compare(&runs);
+    let comparison = super::compare_within(&runs, super::fleet_cells());
     let groups = groups(&runs, &comparison.fingerprint, peers);
-    let medians = comparison
-        .rows
+    let all_rows: Vec<Row> = comparison.rows().collect();
+    let medians = all_rows
         .iter()
         .map(|row| median(&values(row).map(|(_, v)| v).collect::<Vec<_>>()))
         .collect();
     let mut flagged: HashMap<usize, Vec<(usize, f64, f64, usize)>> = HashMap::new();
-    for (r, row) in comparison.rows.iter().enumerate() {
+    for (r, row) in all_rows.iter().enumerate() {
         if !row.headline {
             continue;
         }
@@ -144,7 +146,7 @@ pub fn by_host(mut runs: Vec<(String, StoredRun)>, peers: &Peers) -> Fleet {
         .into_iter()
         .map(|(host, rows)| {
             let ratio = |&(r, v, m, _): &(usize, f64, f64, usize)| {
-                times_worse(comparison.rows[r].metric.higher_is_better(), v, m)
+                times_worse(all_rows[r].metric.higher_is_better(), v, m)
             };
             let worst = rows
                 .iter()
@@ -170,6 +172,7 @@ pub fn by_host(mut runs: Vec<(String, StoredRun)>, peers: &Peers) -> Fleet {
     });
     Fleet {
         comparison,
+        rows: all_rows,
         hosts,
         medians,
         outliers,

@@ -145,20 +145,20 @@ impl Judgement {
 /// Gives a run that recorded no judgement the first judged run's, on the same figure (the
 /// fdatasync p99 of the test the judged run was judged on), so an etcd check compares with
 /// fio's run of the same job: `PASS → FAIL`, not `PASS → none`.
-pub(super) fn judge_unjudged(runs: &mut [RunHead], rows: &[super::Row]) {
-    let Some((judged, limit)) = runs
+/// The first run with a judgement.
+pub(super) fn judged(runs: &[RunHead]) -> Option<usize> {
+    runs.iter().position(|r| r.judgement.is_some())
+}
+
+/// Judges the runs without a judgement by `row` (the first flush p99 of the judged run) at
+/// the judged run's limit.
+pub(super) fn judge_unjudged(runs: &mut [RunHead], row: &super::Row) {
+    let Some(limit) = runs
         .iter()
-        .enumerate()
-        .find_map(|(i, r)| Some((i, r.judgement.as_ref()?.threshold_ns)))
+        .find_map(|r| Some(r.judgement.as_ref()?.threshold_ns))
     else {
         return;
     };
-    let row = rows.iter().find(|r| {
-        r.direction == "sync"
-            && r.metric == super::Metric::LatP99
-            && r.cells.get(judged).is_some_and(Option::is_some)
-    });
-    let Some(row) = row else { return };
     for (run, cell) in runs.iter_mut().zip(&row.cells) {
         if let (None, Some(cell)) = (&run.judgement, cell) {
             run.judgement = Some(Judgement {
@@ -174,15 +174,56 @@ pub(super) fn judge_unjudged(runs: &mut [RunHead], rows: &[super::Row]) {
     }
 }
 
-/// A test's warnings (written from `bench::result::TestResult`): only the field read, as a run
-/// may hold many tests.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-struct TestWarningsView {
-    warnings: Field<Vec<Field<WarningView>>>,
+/// The kinds of warning a run's tests recorded, each with its first sentence and the other
+/// tests it concerns, gathered test by test so no test is held to read them.
+#[derive(Debug, Default)]
+pub struct TestWarnings(Vec<(String, String, Vec<String>)>);
+
+impl TestWarnings {
+    /// What the tests of a loaded run recorded.
+    pub fn of(run: &StoredRun) -> TestWarnings {
+        let mut out = TestWarnings::default();
+        for t in &run.tests {
+            let test: crate::store::stored::TestWarningsView = view(&t.json);
+            out.add(&t.name, &test.warnings);
+        }
+        out
+    }
+
+    /// One more test's warnings.
+    pub(crate) fn add(&mut self, name: &str, warnings: &Field<Vec<Field<WarningView>>>) {
+        for (code, message) in of(warnings) {
+            match self.0.iter_mut().find(|(c, _, _)| *c == code) {
+                Some((_, _, others)) => {
+                    if !others.iter().any(|o| o == name) {
+                        others.push(name.to_string());
+                    }
+                }
+                None => self.0.push((code, message, Vec::new())),
+            }
+        }
+    }
 }
 
-pub(super) fn head(run: &StoredRun) -> RunHead {
+/// (code, message) of each warning in a list (`?` for a code not recorded).
+fn of(ws: &Field<Vec<Field<WarningView>>>) -> Vec<(String, String)> {
+    let none = WarningView::default();
+    ws.get()
+        .map(|ws| {
+            ws.iter()
+                .map(|w| {
+                    let w = w.get().unwrap_or(&none);
+                    (
+                        w.code.get().map_or("?", String::as_str).to_string(),
+                        w.message.get().map_or("", String::as_str).to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn head(run: &StoredRun, tests: &TestWarnings) -> RunHead {
     let extra: ExtraView = view(&Value::Object(run.extra.clone()));
     let target: TargetView = view(&run.target);
     RunHead {
@@ -198,7 +239,7 @@ pub(super) fn head(run: &StoredRun) -> RunHead {
         changed: crate::store::suite_changes(&run.extra),
         tool_version: run.tool_version.clone(),
         judgement: Judgement::of(&extra),
-        warnings: run_warnings(run),
+        warnings: warnings_of(run, tests),
         target: target
             .path
             .get()
@@ -211,22 +252,11 @@ pub(super) fn head(run: &StoredRun) -> RunHead {
 /// the first test's sentence and the other tests it concerns (thirteen noisy tests make one
 /// line, not thirteen above the figures).
 pub fn run_warnings(run: &StoredRun) -> Vec<String> {
-    let none = WarningView::default();
-    let of = |ws: &Field<Vec<Field<WarningView>>>| -> Vec<(String, String)> {
-        ws.get()
-            .map(|ws| {
-                ws.iter()
-                    .map(|w| {
-                        let w = w.get().unwrap_or(&none);
-                        (
-                            w.code.get().map_or("?", String::as_str).to_string(),
-                            w.message.get().map_or("", String::as_str).to_string(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    warnings_of(run, &TestWarnings::of(run))
+}
+
+/// As [`run_warnings`], with the tests' warnings gathered as they were read.
+fn warnings_of(run: &StoredRun, tests: &TestWarnings) -> Vec<String> {
     let extra: ExtraView = view(&Value::Object(run.extra.clone()));
     let mut out: Vec<String> = Vec::new();
     for (code, message) in of(&extra.warnings) {
@@ -236,21 +266,7 @@ pub fn run_warnings(run: &StoredRun) -> Vec<String> {
         }
     }
     // Per kind, in the order first seen: the first sentence and the other tests' names.
-    let mut kinds: Vec<(String, String, Vec<&str>)> = Vec::new();
-    for t in &run.tests {
-        let test: TestWarningsView = view(&t.json);
-        for (code, message) in of(&test.warnings) {
-            match kinds.iter_mut().find(|(c, _, _)| *c == code) {
-                Some((_, _, others)) => {
-                    if !others.contains(&t.name.as_str()) {
-                        others.push(&t.name);
-                    }
-                }
-                None => kinds.push((code, message, Vec::new())),
-            }
-        }
-    }
-    for (code, message, others) in kinds {
+    for (code, message, others) in &tests.0 {
         let mut line = format!("[{code}]: {message}");
         if !others.is_empty() {
             line.push_str(&format!(" (also: {})", others.join(", ")));

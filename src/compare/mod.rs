@@ -23,9 +23,10 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 /// A figure that can be compared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Metric {
     /// I/Os per second.
+    #[default]
     Iops,
     /// Bytes per second.
     Bandwidth,
@@ -350,21 +351,27 @@ pub struct Comparison {
     pub runs: Vec<RunHead>,
     /// The tests every row refers to, matched across runs.
     pub tests: Vec<TestInfo>,
-    /// One row per metric of each direction of each test, in test order.
-    pub rows: Vec<Row>,
     /// The configuration of each run side by side (host, kernel, tunables, …).
     pub fingerprint: Vec<FingerprintRow>,
     /// Reasons to doubt the comparison (different suite versions, missing tests, ...).
     pub warnings: Vec<String>,
     /// Tests the baseline shares with another run; 0 means nothing was compared.
     pub common: usize,
+    /// Per test, what its rows are judged by.
+    meta: Vec<TestMeta>,
+    /// Each test's figures in each run, tests × runs: the rows are made from them as they are
+    /// written ([`Comparison::rows`]), so no more than a test's rows are held at a time.
+    held: Vec<Option<Box<[Fig]>>>,
+    /// The verdict's counts.
+    tally: Tally,
 }
 
-/// At most this many (test, run) cells are compared: a comparison holds a row per figure of
-/// each test with a cell per run, so a run of 200,000 tests (or a thousand hosts of unlike
-/// tests) would otherwise take gigabytes. A real suite is tens of tests; a fleet of 1,000
-/// hosts still gets 100 tests each.
-pub const COMPARED_CELLS: usize = 100_000;
+/// At most this many (test, run) cells are compared: a comparison keeps each test's figures
+/// in each run (about 0.6 KB a cell; its rows are made as they are written), so a run of
+/// millions of tests (or a thousand hosts of unlike tests) would otherwise take gigabytes.
+/// Two runs of 250,000 tests fit; a real suite is tens of tests. `compare --by host` keeps
+/// its own, lower bound ([`FLEET_CELLS`]).
+pub const COMPARED_CELLS: usize = 500_000;
 
 /// Missing-test warnings listed by name; more are counted.
 const MISSING_LISTED: usize = 20;
@@ -372,7 +379,36 @@ const MISSING_LISTED: usize = 20;
 /// How many tests of each of `runs` runs are compared (see [`COMPARED_CELLS`]); the loaders
 /// read no more than this.
 pub fn tests_per_run(runs: usize) -> usize {
-    (COMPARED_CELLS / runs.max(1)).max(1)
+    tests_per_run_of(compared_cells(), runs)
+}
+
+/// How many tests of each of `runs` runs fit in `cells` (test, run) cells.
+pub fn tests_per_run_of(cells: usize, runs: usize) -> usize {
+    (cells / runs.max(1)).max(1)
+}
+
+/// `compare --by host` holds its rows (it ranks each host's figures against its peers'), so it
+/// keeps the bound every comparison had before rows were made as they are written.
+pub const FLEET_CELLS: usize = 100_000;
+
+/// The bound in force for `compare --by host`: [`FLEET_CELLS`], or less where
+/// [`compared_cells`] is less.
+pub fn fleet_cells() -> usize {
+    compared_cells().min(FLEET_CELLS)
+}
+
+/// The bound in force: [`COMPARED_CELLS`]. A debug build (the one the integration tests run)
+/// reads `TACHO_TEST_COMPARED_CELLS` instead when it is set, so the test of the bound need
+/// not store hundreds of thousands of tests; a release build never reads it.
+pub fn compared_cells() -> usize {
+    #[cfg(debug_assertions)]
+    if let Some(n) = std::env::var("TACHO_TEST_COMPARED_CELLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return n;
+    }
+    COMPARED_CELLS
 }
 
 /// Compares `runs`; the first is the baseline. Only the first [`tests_per_run`] matched
@@ -397,65 +433,247 @@ pub fn precondition_mix(runs: &[StoredRun]) -> Option<String> {
 }
 
 pub fn compare(runs: &[StoredRun]) -> Comparison {
-    let mut matched = match_tests(runs);
-    let cap = tests_per_run(runs.len());
-    let cut = matched.len() > cap;
-    matched.truncate(cap);
-    let mut rows = Vec::new();
-    for (index, (_, per_run)) in matched.iter().enumerate() {
-        let throughput = throughput_metric(per_run);
-        for direction in crate::store::figures::DIRECTIONS {
-            let has = |m: Metric| {
-                per_run.iter().flatten().any(|t| {
-                    t.figures
-                        .iter()
-                        .any(|f| f.direction == direction && m.of(f).is_some())
-                })
-            };
-            let latency = if has(Metric::LatP99) {
-                Metric::LatP99
-            } else {
-                Metric::LatMean
-            };
-            for metric in Metric::ALL {
-                let cells: Vec<Option<Cell>> = per_run
-                    .iter()
-                    .map(|t| t.and_then(|t| raw_cell(&t.figures, direction, metric)))
-                    .collect();
-                if cells.iter().all(Option::is_none) {
-                    continue;
-                }
-                // A flush's latency is what a database waits for: its mean and p99 both
-                // count (the etcd check judges the p99).
-                let flush = direction == "sync" && metric == Metric::LatMean;
-                rows.push(Row {
-                    test: index,
-                    direction,
-                    metric,
-                    headline: metric == throughput || metric == latency || flush,
-                    cells: judge(cells, metric),
-                });
-            }
+    compare_within(runs, compared_cells())
+}
+
+/// As [`compare`], comparing at most `cells` (test, run) cells.
+pub fn compare_within(runs: &[StoredRun], cells: usize) -> Comparison {
+    let mut b = Builder::within(runs.len(), cells);
+    for (r, run) in runs.iter().enumerate() {
+        for t in &run.tests {
+            b.add(
+                r,
+                t.name.clone(),
+                Viewed {
+                    work: view(&t.json),
+                    method: view(&t.json),
+                    warnings: view(&t.json),
+                    per_second: per_second(&t.json),
+                },
+                &t.figures,
+            );
         }
     }
-    let tests = matched
-        .iter()
-        .map(|(_, per_run)| test_info(per_run))
-        .collect();
+    b.finish(runs)
+}
+
+/// What a comparison reads of one stored test besides its figures.
+pub(crate) struct Viewed {
+    work: WorkView,
+    method: crate::store::stored::TestView,
+    warnings: crate::store::stored::TestWarningsView,
+    per_second: Option<PerSecond>,
+}
+
+/// A comparison built test by test as the stores read them (each run in turn, the baseline
+/// first), keeping of each test only what its rows are made from: its figures, compact.
+pub struct Builder {
+    /// How many runs are compared.
+    runs: usize,
+    /// At most this many (test, run) cells ([`compared_cells`]) …
+    cells: usize,
+    /// … so at most this many matched tests ([`tests_per_run`]).
+    cap: usize,
+    /// The run whose tests are being added.
+    run: usize,
+    /// Matched tests by key (`randread bs=4096 … #0`).
+    index: HashMap<String, usize>,
+    /// The run being added's occurrences of each work.
+    seen: HashMap<String, usize>,
+    tests: Vec<TestInfo>,
+    meta: Vec<TestMeta>,
+    /// The other names a test has in later runs, joined into its name at the end.
+    names: Vec<Vec<String>>,
+    /// Each test's figures in each run, tests × runs.
+    held: Vec<Option<Box<[Fig]>>>,
+    /// Some tests were left out ([`COMPARED_CELLS`]).
+    cut: bool,
+    methods: Vec<fingerprint::TestsSeen>,
+    test_warnings: Vec<head::TestWarnings>,
+}
+
+impl Builder {
+    /// A comparison of `runs` runs, their tests to come.
+    pub fn new(runs: usize) -> Builder {
+        Builder::within(runs, compared_cells())
+    }
+
+    /// As [`Builder::new`], comparing at most `cells` (test, run) cells.
+    pub fn within(runs: usize, cells: usize) -> Builder {
+        Builder {
+            runs,
+            cells,
+            cap: tests_per_run_of(cells, runs),
+            run: 0,
+            index: HashMap::new(),
+            seen: HashMap::new(),
+            tests: Vec::new(),
+            meta: Vec::new(),
+            names: Vec::new(),
+            held: Vec::new(),
+            cut: false,
+            methods: (0..runs).map(|_| Default::default()).collect(),
+            test_warnings: (0..runs).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// A test of run number `run` (in the order given to [`Builder::finish`]) as the store
+    /// holds it: its name, its JSON text and its figures. A run's tests come in their order,
+    /// and the runs one after another.
+    pub fn add_text(&mut self, run: usize, name: String, json: &str, figures: &[Figures]) {
+        let (work, method, warnings) =
+            crate::store::stored::view_text::<crate::store::stored::CompareTestView>(json).split();
+        let viewed = Viewed {
+            work,
+            method,
+            warnings,
+            per_second: None,
+        };
+        self.add(run, name, viewed, figures);
+    }
+
+    fn add(&mut self, run: usize, name: String, viewed: Viewed, figures: &[Figures]) {
+        if run >= self.runs {
+            return;
+        }
+        if run != self.run {
+            self.run = run;
+            self.seen.clear();
+        }
+        self.methods[run].add(&viewed.method, figures);
+        self.test_warnings[run].add(&name, &viewed.warnings.warnings);
+        let w = &viewed.work;
+        let base = match_key(w, &name);
+        // The same work twice in one run pairs with the same occurrence in the others.
+        let n = self.seen.entry(base.clone()).or_insert(0);
+        let key = format!("{base}#{n}");
+        *n += 1;
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None if self.tests.len() >= self.cap => {
+                self.cut = true;
+                return;
+            }
+            None => {
+                let i = self.tests.len();
+                self.index.insert(key, i);
+                self.tests.push(TestInfo {
+                    name: String::new(),
+                    rw: w.rw.get().cloned(),
+                    bs_bytes: w.bs_bytes.get().copied(),
+                    iodepth: w.iodepth.get().copied(),
+                    numjobs: w.numjobs.get().copied(),
+                    sync_kind: w.sync_every.get().and_then(|s| s.kind.get().cloned()),
+                    sync_counts: vec![None; self.runs],
+                    per_second: vec![None; self.runs],
+                });
+                self.meta.push(TestMeta::default());
+                self.names.push(Vec::new());
+                self.held.extend((0..self.runs).map(|_| None));
+                i
+            }
+        };
+        let info = &mut self.tests[i];
+        info.sync_counts[run] = w.sync.get().and_then(|s| s.count.get().copied());
+        info.per_second[run] = viewed.per_second;
+        let meta = &mut self.meta[i];
+        if meta.bs_bytes.is_none() {
+            meta.bs_bytes = w.bs_bytes.get().copied();
+        }
+        meta.ops |= figures.iter().any(|f| f.ops_per_s.is_some());
+        meta.iops |= figures.iter().any(|f| f.iops.is_some());
+        if !self.names[i].contains(&name) {
+            self.names[i].push(name);
+        }
+        self.held[i * self.runs + run] = Some(figures.iter().filter_map(Fig::of).collect());
+    }
+
+    /// The comparison of `runs` (the baseline first, their tests added), judged.
+    pub fn finish(mut self, runs: &[StoredRun]) -> Comparison {
+        for (info, names) in self.tests.iter_mut().zip(std::mem::take(&mut self.names)) {
+            info.name = names.join(" = ");
+        }
+        let n = self.runs.max(1);
+        for (t, meta) in self.meta.iter_mut().enumerate() {
+            meta.throughput = if meta.ops {
+                Metric::OpsPerS
+            } else if meta.bs_bytes.is_some_and(|b| b >= 128 << 10) || !meta.iops {
+                Metric::Bandwidth
+            } else {
+                Metric::Iops
+            };
+            // Mixed: rows (reported figures, sample 0) of more than one direction, so each
+            // row's title names its own.
+            let mut shown =
+                crate::store::figures::DIRECTIONS
+                    .iter()
+                    .enumerate()
+                    .filter(|(d, _)| {
+                        self.held[t * n..(t + 1) * n]
+                            .iter()
+                            .flatten()
+                            .flat_map(|figs| figs.iter())
+                            .any(|f| usize::from(f.direction) == *d && f.sample == 0 && f.set != 0)
+                    });
+            meta.mixed = shown.next().is_some() && shown.next().is_some();
+        }
+        let heads: Vec<RunHead> = runs
+            .iter()
+            .zip(&self.test_warnings)
+            .map(|(r, w)| head(r, w))
+            .collect();
+        let mut c = Comparison {
+            runs: heads,
+            tests: self.tests,
+            fingerprint: fingerprint::table(runs, &self.methods),
+            warnings: Vec::new(),
+            common: 0,
+            meta: self.meta,
+            held: self.held,
+            tally: Tally::default(),
+        };
+        c.common = (0..c.tests.len())
+            .filter(|&t| {
+                let per_run = c.held_of(t);
+                per_run[0].is_some() && per_run[1..].iter().any(Option::is_some)
+            })
+            .count();
+        c.warnings = warnings(runs, &c, self.cut.then_some((self.cap, self.cells)));
+        // The first flush p99 the judged run has, for the runs without a judgement.
+        let judged = head::judged(&c.runs).and_then(|j| {
+            c.rows().find(|r| {
+                r.direction == "sync"
+                    && r.metric == Metric::LatP99
+                    && r.cells.get(j).is_some_and(Option::is_some)
+            })
+        });
+        if let Some(row) = judged {
+            head::judge_unjudged(&mut c.runs, &row);
+        }
+        c.tally = Tally::of(&c);
+        c
+    }
+}
+
+/// The warnings of a comparison: suite versions, tests left out or missing, nothing in
+/// common, unfinished runs and runs without a fingerprint.
+/// `cut`: tests were left out, with how many tests of each run and cells in all were kept.
+fn warnings(runs: &[StoredRun], c: &Comparison, cut: Option<(usize, usize)>) -> Vec<String> {
     let mut warnings = suite_warnings(runs);
-    if cut {
+    if let Some((cap, cells)) = cut {
         warnings.push(format!(
             "compared only the first {cap} tests: a comparison of {} runs holds at most \
-             {COMPARED_CELLS} tests in all (compare fewer runs, or see every test of a run with \
+             {} tests in all (compare fewer runs, or see every test of a run with \
              tacho runs show ID)",
-            runs.len()
+            runs.len(),
+            cells
         ));
     }
     let mut missing_tests = 0;
-    for (_, per_run) in &matched {
+    for (t, info) in c.tests.iter().enumerate() {
         let missing: Vec<String> = runs
             .iter()
-            .zip(per_run)
+            .zip(c.held_of(t))
             .filter(|(_, t)| t.is_none())
             .map(|(r, _)| format!("run {}", r.id))
             .collect();
@@ -464,7 +682,7 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
             if missing_tests <= MISSING_LISTED {
                 warnings.push(format!(
                     "test {} is not in {}",
-                    test_info(per_run).name,
+                    info.name,
                     missing.join(", ")
                 ));
             }
@@ -476,7 +694,7 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
             missing_tests - MISSING_LISTED
         ));
     }
-    if runs.len() > 1 && common_tests(&matched) == 0 {
+    if runs.len() > 1 && c.common == 0 {
         let others: Vec<String> = runs[1..].iter().map(|r| r.id.to_string()).collect();
         warnings.push(format!(
             "no tests in common: run{} {} share{} no test with the baseline (tests are matched \
@@ -500,33 +718,200 @@ pub fn compare(runs: &[StoredRun]) -> Comparison {
             ));
         }
     }
-    let mut heads: Vec<RunHead> = runs.iter().map(head).collect();
-    head::judge_unjudged(&mut heads, &rows);
-    Comparison {
-        common: common_tests(&matched),
-        runs: heads,
-        tests,
-        rows,
-        fingerprint: fingerprint::table(runs),
-        warnings,
+    warnings
+}
+
+/// What a comparison keeps of a test besides its [`TestInfo`].
+#[derive(Debug, Clone, Default)]
+struct TestMeta {
+    /// The first block size recorded, in run order.
+    bs_bytes: Option<u64>,
+    /// Some run recorded operations a second (a CPU kernel) or IOPS.
+    ops: bool,
+    iops: bool,
+    /// The figure its throughput is judged by (see [`Builder::finish`]).
+    throughput: Metric,
+    /// Its rows are of more than one direction.
+    mixed: bool,
+}
+
+/// A sample's figures of one direction as a comparison keeps them: 88 bytes (the store's
+/// [`Figures`] takes 184), as a comparison of 200,000 tests holds 1.6 million.
+#[derive(Debug, Clone)]
+struct Fig {
+    /// 0 for the figure the test reported, 1..N for each repeat.
+    sample: u32,
+    /// Index into `DIRECTIONS`.
+    direction: u8,
+    /// Bit `m` set when metric number `m` (in [`Metric::ALL`] order) was recorded.
+    set: u16,
+    values: [f64; 10],
+}
+
+impl Fig {
+    fn of(f: &Figures) -> Option<Fig> {
+        let direction = crate::store::figures::DIRECTIONS
+            .iter()
+            .position(|d| *d == f.direction)?;
+        let mut fig = Fig {
+            sample: f.sample,
+            direction: u8::try_from(direction).ok()?,
+            set: 0,
+            values: [0.0; 10],
+        };
+        for (i, m) in Metric::ALL.into_iter().enumerate() {
+            if let Some(v) = m.of(f) {
+                fig.set |= 1 << i;
+                fig.values[i] = v;
+            }
+        }
+        Some(fig)
+    }
+
+    fn get(&self, m: Metric) -> Option<f64> {
+        let i = m as usize;
+        (self.set >> i & 1 == 1).then_some(self.values[i])
     }
 }
 
-/// Tests the baseline shares with at least one other run.
-fn common_tests(matched: &Matched) -> usize {
-    matched
-        .iter()
-        .filter(|(_, per_run)| per_run[0].is_some() && per_run[1..].iter().any(Option::is_some))
-        .count()
+/// The verdict's counts of headline cells and its largest change, gathered in one pass.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    worse: usize,
+    better: usize,
+    same: usize,
+    unknown: usize,
+    /// Row title, figure, change and run index of the largest change.
+    largest: Option<(String, &'static str, f64, usize)>,
+}
+
+impl Tally {
+    fn of(c: &Comparison) -> Tally {
+        let mut t = Tally::default();
+        for row in c.headline_rows() {
+            for (i, cell) in row.cells.iter().enumerate().skip(1) {
+                let Some(cell) = cell else { continue };
+                match cell.significance {
+                    Significance::Worse { .. } => t.worse += 1,
+                    Significance::Better { .. } => t.better += 1,
+                    Significance::NoDifference { .. } => t.same += 1,
+                    Significance::NoRepeats => t.unknown += 1,
+                    _ => {}
+                }
+                let Some(ch) = cell.change_pct else { continue };
+                // As `max_by`: the last of equal changes.
+                if t.largest
+                    .as_ref()
+                    .is_none_or(|l| ch.abs().total_cmp(&l.2.abs()).is_ge())
+                {
+                    t.largest = Some((c.row_title(&row), row.metric_label(), ch, i));
+                }
+            }
+        }
+        t
+    }
 }
 
 impl Comparison {
+    /// One row per metric of each direction of each test, in test order, each made and
+    /// judged as it is taken.
+    pub fn rows(&self) -> impl Iterator<Item = Row> + Clone + '_ {
+        (0..self.tests.len()).flat_map(move |t| self.test_rows(t))
+    }
+
+    /// The headline rows alone ([`Row::headline`]), made as they are taken: the others are
+    /// not judged.
+    pub fn headline_rows(&self) -> impl Iterator<Item = Row> + Clone + '_ {
+        (0..self.tests.len()).flat_map(move |t| self.rows_of(t, true))
+    }
+
+    /// Test `t`'s rows.
+    pub fn test_rows(&self, t: usize) -> Vec<Row> {
+        self.rows_of(t, false)
+    }
+
+    /// Test `t`'s rows, or its headline rows alone.
+    fn rows_of(&self, t: usize, headline_only: bool) -> Vec<Row> {
+        let per_run = self.held_of(t);
+        let throughput = self.meta[t].throughput;
+        let mut rows = Vec::new();
+        for (d, direction) in crate::store::figures::DIRECTIONS.into_iter().enumerate() {
+            let d = d as u8;
+            let has = |m: Metric| {
+                per_run
+                    .iter()
+                    .flatten()
+                    .any(|figs| figs.iter().any(|f| f.direction == d && f.get(m).is_some()))
+            };
+            if !per_run
+                .iter()
+                .flatten()
+                .any(|figs| figs.iter().any(|f| f.direction == d))
+            {
+                continue;
+            }
+            let latency = if has(Metric::LatP99) {
+                Metric::LatP99
+            } else {
+                Metric::LatMean
+            };
+            for metric in Metric::ALL {
+                // A flush's latency is what a database waits for: its mean and p99 both
+                // count (the etcd check judges the p99).
+                let flush = direction == "sync" && metric == Metric::LatMean;
+                let headline = metric == throughput || metric == latency || flush;
+                if headline_only && !headline {
+                    continue;
+                }
+                let cells: Vec<Option<Cell>> = per_run
+                    .iter()
+                    .map(|figs| figs.as_deref().and_then(|f| raw_cell(f, d, metric)))
+                    .collect();
+                if cells.iter().all(Option::is_none) {
+                    continue;
+                }
+                rows.push(Row {
+                    test: t,
+                    direction,
+                    metric,
+                    headline,
+                    cells: judge(cells, metric),
+                });
+            }
+        }
+        rows
+    }
+
+    /// Test `t`'s figures in each run.
+    fn held_of(&self, t: usize) -> &[Option<Box<[Fig]>>] {
+        let n = self.runs.len();
+        &self.held[t * n..(t + 1) * n]
+    }
+
     /// Headline cells that got significantly worse than the baseline by more than `pct`.
-    pub fn regressions(&self, pct: f64) -> Vec<(&Row, usize, &Cell)> {
-        self.cells()
-            .filter(|(_, _, c)| {
-                matches!(c.significance, Significance::Worse { .. })
-                    && c.change_pct.is_some_and(|ch| ch.abs() > pct)
+    pub fn regressions(&self, pct: f64) -> Vec<Regression> {
+        self.headline_rows()
+            .flat_map(|row| {
+                let found: Vec<Regression> = row
+                    .cells
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .filter_map(|(i, c)| Some((i, c.as_ref()?)))
+                    .filter(|(_, c)| {
+                        matches!(c.significance, Significance::Worse { .. })
+                            && c.change_pct.is_some_and(|ch| ch.abs() > pct)
+                    })
+                    .map(|(i, c)| Regression {
+                        title: self.row_title(&row),
+                        label: row.metric_label(),
+                        key: row.metric.key(),
+                        run: i,
+                        change_pct: c.change_pct,
+                        significance: c.significance,
+                    })
+                    .collect();
+                found
             })
             .collect()
     }
@@ -571,37 +956,26 @@ impl Comparison {
 
     /// Headline cells worse by more than `pct` whose significance is unknown (no repeats).
     pub fn untestable_regressions(&self, pct: f64) -> usize {
-        self.cells()
-            .filter(|(r, _, c)| {
-                c.significance == Significance::NoRepeats
-                    && c.change_pct.is_some_and(|ch| {
-                        ch.abs() > pct && (ch < 0.0) == r.metric.higher_is_better()
+        self.headline_rows()
+            .map(|r| {
+                r.cells[1..]
+                    .iter()
+                    .flatten()
+                    .filter(|c| {
+                        c.significance == Significance::NoRepeats
+                            && c.change_pct.is_some_and(|ch| {
+                                ch.abs() > pct && (ch < 0.0) == r.metric.higher_is_better()
+                            })
                     })
+                    .count()
             })
-            .count()
-    }
-
-    /// Every non-baseline headline cell with its row and run index.
-    fn cells(&self) -> impl Iterator<Item = (&Row, usize, &Cell)> {
-        self.rows.iter().filter(|r| r.headline).flat_map(|r| {
-            r.cells
-                .iter()
-                .enumerate()
-                .skip(1)
-                .filter_map(move |(i, c)| c.as_ref().map(|c| (r, i, c)))
-        })
+            .sum()
     }
 
     /// `RND4K Q1T1 (read)`: a row's test and direction, the direction only for mixed tests.
     pub fn row_title(&self, row: &Row) -> String {
         let test = &self.tests[row.test];
-        // Rows are in test order: the test's own rows are found by bisection, not by a scan
-        // of every row (which made a table of n tests take n² steps).
-        let first = self.rows.partition_point(|r| r.test < row.test);
-        let mixed = self.rows[first..]
-            .iter()
-            .take_while(|r| r.test == row.test)
-            .any(|r| r.direction != row.direction);
+        let mixed = self.meta[row.test].mixed;
         if mixed {
             let direction = match (row.direction, &test.sync_kind) {
                 ("sync", Some(kind)) => kind.as_str(),
@@ -675,29 +1049,23 @@ impl Comparison {
     /// The figures' part of the verdict.
     fn figures_verdict(&self) -> String {
         let base = &self.runs[0];
-        let (mut worse, mut better, mut same, mut unknown) = (0, 0, 0, 0);
-        for (_, _, c) in self.cells() {
-            match c.significance {
-                Significance::Worse { .. } => worse += 1,
-                Significance::Better { .. } => better += 1,
-                Significance::NoDifference { .. } => same += 1,
-                Significance::NoRepeats => unknown += 1,
-                _ => {}
-            }
-        }
-        let biggest = self
-            .cells()
-            .filter_map(|(r, i, c)| Some((r, i, c.change_pct?)))
-            .max_by(|a, b| a.2.abs().total_cmp(&b.2.abs()));
-        let largest = biggest.map_or(String::new(), |(r, i, ch)| {
-            format!(
-                "; largest change {} {} {:+.1}% in run {}",
-                self.row_title(r),
-                r.metric_label(),
-                ch,
-                self.runs[i].id
-            )
-        });
+        let Tally {
+            worse,
+            better,
+            same,
+            unknown,
+            ..
+        } = self.tally;
+        let largest = self
+            .tally
+            .largest
+            .as_ref()
+            .map_or(String::new(), |(title, label, ch, i)| {
+                format!(
+                    "; largest change {title} {label} {ch:+.1}% in run {}",
+                    self.runs[*i].id
+                )
+            });
         let against = format!("against baseline {}", base.name());
         if worse + better + same == 0 && unknown > 0 {
             return format!("no repeats: significance unknown {against}{largest}");
@@ -723,53 +1091,25 @@ impl Comparison {
     }
 }
 
-/// The figure a test's throughput is judged by: ops/s for CPU kernels; bandwidth for large
-/// blocks and for memory (no IOPS); IOPS for small blocks (as fio and CDM report them).
-fn throughput_metric(per_run: &[Option<&crate::store::StoredTest>]) -> Metric {
-    let tests = || per_run.iter().flatten();
-    let any = |m: Metric| tests().any(|t| t.figures.iter().any(|f| m.of(f).is_some()));
-    let bs = tests().find_map(|t| view::<WorkView>(&t.json).bs_bytes.get().copied());
-    if any(Metric::OpsPerS) {
-        Metric::OpsPerS
-    } else if bs.is_some_and(|b| b >= 128 << 10) || !any(Metric::Iops) {
-        Metric::Bandwidth
-    } else {
-        Metric::Iops
-    }
-}
-
-type Matched<'a> = Vec<(String, Vec<Option<&'a crate::store::StoredTest>>)>;
-
-/// Tests lined up across runs: the baseline's order first, then tests only later runs have.
-/// Looked up by key in hash maps, so the time grows with the number of tests, not its square.
-fn match_tests(runs: &[StoredRun]) -> Matched<'_> {
-    let mut matched: Matched = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for (r, run) in runs.iter().enumerate() {
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        for test in &run.tests {
-            let base = match_key(&test.json, &test.name);
-            // The same work twice in one run pairs with the same occurrence in the others.
-            let n = seen.entry(base.clone()).or_insert(0);
-            let key = format!("{base}#{n}");
-            *n += 1;
-            match index.get(&key) {
-                Some(&i) => matched[i].1[r] = Some(test),
-                None => {
-                    let mut per_run = vec![None; runs.len()];
-                    per_run[r] = Some(test);
-                    index.insert(key.clone(), matched.len());
-                    matched.push((key, per_run));
-                }
-            }
-        }
-    }
-    matched
+/// A headline figure significantly worse than the baseline's.
+#[derive(Debug, Clone)]
+pub struct Regression {
+    /// The row's title ([`Comparison::row_title`]).
+    pub title: String,
+    /// The figure's name for people ([`Row::metric_label`]).
+    pub label: &'static str,
+    /// The figure's key in JSON ([`Metric::key`]).
+    pub key: &'static str,
+    /// Index of the run in [`Comparison::runs`].
+    pub run: usize,
+    /// Change against the baseline, percent.
+    pub change_pct: Option<f64>,
+    /// How sure.
+    pub significance: Significance,
 }
 
 /// What a test does, as a string: equal strings mean the same work.
-fn match_key(test: &Value, name: &str) -> String {
-    let w: WorkView = view(test);
+fn match_key(w: &WorkView, name: &str) -> String {
     let Some(rw) = w.rw.get() else {
         return format!("name:{name}");
     };
@@ -791,50 +1131,19 @@ fn match_key(test: &Value, name: &str) -> String {
     )
 }
 
-fn test_info(per_run: &[Option<&crate::store::StoredTest>]) -> TestInfo {
-    let mut names: Vec<&str> = Vec::new();
-    for t in per_run.iter().flatten() {
-        if !names.contains(&t.name.as_str()) {
-            names.push(&t.name);
-        }
-    }
-    let first: WorkView = per_run
-        .iter()
-        .flatten()
-        .next()
-        .map(|t| view(&t.json))
-        .unwrap_or_default();
-    TestInfo {
-        name: names.join(" = "),
-        rw: first.rw.get().cloned(),
-        bs_bytes: first.bs_bytes.get().copied(),
-        iodepth: first.iodepth.get().copied(),
-        numjobs: first.numjobs.get().copied(),
-        sync_counts: per_run
-            .iter()
-            .map(|t| {
-                let w: WorkView = view(&(*t)?.json);
-                w.sync.get()?.count.get().copied()
-            })
-            .collect(),
-        sync_kind: first.sync_every.get().and_then(|s| s.kind.get().cloned()),
-        per_second: per_run.iter().map(|t| per_second(&(*t)?.json)).collect(),
-    }
-}
-
 /// A cell before judging: the reported figure and the repeats.
-fn raw_cell(figures: &[Figures], direction: &str, metric: Metric) -> Option<Cell> {
-    let of_dir = |f: &&Figures| f.direction == direction;
+fn raw_cell(figures: &[Fig], direction: u8, metric: Metric) -> Option<Cell> {
+    let of_dir = |f: &&Fig| f.direction == direction;
     let value = figures
         .iter()
         .filter(of_dir)
         .find(|f| f.sample == 0)
-        .and_then(|f| metric.of(f))?;
+        .and_then(|f| f.get(metric))?;
     let repeats: Vec<f64> = figures
         .iter()
         .filter(of_dir)
         .filter(|f| f.sample > 0)
-        .filter_map(|f| metric.of(f))
+        .filter_map(|f| f.get(metric))
         .collect();
     Some(Cell {
         value,

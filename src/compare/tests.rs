@@ -39,13 +39,12 @@ fn run(id: i64, suite_version: i64, tests: Vec<StoredTest>) -> StoredRun {
     }
 }
 
-fn iops_cell(c: &Comparison, run: usize) -> &Cell {
+fn iops_cell(c: &Comparison, run: usize) -> Cell {
     let row = c
-        .rows
-        .iter()
+        .rows()
         .find(|r| r.metric == Metric::Iops)
         .expect("an IOPS row");
-    row.cells[run].as_ref().expect("a cell")
+    row.cells[run].clone().expect("a cell")
 }
 
 #[test]
@@ -61,7 +60,7 @@ fn a_clear_drop_is_significantly_worse_and_a_regression() {
     );
     assert!((cell.change_pct.unwrap() + 20.0).abs() < 1e-9);
     // p99 latency went up: also worse.
-    let p99 = c.rows.iter().find(|r| r.metric == Metric::LatP99).unwrap();
+    let p99 = c.rows().find(|r| r.metric == Metric::LatP99).unwrap();
     assert!(matches!(
         p99.cells[1].as_ref().unwrap().significance,
         Significance::Worse { .. }
@@ -176,7 +175,15 @@ fn the_match_key_reads_what_the_test_result_writes() {
     let result = TestResult::new("w".into(), &spec, &[Measured::default()], Vec::new());
     let json = serde_json::to_value(&result).unwrap();
     assert_eq!(
-        match_key(&json, "w"),
+        match_key(&view(&json), "w"),
+        "randrw bs=2300 qd=4 jobs=2 mix=70 sync=fdatasync/3"
+    );
+    // Read from the stored text as `compare` reads it, the same.
+    let (work, _, _) =
+        crate::store::stored::view_text::<crate::store::stored::CompareTestView>(&json.to_string())
+            .split();
+    assert_eq!(
+        match_key(&work, "w"),
         "randrw bs=2300 qd=4 jobs=2 mix=70 sync=fdatasync/3"
     );
     let stored = StoredTest {
@@ -184,7 +191,8 @@ fn the_match_key_reads_what_the_test_result_writes() {
         figures: figures::of_test(&json),
         json,
     };
-    let info = test_info(&[Some(&stored)]);
+    let c = compare(&[run(1, 1, vec![stored])]);
+    let info = &c.tests[0];
     assert_eq!(info.rw.as_deref(), Some("randrw"));
     assert_eq!(
         (info.bs_bytes, info.iodepth, info.numjobs),
@@ -193,7 +201,37 @@ fn the_match_key_reads_what_the_test_result_writes() {
     assert_eq!(info.sync_kind.as_deref(), Some("fdatasync"));
     // A document without `rw` (a cpu kernel, a timed command) is matched by name.
     assert_eq!(
-        match_key(&json!({"ops_per_s": 1.0}), "sha256"),
+        match_key(&view(&json!({"ops_per_s": 1.0})), "sha256"),
         "name:sha256"
+    );
+}
+
+/// The HTML page draws at most its bound of tests, says so among its warnings, and draws the
+/// same sections for those tests as a page of them alone.
+#[test]
+fn the_page_draws_a_bounded_number_of_tests_and_says_so() {
+    let tests = |n: usize| -> Vec<StoredTest> {
+        (0..n)
+            .map(|i| test(&format!("t{i}"), &[100.0 + i as f64, 110.0, 120.0]))
+            .collect()
+    };
+    let page = |c: &Comparison, most: usize| {
+        let mut out = Vec::new();
+        crate::report::html::write_at_most(c, "t", &[], most, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let three = compare(&[run(1, 1, tests(3)), run(2, 1, tests(3))]);
+    let two = compare(&[run(1, 1, tests(2)), run(2, 1, tests(2))]);
+    let cut = page(&three, 2);
+    assert!(
+        cut.contains("this page draws the first 2 of 3 tests"),
+        "{cut}"
+    );
+    let whole = page(&two, 2);
+    assert!(!whole.contains("this page draws"));
+    let sections = |p: &str| p[p.find("<h2>Tests</h2>").unwrap()..].to_string();
+    assert_eq!(
+        sections(&cut),
+        sections(&whole).replace("2 tests", "3 tests")
     );
 }

@@ -5,8 +5,8 @@
 use super::grid::{Grid, markdown_escape};
 use super::html::esc;
 use super::sheet::spreadsheet_text;
+use crate::compare::Row;
 use crate::compare::fleet::{Fleet, Outlier};
-use crate::compare::{Comparison, Row};
 use crate::text::{Escaped, SHOWN_CHARS, cut};
 use serde_json::json;
 use std::io::{self, Write};
@@ -32,7 +32,7 @@ pub fn verdicts(f: &Fleet) -> Vec<String> {
     }
     let mut out = Vec::new();
     for o in &f.outliers {
-        let row = &c.rows[o.row];
+        let row = &f.rows[o.row];
         let more = match o.more_rows.len() {
             0 => String::new(),
             1 => "; 1 more figure stands out".into(),
@@ -86,8 +86,8 @@ pub fn write_text(f: &Fleet, markdown: bool, out: &mut impl Write) -> io::Result
     }
 }
 
-fn headline(c: &Comparison) -> impl Iterator<Item = (usize, &Row)> {
-    c.rows.iter().enumerate().filter(|(_, r)| r.headline)
+fn headline(f: &Fleet) -> impl Iterator<Item = (usize, &Row)> {
+    f.rows.iter().enumerate().filter(|(_, r)| r.headline)
 }
 
 fn cell(row: &Row, host: usize) -> String {
@@ -111,12 +111,12 @@ fn grid(f: &Fleet) -> Grid {
             text
         }
     };
-    let median = |r: usize| f.medians[r].map_or_else(|| "-".into(), |m| c.rows[r].metric.format(m));
+    let median = |r: usize| f.medians[r].map_or_else(|| "-".into(), |m| f.rows[r].metric.format(m));
     if f.hosts.len() <= HOSTS_AS_COLUMNS {
         let mut header = vec!["test".to_string(), "figure".to_string()];
         header.extend(f.hosts.iter().cloned());
         header.push("median".into());
-        let rows = headline(c)
+        let rows = headline(f)
             .map(|(r, row)| {
                 let mut cells = vec![c.row_title(row), row.metric_label().to_string()];
                 cells.extend((0..f.hosts.len()).map(|h| mark(h, r, cell(row, h))));
@@ -141,7 +141,7 @@ fn grid(f: &Fleet) -> Grid {
             }
         }
     }
-    for (r, _) in headline(c) {
+    for (r, _) in headline(f) {
         if !shown.contains(&r) {
             shown.push(r);
         }
@@ -151,12 +151,12 @@ fn grid(f: &Fleet) -> Grid {
     header.extend(
         shown
             .iter()
-            .map(|&r| format!("{} {}", c.row_title(&c.rows[r]), c.rows[r].metric_label())),
+            .map(|&r| format!("{} {}", c.row_title(&f.rows[r]), f.rows[r].metric_label())),
     );
     let mut rows: Vec<Vec<String>> = (0..f.hosts.len())
         .map(|h| {
             let mut cells = vec![f.hosts[h].clone()];
-            cells.extend(shown.iter().map(|&r| mark(h, r, cell(&c.rows[r], h))));
+            cells.extend(shown.iter().map(|&r| mark(h, r, cell(&f.rows[r], h))));
             cells
         })
         .collect();
@@ -174,7 +174,7 @@ fn grid(f: &Fleet) -> Grid {
 
 fn outlier_json(f: &Fleet, o: &Outlier) -> serde_json::Value {
     let c = &f.comparison;
-    let row = &c.rows[o.row];
+    let row = &f.rows[o.row];
     json!({
         "host": f.hosts[o.host],
         "run_id": c.runs[o.host].id,
@@ -226,7 +226,7 @@ pub fn write_json(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
         })
     };
     let doc = doc.as_object().expect("an object");
-    super::json::write_streaming(doc, "figures", c.rows.iter().enumerate(), figure, out)
+    super::json::write_streaming(doc, "figures", f.rows.iter().enumerate(), figure, out)
 }
 
 /// CSV, one line per figure and host: `test,direction,metric,host,value,median,outlier`; test
@@ -245,7 +245,7 @@ pub fn write_csv(f: &Fleet, out: &mut impl Write) -> io::Result<()> {
         "outlier",
     ])
     .map_err(fail)?;
-    for (r, row) in c.rows.iter().enumerate() {
+    for (r, row) in f.rows.iter().enumerate() {
         for (h, host) in f.hosts.iter().enumerate() {
             let Some(cell) = row.cells.get(h).and_then(Option::as_ref) else {
                 continue;

@@ -22,94 +22,117 @@ impl Grid {
     /// terminal's) cut the first column (the names) first, to no fewer than
     /// [`NARROWEST_NAMES`] columns.
     pub fn write_text(&self, out: &mut impl Write, width: Option<usize>) -> io::Result<()> {
-        let mut escaped = self.escaped();
-        let mut widths = escaped.widths();
-        let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
-        if let (Some(width), Some(first)) = (width, widths.first().copied())
-            && total > width
-        {
-            let keep = first
-                .saturating_sub(total - width)
-                .max(NARROWEST_NAMES)
-                .min(first);
-            widths[0] = keep;
-            for row in std::iter::once(&mut escaped.header).chain(&mut escaped.rows) {
-                if let Some(cell) = row.first_mut() {
-                    *cell = crate::fit::ellipsis(cell, keep);
-                }
-            }
-        }
-        for row in std::iter::once(&escaped.header).chain(&escaped.rows) {
-            let mut line = String::new();
-            for (i, cell) in row.iter().enumerate() {
-                if i > 0 {
-                    line.push_str("  ");
-                }
-                let pad = widths[i].saturating_sub(cell.width());
-                if self.right.get(i).copied().unwrap_or(false) {
-                    line.push_str(&" ".repeat(pad));
-                    line.push_str(cell);
-                } else {
-                    line.push_str(cell);
-                    line.push_str(&" ".repeat(pad));
-                }
-            }
-            writeln!(out, "{}", line.trim_end())?;
-        }
-        Ok(())
+        write_text_rows(
+            &self.header,
+            &self.right,
+            || self.rows.iter().cloned(),
+            out,
+            width,
+        )
     }
 
     /// A GitHub-flavoured Markdown table; every cell escaped, and cut as in text.
     pub fn write_markdown(&self, out: &mut impl Write) -> io::Result<()> {
-        let line = |cells: &[String]| {
-            let escaped: Vec<String> = cells
-                .iter()
-                .map(|c| markdown_escape(&cut(c, SHOWN_CHARS)))
-                .collect();
-            format!("| {} |", escaped.join(" | "))
-        };
-        writeln!(out, "{}", line(&self.header))?;
-        let rule: Vec<&str> = (0..self.header.len())
-            .map(|i| {
-                if self.right.get(i).copied().unwrap_or(false) {
-                    "---:"
-                } else {
-                    "---"
-                }
-            })
-            .collect();
-        writeln!(out, "| {} |", rule.join(" | "))?;
-        for row in &self.rows {
-            writeln!(out, "{}", line(row))?;
-        }
-        Ok(())
+        write_markdown_rows(&self.header, &self.right, self.rows.iter().cloned(), out)
     }
+}
 
-    fn escaped(&self) -> Grid {
-        let cells = |row: &Vec<String>| {
-            row.iter()
-                .map(|c| escape(&cut(c, SHOWN_CHARS)).into_owned())
-                .collect()
-        };
-        Grid {
-            header: cells(&self.header),
-            rows: self.rows.iter().map(cells).collect(),
-            right: self.right.clone(),
-        }
-    }
-
-    fn widths(&self) -> Vec<usize> {
-        let mut widths = vec![0; self.header.len()];
-        for row in std::iter::once(&self.header).chain(&self.rows) {
-            for (i, cell) in row.iter().enumerate() {
-                if i < widths.len() {
-                    // Columns on screen, not characters: CJK and emoji take two.
-                    widths[i] = widths[i].max(cell.width());
-                }
+/// As [`Grid::write_text`], for rows made by `rows` twice, once to measure the columns and
+/// once to write them, so that a table of many rows is never held whole.
+pub fn write_text_rows<I: Iterator<Item = Vec<String>>>(
+    header: &[String],
+    right: &[bool],
+    rows: impl Fn() -> I,
+    out: &mut impl Write,
+    width: Option<usize>,
+) -> io::Result<()> {
+    let escaped = |row: &[String]| -> Vec<String> {
+        row.iter()
+            .map(|c| escape(&cut(c, SHOWN_CHARS)).into_owned())
+            .collect()
+    };
+    let header = escaped(header);
+    let mut widths = vec![0; header.len()];
+    let mut measure = |row: &[String]| {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                // Columns on screen, not characters: CJK and emoji take two.
+                widths[i] = widths[i].max(cell.width());
             }
         }
-        widths
+    };
+    measure(&header);
+    for row in rows() {
+        measure(&escaped(&row));
     }
+    let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    let mut keep = None;
+    if let (Some(width), Some(first)) = (width, widths.first().copied())
+        && total > width
+    {
+        let cut = first
+            .saturating_sub(total - width)
+            .max(NARROWEST_NAMES)
+            .min(first);
+        widths[0] = cut;
+        keep = Some(cut);
+    }
+    let mut write = |mut row: Vec<String>| -> io::Result<()> {
+        if let (Some(keep), Some(cell)) = (keep, row.first_mut()) {
+            *cell = crate::fit::ellipsis(cell, keep);
+        }
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            let pad = widths[i].saturating_sub(cell.width());
+            if right.get(i).copied().unwrap_or(false) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())
+    };
+    write(header)?;
+    for row in rows() {
+        write(escaped(&row))?;
+    }
+    Ok(())
+}
+
+/// As [`Grid::write_markdown`], for rows made as they are written.
+pub fn write_markdown_rows(
+    header: &[String],
+    right: &[bool],
+    rows: impl Iterator<Item = Vec<String>>,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let line = |cells: &[String]| {
+        let escaped: Vec<String> = cells
+            .iter()
+            .map(|c| markdown_escape(&cut(c, SHOWN_CHARS)))
+            .collect();
+        format!("| {} |", escaped.join(" | "))
+    };
+    writeln!(out, "{}", line(header))?;
+    let rule: Vec<&str> = (0..header.len())
+        .map(|i| {
+            if right.get(i).copied().unwrap_or(false) {
+                "---:"
+            } else {
+                "---"
+            }
+        })
+        .collect();
+    writeln!(out, "| {} |", rule.join(" | "))?;
+    for row in rows {
+        writeln!(out, "{}", line(&row))?;
+    }
+    Ok(())
 }
 
 /// Text from runs (labels, paths) made inert in Markdown: renderers pass raw HTML through and

@@ -2,7 +2,6 @@
 //! no scripts, fonts, images or links, so it opens anywhere (mail attachment, air-gapped
 //! machine) and cannot phone home. Every piece of text from a run is escaped.
 
-use super::results::groups;
 use crate::compare::{Comparison, Metric, Row, Significance};
 use crate::units::format_latency_ns;
 use std::fmt::Write as _;
@@ -40,11 +39,27 @@ tr.differs td{background:#fff4d6}
 svg text{font-family:system-ui,sans-serif;font-size:12px;fill:#222}
 ";
 
+/// At most this many tests are drawn: the page is built in memory (and written whole, through
+/// a temporary file), about 4.6 KB a test of two runs, so 10,000 tests make a page of ~50 MB
+/// (more than a browser shows usefully), and 200,000 would make ~1 GB.
+const DRAWN_TESTS: usize = 10_000;
+
 /// The whole page.
 pub fn write(
     c: &Comparison,
     title: &str,
     run_warnings: &[String],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    write_at_most(c, title, run_warnings, DRAWN_TESTS, out)
+}
+
+/// The page, drawing at most `most` tests (a warning says when there were more).
+pub(crate) fn write_at_most(
+    c: &Comparison,
+    title: &str,
+    run_warnings: &[String],
+    most: usize,
     out: &mut impl Write,
 ) -> io::Result<()> {
     let mut h = String::new();
@@ -63,11 +78,19 @@ pub fn write(
     } else {
         Vec::new()
     };
+    let drawn = c.tests.len().min(most);
+    let undrawn = (drawn < c.tests.len()).then(|| {
+        format!(
+            "this page draws the first {drawn} of {} tests; --csv and --json have every figure",
+            c.tests.len()
+        )
+    });
     let warnings: Vec<&String> = c
         .warnings
         .iter()
         .chain(run_warnings)
         .chain(&per_run)
+        .chain(&undrawn)
         .collect();
     if !warnings.is_empty() {
         h.push_str("<ul>\n");
@@ -78,8 +101,22 @@ pub fn write(
     }
     runs_table(&mut h, c);
     h.push_str("<h2>Tests</h2>\n");
-    for (title, rows) in groups(c) {
-        test_section(&mut h, c, &title, &rows);
+    // A group (a test's rows of one direction) at a time: the rows are made as they are
+    // drawn, and only the page is held (see [`DRAWN_TESTS`]).
+    let mut group: Option<(String, Vec<Row>)> = None;
+    for row in (0..drawn).flat_map(|t| c.test_rows(t)) {
+        let title = c.row_title(&row);
+        match &mut group {
+            Some((t, rows)) if *t == title => rows.push(row),
+            _ => {
+                if let Some((t, rows)) = group.replace((title, vec![row])) {
+                    test_section(&mut h, c, &t, &rows.iter().collect::<Vec<_>>());
+                }
+            }
+        }
+    }
+    if let Some((t, rows)) = group {
+        test_section(&mut h, c, &t, &rows.iter().collect::<Vec<_>>());
     }
     fingerprint_table(&mut h, c);
     h.push_str(

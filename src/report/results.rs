@@ -203,7 +203,7 @@ pub fn show_text(
     // Only the columns this kind of run has (a CPU run has ops/s and no latency).
     let metrics: Vec<Metric> = SHOW_METRICS
         .into_iter()
-        .filter(|m| c.rows.iter().any(|r| r.metric == *m))
+        .filter(|m| c.rows().any(|r| r.metric == *m))
         .collect();
     let mut header = vec!["test".to_string()];
     header.extend(
@@ -214,6 +214,7 @@ pub fn show_text(
     header.push("repeats".into());
     let mut rows = Vec::new();
     for (title, group) in groups(c) {
+        let group: Vec<&Row> = group.iter().collect();
         let flushes = group
             .first()
             .filter(|r| r.direction == "sync")
@@ -290,12 +291,11 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
     writeln!(out)?;
     let mut header = vec!["test".to_string(), "figure".to_string()];
     header.extend(c.runs.iter().map(|r| r.column()));
-    let rows: Vec<Vec<String>> = c
-        .rows
-        .iter()
-        .filter(|r| r.headline)
-        .map(|row| {
-            let mut cells = vec![c.row_title(row), row.metric_label().to_string()];
+    // Made as they are written (twice for a terminal: once to measure the columns), so a
+    // comparison of many tests never holds its table.
+    let rows = || {
+        c.headline_rows().map(|row| {
+            let mut cells = vec![c.row_title(&row), row.metric_label().to_string()];
             cells.extend(row.cells.iter().map(|cell| match cell {
                 None => "-".to_string(),
                 Some(cell) => match cell.change_pct {
@@ -309,18 +309,16 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
             }));
             cells
         })
-        .collect();
+    };
     let mut right = vec![true; header.len()];
     right[0] = false;
     right[1] = false;
-    text.grid(
-        &Grid {
-            header,
-            rows,
-            right,
-        },
-        out,
-    )?;
+    match text {
+        Text::Terminal(width) => {
+            super::grid::write_text_rows(&header, &right, rows, out, width)?;
+        }
+        Text::Markdown => super::grid::write_markdown_rows(&header, &right, rows(), out)?,
+    }
     writeln!(out)?;
     writeln!(
         out,
@@ -371,7 +369,7 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
         .collect();
     // Made into JSON one at a time as they are written: all rows as one tree took gigabytes
     // for a run of many tests.
-    let row_json = |row: &crate::compare::Row| {
+    let row_json = |row: crate::compare::Row| {
         let t = &c.tests[row.test];
         json!({
             "test": t.name, "rw": t.rw, "bs_bytes": t.bs_bytes, "iodepth": t.iodepth,
@@ -406,9 +404,9 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
         let regressions: Vec<Value> = c
             .regressions(pct)
             .iter()
-            .map(|(row, i, cell)| {
-                json!({"test": c.row_title(row), "metric": row.metric.key(), "run": c.runs[*i].id,
-                       "change_pct": cell.change_pct})
+            .map(|r| {
+                json!({"test": r.title, "metric": r.key, "run": c.runs[r.run].id,
+                       "change_pct": r.change_pct})
             })
             .collect();
         let judged: Vec<Value> = c
@@ -421,7 +419,7 @@ pub fn compare_json(c: &Comparison, fail_pct: Option<f64>, out: &mut impl Write)
         doc["judgement_regressions"] = Value::Array(judged);
     }
     let doc = doc.as_object().expect("an object");
-    super::json::write_streaming(doc, "rows", &c.rows, row_json, out)
+    super::json::write_streaming(doc, "rows", c.rows(), row_json, out)
 }
 
 /// Every figure, one row per test, direction and metric; per run its value, and for the
@@ -449,7 +447,7 @@ pub fn csv(c: &Comparison, out: &mut impl Write) -> anyhow::Result<()> {
     }
     w.write_record(&header)?;
     let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
-    for row in &c.rows {
+    for row in c.rows() {
         let t = &c.tests[row.test];
         let mut rec = vec![
             spreadsheet_text(&t.name),
@@ -518,10 +516,10 @@ fn judgement_csv<W: Write>(c: &Comparison, w: &mut csv::Writer<W>) -> anyhow::Re
 }
 
 /// Rows grouped by test and direction, with their titles, in order.
-pub fn groups(c: &Comparison) -> Vec<(String, Vec<&Row>)> {
-    let mut out: Vec<(String, Vec<&Row>)> = Vec::new();
-    for row in &c.rows {
-        let title = c.row_title(row);
+pub fn groups(c: &Comparison) -> Vec<(String, Vec<Row>)> {
+    let mut out: Vec<(String, Vec<Row>)> = Vec::new();
+    for row in c.rows() {
+        let title = c.row_title(&row);
         match out.last_mut() {
             Some((t, rows)) if *t == title => rows.push(row),
             _ => out.push((title, vec![row])),

@@ -181,6 +181,21 @@ impl Results {
         }
     }
 
+    /// The run with `id` without its tests, each of its first `max_tests` tests handed to
+    /// `each` as read: its name, its JSON text and its figures.
+    pub fn each_test(
+        &mut self,
+        id: i64,
+        max_tests: usize,
+        each: &mut crate::store::EachTest<'_>,
+    ) -> Result<StoredRun> {
+        match self {
+            Results::Local(s) => s.each_test(id, max_tests, each),
+            #[cfg(feature = "pg")]
+            Results::Shared(s) => s.each_test(id, max_tests, each),
+        }
+    }
+
     /// Saves a whole run in one transaction; returns its id.
     pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
         self.import_run(run).map(|(id, _)| id)

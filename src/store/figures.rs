@@ -123,8 +123,16 @@ impl LatencyView {
 
 /// Every sample and direction present in a test object.
 pub fn of_test(test: &Value) -> Vec<Figures> {
-    let test: SampleView = view(test);
-    let mut out = directions(&test, 0);
+    of_sample(&view(test))
+}
+
+/// As [`of_test`], from the test's JSON text.
+pub fn of_test_text(test: &str) -> Vec<Figures> {
+    of_sample(&crate::store::stored::view_text(test))
+}
+
+fn of_sample(test: &SampleView) -> Vec<Figures> {
+    let mut out = directions(test, 0);
     if let Some(repeats) = test.repeats.get() {
         for (i, repeat) in repeats.iter().enumerate() {
             if let Some(repeat) = repeat.get() {
@@ -156,13 +164,23 @@ fn directions(sample: &SampleView, n: u32) -> Vec<Figures> {
 
 /// Writes the figures of test `seq` of run `run_id`.
 pub fn insert(tx: &Transaction, run_id: i64, seq: i64, test: &Value) -> rusqlite::Result<()> {
+    insert_all(tx, run_id, seq, of_test(test))
+}
+
+/// Saves a test's figures (of [`of_test`] or [`of_test_text`]).
+pub fn insert_all(
+    tx: &Transaction,
+    run_id: i64,
+    seq: i64,
+    figures: Vec<Figures>,
+) -> rusqlite::Result<()> {
     let mut stmt = tx.prepare_cached(
         "INSERT INTO figures (run_id, seq, sample, direction, iops, bw_bytes_per_s,
             lat_mean_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns,
             lat_max_ns, ops_per_s)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?;
-    for f in of_test(test) {
+    for f in figures {
         let l = f.lat_ns;
         stmt.execute(params![
             run_id,

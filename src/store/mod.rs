@@ -23,7 +23,9 @@ pub(crate) mod version;
 pub use backend::redact;
 pub use backend::{Place, Results, is_url};
 pub use document::{parse_documents, read_documents};
-pub use run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes};
+#[cfg(test)]
+pub use run::StoredTest;
+pub use run::{EachTest, NewRun, RunKind, RunSource, RunStatus, StoredRun, suite_changes};
 #[cfg(feature = "pg")]
 pub use runs::RawRun;
 pub use runs::{ListText, RunSummary};

@@ -71,6 +71,11 @@ pub struct NewRun {
 pub struct NewTest(String);
 
 impl NewTest {
+    /// The test's JSON object as compact text, as it is stored.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
     /// The test's JSON object.
     pub fn value(&self) -> Value {
         // Always our own serialisation of a `Value`, so it parses.
@@ -123,6 +128,11 @@ pub struct StoredRun {
     /// The run id made on the host that saved it, the same in every store it is copied to.
     pub uuid: Option<String>,
 }
+
+/// What takes a run's tests one at a time as a store reads them (`Results::each_test`): each
+/// test's name, its JSON text and its figures.
+pub type EachTest<'a> =
+    dyn FnMut(String, &str, Vec<super::figures::Figures>) -> anyhow::Result<()> + 'a;
 
 /// A test read back from the store: its full JSON object and its indexed figures.
 #[derive(Debug, Clone)]

@@ -270,7 +270,7 @@ impl Store {
         }
         let id = insert_run_row(&tx, run).map_err(fail)?;
         for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&tx, id, seq as i64, &test.value()).map_err(fail)?;
+            insert_test(&tx, id, seq as i64, test.text()).map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
         Ok((id, true))
@@ -299,7 +299,7 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
-        insert_test(&tx, run_id, seq as i64, test).map_err(fail)?;
+        insert_test(&tx, run_id, seq as i64, &test.to_string()).map_err(fail)?;
         tx.commit().map_err(fail)
     }
 
@@ -503,6 +503,33 @@ impl Store {
     }
 
     fn load_with(&self, id: i64, summary: bool, max_tests: usize) -> Result<StoredRun> {
+        let mut tests = Vec::new();
+        let mut run = self.each_test(id, max_tests, &mut |name, json, figures| {
+            let json = if summary {
+                serde_json::from_str::<Summary>(json).map_or(Value::Null, |s| s.0)
+            } else {
+                serde_json::from_str(json).unwrap_or(Value::Null)
+            };
+            tests.push(StoredTest {
+                name,
+                json,
+                figures,
+            });
+            Ok(())
+        })?;
+        run.tests = tests;
+        Ok(run)
+    }
+
+    /// The run with `id` without its tests, each of its first `max_tests` tests handed to
+    /// `each` as read (its name, its JSON text and its figures): one test held at a time, so
+    /// `compare` keeps only what it compares.
+    pub fn each_test(
+        &self,
+        id: i64,
+        max_tests: usize,
+        each: &mut crate::store::EachTest<'_>,
+    ) -> Result<StoredRun> {
         // SQLite reads a negative LIMIT as none.
         let limit = i64::try_from(max_tests).unwrap_or(-1);
         // One read transaction: one snapshot of the run, and one lock taken instead of one
@@ -516,96 +543,56 @@ impl Store {
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        let Some(mut run) = run else {
+        let Some(run) = run else {
             bail!(
                 "no run {id} in {} (tacho runs list shows the stored ones)",
                 self.path.display()
             );
         };
-        let mut figures = self.figures(&snapshot, id, limit)?.into_iter().peekable();
+        // Both queries go in seq order, read side by side: this test's figures are the next
+        // ones.
+        let mut figures_stmt = snapshot.prepare(FIGURES_OF_RUN).map_err(|e| self.err(e))?;
+        let mut figures = figures_stmt.query([id, limit]).map_err(|e| self.err(e))?;
+        let mut next_figure = || -> Result<Option<(i64, Option<Figures>)>> {
+            figures
+                .next()
+                .and_then(|r| r.map(figure_row).transpose())
+                .map_err(|e| self.err(e))
+        };
+        let mut pending = next_figure()?;
         let mut stmt = snapshot
             .prepare("SELECT seq, name, json FROM tests WHERE run_id = ?1 ORDER BY seq LIMIT ?2")
             .map_err(|e| self.err(e))?;
         let mut rows = stmt.query([id, limit]).map_err(|e| self.err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
-            let (seq, name, json): (i64, String, String) =
-                (|| Ok::<_, rusqlite::Error>((row.get(0)?, row.get(1)?, row.get(2)?)))()
-                    .map_err(|e| self.err(e))?;
-            // Both queries go in seq order: this test's figures are the next ones.
-            while figures.next_if(|(s, _)| *s < seq).is_some() {}
-            let mut mine = Vec::new();
-            while let Some((_, f)) = figures.next_if(|(s, _)| *s == seq) {
-                mine.push(f);
-            }
-            let json = if summary {
-                serde_json::from_str::<Summary>(&json).map_or(Value::Null, |s| s.0)
-            } else {
-                serde_json::from_str(&json).unwrap_or(Value::Null)
+            let read = || -> rusqlite::Result<(i64, String, &str)> {
+                let json = row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
+                Ok((row.get(0)?, row.get(1)?, json))
             };
-            // Runs saved before flushes were indexed have their flush figures only in the JSON.
-            if !mine.iter().any(|f| f.direction == "sync") {
+            let (seq, name, json) = read().map_err(|e| self.err(e))?;
+            let mut mine = Vec::new();
+            while let Some((s, f)) = pending.take() {
+                if s > seq {
+                    pending = Some((s, f));
+                    break;
+                }
+                if s == seq {
+                    mine.extend(f);
+                }
+                pending = next_figure()?;
+            }
+            // Runs saved before flushes were indexed have their flush figures only in the
+            // JSON.
+            if !mine.iter().any(|f| f.direction == "sync") && json.contains("\"sync\"") {
                 mine.extend(
-                    figures::of_test(&json)
+                    figures::of_test_text(json)
                         .into_iter()
                         .filter(|f| f.direction == "sync"),
                 );
             }
-            run.tests.push(StoredTest {
-                name,
-                json,
-                figures: mine,
-            });
+            each(name, json, mine)?;
         }
         Ok(run)
-    }
-
-    /// Every figure of the first `limit` tests of run `run_id` (all for a negative limit) with
-    /// its test's seq, in (seq, sample, direction) order: one query for the run, not one per
-    /// test.
-    fn figures(
-        &self,
-        conn: &rusqlite::Connection,
-        run_id: i64,
-        limit: i64,
-    ) -> Result<Vec<(i64, Figures)>> {
-        let mut stmt = conn
-            .prepare(
-                "SELECT sample, direction, iops, bw_bytes_per_s, lat_mean_ns, lat_p50_ns,
-                        lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns, lat_max_ns,
-                        ops_per_s, seq
-                 FROM figures WHERE run_id = ?1 AND seq IN
-                     (SELECT seq FROM tests WHERE run_id = ?1 ORDER BY seq LIMIT ?2)
-                 ORDER BY seq, sample, direction",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows: Vec<Option<(i64, Figures)>> = stmt
-            .query_map([run_id, limit], |r| {
-                let direction: String = r.get(1)?;
-                // Tacho writes only DIRECTIONS; a row from a newer tacho with another
-                // direction is left out rather than shown under a wrong name.
-                let Some(direction) = figures::direction(&direction) else {
-                    return Ok(None);
-                };
-                let mut lat_ns = [None; 7];
-                for (i, slot) in lat_ns.iter_mut().enumerate() {
-                    *slot = r.get(4 + i)?;
-                }
-                Ok(Some((
-                    r.get(12)?,
-                    Figures {
-                        sample: r.get(0)?,
-                        direction,
-                        iops: r.get(2)?,
-                        bw_bytes_per_s: r.get(3)?,
-                        ops_per_s: r.get(11)?,
-                        lat_ns,
-                    },
-                )))
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(|e| self.err(e))?;
-        let rows = rows.into_iter().flatten().collect();
-        Ok(rows)
     }
 
     /// Removes runs with all their tests; fails without removing anything if one is missing.
@@ -629,6 +616,41 @@ impl Store {
         }
         tx.commit().map_err(fail)
     }
+}
+
+/// Every figure of the first `?2` tests of run `?1` (all for a negative limit) with its test's
+/// seq, in (seq, sample, direction) order: one query for the run, not one per test.
+const FIGURES_OF_RUN: &str = "
+    SELECT sample, direction, iops, bw_bytes_per_s, lat_mean_ns, lat_p50_ns, lat_p90_ns,
+           lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns, lat_max_ns, ops_per_s, seq
+    FROM figures WHERE run_id = ?1 AND seq IN
+        (SELECT seq FROM tests WHERE run_id = ?1 ORDER BY seq LIMIT ?2)
+    ORDER BY seq, sample, direction";
+
+/// A row of [`FIGURES_OF_RUN`]: its test's seq and the figures; `None` for a direction this
+/// tacho does not write (a row from a newer tacho is left out rather than shown under a
+/// wrong name).
+fn figure_row(r: &Row) -> rusqlite::Result<(i64, Option<Figures>)> {
+    let seq = r.get(12)?;
+    let direction: String = r.get(1)?;
+    let Some(direction) = figures::direction(&direction) else {
+        return Ok((seq, None));
+    };
+    let mut lat_ns = [None; 7];
+    for (i, slot) in lat_ns.iter_mut().enumerate() {
+        *slot = r.get(4 + i)?;
+    }
+    Ok((
+        seq,
+        Some(Figures {
+            sample: r.get(0)?,
+            direction,
+            iops: r.get(2)?,
+            bw_bytes_per_s: r.get(3)?,
+            ops_per_s: r.get(11)?,
+            lat_ns,
+        }),
+    ))
 }
 
 /// A test's JSON object without [`SUMMARY_SKIPS`], skipped unparsed.
@@ -812,10 +834,10 @@ fn insert_test(
     tx: &rusqlite::Transaction,
     run_id: i64,
     seq: i64,
-    test: &Value,
+    test: &str,
 ) -> rusqlite::Result<()> {
-    let text = |k: &str| test.get(k).and_then(Value::as_str);
-    let int = |k: &str| test.get(k).and_then(Value::as_i64);
+    // Read from the test's compact text, as it is stored: no tree of values is built.
+    let columns: TestColumns = super::stored::view_text(test);
     tx.prepare_cached(
         "INSERT INTO tests (run_id, seq, name, rw, bs_bytes, iodepth, numjobs, json)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -823,12 +845,24 @@ fn insert_test(
     .execute(params![
         run_id,
         seq,
-        text("name").unwrap_or("?"),
-        text("rw"),
-        int("bs_bytes"),
-        int("iodepth"),
-        int("numjobs"),
-        test.to_string(),
+        columns.name.get().map_or("?", String::as_str),
+        columns.rw.get(),
+        columns.bs_bytes.get(),
+        columns.iodepth.get(),
+        columns.numjobs.get(),
+        test,
     ])?;
-    figures::insert(tx, run_id, seq, test)
+    figures::insert_all(tx, run_id, seq, figures::of_test_text(test))
+}
+
+/// The fields of a test the `tests` table keeps in columns of their own (a text field only
+/// when it is text, a number only when it is a whole number that fits).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct TestColumns {
+    name: super::stored::Field<String>,
+    rw: super::stored::Field<String>,
+    bs_bytes: super::stored::Field<i64>,
+    iodepth: super::stored::Field<i64>,
+    numjobs: super::stored::Field<i64>,
 }

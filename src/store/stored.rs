@@ -367,6 +367,66 @@ pub(crate) struct TestView {
     pub(crate) times: Field<Vec<IgnoredAny>>,
 }
 
+/// A test's warnings (written from `bench::result::TestResult`): only the field read, as a run
+/// may hold many tests.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct TestWarningsView {
+    pub(crate) warnings: Field<Vec<Field<WarningView>>>,
+}
+
+/// What `compare` reads of a stored test, read from its JSON text in one pass: the fields of
+/// [`WorkView`], [`TestView`] and [`TestWarningsView`] (the per-second figures are not read:
+/// a comparison's tests are summaries without them, see `Store::load_summary`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct CompareTestView {
+    rw: Field<String>,
+    bs_bytes: Field<u64>,
+    iodepth: Field<u64>,
+    numjobs: Field<u64>,
+    rwmixread: Field<u64>,
+    sync_every: Field<SyncEveryView>,
+    sync: Field<SyncView>,
+    engine: Field<Text>,
+    direct: Field<bool>,
+    runtime_s: Field<f64>,
+    planned_runtime_s: Field<f64>,
+    ramp_s: Field<f64>,
+    threads: Field<Text>,
+    times: Field<Vec<IgnoredAny>>,
+    warnings: Field<Vec<Field<WarningView>>>,
+}
+
+impl CompareTestView {
+    /// The view split into the views it is made of.
+    pub(crate) fn split(self) -> (WorkView, TestView, TestWarningsView) {
+        (
+            WorkView {
+                rw: self.rw,
+                bs_bytes: self.bs_bytes,
+                iodepth: self.iodepth,
+                numjobs: self.numjobs,
+                rwmixread: self.rwmixread,
+                sync_every: self.sync_every,
+                sync: self.sync,
+            },
+            TestView {
+                engine: self.engine,
+                direct: self.direct,
+                runtime_s: self.runtime_s,
+                planned_runtime_s: self.planned_runtime_s,
+                ramp_s: self.ramp_s,
+                threads: self.threads,
+                times: self.times,
+            },
+            TestWarningsView {
+                warnings: self.warnings,
+            },
+        )
+    }
+}
+
 /// What a disk test did (written from `bench::result::TestResult` and `io::spec`): the fields
 /// that decide whether two runs' tests are the same work, and the flush count.
 #[derive(Debug, Default, Deserialize)]
@@ -428,6 +488,12 @@ pub(crate) struct CliffView {
 /// The view of `value`; a value that is not an object reads as nothing recorded.
 pub(crate) fn view<T: Default + DeserializeOwned>(value: &Value) -> T {
     T::deserialize(ObjectsOnly(value)).unwrap_or_default()
+}
+
+/// As [`view`], read straight from a document's JSON text (no tree of values built first).
+pub(crate) fn view_text<T: Default + DeserializeOwned>(text: &str) -> T {
+    let mut de = serde_json::Deserializer::from_str(text);
+    T::deserialize(ObjectsOnly(&mut de)).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -92,43 +92,57 @@ impl PgStore {
     /// As [`PgStore::load`], with only the first `max_tests` tests (see
     /// [`crate::store::Store::load_summary`]).
     pub fn load_upto(&mut self, id: i64, max_tests: usize) -> Result<StoredRun> {
+        let mut tests = Vec::new();
+        let mut run = self.each_test(id, max_tests, &mut |name, json, figures| {
+            tests.push(StoredTest {
+                name,
+                json: serde_json::from_str(json).unwrap_or(Value::Null),
+                figures,
+            });
+            Ok(())
+        })?;
+        run.tests = tests;
+        Ok(run)
+    }
+
+    /// As [`crate::store::Store::each_test`]: the run without its tests, each of its first
+    /// `max_tests` handed to `each` as the server sends it (`query_raw` streams rows), with
+    /// its figures taken from its JSON.
+    pub fn each_test(
+        &mut self,
+        id: i64,
+        max_tests: usize,
+        each: &mut crate::store::EachTest<'_>,
+    ) -> Result<StoredRun> {
         // LIMIT NULL is no limit.
         let limit = i64::try_from(max_tests).ok();
-        let mut tx = self
-            .client
-            .transaction()
-            .map_err(|e| fail(&self.shown, &e))?;
+        let shown = self.shown.clone();
+        let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
         let row = tx
             .query_opt(
                 &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
                 &[&id],
             )
-            .map_err(|e| fail(&self.shown, &e))?;
+            .map_err(|e| fail(&shown, &e))?;
         let Some(row) = row else {
-            bail!(
-                "no run {id} in {} (tacho runs list shows the stored ones)",
-                self.shown
-            );
+            bail!("no run {id} in {shown} (tacho runs list shows the stored ones)");
         };
-        let tests = tx
-            .query(
+        let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&id, &limit];
+        let mut tests = tx
+            .query_raw(
                 "SELECT name, json FROM tests WHERE run_id = $1 ORDER BY seq LIMIT $2",
-                &[&id, &limit],
+                params,
             )
-            .map_err(|e| fail(&self.shown, &e))?
-            .iter()
-            .map(|t| {
-                let json: Value = serde_json::from_str(t.get::<_, &str>(1)).unwrap_or(Value::Null);
-                StoredTest {
-                    name: t.get(0),
-                    figures: figures::of_test(&json),
-                    json,
-                }
-            })
-            .collect();
-        tx.commit().map_err(|e| fail(&self.shown, &e))?;
+            .map_err(|e| fail(&shown, &e))?;
+        while let Some(t) = tests.next().map_err(|e| fail(&shown, &e))? {
+            let json: &str = t.get(1);
+            let figures = figures::of_test_text(json);
+            each(t.get(0), json, figures)?;
+        }
+        drop(tests);
+        tx.commit().map_err(|e| fail(&shown, &e))?;
         let run = raw(&row);
-        run.stored(status(&self.root, &run), tests)
+        run.stored(status(&self.root, &run), Vec::new())
     }
 
     /// Saves a whole run in one transaction unless a run with its run id is already here:
