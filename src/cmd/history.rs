@@ -360,7 +360,8 @@ fn incident(
 ) -> Result<ExitCode> {
     check_page(page)?;
     let mut timeline = Timeline::whole(crate::report::charts::MAX_POINTS);
-    let summary = summary::summarise_each(history, from, to, top, |s| timeline.push(s))?;
+    let summary =
+        summary::summarise_each(history, from, to, top, |s, i| timeline.push_judged(s, i))?;
     let host = crate::kernel::host::Host::read(&SysRoot::real());
     let incident = Incident {
         summary: &summary,

@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use super::charts::{self, Mark};
 use super::html::esc;
 use crate::history::summary::Summary;
-use crate::history::timeline::Timeline;
+use crate::history::timeline::{Point, Timeline};
 use crate::kernel::host::Host;
 use crate::units::format_bytes_approx;
 
@@ -19,6 +19,12 @@ use crate::units::format_bytes_approx;
 const OPEN_FINDINGS: usize = 12;
 /// Culprits named per finding (most often named first).
 const CULPRITS: usize = 5;
+/// A row's small timeline: width in pixels...
+const SPARK_WIDTH: usize = 120;
+/// ... height ...
+const SPARK_HEIGHT: usize = 22;
+/// ... and the most values it draws (a longer window is averaged into this many).
+const SPARK_BUCKETS: usize = 120;
 
 /// What the page is made of.
 pub struct Incident<'a> {
@@ -182,8 +188,14 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
 
 fn processes(h: &mut String, i: &Incident) {
     let s = i.summary;
-    h.push_str("<h2>Top processes</h2>\n");
-    let table = |h: &mut String, title: &str, head: &[&str], rows: Vec<Vec<String>>| {
+    let points: Vec<&Point> = i.timeline.points().collect();
+    h.push_str(
+        "<h2>Top processes</h2>\n<p class=\"muted\">Each row's small timeline spans the \
+         window on its own scale (hover it for its peak); a gap is a time it was not among \
+         the busiest of its interval, or not running.</p>\n",
+    );
+    // Rows of escaped cells, then the timeline's markup.
+    let table = |h: &mut String, title: &str, head: &[&str], rows: Vec<(Vec<String>, String)>| {
         let _ = writeln!(h, "<h3>{}</h3>", esc(title));
         if rows.is_empty() {
             h.push_str("<p class=\"muted\">none in the window</p>\n");
@@ -193,16 +205,26 @@ fn processes(h: &mut String, i: &Incident) {
         for c in head {
             let _ = write!(h, "<th>{c}</th>");
         }
-        h.push_str("</tr>\n");
-        for row in rows {
+        h.push_str("<th>over the window</th></tr>\n");
+        for (row, spark) in rows {
             h.push_str("<tr>");
             for (n, cell) in row.iter().enumerate() {
                 let class = if n == 0 { "" } else { " class=\"num\"" };
                 let _ = write!(h, "<td{class}>{}</td>", esc(cell));
             }
+            let _ = write!(h, "<td class=\"spark\">{spark}</td>");
             h.push_str("</tr>\n");
         }
         h.push_str("</table></div>\n");
+    };
+    let process = |pid: u32, comm: &str, cpu: bool| {
+        spark(&points, cpu, |p| {
+            p.activity
+                .processes
+                .iter()
+                .find(|q| q.pid == pid && q.comm == comm)
+                .map(|q| if cpu { q.cpu_pct } else { q.io_bytes_per_s })
+        })
     };
     table(
         h,
@@ -210,7 +232,12 @@ fn processes(h: &mut String, i: &Incident) {
         &["process", "pid", "CPU seconds"],
         s.top_cpu
             .iter()
-            .map(|p| vec![p.comm.clone(), p.pid.to_string(), format!("{:.1}", p.cpu_s)])
+            .map(|p| {
+                (
+                    vec![p.comm.clone(), p.pid.to_string(), format!("{:.1}", p.cpu_s)],
+                    process(p.pid, &p.comm, true),
+                )
+            })
             .collect(),
     );
     table(
@@ -220,12 +247,15 @@ fn processes(h: &mut String, i: &Incident) {
         s.top_io
             .iter()
             .map(|p| {
-                vec![
-                    p.comm.clone(),
-                    p.pid.to_string(),
-                    format_bytes_approx(p.read_bytes),
-                    format_bytes_approx(p.write_bytes),
-                ]
+                (
+                    vec![
+                        p.comm.clone(),
+                        p.pid.to_string(),
+                        format_bytes_approx(p.read_bytes),
+                        format_bytes_approx(p.write_bytes),
+                    ],
+                    process(p.pid, &p.comm, false),
+                )
             })
             .collect(),
     );
@@ -236,7 +266,19 @@ fn processes(h: &mut String, i: &Incident) {
         i.timeline
             .net_processes(i.top)
             .into_iter()
-            .map(|(p, u, b)| vec![p, u.unwrap_or_default(), format_bytes_approx(b as u64)])
+            .map(|(p, u, b)| {
+                let line = spark(&points, false, |q| {
+                    q.activity
+                        .net
+                        .iter()
+                        .find(|((c, v), _)| *c == p && *v == u)
+                        .map(|(_, b)| *b)
+                });
+                (
+                    vec![p, u.unwrap_or_default(), format_bytes_approx(b as u64)],
+                    line,
+                )
+            })
             .collect(),
     );
     table(
@@ -246,14 +288,101 @@ fn processes(h: &mut String, i: &Incident) {
         s.services
             .iter()
             .map(|c| {
-                vec![
-                    c.path.clone(),
-                    format_bytes_approx(c.read_bytes),
-                    format_bytes_approx(c.write_bytes),
-                ]
+                let line = spark(&points, false, |p| {
+                    p.activity
+                        .services
+                        .iter()
+                        .find(|(path, _)| *path == c.path)
+                        .map(|(_, b)| *b)
+                });
+                (
+                    vec![
+                        c.path.clone(),
+                        format_bytes_approx(c.read_bytes),
+                        format_bytes_approx(c.write_bytes),
+                    ],
+                    line,
+                )
             })
             .collect(),
     );
+}
+
+/// A row's small timeline: `value` of each point (CPU percent of one CPU when `cpu`, else
+/// bytes per second) averaged into at most [`SPARK_BUCKETS`], on the window's time axis and
+/// its own scale, as an inline SVG path broken where it is not known; its peak in its title.
+fn spark(points: &[&Point], cpu: bool, value: impl Fn(&Point) -> Option<f64>) -> String {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return String::new();
+    };
+    let (t0, t1) = (first.t - first.interval_s, last.t);
+    let every = points.len().div_ceil(SPARK_BUCKETS).max(1);
+    let buckets: Vec<(f64, Option<f64>)> = points
+        .chunks(every)
+        .map(|b| {
+            let known: Vec<f64> = b.iter().filter_map(|p| value(p)).collect();
+            let t = b.last().map_or(t1, |p| p.t);
+            (
+                t,
+                (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64),
+            )
+        })
+        .collect();
+    let Some((peak_t, peak)) = buckets
+        .iter()
+        .filter_map(|(t, v)| v.map(|v| (*t, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+    else {
+        return "<span class=\"muted\">not among the busiest</span>".into();
+    };
+    let (w, hgt) = (SPARK_WIDTH as f64, SPARK_HEIGHT as f64);
+    let x = |t: f64| {
+        if t1 > t0 {
+            ((t - t0) / (t1 - t0) * w).clamp(0.0, w)
+        } else {
+            w
+        }
+    };
+    let y = |v: f64| {
+        if peak > 0.0 {
+            hgt - 1.0 - v / peak * (hgt - 2.0)
+        } else {
+            hgt - 1.0
+        }
+    };
+    let mut d = String::new();
+    let mut drawing = false;
+    for (t, v) in &buckets {
+        match v {
+            Some(v) => {
+                let _ = write!(
+                    d,
+                    "{}{:.1},{:.1}",
+                    if drawing { "L" } else { "M" },
+                    x(*t),
+                    y(*v)
+                );
+                // A point alone shows as a dash.
+                if !drawing {
+                    d.push_str("h1");
+                }
+                drawing = true;
+            }
+            None => drawing = false,
+        }
+    }
+    let peak_text = if cpu {
+        format!("{peak:.0}% of a CPU")
+    } else {
+        format!("{}/s", format_bytes_approx(peak as u64))
+    };
+    let known = buckets.iter().filter(|(_, v)| v.is_some()).count();
+    format!(
+        "<svg class=\"spark\" width=\"{SPARK_WIDTH}\" height=\"{SPARK_HEIGHT}\" \
+         viewBox=\"0 0 {SPARK_WIDTH} {SPARK_HEIGHT}\" data-known=\"{known}\" \
+         data-peak-t=\"{peak_t}\"><title>{}</title><path d=\"{d}\"/></svg>",
+        esc(&format!("peak {peak_text} at {}", when(peak_t, false)))
+    )
 }
 
 fn host(h: &mut String, i: &Incident) {
@@ -372,5 +501,74 @@ mod tests {
         assert_eq!(page.matches("<script").count(), 3);
         assert!(!page.contains("<!--") && !page.contains('\u{202e}'));
         assert!(page.contains("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;&lt;!--"));
+    }
+
+    #[test]
+    fn each_top_process_has_its_small_timeline_broken_where_it_was_not_kept() {
+        use crate::history::interval::{Interval, Proc};
+        let name = "</script><svg onload=alert(1)>";
+        let mut timeline = Timeline::whole(100);
+        let mut s = crate::diagnose::findings::tests::fixture_top_sample();
+        s.findings.clear();
+        // Busy, not kept (another is busier, and it did nothing), busy again.
+        for (n, cpu_s) in [(1, 5.0), (2, 0.0), (3, 10.0)] {
+            s.time_unix_s = f64::from(n) * 10.0;
+            s.interval_s = 10.0;
+            let i = Interval {
+                start_unix_s: s.time_unix_s - 10.0,
+                end_unix_s: s.time_unix_s,
+                processes: vec![Proc {
+                    pid: 7,
+                    comm: name.into(),
+                    read_bytes: 0,
+                    write_bytes: 0,
+                    cpu_s,
+                }],
+                ..Interval::default()
+            };
+            timeline.push_judged(&s, &i);
+        }
+        let mut summary = crate::history::summary::Window::new(0.0, 30.0).finish(5);
+        summary.intervals = 3;
+        summary.top_cpu.push(crate::history::summary::ProcessTotal {
+            pid: 7,
+            comm: name.into(),
+            read_bytes: 0,
+            write_bytes: 0,
+            cpu_s: 15.0,
+        });
+        let mut page = Vec::new();
+        write(
+            &Incident {
+                summary: &summary,
+                timeline: &timeline,
+                host_name: "h".into(),
+                fingerprint: Vec::new(),
+                fingerprint_source: "test",
+                notes: Vec::new(),
+                top: 5,
+            },
+            &mut page,
+        )
+        .unwrap();
+        let page = String::from_utf8(page).unwrap();
+        let row = page
+            .split("<tr>")
+            .find(|r| r.contains("<td class=\"num\">7</td>"))
+            .expect("the process's row");
+        assert!(
+            row.contains("&lt;/script&gt;&lt;svg onload=alert(1)&gt;"),
+            "{row}"
+        );
+        assert!(!page.contains("<svg onload"));
+        // Two stretches (the middle interval is not known, not zero), the second at the top
+        // of its scale (100% of a CPU, its peak) at the end of the window.
+        let d = row.split("d=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert_eq!(d.matches('M').count(), 2, "{d}");
+        assert!(
+            d.ends_with(&format!("M{:.1},1.0h1", SPARK_WIDTH as f64)),
+            "{d}"
+        );
+        assert!(row.contains("data-known=\"2\"") && row.contains("peak 100% of a CPU"));
     }
 }
