@@ -172,19 +172,24 @@ pub struct Peak {
 /// Judges every interval of the history from the sample at or before `from` to `to` and
 /// sums those ending inside `from..=to`; `top` bounds the process and service lists.
 pub fn summarise(history: &History, from: f64, to: f64, top: usize) -> Result<Summary> {
-    summarise_each(history, from, to, top, |_, _| {})
+    summarise_each(history, from, to, top, |_| {}, |_, _| {})
 }
 
-/// [`summarise`], handing `each` every interval of the window as judged, and its figures.
+/// [`summarise`], showing `seen` every record read and handing `each` every interval of the
+/// window as judged, and its figures.
 pub fn summarise_each(
     history: &History,
     from: f64,
     to: f64,
     top: usize,
+    mut seen: impl FnMut(&Record),
     mut each: impl FnMut(&TopSample, &Interval),
 ) -> Result<Summary> {
     let mut window = Window::new(from, to);
-    history.scan(from, to, |rec| window.push_each(rec, &mut each))?;
+    history.scan(from, to, |rec| {
+        seen(&rec);
+        window.push_each(rec, &mut each);
+    })?;
     Ok(window.finish(top))
 }
 
