@@ -1,6 +1,7 @@
 //! The host's performance settings in the history: `tacho record` reads them every interval
-//! (the readers of `check`, `snapshot` and `experiment`: THP, the CPU governor, the
-//! catalogue's sysctls, each disk's request queue) and stores them in a row only when they
+//! through the catalogue `tacho experiment` changes them with (`tune`: THP, the CPU governor,
+//! swappiness, the dirty ratios and the other sysctls it lists, each disk's scheduler and
+//! read-ahead; about 20 small files and 2 per disk) and stores them in a row only when they
 //! changed, in the first row, and every [`STORE_EVERY`] rows so a window finds them near its
 //! start. The incident report lists what changed inside its window.
 
@@ -8,10 +9,10 @@ use std::collections::BTreeMap;
 
 use crate::diagnose::sample::devices::Devices;
 use crate::kernel::SysRoot;
-use crate::kernel::tunables::{QueueTunables, SystemTunables};
+use crate::tune::Setting;
 
-/// Setting name (`thp.enabled`, `vm.swappiness`, `block.sda.scheduler`, named as `tacho
-/// experiment` names them) → value.
+/// Setting name (`thp.enabled`, `vm.swappiness`, `block.sda.scheduler`, as `tacho experiment`
+/// names them) → value (the governor's summed up over the CPUs: `performance`, `mixed: …`).
 pub type Settings = BTreeMap<String, String>;
 
 /// Rows between two that store the settings although they did not change.
@@ -22,24 +23,9 @@ const DISKS: usize = 64;
 /// The most settings a row may hold (more are refused as not a recorder's).
 pub const MAX_SETTINGS: usize = 1024;
 
-/// The settings now: the system's, and the request queue of each whole disk in `devices`.
+/// The settings now: the system's, and the queue of each whole disk in `devices`; one this
+/// machine lacks (no cpufreq in a VM) is left out.
 pub fn read(root: &SysRoot, devices: &Devices) -> Settings {
-    let mut out = Settings::new();
-    let system = SystemTunables::read(root);
-    let mut put = |key: String, value: Option<String>| {
-        if let Some(v) = value {
-            out.insert(key, v);
-        }
-    };
-    put("thp.enabled".into(), system.thp_enabled);
-    put("thp.defrag".into(), system.thp_defrag);
-    put("cpu.governor".into(), system.cpu_governor);
-    for name in crate::tune::sysctl_names() {
-        put(
-            name.into(),
-            crate::kernel::sysctl::read(root, name).ok().flatten(),
-        );
-    }
     let mut disks: Vec<&str> = devices
         .values()
         .filter(|d| d.parent.is_none())
@@ -47,17 +33,21 @@ pub fn read(root: &SysRoot, devices: &Devices) -> Settings {
         .collect();
     disks.sort_unstable();
     disks.dedup();
-    for disk in disks.into_iter().take(DISKS) {
-        let Ok(Some(q)) = QueueTunables::read(root, disk) else {
-            continue;
-        };
-        let key = |what: &str| format!("block.{disk}.{what}");
-        put(key("scheduler"), q.scheduler);
-        put(key("nr_requests"), q.nr_requests.map(|n| n.to_string()));
-        put(key("read_ahead_kb"), q.read_ahead_kb.map(|n| n.to_string()));
-        put(key("write_cache"), q.write_cache);
-    }
-    out
+    disks.truncate(DISKS);
+    let all = [Setting::ThpEnabled, Setting::ThpDefrag, Setting::Governor]
+        .into_iter()
+        .chain(crate::tune::sysctl_names().map(Setting::Sysctl))
+        .chain(disks.into_iter().flat_map(|d| {
+            [
+                Setting::Scheduler(d.to_string()),
+                Setting::ReadAhead(d.to_string()),
+            ]
+        }));
+    all.filter_map(|s| {
+        let saved = s.read(root).ok()?;
+        Some((s.name(), s.current(&saved)))
+    })
+    .collect()
 }
 
 /// What the recorder stored last, to store only changes.

@@ -201,13 +201,25 @@ impl Timeline {
         self.add(point);
     }
 
-    /// Adds the interval `s`, with the processes and services of its figures `i` (the
-    /// history's, which keep every process).
+    /// Adds the interval `s` with what its busiest processes and services did, for their
+    /// small timelines: from its figures `i` (the history's, which keep every process) and its
+    /// TCP traffic by process.
     pub fn push_judged(&mut self, s: &TopSample, i: &crate::history::interval::Interval) {
         let mut point = self.point(s);
-        let of = Activity::of(i);
-        point.activity.processes = of.processes;
-        point.activity.services = of.services;
+        let mut activity = Activity::of(i);
+        if let Some(conns) = &s.connections {
+            activity.net = conns
+                .by_process
+                .iter()
+                .map(|g| {
+                    (
+                        (g.key.clone(), g.unit.clone()),
+                        g.rx_bytes_per_s + g.tx_bytes_per_s,
+                    )
+                })
+                .collect();
+        }
+        point.activity = activity.bounded();
         self.add(point);
     }
 
@@ -266,18 +278,7 @@ impl Timeline {
                 self.notes.push(note.clone());
             }
         }
-        let mut activity = Activity::default();
         if let Some(conns) = &s.connections {
-            activity.net = conns
-                .by_process
-                .iter()
-                .map(|g| {
-                    (
-                        (g.key.clone(), g.unit.clone()),
-                        g.rx_bytes_per_s + g.tx_bytes_per_s,
-                    )
-                })
-                .collect();
             for g in &conns.by_process {
                 let key = (g.key.clone(), g.unit.clone());
                 let bytes = (g.rx_bytes_per_s + g.tx_bytes_per_s) * s.interval_s;
@@ -307,7 +308,7 @@ impl Timeline {
             disks,
             nets,
             findings,
-            activity: activity.bounded(),
+            activity: Activity::default(),
         }
     }
 
