@@ -193,6 +193,13 @@ fn the_incident_report_and_the_live_page_show_a_planted_writer() {
         b.navigate("about:blank");
         b.requests();
         b.navigate(&origin);
+        // Once it has the window, the page asks only for what came after its last interval,
+        // and draws the charts with it appended (what is measured below).
+        b.wait_for(
+            "performance.getEntriesByType('resource').some(e => \
+             e.name.includes('live.json?after='))",
+            Duration::from_secs(10),
+        );
         b.wait_for(
             &format!(
                 "[...document.querySelectorAll('#findings li')].some(li => \
