@@ -470,9 +470,9 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             fingerprint_source: "from the shared store, which keeps the host's names only",
             notes: vec![
                 "the shared store keeps each interval compact: the CPU split, used memory and \
-                 cache, disk latency, CPU pressure and TCP traffic by process are not in it, \
-                 nor processes beyond the busiest few of each interval (tacho top --from on \
-                 the host itself has them)"
+                 cache, disk latency, CPU pressure, TCP traffic by process and the host's \
+                 settings are not in it, nor processes beyond the busiest few of each interval \
+                 (tacho top --from on the host itself has them)"
                     .into(),
             ],
             top: usize::from(args.top),
