@@ -13,6 +13,8 @@ holds its 900 intervals (90 s at 100 ms). Printed:
     interfaces make);
   - CPU per refresh: tacho's CPU time (utime + stime from /proc/PID/stat) over --requests
     back-to-back GET /live.json, less its CPU over as long with no request, per request;
+  - the same for the page's refreshes once it has the window: GET /live.json?after=SEQ, SEQ
+    the last answer's, and the size of an answer with one new interval;
   - CPU per sample: tacho's CPU per interval in the first 10 s (at most 100 intervals in the
     window) and in 10 s once it is full (900): the JSON is rendered from the whole window
     once per sample, so the difference is what 800 more points cost each sample.
@@ -20,6 +22,7 @@ Nothing here is a pass/fail test: timings on a shared machine are noisy.
 """
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -88,7 +91,6 @@ def main():
         full = (cpu_s(t.pid) - c0) / (10 / a.interval)
         status, page = get(port, "/")
         status, doc = get(port, "/live.json")
-        import json
         d = json.loads(doc)
         print(f"page /: {len(page)} bytes; /live.json: {len(doc)} bytes, {len(d['t'])} points, "
               f"{len(d['charts'])} charts, {sum(len(c['series']) for c in d['charts'])} lines")
@@ -101,8 +103,28 @@ def main():
         idle_cpu = cpu_s(t.pid) - c0
         print(f"CPU per refresh (GET /live.json): {(busy_cpu - idle_cpu) / a.requests * 1e3:.3f} ms "
               f"({a.requests} requests in {took:.1f} s)")
+        # As the page refreshes once it has the window: only what came after its last answer.
+        seq = json.loads(get(port, "/live.json")[1])["seq"]
+        status, one = get(port, f"/live.json?after={seq - 1}")
+        print(f"/live.json?after=SEQ with {len(json.loads(one)['t'])} new interval(s): "
+              f"{len(one)} bytes")
+        c0, w0 = cpu_s(t.pid), time.monotonic()
+        points = 0
+        for _ in range(a.requests):
+            d = json.loads(get(port, f"/live.json?after={seq}")[1])
+            points += len(d["t"])
+            seq = d["seq"]
+        busy_cpu, took = cpu_s(t.pid) - c0, time.monotonic() - w0
+        c0 = cpu_s(t.pid)
+        time.sleep(took)
+        idle_cpu = cpu_s(t.pid) - c0
+        print(f"CPU per refresh (GET /live.json?after=SEQ): "
+              f"{(busy_cpu - idle_cpu) / a.requests * 1e3:.3f} ms ({a.requests} requests in "
+              f"{took:.1f} s, {points} new intervals in all)")
         print(f"CPU per sample: {early * 1e3:.2f} ms with <=100 intervals kept, "
               f"{full * 1e3:.2f} ms with 900")
+        with open("/proc/loadavg") as f:
+            print(f"load average at the end: {' '.join(f.read().split()[:3])}")
     finally:
         t.terminate()
         t.wait()

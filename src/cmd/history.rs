@@ -99,6 +99,8 @@ pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode>
     // Connections are too many to keep raw: each record keeps the interval's TCP traffic
     // by process, service and peer, computed here from the previous sample.
     let mut prev: Option<crate::diagnose::sample::Sample> = None;
+    let mut settings = crate::history::settings::Recorder::default();
+    let root = SysRoot::real();
     Session::samples(
         &mut sampler,
         interval,
@@ -126,6 +128,7 @@ pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode>
             prev = Some(sample.clone());
             let mut rec = Record::new(sample, devices, &host, interval.as_secs_f64());
             rec.connections = connections;
+            rec.settings = settings.store(crate::history::settings::read(&root, devices));
             let now = rec.sample.unix_time_s;
             let stored = history
                 .append(&rec)
@@ -360,7 +363,19 @@ fn incident(
 ) -> Result<ExitCode> {
     check_page(page)?;
     let mut timeline = Timeline::whole(crate::report::charts::MAX_POINTS);
-    let summary = summary::summarise_each(history, from, to, top, |s| timeline.push(s))?;
+    // The settings in force at the start: the recorder stores them at least every
+    // `STORE_EVERY` rows.
+    let mut settings = crate::history::settings::Window::default();
+    let mut stored = |rec: &Record| {
+        if let Some(s) = &rec.settings {
+            settings.push(rec.sample.unix_time_s, s, from);
+        }
+    };
+    let rows = crate::history::settings::STORE_EVERY as usize + 1;
+    history.scan_back(from, rows, f64::NEG_INFINITY, |rec| stored(&rec))?;
+    let summary = summary::summarise_each(history, from, to, top, stored, |s, i| {
+        timeline.push_judged(s, i)
+    })?;
     let host = crate::kernel::host::Host::read(&SysRoot::real());
     let incident = Incident {
         summary: &summary,
@@ -370,6 +385,7 @@ fn incident(
         fingerprint_source: "read when this report was made",
         notes: Vec::new(),
         top,
+        settings: Some(&settings),
     };
     write_incident(&incident, page)
 }
@@ -400,12 +416,6 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
     use crate::history::fleet;
     use crate::store::pg::{PgStore, history::Hosts};
     if let Some(page) = &args.html {
-        if args.host.as_deref().is_none_or(|h| h.contains(['*', '?'])) {
-            bail!(
-                "--html with --db makes the page of one host: name it with --host (a name \
-                 without * or ?)"
-            );
-        }
         check_page(page)?;
     }
     let settings = super::fleet::Settings::resolve(Some(url), &[])?;
@@ -460,16 +470,20 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
             fingerprint_source: "from the shared store, which keeps the host's names only",
             notes: vec![
                 "the shared store keeps each interval compact: the CPU split, used memory and \
-                 cache, disk latency, CPU pressure and TCP traffic by process are not in it, \
-                 nor processes beyond the busiest few of each interval (tacho top --from on \
-                 the host itself has them)"
+                 cache, disk latency, CPU pressure, TCP traffic by process and the host's \
+                 settings are not in it, nor processes beyond the busiest few of each interval \
+                 (tacho top --from on the host itself has them)"
                     .into(),
             ],
             top: usize::from(args.top),
+            settings: None,
         };
         return write_incident(&incident, page);
     }
     let recorded = server.history_hosts(from, to, &hosts)?;
+    if let Some(page) = &args.html {
+        return fleet_page(&mut server, from, to, recorded, page);
+    }
     let mut findings: std::collections::HashMap<String, Vec<_>> = Default::default();
     server.findings_each(from, to, &hosts, |machine_id, interval| {
         findings.entry(machine_id).or_default().push(interval);
@@ -484,6 +498,53 @@ fn fleet_top(args: &TopArgs, url: &str, from: f64, to: f64) -> Result<ExitCode> 
         crate::report::history::write_fleet(&mut fitted, &fleet)?;
         fitted.flush()?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Hosts a page of several draws at most, worst first.
+#[cfg(feature = "pg")]
+const PAGE_HOSTS: usize = 50;
+/// Points of each host's charts on it.
+#[cfg(feature = "pg")]
+const PAGE_HOST_POINTS: usize = 300;
+
+/// `tacho top --from … --to … --db URL --html FILE` selecting several hosts: a row of small
+/// charts per host, worst first.
+#[cfg(feature = "pg")]
+fn fleet_page(
+    server: &mut crate::store::pg::PgStore,
+    from: f64,
+    to: f64,
+    recorded: Vec<crate::history::fleet::Recorded>,
+    page: &std::path::Path,
+) -> Result<ExitCode> {
+    use crate::report::incident_fleet::{self, HostRow};
+    if recorded.is_empty() {
+        bail!(
+            "no host of this selection recorded between --from and --to; widen the window or \
+             the selection (--host, --label)"
+        );
+    }
+    let mut hosts = Vec::new();
+    for (machine_id, hostname, ..) in recorded {
+        let intervals = server.host_intervals(from, to, &machine_id)?;
+        let mut timeline = Timeline::whole(PAGE_HOST_POINTS);
+        for i in &intervals {
+            timeline.push_interval(i);
+        }
+        hosts.push(HostRow {
+            machine_id,
+            hostname,
+            summary: summary::of_intervals(from, to, intervals, 0),
+            timeline,
+        });
+    }
+    incident_fleet::worst_first(&mut hosts);
+    let left_out = hosts.len().saturating_sub(PAGE_HOSTS);
+    hosts.truncate(PAGE_HOSTS);
+    let mut html = Vec::new();
+    incident_fleet::write(&hosts, from, to, left_out, &mut html)?;
+    super::output::write_page(page, &html)?;
     Ok(ExitCode::SUCCESS)
 }
 

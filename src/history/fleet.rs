@@ -103,6 +103,7 @@ pub fn build(
             .cmp(&a.worst)
             .then(b.finding_s.total_cmp(&a.finding_s))
             .then(a.hostname.cmp(&b.hostname))
+            .then(a.machine_id.cmp(&b.machine_id))
     });
     Fleet {
         schema: SCHEMA,

@@ -10,6 +10,7 @@ pub mod days;
 #[cfg(feature = "pg")]
 pub mod fleet;
 pub mod interval;
+pub mod settings;
 #[cfg(feature = "pg")]
 pub mod ship;
 pub mod store;

@@ -50,6 +50,11 @@ pub struct Record {
     /// kept); absent from the first record and records written before it was kept.
     #[serde(default)]
     pub connections: Option<Conns>,
+    /// The host's performance settings, stored only when they changed (and in the first row,
+    /// and every so often: `history::settings`); absent from the other rows and from rows
+    /// written before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<super::settings::Settings>,
 }
 
 impl Record {
@@ -64,6 +69,7 @@ impl Record {
             delayacct: host.delayacct,
             interval_s,
             connections: None,
+            settings: None,
         }
     }
 

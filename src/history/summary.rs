@@ -172,19 +172,24 @@ pub struct Peak {
 /// Judges every interval of the history from the sample at or before `from` to `to` and
 /// sums those ending inside `from..=to`; `top` bounds the process and service lists.
 pub fn summarise(history: &History, from: f64, to: f64, top: usize) -> Result<Summary> {
-    summarise_each(history, from, to, top, |_| {})
+    summarise_each(history, from, to, top, |_| {}, |_, _| {})
 }
 
-/// [`summarise`], handing `each` every interval of the window as judged.
+/// [`summarise`], showing `seen` every record read and handing `each` every interval of the
+/// window as judged, and its figures.
 pub fn summarise_each(
     history: &History,
     from: f64,
     to: f64,
     top: usize,
-    mut each: impl FnMut(&TopSample),
+    mut seen: impl FnMut(&Record),
+    mut each: impl FnMut(&TopSample, &Interval),
 ) -> Result<Summary> {
     let mut window = Window::new(from, to);
-    history.scan(from, to, |rec| window.push_each(rec, &mut each))?;
+    history.scan(from, to, |rec| {
+        seen(&rec);
+        window.push_each(rec, &mut each);
+    })?;
     Ok(window.finish(top))
 }
 
@@ -211,15 +216,15 @@ impl Judge {
     /// its figures when `wanted` says so for its end; `None` for the first sample, after a gap
     /// (the recorder was stopped), or when not wanted.
     pub fn push(&mut self, b: Record, wanted: impl Fn(f64) -> bool) -> Option<Interval> {
-        self.push_each(b, wanted, |_| {})
+        self.push_each(b, wanted, |_, _| {})
     }
 
-    /// [`Judge::push`], handing `each` the judged interval when it is wanted.
+    /// [`Judge::push`], handing `each` the judged interval and its figures when it is wanted.
     pub fn push_each(
         &mut self,
         b: Record,
         wanted: impl Fn(f64) -> bool,
-        each: impl FnOnce(&TopSample),
+        each: impl FnOnce(&TopSample, &Interval),
     ) -> Option<Interval> {
         let mut out = None;
         if let Some(a) = self.last.take() {
@@ -230,8 +235,9 @@ impl Judge {
             } else {
                 let s = judged(&a, &b, &mut self.pipeline, 0, SortKey::Io);
                 if wanted(b.sample.unix_time_s) {
-                    each(&s);
-                    out = Some(Interval::of(&a, &b, &s));
+                    let i = Interval::of(&a, &b, &s);
+                    each(&s, &i);
+                    out = Some(i);
                 }
             }
         }
@@ -261,7 +267,7 @@ impl Window {
 
     /// Judges the interval ending at `b` (after the one before it), summing it when it ends
     /// inside the window and handing `each` the judged interval then.
-    pub fn push_each(&mut self, b: Record, each: impl FnOnce(&TopSample)) {
+    pub fn push_each(&mut self, b: Record, each: impl FnOnce(&TopSample, &Interval)) {
         let (from, to) = (self.from, self.to);
         if let Some(i) = self.judge.push_each(b, |end| end > from && end <= to, each) {
             self.acc.add(&i);

@@ -22,6 +22,10 @@ const CHARTED_NETS: usize = 4;
 const NOTES: usize = 20;
 /// Processes whose network bytes are summed (the report lists the busiest).
 const NET_PROCESSES: usize = 1000;
+/// Processes a point keeps: the busiest of its interval by CPU, and as many by storage I/O.
+const POINT_PROCESSES: usize = 24;
+/// Services (cgroups) by storage I/O, and processes by TCP traffic, a point keeps.
+const POINT_GROUPS: usize = 16;
 
 /// One interval's figures.
 #[derive(Debug, Clone)]
@@ -44,6 +48,34 @@ pub struct Point {
     pub nets: Vec<NetPoint>,
     /// The interval's findings.
     pub findings: Vec<Fired>,
+    /// The busiest processes and services of the interval.
+    pub activity: Activity,
+}
+
+/// What the busiest processes and services did over one interval, for their small
+/// timelines; one not kept was not among the busiest (or not running), which is not known
+/// as zero.
+#[derive(Debug, Clone, Default)]
+pub struct Activity {
+    /// Processes by CPU and by storage I/O.
+    pub processes: Vec<ProcessPoint>,
+    /// Services (cgroup paths) by storage bytes read and written per second.
+    pub services: Vec<(String, f64)>,
+    /// Processes (command, unit) by TCP bytes sent and received per second.
+    pub net: Vec<((String, Option<String>), f64)>,
+}
+
+/// A process's figures over one interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessPoint {
+    /// Process id.
+    pub pid: u32,
+    /// Command name.
+    pub comm: String,
+    /// CPU time, percent of one CPU.
+    pub cpu_pct: f64,
+    /// Storage bytes read and written per second.
+    pub io_bytes_per_s: f64,
 }
 
 /// A disk's figures over one interval.
@@ -165,6 +197,34 @@ impl Timeline {
 
     /// Adds the interval `s`.
     pub fn push(&mut self, s: &TopSample) {
+        let point = self.point(s);
+        self.add(point);
+    }
+
+    /// Adds the interval `s` with what its busiest processes and services did, for their
+    /// small timelines: from its figures `i` (the history's, which keep every process) and its
+    /// TCP traffic by process.
+    pub fn push_judged(&mut self, s: &TopSample, i: &crate::history::interval::Interval) {
+        let mut point = self.point(s);
+        let mut activity = Activity::of(i);
+        if let Some(conns) = &s.connections {
+            activity.net = conns
+                .by_process
+                .iter()
+                .map(|g| {
+                    (
+                        (g.key.clone(), g.unit.clone()),
+                        g.rx_bytes_per_s + g.tx_bytes_per_s,
+                    )
+                })
+                .collect();
+        }
+        point.activity = activity.bounded();
+        self.add(point);
+    }
+
+    /// The point of `s`, its notes and TCP traffic by process counted.
+    fn point(&mut self, s: &TopSample) -> Point {
         let c = &s.cpu.all;
         let m = &s.memory;
         let psi = |r: &Option<crate::diagnose::model::PsiResource>| {
@@ -229,7 +289,7 @@ impl Timeline {
                 }
             }
         }
-        self.add(Point {
+        Point {
             t: s.time_unix_s,
             interval_s: s.interval_s,
             cpu: [
@@ -248,7 +308,8 @@ impl Timeline {
             disks,
             nets,
             findings,
-        });
+            activity: Activity::default(),
+        }
     }
 
     /// Adds an interval the shared store kept (`record --db`): its compact figures, rates
@@ -298,6 +359,7 @@ impl Timeline {
                     message: f.message.clone(),
                 })
                 .collect(),
+            activity: Activity::of(i),
         });
     }
 
@@ -363,6 +425,103 @@ impl Timeline {
     }
 }
 
+impl Activity {
+    /// The busiest processes and services of the interval `i`.
+    pub fn of(i: &crate::history::interval::Interval) -> Activity {
+        let dt = i.end_unix_s - i.start_unix_s;
+        if dt <= 0.0 {
+            return Activity::default();
+        }
+        Activity {
+            processes: i
+                .processes
+                .iter()
+                .map(|p| ProcessPoint {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    cpu_pct: p.cpu_s / dt * 100.0,
+                    io_bytes_per_s: (p.read_bytes + p.write_bytes) as f64 / dt,
+                })
+                .collect(),
+            services: i
+                .services
+                .iter()
+                .map(|c| (c.path.clone(), (c.read_bytes + c.write_bytes) as f64 / dt))
+                .collect(),
+            net: Vec::new(),
+        }
+        .bounded()
+    }
+
+    /// Only the busiest: [`POINT_PROCESSES`] processes by CPU and as many others by I/O,
+    /// [`POINT_GROUPS`] services and processes by traffic.
+    fn bounded(mut self) -> Activity {
+        let all = std::mem::take(&mut self.processes);
+        let mut by_cpu: Vec<&ProcessPoint> = all.iter().filter(|p| p.cpu_pct > 0.0).collect();
+        by_cpu.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct).then(a.pid.cmp(&b.pid)));
+        by_cpu.truncate(POINT_PROCESSES);
+        let mut by_io: Vec<&ProcessPoint> = all
+            .iter()
+            .filter(|p| p.io_bytes_per_s > 0.0 && !by_cpu.iter().any(|q| q.pid == p.pid))
+            .collect();
+        by_io.sort_by(|a, b| {
+            b.io_bytes_per_s
+                .total_cmp(&a.io_bytes_per_s)
+                .then(a.pid.cmp(&b.pid))
+        });
+        by_io.truncate(POINT_PROCESSES);
+        self.processes = by_cpu.into_iter().chain(by_io).cloned().collect();
+        busiest(&mut self.services, POINT_GROUPS);
+        busiest(&mut self.net, POINT_GROUPS);
+        self
+    }
+
+    /// Two neighbouring intervals' activity as one: each process's and service's mean over
+    /// the intervals it was kept in (weighted by their lengths), the busiest kept.
+    fn merge(a: Activity, b: Activity, wa: f64, wb: f64) -> Activity {
+        let mut processes = b.processes;
+        for p in a.processes {
+            match processes
+                .iter_mut()
+                .find(|q| q.pid == p.pid && q.comm == p.comm)
+            {
+                Some(q) => {
+                    q.cpu_pct = mean(Some(p.cpu_pct), Some(q.cpu_pct), wa, wb).unwrap_or(0.0);
+                    q.io_bytes_per_s =
+                        mean(Some(p.io_bytes_per_s), Some(q.io_bytes_per_s), wa, wb).unwrap_or(0.0);
+                }
+                None => processes.push(p),
+            }
+        }
+        Activity {
+            processes,
+            services: union(a.services, b.services, wa, wb),
+            net: union(a.net, b.net, wa, wb),
+        }
+        .bounded()
+    }
+}
+
+/// The values of `a` and `b` (`wa` and `wb` long) by key: the weighted mean where both have
+/// one.
+fn union<K: PartialEq>(a: Vec<(K, f64)>, b: Vec<(K, f64)>, wa: f64, wb: f64) -> Vec<(K, f64)> {
+    let mut out = b;
+    for (k, v) in a {
+        match out.iter_mut().find(|(l, _)| *l == k) {
+            Some((_, w)) => *w = mean(Some(v), Some(*w), wa, wb).unwrap_or(0.0),
+            None => out.push((k, v)),
+        }
+    }
+    out
+}
+
+/// Keeps the `n` largest values, largest first.
+fn busiest<K: Ord>(list: &mut Vec<(K, f64)>, n: usize) {
+    list.retain(|(_, v)| *v > 0.0);
+    list.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    list.truncate(n);
+}
+
 /// The mean of two known values weighted by their intervals; one alone if the other is not
 /// known.
 fn mean(a: Option<f64>, b: Option<f64>, wa: f64, wb: f64) -> Option<f64> {
@@ -416,6 +575,7 @@ fn merge(a: Point, b: Point) -> Point {
         }
     }
     Point {
+        activity: Activity::merge(a.activity, b.activity, wa, wb),
         t: b.t,
         interval_s: wa + wb,
         cpu: std::array::from_fn(|k| m(a.cpu[k], b.cpu[k])),
@@ -447,6 +607,7 @@ mod tests {
             }],
             nets: Vec::new(),
             findings: Vec::new(),
+            activity: Activity::default(),
         }
     }
 

@@ -48,6 +48,18 @@ pub struct Doc {
     pub charts: Vec<Chart>,
     /// Findings over time, to mark on the charts of their subject.
     pub marks: Vec<Mark>,
+    /// Settings that changed, to mark on every chart.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<SettingMark>,
+}
+
+/// Settings that changed at one time.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingMark {
+    /// When, seconds since the Unix epoch.
+    pub t: f64,
+    /// What changed: `vm.swappiness 60 → 10`, one per line.
+    pub text: String,
 }
 
 /// One chart.
@@ -232,7 +244,12 @@ pub fn doc(timeline: &Timeline, marks: Vec<Mark>) -> Doc {
             ..m
         })
         .collect();
-    Doc { t, charts, marks }
+    Doc {
+        t,
+        charts,
+        marks,
+        settings: Vec::new(),
+    }
 }
 
 /// The findings of `timeline` as spans of consecutive intervals, in the order they fired.
@@ -314,6 +331,27 @@ pub fn script_json(value: &impl Serialize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The Debian package's copyright file carries uPlot's licence, word for word.
+    #[test]
+    fn the_package_copyright_names_uplot_and_its_licence() {
+        let copyright = include_str!("../../contrib/deb/copyright");
+        let words = |text: &str| -> Vec<String> {
+            text.split_whitespace()
+                .filter(|w| *w != ".")
+                .map(str::to_string)
+                .collect()
+        };
+        let licence = include_str!("web/uPlot.LICENSE");
+        let grant = &licence[licence.find("Permission").unwrap()..];
+        let para = copyright
+            .split("\n\n")
+            .find(|p| p.contains("Files: src/report/web/uPlot"))
+            .expect("a paragraph for uPlot");
+        assert!(para.contains("License: MIT") && para.contains("Copyright: 2022 Leon Sorokin"));
+        let text = &para[para.find("Permission").unwrap()..];
+        assert_eq!(words(text), words(grant));
+    }
 
     #[test]
     fn script_json_cannot_end_its_script() {

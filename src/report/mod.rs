@@ -18,6 +18,8 @@ pub mod history;
 pub mod html;
 pub(crate) mod hyperfine;
 pub(crate) mod incident;
+#[cfg(feature = "pg")]
+pub(crate) mod incident_fleet;
 pub(crate) mod json;
 pub(crate) mod load;
 pub(crate) mod load_html;

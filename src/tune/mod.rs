@@ -110,6 +110,11 @@ const SYSCTLS: &[SysctlSpec] = &[
     },
 ];
 
+/// The sysctls of the catalogue, by name (`vm.swappiness`, …).
+pub fn sysctl_names() -> impl Iterator<Item = &'static str> {
+    SYSCTLS.iter().map(|s| s.name)
+}
+
 /// One setting of the catalogue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Setting {

@@ -296,19 +296,56 @@ fn top_over_the_fleet_names_the_host_and_the_writer_by_label() {
         html.contains("the shared store keeps each interval compact"),
         "{html}"
     );
-    // Several hosts make no page (yet): said in one line.
-    let line = assert_error(&run(&[
+    // All the hosts of the window: a row of small charts each, worst first as the fleet's
+    // summary ranks them (all three watched the same writer here), its findings marked.
+    let o = run(&[
         "top",
         "--from",
         &rfc3339(t0 - 1.0),
         "--db",
         &pg.url,
-        "--label",
-        "role=web",
         "--html",
         page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let order: Vec<&str> = html
+        .split("<section class=\"host\" data-machine-id=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .collect();
+    let all = json_ok(&run(&[
+        "top",
+        "--from",
+        &rfc3339(t0 - 1.0),
+        "--db",
+        &pg.url,
+        "--json",
     ]));
-    assert!(line.contains("--host"), "{line}");
+    let ranked: Vec<&str> = all["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["machine_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(order.len(), 3, "{order:?}");
+    assert_eq!(order[..ranked.len()], ranked[..], "{all}");
+    let data = html
+        .split("<script type=\"application/json\" id=\"tacho-data\">")
+        .nth(1)
+        .and_then(|s| s.split("</script>").next())
+        .unwrap();
+    let docs: serde_json::Value = serde_json::from_str(data).unwrap();
+    let first = &docs[0];
+    assert!(first["charts"].as_array().unwrap().len() >= 3, "{data}");
+    assert!(
+        first["marks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["subject"] == dev.name().as_str()),
+        "{data}"
+    );
     let codes = |s: &serde_json::Value| {
         let mut v: Vec<String> = s["findings"]
             .as_array()

@@ -193,6 +193,13 @@ fn the_incident_report_and_the_live_page_show_a_planted_writer() {
         b.navigate("about:blank");
         b.requests();
         b.navigate(&origin);
+        // Once it has the window, the page asks only for what came after its last interval,
+        // and draws the charts with it appended (what is measured below).
+        b.wait_for(
+            "performance.getEntriesByType('resource').some(e => \
+             e.name.includes('live.json?after='))",
+            Duration::from_secs(10),
+        );
         b.wait_for(
             &format!(
                 "[...document.querySelectorAll('#findings li')].some(li => \
@@ -214,10 +221,21 @@ fn the_incident_report_and_the_live_page_show_a_planted_writer() {
             assert!(url.starts_with(&origin), "the live page requested {url}");
         }
     }
+    // A setting changed while recording (the test's own loop device's read-ahead), restored
+    // once the recorder stopped.
+    let read_ahead = format!("/sys/class/block/{name}/queue/read_ahead_kb");
+    let before = std::fs::read_to_string(&read_ahead)
+        .unwrap()
+        .trim()
+        .to_string();
+    let after = if before == "1024" { "2048" } else { "1024" };
+    let changed = now_unix();
+    std::fs::write(&read_ahead, after).unwrap();
     drop(writer);
     let t1 = now_unix();
     std::thread::sleep(Duration::from_secs(2));
     drop(recorder);
+    std::fs::write(&read_ahead, &before).unwrap();
 
     let page = dir.path().join("incident.html");
     let o = run(&[
@@ -240,6 +258,48 @@ fn the_incident_report_and_the_live_page_show_a_planted_writer() {
         .and_then(|s| s.split("</script>").next())
         .unwrap();
     let doc: Value = serde_json::from_str(data).expect("the embedded JSON is whole");
+    // The change is listed with its time (the end of the interval it happened in), its old
+    // and new value, and marked for the charts.
+    let key = format!("block.{name}.read_ahead_kb");
+    let row = html
+        .split("<tr data-t=\"")
+        .skip(1)
+        .find(|r| r.contains(&format!("<td>{key}</td>")))
+        .unwrap_or_else(|| panic!("{key} is not listed as changed"));
+    assert!(
+        row.contains(&format!("<td>{before}</td><td>{after}</td>")),
+        "{row}"
+    );
+    let seen: f64 = row.split('"').next().unwrap().parse().unwrap();
+    // Read just after its row's sample was taken, a change is stored with the first sample
+    // taken after it, or with the one before if it fell while that was being stored.
+    assert!(
+        seen >= changed - 1.0 && seen <= changed + 2.5,
+        "changed at {changed}, listed at {seen}"
+    );
+    assert!(
+        doc["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["t"].as_f64() == Some(seen) && m["text"].as_str().unwrap().contains(&key)),
+        "not marked for the charts: {}",
+        doc["settings"]
+    );
+    // Each top process's row has its small timeline, the writer's drawn.
+    let writer_row = html
+        .split("<tr>")
+        .find(|r| {
+            r.contains(&format!(
+                "<td>{}</td>",
+                comm().replace('<', "&lt;").replace('>', "&gt;")
+            )) && r.contains("<svg class=\"spark\"")
+        })
+        .expect("the writer's row with its small timeline");
+    assert!(
+        !writer_row.contains("data-known=\"0\"") && writer_row.contains("<path d=\"M"),
+        "{writer_row}"
+    );
     let t = doc["t"].as_array().unwrap();
     let span = (t[0].as_f64().unwrap(), t.last().unwrap().as_f64().unwrap());
     let url = format!("file://{}", page.display());
@@ -256,6 +316,15 @@ fn the_incident_report_and_the_live_page_show_a_planted_writer() {
         );
         let m = measure(&mut b, &name);
         check_page("the incident report", &m, &name, width, span, (t0, t1));
+        // The setting's change is a line on every chart.
+        let lines = b.eval(&format!(
+            "[...document.querySelectorAll('.chart')].filter(c => [...c.querySelectorAll(\
+             '.setting')].some(l => +l.dataset.t === {seen})).length"
+        ));
+        assert_eq!(
+            lines, m["charts"],
+            "{width} px: charts with the setting's line"
+        );
         // The writer's finding is in the verdict list, with the writer among its culprits.
         let verdict = b.eval(&format!(
             "[...document.querySelectorAll('#verdicts li')].filter(li => \

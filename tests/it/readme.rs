@@ -195,6 +195,11 @@ const INSTEAD: &[(&str, &str, &str)] = &[
         "the test's server, a window it has rows in",
     ),
     (
+        "tacho top --from 02:50 --to 03:10 --db 'postgres://ops@store/tacho' --label role=db --html fleet.html",
+        "tacho top --from '1h ago' --db '@PG@' --label role=db --html fleet.html",
+        "the test's server, a window it has rows in",
+    ),
+    (
         "tacho top --from 02:50 --to 03:10 --db 'postgres://ops@store/tacho' --host db-17",
         "tacho top --from '1h ago' --db '@PG@' --host $(hostname)",
         "the test's server and this host",

@@ -221,6 +221,11 @@ fn check(rec: &Record, unix_s: f64) -> Result<()> {
             rec.ticks_per_s
         );
     }
+    if let Some(s) = &rec.settings
+        && s.len() > crate::history::settings::MAX_SETTINGS
+    {
+        bail!("it holds {} settings, more than a recorder reads", s.len());
+    }
     if !(512..=1 << 30).contains(&rec.page_size) {
         bail!("its page size of {} bytes is not a kernel's", rec.page_size);
     }

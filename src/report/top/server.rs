@@ -79,8 +79,12 @@ impl Latest {
         lock(&self.body).clone()
     }
 
-    fn live_json(&self) -> Option<Arc<[u8]>> {
-        lock(&self.live).json()
+    fn live_json(&self, after: Option<u64>) -> Option<Arc<[u8]>> {
+        let live = lock(&self.live);
+        match after {
+            Some(seq) => live.json_after(seq),
+            None => live.json(),
+        }
     }
 }
 
@@ -396,15 +400,27 @@ fn route(request: &httparse::Request, latest: &Latest) -> Answer {
         );
     }
     let path = request.path.unwrap_or("");
-    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    let (path, query) = path
+        .split_once('?')
+        .map_or((path, None), |(p, q)| (p, Some(q)));
     let mut answer = if path == "/" {
         Answer::typed(200, "text/html; charset=utf-8", "", root_page())
     } else if path == "/live.json" {
-        match latest.live_json() {
-            Some(body) => {
+        // Nothing, or `after=` a sequence number an answer gave.
+        let after = match query.map(|q| q.strip_prefix("after=").map(str::parse::<u64>)) {
+            None => Ok(None),
+            Some(Some(Ok(seq))) => Ok(Some(seq)),
+            Some(_) => Err(()),
+        };
+        match after.map(|after| latest.live_json(after)) {
+            Err(()) => Answer::plain(
+                400,
+                "/live.json takes nothing or ?after=SEQ, the seq of an earlier answer\n",
+            ),
+            Ok(Some(body)) => {
                 Answer::typed(200, "application/json", "Cache-Control: no-store\r\n", body)
             }
-            None => Answer::plain(503, "no sample yet: the first interval is still running\n"),
+            Ok(None) => Answer::plain(503, "no sample yet: the first interval is still running\n"),
         }
     } else if path != "/metrics" {
         Answer::plain(404, "tacho serves /, /live.json and /metrics\n")
@@ -494,6 +510,55 @@ mod tests {
         assert_eq!(doc["t"].as_array().unwrap().len(), 90);
         assert_eq!(doc["verdict"], s.verdict.as_str());
         assert!(doc["charts"].as_array().unwrap().len() >= 3, "{doc}");
+        // After a sequence number: only the intervals since, each chart's new values.
+        let seq = doc["seq"].as_u64().unwrap();
+        assert_eq!(seq, 120);
+        let json = |raw: &[u8]| -> serde_json::Value {
+            let a = answer(raw, &latest);
+            assert!(a.head.starts_with("HTTP/1.1 200 "), "{}", a.head);
+            serde_json::from_slice(&a.body.unwrap()).unwrap()
+        };
+        for (k, after) in [(1, seq - 1), (3, seq - 3), (0, seq)] {
+            let d = json(format!("GET /live.json?after={after} HTTP/1.1\r\n\r\n").as_bytes());
+            assert_eq!(d["after"], after);
+            assert_eq!(d["points"], 90);
+            let t = d["t"].as_array().unwrap();
+            assert_eq!(t.len(), k);
+            assert_eq!(t.last(), doc["t"].as_array().unwrap()[90 - k..].last());
+            let chart = &d["charts"][0];
+            assert_eq!(chart["id"], doc["charts"][0]["id"]);
+            assert_eq!(chart["values"][0].as_array().unwrap().len(), k);
+            assert!(body.len() > 4 * serde_json::to_vec(&d).unwrap().len());
+        }
+        // One the window no longer holds, or one not made yet: the whole window.
+        for after in [0, seq - 91, seq + 1, u64::MAX] {
+            let d = json(format!("GET /live.json?after={after} HTTP/1.1\r\n\r\n").as_bytes());
+            assert!(d.get("after").is_none(), "{after}");
+            assert_eq!(d["t"].as_array().unwrap().len(), 90);
+        }
+        assert_eq!(
+            json(format!("GET /live.json?after={} HTTP/1.1\r\n\r\n", seq - 89).as_bytes())["t"]
+                .as_array()
+                .unwrap()
+                .len(),
+            89
+        );
+        // Anything else is refused, not guessed at.
+        for bad in [
+            "after=",
+            "after=-1",
+            "after=x",
+            "after=18446744073709551616",
+            "seq=3",
+            "after=1&after=2",
+            "",
+        ] {
+            let a = answer(
+                format!("GET /live.json?{bad} HTTP/1.1\r\n\r\n").as_bytes(),
+                &latest,
+            );
+            assert!(a.head.starts_with("HTTP/1.1 400 "), "{bad}: {}", a.head);
+        }
     }
 
     proptest! {

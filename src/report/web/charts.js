@@ -38,10 +38,20 @@ var tacho = (function () {
     });
   }
 
-  function placeMarks(u, marks, box) {
-    var old = u.over.querySelectorAll('.mark');
+  function placeMarks(u, marks, box, settings) {
+    var old = u.over.querySelectorAll('.mark, .setting');
     for (var i = 0; i < old.length; i++) old[i].remove();
     var drawn = 0;
+    // A setting that changed: a line across the chart at its time.
+    (settings || []).forEach(function (s) {
+      var x = u.valToPos(s.t, 'x');
+      if (!isFinite(x) || x < 0 || x > (u.over.clientWidth || x)) return;
+      var d = el('div', 'setting');
+      d.style.left = (x - 1) + 'px';
+      d.setAttribute('data-t', s.t);
+      d.title = 'changed: ' + s.text;
+      u.over.appendChild(d);
+    });
     marks.forEach(function (m) {
       var a = u.valToPos(m.from, 'x'), b = u.valToPos(m.to, 'x');
       if (!isFinite(a) || !isFinite(b)) return;
@@ -80,7 +90,7 @@ var tacho = (function () {
         return vals.map(function (v) { return fmt(chart.unit, v); });
       } }],
       hooks: { draw: [function (u) {
-        placeMarks(u, state.marks, box);
+        placeMarks(u, state.marks, box, state.settings);
         // What was drawn: known values per line, and the time axis's ends (tests read them).
         var n = 0;
         for (var s = 1; s < u.data.length; s++) {
@@ -109,6 +119,7 @@ var tacho = (function () {
       var have = made[key];
       if (have) {
         have.state.marks = marksFor(doc, chart);
+        have.state.settings = doc.settings;
         have.plot.setData(data(doc, chart));
         container.appendChild(have.box);
         return;
@@ -118,7 +129,7 @@ var tacho = (function () {
       box.setAttribute('data-subject', chart.subject);
       box.appendChild(el('h3', null, chart.title));
       container.appendChild(box);
-      var state = { marks: marksFor(doc, chart) };
+      var state = { marks: marksFor(doc, chart), settings: doc.settings };
       var plot = new uPlot(options(chart, widthOf(box), box, state), data(doc, chart), box);
       made[key] = { plot: plot, box: box, state: state };
     });
