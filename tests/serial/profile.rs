@@ -267,7 +267,7 @@ impl Drop for Unstall {
 /// in field order: the stall ends first.
 struct Stalled {
     _unstall: Unstall,
-    _spinner: Spinner,
+    spinner: Spinner,
     _fuse: FuseMount,
     _dirs: [tempfile::TempDir; 2],
 }
@@ -304,7 +304,7 @@ fn stalled_profile(test: &str) -> Option<(Stalled, Child)> {
         .unwrap();
     let stalled = Stalled {
         _unstall: unstall,
-        _spinner: spinner,
+        spinner,
         _fuse: fuse,
         _dirs: [backing, flags],
     };
@@ -352,11 +352,17 @@ fn a_stalled_binary_does_not_keep_sigterm_from_stopping_the_profiler() {
 
 #[test]
 fn a_stalled_binary_costs_its_names_not_the_profile() {
-    let _kernel_wide = crate::common::kernel_wide();
+    let kernel_wide = crate::common::kernel_wide();
     let test = "a_stalled_binary_costs_its_names_not_the_profile";
     let Some((stalled, mut child)) = stalled_profile(test) else {
         return;
     };
+    // Sampling (1 s) is over well before naming is given up (30 s): the burner is stopped and
+    // the other serial tests go on meanwhile, their samples free of it.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: signals the burner this test started; it is reaped when `stalled` drops.
+    unsafe { libc::kill(stalled.spinner.pid as libc::pid_t, libc::SIGSTOP) };
+    drop(kernel_wide);
     // The document is out once naming is given up (30 s); the process itself ends only once
     // the server answers, which the kernel waits for.
     let (lines, said) = std::sync::mpsc::channel();
