@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -409,29 +409,39 @@ fn memory_columns_agree_with_free() {
     }
 }
 
+/// A writer of its own (not a thread of this test process, whose other tests write too):
+/// 1 MiB, flushed, every 20 ms or more, the file cut back at 256 MiB.
+const WRITER: &str = r#"
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+block = b"\x07" * (1 << 20)
+written = 0
+print("writing", flush=True)
+while True:
+    os.write(fd, block)
+    os.fdatasync(fd)
+    written += len(block)
+    if written >= 256 << 20:
+        written = 0
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+    time.sleep(0.02)
+"#;
+
 #[test]
 fn a_process_writing_shows_up_with_its_bytes() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = dir.path().join("w");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    let writer = std::thread::spawn(move || {
-        let mut f = std::fs::File::create(&path).unwrap();
-        let block = vec![7u8; 1 << 20];
-        let mut written = 0u64;
-        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-            f.write_all(&block).unwrap();
-            f.sync_data().unwrap();
-            written += block.len() as u64;
-            if written >= 256 << 20 {
-                written = 0;
-                f.set_len(0).unwrap();
-                use std::io::Seek;
-                f.seek(std::io::SeekFrom::Start(0)).unwrap();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    });
+    let mut writer = Command::new("python3")
+        .args(["-c", WRITER])
+        .arg(dir.path().join("w"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot start python3");
+    let mut line = String::new();
+    BufReader::new(writer.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "writing");
     let o = run(&[
         "top",
         "--json",
@@ -442,16 +452,16 @@ fn a_process_writing_shows_up_with_its_bytes() {
         "--top",
         "1000",
     ]);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
+    let pid = writer.id();
+    let _ = writer.kill();
+    let _ = writer.wait();
     let s = &json_lines(&o)[0];
-    let me = std::process::id();
     let row = s["processes"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["pid"] == me)
-        .unwrap_or_else(|| panic!("pid {me} not among {}", s["processes"]));
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("pid {pid} not among {}", s["processes"]));
     // At most 50 MiB/s by construction (1 MiB every 20 ms or more).
     let w = row["write_bytes_per_s"].as_f64().unwrap();
     assert!(w > 0.0 && w <= 60.0 * 1048576.0, "{w}");
