@@ -22,6 +22,9 @@ use crate::kernel::SysRoot;
 use crate::report::incident::{self, Incident};
 use crate::report::top::{text, write_json_line};
 
+/// A full disk that refused no row for this long is a new episode, said again.
+const DISK_FULL_EPISODE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The unit `--print-unit` prints and `contrib/` ships.
 const UNIT: &str = include_str!("../../contrib/tacho-record.service");
 /// The binary the unit's ExecStart runs.
@@ -94,7 +97,8 @@ pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode>
         crate::units::format_bytes_approx(args.max_size),
     );
     let mut first = true;
-    let mut disk_full = false;
+    // When the disk last refused a row (and the recorder said so).
+    let mut disk_full: Option<std::time::Instant> = None;
     let mut short_of_descriptors = false;
     // Connections are too many to keep raw: each record keeps the interval's TCP traffic
     // by process, service and peer, computed here from the previous sample.
@@ -139,13 +143,16 @@ pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode>
                 send(ship, &i)?;
             }
             match stored {
-                Ok(_) => disk_full = false,
+                Ok(_) => {}
                 Err(e) if is_disk_full(&e) => {
-                    // One line per episode, not one per sample; the next sample tries again.
-                    if !disk_full {
+                    // One line per episode, not one per sample; the next sample tries again. A
+                    // nearly full disk refuses the larger rows (a key, the settings) and takes
+                    // the small ones between them, so a stored row does not end the episode:
+                    // ten minutes without a refusal do.
+                    if disk_full.is_none_or(|t| t.elapsed() >= DISK_FULL_EPISODE) {
                         eprintln!("tacho: {}", crate::text::Escaped(&format!("{e:#}")));
                     }
-                    disk_full = true;
+                    disk_full = Some(std::time::Instant::now());
                 }
                 Err(e) => return Err(e),
             }
