@@ -108,17 +108,7 @@ pub fn write(i: &Incident, out: &mut impl Write) -> io::Result<()> {
     host(&mut h, i);
     changed(&mut h, i);
     notes(&mut h, i);
-    let marks: Vec<Mark> = spans
-        .iter()
-        .map(|f| Mark {
-            code: f.code,
-            severity: f.severity,
-            subject: f.subject.clone(),
-            from: f.from_unix_s,
-            to: f.to_unix_s,
-            message: f.message.clone(),
-        })
-        .collect();
+    let marks: Vec<Mark> = spans.iter().map(mark).collect();
     let mut doc = charts::doc(i.timeline, marks);
     doc.settings = setting_marks(i.settings);
     let _ = write!(
@@ -154,6 +144,18 @@ pub(super) fn verdict(h: &mut String, s: &Summary) {
                 when(worst.to_unix_s, false)
             );
         }
+    }
+}
+
+/// A finding's span as the charts mark it.
+pub(super) fn mark(f: &FindingSpan) -> Mark {
+    Mark {
+        code: f.code,
+        severity: f.severity,
+        subject: f.subject.clone(),
+        from: f.from_unix_s,
+        to: f.to_unix_s,
+        message: f.message.clone(),
     }
 }
 

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 
 use super::charts::{self, Chart, Doc, Mark};
 use super::html::esc;
-use super::incident::{finding, verdict, when};
+use super::incident::{finding, mark, verdict, when};
 use crate::diagnose::findings::Severity;
 use crate::history::summary::{FindingSpan, Summary};
 use crate::history::timeline::Timeline;
@@ -147,19 +147,7 @@ pub fn write(
 /// of the disks its findings were about (worst and longest first; else of its busiest disk),
 /// and its busiest interface's traffic.
 fn doc_of(n: usize, r: &HostRow) -> Doc {
-    let marks: Vec<Mark> = r
-        .summary
-        .findings
-        .iter()
-        .map(|f| Mark {
-            code: f.code,
-            severity: f.severity,
-            subject: f.subject.clone(),
-            from: f.from_unix_s,
-            to: f.to_unix_s,
-            message: f.message.clone(),
-        })
-        .collect();
+    let marks: Vec<Mark> = r.summary.findings.iter().map(mark).collect();
     let mut doc = charts::doc(&r.timeline, marks);
     let mut spans: Vec<&FindingSpan> = r.summary.findings.iter().collect();
     spans.sort_by(|a, b| {
