@@ -136,6 +136,35 @@ impl NetnsPair {
         }
     }
 
+    /// Waits until clients in `a` hold an iperf3 control and data connection to each of
+    /// `ports` in `b`: a sampler started before a late client connects would find its
+    /// connection after its first pass over every process, and tacho makes the next such
+    /// pass only seconds later.
+    pub fn wait_connected(&self, ports: &[u16]) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = Self::exec(&self.a, "ss")
+                .args(["-Htn", "state", "established"])
+                .output()
+                .expect("ss");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let to = |port: &u16| {
+                let peer = format!("{}:{port}", self.addr_b);
+                text.lines()
+                    .filter(|l| l.split_whitespace().any(|w| w == peer))
+                    .count()
+            };
+            if ports.iter().all(|p| to(p) >= 2) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "iperf3 clients to {ports:?} never connected: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Kills `child` on drop with the pair's other processes.
     pub fn adopt(&mut self, child: Child) {
         self.children.push(child);

@@ -88,6 +88,7 @@ fn two_senders_are_each_named_with_their_share() {
         .spawn()
         .unwrap();
     pair.adopt(sender);
+    pair.wait_connected(&[5201, 5202]);
     let samples = top(&pair, 6, None);
     // The first interval may hold the start; the rest are steady.
     let mut share = [0.0f64; 2];
@@ -173,6 +174,7 @@ fn loss_on_the_path_shows_as_retransmits_to_that_peer() {
         "iperf3",
         &["-c", &addr, "-p", "5201", "-b", "20M", "-t", "8"],
     );
+    pair.wait_connected(&[5201]);
     let samples = top(&pair, 5, None);
     let subject = format!("{addr}:5201");
     let found: Vec<&Value> = samples
