@@ -6,11 +6,12 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
-/// `len` bytes mapped readable, and writable unless made by [`Mapping::read_only`].
+/// `len` bytes mapped readable, and writable unless made by `Mapping::read_only`.
 pub(crate) struct Mapping {
     base: NonNull<u8>,
     len: usize,
     /// Whether anything (this process or the kernel) may change the bytes.
+    #[cfg(feature = "bpf")]
     writable: bool,
 }
 
@@ -60,6 +61,7 @@ impl Mapping {
         Ok(Mapping {
             base,
             len,
+            #[cfg(feature = "bpf")]
             writable: prot & libc::PROT_WRITE != 0,
         })
     }
