@@ -27,6 +27,7 @@ static __always_inline __u32 floor_log2(__u64 v)
 	return r | (__u32)(v >> 1);
 }
 
+/* The log2 slot of v, capped at the last slot. */
 static __always_inline __u32 log2_slot(__u64 v)
 {
 	__u32 slot = floor_log2(v);

@@ -8,7 +8,7 @@
 //! `tacho top`'s CPU (docs/benchmarks.md, issue 38). Here the type section is only walked
 //! (each record's kind and length, no allocation) up to the last id wanted, and the ids found
 //! are handed to aya as a stand-in BTF holding just those typedefs at their kernel ids, every
-//! other id a placeholder. The file is mapped where the kernel allows it (6.16 and later),
+//! other id a placeholder. The file is mapped where the kernel allows it (recent kernels),
 //! read otherwise. Anything unexpected (another byte order, a kind this walk does not know)
 //! gives `None`, and the caller parses the whole file as before.
 
