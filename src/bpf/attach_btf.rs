@@ -215,6 +215,8 @@ mod tests {
             "block_rq_issue",
             "writeback_dirty_folio",
             "sched_switch",
+            "sys_enter",
+            "sys_exit",
         ];
         let part = for_attach(&tracepoints).unwrap();
         for t in tracepoints {
