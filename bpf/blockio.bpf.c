@@ -132,8 +132,13 @@ struct {
 	__type(value, struct inflight);
 } inflight SEC(".maps");
 
+/* Not preallocated: it takes only the rare request whose array slot is held, and 65,536
+ * entries made up front were 6.8 MB for the kernel to allocate and clear at every start (a
+ * tenth of a short `tacho top`'s CPU went to creating maps). An entry the kernel cannot
+ * allocate (memory pressure) loses that one request's attribution, as a full map did. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
 	__type(value, struct inflight);

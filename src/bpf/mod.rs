@@ -3,6 +3,8 @@
 //! libbpf, clang or kernel headers on the server. Every entry point returns a one-line reason
 //! when the kernel or the environment refuses, so callers fall back to `/proc` and say so once.
 
+#[cfg(feature = "bpf")]
+mod attach_btf;
 pub(crate) mod block;
 pub(crate) mod files;
 pub(crate) mod hist;
@@ -110,9 +112,11 @@ pub(crate) fn load(
     if let Some(reason) = unavailable_reason() {
         return Err(reason);
     }
-    // Parsing the kernel's BTF costs a tenth of a short `top`: it is parsed here once for
-    // every attach, optional ones included (aya's loader parses its own copy).
-    let btf = aya::Btf::from_sys_fs().map_err(|e| refusal("reading kernel BTF", &e))?;
+    // aya's loader parses the kernel's BTF for itself and keeps it; attaching needs only the
+    // tracepoints' ids, found without a second whole parse (see `attach_btf`).
+    let tracepoints: Vec<&str> = programs.iter().chain(optional).map(|&(_, t)| t).collect();
+    let btf =
+        attach_btf::for_attach(&tracepoints).map_err(|e| refusal("reading kernel BTF", &e))?;
     let mut loader = aya::EbpfLoader::new();
     for (name, value) in globals {
         loader.set_global(name, value, true);
