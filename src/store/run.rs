@@ -4,6 +4,7 @@
 
 use super::figures::Figures;
 use super::stored::{DocumentView, Field, RunView, SuiteView, view};
+use super::test_text::{COLUMNS, NAME_LIMIT};
 use crate::bench::result::SCHEMA;
 use crate::text::json_kind;
 use serde_json::{Map, Value, json};
@@ -89,6 +90,13 @@ impl NewTest {
         serde_json::to_string(test)
             .map(NewTest)
             .map_err(|e| Invalid(e.to_string()))
+    }
+}
+
+impl NewTest {
+    /// A test from its compact text, as `Value::to_string` writes it (the caller checked it).
+    pub(super) fn compact(text: String) -> NewTest {
+        NewTest(text)
     }
 }
 
@@ -404,9 +412,6 @@ stored_word! {
     }
 }
 
-/// Longest test name accepted (a timed command's name is the whole command line).
-const NAME_LIMIT: usize = 4096;
-
 /// Refuses, by name, a test whose figures cannot be real: a figure that is not a number,
 /// negative, or not finite; a block size, queue depth or job count out of any device's range.
 pub fn check_test(index: usize, test: &Value) -> Result<(), Invalid> {
@@ -425,11 +430,7 @@ pub fn check_test(index: usize, test: &Value) -> Result<(), Invalid> {
         )));
     }
     let at = |what: String| Invalid(format!("test {} ({name:?}): {what}", index + 1));
-    for (key, max) in [
-        ("bs_bytes", 1u64 << 32),
-        ("iodepth", 1 << 16),
-        ("numjobs", 1 << 16),
-    ] {
+    for (key, max) in COLUMNS {
         match obj.get(key) {
             None | Some(Value::Null) => {}
             Some(v) if v.as_u64().is_some_and(|n| n <= max) => {}

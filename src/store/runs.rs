@@ -5,6 +5,7 @@ use super::figures::{self, Figures};
 use super::run::{
     NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes, suite_standard,
 };
+use super::test_text::Walker;
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
@@ -269,8 +270,9 @@ impl Store {
             }
         }
         let id = insert_run_row(&tx, run).map_err(fail)?;
+        let mut walker = Walker::default();
         for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&tx, id, seq as i64, test.text()).map_err(fail)?;
+            insert_test(&tx, &mut walker, id, seq as i64, test.text()).map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
         Ok((id, true))
@@ -299,7 +301,8 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
-        insert_test(&tx, run_id, seq as i64, &test.to_string()).map_err(fail)?;
+        let mut walker = Walker::default();
+        insert_test(&tx, &mut walker, run_id, seq as i64, &test.to_string()).map_err(fail)?;
         tx.commit().map_err(fail)
     }
 
@@ -832,12 +835,28 @@ fn insert_run_row(tx: &rusqlite::Transaction, run: &NewRun) -> rusqlite::Result<
 
 fn insert_test(
     tx: &rusqlite::Transaction,
+    walker: &mut Walker,
     run_id: i64,
     seq: i64,
     test: &str,
 ) -> rusqlite::Result<()> {
-    // Read from the test's compact text, as it is stored: no tree of values is built.
-    let columns: TestColumns = super::stored::view_text(test);
+    // Read from the test's compact text, as it is stored: no tree of values is built. A
+    // plain test (every checked test without a key written twice) in one pass; any other
+    // through the typed views.
+    let found = walker.read_text(test).filter(|f| f.plain);
+    let (name, rw, [bs_bytes, iodepth, numjobs], figures) = match found {
+        Some(f) => (f.name, f.rw, f.columns, f.figures),
+        None => {
+            let c: TestColumns = super::stored::view_text(test);
+            let whole = |f: super::stored::Field<i64>| f.get().copied();
+            (
+                c.name.get().cloned(),
+                c.rw.get().cloned(),
+                [whole(c.bs_bytes), whole(c.iodepth), whole(c.numjobs)],
+                figures::of_test_text(test),
+            )
+        }
+    };
     tx.prepare_cached(
         "INSERT INTO tests (run_id, seq, name, rw, bs_bytes, iodepth, numjobs, json)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -845,14 +864,14 @@ fn insert_test(
     .execute(params![
         run_id,
         seq,
-        columns.name.get().map_or("?", String::as_str),
-        columns.rw.get(),
-        columns.bs_bytes.get(),
-        columns.iodepth.get(),
-        columns.numjobs.get(),
+        name.as_deref().unwrap_or("?"),
+        rw,
+        bs_bytes,
+        iodepth,
+        numjobs,
         test,
     ])?;
-    figures::insert_all(tx, run_id, seq, figures::of_test_text(test))
+    figures::insert_all(tx, run_id, seq, figures)
 }
 
 /// The fields of a test the `tests` table keeps in columns of their own (a text field only

@@ -1,0 +1,375 @@
+//! One test's JSON read in one pass, without a tree of `Value`s: its compact text (the bytes
+//! `Value::to_string` would write for it), the columns the `tests` table keeps and its
+//! figures. Importing and saving runs of many tests spent most of their time building an
+//! `IndexMap` per object to check each test, write it compact and read its figures.
+//!
+//! The pass answers only for the plain case: every object's keys distinct and every field
+//! [`check_test`](super::run::check_test) looks at of the type it accepts. Anything else
+//! (a check that fails, a key written twice, which a `Value` keeps once) is left to the
+//! `Value` path, which says what is wrong exactly as before.
+
+use super::figures::{DIRECTIONS, Figures, LATENCY_KEYS};
+use serde::Serializer as _;
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::fmt;
+
+/// Longest test name accepted (a timed command's name is the whole command line).
+pub(super) const NAME_LIMIT: usize = 4096;
+
+/// The whole-number fields a test keeps in columns, with the largest value each accepts.
+pub(super) const COLUMNS: [(&str, u64); 3] = [
+    ("bs_bytes", 1 << 32),
+    ("iodepth", 1 << 16),
+    ("numjobs", 1 << 16),
+];
+
+/// What one pass over a test found, and its compact text in [`Walker::text`].
+#[derive(Debug, Default)]
+pub(super) struct Walked {
+    /// Every key distinct in its object and every checked field of an accepted type: the
+    /// text, columns and figures are exactly those of the `Value` path.
+    pub plain: bool,
+    /// Its name; `None` when it has none (then it is not plain).
+    pub name: Option<String>,
+    pub rw: Option<String>,
+    /// `bs_bytes`, `iodepth` and `numjobs`.
+    pub columns: [Option<i64>; 3],
+    /// In the order `figures::of_test` gives them: by sample, then by direction.
+    pub figures: Vec<Figures>,
+}
+
+/// Reads tests one after another, keeping its buffers between them.
+#[derive(Default)]
+pub(super) struct Walker {
+    out: Vec<u8>,
+    /// The keys of the objects being read, as ranges of `out`, innermost object last.
+    keys: Vec<(usize, usize)>,
+    found: Walked,
+}
+
+impl Walker {
+    /// The compact text of the test last read.
+    pub fn text(&self) -> &str {
+        // Only serde_json's serializer and ASCII punctuation wrote it.
+        std::str::from_utf8(&self.out).unwrap_or_default()
+    }
+
+    /// Reads one test from `d`; a syntax error is `d`'s own, at the same place as a `Value`'s.
+    pub fn read<'de, D: Deserializer<'de>>(&mut self, d: D) -> Result<Walked, D::Error> {
+        self.out.clear();
+        self.keys.clear();
+        self.found = Walked {
+            plain: true,
+            ..Walked::default()
+        };
+        Seed {
+            w: self,
+            role: Role::Test,
+        }
+        .deserialize(d)?;
+        let mut found = std::mem::take(&mut self.found);
+        found.plain &= found.name.is_some();
+        found.figures.sort_by_key(|f| {
+            let dir = DIRECTIONS.iter().position(|d| *d == f.direction);
+            (f.sample, dir)
+        });
+        Ok(found)
+    }
+
+    /// Reads a test's stored text; `None` when it does not parse.
+    pub fn read_text(&mut self, text: &str) -> Option<Walked> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let found = self.read(&mut de).ok()?;
+        de.end().ok()?;
+        Some(found)
+    }
+
+    fn scalar(&mut self, role: Role, ok: bool) {
+        if !ok && role != Role::Any {
+            self.found.plain = false;
+        }
+    }
+
+    fn number(&mut self, role: Role, x: f64, whole: Option<u64>) {
+        match role {
+            Role::Any => {}
+            Role::Figure(i, slot) if x.is_finite() && x >= 0.0 => {
+                let f = &mut self.found.figures[i];
+                match slot {
+                    Slot::Iops => f.iops = Some(x),
+                    Slot::Bw => f.bw_bytes_per_s = Some(x),
+                    Slot::Ops => f.ops_per_s = Some(x),
+                    Slot::Lat(k) => f.lat_ns[k] = Some(x),
+                }
+            }
+            Role::Column(c) => match whole.filter(|n| *n <= COLUMNS[c].1) {
+                Some(n) => self.found.columns[c] = i64::try_from(n).ok(),
+                None => self.found.plain = false,
+            },
+            _ => self.found.plain = false,
+        }
+    }
+
+    fn string(&mut self, role: Role, s: &str) {
+        let mut ser = serde_json::Serializer::new(&mut self.out);
+        // Writing to a Vec cannot fail.
+        let _ = ser.serialize_str(s);
+        match role {
+            Role::Any => {}
+            Role::Name if s.len() <= NAME_LIMIT => self.found.name = Some(s.to_owned()),
+            Role::Rw => self.found.rw = Some(s.to_owned()),
+            _ => self.found.plain = false,
+        }
+    }
+}
+
+/// Reads the next test of a stream (`SeqAccess::next_element_seed`).
+impl<'de> DeserializeSeed<'de> for &mut Walker {
+    type Value = Walked;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Walked, D::Error> {
+        self.read(d)
+    }
+}
+
+/// What a value is to the check and the columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The test object.
+    Test,
+    /// A repeat object (sample N).
+    Sample(u32),
+    /// A direction of sample N (`read`, …).
+    Direction(u32, &'static str),
+    /// `lat_ns` of figures number I.
+    Latency(usize),
+    /// One figure of figures number I.
+    Figure(usize, Slot),
+    /// `repeats`.
+    Repeats,
+    Name,
+    Rw,
+    /// A whole-number column, by its index in [`COLUMNS`].
+    Column(usize),
+    /// Anything else: written, not looked at.
+    Any,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Iops,
+    Bw,
+    Ops,
+    Lat(usize),
+}
+
+impl Role {
+    /// The role of the value under `key` in an object of this role.
+    fn of_key(self, key: &str, w: &mut Walker) -> Role {
+        let direction = |sample| {
+            DIRECTIONS
+                .iter()
+                .find(|d| **d == key)
+                .map(|d| Role::Direction(sample, d))
+        };
+        match self {
+            Role::Test => match key {
+                "name" => Role::Name,
+                "rw" => Role::Rw,
+                "repeats" => Role::Repeats,
+                _ => COLUMNS
+                    .iter()
+                    .position(|(k, _)| *k == key)
+                    .map(Role::Column)
+                    .or_else(|| direction(0))
+                    .unwrap_or(Role::Any),
+            },
+            Role::Sample(n) => direction(n).unwrap_or(Role::Any),
+            Role::Direction(..) => {
+                let Some(i) = w.found.figures.len().checked_sub(1) else {
+                    return Role::Any;
+                };
+                match key {
+                    "iops" => Role::Figure(i, Slot::Iops),
+                    "bw_bytes_per_s" => Role::Figure(i, Slot::Bw),
+                    "ops_per_s" => Role::Figure(i, Slot::Ops),
+                    "lat_ns" => Role::Latency(i),
+                    _ => Role::Any,
+                }
+            }
+            Role::Latency(i) => LATENCY_KEYS
+                .iter()
+                .position(|(k, _)| *k == key)
+                .map_or(Role::Any, |k| Role::Figure(i, Slot::Lat(k))),
+            _ => Role::Any,
+        }
+    }
+}
+
+struct Seed<'w> {
+    w: &'w mut Walker,
+    role: Role,
+}
+
+impl<'de> DeserializeSeed<'de> for Seed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Seed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<(), E> {
+        self.w
+            .out
+            .extend_from_slice(if b { b"true" } else { b"false" });
+        self.w.scalar(self.role, false);
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<(), E> {
+        let _ = serde_json::Serializer::new(&mut self.w.out).serialize_i64(n);
+        self.w.number(self.role, n as f64, u64::try_from(n).ok());
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, n: u64) -> Result<(), E> {
+        let _ = serde_json::Serializer::new(&mut self.w.out).serialize_u64(n);
+        self.w.number(self.role, n as f64, Some(n));
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, x: f64) -> Result<(), E> {
+        let _ = serde_json::Serializer::new(&mut self.w.out).serialize_f64(x);
+        self.w.number(self.role, x, None);
+        Ok(())
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<(), E> {
+        self.w.string(self.role, s);
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.w.out.extend_from_slice(b"null");
+        // Null is "not recorded" everywhere the check looks, except for the test itself, a
+        // repeat and the name.
+        let ok = !matches!(self.role, Role::Test | Role::Sample(_) | Role::Name);
+        self.w.scalar(self.role, ok);
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let w = self.w;
+        w.scalar(self.role, self.role == Role::Repeats);
+        w.out.push(b'[');
+        let mut n = 0u32;
+        loop {
+            let role = match self.role {
+                Role::Repeats => Role::Sample(n.saturating_add(1)),
+                _ => Role::Any,
+            };
+            if n > 0 {
+                w.out.push(b',');
+            }
+            let at = w.out.len();
+            if seq.next_element_seed(Seed { w: &mut *w, role })?.is_none() {
+                // The comma written for an element that was not there.
+                w.out.truncate(at.saturating_sub(usize::from(n > 0)));
+                break;
+            }
+            n = n.saturating_add(1);
+        }
+        w.out.push(b']');
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let w = self.w;
+        let role = match self.role {
+            Role::Test | Role::Sample(_) | Role::Latency(_) | Role::Any => self.role,
+            Role::Direction(sample, direction) => {
+                w.found.figures.push(Figures {
+                    sample,
+                    direction,
+                    iops: None,
+                    bw_bytes_per_s: None,
+                    ops_per_s: None,
+                    lat_ns: [None; 7],
+                });
+                self.role
+            }
+            _ => {
+                w.found.plain = false;
+                Role::Any
+            }
+        };
+        w.out.push(b'{');
+        let first = w.keys.len();
+        while let Some(child) = map.next_key_seed(Key {
+            w: &mut *w,
+            role,
+            first,
+        })? {
+            w.out.push(b':');
+            map.next_value_seed(Seed {
+                w: &mut *w,
+                role: child,
+            })?;
+        }
+        w.keys.truncate(first);
+        w.out.push(b'}');
+        Ok(())
+    }
+}
+
+/// A key of an object of role `role`: written (after a comma but for the first), checked
+/// against the object's other keys (those on the stack from `first`), and answered with its
+/// value's role.
+struct Key<'w> {
+    w: &'w mut Walker,
+    role: Role,
+    first: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Key<'_> {
+    type Value = Role;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Role, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key<'_> {
+    type Value = Role;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Role, E> {
+        let w = self.w;
+        if w.keys.len() > self.first {
+            w.out.push(b',');
+        }
+        let start = w.out.len();
+        let _ = serde_json::Serializer::new(&mut w.out).serialize_str(key);
+        let end = w.out.len();
+        let this = &w.out[start..end];
+        if w.keys[self.first..]
+            .iter()
+            .any(|&(s, e)| &w.out[s..e] == this)
+        {
+            w.found.plain = false;
+        }
+        w.keys.push((start, end));
+        Ok(self.role.of_key(key, w))
+    }
+}
