@@ -42,6 +42,8 @@ pub(super) struct Walked {
 #[derive(Default)]
 pub(super) struct Walker {
     out: Vec<u8>,
+    /// Whether the compact text is written (else `out` holds only the keys, to compare them).
+    write: bool,
     /// The keys of the objects being read, as ranges of `out`, innermost object last.
     keys: Vec<(usize, usize)>,
     found: Walked,
@@ -54,8 +56,10 @@ impl Walker {
         std::str::from_utf8(&self.out).unwrap_or_default()
     }
 
-    /// Reads one test from `d`; a syntax error is `d`'s own, at the same place as a `Value`'s.
-    pub fn read<'de, D: Deserializer<'de>>(&mut self, d: D) -> Result<Walked, D::Error> {
+    /// Reads one test from `d`, writing its compact text when `write`; a syntax error is
+    /// `d`'s own, at the same place as a `Value`'s.
+    fn read<'de, D: Deserializer<'de>>(&mut self, d: D, write: bool) -> Result<Walked, D::Error> {
+        self.write = write;
         self.out.clear();
         self.keys.clear();
         self.found = Walked {
@@ -76,10 +80,10 @@ impl Walker {
         Ok(found)
     }
 
-    /// Reads a test's stored text; `None` when it does not parse.
+    /// Reads a test's stored text for its columns and figures; `None` when it does not parse.
     pub fn read_text(&mut self, text: &str) -> Option<Walked> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let found = self.read(&mut de).ok()?;
+        let found = self.read(&mut de, false).ok()?;
         de.end().ok()?;
         Some(found)
     }
@@ -110,10 +114,23 @@ impl Walker {
         }
     }
 
+    /// Writes punctuation or a literal, when writing.
+    fn put(&mut self, bytes: &[u8]) {
+        if self.write {
+            self.out.extend_from_slice(bytes);
+        }
+    }
+
+    /// Writes a value as serde_json does, when writing.
+    fn put_as<T: serde::Serialize + ?Sized>(&mut self, v: &T) {
+        if self.write {
+            // Writing to a Vec cannot fail.
+            let _ = v.serialize(&mut serde_json::Serializer::new(&mut self.out));
+        }
+    }
+
     fn string(&mut self, role: Role, s: &str) {
-        let mut ser = serde_json::Serializer::new(&mut self.out);
-        // Writing to a Vec cannot fail.
-        let _ = ser.serialize_str(s);
+        self.put_as(s);
         match role {
             Role::Any => {}
             Role::Name if s.len() <= NAME_LIMIT => self.found.name = Some(s.to_owned()),
@@ -128,7 +145,7 @@ impl<'de> DeserializeSeed<'de> for &mut Walker {
     type Value = Walked;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Walked, D::Error> {
-        self.read(d)
+        self.read(d, true)
     }
 }
 
@@ -227,27 +244,25 @@ impl<'de> Visitor<'de> for Seed<'_> {
     }
 
     fn visit_bool<E>(self, b: bool) -> Result<(), E> {
-        self.w
-            .out
-            .extend_from_slice(if b { b"true" } else { b"false" });
+        self.w.put(if b { b"true" } else { b"false" });
         self.w.scalar(self.role, false);
         Ok(())
     }
 
     fn visit_i64<E>(self, n: i64) -> Result<(), E> {
-        let _ = serde_json::Serializer::new(&mut self.w.out).serialize_i64(n);
+        self.w.put_as(&n);
         self.w.number(self.role, n as f64, u64::try_from(n).ok());
         Ok(())
     }
 
     fn visit_u64<E>(self, n: u64) -> Result<(), E> {
-        let _ = serde_json::Serializer::new(&mut self.w.out).serialize_u64(n);
+        self.w.put_as(&n);
         self.w.number(self.role, n as f64, Some(n));
         Ok(())
     }
 
     fn visit_f64<E>(self, x: f64) -> Result<(), E> {
-        let _ = serde_json::Serializer::new(&mut self.w.out).serialize_f64(x);
+        self.w.put_as(&x);
         self.w.number(self.role, x, None);
         Ok(())
     }
@@ -258,7 +273,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
     }
 
     fn visit_unit<E>(self) -> Result<(), E> {
-        self.w.out.extend_from_slice(b"null");
+        self.w.put(b"null");
         // Null is "not recorded" everywhere the check looks, except for the test itself, a
         // repeat and the name.
         let ok = !matches!(self.role, Role::Test | Role::Sample(_) | Role::Name);
@@ -269,25 +284,25 @@ impl<'de> Visitor<'de> for Seed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let w = self.w;
         w.scalar(self.role, self.role == Role::Repeats);
-        w.out.push(b'[');
+        w.put(b"[");
         let mut n = 0u32;
         loop {
             let role = match self.role {
                 Role::Repeats => Role::Sample(n.saturating_add(1)),
                 _ => Role::Any,
             };
-            if n > 0 {
-                w.out.push(b',');
-            }
             let at = w.out.len();
+            if n > 0 {
+                w.put(b",");
+            }
             if seq.next_element_seed(Seed { w: &mut *w, role })?.is_none() {
                 // The comma written for an element that was not there.
-                w.out.truncate(at.saturating_sub(usize::from(n > 0)));
+                w.out.truncate(at);
                 break;
             }
             n = n.saturating_add(1);
         }
-        w.out.push(b']');
+        w.put(b"]");
         Ok(())
     }
 
@@ -311,21 +326,21 @@ impl<'de> Visitor<'de> for Seed<'_> {
                 Role::Any
             }
         };
-        w.out.push(b'{');
+        w.put(b"{");
         let first = w.keys.len();
         while let Some(child) = map.next_key_seed(Key {
             w: &mut *w,
             role,
             first,
         })? {
-            w.out.push(b':');
+            w.put(b":");
             map.next_value_seed(Seed {
                 w: &mut *w,
                 role: child,
             })?;
         }
         w.keys.truncate(first);
-        w.out.push(b'}');
+        w.put(b"}");
         Ok(())
     }
 }
@@ -357,7 +372,7 @@ impl<'de> Visitor<'de> for Key<'_> {
     fn visit_str<E>(self, key: &str) -> Result<Role, E> {
         let w = self.w;
         if w.keys.len() > self.first {
-            w.out.push(b',');
+            w.put(b",");
         }
         let start = w.out.len();
         let _ = serde_json::Serializer::new(&mut w.out).serialize_str(key);
