@@ -142,6 +142,25 @@ pub struct StoredRun {
 pub type EachTest<'a> =
     dyn FnMut(String, &str, Vec<super::figures::Figures>) -> anyhow::Result<()> + 'a;
 
+/// A run read test by test with its tests kept: `each_test` (a store's, for one run) hands
+/// each test to the closure it is given, whose JSON text `parse` turns into the test's value.
+pub(crate) fn collected(
+    each_test: impl FnOnce(&mut EachTest<'_>) -> anyhow::Result<StoredRun>,
+    parse: impl Fn(&str) -> Value,
+) -> anyhow::Result<StoredRun> {
+    let mut tests = Vec::new();
+    let mut run = each_test(&mut |name, json, figures| {
+        tests.push(StoredTest {
+            name,
+            json: parse(json),
+            figures,
+        });
+        Ok(())
+    })?;
+    run.tests = tests;
+    Ok(run)
+}
+
 /// A test read back from the store: its full JSON object and its indexed figures.
 #[derive(Debug, Clone)]
 pub struct StoredTest {

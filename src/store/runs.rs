@@ -506,22 +506,16 @@ impl Store {
     }
 
     fn load_with(&self, id: i64, summary: bool, max_tests: usize) -> Result<StoredRun> {
-        let mut tests = Vec::new();
-        let mut run = self.each_test(id, max_tests, &mut |name, json, figures| {
-            let json = if summary {
-                serde_json::from_str::<Summary>(json).map_or(Value::Null, |s| s.0)
-            } else {
-                serde_json::from_str(json).unwrap_or(Value::Null)
-            };
-            tests.push(StoredTest {
-                name,
-                json,
-                figures,
-            });
-            Ok(())
-        })?;
-        run.tests = tests;
-        Ok(run)
+        super::run::collected(
+            |each| self.each_test(id, max_tests, each),
+            |json| {
+                if summary {
+                    serde_json::from_str::<Summary>(json).map_or(Value::Null, |s| s.0)
+                } else {
+                    serde_json::from_str(json).unwrap_or(Value::Null)
+                }
+            },
+        )
     }
 
     /// The run with `id` without its tests, each of its first `max_tests` tests handed to

@@ -388,3 +388,157 @@ impl<'de> Visitor<'de> for Key<'_> {
         Ok(self.role.of_key(key, w))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::figures;
+    use crate::store::run::check_test;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    /// A JSON value as text, objects possibly with a key twice (which a `Value` keeps once).
+    #[derive(Debug, Clone)]
+    enum J {
+        Null,
+        Bool(bool),
+        Int(i64),
+        Float(f64),
+        Str(String),
+        Arr(Vec<J>),
+        Obj(Vec<(String, J)>),
+    }
+
+    impl J {
+        fn text(&self, out: &mut String) {
+            match self {
+                J::Null => out.push_str("null"),
+                J::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+                J::Int(n) => out.push_str(&n.to_string()),
+                // Written as people and other tools write them, not as serde_json would.
+                J::Float(x) => out.push_str(&format!("{x:e}")),
+                J::Str(s) => out.push_str(&serde_json::to_string(s).unwrap()),
+                J::Arr(items) => {
+                    out.push_str("[ ");
+                    for (i, v) in items.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        v.text(out);
+                    }
+                    out.push(']');
+                }
+                J::Obj(entries) => {
+                    out.push_str("{\n");
+                    for (i, (k, v)) in entries.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(",\n");
+                        }
+                        out.push_str(&serde_json::to_string(k).unwrap());
+                        out.push_str(": ");
+                        v.text(out);
+                    }
+                    out.push('}');
+                }
+            }
+        }
+
+        fn has_twice(&self) -> bool {
+            match self {
+                J::Arr(items) => items.iter().any(J::has_twice),
+                J::Obj(entries) => entries.iter().enumerate().any(|(i, (k, v))| {
+                    v.has_twice() || entries[..i].iter().any(|(other, _)| other == k)
+                }),
+                _ => false,
+            }
+        }
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => prop::sample::select(vec![
+                "name", "rw", "bs_bytes", "iodepth", "numjobs", "read", "write", "sync", "run",
+                "repeats", "iops", "bw_bytes_per_s", "ops_per_s", "lat_ns", "mean", "p99", "max",
+            ])
+            .prop_map(String::from),
+            1 => "[a-z\\\\\"\u{0}é\u{1f}/]{0,3}",
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = J> {
+        let leaf = prop_oneof![
+            Just(J::Null),
+            any::<bool>().prop_map(J::Bool),
+            (0i64..70_000).prop_map(J::Int),
+            any::<i64>().prop_map(J::Int),
+            (0.0f64..1e7).prop_map(J::Float),
+            (-1e300f64..1e300).prop_map(J::Float),
+            "[a-z\\\\\"\u{0}é\u{7f}]{0,6}".prop_map(J::Str),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(J::Arr),
+                prop::collection::vec((key(), inner), 0..6).prop_map(J::Obj),
+            ]
+        })
+    }
+
+    /// A test: an object with a name, most of the time.
+    fn test() -> impl Strategy<Value = J> {
+        (
+            prop::option::weighted(0.9, "[a-z ]{1,8}"),
+            prop::collection::vec((key(), value()), 0..8),
+        )
+            .prop_map(|(name, mut entries)| {
+                if let Some(n) = name {
+                    entries.insert(0, ("name".into(), J::Str(n)));
+                }
+                J::Obj(entries)
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// Whatever the test, the pass answers as the `Value` path would: the same error for
+        /// text that does not parse; for a plain test the same compact text, a passing check,
+        /// the same columns and figures; and a test is plain exactly when its check passes and
+        /// no object has a key twice.
+        #[test]
+        fn one_pass_answers_as_the_value_path(t in test(), cut in 0usize..4) {
+            let mut text = String::new();
+            t.text(&mut text);
+            // Sometimes cut short: not valid JSON.
+            if cut == 0 {
+                let at = text.len() / 2;
+                text.truncate(text.floor_char_boundary(at));
+            }
+            let mut walker = Walker::default();
+            let mut de = serde_json::Deserializer::from_str(&text);
+            let walked = walker.read(&mut de, true).and_then(|w| de.end().map(|()| w));
+            let value = serde_json::from_str::<Value>(&text);
+            match (walked, value) {
+                (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+                (Ok(w), Ok(v)) => {
+                    let checked = check_test(0, &v).is_ok();
+                    prop_assert_eq!(w.plain, checked && !t.has_twice());
+                    if w.plain {
+                        let compact = v.to_string();
+                        prop_assert_eq!(walker.text(), compact.as_str());
+                        prop_assert_eq!(w.name.as_deref(), v["name"].as_str());
+                        prop_assert_eq!(w.rw.as_deref(), v.get("rw").and_then(Value::as_str));
+                        for (i, (key, _)) in COLUMNS.iter().enumerate() {
+                            prop_assert_eq!(w.columns[i], v.get(*key).and_then(Value::as_i64));
+                        }
+                        prop_assert_eq!(&w.figures, &figures::of_test_text(&compact));
+                        // Read back from its compact text (as the store does), the same.
+                        let again = walker.read_text(&compact).unwrap();
+                        prop_assert!(again.plain);
+                        prop_assert_eq!(again.figures, w.figures);
+                    }
+                }
+                (a, b) => prop_assert!(false, "{a:?} against {b:?}"),
+            }
+        }
+    }
+}
