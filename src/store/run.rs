@@ -91,9 +91,7 @@ impl NewTest {
             .map(NewTest)
             .map_err(|e| Invalid(e.to_string()))
     }
-}
 
-impl NewTest {
     /// A test from its compact text, as `Value::to_string` writes it (the caller checked it).
     pub(super) fn compact(text: String) -> NewTest {
         NewTest(text)

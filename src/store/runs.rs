@@ -2,9 +2,7 @@
 
 use super::Store;
 use super::figures::{self, Figures};
-use super::run::{
-    NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes, suite_standard,
-};
+use super::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, suite_changes, suite_standard};
 use super::test_text::Walker;
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
@@ -192,7 +190,7 @@ impl RawRun {
     pub(crate) fn stored(
         &self,
         status: Option<RunStatus>,
-        tests: Vec<StoredTest>,
+        tests: Vec<super::run::StoredTest>,
     ) -> Result<StoredRun> {
         let newer = |noun: &str, word: &str| {
             anyhow::anyhow!(
