@@ -474,12 +474,10 @@ pub struct Builder {
     cells: usize,
     /// … so at most this many matched tests ([`tests_per_run`]).
     cap: usize,
-    /// The run whose tests are being added.
-    run: usize,
-    /// Matched tests by key (`randread bs=4096 … #0`).
-    index: HashMap<String, usize>,
-    /// The run being added's occurrences of each work.
-    seen: HashMap<String, usize>,
+    /// Matched tests by what they do ([`match_key`]: `randread bs=4096 …`).
+    index: HashMap<String, Work>,
+    /// The key of the test being added, written here so that only a new key is allocated.
+    key: String,
     tests: Vec<TestInfo>,
     meta: Vec<TestMeta>,
     /// The other names a test has in later runs, joined into its name at the end.
@@ -504,9 +502,8 @@ impl Builder {
             runs,
             cells,
             cap: tests_per_run_of(cells, runs),
-            run: 0,
             index: HashMap::new(),
-            seen: HashMap::new(),
+            key: String::new(),
             tests: Vec::new(),
             meta: Vec::new(),
             names: Vec::new(),
@@ -536,19 +533,32 @@ impl Builder {
         if run >= self.runs {
             return;
         }
-        if run != self.run {
-            self.run = run;
-            self.seen.clear();
-        }
         self.methods[run].add(&viewed.method, figures);
         self.test_warnings[run].add(&name, &viewed.warnings.warnings);
         let w = &viewed.work;
-        let base = match_key(w, &name);
+        let mut key = std::mem::take(&mut self.key);
+        match_key(&mut key, w, &name);
+        if !self.index.contains_key(key.as_str()) {
+            let work = Work {
+                tests: Vec::new(),
+                run,
+                seen: 0,
+            };
+            self.index.insert(key.clone(), work);
+        }
+        let found = self.index.get_mut(key.as_str());
+        self.key = key;
+        let Some(work) = found else {
+            return;
+        };
         // The same work twice in one run pairs with the same occurrence in the others.
-        let n = self.seen.entry(base.clone()).or_insert(0);
-        let key = format!("{base}#{n}");
-        *n += 1;
-        let i = match self.index.get(&key) {
+        if work.run != run {
+            work.run = run;
+            work.seen = 0;
+        }
+        let n = work.seen;
+        work.seen += 1;
+        let i = match work.tests.get(n) {
             Some(&i) => i,
             None if self.tests.len() >= self.cap => {
                 self.cut = true;
@@ -556,7 +566,7 @@ impl Builder {
             }
             None => {
                 let i = self.tests.len();
-                self.index.insert(key, i);
+                work.tests.push(i);
                 self.tests.push(TestInfo {
                     name: String::new(),
                     rw: w.rw.get().cloned(),
@@ -1108,27 +1118,40 @@ pub struct Regression {
     pub significance: Significance,
 }
 
-/// What a test does, as a string: equal strings mean the same work.
-fn match_key(w: &WorkView, name: &str) -> String {
+/// What a test does, as a string written into `key`: equal strings mean the same work.
+fn match_key(key: &mut String, w: &WorkView, name: &str) {
+    use std::fmt::Write as _;
+    key.clear();
     let Some(rw) = w.rw.get() else {
-        return format!("name:{name}");
+        let _ = write!(key, "name:{name}");
+        return;
     };
     let num = |f: &Field<u64>| f.get().copied().unwrap_or(1);
     let mix = match rw.as_str() {
         "rw" | "randrw" => w.rwmixread.get().copied().unwrap_or(50),
         _ => 100,
     };
-    let sync = w
-        .sync_every
-        .get()
-        .and_then(|s| Some(format!("{}/{}", s.kind.get()?, s.every.get()?)))
-        .unwrap_or_default();
-    format!(
-        "{rw} bs={} qd={} jobs={} mix={mix} sync={sync}",
+    // Writing to a String cannot fail.
+    let _ = write!(
+        key,
+        "{rw} bs={} qd={} jobs={} mix={mix} sync=",
         num(&w.bs_bytes),
         num(&w.iodepth),
         num(&w.numjobs)
-    )
+    );
+    if let Some(s) = w.sync_every.get()
+        && let (Some(kind), Some(every)) = (s.kind.get(), s.every.get())
+    {
+        let _ = write!(key, "{kind}/{every}");
+    }
+}
+
+/// The tests that do one work: the matched test of each occurrence in a run (the first time
+/// it is done, the second, …), and how many times the run being added has done it so far.
+struct Work {
+    tests: Vec<usize>,
+    run: usize,
+    seen: usize,
 }
 
 /// A cell before judging: the reported figure and the repeats.

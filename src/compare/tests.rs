@@ -143,6 +143,13 @@ fn different_suite_versions_are_flagged() {
     );
 }
 
+/// The match key of a test, as a string.
+fn key_of(w: &WorkView, name: &str) -> String {
+    let mut key = String::new();
+    match_key(&mut key, w, name);
+    key
+}
+
 /// The match key and the test's description read every field from the document the model
 /// types write: a renamed field in `TestResult` or `SyncEvery` fails here, not in a report.
 #[test]
@@ -175,7 +182,7 @@ fn the_match_key_reads_what_the_test_result_writes() {
     let result = TestResult::new("w".into(), &spec, &[Measured::default()], Vec::new());
     let json = serde_json::to_value(&result).unwrap();
     assert_eq!(
-        match_key(&view(&json), "w"),
+        key_of(&view(&json), "w"),
         "randrw bs=2300 qd=4 jobs=2 mix=70 sync=fdatasync/3"
     );
     // Read from the stored text as `compare` reads it, the same.
@@ -183,7 +190,7 @@ fn the_match_key_reads_what_the_test_result_writes() {
         crate::store::stored::view_text::<crate::store::stored::CompareTestView>(&json.to_string())
             .split();
     assert_eq!(
-        match_key(&work, "w"),
+        key_of(&work, "w"),
         "randrw bs=2300 qd=4 jobs=2 mix=70 sync=fdatasync/3"
     );
     let stored = StoredTest {
@@ -201,7 +208,7 @@ fn the_match_key_reads_what_the_test_result_writes() {
     assert_eq!(info.sync_kind.as_deref(), Some("fdatasync"));
     // A document without `rw` (a cpu kernel, a timed command) is matched by name.
     assert_eq!(
-        match_key(&view(&json!({"ops_per_s": 1.0})), "sha256"),
+        key_of(&view(&json!({"ops_per_s": 1.0})), "sha256"),
         "name:sha256"
     );
 }

@@ -6,7 +6,7 @@
 //! zero.
 
 use super::stored::{Field, view};
-use rusqlite::{Transaction, params};
+use rusqlite::Transaction;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -167,39 +167,65 @@ pub fn insert(tx: &Transaction, run_id: i64, seq: i64, test: &Value) -> rusqlite
     insert_all(tx, run_id, seq, of_test(test))
 }
 
-/// Saves a test's figures (of [`of_test`] or [`of_test_text`]).
+/// Saves a test's figures (of [`of_test`] or [`of_test_text`]), up to [`ROWS_AT_ONCE`] rows a
+/// statement: a run of many tests has four or more rows a test, and each statement run has a
+/// cost of its own.
 pub fn insert_all(
     tx: &Transaction,
     run_id: i64,
     seq: i64,
     figures: Vec<Figures>,
 ) -> rusqlite::Result<()> {
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO figures (run_id, seq, sample, direction, iops, bw_bytes_per_s,
-            lat_mean_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns,
-            lat_max_ns, ops_per_s)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    )?;
-    for f in figures {
-        let l = f.lat_ns;
-        stmt.execute(params![
-            run_id,
-            seq,
-            f.sample,
-            f.direction,
-            f.iops,
-            f.bw_bytes_per_s,
-            l[0],
-            l[1],
-            l[2],
-            l[3],
-            l[4],
-            l[5],
-            l[6],
-            f.ops_per_s
-        ])?;
+    for rows in figures.chunks(ROWS_AT_ONCE) {
+        let mut stmt = tx.prepare_cached(insert_sql(rows.len()))?;
+        let mut at = 0;
+        let mut bind = |v: &dyn rusqlite::ToSql| {
+            at += 1;
+            stmt.raw_bind_parameter(at, v)
+        };
+        for f in rows {
+            let l = f.lat_ns;
+            bind(&run_id)?;
+            bind(&seq)?;
+            bind(&f.sample)?;
+            bind(&f.direction)?;
+            bind(&f.iops)?;
+            bind(&f.bw_bytes_per_s)?;
+            for v in l {
+                bind(&v)?;
+            }
+            bind(&f.ops_per_s)?;
+        }
+        stmt.raw_execute()?;
     }
     Ok(())
+}
+
+/// The most figure rows one statement writes.
+const ROWS_AT_ONCE: usize = 8;
+
+/// The statement that writes `rows` figure rows (1 to [`ROWS_AT_ONCE`]).
+fn insert_sql(rows: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        (1..=ROWS_AT_ONCE)
+            .map(|n| {
+                let row = |r: usize| {
+                    let p: Vec<String> = (1..=14).map(|i| format!("?{}", r * 14 + i)).collect();
+                    format!("({})", p.join(", "))
+                };
+                let values: Vec<String> = (0..n).map(row).collect();
+                format!(
+                    "INSERT INTO figures (run_id, seq, sample, direction, iops, bw_bytes_per_s,
+                        lat_mean_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns,
+                        lat_p99_99_ns, lat_max_ns, ops_per_s)
+                     VALUES {}",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    &all[rows.clamp(1, ROWS_AT_ONCE) - 1]
 }
 
 /// Fills `figures` from every stored test (the step that created the table).

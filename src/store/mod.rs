@@ -17,6 +17,7 @@ mod run;
 mod runs;
 pub mod schema;
 pub(crate) mod stored;
+mod test_text;
 pub(crate) mod version;
 
 #[cfg(feature = "pg")]

@@ -4,6 +4,7 @@
 
 use super::figures::Figures;
 use super::stored::{DocumentView, Field, RunView, SuiteView, view};
+use super::test_text::{COLUMNS, NAME_LIMIT};
 use crate::bench::result::SCHEMA;
 use crate::text::json_kind;
 use serde_json::{Map, Value, json};
@@ -90,6 +91,11 @@ impl NewTest {
             .map(NewTest)
             .map_err(|e| Invalid(e.to_string()))
     }
+
+    /// A test from its compact text, as `Value::to_string` writes it (the caller checked it).
+    pub(super) fn compact(text: String) -> NewTest {
+        NewTest(text)
+    }
 }
 
 impl From<&Value> for NewTest {
@@ -133,6 +139,25 @@ pub struct StoredRun {
 /// test's name, its JSON text and its figures.
 pub type EachTest<'a> =
     dyn FnMut(String, &str, Vec<super::figures::Figures>) -> anyhow::Result<()> + 'a;
+
+/// A run read test by test with its tests kept: `each_test` (a store's, for one run) hands
+/// each test to the closure it is given, whose JSON text `parse` turns into the test's value.
+pub(crate) fn collected(
+    each_test: impl FnOnce(&mut EachTest<'_>) -> anyhow::Result<StoredRun>,
+    parse: impl Fn(&str) -> Value,
+) -> anyhow::Result<StoredRun> {
+    let mut tests = Vec::new();
+    let mut run = each_test(&mut |name, json, figures| {
+        tests.push(StoredTest {
+            name,
+            json: parse(json),
+            figures,
+        });
+        Ok(())
+    })?;
+    run.tests = tests;
+    Ok(run)
+}
 
 /// A test read back from the store: its full JSON object and its indexed figures.
 #[derive(Debug, Clone)]
@@ -404,9 +429,6 @@ stored_word! {
     }
 }
 
-/// Longest test name accepted (a timed command's name is the whole command line).
-const NAME_LIMIT: usize = 4096;
-
 /// Refuses, by name, a test whose figures cannot be real: a figure that is not a number,
 /// negative, or not finite; a block size, queue depth or job count out of any device's range.
 pub fn check_test(index: usize, test: &Value) -> Result<(), Invalid> {
@@ -425,11 +447,7 @@ pub fn check_test(index: usize, test: &Value) -> Result<(), Invalid> {
         )));
     }
     let at = |what: String| Invalid(format!("test {} ({name:?}): {what}", index + 1));
-    for (key, max) in [
-        ("bs_bytes", 1u64 << 32),
-        ("iodepth", 1 << 16),
-        ("numjobs", 1 << 16),
-    ] {
+    for (key, max) in COLUMNS {
         match obj.get(key) {
             None | Some(Value::Null) => {}
             Some(v) if v.as_u64().is_some_and(|n| n <= max) => {}

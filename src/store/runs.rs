@@ -2,9 +2,8 @@
 
 use super::Store;
 use super::figures::{self, Figures};
-use super::run::{
-    NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest, suite_changes, suite_standard,
-};
+use super::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, suite_changes, suite_standard};
+use super::test_text::Walker;
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
@@ -191,7 +190,7 @@ impl RawRun {
     pub(crate) fn stored(
         &self,
         status: Option<RunStatus>,
-        tests: Vec<StoredTest>,
+        tests: Vec<super::run::StoredTest>,
     ) -> Result<StoredRun> {
         let newer = |noun: &str, word: &str| {
             anyhow::anyhow!(
@@ -269,8 +268,9 @@ impl Store {
             }
         }
         let id = insert_run_row(&tx, run).map_err(fail)?;
+        let mut walker = Walker::default();
         for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&tx, id, seq as i64, test.text()).map_err(fail)?;
+            insert_test(&tx, &mut walker, id, seq as i64, test.text()).map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
         Ok((id, true))
@@ -299,7 +299,8 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
-        insert_test(&tx, run_id, seq as i64, &test.to_string()).map_err(fail)?;
+        let mut walker = Walker::default();
+        insert_test(&tx, &mut walker, run_id, seq as i64, &test.to_string()).map_err(fail)?;
         tx.commit().map_err(fail)
     }
 
@@ -503,22 +504,16 @@ impl Store {
     }
 
     fn load_with(&self, id: i64, summary: bool, max_tests: usize) -> Result<StoredRun> {
-        let mut tests = Vec::new();
-        let mut run = self.each_test(id, max_tests, &mut |name, json, figures| {
-            let json = if summary {
-                serde_json::from_str::<Summary>(json).map_or(Value::Null, |s| s.0)
-            } else {
-                serde_json::from_str(json).unwrap_or(Value::Null)
-            };
-            tests.push(StoredTest {
-                name,
-                json,
-                figures,
-            });
-            Ok(())
-        })?;
-        run.tests = tests;
-        Ok(run)
+        super::run::collected(
+            |each| self.each_test(id, max_tests, each),
+            |json| {
+                if summary {
+                    serde_json::from_str::<Summary>(json).map_or(Value::Null, |s| s.0)
+                } else {
+                    serde_json::from_str(json).unwrap_or(Value::Null)
+                }
+            },
+        )
     }
 
     /// The run with `id` without its tests, each of its first `max_tests` tests handed to
@@ -832,12 +827,28 @@ fn insert_run_row(tx: &rusqlite::Transaction, run: &NewRun) -> rusqlite::Result<
 
 fn insert_test(
     tx: &rusqlite::Transaction,
+    walker: &mut Walker,
     run_id: i64,
     seq: i64,
     test: &str,
 ) -> rusqlite::Result<()> {
-    // Read from the test's compact text, as it is stored: no tree of values is built.
-    let columns: TestColumns = super::stored::view_text(test);
+    // Read from the test's compact text, as it is stored: no tree of values is built. A
+    // plain test (every checked test without a key written twice) in one pass; any other
+    // through the typed views.
+    let found = walker.read_text(test).filter(|f| f.plain);
+    let (name, rw, [bs_bytes, iodepth, numjobs], figures) = match found {
+        Some(f) => (f.name, f.rw, f.columns, f.figures),
+        None => {
+            let c: TestColumns = super::stored::view_text(test);
+            let whole = |f: super::stored::Field<i64>| f.get().copied();
+            (
+                c.name.get().cloned(),
+                c.rw.get().cloned(),
+                [whole(c.bs_bytes), whole(c.iodepth), whole(c.numjobs)],
+                figures::of_test_text(test),
+            )
+        }
+    };
     tx.prepare_cached(
         "INSERT INTO tests (run_id, seq, name, rw, bs_bytes, iodepth, numjobs, json)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -845,14 +856,14 @@ fn insert_test(
     .execute(params![
         run_id,
         seq,
-        columns.name.get().map_or("?", String::as_str),
-        columns.rw.get(),
-        columns.bs_bytes.get(),
-        columns.iodepth.get(),
-        columns.numjobs.get(),
+        name.as_deref().unwrap_or("?"),
+        rw,
+        bs_bytes,
+        iodepth,
+        numjobs,
         test,
     ])?;
-    figures::insert_all(tx, run_id, seq, figures::of_test_text(test))
+    figures::insert_all(tx, run_id, seq, figures)
 }
 
 /// The fields of a test the `tests` table keeps in columns of their own (a text field only

@@ -7,7 +7,7 @@
 use super::{PgStore, error_chain};
 use crate::kernel::{SysRoot, process};
 use crate::store::figures;
-use crate::store::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, StoredTest};
+use crate::store::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun};
 use crate::store::runs::{ListText, RawRun, RunSummary, hostname, target_path};
 use anyhow::{Result, anyhow, bail};
 use postgres::Row;
@@ -92,17 +92,10 @@ impl PgStore {
     /// As [`PgStore::load`], with only the first `max_tests` tests (see
     /// [`crate::store::Store::load_summary`]).
     pub fn load_upto(&mut self, id: i64, max_tests: usize) -> Result<StoredRun> {
-        let mut tests = Vec::new();
-        let mut run = self.each_test(id, max_tests, &mut |name, json, figures| {
-            tests.push(StoredTest {
-                name,
-                json: serde_json::from_str(json).unwrap_or(Value::Null),
-                figures,
-            });
-            Ok(())
-        })?;
-        run.tests = tests;
-        Ok(run)
+        crate::store::run::collected(
+            |each| self.each_test(id, max_tests, each),
+            |json| serde_json::from_str(json).unwrap_or(Value::Null),
+        )
     }
 
     /// As [`crate::store::Store::each_test`]: the run without its tests, each of its first
