@@ -17,6 +17,7 @@
 //! timeout), so a server a little past its capacity is measured on all of its backlog; those
 //! left after it stay unsent (counted). The connections stay open for the next step.
 
+use super::h1;
 use super::target::Target;
 use super::tls::Tls;
 use super::{Errors, Lag, Latency, Options, Origin, Step, UrlCounts};
@@ -225,22 +226,26 @@ impl Protocol {
 enum Sender {
     H1(http1::SendRequest<Full<Bytes>>),
     H2(http2::SendRequest<Full<Bytes>>),
+    /// HTTP/1.1 in the clear, by hand in the worker's own task ([`h1`]).
+    Plain(h1::Conn),
 }
 
-/// An open connection: the handle requests are sent through and the task driving it.
+/// An open connection: the handle requests are sent through and the task driving it (none
+/// for [`Sender::Plain`]).
 struct Conn {
     sender: Sender,
-    driver: JoinHandle<()>,
+    driver: Option<JoinHandle<()>>,
     protocol: Protocol,
     /// The TLS version agreed (`TLSv1_3`), for https.
     tls_version: Option<String>,
 }
 
 impl Conn {
-    fn is_closed(&self) -> bool {
-        match &self.sender {
+    fn is_closed(&mut self) -> bool {
+        match &mut self.sender {
             Sender::H1(s) => s.is_closed(),
             Sender::H2(s) => s.is_closed(),
+            Sender::Plain(c) => c.is_closed(),
         }
     }
 }
@@ -248,7 +253,9 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         // A connection given up on mid-request (a timeout) is closed, not left to finish.
-        self.driver.abort();
+        if let Some(driver) = &self.driver {
+            driver.abort();
+        }
     }
 }
 
@@ -277,6 +284,10 @@ struct Template {
     headers_h1: HeaderMap,
     headers_h2: HeaderMap,
     body: Bytes,
+    /// The whole request as HTTP/1.1 sends it, for the connections written by hand.
+    wire: Box<[u8]>,
+    /// Its method is HEAD (whose answer has no body).
+    to_head: bool,
     /// Its origin, by index into the client's connectors.
     origin: usize,
 }
@@ -289,6 +300,8 @@ struct Connector {
     /// HTTP/2 without asking (`--http2` over http://), or only HTTP/2 (over https).
     http2: bool,
     tls: Option<Tls>,
+    /// HTTP/1.1 in the clear, written by hand ([`h1`]) rather than through hyper.
+    plain: bool,
 }
 
 /// The generator: its runtime, the requests and the connections kept from step to step.
@@ -371,6 +384,7 @@ impl Client {
             return Err("no URL given; give http://HOST[:PORT]/PATH or --urls FILE".into());
         }
         let common = headers(opts)?;
+        let by_hand = h1::fits(&common);
         let weights: Vec<u32> = requests.iter().map(|r| r.weight).collect();
         if weights.contains(&0) || weights.iter().map(|w| u64::from(*w)).sum::<u64>() > MAX_CYCLE {
             return Err(format!(
@@ -395,6 +409,7 @@ impl Client {
                         } else {
                             None
                         },
+                        plain: !t.tls && !opts.http2 && by_hand,
                     });
                     connectors.len() - 1
                 }
@@ -410,9 +425,13 @@ impl Client {
                 let host = HeaderValue::from_str(&t.authority).map_err(|_| cannot("host"))?;
                 headers_h1.insert(HOST, host);
             }
+            let method = method(&r.method)?;
+            let origin_form: Uri = t.path.parse().map_err(|_| cannot("path"))?;
             templates.push(Template {
-                method: method(&r.method)?,
-                origin_form: t.path.parse().map_err(|_| cannot("path"))?,
+                wire: h1::request(&method, &t.path, &headers_h1, &opts.body).into(),
+                to_head: method == Method::HEAD,
+                method,
+                origin_form,
                 absolute: format!("{}{}", t.origin(), t.path)
                     .parse()
                     .map_err(|_| cannot("URL"))?,
@@ -518,6 +537,7 @@ impl Client {
         let conns = std::mem::take(&mut self.conns);
         let back: Vec<Vec<Option<Conn>>> = self.local.block_on(&self.runtime, async {
             let ringing = tokio::task::spawn_local(alarm(Rc::clone(&shared)));
+
             let workers: Vec<_> = conns
                 .into_iter()
                 .map(|c| tokio::task::spawn_local(worker(Rc::clone(&shared), c)))
@@ -660,19 +680,21 @@ impl Shared {
         failed.timeout + failed.other == 0
     }
 
-    /// The next request (by template) and when it is due; `None` when the step is over.
-    fn take(&self) -> Option<(usize, Instant)> {
+    /// The next request (by template), when it is due and the time now; `None` when the
+    /// step is over.
+    fn take(&self) -> Option<(usize, Instant, Instant)> {
         let i = self.next.get();
         if i >= self.total || self.stopped() || self.not_http.get().is_some() {
             return None;
         }
         let due = self.start + Duration::from_secs_f64(i as f64 / self.rate);
-        if Instant::now() >= self.end + self.grace {
+        let now = Instant::now();
+        if now >= self.end + self.grace {
             return None;
         }
         self.next.set(i + 1);
         let which = self.cycle[(i % self.cycle.len() as u64) as usize] as usize;
-        Some((which, due))
+        Some((which, due, now))
     }
 }
 
@@ -745,17 +767,18 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
             ended.notified().await;
             continue;
         }
-        let Some((which, due)) = shared.take() else {
+        let Some((which, due, now)) = shared.take() else {
             break;
         };
-        let on_time = Instant::now() < due;
+        let on_time = now < due;
         if on_time {
             shared.alarm.until(due, &bell).await;
             if shared.stopped() {
                 break;
             }
         }
-        let sent_at = Instant::now();
+        // Late, it goes now (one reading of the clock fewer per request at full speed).
+        let sent_at = if on_time { Instant::now() } else { now };
         {
             let mut t = shared.tally.borrow_mut();
             t.sent += 1;
@@ -765,7 +788,7 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
             }
         }
         let slot = &mut conns[origin];
-        if slot.as_ref().is_none_or(Conn::is_closed) {
+        if slot.as_mut().is_none_or(Conn::is_closed) {
             *slot = match connect(&shared.connectors[origin]).await {
                 Ok(c) => Some(c),
                 Err(_) => {
@@ -782,6 +805,23 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
             continue;
         };
         match &mut conn.sender {
+            Sender::Plain(c) => {
+                let template = &shared.templates[which];
+                let outcome = match tokio::time::timeout(
+                    shared.timeout,
+                    c.exchange(&template.wire, template.to_head),
+                )
+                .await
+                {
+                    Ok(h1::Ended::Status(status)) => Outcome::Status(status),
+                    Ok(h1::Ended::NotHttp) => Outcome::NotHttp,
+                    Ok(h1::Ended::Broken) => Outcome::Broken,
+                    Err(_) => Outcome::Timeout,
+                };
+                if !shared.counted(which, due, outcome) {
+                    *slot = None;
+                }
+            }
             Sender::H1(sender) => {
                 let outcome = exchange_h1(sender, &shared.templates[which], shared.timeout).await;
                 if !shared.counted(which, due, outcome) {
@@ -885,6 +925,12 @@ async fn connect(c: &Connector) -> Result<Conn, String> {
         // Small requests go out at once.
         let _ = stream.set_nodelay(true);
         match &c.tls {
+            None if c.plain => Ok(Conn {
+                sender: Sender::Plain(h1::Conn::new(stream)),
+                driver: None,
+                protocol: Protocol::Http1,
+                tls_version: None,
+            }),
             None => handshake(TokioIo::new(stream), c.http2, None).await,
             Some(tls) => {
                 let (stream, h2, version) = tls.connect(stream).await?;
@@ -955,7 +1001,7 @@ where
     };
     Ok(Conn {
         sender,
-        driver,
+        driver: Some(driver),
         protocol: if h2 { Protocol::Http2 } else { Protocol::Http1 },
         tls_version,
     })

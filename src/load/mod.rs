@@ -13,6 +13,7 @@
 //! Nothing here prints; `cmd::load` resolves the options and `report::load` writes the text.
 
 pub(crate) mod engine;
+pub(crate) mod h1;
 pub(crate) mod knee;
 pub(crate) mod target;
 pub(crate) mod tls;
