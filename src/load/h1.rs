@@ -3,12 +3,11 @@
 //! (`Content-Length`, chunked, or up to the close), all in the worker's own task.
 //!
 //! Why not hyper here: hyper's client hands every request over a channel to the connection's
-//! own task and back, builds a `Request` (its header map cloned) and a `Response` per request,
-//! and that cost about as much user CPU as the rest of the client: at wrk's maximum throughput
-//! against nginx on loopback, tacho through hyper spent 4.0 µs of user CPU per request against
-//! wrk's 2.1 µs, and 16.4 µs in all against wrk's 14.8 µs (docs/benchmarks.md, "tacho load vs
-//! wrk", session 18); this path spends MEASURED. hyper still carries HTTP/2 and https, where a
-//! hand-written client would be a protocol (or a TLS session) of its own.
+//! own task and back, and builds a `Request` (its header map cloned) and a `Response` for
+//! each. At full speed against nginx on loopback that cost 4.5 µs of user CPU per request;
+//! this path takes 2.3 µs (wrk 1.6 µs; medians of 4 runs, docs/benchmarks.md, "tacho load vs
+//! wrk", session 18). hyper still carries HTTP/2 and https, where a hand-written client
+//! would be a protocol (or a TLS session) of its own.
 //!
 //! Nothing of a response is kept: its head is parsed in place in the connection's buffer, its
 //! body read into the same buffer and dropped, whatever its size. A response that is not
