@@ -209,8 +209,8 @@ async fn alarm(shared: Rc<Shared>) {
 /// Why: each time the thread sleeps in `epoll_wait` and is woken, this VM charges the process
 /// about 13 µs of CPU (a voluntary context switch: the vCPU halts and is woken by an
 /// interrupt), six times the user CPU of a request on the [`h1`] path; at full speed against
-/// nginx on loopback the generator slept 0.42 times a request, wrk 0.33 times (docs/benchmarks.md,
-/// session 18). A spin is a yield to the runtime, which then polls its reactor without
+/// nginx on loopback the generator slept 0.42 times a request, wrk 0.33 times
+/// (docs/benchmarks.md, session 18). A spin is a yield to the runtime, which then polls its reactor without
 /// blocking. Only late requests start one (on schedule, the thread sleeps until the next due
 /// time as before), and a spin that saw nothing end is not repeated for [`SPIN_REST`], so a
 /// slow server costs at most [`SPIN`] in each [`SPIN_REST`].
@@ -579,7 +579,6 @@ impl Client {
         let back: Vec<Vec<Option<Conn>>> = self.local.block_on(&self.runtime, async {
             let ringing = tokio::task::spawn_local(alarm(Rc::clone(&shared)));
             let spinning = tokio::task::spawn_local(spinner(Rc::clone(&shared)));
-
             let workers: Vec<_> = conns
                 .into_iter()
                 .map(|c| tokio::task::spawn_local(worker(Rc::clone(&shared), c)))
