@@ -210,10 +210,10 @@ async fn alarm(shared: Rc<Shared>) {
 /// about 13 µs of CPU (a voluntary context switch: the vCPU halts and is woken by an
 /// interrupt), six times the user CPU of a request on the [`h1`] path; at full speed against
 /// nginx on loopback the generator slept 0.42 times a request, wrk 0.33 times
-/// (docs/benchmarks.md, session 18). A spin is a yield to the runtime, which then polls its reactor without
-/// blocking. Only late requests start one (on schedule, the thread sleeps until the next due
-/// time as before), and a spin that saw nothing end is not repeated for [`SPIN_REST`], so a
-/// slow server costs at most [`SPIN`] in each [`SPIN_REST`].
+/// (docs/benchmarks.md, session 18). A spin is a yield to the runtime, which then polls its
+/// reactor without blocking. Only late requests start one (on schedule, the thread sleeps
+/// until the next due time as before), and a spin that saw nothing end is not repeated for
+/// [`SPIN_REST`], so a slow server costs at most [`SPIN`] in each [`SPIN_REST`].
 async fn spinner(shared: Rc<Shared>) {
     let mut rest_until: Option<Instant> = None;
     loop {
