@@ -22,6 +22,8 @@ loopback port in a temporary directory, and stops it at the end.
    With --realtime, tacho runs in the real-time class (chrt -f 10) for this part, so that on
    a machine busy with other work the figure is the generator's own error, not the wait for
    its CPU.
+With --baseline BUILD, part 1 runs that build of tacho too ("before"), in the same rounds,
+the three tools taking turns to go first: a change's before and after against the same wrk.
 Figures are medians over the rounds. Nothing here is a pass/fail test: machines are noisy.
 """
 
@@ -97,7 +99,7 @@ def start_nginx(tmp):
 
 def children_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return r.ru_utime, r.ru_stime
 
 
 # ["chrt", "-f", "10"] with --realtime: the timing part's tacho in the real-time class, so
@@ -106,26 +108,30 @@ PRIORITY = []
 
 
 def run(cmd):
-    cpu0 = children_cpu()
+    u0, s0 = children_cpu()
     out = subprocess.run(PRIORITY + ["taskset", "-c", "0"] + cmd, check=True, capture_output=True,
                          text=True).stdout
-    return out, children_cpu() - cpu0
+    u1, s1 = children_cpu()
+    return out, (u1 - u0, s1 - s0)
 
 
 def wrk(url, conns, duration):
-    out, cpu = run(["wrk", "-t1", f"-c{conns}", f"-d{duration}s", url])
+    out, (user, system) = run(["wrk", "-t1", f"-c{conns}", f"-d{duration}s", url])
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     reqs = int(re.search(r"(\d+) requests in", out).group(1))
-    return {"rps": rps, "cpu_per_req_us": cpu / reqs * 1e6}
+    return {"rps": rps, "cpu_per_req_us": (user + system) / reqs * 1e6,
+            "user_per_req_us": user / reqs * 1e6}
 
 
-def tacho(url, conns, duration, rate=1_000_000):
-    out, cpu = run([TACHO, "load", url, "--rate", str(rate), "-c", str(conns),
+def tacho(url, conns, duration, rate=1_000_000, binary=None):
+    out, cpu = run([binary or TACHO, "load", url, "--rate", str(rate), "-c", str(conns),
                     "--duration", f"{duration}s", "--json", "--no-save"])
+    user, system = cpu
     step = json.loads(out)["steps"][0]
-    done = step["ok"] + sum(step["errors"].values())
+    done = max(step["ok"] + sum(step["errors"].values()), 1)
     lag = step["schedule_lag_ns"] or {}
-    return {"rps": step["achieved_rps"], "cpu_per_req_us": cpu / max(done, 1) * 1e6,
+    return {"rps": step["achieved_rps"], "cpu_per_req_us": (user + system) / done * 1e6,
+            "user_per_req_us": user / done * 1e6,
             "errors": sum(step["errors"].values()),
             "lag_p50_us": lag.get("p50", float("nan")) / 1e3,
             "lag_p99_us": lag.get("p99", float("nan")) / 1e3}
@@ -142,6 +148,8 @@ def main():
     ap.add_argument("--connections", type=int, default=10)
     ap.add_argument("--only", choices=["throughput", "timing"],
                     help="run one of the two parts")
+    ap.add_argument("--baseline", metavar="BUILD",
+                    help="part 1: also run this tacho binary (the build before a change)")
     ap.add_argument("--realtime", action="store_true",
                     help="timing part: run tacho under chrt -f 10 (root), to measure its own "
                          "timing error apart from other work on a busy machine")
@@ -162,25 +170,37 @@ def main():
 
 
 def throughput(url, args):
-    rows = {"wrk": [], "tacho": []}
+    tools = ["wrk", "tacho"] + (["before"] if args.baseline else [])
+    rows = {t: [] for t in tools}
     for i in range(args.rounds):
-        order = ["wrk", "tacho"] if i % 2 == 0 else ["tacho", "wrk"]
+        # Each tool goes first in turn.
+        order = tools[i % len(tools):] + tools[:i % len(tools)]
         for tool in order:
-            f = wrk if tool == "wrk" else tacho
-            r = f(url, args.connections, args.duration)
+            if tool == "wrk":
+                r = wrk(url, args.connections, args.duration)
+            else:
+                r = tacho(url, args.connections, args.duration,
+                          binary=args.baseline if tool == "before" else None)
             rows[tool].append(r)
             print(f"round {i + 1} {tool}: {r['rps']:.0f} requests/s, "
-                  f"{r['cpu_per_req_us']:.1f} µs CPU per request", flush=True)
+                  f"{r['cpu_per_req_us']:.1f} µs CPU per request "
+                  f"({r['user_per_req_us']:.1f} µs user)", flush=True)
     w, t = rows["wrk"], rows["tacho"]
     print(f"\nmost throughput, {args.connections} connections, one core each "
           f"(medians of {args.rounds} rounds):")
-    print(f"  wrk   {median(w, 'rps'):9.0f} requests/s  "
-          f"{median(w, 'cpu_per_req_us'):6.1f} µs CPU/request")
-    print(f"  tacho {median(t, 'rps'):9.0f} requests/s  "
-          f"{median(t, 'cpu_per_req_us'):6.1f} µs CPU/request")
+    for name in tools:
+        r = rows[name]
+        print(f"  {name:6} {median(r, 'rps'):9.0f} requests/s  "
+              f"{median(r, 'cpu_per_req_us'):6.1f} µs CPU/request "
+              f"(user {median(r, 'user_per_req_us'):4.1f} µs)")
     print(f"  tacho/wrk: throughput {median(t, 'rps') / median(w, 'rps'):.2f}×, "
           f"CPU per request "
           f"{median(t, 'cpu_per_req_us') / median(w, 'cpu_per_req_us'):.2f}×")
+    if args.baseline:
+        b = rows["before"]
+        print(f"  before/wrk: throughput {median(b, 'rps') / median(w, 'rps'):.2f}×, "
+              f"CPU per request "
+              f"{median(b, 'cpu_per_req_us') / median(w, 'cpu_per_req_us'):.2f}×")
 
 
 def timing(url, args):

@@ -1,6 +1,7 @@
 //! One step of load: requests due at a fixed rate, sent over keep-alive HTTP/1.1 or HTTP/2
-//! connections, in the clear or over TLS (hyper, tokio-rustls) on one thread (a
-//! single-threaded tokio runtime), latency counted from each request's due time.
+//! connections, in the clear or over TLS on one thread (a single-threaded tokio runtime),
+//! latency counted from each request's due time. HTTP/1.1 in the clear is written by hand
+//! in the worker's own task ([`h1`]); HTTP/2 and https go through hyper and tokio-rustls.
 //!
 //! The requests are a mix of one or more [`Request`]s, taken in a fixed, evenly interleaved
 //! order by their weights (smooth weighted round robin). Each origin (scheme, host and port)
@@ -15,8 +16,11 @@
 //! shows in the latency of everything that was due during it. Requests still waiting for a
 //! connection when the step ends are sent for a grace of a tenth of the step (at most the
 //! timeout), so a server a little past its capacity is measured on all of its backlog; those
-//! left after it stay unsent (counted). The connections stay open for the next step.
+//! left after it stay unsent (counted). The connections stay open for the next step. While
+//! requests go out late (the server sets the pace), the thread polls for answers a few
+//! microseconds before it sleeps ([`spinner`]).
 
+use super::h1;
 use super::target::Target;
 use super::tls::Tls;
 use super::{Errors, Lag, Latency, Options, Origin, Step, UrlCounts};
@@ -47,6 +51,14 @@ const HIGHEST_NS: u64 = 3_600_000_000_000;
 /// and a wake, and the server's answers come back apart too), at the price of sending the
 /// earlier ones up to this late.
 const GATHER: Duration = Duration::from_micros(200);
+
+/// After a request sent late (the generator behind its schedule: the server sets the pace),
+/// the thread looks for answers for up to this long before it sleeps ([`spinner`]).
+const SPIN: Duration = Duration::from_micros(10);
+
+/// After a look of [`SPIN`] that saw no request end, none for this long: a slow server's
+/// answers are not polled for.
+const SPIN_REST: Duration = Duration::from_micros(250);
 
 /// How often a waiting connection looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
@@ -191,6 +203,34 @@ async fn alarm(shared: Rc<Shared>) {
     }
 }
 
+/// Polls for answers for up to [`SPIN`] after a request sent late, instead of letting the
+/// thread sleep at once, and again after each request that ends meanwhile.
+///
+/// Why: each time the thread sleeps in `epoll_wait` and is woken, this VM charges the process
+/// about 13 µs of CPU (a voluntary context switch: the vCPU halts and is woken by an
+/// interrupt), six times the user CPU of a request on the [`h1`] path; at full speed against
+/// nginx on loopback the generator slept 0.42 times a request, wrk 0.33 times
+/// (docs/benchmarks.md, session 18). A spin is a yield to the runtime, which then polls its
+/// reactor without blocking. Only late requests start one (on schedule, the thread sleeps
+/// until the next due time as before), and a spin that saw nothing end is not repeated for
+/// [`SPIN_REST`], so a slow server costs at most [`SPIN`] in each [`SPIN_REST`].
+async fn spinner(shared: Rc<Shared>) {
+    let mut rest_until: Option<Instant> = None;
+    loop {
+        shared.spin.notified().await;
+        let start = Instant::now();
+        if rest_until.is_some_and(|r| start < r) {
+            continue;
+        }
+        let ended = shared.ended.get();
+        let until = start + SPIN;
+        while shared.ended.get() == ended && Instant::now() < until {
+            tokio::task::yield_now().await;
+        }
+        rest_until = (shared.ended.get() == ended).then(|| Instant::now() + SPIN_REST);
+    }
+}
+
 /// One request of the mix: a URL, its method and its share.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -225,22 +265,26 @@ impl Protocol {
 enum Sender {
     H1(http1::SendRequest<Full<Bytes>>),
     H2(http2::SendRequest<Full<Bytes>>),
+    /// HTTP/1.1 in the clear, by hand in the worker's own task ([`h1`]).
+    Plain(h1::Conn),
 }
 
-/// An open connection: the handle requests are sent through and the task driving it.
+/// An open connection: the handle requests are sent through and the task driving it (none
+/// for [`Sender::Plain`]).
 struct Conn {
     sender: Sender,
-    driver: JoinHandle<()>,
+    driver: Option<JoinHandle<()>>,
     protocol: Protocol,
     /// The TLS version agreed (`TLSv1_3`), for https.
     tls_version: Option<String>,
 }
 
 impl Conn {
-    fn is_closed(&self) -> bool {
-        match &self.sender {
+    fn is_closed(&mut self) -> bool {
+        match &mut self.sender {
             Sender::H1(s) => s.is_closed(),
             Sender::H2(s) => s.is_closed(),
+            Sender::Plain(c) => c.is_closed(),
         }
     }
 }
@@ -248,7 +292,9 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         // A connection given up on mid-request (a timeout) is closed, not left to finish.
-        self.driver.abort();
+        if let Some(driver) = &self.driver {
+            driver.abort();
+        }
     }
 }
 
@@ -277,6 +323,10 @@ struct Template {
     headers_h1: HeaderMap,
     headers_h2: HeaderMap,
     body: Bytes,
+    /// The whole request as HTTP/1.1 sends it, for the connections written by hand.
+    wire: Box<[u8]>,
+    /// Its method is HEAD (whose answer has no body).
+    to_head: bool,
     /// Its origin, by index into the client's connectors.
     origin: usize,
 }
@@ -289,6 +339,8 @@ struct Connector {
     /// HTTP/2 without asking (`--http2` over http://), or only HTTP/2 (over https).
     http2: bool,
     tls: Option<Tls>,
+    /// HTTP/1.1 in the clear, written by hand ([`h1`]) rather than through hyper.
+    plain: bool,
 }
 
 /// The generator: its runtime, the requests and the connections kept from step to step.
@@ -371,6 +423,7 @@ impl Client {
             return Err("no URL given; give http://HOST[:PORT]/PATH or --urls FILE".into());
         }
         let common = headers(opts)?;
+        let by_hand = h1::fits(&common);
         let weights: Vec<u32> = requests.iter().map(|r| r.weight).collect();
         if weights.contains(&0) || weights.iter().map(|w| u64::from(*w)).sum::<u64>() > MAX_CYCLE {
             return Err(format!(
@@ -395,6 +448,7 @@ impl Client {
                         } else {
                             None
                         },
+                        plain: !t.tls && !opts.http2 && by_hand,
                     });
                     connectors.len() - 1
                 }
@@ -410,9 +464,13 @@ impl Client {
                 let host = HeaderValue::from_str(&t.authority).map_err(|_| cannot("host"))?;
                 headers_h1.insert(HOST, host);
             }
+            let method = method(&r.method)?;
+            let origin_form: Uri = t.path.parse().map_err(|_| cannot("path"))?;
             templates.push(Template {
-                method: method(&r.method)?,
-                origin_form: t.path.parse().map_err(|_| cannot("path"))?,
+                wire: h1::request(&method, &t.path, &headers_h1, &opts.body).into(),
+                to_head: method == Method::HEAD,
+                method,
+                origin_form,
                 absolute: format!("{}{}", t.origin(), t.path)
                     .parse()
                     .map_err(|_| cannot("URL"))?,
@@ -514,10 +572,13 @@ impl Client {
             alarm: Rc::clone(&self.alarm),
             first: Cell::new(!self.answered),
             not_http: Cell::new(None),
+            ended: Cell::new(0),
+            spin: Notify::new(),
         });
         let conns = std::mem::take(&mut self.conns);
         let back: Vec<Vec<Option<Conn>>> = self.local.block_on(&self.runtime, async {
             let ringing = tokio::task::spawn_local(alarm(Rc::clone(&shared)));
+            let spinning = tokio::task::spawn_local(spinner(Rc::clone(&shared)));
             let workers: Vec<_> = conns
                 .into_iter()
                 .map(|c| tokio::task::spawn_local(worker(Rc::clone(&shared), c)))
@@ -530,6 +591,7 @@ impl Client {
                 );
             }
             ringing.abort();
+            spinning.abort();
             back
         });
         self.conns = back;
@@ -606,6 +668,10 @@ struct Shared {
     first: Cell<bool>,
     /// The first request of the run was answered with something not HTTP: which it was.
     not_http: Cell<Option<usize>>,
+    /// Requests ended so far in the step.
+    ended: Cell<u64>,
+    /// Rung for each request sent late: the [`spinner`] looks for answers a moment.
+    spin: Notify,
 }
 
 impl Shared {
@@ -631,6 +697,7 @@ impl Shared {
     /// Counts a request that ended at `done`: a failure of kind `failed`, or a success when
     /// `failed` is empty.
     fn count(&self, which: usize, due: Instant, failed: Errors, done: Instant) {
+        self.ended.set(self.ended.get() + 1);
         let mut t = self.tally.borrow_mut();
         t.last_done = Some(t.last_done.map_or(done, |l| l.max(done)));
         if failed.total() == 0 {
@@ -660,19 +727,21 @@ impl Shared {
         failed.timeout + failed.other == 0
     }
 
-    /// The next request (by template) and when it is due; `None` when the step is over.
-    fn take(&self) -> Option<(usize, Instant)> {
+    /// The next request (by template), when it is due and the time now; `None` when the
+    /// step is over.
+    fn take(&self) -> Option<(usize, Instant, Instant)> {
         let i = self.next.get();
         if i >= self.total || self.stopped() || self.not_http.get().is_some() {
             return None;
         }
         let due = self.start + Duration::from_secs_f64(i as f64 / self.rate);
-        if Instant::now() >= self.end + self.grace {
+        let now = Instant::now();
+        if now >= self.end + self.grace {
             return None;
         }
         self.next.set(i + 1);
         let which = self.cycle[(i % self.cycle.len() as u64) as usize] as usize;
-        Some((which, due))
+        Some((which, due, now))
     }
 }
 
@@ -745,17 +814,18 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
             ended.notified().await;
             continue;
         }
-        let Some((which, due)) = shared.take() else {
+        let Some((which, due, now)) = shared.take() else {
             break;
         };
-        let on_time = Instant::now() < due;
+        let on_time = now < due;
         if on_time {
             shared.alarm.until(due, &bell).await;
             if shared.stopped() {
                 break;
             }
         }
-        let sent_at = Instant::now();
+        // Late, it goes now (one reading of the clock fewer per request at full speed).
+        let sent_at = if on_time { Instant::now() } else { now };
         {
             let mut t = shared.tally.borrow_mut();
             t.sent += 1;
@@ -764,8 +834,11 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
                 t.lag.saturating_record(ns(sent_at - due));
             }
         }
+        if !on_time {
+            shared.spin.notify_one();
+        }
         let slot = &mut conns[origin];
-        if slot.as_ref().is_none_or(Conn::is_closed) {
+        if slot.as_mut().is_none_or(Conn::is_closed) {
             *slot = match connect(&shared.connectors[origin]).await {
                 Ok(c) => Some(c),
                 Err(_) => {
@@ -782,6 +855,23 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
             continue;
         };
         match &mut conn.sender {
+            Sender::Plain(c) => {
+                let template = &shared.templates[which];
+                let outcome = match tokio::time::timeout(
+                    shared.timeout,
+                    c.exchange(&template.wire, template.to_head),
+                )
+                .await
+                {
+                    Ok(h1::Ended::Status(status)) => Outcome::Status(status),
+                    Ok(h1::Ended::NotHttp) => Outcome::NotHttp,
+                    Ok(h1::Ended::Broken) => Outcome::Broken,
+                    Err(_) => Outcome::Timeout,
+                };
+                if !shared.counted(which, due, outcome) {
+                    *slot = None;
+                }
+            }
             Sender::H1(sender) => {
                 let outcome = exchange_h1(sender, &shared.templates[which], shared.timeout).await;
                 if !shared.counted(which, due, outcome) {
@@ -885,6 +975,12 @@ async fn connect(c: &Connector) -> Result<Conn, String> {
         // Small requests go out at once.
         let _ = stream.set_nodelay(true);
         match &c.tls {
+            None if c.plain => Ok(Conn {
+                sender: Sender::Plain(h1::Conn::new(stream)),
+                driver: None,
+                protocol: Protocol::Http1,
+                tls_version: None,
+            }),
             None => handshake(TokioIo::new(stream), c.http2, None).await,
             Some(tls) => {
                 let (stream, h2, version) = tls.connect(stream).await?;
@@ -955,7 +1051,7 @@ where
     };
     Ok(Conn {
         sender,
-        driver,
+        driver: Some(driver),
         protocol: if h2 { Protocol::Http2 } else { Protocol::Http1 },
         tls_version,
     })

@@ -5,14 +5,15 @@
 //! whatever the server does, and each one's latency is counted from the moment it was due, not
 //! from the moment a connection was free to send it (wrk2's correction of coordinated
 //! omission): a server that stalls shows the stall in the latency of every request that waited
-//! behind it. [`engine`] runs one step at one rate, [`knee`] judges each step and finds where
-//! the service stopped following the offered rate, [`target`] checks each URL, [`urls`] reads
-//! a weighted list of them, [`tls`] makes https connections, [`watch`] reads a remote
-//! `tacho top --listen`'s findings.
+//! behind it. [`engine`] runs one step at one rate ([`h1`]: HTTP/1.1 in the clear, by
+//! hand), [`knee`] judges each step and finds where the service stopped following the offered
+//! rate, [`target`] checks each URL, [`urls`] reads a weighted list of them, [`tls`] makes
+//! https connections, [`watch`] reads a remote `tacho top --listen`'s findings.
 //!
 //! Nothing here prints; `cmd::load` resolves the options and `report::load` writes the text.
 
 pub(crate) mod engine;
+pub(crate) mod h1;
 pub(crate) mod knee;
 pub(crate) mod target;
 pub(crate) mod tls;

@@ -898,3 +898,85 @@ fn a_weighted_mix_goes_to_each_url_by_its_weight_and_each_origin_over_its_own_co
     );
     assert_eq!(a.served(), before);
 }
+
+/// The answers of a connection of [`answering_server`] for the framings test: a 103 before a
+/// chunked 200 (an extension, a trailer), a redirect with no body, a 204 that gives a length
+/// (no body all the same), then an HTTP/1.0 body that runs to the close, larger than a read.
+fn framings() -> Vec<Vec<u8>> {
+    let mut until_close = b"HTTP/1.0 200 OK\r\n\r\n".to_vec();
+    until_close.resize(until_close.len() + 40_000, b'x');
+    vec![
+        b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\nHTTP/1.1 200 OK\r\n\
+          Transfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nx-sum: 1\r\n\r\n"
+            .to_vec(),
+        b"HTTP/1.1 301 Moved\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        b"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n".to_vec(),
+        until_close,
+    ]
+}
+
+/// A loopback server answering the requests of each connection with `answers` in turn, then
+/// closing it: its port, the requests it read and the connections it took.
+fn answering_server(answers: Vec<Vec<u8>>) -> (u16, Arc<AtomicU64>, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (requests, conns) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (r, c) = (Arc::clone(&requests), Arc::clone(&conns));
+    let answers = Arc::new(answers);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            c.fetch_add(1, Ordering::Relaxed);
+            let (r, answers) = (Arc::clone(&r), Arc::clone(&answers));
+            std::thread::spawn(move || {
+                let mut out = conn.try_clone().unwrap();
+                let mut reader = BufReader::new(conn);
+                for answer in answers.iter() {
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        match reader.read_line(&mut line) {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) if line == "\r\n" => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    r.fetch_add(1, Ordering::Relaxed);
+                    if out.write_all(answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, requests, conns)
+}
+
+#[test]
+fn every_body_framing_is_read_to_its_end_and_a_broken_one_counts_as_an_error() {
+    let (port, requests, conns) = answering_server(framings());
+    let url = format!("http://127.0.0.1:{port}/");
+    let doc = load(&url, &["--rate", "40", "--duration", "1s", "-c", "1"]);
+    let step = &doc["steps"][0];
+    let sent = step["sent"].as_u64().unwrap();
+    assert!(sent >= 30, "{doc:#}");
+    // Four answers a connection, each whole (the 103 skipped, the 301 not followed), then a
+    // new connection for the next request: none lost, none sent twice.
+    assert_eq!(step["ok"], sent, "{doc:#}");
+    assert_eq!(requests.load(Ordering::Relaxed), sent);
+    assert_eq!(conns.load(Ordering::Relaxed), sent.div_ceil(4), "{doc:#}");
+
+    // A good answer, then a chunk whose size is not hex: an error of its own kind, and the
+    // connection given up for a new one.
+    let (port, requests, conns) = answering_server(vec![
+        b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_vec(),
+    ]);
+    let url = format!("http://127.0.0.1:{port}/");
+    let doc = load(&url, &["--rate", "40", "--duration", "500ms", "-c", "1"]);
+    let step = &doc["steps"][0];
+    let sent = step["sent"].as_u64().unwrap();
+    assert_eq!(step["ok"].as_u64(), Some(sent.div_ceil(2)), "{doc:#}");
+    assert_eq!(step["errors"]["other"].as_u64(), Some(sent / 2), "{doc:#}");
+    assert_eq!(requests.load(Ordering::Relaxed), sent);
+    assert_eq!(conns.load(Ordering::Relaxed), sent.div_ceil(2), "{doc:#}");
+}
