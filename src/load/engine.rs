@@ -16,9 +16,7 @@
 //! shows in the latency of everything that was due during it. Requests still waiting for a
 //! connection when the step ends are sent for a grace of a tenth of the step (at most the
 //! timeout), so a server a little past its capacity is measured on all of its backlog; those
-//! left after it stay unsent (counted). The connections stay open for the next step. While
-//! requests go out late (the server sets the pace), the thread polls for answers a few
-//! microseconds before it sleeps ([`spinner`]).
+//! left after it stay unsent (counted). The connections stay open for the next step.
 
 use super::h1;
 use super::target::Target;
@@ -52,13 +50,6 @@ const HIGHEST_NS: u64 = 3_600_000_000_000;
 /// earlier ones up to this late.
 const GATHER: Duration = Duration::from_micros(200);
 
-/// After a request sent late (the generator behind its schedule: the server sets the pace),
-/// the thread looks for answers for up to this long before it sleeps ([`spinner`]).
-const SPIN: Duration = Duration::from_micros(10);
-
-/// After a look of [`SPIN`] that saw no request end, none for this long: a slow server's
-/// answers are not polled for.
-const SPIN_REST: Duration = Duration::from_micros(250);
 
 /// How often a waiting connection looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
@@ -200,34 +191,6 @@ async fn alarm(shared: Rc<Shared>) {
             Ok(mut ready) => ready.clear_ready(),
             Err(_) => tokio::time::sleep_until(due.into()).await,
         }
-    }
-}
-
-/// Polls for answers for up to [`SPIN`] after a request sent late, instead of letting the
-/// thread sleep at once, and again after each request that ends meanwhile.
-///
-/// Why: each time the thread sleeps in `epoll_wait` and is woken, this VM charges the process
-/// about 13 µs of CPU (a voluntary context switch: the vCPU halts and is woken by an
-/// interrupt), six times the user CPU of a request on the [`h1`] path; at full speed against
-/// nginx on loopback the generator slept 0.42 times a request, wrk 0.33 times
-/// (docs/benchmarks.md, session 18). A spin is a yield to the runtime, which then polls its
-/// reactor without blocking. Only late requests start one (on schedule, the thread sleeps
-/// until the next due time as before), and a spin that saw nothing end is not repeated for
-/// [`SPIN_REST`], so a slow server costs at most [`SPIN`] in each [`SPIN_REST`].
-async fn spinner(shared: Rc<Shared>) {
-    let mut rest_until: Option<Instant> = None;
-    loop {
-        shared.spin.notified().await;
-        let start = Instant::now();
-        if rest_until.is_some_and(|r| start < r) {
-            continue;
-        }
-        let ended = shared.ended.get();
-        let until = start + SPIN;
-        while shared.ended.get() == ended && Instant::now() < until {
-            tokio::task::yield_now().await;
-        }
-        rest_until = (shared.ended.get() == ended).then(|| Instant::now() + SPIN_REST);
     }
 }
 
@@ -572,13 +535,10 @@ impl Client {
             alarm: Rc::clone(&self.alarm),
             first: Cell::new(!self.answered),
             not_http: Cell::new(None),
-            ended: Cell::new(0),
-            spin: Notify::new(),
         });
         let conns = std::mem::take(&mut self.conns);
         let back: Vec<Vec<Option<Conn>>> = self.local.block_on(&self.runtime, async {
             let ringing = tokio::task::spawn_local(alarm(Rc::clone(&shared)));
-            let spinning = tokio::task::spawn_local(spinner(Rc::clone(&shared)));
             let workers: Vec<_> = conns
                 .into_iter()
                 .map(|c| tokio::task::spawn_local(worker(Rc::clone(&shared), c)))
@@ -591,7 +551,6 @@ impl Client {
                 );
             }
             ringing.abort();
-            spinning.abort();
             back
         });
         self.conns = back;
@@ -668,10 +627,6 @@ struct Shared {
     first: Cell<bool>,
     /// The first request of the run was answered with something not HTTP: which it was.
     not_http: Cell<Option<usize>>,
-    /// Requests ended so far in the step.
-    ended: Cell<u64>,
-    /// Rung for each request sent late: the [`spinner`] looks for answers a moment.
-    spin: Notify,
 }
 
 impl Shared {
@@ -697,7 +652,6 @@ impl Shared {
     /// Counts a request that ended at `done`: a failure of kind `failed`, or a success when
     /// `failed` is empty.
     fn count(&self, which: usize, due: Instant, failed: Errors, done: Instant) {
-        self.ended.set(self.ended.get() + 1);
         let mut t = self.tally.borrow_mut();
         t.last_done = Some(t.last_done.map_or(done, |l| l.max(done)));
         if failed.total() == 0 {
@@ -833,9 +787,6 @@ async fn worker(shared: Rc<Shared>, mut conns: Vec<Option<Conn>>) -> Vec<Option<
             if on_time {
                 t.lag.saturating_record(ns(sent_at - due));
             }
-        }
-        if !on_time {
-            shared.spin.notify_one();
         }
         let slot = &mut conns[origin];
         if slot.as_mut().is_none_or(Conn::is_closed) {
