@@ -50,7 +50,6 @@ const HIGHEST_NS: u64 = 3_600_000_000_000;
 /// earlier ones up to this late.
 const GATHER: Duration = Duration::from_micros(200);
 
-
 /// How often a waiting connection looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
