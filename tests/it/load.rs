@@ -78,20 +78,27 @@ fn serve_in_turn(slots: &Slots, length: Duration) {
     std::thread::sleep(end.saturating_duration_since(Instant::now()));
 }
 
+/// Reads a request's head up to its empty line; false when the client closed or failed first.
+fn request_head(reader: &mut impl BufRead) -> bool {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) if line == "\r\n" => return true,
+            Ok(_) => {}
+        }
+    }
+}
+
 fn connection(conn: TcpStream, behaviour: Behaviour, served: &AtomicU64, slots: &Slots) {
     conn.set_nodelay(true).unwrap();
     let mut out = conn.try_clone().unwrap();
     let mut reader = BufReader::new(conn);
     loop {
         // The request head (tacho load sends no body here).
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) if line == "\r\n" => break,
-                Ok(_) => {}
-            }
+        if !request_head(&mut reader) {
+            return;
         }
         let status = match behaviour {
             Behaviour::NotHttp => {
@@ -931,14 +938,8 @@ fn answering_server(answers: Vec<Vec<u8>>) -> (u16, Arc<AtomicU64>, Arc<AtomicU6
                 let mut out = conn.try_clone().unwrap();
                 let mut reader = BufReader::new(conn);
                 for answer in answers.iter() {
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        match reader.read_line(&mut line) {
-                            Ok(0) | Err(_) => return,
-                            Ok(_) if line == "\r\n" => break,
-                            Ok(_) => {}
-                        }
+                    if !request_head(&mut reader) {
+                        return;
                     }
                     r.fetch_add(1, Ordering::Relaxed);
                     if out.write_all(answer).is_err() {
