@@ -536,11 +536,15 @@ mod tests {
                         for (i, (key, _)) in COLUMNS.iter().enumerate() {
                             prop_assert_eq!(w.columns[i], v.get(*key).and_then(Value::as_i64));
                         }
-                        prop_assert_eq!(&w.figures, &figures::of_test_text(&compact));
-                        // Read back from its compact text (as the store does), the same.
+                        prop_assert_eq!(&w.figures, &figures::of_test(&v));
+                        // Read back from its compact text (as the store does), what the `Value`
+                        // path reads there. Not always the figures above: serde_json's parse
+                        // (without `float_roundtrip`, whose exact parse would change the
+                        // figures of stored runs) may give a float it prints back as digits
+                        // that parse one unit in the last place away (seen: 6.2024593662143266e299).
                         let again = walker.read_text(&compact).unwrap();
                         prop_assert!(again.plain);
-                        prop_assert_eq!(again.figures, w.figures);
+                        prop_assert_eq!(again.figures, figures::of_test_text(&compact));
                     }
                 }
                 (a, b) => prop_assert!(false, "{a:?} against {b:?}"),
