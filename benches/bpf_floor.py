@@ -18,7 +18,9 @@ watchers chosen with --watchers (default alone,empty,tacho):
             reader: to compare program bodies without rebuilding tacho
 
 Prints each round's IOPS, then per watcher the median IOPS lost against `alone` in the same
-round and the points that is over `empty`'s loss (the floor).
+round, the points that is over `empty`'s loss (the floor), and the CPU of the watcher's own
+process during fio's run (schedstat of its threads; the programs' time is not in it, as they run
+in the I/O's threads): for tacho, that is top's sampling.
 
 --stats turns on kernel.bpf_stats_enabled for the run (it adds two clock reads to every
 program run, so IOPS figures are then a little lower for every watcher) and reads each
@@ -87,6 +89,21 @@ def fdinfo(pid):
                 k: int(fields.get(k, 0)) for k in
                 ("run_time_ns", "run_cnt", "recursion_misses", "verified_insns")}
     return progs, linked
+
+
+def cpu_ns(pid):
+    """CPU time of all pid's threads so far, ns (/proc/PID/task/*/schedstat)."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            total += int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
 
 
 def prog_names(ids):
@@ -174,6 +191,7 @@ def main():
         # Per watcher: [(program name, runs, ns, recursion misses, verified insns, requests)].
         runs = {n: [] for n in names}
         iops = {n: [] for n in names}
+        cpu = {n: [] for n in names}
         try:
             with tempfile.NamedTemporaryFile(dir="/dev/shm", prefix="tacho-floor-") as img:
                 img.truncate(1 << 30)
@@ -185,9 +203,12 @@ def main():
                         for name in order:
                             p = known[name]() if known[name] else None
                             before = fdinfo(p.pid)[0] if p else {}
+                            cpu0, t0 = (cpu_ns(p.pid), time.monotonic()) if p else (0, 0)
                             f = fio(dev, a.runtime)
                             iops[name].append(f["iops"])
                             if p:
+                                cpu[name].append((cpu_ns(p.pid) - cpu0) / 1e9
+                                                 / (time.monotonic() - t0))
                                 after, links = fdinfo(p.pid)
                                 ids = [i for i in links if i in after and i in before]
                                 label = prog_names(ids) if a.stats else {i: str(i) for i in ids}
@@ -205,10 +226,10 @@ def main():
                     subprocess.run(["losetup", "-d", dev], check=False)
         finally:
             open(STATS, "w").write(stats_before)
-    report(a, names, iops, runs)
+    report(a, names, iops, runs, cpu)
 
 
-def report(a, names, iops, runs):
+def report(a, names, iops, runs, cpu):
     print(f"{a.rounds} rounds of {a.runtime} s, load average {os.getloadavg()[0]:.2f} at the end"
           + (", bpf_stats on" if a.stats else ""))
     loss = {n: [100 * (1 - x / b) for x, b in zip(iops[n], iops["alone"])] for n in names}
@@ -220,7 +241,8 @@ def report(a, names, iops, runs):
         over = "" if floor is None or name == "empty" else \
             f"; {m - floor:+.1f} points over the floor (empty's {floor:.1f}%)"
         print(f"{name}: median IOPS lost {m:.1f}% (range {min(loss[name]):.1f}.."
-              f"{max(loss[name]):.1f}){over}")
+              f"{max(loss[name]):.1f}){over}; its own process used "
+              f"{100 * statistics.median(cpu[name]):.2f}% of a CPU")
     if not a.stats:
         return
     print("ns per run (bpf_stats; median over rounds), runs per request, recursion misses:")

@@ -180,24 +180,16 @@ static __always_inline __u32 slot_of(__u64 key, __u32 bits)
 	return (key * 0x9E3779B97F4A7C15ULL) >> (64 - bits);
 }
 
-/* A request's address as a plain number to hash: the verifier refuses arithmetic on a typed
- * pointer, but a privileged program may store one in a map value and load it back as a number.
- * The scratch value is per CPU, and these programs do not migrate while they run. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} scratch SEC(".maps");
+/* Set by tacho at load: some queue keeps no I/O statistics, so the kernel may not stamp its
+ * requests' creation and io_start must (a clock read per request, skipped otherwise). */
+const volatile __u32 own_start = 0;
 
+/* A request as a plain number to hash and compare: its distance from own_start. The verifier
+ * refuses arithmetic on a typed pointer but lets a privileged program subtract two pointers,
+ * which gives a number; any fixed address would do, and this one costs no map lookup. */
 static __always_inline __u64 addr_of(void *p)
 {
-	__u32 zero = 0;
-	volatile __u64 *v = bpf_map_lookup_elem(&scratch, &zero);
-	if (!v)
-		return 0;
-	*v = (__u64)p;
-	return *v;
+	return (__u64)p - (__u64)&own_start;
 }
 
 static __always_inline __u32 rq_dev(struct request *rq)
@@ -304,10 +296,6 @@ static __always_inline void track(struct inflight *info)
 	}
 	bpf_map_update_elem(&inflight_spill, &info->rq, info, BPF_ANY);
 }
-
-/* Set by tacho at load: some queue keeps no I/O statistics, so the kernel may not stamp its
- * requests' creation and io_start must (a clock read per request, skipped otherwise). */
-const volatile __u32 own_start = 0;
 
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(dirty_folio, void *folio, struct address_space *mapping)
