@@ -169,7 +169,7 @@ def main():
             cmd = [binary, "top", "--latency", "--json", "--interval", interval]
             if interval == "1":
                 return lambda: attached(cmd, lambda l: l.startswith("{"))
-            return lambda: linked(cmd, 2)
+            return lambda: linked(cmd, 3)
 
         def loaded(path):
             return lambda: attached([loader, path, "io_start:block_io_start",

@@ -73,7 +73,7 @@ struct request {
 #define PROBES 8
 #define NONE 0xFFFFFFFF
 
-/* A request in flight: its address (0 when the slot is free), times, and where it counts. */
+/* A request in flight: its key (addr_of; 0 when the slot is free), times, and where it counts. */
 struct inflight {
 	__u64 rq;
 	__u64 start_ns;
