@@ -17,6 +17,7 @@ use super::runs::{import_in, insert_test, run_with_uuid, write_run_row};
 use super::test_text::{Walked, Walker};
 use crate::kernel::SysRoot;
 use anyhow::{Context, Result, bail};
+use rusqlite::OptionalExtension;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -196,6 +197,8 @@ struct Local {
     walker: Walker,
     /// Each document whose tests went to the store, in the order read, not yet finished.
     began: std::collections::VecDeque<Began>,
+    /// The last run id given before the import.
+    last_id: i64,
 }
 
 /// A database that did not exist: its temporary file, removed unless renamed to `path`.
@@ -258,11 +261,21 @@ impl Local {
                 .map_err(fail)?;
         }
         store.conn.execute_batch("BEGIN IMMEDIATE").map_err(fail)?;
+        let last_id = store
+            .conn
+            .query_row(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'runs'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(fail)?;
         Ok(Local {
             store,
             fresh,
             walker: Walker::default(),
             began: Default::default(),
+            last_id: last_id.unwrap_or(0),
         })
     }
 
@@ -358,8 +371,23 @@ impl Local {
     /// Commits; a new database is then switched to WAL, closed and renamed into place,
     /// unless a database appeared there meanwhile (`false`: the new one is removed).
     fn commit(self) -> Result<bool> {
-        let Local { store, fresh, .. } = self;
+        let Local {
+            store,
+            fresh,
+            last_id,
+            ..
+        } = self;
         let fail = |e| store.err(e);
+        // Run rows made for tests and removed (their run was already here) gave up their ids;
+        // the next run gets the id it would have had without them.
+        store
+            .conn
+            .execute(
+                "UPDATE sqlite_sequence SET seq = max(?1, (SELECT coalesce(max(id), 0) FROM runs))
+                 WHERE name = 'runs'",
+                [last_id],
+            )
+            .map_err(fail)?;
         store.conn.execute_batch("COMMIT").map_err(fail)?;
         let Some(fresh) = fresh else {
             return Ok(true);
