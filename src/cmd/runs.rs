@@ -325,32 +325,26 @@ fn export(ids: &[i64], output: Option<&Path>, db: &DbArg) -> Result<()> {
 }
 
 fn import(files: &[PathBuf], label: Option<&str>, db: &DbArg, json: bool) -> Result<()> {
-    // Every file is read and understood before anything is stored: bad input stores nothing.
-    let mut parsed = Vec::new();
-    for file in files {
-        let runs = store::read_documents(file)?;
-        for mut run in runs {
-            if let Some(l) = label {
-                run.label = Some(l.to_string());
-            } else if run.label.is_none() && run.source == store::RunSource::Fio {
-                let name = file.file_name().unwrap_or(file.as_os_str());
-                run.label = Some(format!("fio {}", name.to_string_lossy()));
-            }
-            parsed.push((file, run));
+    // One transaction for every file: bad input stores nothing (the tests of a file are stored
+    // as they are read, and rolled back when a later one is bad).
+    let place = Place::resolve(db.db.as_deref())?;
+    let runs = store::import_files(&place, &SysRoot::real(), files, |file, run| {
+        if let Some(l) = label {
+            run.label = Some(l.to_string());
+        } else if run.label.is_none() && run.source == store::RunSource::Fio {
+            let name = file.file_name().unwrap_or(file.as_os_str());
+            run.label = Some(format!("fio {}", name.to_string_lossy()));
         }
-    }
-    if parsed.is_empty() {
-        bail!("no runs found in the given files");
-    }
-    let mut store = Results::open(&Place::resolve(db.db.as_deref())?, &SysRoot::real())?;
-    let mut imported = Vec::new();
-    for (file, run) in &parsed {
-        let (id, new) = store.import_run(run)?;
-        imported.push(json!({
-            "id": id, "file": file.display().to_string(), "source": run.source,
-            "label": run.label, "tests": run.tests.len(), "already_there": !new,
-        }));
-    }
+    })?;
+    let imported: Vec<_> = runs
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id, "file": files[r.file].display().to_string(), "source": r.source,
+                "label": r.label, "tests": r.tests, "already_there": !r.new,
+            })
+        })
+        .collect();
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(

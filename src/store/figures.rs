@@ -171,7 +171,7 @@ pub fn insert(tx: &Transaction, run_id: i64, seq: i64, test: &Value) -> rusqlite
 /// statement: a run of many tests has four or more rows a test, and each statement run has a
 /// cost of its own.
 pub fn insert_all(
-    tx: &Transaction,
+    tx: &rusqlite::Connection,
     run_id: i64,
     seq: i64,
     figures: Vec<Figures>,

@@ -10,6 +10,7 @@ mod backend;
 mod document;
 pub mod figures;
 pub mod fio;
+mod import;
 pub mod kinds;
 #[cfg(feature = "pg")]
 pub(crate) mod pg;
@@ -23,7 +24,8 @@ pub(crate) mod version;
 #[cfg(feature = "pg")]
 pub use backend::redact;
 pub use backend::{Place, Results, is_url};
-pub use document::{parse_documents, read_documents};
+pub use document::parse_documents;
+pub use import::import_files;
 #[cfg(test)]
 pub use run::StoredTest;
 pub use run::{EachTest, NewRun, RunKind, RunSource, RunStatus, StoredRun, suite_changes};
@@ -60,14 +62,7 @@ impl Store {
     /// `--db` is reported, not created as root).
     pub fn open(path: &Path) -> Result<Store> {
         backend::refuse_url(path)?;
-        if let Some(dir) = directory_to_make(path)? {
-            std::fs::create_dir_all(dir).with_context(|| {
-                format!(
-                    "cannot create {} for the results database; pass --db PATH or --no-save",
-                    dir.display()
-                )
-            })?;
-        }
+        make_directory(path)?;
         let existed = std::fs::symlink_metadata(path).is_ok();
         let opened = Self::open_with(path, OpenFlags::default());
         let opened = opened.and_then(|store| store.writable().map(|()| store));
@@ -197,6 +192,20 @@ impl Store {
     fn err(&self, e: rusqlite::Error) -> anyhow::Error {
         describe(&self.path, e)
     }
+}
+
+/// Makes the directory of a new database at `path` when it is the default file's (see
+/// [`directory_to_make`]).
+fn make_directory(path: &Path) -> Result<()> {
+    if let Some(dir) = directory_to_make(path)? {
+        std::fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "cannot create {} for the results database; pass --db PATH or --no-save",
+                dir.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Removes the empty file (and SQLite's files beside it) that a failed first open left, e.g.

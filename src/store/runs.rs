@@ -3,7 +3,7 @@
 use super::Store;
 use super::figures::{self, Figures};
 use super::run::{NewRun, RunKind, RunSource, RunStatus, StoredRun, suite_changes, suite_standard};
-use super::test_text::Walker;
+use super::test_text::{Walked, Walker};
 use crate::kernel::{SysRoot, process};
 use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
@@ -258,22 +258,9 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
-        if let Some(uuid) = &run.uuid {
-            let here = tx
-                .query_row("SELECT id FROM runs WHERE uuid = ?1", [uuid], |r| r.get(0))
-                .optional()
-                .map_err(fail)?;
-            if let Some(id) = here {
-                return Ok((id, false));
-            }
-        }
-        let id = insert_run_row(&tx, run).map_err(fail)?;
-        let mut walker = Walker::default();
-        for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&tx, &mut walker, id, seq as i64, test.text()).map_err(fail)?;
-        }
+        let saved = import_in(&tx, &mut Walker::default(), run).map_err(fail)?;
         tx.commit().map_err(fail)?;
-        Ok((id, true))
+        Ok(saved)
     }
 
     /// Starts a run whose tests arrive one by one ([`Store::add_test`]).
@@ -300,7 +287,15 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
         let mut walker = Walker::default();
-        insert_test(&tx, &mut walker, run_id, seq as i64, &test.to_string()).map_err(fail)?;
+        insert_test(
+            &tx,
+            &mut walker,
+            run_id,
+            seq as i64,
+            &test.to_string(),
+            None,
+        )
+        .map_err(fail)?;
         tx.commit().map_err(fail)
     }
 
@@ -794,48 +789,96 @@ pub(crate) fn target_path(run: &NewRun) -> Option<&str> {
         .find_map(|k| run.target.get(*k).and_then(Value::as_str))
 }
 
-fn insert_run_row(tx: &rusqlite::Transaction, run: &NewRun) -> rusqlite::Result<i64> {
-    tx.execute(
-        &format!(
-            "INSERT INTO runs (created_at, label, kind, status, source, tool_version, suite_name,
-                suite_version, hostname, target_path, host_json, target_json, extra_json, uuid)
-             VALUES (COALESCE(?1, strftime('%Y-%m-%dT%H:%M:%SZ', ?2, 'unixepoch'), {NOW}),
-                ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-        ),
-        params![
-            run.created_at,
-            run.created_unix,
-            run.label,
-            run.kind,
-            run.status,
-            run.source,
-            run.tool_version,
-            run.suite.as_ref().map(|s| &s.0),
-            run.suite.as_ref().map(|s| s.1),
-            hostname(run),
-            target_path(run),
-            run.host.to_string(),
-            run.target.to_string(),
-            Value::Object(run.extra.clone()).to_string(),
-            run.uuid
-                .clone()
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-        ],
-    )?;
-    Ok(tx.last_insert_rowid())
+/// [`Store::import_run`] inside the caller's transaction.
+pub(super) fn import_in(
+    tx: &rusqlite::Connection,
+    walker: &mut Walker,
+    run: &NewRun,
+) -> rusqlite::Result<(i64, bool)> {
+    if let Some(id) = run_with_uuid(tx, run.uuid.as_deref())? {
+        return Ok((id, false));
+    }
+    let id = insert_run_row(tx, run)?;
+    for (seq, test) in run.tests.iter().enumerate() {
+        insert_test(tx, walker, id, seq as i64, test.text(), None)?;
+    }
+    Ok((id, true))
 }
 
-fn insert_test(
-    tx: &rusqlite::Transaction,
+/// The run here with run id `uuid`, if any.
+pub(super) fn run_with_uuid(
+    conn: &rusqlite::Connection,
+    uuid: Option<&str>,
+) -> rusqlite::Result<Option<i64>> {
+    let Some(uuid) = uuid else { return Ok(None) };
+    conn.prepare_cached("SELECT id FROM runs WHERE uuid = ?1")?
+        .query_row([uuid], |r| r.get(0))
+        .optional()
+}
+
+fn insert_run_row(tx: &rusqlite::Connection, run: &NewRun) -> rusqlite::Result<i64> {
+    write_run_row(tx, run, None)
+}
+
+/// Writes a run's row: a new one, or (`Some(id)`) over the placeholder row `id` that its tests
+/// were stored under as they were read, with the same values an insert writes.
+pub(super) fn write_run_row(
+    conn: &rusqlite::Connection,
+    run: &NewRun,
+    over: Option<i64>,
+) -> rusqlite::Result<i64> {
+    const COLUMNS: &str = "created_at, label, kind, status, source, tool_version, suite_name, \
+        suite_version, hostname, target_path, host_json, target_json, extra_json, uuid";
+    let values = format!(
+        "COALESCE(?1, strftime('%Y-%m-%dT%H:%M:%SZ', ?2, 'unixepoch'), {NOW}), ?3, ?4, ?5, ?6, \
+         ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15"
+    );
+    let sql = match over {
+        None => format!("INSERT INTO runs ({COLUMNS}) VALUES ({values})"),
+        Some(_) => format!("UPDATE runs SET ({COLUMNS}) = ({values}) WHERE id = ?16"),
+    };
+    let uuid = run
+        .uuid
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let values = params![
+        run.created_at,
+        run.created_unix,
+        run.label,
+        run.kind,
+        run.status,
+        run.source,
+        run.tool_version,
+        run.suite.as_ref().map(|s| &s.0),
+        run.suite.as_ref().map(|s| s.1),
+        hostname(run),
+        target_path(run),
+        run.host.to_string(),
+        run.target.to_string(),
+        Value::Object(run.extra.clone()).to_string(),
+        uuid,
+        over,
+    ];
+    // `?16`, the row written over, only in the update.
+    let given = if over.is_some() { 16 } else { 15 };
+    conn.execute(&sql, &values[..given])?;
+    Ok(over.unwrap_or_else(|| conn.last_insert_rowid()))
+}
+
+/// Saves test `seq` of run `run_id` from its compact text; `found`: what a one-pass read of
+/// the test found, when it was read so (else the text is read here).
+pub(super) fn insert_test(
+    tx: &rusqlite::Connection,
     walker: &mut Walker,
     run_id: i64,
     seq: i64,
     test: &str,
+    found: Option<Walked>,
 ) -> rusqlite::Result<()> {
     // Read from the test's compact text, as it is stored: no tree of values is built. A
     // plain test (every checked test without a key written twice) in one pass; any other
     // through the typed views.
-    let found = walker.read_text(test).filter(|f| f.plain);
+    let found = found.or_else(|| walker.read_text(test)).filter(|f| f.plain);
     let (name, rw, [bs_bytes, iodepth, numjobs], figures) = match found {
         Some(f) => (f.name, f.rw, f.columns, f.figures),
         None => {

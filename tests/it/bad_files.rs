@@ -233,6 +233,50 @@ fn hostile_values_are_refused_by_name_and_nothing_is_imported() {
     }
 }
 
+/// The tests of a file are stored as they are read, inside one transaction over every file
+/// given: a file bad at its last test stores nothing. A store holding a run is left as it was
+/// (the next run still gets the next id), even when a good file came first in the same
+/// import; a database that did not exist is not made, and nothing is left beside it.
+#[test]
+fn a_file_bad_at_its_last_test_leaves_the_store_as_it_was() {
+    let s = Scratch::new();
+    let mut iops: Vec<f64> = (0..2000).map(|i| 1000.0 + f64::from(i)).collect();
+    iops.push(-1.0);
+    let bad = s.file("bad.json", doc("late", &iops).to_string().as_bytes());
+    let good = s.file(
+        "good.json",
+        doc("good", &[100.0, 200.0]).to_string().as_bytes(),
+    );
+    let line = assert_error(&s.import(&bad));
+    assert!(
+        line.contains("test 2001") && line.contains("read.iops is -1"),
+        "{line}"
+    );
+    assert_eq!(entries(s.dir.path()), ["bad.json", "good.json"]);
+
+    let o = s.import(&good);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rows = || {
+        let db = rusqlite::Connection::open(s.db()).unwrap();
+        let count = |sql: &str| db.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        [
+            "SELECT count(*) FROM runs",
+            "SELECT count(*) FROM tests",
+            "SELECT count(*) FROM figures",
+            "SELECT seq FROM sqlite_sequence WHERE name = 'runs'",
+        ]
+        .map(count)
+    };
+    let before = rows();
+    assert_eq!(before, [1, 2, 6, 1]);
+    let both = [good.to_str().unwrap(), bad.to_str().unwrap()];
+    let line = assert_error(&s.tacho(&[&["runs", "import"][..], &both].concat()));
+    assert!(line.contains("test 2001"), "{line}");
+    assert_eq!(rows(), before, "the failed import changed the store");
+    let o = s.import(&good);
+    assert_eq!(parse_json(&o)["runs"][0]["id"], 2, "{}", stderr(&o));
+}
+
 #[test]
 fn a_snapshot_with_wrong_types_is_refused_by_name() {
     let s = Scratch::new();

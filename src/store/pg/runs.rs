@@ -153,8 +153,11 @@ impl PgStore {
                 .map_err(fail)?;
             return Ok((row.get(0), false));
         };
+        // One statement, prepared once: a statement given as text is prepared again for every
+        // test, a round trip more each.
+        let insert = tx.prepare(INSERT_TEST).map_err(fail)?;
         for (seq, test) in run.tests.iter().enumerate() {
-            insert_test(&mut tx, id, seq as i64, &test.value()).map_err(fail)?;
+            insert_test(&mut tx, &insert, id, seq as i64, &test.value()).map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
         Ok((id, true))
@@ -178,7 +181,8 @@ impl PgStore {
     pub fn add_test(&mut self, run_id: i64, seq: usize, test: &Value) -> Result<()> {
         let shown = self.shown.clone();
         let mut tx = self.client.transaction().map_err(|e| fail(&shown, &e))?;
-        insert_test(&mut tx, run_id, seq as i64, test).map_err(|e| fail(&shown, &e))?;
+        insert_test(&mut tx, INSERT_TEST, run_id, seq as i64, test)
+            .map_err(|e| fail(&shown, &e))?;
         tx.commit().map_err(|e| fail(&shown, &e))
     }
 
@@ -436,8 +440,15 @@ fn insert_row(
     Ok(row.map(|r| r.get(0)))
 }
 
-fn insert_test(
+/// Inserts a test's row (`$1` run, `$2` seq, its columns, `$8` its JSON text).
+const INSERT_TEST: &str =
+    "INSERT INTO tests (run_id, seq, name, rw, bs_bytes, iodepth, numjobs, json)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/// Inserts test `seq` of run `run_id` through `insert`: [`INSERT_TEST`], as text or prepared.
+fn insert_test<T: postgres::ToStatement + ?Sized>(
     tx: &mut postgres::Transaction,
+    insert: &T,
     run_id: i64,
     seq: i64,
     test: &Value,
@@ -445,8 +456,7 @@ fn insert_test(
     let text = |k: &str| test.get(k).and_then(Value::as_str);
     let int = |k: &str| test.get(k).and_then(Value::as_i64);
     tx.execute(
-        "INSERT INTO tests (run_id, seq, name, rw, bs_bytes, iodepth, numjobs, json)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        insert,
         &[
             &run_id,
             &seq,
