@@ -208,6 +208,150 @@ mod tests {
         assert_eq!(adjust(0, 4, 600, &mut fresh), (500, 100));
     }
 
+    /// What the children of the agreement test do, then each prints "ready" and sleeps (its
+    /// counters then stay still while both sources are read).
+    #[cfg(feature = "bpf")]
+    const WORKLOADS: &str = r#"
+import mmap, os, sys, threading, time
+kind, path = sys.argv[1], sys.argv[2]
+n = 1 << 20
+if kind == "spin":
+    end = time.process_time() + 0.15
+    while time.process_time() < end:
+        pass
+elif kind == "write":
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, b"x" * n)
+    os.fsync(fd)
+    os.close(fd)
+elif kind == "read":
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, n)
+    os.readv(fd, [buf])
+    os.close(fd)
+elif kind == "threads":
+    def work():
+        end = time.thread_time() + 0.04
+        while time.thread_time() < end:
+            pass
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.write(fd, b"y" * n)
+        os.close(fd)
+    ts = [threading.Thread(target=work) for _ in range(3)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    # join returns before the kernel has quite finished a thread's exit.
+    while len(os.listdir("/proc/self/task")) > 1:
+        time.sleep(0.001)
+print("ready", flush=True)
+time.sleep(30)
+"#;
+
+    /// The iterator's figures of a few processes the test starts equal /proc's: a CPU spinner,
+    /// a writer of 1 MiB with fsync, a reader of 1 MiB with O_DIRECT, and a process whose
+    /// three threads burnt CPU and wrote, then exited. Exact but for CPU time (within a tick:
+    /// the iterator sees the run time of a task's last slice as the scheduler last counted
+    /// it, /proc as of now).
+    #[cfg(feature = "bpf")]
+    #[test]
+    fn the_iterator_agrees_with_proc() {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let tracer = match crate::bpf::block::BlockTracer::start() {
+            Ok(t) => t,
+            Err(why) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI runs as root with BTF: the block tracer must start ({why})"
+                );
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        let mut source = TaskSource::new(tracer.task_iter().expect("iter/task links"));
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let data = dir.path().join("data");
+        std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
+        let mut children = Vec::new();
+        for kind in ["spin", "write", "read", "threads"] {
+            let path = if kind == "write" {
+                dir.path().join("out")
+            } else {
+                data.clone()
+            };
+            let mut child = Command::new("python3")
+                .args(["-c", WORKLOADS, kind])
+                .arg(&path)
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3 runs the workloads");
+            let mut line = String::new();
+            std::io::BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert_eq!(line.trim(), "ready", "{kind}");
+            children.push((kind, child));
+        }
+        let root = SysRoot::real();
+        // Each asleep, its counters still.
+        let asleep = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('S')))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !children.iter().all(|(_, c)| asleep(c.id())) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the workloads never slept"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let from_bpf = source.scan(&root, &mut ProcFiles::with_cap(0)).unwrap();
+        let from_proc = process::read_processes(&root, &mut ProcFiles::with_cap(0)).unwrap();
+        for (kind, child) in &mut children {
+            let pid = child.id();
+            let find = |scan: &ProcessScan| {
+                scan.processes
+                    .iter()
+                    .find(|p| p.pid == pid)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("{kind}: pid {pid} not in the scan"))
+            };
+            let (b, p) = (find(&from_bpf), find(&from_proc));
+            let _ = child.kill();
+            let _ = child.wait();
+            // CPU time: a tick each way, and the sum exact up to one.
+            for (name, x, y) in [("utime", b.utime, p.utime), ("stime", b.stime, p.stime)] {
+                assert!(x.abs_diff(y) <= 1, "{kind}: {name} {x} against /proc's {y}");
+            }
+            assert!(
+                (b.utime + b.stime).abs_diff(p.utime + p.stime) <= 1,
+                "{kind}: {b:?} against {p:?}"
+            );
+            let same = |mut c: ProcessCounters| {
+                (c.utime, c.stime) = (0, 0);
+                c
+            };
+            assert_eq!(same(b.clone()), same(p.clone()), "{kind}");
+            let io = b.io.unwrap();
+            match *kind {
+                "spin" => assert!(b.utime + b.stime >= 10, "{kind}: {b:?}"),
+                // The file's pages, and a few of the filesystem's for creating it.
+                "write" => assert!(
+                    (1 << 20..(1 << 20) + (64 << 10)).contains(&io.write_bytes),
+                    "{kind}: {io:?}"
+                ),
+                "read" => assert_eq!(io.read_bytes, 1 << 20, "{kind}"),
+                _ => {
+                    // The exited threads' CPU and bytes count; only the main thread is left.
+                    assert_eq!(b.threads, 1, "{kind}");
+                    assert!(b.utime + b.stime >= 8, "{kind}: {b:?}");
+                    assert!(io.wchar >= 3 << 20, "{kind}: {io:?}");
+                }
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn adjusting_is_monotonic_and_sums(
