@@ -8,7 +8,10 @@
 //
 // Included by blockio.bpf.c, so the block tracer's one load (one parse of the kernel's BTF)
 // brings it. The structs carry a ___tasks flavour so they do not clash with the tracer's own
-// declarations; CO-RE drops the suffix when matching the kernel's types.
+// declarations; CO-RE drops the suffix when matching the kernel's types. Each struct reached
+// through a pointer costs the loader a search of every kernel type for its name (aya's CO-RE
+// candidates, about a millisecond each), so members are read as chains from the four structs
+// that must be pointers (task, signal, mm, delays), never through a pointer to a member.
 
 struct task_io_accounting___tasks {
 	__u64 rchar;
@@ -67,14 +70,15 @@ struct task_struct___tasks {
 	struct task_io_accounting___tasks ioac;
 } __attribute__((preserve_access_index));
 
+/* The iterator's context: fixed layouts (each pointer 8 bytes, __bpf_md_ptr), so no CO-RE. */
 struct bpf_iter_meta {
 	struct seq_file *seq;
-} __attribute__((preserve_access_index));
+};
 
 struct bpf_iter__task {
 	struct bpf_iter_meta *meta;
 	struct task_struct *task;
-} __attribute__((preserve_access_index));
+};
 
 /* The mm's rss_stat counters (enum mm_counter_type) that make up RSS, as get_mm_rss sums. */
 #define MM_FILEPAGES 0
@@ -110,14 +114,15 @@ struct task_record {
 	char comm[16];
 };
 
-static __always_inline void tasks_io(__u64 *out, struct task_io_accounting___tasks *ioac)
-{
-	out[0] = ioac->rchar;
-	out[1] = ioac->wchar;
-	out[2] = ioac->read_bytes;
-	out[3] = ioac->write_bytes;
-	out[4] = ioac->cancelled_write_bytes;
-}
+/* A macro, not a function taking a pointer: see the top of this file. */
+#define TASKS_IO(out, ioac)                             \
+	do {                                            \
+		(out)[0] = (ioac).rchar;                \
+		(out)[1] = (ioac).wchar;                \
+		(out)[2] = (ioac).read_bytes;           \
+		(out)[3] = (ioac).write_bytes;          \
+		(out)[4] = (ioac).cancelled_write_bytes; \
+	} while (0)
 
 static __always_inline __u64 tasks_positive(__s64 v)
 {
@@ -138,7 +143,7 @@ int task_counters(struct bpf_iter__task *ctx)
 	r.stime_ns = t->stime;
 	r.runtime_ns = t->se.sum_exec_runtime;
 	r.maj_flt = t->maj_flt;
-	tasks_io(r.io, &t->ioac);
+	TASKS_IO(r.io, t->ioac);
 	if (r.pid == r.tgid) {
 		struct signal_struct___tasks *sig = t->signal;
 		struct task_struct___tasks *parent = t->real_parent;
@@ -165,7 +170,7 @@ int task_counters(struct bpf_iter__task *ctx)
 			r.sig_maj_flt = sig->maj_flt;
 			r.prev_utime_ns = sig->prev_cputime.utime;
 			r.prev_stime_ns = sig->prev_cputime.stime;
-			tasks_io(r.sig_io, &sig->ioac);
+			TASKS_IO(r.sig_io, sig->ioac);
 		}
 	}
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));

@@ -207,7 +207,9 @@ impl Sampler {
     }
 
     /// Traces block I/O with eBPF from now on, so disk verdicts name the submitting processes
-    /// exactly (root, BPF and kernel BTF; otherwise each sample says why not).
+    /// exactly (root, BPF and kernel BTF; otherwise each sample says why not). The process
+    /// scan then reads every task's counters from the tracer's task iterator where it loads
+    /// (one read instead of two /proc files per process), and /proc's files otherwise.
     pub fn trace_block_io(&mut self) {
         let block = BlockTracer::start();
         // The iterator walks this machine's tasks by their kernel pids: only where /proc is
