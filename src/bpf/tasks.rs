@@ -7,9 +7,11 @@
 //! /proc would print.
 
 /// The iterator program's name in the object.
+#[cfg(feature = "bpf")]
 pub(crate) const PROGRAM: &str = "task_counters";
 
 /// Bytes of one `struct task_record`.
+#[cfg(any(test, feature = "bpf"))]
 const RECORD: usize = 224;
 
 /// One thread group, as the kernel holds it at the read.
@@ -46,11 +48,13 @@ pub(crate) struct TaskGroup {
     pub(crate) comm: [u8; 16],
 }
 
+#[cfg(any(test, feature = "bpf"))]
 fn u32_at(r: &[u8], word: usize) -> u32 {
     let at = 4 * word;
     u32::from_ne_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]])
 }
 
+#[cfg(any(test, feature = "bpf"))]
 fn u64_at(r: &[u8], word: usize) -> u64 {
     let at = 24 + 8 * word;
     let mut b = [0u8; 8];
@@ -61,6 +65,7 @@ fn u64_at(r: &[u8], word: usize) -> u64 {
 /// The thread groups of one iterator read, by tgid. A group whose leader's record is missing
 /// (the leader reaped between two threads' records) is left out, and a trailing partial
 /// record ignored.
+#[cfg(any(test, feature = "bpf"))]
 pub(crate) fn parse(data: &[u8]) -> Vec<TaskGroup> {
     let mut groups: Vec<TaskGroup> = Vec::new();
     let mut index: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
