@@ -146,6 +146,24 @@ pub fn read_comm(root: &SysRoot, pid: u32) -> Option<(String, Option<String>)> {
     ))
 }
 
+/// How far this process's time namespace shifts the boot clock, ns (`boottime` in
+/// /proc/self/timens_offsets; 0 without time namespaces): /proc/PID/stat's start times
+/// include it.
+pub fn boottime_offset_ns(root: &SysRoot) -> i64 {
+    let Ok(text) = super::read_text(&root.proc.join("self/timens_offsets")) else {
+        return 0;
+    };
+    text.lines()
+        .find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next()? == "boottime").then_some(())?;
+            let secs: i64 = words.next()?.parse().ok()?;
+            let nanos: i64 = words.next()?.parse().ok()?;
+            secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+        })
+        .unwrap_or(0)
+}
+
 /// Whether this process sees the machine's first pid namespace (its pids are the kernel's
 /// own): `NSpid` in /proc/self/status has one number.
 pub fn in_first_pid_namespace(root: &SysRoot) -> bool {
@@ -366,6 +384,16 @@ mod tests {
         assert_eq!(read_task_delayacct(&root).unwrap(), Some(false));
         fixture::write(dir.path(), "proc/sys/kernel/task_delayacct", "2\n");
         assert!(read_task_delayacct(&root).is_err());
+    }
+
+    #[test]
+    fn the_boot_clock_shift_of_a_time_namespace_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::under(dir.path());
+        assert_eq!(boottime_offset_ns(&root), 0);
+        let offsets = "monotonic 5 0\nboottime -2 250000000\n";
+        fixture::write(dir.path(), "proc/self/timens_offsets", offsets);
+        assert_eq!(boottime_offset_ns(&root), -1_750_000_000);
     }
 
     #[test]

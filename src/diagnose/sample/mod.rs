@@ -218,7 +218,10 @@ impl Sampler {
             && self.root.proc == std::path::Path::new("/proc")
             && process::in_first_pid_namespace(&self.root)
         {
-            self.tasks = tracer.task_iter().ok().map(tasks::TaskSource::new);
+            self.tasks = tracer
+                .task_iter()
+                .ok()
+                .map(|iter| tasks::TaskSource::new(iter, &self.root));
         }
         self.block = Some(block);
     }

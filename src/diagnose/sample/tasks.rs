@@ -39,13 +39,16 @@ struct Known {
 pub(super) struct TaskSource {
     iter: TaskIter,
     known: HashMap<u32, Known>,
+    /// This process's time namespace's boot clock shift, ns: /proc's start times include it.
+    boot_offset_ns: i64,
 }
 
 impl TaskSource {
-    pub(super) fn new(iter: TaskIter) -> TaskSource {
+    pub(super) fn new(iter: TaskIter, root: &SysRoot) -> TaskSource {
         TaskSource {
             iter,
             known: HashMap::new(),
+            boot_offset_ns: process::boottime_offset_ns(root),
         }
     }
 
@@ -115,7 +118,7 @@ impl TaskSource {
             comm_hex: known.comm_hex.clone(),
             state: state_letter(g.state, g.exit_state),
             ppid: g.ppid,
-            start_ticks: g.start_ns / NS_PER_TICK,
+            start_ticks: g.start_ns.saturating_add_signed(self.boot_offset_ns) / NS_PER_TICK,
             utime: utime_ns / NS_PER_TICK,
             stime: stime_ns / NS_PER_TICK,
             blkio_ticks: g.blkio_ns / NS_PER_TICK,
@@ -268,7 +271,8 @@ time.sleep(30)
                 return;
             }
         };
-        let mut source = TaskSource::new(tracer.task_iter().expect("iter/task links"));
+        let root = SysRoot::real();
+        let mut source = TaskSource::new(tracer.task_iter().expect("iter/task links"), &root);
         let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
         let data = dir.path().join("data");
         std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
@@ -292,7 +296,6 @@ time.sleep(30)
             assert_eq!(line.trim(), "ready", "{kind}");
             children.push((kind, child));
         }
-        let root = SysRoot::real();
         // Each asleep, its counters still.
         let asleep = |pid: u32| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
