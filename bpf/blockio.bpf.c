@@ -441,4 +441,7 @@ int BPF_PROG(rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 	return 0;
 }
 
+/* Every task's counters for the process scan (tasks.h): loaded only when asked for. */
+#include "tasks.h"
+
 char LICENSE[] SEC("license") = "GPL";

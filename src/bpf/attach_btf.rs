@@ -2,12 +2,13 @@
 //! whole of `/sys/kernel/btf/vmlinux`.
 //!
 //! Attaching a BTF-typed tracepoint program needs the id of the kernel's `btf_trace_NAME`
-//! typedef, and aya looks it up in a parsed [`aya::Btf`]. aya's loader parses the kernel's BTF
+//! typedef (an iterator program, that of the function `bpf_iter_NAME`), and aya looks it up in
+//! a parsed [`aya::Btf`]. aya's loader parses the kernel's BTF
 //! for its own CO-RE relocations and keeps that parse to itself, so a second full parse was
 //! needed for attaching: 5.5 MB read and ~130,000 types decoded, about a sixth of a short
 //! `tacho top`'s CPU (docs/benchmarks.md, issue 38). Here the type section is only walked
 //! (each record's kind and length, no allocation) up to the last id wanted, and the ids found
-//! are handed to aya as a stand-in BTF holding just those typedefs at their kernel ids, every
+//! are handed to aya as a stand-in BTF holding just those types at their kernel ids, every
 //! other id a placeholder. The file is mapped where the kernel allows it (recent kernels),
 //! read otherwise. Anything unexpected (another byte order, a kind this walk does not know)
 //! gives `None`, and the caller parses the whole file as before.
@@ -20,8 +21,9 @@ const HEADER: usize = 24;
 const TYPE: usize = 12;
 /// The kernel's magic number, read in this machine's byte order.
 const MAGIC: u16 = 0xeb9f;
-/// `BTF_KIND_TYPEDEF` and `BTF_KIND_PTR`.
-const TYPEDEF: u32 = 8;
+/// `BTF_KIND_TYPEDEF`, `BTF_KIND_FUNC` and `BTF_KIND_PTR`.
+pub(crate) const TYPEDEF: u32 = 8;
+pub(crate) const FUNC: u32 = 12;
 const PTR: u32 = 2;
 
 /// The bytes that follow the common part of a type record of `kind` with `vlen` entries;
@@ -46,10 +48,10 @@ fn u32_at(data: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(data.get(at..at + 4)?.try_into().ok()?))
 }
 
-/// The type ids of those typedefs named in `names` (each wanted once) that a whole BTF blob
-/// in this machine's byte order holds; `None` when the blob is malformed or uses a kind not
-/// known here before all were found.
-pub(crate) fn typedef_ids(data: &[u8], names: &[&str]) -> Option<HashMap<String, u32>> {
+/// The type ids of those (kind, name) pairs of `names` (each wanted once) that a whole BTF
+/// blob in this machine's byte order holds; `None` when the blob is malformed or uses a kind
+/// not known here before all were found.
+pub(crate) fn type_ids(data: &[u8], names: &[(u32, &str)]) -> Option<HashMap<String, (u32, u32)>> {
     let magic = u16::from_ne_bytes(data.get(0..2)?.try_into().ok()?);
     if magic != MAGIC {
         return None;
@@ -73,11 +75,13 @@ pub(crate) fn typedef_ids(data: &[u8], names: &[&str]) -> Option<HashMap<String,
         let name_off = u32_at(types, at)? as usize;
         let info = u32_at(types, at + 4)?;
         let kind = (info >> 24) & 0x1f;
-        if kind == TYPEDEF
+        if (kind == TYPEDEF || kind == FUNC)
             && let Some(name) = name_at(name_off)
-            && let Some(&wanted) = names.iter().find(|n| n.as_bytes() == name)
+            && let Some(&(_, wanted)) = names
+                .iter()
+                .find(|&&(k, n)| k == kind && n.as_bytes() == name)
         {
-            found.insert(wanted.to_string(), id);
+            found.insert(wanted.to_string(), (kind, id));
         }
         at = at
             .checked_add(TYPE)?
@@ -87,14 +91,15 @@ pub(crate) fn typedef_ids(data: &[u8], names: &[&str]) -> Option<HashMap<String,
     Some(found)
 }
 
-/// A BTF blob in which each (name, id) of `ids` is a typedef at that id, and every other id
-/// up to the largest a pointer with no name: what aya's attach looks up, nothing more.
-pub(crate) fn stand_in(ids: &HashMap<String, u32>) -> Vec<u8> {
-    let last = ids.values().copied().max().unwrap_or(0);
+/// A BTF blob in which each (name, (kind, id)) of `ids` is a type of that kind (typedef or
+/// function, of no type) at that id, and every other id up to the largest a pointer with no
+/// name: what aya's attach looks up, nothing more.
+pub(crate) fn stand_in(ids: &HashMap<String, (u32, u32)>) -> Vec<u8> {
+    let last = ids.values().map(|&(_, id)| id).max().unwrap_or(0);
     let mut strings = vec![0u8];
     let mut at_id = HashMap::new();
-    for (name, &id) in ids {
-        at_id.insert(id, strings.len() as u32);
+    for (name, &(kind, id)) in ids {
+        at_id.insert(id, (strings.len() as u32, kind));
         strings.extend_from_slice(name.as_bytes());
         strings.push(0);
     }
@@ -106,10 +111,7 @@ pub(crate) fn stand_in(ids: &HashMap<String, u32>) -> Vec<u8> {
         out.extend_from_slice(&(word as u32).to_ne_bytes());
     }
     for id in 1..=last {
-        let (name, kind) = match at_id.get(&id) {
-            Some(&name) => (name, TYPEDEF),
-            None => (0, PTR),
-        };
+        let (name, kind) = at_id.get(&id).copied().unwrap_or((0, PTR));
         for word in [name, kind << 24, 0] {
             out.extend_from_slice(&word.to_ne_bytes());
         }
@@ -118,17 +120,22 @@ pub(crate) fn stand_in(ids: &HashMap<String, u32>) -> Vec<u8> {
     out
 }
 
-/// The BTF aya attaches `tracepoints` with: the stand-in when the kernel's BTF could be walked
-/// (a tracepoint this kernel lacks is then missing from it as from the whole), else the whole
-/// kernel BTF parsed.
+/// The BTF aya attaches `tracepoints` and the iterators of `iterators` (`task` for
+/// `bpf_iter_task`) with: the stand-in when the kernel's BTF could be walked (a tracepoint
+/// this kernel lacks is then missing from it as from the whole), else the whole kernel BTF
+/// parsed.
 #[cfg(feature = "bpf")]
-pub(crate) fn for_attach(tracepoints: &[&str]) -> Result<aya::Btf, aya::BtfError> {
-    let names: Vec<String> = tracepoints
+pub(crate) fn for_attach(
+    tracepoints: &[&str],
+    iterators: &[&str],
+) -> Result<aya::Btf, aya::BtfError> {
+    let names: Vec<(u32, String)> = tracepoints
         .iter()
-        .map(|t| format!("btf_trace_{t}"))
+        .map(|t| (TYPEDEF, format!("btf_trace_{t}")))
+        .chain(iterators.iter().map(|i| (FUNC, format!("bpf_iter_{i}"))))
         .collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let ids = kernel_btf(|data| typedef_ids(data, &names));
+    let names: Vec<(u32, &str)> = names.iter().map(|(k, n)| (*k, n.as_str())).collect();
+    let ids = kernel_btf(|data| type_ids(data, &names));
     match ids {
         Some(ids) => aya::Btf::parse(&stand_in(&ids), aya::Endianness::default()),
         None => aya::Btf::from_sys_fs(),
@@ -155,24 +162,49 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn ids(pairs: &[(&str, u32)]) -> HashMap<String, u32> {
-        pairs.iter().map(|&(n, i)| (n.to_string(), i)).collect()
+    fn ids(pairs: &[(&str, u32, u32)]) -> HashMap<String, (u32, u32)> {
+        pairs
+            .iter()
+            .map(|&(n, k, i)| (n.to_string(), (k, i)))
+            .collect()
     }
 
     #[test]
-    fn the_stand_in_holds_each_typedef_at_its_id() {
-        let want = ids(&[("btf_trace_a", 3), ("btf_trace_bb", 7)]);
+    fn the_stand_in_holds_each_type_at_its_id() {
+        let want = ids(&[
+            ("btf_trace_a", TYPEDEF, 3),
+            ("btf_trace_bb", TYPEDEF, 7),
+            ("bpf_iter_t", FUNC, 9),
+        ]);
         let blob = stand_in(&want);
         assert_eq!(
-            typedef_ids(&blob, &["btf_trace_bb", "btf_trace_a"]),
+            type_ids(
+                &blob,
+                &[
+                    (TYPEDEF, "btf_trace_bb"),
+                    (FUNC, "bpf_iter_t"),
+                    (TYPEDEF, "btf_trace_a")
+                ]
+            ),
             Some(want)
         );
-        // A name it lacks is not guessed at, and a truncated blob is not walked.
+        // A name it lacks, or has as another kind, is not guessed at, and a truncated blob is
+        // not walked.
         assert_eq!(
-            typedef_ids(&blob, &["btf_trace_c", "btf_trace_a"]),
-            Some(ids(&[("btf_trace_a", 3)]))
+            type_ids(
+                &blob,
+                &[
+                    (TYPEDEF, "btf_trace_c"),
+                    (TYPEDEF, "bpf_iter_t"),
+                    (TYPEDEF, "btf_trace_a")
+                ]
+            ),
+            Some(ids(&[("btf_trace_a", TYPEDEF, 3)]))
         );
-        assert_eq!(typedef_ids(&blob[..blob.len() / 2], &["btf_trace_a"]), None);
+        assert_eq!(
+            type_ids(&blob[..blob.len() / 2], &[(TYPEDEF, "btf_trace_a")]),
+            None
+        );
     }
 
     #[test]
@@ -191,8 +223,8 @@ mod tests {
         blob.append(&mut types);
         blob.append(&mut strings);
         assert_eq!(
-            typedef_ids(&blob, &["btf_trace_x"]),
-            Some(ids(&[("btf_trace_x", 2)]))
+            type_ids(&blob, &[(TYPEDEF, "btf_trace_x")]),
+            Some(ids(&[("btf_trace_x", TYPEDEF, 2)]))
         );
     }
 
@@ -217,7 +249,7 @@ mod tests {
             "sys_enter",
             "sys_exit",
         ];
-        let part = for_attach(&tracepoints).unwrap();
+        let part = for_attach(&tracepoints, &["task"]).unwrap();
         // aya takes aya-obj's `BtfKind` without re-exporting it: made from its number, so the
         // test needs no dependency of its own on aya-obj.
         let typedef = || TYPEDEF.try_into().expect("BTF_KIND_TYPEDEF is a kind");
@@ -229,12 +261,17 @@ mod tests {
                 "{name}"
             );
         }
+        let func = FUNC.try_into().expect("BTF_KIND_FUNC is a kind");
+        assert_eq!(
+            part.id_by_type_name_kind("bpf_iter_task", func).unwrap(),
+            whole.id_by_type_name_kind("bpf_iter_task", func).unwrap(),
+        );
     }
 
     proptest! {
         #[test]
         fn never_panics(data in proptest::collection::vec(any::<u8>(), 0..512)) {
-            let _ = typedef_ids(&data, &["btf_trace_x"]);
+            let _ = type_ids(&data, &[(TYPEDEF, "btf_trace_x")]);
         }
 
         #[test]
@@ -248,7 +285,7 @@ mod tests {
                 blob.extend_from_slice(&word.to_ne_bytes());
             }
             blob.extend_from_slice(&body);
-            let _ = typedef_ids(&blob, &["btf_trace_x"]);
+            let _ = type_ids(&blob, &[(TYPEDEF, "btf_trace_x")]);
         }
     }
 }

@@ -79,6 +79,11 @@ impl BlockTracer {
     pub(crate) fn sample(&mut self) -> BlockSample {
         match self.0 {}
     }
+
+    /// Never called: there is no tracer.
+    pub(crate) fn task_iter(&self) -> Result<super::tasks::TaskIter, super::Refusal> {
+        match self.0 {}
+    }
 }
 
 /// A block device as (major, minor).
@@ -204,7 +209,7 @@ pub(crate) struct BlockSample {
 /// sample (per array index, with the key that held it).
 #[cfg(feature = "bpf")]
 pub(crate) struct BlockTracer {
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
     procs: SharedArray,
     devs: SharedArray,
     dropped: SharedArray,
@@ -242,12 +247,18 @@ impl BlockTracer {
             programs.push(ISSUE);
         }
         let own_start = u32::from(!every_queue_stamps(sys_block, "iostats"));
-        let ebpf = super::load(OBJECT, &[("own_start", own_start)], &programs, &[])?;
+        let ebpf = super::load(
+            OBJECT,
+            &[("own_start", own_start)],
+            &programs,
+            &[],
+            &[(super::tasks::PROGRAM, "task")],
+        )?;
         let mut tracer = BlockTracer {
             procs: SharedArray::map(&ebpf, "procs", PROC_WORDS)?,
             devs: SharedArray::map(&ebpf, "devs", DEV_WORDS)?,
             dropped: SharedArray::map(&ebpf, "dropped", 2)?,
-            _ebpf: ebpf,
+            ebpf,
             last_proc: HashMap::new(),
             last_dev: HashMap::new(),
             last_dropped: 0,
@@ -255,6 +266,12 @@ impl BlockTracer {
         // Totals from before this start are not this interval's.
         tracer.sample();
         Ok(tracer)
+    }
+
+    /// The task iterator loaded with the tracer, linked (see [`super::tasks`]); the error is
+    /// why the scan stays with /proc.
+    pub(crate) fn task_iter(&self) -> Result<super::tasks::TaskIter, super::Refusal> {
+        super::tasks::TaskIter::new(&self.ebpf)
     }
 
     /// The change since the previous call (or since start).

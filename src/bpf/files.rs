@@ -182,6 +182,7 @@ impl FileTracer {
             &[],
             &[("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")],
             &[("uring_complete", "io_uring_complete")],
+            &[],
         )?;
         Ok(FileTracer { ebpf })
     }

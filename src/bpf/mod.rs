@@ -8,6 +8,7 @@ mod attach_btf;
 pub(crate) mod block;
 pub(crate) mod files;
 pub(crate) mod hist;
+pub(crate) mod tasks;
 // Only the profiler (`profile --off-cpu`, `--wall`) reads it.
 #[cfg(feature = "profile")]
 pub(crate) mod offcpu;
@@ -101,13 +102,17 @@ fn os_error(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
 /// Loads `object` with its `const volatile` globals set (name, value), and attaches each
 /// (program, BTF-typed tracepoint) pair of `programs`, then those of `optional` where the
 /// kernel has their tracepoint (io_uring's, say, which a kernel built without io_uring lacks);
-/// any refusal of `programs` is the one-line reason callers print as a note.
+/// any refusal of `programs` is the one-line reason callers print as a note. The iterator
+/// programs of `iterators` (program, iterator: `task` for `iter/task`) are loaded where the
+/// kernel takes them, not attached ([`tasks::TaskIter::new`] links one); one refused leaves
+/// the tracer running without it.
 #[cfg(feature = "bpf")]
 pub(crate) fn load(
     object: &[u8],
     globals: &[(&str, u32)],
     programs: &[(&str, &str)],
     optional: &[(&str, &str)],
+    iterators: &[(&str, &str)],
 ) -> Result<aya::Ebpf, Refusal> {
     if let Some(reason) = unavailable_reason() {
         return Err(reason);
@@ -115,11 +120,12 @@ pub(crate) fn load(
     // aya's loader parses the kernel's BTF for itself and keeps it; attaching needs only the
     // tracepoints' ids, found without a second whole parse (see `attach_btf`).
     let tracepoints: Vec<&str> = programs.iter().chain(optional).map(|&(_, t)| t).collect();
-    let btf =
-        attach_btf::for_attach(&tracepoints).map_err(|e| refusal("reading kernel BTF", &e))?;
+    let kinds: Vec<&str> = iterators.iter().map(|&(_, i)| i).collect();
+    let btf = attach_btf::for_attach(&tracepoints, &kinds)
+        .map_err(|e| refusal("reading kernel BTF", &e))?;
     let mut loader = aya::EbpfLoader::new();
     for (name, value) in globals {
-        loader.set_global(name, value, true);
+        loader.override_global(name, value, true);
     }
     let mut ebpf = loader
         .load(object)
@@ -130,6 +136,14 @@ pub(crate) fn load(
     for &(name, tracepoint) in optional {
         // Without it the tracer still runs; what it misses is said by the caller.
         let _ = attach(&mut ebpf, &btf, name, tracepoint);
+    }
+    for &(name, iterator) in iterators {
+        // Without it the caller reads /proc; asking for its descriptor gives the reason.
+        if let Some(program) = ebpf.program_mut(name)
+            && let Ok(program) = <&mut aya::programs::Iter>::try_from(program)
+        {
+            let _ = program.load(iterator, &btf);
+        }
     }
     Ok(ebpf)
 }

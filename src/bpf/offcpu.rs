@@ -177,6 +177,7 @@ impl OffCpuTracer {
             ],
             &[("offcpu_switch", "sched_switch")],
             &[],
+            &[],
         )?;
         Ok(OffCpuTracer {
             ebpf,

@@ -7,7 +7,7 @@
 //! Hand-parsed: procfs-core's `Stat` returns errors without the file, and needs more fields.
 
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::procfiles::{ProcFiles, gone};
 use super::{KernelError, Result, SysRoot, read_optional};
@@ -76,48 +76,104 @@ pub struct ProcessScan {
 /// Reads /proc/PID/stat and /proc/PID/io of every process, through descriptors `files` keeps
 /// from one scan to the next.
 pub fn read_processes(root: &SysRoot, files: &mut ProcFiles) -> Result<ProcessScan> {
-    let entries = std::fs::read_dir(&root.proc).map_err(|source| KernelError::Read {
-        path: root.proc.clone(),
-        source,
-    })?;
     let mut scan = ProcessScan::default();
     let mut buf = Vec::with_capacity(1024);
-    let mut dir = PathBuf::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        dir.clone_from(&root.proc);
-        dir.push(&name);
-        match files.read_stat(&dir, pid, &mut buf) {
-            Ok(()) => {}
-            Err(e) if gone(&e) => continue,
-            Err(source) => {
-                let path = dir.join("stat");
-                return Err(KernelError::Read { path, source });
-            }
-        }
-        let mut process = parse_pid_stat(&String::from_utf8_lossy(&buf), &dir.join("stat"))?;
-        process.pid = pid;
-        process.comm_hex = comm_bytes(&buf).and_then(crate::text::hex_if_not_utf8);
-        match files.read_io(&dir, pid, &mut buf) {
-            Ok(()) => {
-                let text = String::from_utf8_lossy(&buf);
-                process.io = Some(parse_pid_io(&text, &dir.join("io"))?);
-            }
-            Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                scan.io_denied += 1;
-                scan.io_denied_pids.push(pid);
-            }
-            // Exited meanwhile, or a zombie (ESRCH): no I/O to report.
-            Err(_) => {}
-        }
-        scan.processes.push(process);
+    for pid in list_pids(root)? {
+        read_process(root, files, pid, &mut buf, &mut scan)?;
     }
     files.end_scan();
     scan.processes.sort_by_key(|p| p.pid);
     Ok(scan)
+}
+
+/// The processes /proc lists, in its order.
+pub fn list_pids(root: &SysRoot) -> Result<Vec<u32>> {
+    let entries = std::fs::read_dir(&root.proc).map_err(|source| KernelError::Read {
+        path: root.proc.clone(),
+        source,
+    })?;
+    Ok(entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .collect())
+}
+
+/// Reads process `pid`'s stat and io through `files` (`buf` is scratch) into `scan`; a process
+/// gone meanwhile adds nothing. The caller ends the scan of `files`.
+pub fn read_process(
+    root: &SysRoot,
+    files: &mut ProcFiles,
+    pid: u32,
+    buf: &mut Vec<u8>,
+    scan: &mut ProcessScan,
+) -> Result<()> {
+    let dir = root.proc.join(pid.to_string());
+    match files.read_stat(&dir, pid, buf) {
+        Ok(()) => {}
+        Err(e) if gone(&e) => return Ok(()),
+        Err(source) => {
+            let path = dir.join("stat");
+            return Err(KernelError::Read { path, source });
+        }
+    }
+    let mut process = parse_pid_stat(&String::from_utf8_lossy(buf), &dir.join("stat"))?;
+    process.pid = pid;
+    process.comm_hex = comm_bytes(buf).and_then(crate::text::hex_if_not_utf8);
+    match files.read_io(&dir, pid, buf) {
+        Ok(()) => {
+            let text = String::from_utf8_lossy(buf);
+            process.io = Some(parse_pid_io(&text, &dir.join("io"))?);
+        }
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+            scan.io_denied += 1;
+            scan.io_denied_pids.push(pid);
+        }
+        // Exited meanwhile, or a zombie (ESRCH): no I/O to report.
+        Err(_) => {}
+    }
+    scan.processes.push(process);
+    Ok(())
+}
+
+/// Process `pid`'s name as /proc/PID/stat gives it (a kernel worker's with what it works on),
+/// and its bytes in hex when they are not UTF-8; `None` when the process is gone.
+pub fn read_comm(root: &SysRoot, pid: u32) -> Option<(String, Option<String>)> {
+    let stat = std::fs::read(root.proc.join(pid.to_string()).join("stat")).ok()?;
+    let bytes = comm_bytes(&stat)?;
+    Some((
+        String::from_utf8_lossy(bytes).into_owned(),
+        crate::text::hex_if_not_utf8(bytes),
+    ))
+}
+
+/// How far this process's time namespace shifts the boot clock, ns (`boottime` in
+/// /proc/self/timens_offsets; 0 without time namespaces): /proc/PID/stat's start times
+/// include it.
+pub fn boottime_offset_ns(root: &SysRoot) -> i64 {
+    let Ok(text) = super::read_text(&root.proc.join("self/timens_offsets")) else {
+        return 0;
+    };
+    text.lines()
+        .find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next()? == "boottime").then_some(())?;
+            let secs: i64 = words.next()?.parse().ok()?;
+            let nanos: i64 = words.next()?.parse().ok()?;
+            secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+        })
+        .unwrap_or(0)
+}
+
+/// Whether this process sees the machine's first pid namespace (its pids are the kernel's
+/// own): `NSpid` in /proc/self/status has one number.
+pub fn in_first_pid_namespace(root: &SysRoot) -> bool {
+    let Ok(status) = super::read_text(&root.proc.join("self/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .is_some_and(|ids| ids.split_whitespace().count() == 1)
 }
 
 /// Whether delay accounting is on (`kernel.task_delayacct`); `None` on kernels without the
@@ -328,6 +384,16 @@ mod tests {
         assert_eq!(read_task_delayacct(&root).unwrap(), Some(false));
         fixture::write(dir.path(), "proc/sys/kernel/task_delayacct", "2\n");
         assert!(read_task_delayacct(&root).is_err());
+    }
+
+    #[test]
+    fn the_boot_clock_shift_of_a_time_namespace_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::under(dir.path());
+        assert_eq!(boottime_offset_ns(&root), 0);
+        let offsets = "monotonic 5 0\nboottime -2 250000000\n";
+        fixture::write(dir.path(), "proc/self/timens_offsets", offsets);
+        assert_eq!(boottime_offset_ns(&root), -1_750_000_000);
     }
 
     #[test]

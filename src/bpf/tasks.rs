@@ -1,0 +1,267 @@
+//! Every task's counters in one read (`bpf/tasks.h`, an `iter/task` program in the block
+//! tracer's object): what /proc/PID/stat and /proc/PID/io give per process, without the
+//! kernel generating two text files for each. Each read of the iterator's descriptor walks
+//! every task once and returns one fixed-size binary record per task; [`parse`] sums a thread
+//! group's records as /proc does (live threads plus the dead threads' totals the group keeps).
+//! Figures stay raw (nanoseconds, the kernel's state bits): the sampler turns them into what
+//! /proc would print.
+
+/// The iterator program's name in the object.
+#[cfg(feature = "bpf")]
+pub(crate) const PROGRAM: &str = "task_counters";
+
+/// Bytes of one `struct task_record`.
+#[cfg(any(test, feature = "bpf"))]
+const RECORD: usize = 224;
+
+/// One thread group, as the kernel holds it at the read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TaskGroup {
+    /// Thread-group id (the process id).
+    pub(crate) tgid: u32,
+    /// Thread-group id of the leader's real parent (0 for the first tasks).
+    pub(crate) ppid: u32,
+    /// Threads (`signal->nr_threads`).
+    pub(crate) threads: u32,
+    /// The leader's `__state` bits.
+    pub(crate) state: u32,
+    /// The leader's `exit_state` bits (zombie, dead).
+    pub(crate) exit_state: u32,
+    /// The leader's start, ns after boot (`start_boottime`).
+    pub(crate) start_ns: u64,
+    /// User and system time sampled at ticks, ns, summed over the group.
+    pub(crate) utime_ns: u64,
+    pub(crate) stime_ns: u64,
+    /// Precise CPU time (`sum_exec_runtime`), ns, summed over the group.
+    pub(crate) runtime_ns: u64,
+    /// The group's last adjusted (user, system) time (`signal->prev_cputime`), ns.
+    pub(crate) prev_ns: (u64, u64),
+    /// Major page faults, summed over the group.
+    pub(crate) major_faults: u64,
+    /// rchar, wchar, read_bytes, write_bytes, cancelled_write_bytes, summed over the group.
+    pub(crate) io: [u64; 5],
+    /// The leader's block I/O delay, ns.
+    pub(crate) blkio_ns: u64,
+    /// Resident pages of its memory (0 for kernel threads).
+    pub(crate) rss_pages: u64,
+    /// The leader's `comm`, NUL-padded.
+    pub(crate) comm: [u8; 16],
+}
+
+#[cfg(any(test, feature = "bpf"))]
+fn u32_at(r: &[u8], word: usize) -> u32 {
+    let at = 4 * word;
+    u32::from_ne_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]])
+}
+
+#[cfg(any(test, feature = "bpf"))]
+fn u64_at(r: &[u8], word: usize) -> u64 {
+    let at = 24 + 8 * word;
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&r[at..at + 8]);
+    u64::from_ne_bytes(b)
+}
+
+/// The thread groups of one iterator read, by tgid. A group whose leader's record is missing
+/// (the leader reaped between two threads' records) is left out, and a trailing partial
+/// record ignored.
+#[cfg(any(test, feature = "bpf"))]
+pub(crate) fn parse(data: &[u8]) -> Vec<TaskGroup> {
+    let mut groups: Vec<TaskGroup> = Vec::new();
+    let mut index: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    let mut leaders = std::collections::HashSet::new();
+    for r in data.chunks_exact(RECORD) {
+        let (pid, tgid) = (u32_at(r, 0), u32_at(r, 1));
+        let at = *index.entry(tgid).or_insert_with(|| {
+            groups.push(TaskGroup {
+                tgid,
+                ..TaskGroup::default()
+            });
+            groups.len() - 1
+        });
+        let g = &mut groups[at];
+        // Words after the 24-byte head: start, utime, stime, runtime, maj_flt, io[5], blkio,
+        // rss, then the group's dead threads: utime, stime, runtime, maj_flt, io[5], then
+        // prev_cputime's utime and stime, then comm.
+        g.utime_ns = g.utime_ns.wrapping_add(u64_at(r, 1));
+        g.stime_ns = g.stime_ns.wrapping_add(u64_at(r, 2));
+        g.runtime_ns = g.runtime_ns.wrapping_add(u64_at(r, 3));
+        g.major_faults = g.major_faults.wrapping_add(u64_at(r, 4));
+        for i in 0..5 {
+            g.io[i] = g.io[i].wrapping_add(u64_at(r, 5 + i));
+        }
+        if pid == tgid && leaders.insert(tgid) {
+            g.ppid = u32_at(r, 2);
+            g.threads = u32_at(r, 3);
+            g.state = u32_at(r, 4);
+            g.exit_state = u32_at(r, 5);
+            g.start_ns = u64_at(r, 0);
+            g.blkio_ns = u64_at(r, 10);
+            g.rss_pages = u64_at(r, 11);
+            g.utime_ns = g.utime_ns.wrapping_add(u64_at(r, 12));
+            g.stime_ns = g.stime_ns.wrapping_add(u64_at(r, 13));
+            g.runtime_ns = g.runtime_ns.wrapping_add(u64_at(r, 14));
+            g.major_faults = g.major_faults.wrapping_add(u64_at(r, 15));
+            for i in 0..5 {
+                g.io[i] = g.io[i].wrapping_add(u64_at(r, 16 + i));
+            }
+            g.prev_ns = (u64_at(r, 21), u64_at(r, 22));
+            g.comm.copy_from_slice(&r[RECORD - 16..]);
+        }
+    }
+    groups.retain(|g| leaders.contains(&g.tgid));
+    groups.sort_by_key(|g| g.tgid);
+    groups
+}
+
+/// The iterator, linked: each [`TaskIter::read`] walks every task afresh.
+#[cfg(feature = "bpf")]
+#[derive(Debug)]
+pub(crate) struct TaskIter {
+    link: std::os::fd::OwnedFd,
+    buf: Vec<u8>,
+}
+
+/// `bpf()` commands and the iterator's attach type (include/uapi/linux/bpf.h).
+#[cfg(feature = "bpf")]
+const BPF_LINK_CREATE: libc::c_long = 28;
+#[cfg(feature = "bpf")]
+const BPF_ITER_CREATE: libc::c_long = 33;
+#[cfg(feature = "bpf")]
+const BPF_TRACE_ITER: u64 = 28;
+
+/// `bpf(cmd, attr)` for a command that returns a new descriptor. `attr` is the start of
+/// `union bpf_attr` as 64-bit words, the rest zero (the kernel checks that it is).
+#[cfg(feature = "bpf")]
+fn bpf_fd(cmd: libc::c_long, attr: &mut [u64; 8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `attr` is a valid, writable buffer of the size passed; the kernel reads and may
+    // write only within it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr.as_mut_ptr(),
+            std::mem::size_of_val(attr),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| std::io::Error::other("descriptor out of range"))?;
+    // SAFETY: on success these commands return a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(feature = "bpf")]
+impl TaskIter {
+    /// Links the iterator program `ebpf` loaded (see [`super::load`]); the error is why not.
+    pub(crate) fn new(ebpf: &aya::Ebpf) -> Result<TaskIter, super::Refusal> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let program: &aya::programs::Iter = ebpf
+            .program(PROGRAM)
+            .ok_or_else(|| super::Refusal::Missing(format!("program {PROGRAM}")))?
+            .try_into()
+            .map_err(|e| super::refusal(PROGRAM, &e))?;
+        let prog = program.fd().map_err(|e| super::refusal(PROGRAM, &e))?;
+        // link_create: prog_fd, target_fd (none), attach_type, flags; no iterator options
+        // (every task of the caller's pid namespace).
+        let mut attr = [0u64; 8];
+        attr[0] = u64::from(prog.as_fd().as_raw_fd() as u32);
+        attr[1] = BPF_TRACE_ITER;
+        let link = bpf_fd(BPF_LINK_CREATE, &mut attr)
+            .map_err(|e| super::refusal("linking iter/task", &e))?;
+        Ok(TaskIter {
+            link,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Every thread group now.
+    pub(crate) fn read(&mut self) -> std::io::Result<Vec<TaskGroup>> {
+        use std::io::Read;
+        use std::os::fd::{AsFd, AsRawFd};
+        let mut attr = [
+            u64::from(self.link.as_fd().as_raw_fd() as u32),
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        let mut file = std::fs::File::from(bpf_fd(BPF_ITER_CREATE, &mut attr)?);
+        self.buf.clear();
+        file.read_to_end(&mut self.buf)?;
+        Ok(parse(&self.buf))
+    }
+}
+
+/// In a build without the `bpf` feature: an iterator that never exists.
+#[cfg(not(feature = "bpf"))]
+#[derive(Debug)]
+pub(crate) struct TaskIter(std::convert::Infallible);
+
+#[cfg(not(feature = "bpf"))]
+impl TaskIter {
+    /// Never called: there is no iterator.
+    pub(crate) fn read(&mut self) -> std::io::Result<Vec<TaskGroup>> {
+        match self.0 {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A record as the program writes it: (pid, tgid) and every 64-bit word after the head
+    /// set to `base + its index`, comm "c<tgid>".
+    fn record(pid: u32, tgid: u32, base: u64) -> Vec<u8> {
+        let mut r = Vec::with_capacity(RECORD);
+        for w in [pid, tgid, 7, 3, 1, 0] {
+            r.extend_from_slice(&w.to_ne_bytes());
+        }
+        for i in 0..23 {
+            r.extend_from_slice(&(base + i).to_ne_bytes());
+        }
+        let mut comm = [0u8; 16];
+        let name = format!("c{tgid}");
+        comm[..name.len()].copy_from_slice(name.as_bytes());
+        r.extend_from_slice(&comm);
+        assert_eq!(r.len(), RECORD);
+        r
+    }
+
+    #[test]
+    fn a_group_sums_its_threads_and_its_dead_threads_once() {
+        let mut data = record(10, 10, 100);
+        data.extend(record(11, 10, 1000));
+        data.extend(record(20, 20, 0));
+        // A thread whose leader is not in the read, and a torn record at the end.
+        data.extend(record(31, 30, 0));
+        data.extend_from_slice(&[1, 2, 3]);
+        let groups = parse(&data);
+        assert_eq!(groups.len(), 2);
+        let g = &groups[0];
+        assert_eq!((g.tgid, g.ppid, g.threads, g.state), (10, 7, 3, 1));
+        assert_eq!(g.start_ns, 100);
+        // utime: the leader's (101), the other thread's (1001) and the dead threads' (112).
+        assert_eq!(g.utime_ns, 101 + 1001 + 112);
+        assert_eq!(g.runtime_ns, 103 + 1003 + 114);
+        assert_eq!(g.io[4], 109 + 1009 + 120);
+        assert_eq!((g.blkio_ns, g.rss_pages), (110, 111));
+        assert_eq!(g.prev_ns, (121, 122));
+        assert_eq!(&g.comm[..3], b"c10");
+        assert_eq!(groups[1].tgid, 20);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(data in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let groups = parse(&data);
+            prop_assert!(groups.len() <= data.len() / RECORD);
+        }
+    }
+}
