@@ -484,8 +484,18 @@ fn fds_on(pid: u32, of: &[u32]) -> usize {
 
 #[test]
 fn process_files_kept_open_are_closed_when_their_processes_exit() {
+    // The /proc scan's descriptors: as root, top otherwise reads processes from its task
+    // iterator and keeps no /proc file open (see src/diagnose/sample/tasks.rs).
     let mut child = tacho()
-        .args(["top", "--json", "--interval", "200ms", "--count", "200"])
+        .args([
+            "top",
+            "--json",
+            "--no-ebpf",
+            "--interval",
+            "200ms",
+            "--count",
+            "200",
+        ])
         .spawn_piped();
     let tacho_pid = child.id();
     let mut lines = BufReader::new(child.stdout.take().unwrap());
