@@ -62,6 +62,19 @@ fn u64_at(r: &[u8], word: usize) -> u64 {
     u64::from_ne_bytes(b)
 }
 
+/// Adds the nine counters a record holds from 64-bit word `first` on (utime, stime, run
+/// time, major faults, the five io counters: a thread's own, or its group's dead threads').
+#[cfg(any(test, feature = "bpf"))]
+fn add_counters(g: &mut TaskGroup, r: &[u8], first: usize) {
+    g.utime_ns = g.utime_ns.wrapping_add(u64_at(r, first));
+    g.stime_ns = g.stime_ns.wrapping_add(u64_at(r, first + 1));
+    g.runtime_ns = g.runtime_ns.wrapping_add(u64_at(r, first + 2));
+    g.major_faults = g.major_faults.wrapping_add(u64_at(r, first + 3));
+    for (i, io) in g.io.iter_mut().enumerate() {
+        *io = io.wrapping_add(u64_at(r, first + 4 + i));
+    }
+}
+
 /// The thread groups of one iterator read, by tgid. A group whose leader's record is missing
 /// (the leader reaped between two threads' records) is left out, and a trailing partial
 /// record ignored.
@@ -83,13 +96,7 @@ pub(crate) fn parse(data: &[u8]) -> Vec<TaskGroup> {
         // Words after the 24-byte head: start, utime, stime, runtime, maj_flt, io[5], blkio,
         // rss, then the group's dead threads: utime, stime, runtime, maj_flt, io[5], then
         // prev_cputime's utime and stime, then comm.
-        g.utime_ns = g.utime_ns.wrapping_add(u64_at(r, 1));
-        g.stime_ns = g.stime_ns.wrapping_add(u64_at(r, 2));
-        g.runtime_ns = g.runtime_ns.wrapping_add(u64_at(r, 3));
-        g.major_faults = g.major_faults.wrapping_add(u64_at(r, 4));
-        for i in 0..5 {
-            g.io[i] = g.io[i].wrapping_add(u64_at(r, 5 + i));
-        }
+        add_counters(g, r, 1);
         if pid == tgid && leaders.insert(tgid) {
             g.ppid = u32_at(r, 2);
             g.threads = u32_at(r, 3);
@@ -98,13 +105,7 @@ pub(crate) fn parse(data: &[u8]) -> Vec<TaskGroup> {
             g.start_ns = u64_at(r, 0);
             g.blkio_ns = u64_at(r, 10);
             g.rss_pages = u64_at(r, 11);
-            g.utime_ns = g.utime_ns.wrapping_add(u64_at(r, 12));
-            g.stime_ns = g.stime_ns.wrapping_add(u64_at(r, 13));
-            g.runtime_ns = g.runtime_ns.wrapping_add(u64_at(r, 14));
-            g.major_faults = g.major_faults.wrapping_add(u64_at(r, 15));
-            for i in 0..5 {
-                g.io[i] = g.io[i].wrapping_add(u64_at(r, 16 + i));
-            }
+            add_counters(g, r, 12);
             g.prev_ns = (u64_at(r, 21), u64_at(r, 22));
             g.comm.copy_from_slice(&r[RECORD - 16..]);
         }
