@@ -246,7 +246,15 @@ impl Local {
                 path: path.to_path_buf(),
             })
         };
-        let store = Store::open(fresh.as_ref().map_or(path, |f| &f.temp))?;
+        // The temporary file is opened by name (SQLite has no other way): not through a link
+        // someone put in its place since it was made.
+        let store = match &fresh {
+            Some(f) => Store::open_with(
+                &f.temp,
+                rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+            )?,
+            None => Store::open(path)?,
+        };
         let store = store.with_sys_root(root.clone());
         store.writable()?;
         let fail = |e| store.err(e);
