@@ -3,90 +3,37 @@
 //!
 //! Attaching a BTF-typed tracepoint program needs the id of the kernel's `btf_trace_NAME`
 //! typedef (an iterator program, that of the function `bpf_iter_NAME`), and aya looks it up in
-//! a parsed [`aya::Btf`]. aya's loader parses the kernel's BTF
-//! for its own CO-RE relocations and keeps that parse to itself, so a second full parse was
-//! needed for attaching: 5.5 MB read and ~130,000 types decoded, about a sixth of a short
+//! a parsed [`aya::Btf`]: 5.5 MB read and ~130,000 types decoded, about a sixth of a short
 //! `tacho top`'s CPU (docs/benchmarks.md, issue 38). Here the type section is only walked
-//! (each record's kind and length, no allocation) up to the last id wanted, and the ids found
-//! are handed to aya as a stand-in BTF holding just those types at their kernel ids, every
-//! other id a placeholder. The file is mapped where the kernel allows it (recent kernels),
-//! read otherwise. Anything unexpected (another byte order, a kind this walk does not know)
-//! gives `None`, and the caller parses the whole file as before.
+//! ([`super::btf_blob`]) up to the last id wanted, and the ids found are handed to aya as a
+//! stand-in BTF holding just those types at their kernel ids, every other id a placeholder.
+//! The file is mapped where the kernel allows it (recent kernels), read otherwise. Anything
+//! unexpected gives `None`, and the caller parses the whole file as before.
 
 use std::collections::HashMap;
 
-/// Bytes of `struct btf_header`.
-const HEADER: usize = 24;
-/// Bytes of `struct btf_type`, the part every type record starts with.
-const TYPE: usize = 12;
-/// The kernel's magic number, read in this machine's byte order.
-const MAGIC: u16 = 0xeb9f;
-/// `BTF_KIND_TYPEDEF`, `BTF_KIND_FUNC` and `BTF_KIND_PTR`.
-pub(crate) const TYPEDEF: u32 = 8;
-pub(crate) const FUNC: u32 = 12;
-const PTR: u32 = 2;
-
-/// The bytes that follow the common part of a type record of `kind` with `vlen` entries;
-/// `None` for a kind this walk does not know (a newer kernel's).
-fn extra_len(kind: u32, vlen: usize) -> Option<usize> {
-    Some(match kind {
-        // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG.
-        2 | 7..=12 | 16 | 18 => 0,
-        // INT, VAR, DECL_TAG: one 32-bit word.
-        1 | 14 | 17 => 4,
-        // ARRAY: struct btf_array.
-        3 => 12,
-        // STRUCT, UNION (btf_member), DATASEC (btf_var_secinfo), ENUM64 (btf_enum64).
-        4 | 5 | 15 | 19 => 12 * vlen,
-        // ENUM (btf_enum), FUNC_PROTO (btf_param).
-        6 | 13 => 8 * vlen,
-        _ => return None,
-    })
-}
-
-fn u32_at(data: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(data.get(at..at + 4)?.try_into().ok()?))
-}
+use super::btf_blob::{Blob, TYPE, assemble, kind};
+pub(crate) use kind::{FUNC, TYPEDEF};
 
 /// The type ids of those (kind, name) pairs of `names` (each wanted once) that a whole BTF
 /// blob in this machine's byte order holds; `None` when the blob is malformed or uses a kind
 /// not known here before all were found.
 pub(crate) fn type_ids(data: &[u8], names: &[(u32, &str)]) -> Option<HashMap<String, (u32, u32)>> {
-    let magic = u16::from_ne_bytes(data.get(0..2)?.try_into().ok()?);
-    if magic != MAGIC {
-        return None;
-    }
-    let hdr_len = u32_at(data, 4)? as usize;
-    let field = |at| u32_at(data, at).map(|v| v as usize);
-    let (type_off, type_len) = (field(8)?, field(12)?);
-    let (str_off, str_len) = (field(16)?, field(20)?);
-    let types = data.get(
-        hdr_len.checked_add(type_off)?..hdr_len.checked_add(type_off)?.checked_add(type_len)?,
-    )?;
-    let strings = data
-        .get(hdr_len.checked_add(str_off)?..hdr_len.checked_add(str_off)?.checked_add(str_len)?)?;
-    let name_at = |off: usize| -> Option<&[u8]> {
-        let rest = strings.get(off..)?;
-        Some(&rest[..rest.iter().position(|&b| b == 0)?])
-    };
+    let blob = Blob::parse(data)?;
     let mut found = HashMap::new();
-    let (mut at, mut id) = (0usize, 1u32);
-    while found.len() < names.len() && at < types.len() {
-        let name_off = u32_at(types, at)? as usize;
-        let info = u32_at(types, at + 4)?;
-        let kind = (info >> 24) & 0x1f;
-        if (kind == TYPEDEF || kind == FUNC)
-            && let Some(name) = name_at(name_off)
+    for record in blob.records() {
+        if found.len() == names.len() {
+            break;
+        }
+        let record = record?;
+        if (record.kind == TYPEDEF || record.kind == FUNC)
+            && let Some(name) = blob.name(record.name_off)
             && let Some(&(_, wanted)) = names
                 .iter()
-                .find(|&&(k, n)| k == kind && n.as_bytes() == name)
+                .find(|&&(k, n)| k == record.kind && n.as_bytes() == name)
         {
-            found.insert(wanted.to_string(), (kind, id));
+            found.insert(wanted.to_string(), (record.kind, record.id));
         }
-        at = at
-            .checked_add(TYPE)?
-            .checked_add(extra_len(kind, (info & 0xffff) as usize)?)?;
-        id = id.checked_add(1)?;
     }
     Some(found)
 }
@@ -98,26 +45,19 @@ pub(crate) fn stand_in(ids: &HashMap<String, (u32, u32)>) -> Vec<u8> {
     let last = ids.values().map(|&(_, id)| id).max().unwrap_or(0);
     let mut strings = vec![0u8];
     let mut at_id = HashMap::new();
-    for (name, &(kind, id)) in ids {
-        at_id.insert(id, (strings.len() as u32, kind));
+    for (name, &(k, id)) in ids {
+        at_id.insert(id, (strings.len() as u32, k));
         strings.extend_from_slice(name.as_bytes());
         strings.push(0);
     }
-    let type_len = last as usize * TYPE;
-    let mut out = Vec::with_capacity(HEADER + type_len + strings.len());
-    out.extend_from_slice(&MAGIC.to_ne_bytes());
-    out.extend_from_slice(&[1, 0]); // version, flags
-    for word in [HEADER, 0, type_len, type_len, strings.len()] {
-        out.extend_from_slice(&(word as u32).to_ne_bytes());
-    }
+    let mut types = Vec::with_capacity(last as usize * TYPE);
     for id in 1..=last {
-        let (name, kind) = at_id.get(&id).copied().unwrap_or((0, PTR));
-        for word in [name, kind << 24, 0] {
-            out.extend_from_slice(&word.to_ne_bytes());
+        let (name, k) = at_id.get(&id).copied().unwrap_or((0, kind::PTR));
+        for word in [name, k << 24, 0] {
+            types.extend_from_slice(&word.to_ne_bytes());
         }
     }
-    out.extend_from_slice(&strings);
-    out
+    assemble(&types, &strings)
 }
 
 /// The BTF aya attaches `tracepoints` and the iterators of `iterators` (`task` for
@@ -144,7 +84,7 @@ pub(crate) fn for_attach(
 
 /// `f` of the kernel's BTF, mapped (no copy) or else read; `None` when it is unreadable.
 #[cfg(feature = "bpf")]
-fn kernel_btf<T>(f: impl FnOnce(&[u8]) -> Option<T>) -> Option<T> {
+pub(crate) fn kernel_btf<T>(f: impl FnOnce(&[u8]) -> Option<T>) -> Option<T> {
     use std::os::fd::AsFd;
     let path = "/sys/kernel/btf/vmlinux";
     let file = std::fs::File::open(path).ok()?;
@@ -159,6 +99,7 @@ fn kernel_btf<T>(f: impl FnOnce(&[u8]) -> Option<T>) -> Option<T> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::btf_blob::{HEADER, MAGIC};
     use super::*;
     use proptest::prelude::*;
 

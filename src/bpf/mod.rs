@@ -6,6 +6,10 @@
 #[cfg(feature = "bpf")]
 mod attach_btf;
 pub(crate) mod block;
+#[cfg(feature = "bpf")]
+mod btf_blob;
+#[cfg(feature = "bpf")]
+mod core_btf;
 pub(crate) mod files;
 pub(crate) mod hist;
 pub(crate) mod tasks;
@@ -123,7 +127,16 @@ pub(crate) fn load(
     let kinds: Vec<&str> = iterators.iter().map(|&(_, i)| i).collect();
     let btf = attach_btf::for_attach(&tracepoints, &kinds)
         .map_err(|e| refusal("reading kernel BTF", &e))?;
+    // aya's loader relocates against a whole parse of the kernel's BTF unless given another:
+    // a stand-in of just the types the object's relocations match (see `core_btf`) spares it
+    // a search of every kernel type per struct. Where the kernel's BTF cannot be walked, aya
+    // relocates against its own parse, as before.
+    let core = attach_btf::kernel_btf(|kernel| core_btf::stand_in(kernel, object))
+        .and_then(|blob| aya::Btf::parse(&blob, aya::Endianness::default()).ok());
     let mut loader = aya::EbpfLoader::new();
+    if let Some(core) = &core {
+        loader.btf(Some(core));
+    }
     for (name, value) in globals {
         loader.override_global(name, value, true);
     }
