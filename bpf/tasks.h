@@ -54,6 +54,7 @@ struct task_delay_info___tasks {
 
 struct task_struct___tasks {
 	unsigned int __state;
+	unsigned int flags;
 	int exit_state;
 	int pid;
 	int tgid;
@@ -86,7 +87,7 @@ struct bpf_iter__task {
 #define MM_SHMEMPAGES 3
 
 /* One task. Times in ns; the group part (from `signal`, rss, ppid, state, start) is filled in
- * the leader's record (pid == tgid) only, zero in other threads'. 224 bytes. */
+ * the leader's record (pid == tgid) only, zero in other threads'. 232 bytes. */
 struct task_record {
 	__u32 pid;
 	__u32 tgid;
@@ -94,6 +95,8 @@ struct task_record {
 	__u32 nr_threads;
 	__u32 state;      /* task->__state */
 	__u32 exit_state; /* task->exit_state */
+	__u32 flags;      /* task->flags (PF_KTHREAD: its /proc name can be longer than comm) */
+	__u32 pad;
 	__u64 start_ns;   /* start_boottime */
 	__u64 utime_ns;
 	__u64 stime_ns;
@@ -152,6 +155,7 @@ int task_counters(struct bpf_iter__task *ctx)
 
 		r.state = t->__state;
 		r.exit_state = t->exit_state;
+		r.flags = t->flags;
 		r.start_ns = t->start_boottime;
 		bpf_probe_read_kernel(r.comm, sizeof(r.comm), t->comm);
 		if (parent)

@@ -12,7 +12,11 @@ pub(crate) const PROGRAM: &str = "task_counters";
 
 /// Bytes of one `struct task_record`.
 #[cfg(any(test, feature = "bpf"))]
-const RECORD: usize = 224;
+const RECORD: usize = 232;
+
+/// `task->flags` of a kernel thread.
+#[cfg(any(test, feature = "bpf"))]
+const PF_KTHREAD: u32 = 0x0020_0000;
 
 /// One thread group, as the kernel holds it at the read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,6 +31,9 @@ pub(crate) struct TaskGroup {
     pub(crate) state: u32,
     /// The leader's `exit_state` bits (zombie, dead).
     pub(crate) exit_state: u32,
+    /// The leader is a kernel thread (`PF_KTHREAD`): /proc may name it more fully than its
+    /// `comm` (a workqueue worker's `+events`, a kernel thread's whole name).
+    pub(crate) kernel_thread: bool,
     /// The leader's start, ns after boot (`start_boottime`).
     pub(crate) start_ns: u64,
     /// User and system time sampled at ticks, ns, summed over the group.
@@ -56,7 +63,7 @@ fn u32_at(r: &[u8], word: usize) -> u32 {
 
 #[cfg(any(test, feature = "bpf"))]
 fn u64_at(r: &[u8], word: usize) -> u64 {
-    let at = 24 + 8 * word;
+    let at = 32 + 8 * word;
     let mut b = [0u8; 8];
     b.copy_from_slice(&r[at..at + 8]);
     u64::from_ne_bytes(b)
@@ -93,7 +100,7 @@ pub(crate) fn parse(data: &[u8]) -> Vec<TaskGroup> {
             groups.len() - 1
         });
         let g = &mut groups[at];
-        // Words after the 24-byte head: start, utime, stime, runtime, maj_flt, io[5], blkio,
+        // Words after the 32-byte head: start, utime, stime, runtime, maj_flt, io[5], blkio,
         // rss, then the group's dead threads: utime, stime, runtime, maj_flt, io[5], then
         // prev_cputime's utime and stime, then comm.
         add_counters(g, r, 1);
@@ -102,6 +109,7 @@ pub(crate) fn parse(data: &[u8]) -> Vec<TaskGroup> {
             g.threads = u32_at(r, 3);
             g.state = u32_at(r, 4);
             g.exit_state = u32_at(r, 5);
+            g.kernel_thread = u32_at(r, 6) & PF_KTHREAD != 0;
             g.start_ns = u64_at(r, 0);
             g.blkio_ns = u64_at(r, 10);
             g.rss_pages = u64_at(r, 11);
@@ -221,7 +229,16 @@ mod tests {
     /// set to `base + its index`, comm "c<tgid>".
     fn record(pid: u32, tgid: u32, base: u64) -> Vec<u8> {
         let mut r = Vec::with_capacity(RECORD);
-        for w in [pid, tgid, 7, 3, 1, 0] {
+        for w in [
+            pid,
+            tgid,
+            7,
+            3,
+            1,
+            0,
+            if tgid == 20 { PF_KTHREAD } else { 0 },
+            0,
+        ] {
             r.extend_from_slice(&w.to_ne_bytes());
         }
         for i in 0..23 {
@@ -255,7 +272,9 @@ mod tests {
         assert_eq!((g.blkio_ns, g.rss_pages), (110, 111));
         assert_eq!(g.prev_ns, (121, 122));
         assert_eq!(&g.comm[..3], b"c10");
+        assert!(!g.kernel_thread);
         assert_eq!(groups[1].tgid, 20);
+        assert!(groups[1].kernel_thread);
     }
 
     proptest! {

@@ -82,13 +82,21 @@ impl TaskSource {
 
     fn counters(&mut self, root: &SysRoot, g: &TaskGroup) -> ProcessCounters {
         let fresh = |raw_comm: [u8; 16]| {
-            let (comm, comm_hex) = process::read_comm(root, g.tgid).unwrap_or_else(|| {
+            let own = || {
                 let bytes = &raw_comm[..raw_comm.iter().position(|&b| b == 0).unwrap_or(16)];
                 (
                     String::from_utf8_lossy(bytes).into_owned(),
                     crate::text::hex_if_not_utf8(bytes),
                 )
-            });
+            };
+            // A user task's /proc name is its comm; only a kernel thread's can say more
+            // (a workqueue worker's `+events`, a long kernel thread name), so only those
+            // are worth opening /proc/PID/stat for, once per name.
+            let (comm, comm_hex) = if g.kernel_thread {
+                process::read_comm(root, g.tgid).unwrap_or_else(own)
+            } else {
+                own()
+            };
             Known {
                 start_ns: g.start_ns,
                 raw_comm,
