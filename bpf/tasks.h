@@ -86,7 +86,7 @@ struct bpf_iter__task {
 #define MM_ANONPAGES 1
 #define MM_SHMEMPAGES 3
 
-/* One task. Times in ns; the group part (from `signal`, rss, ppid, state, start) is filled in
+/* One task. Times in ns; the group part (from `signal`, rss, ppid, flags, start) is filled in
  * the leader's record (pid == tgid) only, zero in other threads'. 232 bytes. */
 struct task_record {
 	__u32 pid;
@@ -142,6 +142,9 @@ int task_counters(struct bpf_iter__task *ctx)
 		return 0;
 	r.pid = t->pid;
 	r.tgid = t->tgid;
+	/* Every thread's: tacho finds the threads blocked in D state among them. */
+	r.state = t->__state;
+	r.exit_state = t->exit_state;
 	r.utime_ns = t->utime;
 	r.stime_ns = t->stime;
 	r.runtime_ns = t->se.sum_exec_runtime;
@@ -153,8 +156,6 @@ int task_counters(struct bpf_iter__task *ctx)
 		struct mm_struct___tasks *mm = t->mm;
 		struct task_delay_info___tasks *delays = t->delays;
 
-		r.state = t->__state;
-		r.exit_state = t->exit_state;
 		r.flags = t->flags;
 		r.start_ns = t->start_boottime;
 		bpf_probe_read_kernel(r.comm, sizeof(r.comm), t->comm);

@@ -53,7 +53,15 @@ pub(crate) struct TaskGroup {
     pub(crate) rss_pages: u64,
     /// The leader's `comm`, NUL-padded.
     pub(crate) comm: [u8; 16],
+    /// (tid, `__state`) of its threads, the leader's too, that may be in uninterruptible
+    /// sleep (`TASK_UNINTERRUPTIBLE` or `TASK_RTLOCK_WAIT` set): the sampler names the
+    /// blocked ones without reading every thread's /proc/PID/task/TID/stat.
+    pub(crate) maybe_blocked: Vec<(u32, u32)>,
 }
+
+/// `__state` bits of a task that /proc may show as `D`.
+#[cfg(any(test, feature = "bpf"))]
+const MAYBE_BLOCKED: u32 = 0x2 | 0x1000;
 
 #[cfg(any(test, feature = "bpf"))]
 fn u32_at(r: &[u8], word: usize) -> u32 {
@@ -100,6 +108,9 @@ pub(crate) fn parse(data: &[u8]) -> Vec<TaskGroup> {
             groups.len() - 1
         });
         let g = &mut groups[at];
+        if u32_at(r, 4) & MAYBE_BLOCKED != 0 {
+            g.maybe_blocked.push((pid, u32_at(r, 4)));
+        }
         // Words after the 32-byte head: start, utime, stime, runtime, maj_flt, io[5], blkio,
         // rss, then the group's dead threads: utime, stime, runtime, maj_flt, io[5], then
         // prev_cputime's utime and stime, then comm.
@@ -228,17 +239,11 @@ mod tests {
     /// A record as the program writes it: (pid, tgid) and every 64-bit word after the head
     /// set to `base + its index`, comm "c<tgid>".
     fn record(pid: u32, tgid: u32, base: u64) -> Vec<u8> {
+        // Thread 11 sleeps uninterruptibly, group 20 is a kernel thread.
+        let state = if pid == 11 { 2 } else { 1 };
+        let flags = if tgid == 20 { PF_KTHREAD } else { 0 };
         let mut r = Vec::with_capacity(RECORD);
-        for w in [
-            pid,
-            tgid,
-            7,
-            3,
-            1,
-            0,
-            if tgid == 20 { PF_KTHREAD } else { 0 },
-            0,
-        ] {
+        for w in [pid, tgid, 7, 3, state, 0, flags, 0] {
             r.extend_from_slice(&w.to_ne_bytes());
         }
         for i in 0..23 {
@@ -273,6 +278,8 @@ mod tests {
         assert_eq!(g.prev_ns, (121, 122));
         assert_eq!(&g.comm[..3], b"c10");
         assert!(!g.kernel_thread);
+        assert_eq!(g.maybe_blocked, [(11, 2)]);
+        assert!(groups[1].maybe_blocked.is_empty());
         assert_eq!(groups[1].tgid, 20);
         assert!(groups[1].kernel_thread);
     }

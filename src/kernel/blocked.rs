@@ -73,6 +73,40 @@ pub fn read_blocked(root: &SysRoot) -> Vec<BlockedTask> {
     out
 }
 
+/// Those of `tasks` ((pid, tid), in order) in state `D` now (at most [`MAX_BLOCKED`]): where
+/// a scan of every task already said which threads may be blocked, only those are read.
+pub fn read_blocked_among(root: &SysRoot, tasks: &[(u32, u32)]) -> Vec<BlockedTask> {
+    tasks
+        .iter()
+        .filter_map(|&(pid, tid)| {
+            let dir = root
+                .proc
+                .join(pid.to_string())
+                .join("task")
+                .join(tid.to_string());
+            blocked(&dir, pid, tid)
+        })
+        .take(MAX_BLOCKED)
+        .collect()
+}
+
+/// The threads of the processes `pids` (their /proc/PID/task listed), as (pid, tid) in order.
+pub fn threads_of(root: &SysRoot, pids: &[u32]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for &pid in pids {
+        let Ok(tasks) = std::fs::read_dir(root.proc.join(pid.to_string()).join("task")) else {
+            continue;
+        };
+        let mut tids: Vec<u32> = tasks
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect();
+        tids.sort_unstable();
+        out.extend(tids.into_iter().map(|tid| (pid, tid)));
+    }
+    out
+}
+
 /// The thread in `dir` if it is in state `D`.
 fn blocked(dir: &Path, pid: u32, tid: u32) -> Option<BlockedTask> {
     let bytes = std::fs::read(dir.join("stat")).ok()?;

@@ -75,6 +75,7 @@ mod sustained;
 mod sync_flags;
 mod time;
 mod top;
+mod top_blocked;
 mod top_culprits;
 mod top_hot_disk;
 mod top_screen;

@@ -330,7 +330,10 @@ impl Sampler {
         };
         // Only when something waits: a scan of every thread costs more than the rest.
         let blocked = if stat.procs_blocked > 0 {
-            blocked::read_blocked(root)
+            match &self.tasks {
+                Some(source) => source.blocked(root),
+                None => blocked::read_blocked(root),
+            }
         } else {
             Vec::new()
         };

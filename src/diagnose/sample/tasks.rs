@@ -13,6 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::bpf::tasks::{TaskGroup, TaskIter};
+use crate::kernel::blocked::{self, BlockedTask};
 use crate::kernel::process::{self, ProcessCounters, ProcessIo, ProcessScan};
 use crate::kernel::procfiles::ProcFiles;
 use crate::kernel::{KernelError, Result, SysRoot};
@@ -41,6 +42,10 @@ pub(super) struct TaskSource {
     known: HashMap<u32, Known>,
     /// This process's time namespace's boot clock shift, ns: /proc's start times include it.
     boot_offset_ns: i64,
+    /// (pid, tid) of the threads the last scan found in uninterruptible sleep.
+    maybe_blocked: Vec<(u32, u32)>,
+    /// The processes the last scan read from /proc because the iterator lacked them.
+    only_in_proc: Vec<u32>,
 }
 
 impl TaskSource {
@@ -49,6 +54,8 @@ impl TaskSource {
             iter,
             known: HashMap::new(),
             boot_offset_ns: process::boottime_offset_ns(root),
+            maybe_blocked: Vec::new(),
+            only_in_proc: Vec::new(),
         }
     }
 
@@ -63,21 +70,40 @@ impl TaskSource {
         })?;
         let mut scan = ProcessScan::default();
         let mut seen = HashSet::with_capacity(groups.len());
+        self.maybe_blocked.clear();
         for g in &groups {
             seen.insert(g.tgid);
             let process = self.counters(root, g);
             scan.processes.push(process);
+            self.maybe_blocked.extend(
+                g.maybe_blocked
+                    .iter()
+                    .filter(|&&(_, state)| state_letter(state, 0) == 'D')
+                    .map(|&(tid, _)| (g.tgid, tid)),
+            );
         }
         let mut buf = Vec::new();
+        self.only_in_proc.clear();
         for pid in listed {
             if !seen.contains(&pid) {
                 process::read_process(root, files, pid, &mut buf, &mut scan)?;
+                self.only_in_proc.push(pid);
             }
         }
         files.end_scan();
         self.known.retain(|pid, _| seen.contains(pid));
         scan.processes.sort_by_key(|p| p.pid);
         Ok(scan)
+    }
+
+    /// The threads in state `D` (at most a handful), as [`blocked::read_blocked`] finds them:
+    /// among those the last scan's iterator saw in uninterruptible sleep, and every thread of
+    /// the processes only /proc listed, instead of every thread's /proc/PID/task/TID/stat.
+    pub(super) fn blocked(&self, root: &SysRoot) -> Vec<BlockedTask> {
+        let mut tasks = blocked::threads_of(root, &self.only_in_proc);
+        tasks.extend_from_slice(&self.maybe_blocked);
+        tasks.sort_unstable();
+        blocked::read_blocked_among(root, &tasks)
     }
 
     fn counters(&mut self, root: &SysRoot, g: &TaskGroup) -> ProcessCounters {
