@@ -99,7 +99,7 @@ pub(crate) fn kernel_btf<T>(f: impl FnOnce(&[u8]) -> Option<T>) -> Option<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::btf_blob::{HEADER, MAGIC};
+    use super::super::btf_blob::{HEADER, MAGIC, behind_a_header};
     use super::*;
     use proptest::prelude::*;
 
@@ -220,12 +220,7 @@ mod tests {
             body in proptest::collection::vec(any::<u8>(), 0..512),
             lens in proptest::collection::vec(0u32..600, 4),
         ) {
-            let mut blob = MAGIC.to_ne_bytes().to_vec();
-            blob.extend_from_slice(&[1, 0]);
-            for word in [HEADER as u32, lens[0], lens[1], lens[2], lens[3]] {
-                blob.extend_from_slice(&word.to_ne_bytes());
-            }
-            blob.extend_from_slice(&body);
+            let blob = behind_a_header(&lens, &body);
             let _ = type_ids(&blob, &[(TYPEDEF, "btf_trace_x")]);
         }
     }

@@ -158,3 +158,16 @@ pub(crate) fn assemble(types: &[u8], strings: &[u8]) -> Vec<u8> {
     out.extend_from_slice(strings);
     out
 }
+
+/// A header with the magic and these four section offsets and lengths, then `body`: what the
+/// walks' property tests feed them.
+#[cfg(test)]
+pub(crate) fn behind_a_header(lens: &[u32], body: &[u8]) -> Vec<u8> {
+    let mut blob = MAGIC.to_ne_bytes().to_vec();
+    blob.extend_from_slice(&[1, 0]);
+    for word in std::iter::once(HEADER as u32).chain(lens.iter().copied()) {
+        blob.extend_from_slice(&word.to_ne_bytes());
+    }
+    blob.extend_from_slice(body);
+    blob
+}

@@ -177,7 +177,7 @@ fn for_names(kernel: &[u8], wanted: &HashSet<&[u8]>) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::btf_blob::{HEADER, MAGIC};
+    use super::super::btf_blob::behind_a_header;
     use super::*;
     use proptest::prelude::*;
 
@@ -389,12 +389,7 @@ mod tests {
             body in proptest::collection::vec(any::<u8>(), 0..512),
             lens in proptest::collection::vec(0u32..600, 4),
         ) {
-            let mut blob = MAGIC.to_ne_bytes().to_vec();
-            blob.extend_from_slice(&[1, 0]);
-            for word in [HEADER as u32, lens[0], lens[1], lens[2], lens[3]] {
-                blob.extend_from_slice(&word.to_ne_bytes());
-            }
-            blob.extend_from_slice(&body);
+            let blob = behind_a_header(&lens, &body);
             let _ = for_names(&blob, &HashSet::from([&b"a"[..], &b"\x04"[..]]));
             let _ = declared_names(&blob);
         }

@@ -52,15 +52,7 @@ pub fn read_blocked(root: &SysRoot) -> Vec<BlockedTask> {
     let mut looked = 0;
     for pid in pids {
         let task_dir = root.proc.join(pid.to_string()).join("task");
-        let Ok(tasks) = std::fs::read_dir(&task_dir) else {
-            continue;
-        };
-        let mut tids: Vec<u32> = tasks
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .collect();
-        tids.sort_unstable();
-        for tid in tids {
+        for tid in tids_in(&task_dir) {
             looked += 1;
             if looked > MAX_THREADS || out.len() >= MAX_BLOCKED {
                 return out;
@@ -94,17 +86,23 @@ pub fn read_blocked_among(root: &SysRoot, tasks: &[(u32, u32)]) -> Vec<BlockedTa
 pub fn threads_of(root: &SysRoot, pids: &[u32]) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     for &pid in pids {
-        let Ok(tasks) = std::fs::read_dir(root.proc.join(pid.to_string()).join("task")) else {
-            continue;
-        };
-        let mut tids: Vec<u32> = tasks
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .collect();
-        tids.sort_unstable();
+        let tids = tids_in(&root.proc.join(pid.to_string()).join("task"));
         out.extend(tids.into_iter().map(|tid| (pid, tid)));
     }
     out
+}
+
+/// The thread ids a /proc/PID/task directory lists, in order; none when it is gone.
+fn tids_in(task_dir: &Path) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(task_dir) else {
+        return Vec::new();
+    };
+    let mut tids: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    tids
 }
 
 /// The thread in `dir` if it is in state `D`.
