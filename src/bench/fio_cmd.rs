@@ -263,6 +263,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn batch_submit_is_said_for_io_uring_deeper_than_one() {
+        let said = format!("--iodepth_batch_submit={IO_URING_SUBMIT_BATCH}");
+        assert_eq!(batch_submit(EngineKind::IoUring, 32), Some(said));
+        assert_eq!(batch_submit(EngineKind::IoUring, 1), None);
+        assert_eq!(batch_submit(EngineKind::Psync, 32), None);
+        assert_eq!(batch_submit(EngineKind::Sync, 4), None);
+    }
+
+    #[test]
     fn quoting_and_names() {
         assert_eq!(shell_quote("--rw=randread"), "--rw=randread");
         assert_eq!(shell_quote("--filename=/a b"), "'--filename=/a b'");
