@@ -3,7 +3,7 @@
 
 Usage (root; needs fio and losetup):
     cargo build --release && sudo python3 benches/disk_vs_fio.py [--rounds 3] [--dir /var/tmp]
-        [--numjobs N] [--fio-best] [--baseline OLD_TACHO]
+        [--numjobs N] [--fio-best] [--fio-batch N] [--baseline OLD_TACHO]
 
 Two parts, as issue 2 asks:
   loop   a loop device over a file in /dev/shm, 4k randread QD32 5 s: IOPS, p99 and CPU time
@@ -17,6 +17,8 @@ the machine hits both tools alike. Nothing here is a pass/fail test: machines ar
                   CPU are summed over the jobs.
   --fio-best      fio with its fastest flags for io_uring (--fixedbufs --registerfiles), which
                   tacho's engine uses by itself; fio's defaults otherwise.
+  --fio-batch N   fio with --iodepth_batch_submit=N (tacho's io_uring engine hands the kernel
+                  two I/Os per system call, and --print-fio says so); fio's default is 1.
   --baseline BIN  a previous tacho build, run in the same rotation: its row shows beside the
                   new one's, as a ratio to fio.
 """
@@ -47,8 +49,8 @@ def run_json(cmd):
 
 
 def tacho(target, rw, bs, qd, engine, direct, sync, runtime, size, numjobs=1, fio_best=False,
-          binary=TACHO):
-    del fio_best  # tacho registers its file and buffers whenever the kernel allows
+          fio_batch=None, binary=TACHO):
+    del fio_best, fio_batch  # fio's options only: tacho's engine is what it is
     cmd = [binary, "bench", "disk", target, "--rw", rw, "--bs", bs, "--iodepth", str(qd),
            "--engine", engine, "--runtime", f"{runtime}s", "--size", size, "--json",
            "--direct" if direct else "--buffered", "--no-save"]
@@ -70,13 +72,16 @@ def tacho(target, rw, bs, qd, engine, direct, sync, runtime, size, numjobs=1, fi
     }
 
 
-def fio(target, rw, bs, qd, engine, direct, sync, runtime, size, numjobs=1, fio_best=False):
+def fio(target, rw, bs, qd, engine, direct, sync, runtime, size, numjobs=1, fio_best=False,
+        fio_batch=None):
     cmd = ["fio", "--name=cmp", f"--filename={target}", f"--rw={rw}", f"--bs={bs}",
            f"--iodepth={qd}", f"--ioengine={engine}", f"--direct={1 if direct else 0}",
            f"--runtime={runtime}", "--time_based", f"--size={size}", "--output-format=json",
            f"--numjobs={numjobs}"]
     if fio_best and engine == "io_uring":
         cmd += ["--fixedbufs", "--registerfiles"]
+    if fio_batch and engine == "io_uring":
+        cmd.append(f"--iodepth_batch_submit={fio_batch}")
     if sync:
         cmd.append(f"--fdatasync={sync}")
     jobs = run_json(cmd)["jobs"]
@@ -133,9 +138,11 @@ def main():
     ap.add_argument("--numjobs", type=int, default=1)
     ap.add_argument("--fio-best", action="store_true",
                     help="fio with --fixedbufs --registerfiles")
+    ap.add_argument("--fio-batch", type=int, metavar="N",
+                    help="fio with --iodepth_batch_submit=N")
     ap.add_argument("--baseline", metavar="OLD_TACHO", help="a previous build to run beside")
     args = ap.parse_args()
-    opts = {"numjobs": args.numjobs, "fio_best": args.fio_best}
+    opts = {"numjobs": args.numjobs, "fio_best": args.fio_best, "fio_batch": args.fio_batch}
     if not os.path.exists(TACHO):
         sys.exit(f"build first: cargo build --release ({TACHO} missing)")
     rows = []

@@ -6,7 +6,7 @@ use super::run::PreconditionShape;
 use super::suite::UntilFlat;
 use super::sustained;
 use super::target::{Inspected, Kind};
-use crate::io::{EngineKind, SyncKind, spec::MIX_ALIGN};
+use crate::io::{EngineKind, IO_URING_SUBMIT_BATCH, SyncKind, spec::MIX_ALIGN};
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ fn precondition(
     let s = &first.spec;
     let shape = PreconditionShape::of(plan, s.engine());
     let base = |name: &str, rw: &str, bs: u64, depth: u32| -> Vec<String> {
-        vec![
+        let mut args = vec![
             "fio".into(),
             format!("--name={name}"),
             format!("--filename={}", filename(target).display()),
@@ -72,10 +72,14 @@ fn precondition(
             format!("--bs={bs}"),
             format!("--ioengine={}", fio_engine(s.engine())),
             format!("--iodepth={depth}"),
+        ];
+        args.extend(batch_submit(s.engine(), depth));
+        args.extend([
             "--numjobs=1".into(),
             format!("--direct={}", u8::from(s.direct())),
             format!("--size={}", plan.region_bytes),
-        ]
+        ]);
+        args
     };
     let _ = writeln!(
         out,
@@ -168,6 +172,7 @@ fn command(test: &PlannedTest, target: &Inspected, flat_for: Duration) -> String
     };
     args.push(format!("--ioengine={}", fio_engine(s.engine())));
     args.push(format!("--iodepth={iodepth}"));
+    args.extend(batch_submit(s.engine(), iodepth));
     args.push(format!("--numjobs={numjobs}"));
     args.push(format!("--direct={}", u8::from(s.direct())));
     args.push(format!("--size={}", s.region_bytes()));
@@ -210,6 +215,13 @@ fn command(test: &PlannedTest, target: &Inspected, flat_for: Duration) -> String
     line(&args)
 }
 
+/// How many I/Os tacho's io_uring engine hands the kernel per system call, as fio's option
+/// (fio's default is one); nothing when at most one I/O is in flight.
+fn batch_submit(engine: EngineKind, iodepth: u32) -> Option<String> {
+    (engine == EngineKind::IoUring && iodepth > 1)
+        .then(|| format!("--iodepth_batch_submit={IO_URING_SUBMIT_BATCH}"))
+}
+
 fn fio_engine(engine: EngineKind) -> &'static str {
     match engine {
         EngineKind::IoUring => "io_uring",
@@ -249,6 +261,15 @@ fn shell_quote(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_submit_is_said_for_io_uring_deeper_than_one() {
+        let said = format!("--iodepth_batch_submit={IO_URING_SUBMIT_BATCH}");
+        assert_eq!(batch_submit(EngineKind::IoUring, 32), Some(said));
+        assert_eq!(batch_submit(EngineKind::IoUring, 1), None);
+        assert_eq!(batch_submit(EngineKind::Psync, 32), None);
+        assert_eq!(batch_submit(EngineKind::Sync, 4), None);
+    }
 
     #[test]
     fn quoting_and_names() {

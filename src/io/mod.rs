@@ -15,6 +15,7 @@ pub mod worker;
 
 pub use spec::{BsShare, EngineKind, JobParams, JobSpec, OpenSync, Rw, SyncEvery, SyncKind};
 pub use stats::{CpuTime, LatencySummary, Measured, OpStats};
+pub use uring::SUBMIT_BATCH as IO_URING_SUBMIT_BATCH;
 pub use uring::available as io_uring_available;
 pub use worker::Control;
 

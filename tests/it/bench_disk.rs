@@ -450,3 +450,74 @@ fn json_has_the_verdict_the_text_leads_with() {
     };
     assert_eq!(words(verdict), words(first), "{verdict}\n{first}");
 }
+
+/// Parses `--iodepth_batch_submit=N` out of the first fio line of `--print-fio`.
+fn printed_batch(printed: &str) -> usize {
+    let line = printed
+        .lines()
+        .find(|l| l.starts_with("fio "))
+        .unwrap_or_else(|| panic!("no fio line in {printed}"));
+    line.split(' ')
+        .find_map(|a| a.strip_prefix("--iodepth_batch_submit="))
+        .unwrap_or_else(|| panic!("no --iodepth_batch_submit in {line}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn io_uring_hands_the_kernel_as_many_ios_per_call_as_print_fio_says() {
+    let test = "io_uring_hands_the_kernel_as_many_ios_per_call_as_print_fio_says";
+    if !have_tool("strace") {
+        skip(&format!("{test}: strace is not installed"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().to_str().unwrap();
+    let options = [
+        "--rw",
+        "randread",
+        "--engine",
+        "io_uring",
+        "--iodepth",
+        "8",
+        "--buffered",
+        "--json",
+    ];
+    let mut print = options.to_vec();
+    print.push("--print-fio");
+    let batch = printed_batch(&stdout(&run(&tiny_disk(target, &print))));
+
+    let traces = tempfile::tempdir().unwrap();
+    let trace = traces.path().join("trace");
+    let tacho = tacho();
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args(["-f", "-qq", "-e", "trace=io_uring_enter", "-o"])
+        .arg(&trace)
+        .arg(tacho.get_program())
+        .args(tiny_disk(target, &options));
+    for (key, value) in tacho.get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
+    let v = json_ok(&run_cmd(cmd));
+    assert_empty(dir.path());
+    if tests_of(&v)[0]["engine"] != "io_uring" {
+        skip(&format!("{test}: io_uring is blocked here"));
+        return;
+    }
+    // `PID io_uring_enter(FD, TO_SUBMIT, MIN_COMPLETE, FLAGS, ...`: how many I/Os each call
+    // handed over.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let submitted: Vec<usize> = text
+        .lines()
+        .filter_map(|l| l.split_once("io_uring_enter(").map(|(_, args)| args))
+        .map(|args| args.split(", ").nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(!submitted.is_empty(), "no io_uring_enter traced: {text}");
+    assert_eq!(
+        submitted.iter().max(),
+        Some(&batch),
+        "the engine's largest submission is not --print-fio's {batch}: {submitted:?}"
+    );
+}
