@@ -125,15 +125,22 @@ pub(crate) fn load(
     // tracepoints' ids, found without a second whole parse (see `attach_btf`).
     let tracepoints: Vec<&str> = programs.iter().chain(optional).map(|&(_, t)| t).collect();
     let kinds: Vec<&str> = iterators.iter().map(|&(_, i)| i).collect();
-    let btf = attach_btf::for_attach(&tracepoints, &kinds)
-        .map_err(|e| refusal("reading kernel BTF", &e))?;
     // aya's loader relocates against a whole parse of the kernel's BTF unless given another:
     // a stand-in of just the types the object's relocations match (see `core_btf`) spares it
     // a search of every kernel type per struct. Where the kernel's BTF cannot be walked, aya
-    // relocates against its own parse, as before.
-    let core = attach_btf::kernel_btf(|kernel| core_btf::stand_in(kernel, object))
-        .and_then(|blob| aya::Btf::parse(&blob, aya::Endianness::default()).ok());
-    let mut loader = aya::EbpfLoader::new();
+    // relocates against its own parse, as before. aya 0.14 makes that parse when the loader
+    // is made, given another or not: made on a thread of its own, it overlaps the walks here
+    // instead of adding to them.
+    let (loader, btf, core) = std::thread::scope(|scope| {
+        let loader = std::thread::Builder::new().spawn_scoped(scope, aya::EbpfLoader::new);
+        let btf = attach_btf::for_attach(&tracepoints, &kinds);
+        let core = attach_btf::kernel_btf(|kernel| core_btf::stand_in(kernel, object))
+            .and_then(|blob| aya::Btf::parse(&blob, aya::Endianness::default()).ok());
+        let loader = loader.ok().and_then(|l| l.join().ok());
+        (loader.unwrap_or_else(aya::EbpfLoader::new), btf, core)
+    });
+    let btf = btf.map_err(|e| refusal("reading kernel BTF", &e))?;
+    let mut loader = loader;
     if let Some(core) = &core {
         loader.btf(Some(core));
     }
