@@ -137,7 +137,7 @@ pub(crate) fn load(
         let core = attach_btf::kernel_btf(|kernel| core_btf::stand_in(kernel, object))
             .and_then(|blob| aya::Btf::parse(&blob, aya::Endianness::default()).ok());
         let loader = loader.ok().and_then(|l| l.join().ok());
-        (loader.unwrap_or_else(aya::EbpfLoader::new), btf, core)
+        (loader.unwrap_or_default(), btf, core)
     });
     let btf = btf.map_err(|e| refusal("reading kernel BTF", &e))?;
     let mut loader = loader;
