@@ -359,9 +359,9 @@ pub struct Comparison {
     pub common: usize,
     /// Per test, what its rows are judged by.
     meta: Vec<TestMeta>,
-    /// Each test's figures in each run, tests × runs: the rows are made from them as they are
-    /// written ([`Comparison::rows`]), so no more than a test's rows are held at a time.
-    held: Vec<Option<Box<[Fig]>>>,
+    /// Each test's figures in each run: the rows are made from them as they are written
+    /// ([`Comparison::rows`]), so no more than a test's rows are held at a time.
+    held: Held,
     /// The verdict's counts.
     tally: Tally,
 }
@@ -482,8 +482,8 @@ pub struct Builder {
     meta: Vec<TestMeta>,
     /// The other names a test has in later runs, joined into its name at the end.
     names: Vec<Vec<String>>,
-    /// Each test's figures in each run, tests × runs.
-    held: Vec<Option<Box<[Fig]>>>,
+    /// Each test's figures in each run.
+    held: Held,
     /// Some tests were left out ([`COMPARED_CELLS`]).
     cut: bool,
     methods: Vec<fingerprint::TestsSeen>,
@@ -507,7 +507,7 @@ impl Builder {
             tests: Vec::new(),
             meta: Vec::new(),
             names: Vec::new(),
-            held: Vec::new(),
+            held: Held::new(runs),
             cut: false,
             methods: (0..runs).map(|_| Default::default()).collect(),
             test_warnings: (0..runs).map(|_| Default::default()).collect(),
@@ -579,7 +579,7 @@ impl Builder {
                 });
                 self.meta.push(TestMeta::default());
                 self.names.push(Vec::new());
-                self.held.extend((0..self.runs).map(|_| None));
+                self.held.add_test();
                 i
             }
         };
@@ -595,7 +595,7 @@ impl Builder {
         if !self.names[i].contains(&name) {
             self.names[i].push(name);
         }
-        self.held[i * self.runs + run] = Some(figures.iter().filter_map(Fig::of).collect());
+        self.held.set(i, run, figures.iter().filter_map(Fig::of));
     }
 
     /// The comparison of `runs` (the baseline first, their tests added), judged.
@@ -603,7 +603,6 @@ impl Builder {
         for (info, names) in self.tests.iter_mut().zip(std::mem::take(&mut self.names)) {
             info.name = names.join(" = ");
         }
-        let n = self.runs.max(1);
         for (t, meta) in self.meta.iter_mut().enumerate() {
             meta.throughput = if meta.ops {
                 Metric::OpsPerS
@@ -619,8 +618,8 @@ impl Builder {
                     .iter()
                     .enumerate()
                     .filter(|(d, _)| {
-                        self.held[t * n..(t + 1) * n]
-                            .iter()
+                        self.held
+                            .of(t)
                             .flatten()
                             .flat_map(|figs| figs.iter())
                             .any(|f| usize::from(f.direction) == *d && f.sample == 0 && f.set != 0)
@@ -644,8 +643,8 @@ impl Builder {
         };
         c.common = (0..c.tests.len())
             .filter(|&t| {
-                let per_run = c.held_of(t);
-                per_run[0].is_some() && per_run[1..].iter().any(Option::is_some)
+                let mut per_run = c.held.of(t);
+                per_run.next().flatten().is_some() && per_run.any(|f| f.is_some())
             })
             .count();
         c.warnings = warnings(runs, &c, self.cut.then_some((self.cap, self.cells)));
@@ -683,7 +682,7 @@ fn warnings(runs: &[StoredRun], c: &Comparison, cut: Option<(usize, usize)>) -> 
     for (t, info) in c.tests.iter().enumerate() {
         let missing: Vec<String> = runs
             .iter()
-            .zip(c.held_of(t))
+            .zip(c.held.of(t))
             .filter(|(_, t)| t.is_none())
             .map(|(r, _)| format!("run {}", r.id))
             .collect();
@@ -743,6 +742,46 @@ struct TestMeta {
     throughput: Metric,
     /// Its rows are of more than one direction.
     mixed: bool,
+}
+
+/// Each test's figures in each run, tests × runs, in one block: a comparison of 200,000 tests
+/// holds 1.6 million, and a block of its own for each (test, run) cost a malloc and a free
+/// apiece.
+#[derive(Debug, Clone)]
+struct Held {
+    runs: usize,
+    figs: Vec<Fig>,
+    /// Per test and run, where its figures are in `figs`; `None` where the run lacks the test.
+    cells: Vec<Option<(usize, usize)>>,
+}
+
+impl Held {
+    fn new(runs: usize) -> Held {
+        Held {
+            runs,
+            figs: Vec::new(),
+            cells: Vec::new(),
+        }
+    }
+
+    /// One more test, in no run yet.
+    fn add_test(&mut self) {
+        self.cells.extend((0..self.runs).map(|_| None));
+    }
+
+    /// Test `t`'s figures in run `run`.
+    fn set(&mut self, t: usize, run: usize, figs: impl Iterator<Item = Fig>) {
+        let start = self.figs.len();
+        self.figs.extend(figs);
+        self.cells[t * self.runs + run] = Some((start, self.figs.len()));
+    }
+
+    /// Test `t`'s figures in each run, in run order.
+    fn of(&self, t: usize) -> impl Iterator<Item = Option<&[Fig]>> + Clone {
+        self.cells[t * self.runs..(t + 1) * self.runs]
+            .iter()
+            .map(|c| c.map(|(start, end)| &self.figs[start..end]))
+    }
 }
 
 /// A sample's figures of one direction as a comparison keeps them: 88 bytes (the store's
@@ -842,19 +881,19 @@ impl Comparison {
 
     /// Test `t`'s rows, or its headline rows alone.
     fn rows_of(&self, t: usize, headline_only: bool) -> Vec<Row> {
-        let per_run = self.held_of(t);
+        let per_run = self.held.of(t);
         let throughput = self.meta[t].throughput;
         let mut rows = Vec::new();
         for (d, direction) in crate::store::figures::DIRECTIONS.into_iter().enumerate() {
             let d = d as u8;
             let has = |m: Metric| {
                 per_run
-                    .iter()
+                    .clone()
                     .flatten()
                     .any(|figs| figs.iter().any(|f| f.direction == d && f.get(m).is_some()))
             };
             if !per_run
-                .iter()
+                .clone()
                 .flatten()
                 .any(|figs| figs.iter().any(|f| f.direction == d))
             {
@@ -874,8 +913,8 @@ impl Comparison {
                     continue;
                 }
                 let cells: Vec<Option<Cell>> = per_run
-                    .iter()
-                    .map(|figs| figs.as_deref().and_then(|f| raw_cell(f, d, metric)))
+                    .clone()
+                    .map(|figs| figs.and_then(|f| raw_cell(f, d, metric)))
                     .collect();
                 if cells.iter().all(Option::is_none) {
                     continue;
@@ -892,11 +931,6 @@ impl Comparison {
         rows
     }
 
-    /// Test `t`'s figures in each run.
-    fn held_of(&self, t: usize) -> &[Option<Box<[Fig]>>] {
-        let n = self.runs.len();
-        &self.held[t * n..(t + 1) * n]
-    }
 
     /// Headline cells that got significantly worse than the baseline by more than `pct`.
     pub fn regressions(&self, pct: f64) -> Vec<Regression> {
