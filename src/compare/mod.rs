@@ -1216,14 +1216,16 @@ fn raw_cell(figures: &[Fig], direction: u8, metric: Metric) -> Option<Cell> {
 
 /// Fills each cell's change and significance against the first (the baseline).
 fn judge(mut cells: Vec<Option<Cell>>, metric: Metric) -> Vec<Option<Cell>> {
-    let baseline = cells.first().cloned().flatten();
-    for (i, cell) in cells.iter_mut().enumerate() {
+    let Some((baseline, others)) = cells.split_first_mut() else {
+        return cells;
+    };
+    if let Some(base) = baseline {
+        base.significance = Significance::Baseline;
+    }
+    let baseline = baseline.as_ref();
+    for cell in others {
         let Some(cell) = cell else { continue };
-        if i == 0 {
-            cell.significance = Significance::Baseline;
-            continue;
-        }
-        let Some(base) = &baseline else {
+        let Some(base) = baseline else {
             cell.significance = Significance::NoBaseline;
             continue;
         };
