@@ -536,20 +536,15 @@ impl Builder {
         self.methods[run].add(&viewed.method, figures);
         self.test_warnings[run].add(&name, &viewed.warnings.warnings);
         let w = &viewed.work;
-        let mut key = std::mem::take(&mut self.key);
-        match_key(&mut key, w, &name);
-        if !self.index.contains_key(key.as_str()) {
-            let work = Work {
+        match_key(&mut self.key, w, &name);
+        // One look-up for a work seen before; a new one is kept under a copy of its key.
+        let work = match self.index.get_mut(self.key.as_str()) {
+            Some(work) => work,
+            None => self.index.entry(self.key.clone()).or_insert(Work {
                 tests: Vec::new(),
                 run,
                 seen: 0,
-            };
-            self.index.insert(key.clone(), work);
-        }
-        let found = self.index.get_mut(key.as_str());
-        self.key = key;
-        let Some(work) = found else {
-            return;
+            }),
         };
         // The same work twice in one run pairs with the same occurrence in the others.
         if work.run != run {
