@@ -285,7 +285,10 @@ fn method(
             // `suite` entry.
             (
                 "runtime",
-                run.suite.is_none().then(|| joined(&seen.runtime.shown)).flatten(),
+                run.suite
+                    .is_none()
+                    .then(|| joined(&seen.runtime.shown))
+                    .flatten(),
             ),
             ("ramp", joined(&seen.ramp.shown)),
             ("repeats", repeats),

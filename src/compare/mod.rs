@@ -926,7 +926,6 @@ impl Comparison {
         rows
     }
 
-
     /// Headline cells that got significantly worse than the baseline by more than `pct`.
     pub fn regressions(&self, pct: f64) -> Vec<Regression> {
         self.headline_rows()
