@@ -364,6 +364,11 @@ pub struct Comparison {
     held: Held,
     /// The verdict's counts.
     tally: Tally,
+    /// The p-values of the headline rows' cells, in the order [`Comparison::headline_rows`]
+    /// judges them, and where each test's begin: the verdict and the table's two passes
+    /// take the headline rows, and Welch's test is worked out once a cell, not three times.
+    headline_p: Vec<Option<f64>>,
+    headline_p_at: Vec<usize>,
 }
 
 /// At most this many (test, run) cells are compared: a comparison keeps each test's figures
@@ -635,6 +640,8 @@ impl Builder {
             meta: self.meta,
             held: self.held,
             tally: Tally::default(),
+            headline_p: Vec::new(),
+            headline_p_at: Vec::new(),
         };
         c.common = (0..c.tests.len())
             .filter(|&t| {
@@ -654,6 +661,17 @@ impl Builder {
         if let Some(row) = judged {
             head::judge_unjudged(&mut c.runs, &row);
         }
+        let (mut p, mut at) = (Vec::new(), Vec::with_capacity(c.tests.len() + 1));
+        for t in 0..c.tests.len() {
+            at.push(p.len());
+            c.rows_with(t, true, &mut |_, a, b| {
+                let found = crate::stats::welch_p(a, b);
+                p.push(found);
+                found
+            });
+        }
+        at.push(p.len());
+        (c.headline_p, c.headline_p_at) = (p, at);
         c.tally = Tally::of(&c);
         c
     }
@@ -876,6 +894,28 @@ impl Comparison {
 
     /// Test `t`'s rows, or its headline rows alone.
     fn rows_of(&self, t: usize, headline_only: bool) -> Vec<Row> {
+        // Before the p-values are kept (while the comparison is finished), each is worked out.
+        let (mut next, end) = match self.headline_p_at.get(t..t + 2) {
+            Some(&[first, end]) => (first, end),
+            _ => (0, 0),
+        };
+        self.rows_with(t, headline_only, &mut |headline, a, b| {
+            if !headline || next >= end {
+                return crate::stats::welch_p(a, b);
+            }
+            next += 1;
+            self.headline_p[next - 1]
+        })
+    }
+
+    /// [`Comparison::rows_of`], each cell's p-value against the baseline's from `p` (told
+    /// whether the row is a headline one, given the baseline's samples and the cell's).
+    fn rows_with(
+        &self,
+        t: usize,
+        headline_only: bool,
+        p: &mut dyn FnMut(bool, &[f64], &[f64]) -> Option<f64>,
+    ) -> Vec<Row> {
         let per_run = self.held.of(t);
         let throughput = self.meta[t].throughput;
         let mut rows = Vec::new();
@@ -919,7 +959,7 @@ impl Comparison {
                     direction,
                     metric,
                     headline,
-                    cells: judge(cells, metric),
+                    cells: judge(cells, metric, &mut |a, b| p(headline, a, b)),
                 });
             }
         }
@@ -1209,7 +1249,12 @@ fn raw_cell(figures: &[Fig], direction: u8, metric: Metric) -> Option<Cell> {
 }
 
 /// Fills each cell's change and significance against the first (the baseline).
-fn judge(mut cells: Vec<Option<Cell>>, metric: Metric) -> Vec<Option<Cell>> {
+/// `p`: Welch's test's p-value of the baseline's samples against a cell's.
+fn judge(
+    mut cells: Vec<Option<Cell>>,
+    metric: Metric,
+    p: &mut dyn FnMut(&[f64], &[f64]) -> Option<f64>,
+) -> Vec<Option<Cell>> {
     let Some((baseline, others)) = cells.split_first_mut() else {
         return cells;
     };
@@ -1225,7 +1270,7 @@ fn judge(mut cells: Vec<Option<Cell>>, metric: Metric) -> Vec<Option<Cell>> {
         };
         let change = (base.value != 0.0).then(|| (cell.value - base.value) / base.value * 100.0);
         cell.change_pct = change;
-        cell.significance = match crate::stats::welch_p(&base.samples, &cell.samples) {
+        cell.significance = match p(&base.samples, &cell.samples) {
             None => Significance::NoRepeats,
             Some(p) if p < crate::stats::ALPHA => {
                 let up = cell.value > base.value;
