@@ -910,12 +910,7 @@ impl Comparison {
 
     /// [`Comparison::rows_of`], each cell's p-value against the baseline's from `p` (told
     /// whether the row is a headline one, given the baseline's samples and the cell's).
-    fn rows_with(
-        &self,
-        t: usize,
-        headline_only: bool,
-        p: &mut dyn FnMut(bool, &[f64], &[f64]) -> Option<f64>,
-    ) -> Vec<Row> {
+    fn rows_with(&self, t: usize, headline_only: bool, p: &mut RowPValue<'_>) -> Vec<Row> {
         let per_run = self.held.of(t);
         let throughput = self.meta[t].throughput;
         let mut rows = Vec::new();
@@ -1249,12 +1244,14 @@ fn raw_cell(figures: &[Fig], direction: u8, metric: Metric) -> Option<Cell> {
 }
 
 /// Fills each cell's change and significance against the first (the baseline).
+/// Welch's test's p-value of the baseline's samples against a cell's.
+type PValue<'a> = dyn FnMut(&[f64], &[f64]) -> Option<f64> + 'a;
+
+/// [`PValue`], told first whether the cell's row is a headline one.
+type RowPValue<'a> = dyn FnMut(bool, &[f64], &[f64]) -> Option<f64> + 'a;
+
 /// `p`: Welch's test's p-value of the baseline's samples against a cell's.
-fn judge(
-    mut cells: Vec<Option<Cell>>,
-    metric: Metric,
-    p: &mut dyn FnMut(&[f64], &[f64]) -> Option<f64>,
-) -> Vec<Option<Cell>> {
+fn judge(mut cells: Vec<Option<Cell>>, metric: Metric, p: &mut PValue<'_>) -> Vec<Option<Cell>> {
     let Some((baseline, others)) = cells.split_first_mut() else {
         return cells;
     };
