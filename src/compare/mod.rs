@@ -1243,14 +1243,14 @@ fn raw_cell(figures: &[Fig], direction: u8, metric: Metric) -> Option<Cell> {
     })
 }
 
-/// Fills each cell's change and significance against the first (the baseline).
 /// Welch's test's p-value of the baseline's samples against a cell's.
 type PValue<'a> = dyn FnMut(&[f64], &[f64]) -> Option<f64> + 'a;
 
 /// [`PValue`], told first whether the cell's row is a headline one.
 type RowPValue<'a> = dyn FnMut(bool, &[f64], &[f64]) -> Option<f64> + 'a;
 
-/// `p`: Welch's test's p-value of the baseline's samples against a cell's.
+/// Fills each cell's change and significance against the first (the baseline), with `p`
+/// for Welch's test.
 fn judge(mut cells: Vec<Option<Cell>>, metric: Metric, p: &mut PValue<'_>) -> Vec<Option<Cell>> {
     let Some((baseline, others)) = cells.split_first_mut() else {
         return cells;
