@@ -195,14 +195,25 @@ pub fn format_latency_ns(ns: f64) -> String {
     }
 }
 
-fn three_digits(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
+/// Three significant digits (at most two decimals) of `v`, written where it is formatted
+/// rather than into a string of its own: compare formats hundreds of thousands.
+struct ThreeDigits(f64);
+
+impl std::fmt::Display for ThreeDigits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        if v >= 100.0 {
+            write!(f, "{v:.0}")
+        } else if v >= 10.0 {
+            write!(f, "{v:.1}")
+        } else {
+            write!(f, "{v:.2}")
+        }
     }
+}
+
+fn three_digits(v: f64) -> ThreeDigits {
+    ThreeDigits(v)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::snapshot::explain::glob;
 use crate::store::RunKind;
 use crate::text::Escaped;
 use anyhow::{Result, bail};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 pub fn run(args: &CompareArgs) -> Result<ExitCode> {
@@ -27,7 +28,9 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         );
     }
     let c = compared(&args.db, &ids, |runs| comparable(runs, args.force))?;
-    let mut out = std::io::stdout().lock();
+    // One write a buffer, not one a line (stdout alone flushes at each newline): a comparison
+    // of many tests prints hundreds of thousands of lines.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match Format::from(&args.format) {
         Format::Table => {
             let width = crate::fit::stdout_width();
@@ -42,6 +45,9 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
             output::html(&path, &c, &format!("tacho: {}", titles.join(" vs ")), &[])?;
         }
     }
+    // Before anything goes to stderr, so a terminal shows the two in order.
+    out.flush()?;
+    drop(out);
     let Some(pct) = args.fail_on_regression else {
         return Ok(ExitCode::SUCCESS);
     };

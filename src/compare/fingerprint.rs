@@ -63,49 +63,78 @@ pub fn table(runs: &[StoredRun], seen: &[TestsSeen]) -> Vec<FingerprintRow> {
 }
 
 /// The distinct values of the method fields a run's tests recorded, each in the order first
-/// seen (`io_uring, sync`), gathered test by test so no test is held to read them.
+/// seen (`io_uring, sync`), gathered test by test so no test is held to read them. A value
+/// already seen costs no string: a run of 200,000 tests repeats a handful.
 #[derive(Debug, Default)]
 pub struct TestsSeen {
     engine: Vec<String>,
     io: Vec<String>,
-    runtime: Vec<String>,
-    ramp: Vec<String>,
+    runtime: Seconds,
+    ramp: Seconds,
     threads: Vec<String>,
-    times: Vec<String>,
-    repeats: Vec<String>,
+    times: Vec<usize>,
+    repeats: Vec<u32>,
+}
+
+/// Seconds as the fingerprint shows them, each distinct text once, and the last figure seen
+/// (most tests of a run share it, and rounding it is what costs).
+#[derive(Debug, Default)]
+struct Seconds {
+    shown: Vec<String>,
+    last: Option<u64>,
+}
+
+impl Seconds {
+    fn add(&mut self, v: &Field<f64>) {
+        let Some(&s) = v.get() else { return };
+        if self.last.replace(s.to_bits()) == Some(s.to_bits()) {
+            return;
+        }
+        if let Some(s) = secs(v) {
+            push(&mut self.shown, Some(&s));
+        }
+    }
+}
+
+/// `v` at the end of `list` unless it is there.
+fn push(list: &mut Vec<String>, v: Option<&str>) {
+    if let Some(v) = v
+        && !list.iter().any(|seen| seen == v)
+    {
+        list.push(v.to_string());
+    }
+}
+
+/// `n` at the end of `list` unless it is there.
+fn push_number<T: PartialEq>(list: &mut Vec<T>, n: Option<T>) {
+    if let Some(n) = n
+        && !list.contains(&n)
+    {
+        list.push(n);
+    }
 }
 
 impl TestsSeen {
     /// One more test, with its figures (their samples count its repeats).
     pub(crate) fn add(&mut self, t: &TestView, figures: &[crate::store::figures::Figures]) {
-        fn push(list: &mut Vec<String>, v: Option<String>) {
-            if let Some(v) = v
-                && !list.contains(&v)
-            {
-                list.push(v);
-            }
-        }
-        push(&mut self.engine, text(&t.engine));
+        push(&mut self.engine, t.engine.get().map(|e| e.0.as_str()));
         push(
             &mut self.io,
             t.direct
                 .get()
-                .map(|d| if *d { "direct" } else { "buffered" }.to_string()),
+                .map(|d| if *d { "direct" } else { "buffered" }),
         );
-        push(
-            &mut self.runtime,
-            match t.planned_runtime_s.get() {
-                Some(_) => secs(&t.planned_runtime_s),
-                None => secs(&t.runtime_s),
-            },
-        );
-        push(&mut self.ramp, secs(&t.ramp_s));
-        push(&mut self.threads, text(&t.threads));
-        push(&mut self.times, t.times.get().map(|r| r.len().to_string()));
+        self.runtime.add(match t.planned_runtime_s.get() {
+            Some(_) => &t.planned_runtime_s,
+            None => &t.runtime_s,
+        });
+        self.ramp.add(&t.ramp_s);
+        push(&mut self.threads, t.threads.get().map(|e| e.0.as_str()));
+        push_number(&mut self.times, t.times.get().map(Vec::len));
         // Sample 0 is a test's summary, 1..=N its repeats; compare loads tests without their
         // per-repeat JSON, so the figures table is where the repeats are counted.
         let n = figures.iter().map(|f| f.sample).max().unwrap_or(0).max(1);
-        push(&mut self.repeats, Some(n.to_string()));
+        push_number(&mut self.repeats, Some(n));
     }
 }
 
@@ -115,8 +144,13 @@ fn secs(v: &Field<f64>) -> Option<String> {
 }
 
 /// The values seen, joined; `None` when none was.
-fn joined(list: &[String]) -> Option<String> {
-    (!list.is_empty()).then(|| list.join(", "))
+fn joined<T: std::fmt::Display>(list: &[T]) -> Option<String> {
+    (!list.is_empty()).then(|| {
+        list.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
 /// The entries of one run, always the same keys in the same order.
@@ -251,9 +285,12 @@ fn method(
             // `suite` entry.
             (
                 "runtime",
-                run.suite.is_none().then(|| joined(&seen.runtime)).flatten(),
+                run.suite
+                    .is_none()
+                    .then(|| joined(&seen.runtime.shown))
+                    .flatten(),
             ),
-            ("ramp", joined(&seen.ramp)),
+            ("ramp", joined(&seen.ramp.shown)),
             ("repeats", repeats),
         ],
         RunKind::Cpu | RunKind::Mem => vec![

@@ -359,11 +359,16 @@ pub struct Comparison {
     pub common: usize,
     /// Per test, what its rows are judged by.
     meta: Vec<TestMeta>,
-    /// Each test's figures in each run, tests × runs: the rows are made from them as they are
-    /// written ([`Comparison::rows`]), so no more than a test's rows are held at a time.
-    held: Vec<Option<Box<[Fig]>>>,
+    /// Each test's figures in each run: the rows are made from them as they are written
+    /// ([`Comparison::rows`]), so no more than a test's rows are held at a time.
+    held: Held,
     /// The verdict's counts.
     tally: Tally,
+    /// The p-values of the headline rows' cells, in the order [`Comparison::headline_rows`]
+    /// judges them, and where each test's begin: the verdict and the table's two passes
+    /// take the headline rows, and Welch's test is worked out once a cell, not three times.
+    headline_p: Vec<Option<f64>>,
+    headline_p_at: Vec<usize>,
 }
 
 /// At most this many (test, run) cells are compared: a comparison keeps each test's figures
@@ -482,8 +487,8 @@ pub struct Builder {
     meta: Vec<TestMeta>,
     /// The other names a test has in later runs, joined into its name at the end.
     names: Vec<Vec<String>>,
-    /// Each test's figures in each run, tests × runs.
-    held: Vec<Option<Box<[Fig]>>>,
+    /// Each test's figures in each run.
+    held: Held,
     /// Some tests were left out ([`COMPARED_CELLS`]).
     cut: bool,
     methods: Vec<fingerprint::TestsSeen>,
@@ -507,7 +512,7 @@ impl Builder {
             tests: Vec::new(),
             meta: Vec::new(),
             names: Vec::new(),
-            held: Vec::new(),
+            held: Held::new(runs),
             cut: false,
             methods: (0..runs).map(|_| Default::default()).collect(),
             test_warnings: (0..runs).map(|_| Default::default()).collect(),
@@ -536,20 +541,15 @@ impl Builder {
         self.methods[run].add(&viewed.method, figures);
         self.test_warnings[run].add(&name, &viewed.warnings.warnings);
         let w = &viewed.work;
-        let mut key = std::mem::take(&mut self.key);
-        match_key(&mut key, w, &name);
-        if !self.index.contains_key(key.as_str()) {
-            let work = Work {
+        match_key(&mut self.key, w, &name);
+        // One look-up for a work seen before; a new one is kept under a copy of its key.
+        let work = match self.index.get_mut(self.key.as_str()) {
+            Some(work) => work,
+            None => self.index.entry(self.key.clone()).or_insert(Work {
                 tests: Vec::new(),
                 run,
                 seen: 0,
-            };
-            self.index.insert(key.clone(), work);
-        }
-        let found = self.index.get_mut(key.as_str());
-        self.key = key;
-        let Some(work) = found else {
-            return;
+            }),
         };
         // The same work twice in one run pairs with the same occurrence in the others.
         if work.run != run {
@@ -579,7 +579,7 @@ impl Builder {
                 });
                 self.meta.push(TestMeta::default());
                 self.names.push(Vec::new());
-                self.held.extend((0..self.runs).map(|_| None));
+                self.held.add_test();
                 i
             }
         };
@@ -595,7 +595,7 @@ impl Builder {
         if !self.names[i].contains(&name) {
             self.names[i].push(name);
         }
-        self.held[i * self.runs + run] = Some(figures.iter().filter_map(Fig::of).collect());
+        self.held.set(i, run, figures.iter().filter_map(Fig::of));
     }
 
     /// The comparison of `runs` (the baseline first, their tests added), judged.
@@ -603,7 +603,6 @@ impl Builder {
         for (info, names) in self.tests.iter_mut().zip(std::mem::take(&mut self.names)) {
             info.name = names.join(" = ");
         }
-        let n = self.runs.max(1);
         for (t, meta) in self.meta.iter_mut().enumerate() {
             meta.throughput = if meta.ops {
                 Metric::OpsPerS
@@ -619,8 +618,8 @@ impl Builder {
                     .iter()
                     .enumerate()
                     .filter(|(d, _)| {
-                        self.held[t * n..(t + 1) * n]
-                            .iter()
+                        self.held
+                            .of(t)
                             .flatten()
                             .flat_map(|figs| figs.iter())
                             .any(|f| usize::from(f.direction) == *d && f.sample == 0 && f.set != 0)
@@ -641,11 +640,13 @@ impl Builder {
             meta: self.meta,
             held: self.held,
             tally: Tally::default(),
+            headline_p: Vec::new(),
+            headline_p_at: Vec::new(),
         };
         c.common = (0..c.tests.len())
             .filter(|&t| {
-                let per_run = c.held_of(t);
-                per_run[0].is_some() && per_run[1..].iter().any(Option::is_some)
+                let mut per_run = c.held.of(t);
+                per_run.next().flatten().is_some() && per_run.any(|f| f.is_some())
             })
             .count();
         c.warnings = warnings(runs, &c, self.cut.then_some((self.cap, self.cells)));
@@ -660,6 +661,17 @@ impl Builder {
         if let Some(row) = judged {
             head::judge_unjudged(&mut c.runs, &row);
         }
+        let (mut p, mut at) = (Vec::new(), Vec::with_capacity(c.tests.len() + 1));
+        for t in 0..c.tests.len() {
+            at.push(p.len());
+            c.rows_with(t, true, &mut |_, a, b| {
+                let found = crate::stats::welch_p(a, b);
+                p.push(found);
+                found
+            });
+        }
+        at.push(p.len());
+        (c.headline_p, c.headline_p_at) = (p, at);
         c.tally = Tally::of(&c);
         c
     }
@@ -683,7 +695,7 @@ fn warnings(runs: &[StoredRun], c: &Comparison, cut: Option<(usize, usize)>) -> 
     for (t, info) in c.tests.iter().enumerate() {
         let missing: Vec<String> = runs
             .iter()
-            .zip(c.held_of(t))
+            .zip(c.held.of(t))
             .filter(|(_, t)| t.is_none())
             .map(|(r, _)| format!("run {}", r.id))
             .collect();
@@ -743,6 +755,46 @@ struct TestMeta {
     throughput: Metric,
     /// Its rows are of more than one direction.
     mixed: bool,
+}
+
+/// Each test's figures in each run, tests × runs, in one block: a comparison of 200,000 tests
+/// holds 1.6 million, and a block of its own for each (test, run) cost a malloc and a free
+/// apiece.
+#[derive(Debug, Clone)]
+struct Held {
+    runs: usize,
+    figs: Vec<Fig>,
+    /// Per test and run, where its figures are in `figs`; `None` where the run lacks the test.
+    cells: Vec<Option<(usize, usize)>>,
+}
+
+impl Held {
+    fn new(runs: usize) -> Held {
+        Held {
+            runs,
+            figs: Vec::new(),
+            cells: Vec::new(),
+        }
+    }
+
+    /// One more test, in no run yet.
+    fn add_test(&mut self) {
+        self.cells.extend((0..self.runs).map(|_| None));
+    }
+
+    /// Test `t`'s figures in run `run`.
+    fn set(&mut self, t: usize, run: usize, figs: impl Iterator<Item = Fig>) {
+        let start = self.figs.len();
+        self.figs.extend(figs);
+        self.cells[t * self.runs + run] = Some((start, self.figs.len()));
+    }
+
+    /// Test `t`'s figures in each run, in run order.
+    fn of(&self, t: usize) -> impl Iterator<Item = Option<&[Fig]>> + Clone {
+        self.cells[t * self.runs..(t + 1) * self.runs]
+            .iter()
+            .map(|c| c.map(|(start, end)| &self.figs[start..end]))
+    }
 }
 
 /// A sample's figures of one direction as a comparison keeps them: 88 bytes (the store's
@@ -842,19 +894,36 @@ impl Comparison {
 
     /// Test `t`'s rows, or its headline rows alone.
     fn rows_of(&self, t: usize, headline_only: bool) -> Vec<Row> {
-        let per_run = self.held_of(t);
+        // Before the p-values are kept (while the comparison is finished), each is worked out.
+        let (mut next, end) = match self.headline_p_at.get(t..t + 2) {
+            Some(&[first, end]) => (first, end),
+            _ => (0, 0),
+        };
+        self.rows_with(t, headline_only, &mut |headline, a, b| {
+            if !headline || next >= end {
+                return crate::stats::welch_p(a, b);
+            }
+            next += 1;
+            self.headline_p[next - 1]
+        })
+    }
+
+    /// [`Comparison::rows_of`], each cell's p-value against the baseline's from `p` (told
+    /// whether the row is a headline one, given the baseline's samples and the cell's).
+    fn rows_with(&self, t: usize, headline_only: bool, p: &mut RowPValue<'_>) -> Vec<Row> {
+        let per_run = self.held.of(t);
         let throughput = self.meta[t].throughput;
         let mut rows = Vec::new();
         for (d, direction) in crate::store::figures::DIRECTIONS.into_iter().enumerate() {
             let d = d as u8;
             let has = |m: Metric| {
                 per_run
-                    .iter()
+                    .clone()
                     .flatten()
                     .any(|figs| figs.iter().any(|f| f.direction == d && f.get(m).is_some()))
             };
             if !per_run
-                .iter()
+                .clone()
                 .flatten()
                 .any(|figs| figs.iter().any(|f| f.direction == d))
             {
@@ -874,8 +943,8 @@ impl Comparison {
                     continue;
                 }
                 let cells: Vec<Option<Cell>> = per_run
-                    .iter()
-                    .map(|figs| figs.as_deref().and_then(|f| raw_cell(f, d, metric)))
+                    .clone()
+                    .map(|figs| figs.and_then(|f| raw_cell(f, d, metric)))
                     .collect();
                 if cells.iter().all(Option::is_none) {
                     continue;
@@ -885,17 +954,11 @@ impl Comparison {
                     direction,
                     metric,
                     headline,
-                    cells: judge(cells, metric),
+                    cells: judge(cells, metric, &mut |a, b| p(headline, a, b)),
                 });
             }
         }
         rows
-    }
-
-    /// Test `t`'s figures in each run.
-    fn held_of(&self, t: usize) -> &[Option<Box<[Fig]>>] {
-        let n = self.runs.len();
-        &self.held[t * n..(t + 1) * n]
     }
 
     /// Headline cells that got significantly worse than the baseline by more than `pct`.
@@ -1180,22 +1243,31 @@ fn raw_cell(figures: &[Fig], direction: u8, metric: Metric) -> Option<Cell> {
     })
 }
 
-/// Fills each cell's change and significance against the first (the baseline).
-fn judge(mut cells: Vec<Option<Cell>>, metric: Metric) -> Vec<Option<Cell>> {
-    let baseline = cells.first().cloned().flatten();
-    for (i, cell) in cells.iter_mut().enumerate() {
+/// Welch's test's p-value of the baseline's samples against a cell's.
+type PValue<'a> = dyn FnMut(&[f64], &[f64]) -> Option<f64> + 'a;
+
+/// [`PValue`], told first whether the cell's row is a headline one.
+type RowPValue<'a> = dyn FnMut(bool, &[f64], &[f64]) -> Option<f64> + 'a;
+
+/// Fills each cell's change and significance against the first (the baseline), with `p`
+/// for Welch's test.
+fn judge(mut cells: Vec<Option<Cell>>, metric: Metric, p: &mut PValue<'_>) -> Vec<Option<Cell>> {
+    let Some((baseline, others)) = cells.split_first_mut() else {
+        return cells;
+    };
+    if let Some(base) = baseline {
+        base.significance = Significance::Baseline;
+    }
+    let baseline = baseline.as_ref();
+    for cell in others {
         let Some(cell) = cell else { continue };
-        if i == 0 {
-            cell.significance = Significance::Baseline;
-            continue;
-        }
-        let Some(base) = &baseline else {
+        let Some(base) = baseline else {
             cell.significance = Significance::NoBaseline;
             continue;
         };
         let change = (base.value != 0.0).then(|| (cell.value - base.value) / base.value * 100.0);
         cell.change_pct = change;
-        cell.significance = match crate::stats::welch_p(&base.samples, &cell.samples) {
+        cell.significance = match p(&base.samples, &cell.samples) {
             None => Significance::NoRepeats,
             Some(p) if p < crate::stats::ALPHA => {
                 let up = cell.value > base.value;

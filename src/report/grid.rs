@@ -1,5 +1,6 @@
 //! A table of text cells, printed aligned for terminals or as a Markdown table.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use unicode_width::UnicodeWidthStr;
 
@@ -37,6 +38,15 @@ impl Grid {
     }
 }
 
+/// A cell as a table shows it: cut to [`SHOWN_CHARS`] and escaped; borrowed when it needs
+/// neither.
+fn shown(cell: &str) -> Cow<'_, str> {
+    match cut(cell, SHOWN_CHARS) {
+        Cow::Borrowed(whole) => escape(whole),
+        Cow::Owned(cut) => Cow::Owned(escape(&cut).into_owned()),
+    }
+}
+
 /// As [`Grid::write_text`], for rows made by `rows` twice, once to measure the columns and
 /// once to write them, so that a table of many rows is never held whole.
 pub fn write_text_rows<I: Iterator<Item = Vec<String>>>(
@@ -46,12 +56,16 @@ pub fn write_text_rows<I: Iterator<Item = Vec<String>>>(
     out: &mut impl Write,
     width: Option<usize>,
 ) -> io::Result<()> {
-    let escaped = |row: &[String]| -> Vec<String> {
-        row.iter()
-            .map(|c| escape(&cut(c, SHOWN_CHARS)).into_owned())
-            .collect()
+    // Cut and escaped in place: most cells need neither, and are kept as they came.
+    let escaped = |mut row: Vec<String>| -> Vec<String> {
+        for cell in &mut row {
+            if let Cow::Owned(shown) = shown(cell) {
+                *cell = shown;
+            }
+        }
+        row
     };
-    let header = escaped(header);
+    let header = escaped(header.to_vec());
     let mut widths = vec![0; header.len()];
     let mut measure = |row: &[String]| {
         for (i, cell) in row.iter().enumerate() {
@@ -63,7 +77,7 @@ pub fn write_text_rows<I: Iterator<Item = Vec<String>>>(
     };
     measure(&header);
     for row in rows() {
-        measure(&escaped(&row));
+        measure(&escaped(row));
     }
     let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
     let mut keep = None;
@@ -77,29 +91,33 @@ pub fn write_text_rows<I: Iterator<Item = Vec<String>>>(
         widths[0] = cut;
         keep = Some(cut);
     }
+    // One line's text, kept from line to line.
+    let mut line = String::new();
     let mut write = |mut row: Vec<String>| -> io::Result<()> {
         if let (Some(keep), Some(cell)) = (keep, row.first_mut()) {
             *cell = crate::fit::ellipsis(cell, keep);
         }
-        let mut line = String::new();
+        line.clear();
+        let spaces = |line: &mut String, n: usize| line.extend(std::iter::repeat_n(' ', n));
         for (i, cell) in row.iter().enumerate() {
             if i > 0 {
                 line.push_str("  ");
             }
             let pad = widths[i].saturating_sub(cell.width());
             if right.get(i).copied().unwrap_or(false) {
-                line.push_str(&" ".repeat(pad));
+                spaces(&mut line, pad);
                 line.push_str(cell);
             } else {
                 line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
+                spaces(&mut line, pad);
             }
         }
-        writeln!(out, "{}", line.trim_end())
+        out.write_all(line.trim_end().as_bytes())?;
+        out.write_all(b"\n")
     };
     write(header)?;
     for row in rows() {
-        write(escaped(&row))?;
+        write(escaped(row))?;
     }
     Ok(())
 }

@@ -298,14 +298,16 @@ pub fn compare_text(c: &Comparison, text: Text, out: &mut impl Write) -> io::Res
             let mut cells = vec![c.row_title(&row), row.metric_label().to_string()];
             cells.extend(row.cells.iter().map(|cell| match cell {
                 None => "-".to_string(),
-                Some(cell) => match cell.change_pct {
-                    None => row.metric.format(cell.value),
-                    Some(ch) => format!(
-                        "{} {ch:+.1}% {}",
-                        row.metric.format(cell.value),
-                        short_significance(cell.significance)
-                    ),
-                },
+                Some(cell) => {
+                    use std::fmt::Write as _;
+                    let mut text = row.metric.format(cell.value);
+                    if let Some(ch) = cell.change_pct {
+                        // Writing to a String cannot fail.
+                        let _ = write!(text, " {ch:+.1}% ");
+                        let _ = write_short_significance(cell.significance, &mut text);
+                    }
+                    text
+                }
             }));
             cells
         })
@@ -570,12 +572,13 @@ fn short_label(m: Metric, kind: RunKind) -> &'static str {
     }
 }
 
-fn short_significance(s: Significance) -> String {
+/// A cell's significance in a few words, written after its change.
+fn write_short_significance(s: Significance, out: &mut impl std::fmt::Write) -> std::fmt::Result {
     match s {
-        Significance::Worse { p } => format!("worse ({})", format_p(p)),
-        Significance::Better { p } => format!("better ({})", format_p(p)),
-        Significance::NoDifference { .. } => "n.s.".into(),
-        Significance::NoRepeats => "?".into(),
-        Significance::Baseline | Significance::NoBaseline => String::new(),
+        Significance::Worse { p } => write!(out, "worse ({})", format_p(p)),
+        Significance::Better { p } => write!(out, "better ({})", format_p(p)),
+        Significance::NoDifference { .. } => out.write_str("n.s."),
+        Significance::NoRepeats => out.write_str("?"),
+        Significance::Baseline | Significance::NoBaseline => Ok(()),
     }
 }
