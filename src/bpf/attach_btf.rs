@@ -61,11 +61,12 @@ pub(crate) fn stand_in(ids: &HashMap<String, (u32, u32)>) -> Vec<u8> {
 }
 
 /// The BTF aya attaches `tracepoints` and the iterators of `iterators` (`task` for
-/// `bpf_iter_task`) with: the stand-in when the kernel's BTF could be walked (a tracepoint
-/// this kernel lacks is then missing from it as from the whole), else the whole kernel BTF
-/// parsed.
+/// `bpf_iter_task`) with: the stand-in when the kernel's BTF (`kernel`, the whole blob, as
+/// [`kernel_btf`] gives it) could be walked (a tracepoint this kernel lacks is then missing
+/// from it as from the whole), else the whole kernel BTF parsed.
 #[cfg(feature = "bpf")]
 pub(crate) fn for_attach(
+    kernel: Option<&[u8]>,
     tracepoints: &[&str],
     iterators: &[&str],
 ) -> Result<aya::Btf, aya::BtfError> {
@@ -75,7 +76,7 @@ pub(crate) fn for_attach(
         .chain(iterators.iter().map(|i| (FUNC, format!("bpf_iter_{i}"))))
         .collect();
     let names: Vec<(u32, &str)> = names.iter().map(|(k, n)| (*k, n.as_str())).collect();
-    let ids = kernel_btf(|data| type_ids(data, &names));
+    let ids = kernel.and_then(|data| type_ids(data, &names));
     match ids {
         Some(ids) => aya::Btf::parse(&stand_in(&ids), aya::Endianness::default()),
         None => aya::Btf::from_sys_fs(),
@@ -190,7 +191,8 @@ mod tests {
             "sys_enter",
             "sys_exit",
         ];
-        let part = for_attach(&tracepoints, &["task"]).unwrap();
+        let kernel = std::fs::read("/sys/kernel/btf/vmlinux").unwrap();
+        let part = for_attach(Some(&kernel), &tracepoints, &["task"]).unwrap();
         // aya takes aya-obj's `BtfKind` without re-exporting it: made from its number, so the
         // test needs no dependency of its own on aya-obj.
         let typedef = || TYPEDEF.try_into().expect("BTF_KIND_TYPEDEF is a kind");

@@ -133,9 +133,16 @@ pub(crate) fn load(
     // instead of adding to them.
     let (loader, btf, core) = std::thread::scope(|scope| {
         let loader = std::thread::Builder::new().spawn_scoped(scope, aya::EbpfLoader::new);
-        let btf = attach_btf::for_attach(&tracepoints, &kinds);
-        let core = attach_btf::kernel_btf(|kernel| core_btf::stand_in(kernel, object))
-            .and_then(|blob| aya::Btf::parse(&blob, aya::Endianness::default()).ok());
+        // One mapping of the kernel's BTF serves both stand-ins.
+        let walked = attach_btf::kernel_btf(|kernel| {
+            Some((
+                attach_btf::for_attach(Some(kernel), &tracepoints, &kinds),
+                core_btf::stand_in(kernel, object),
+            ))
+        });
+        let (btf, core) =
+            walked.unwrap_or_else(|| (attach_btf::for_attach(None, &tracepoints, &kinds), None));
+        let core = core.and_then(|blob| aya::Btf::parse(&blob, aya::Endianness::default()).ok());
         let loader = loader.ok().and_then(|l| l.join().ok());
         (loader.unwrap_or_default(), btf, core)
     });
