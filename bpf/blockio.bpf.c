@@ -125,8 +125,12 @@ struct owner {
 	char comm[16];
 };
 
+/* Mappable, as the tables below, so that a set kept loaded between runs (src/bpf/pin.rs) can
+ * be cleared with one memset before its programs are attached again: a request left in flight
+ * when the last run stopped would otherwise be matched by a later request at that address. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, INFLIGHT_SLOTS);
 	__type(key, __u32);
 	__type(value, struct inflight);

@@ -8,9 +8,6 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 #[cfg(feature = "bpf")]
-use aya::Ebpf;
-
-#[cfg(feature = "bpf")]
 use super::hist::BUCKETS;
 #[cfg(any(test, feature = "bpf"))]
 use super::hist::PROC_BUCKETS;
@@ -37,6 +34,10 @@ const DEV_WORDS: usize = 8 + 3 * BUCKETS;
 /// Where the histograms start in it.
 #[cfg(feature = "bpf")]
 const DEV_HIST: usize = 8;
+/// Words of a `struct inflight`: request, creation and dispatch stamps, process and device
+/// slots.
+#[cfg(feature = "bpf")]
+const INFLIGHT_WORDS: usize = 4;
 
 /// The block operation of a request (the kernel's `REQ_OP_*`).
 #[derive(
@@ -209,7 +210,7 @@ pub(crate) struct BlockSample {
 /// sample (per array index, with the key that held it).
 #[cfg(feature = "bpf")]
 pub(crate) struct BlockTracer {
-    ebpf: Ebpf,
+    loaded: super::kept::Loaded,
     procs: SharedArray,
     devs: SharedArray,
     dropped: SharedArray,
@@ -247,18 +248,35 @@ impl BlockTracer {
             programs.push(ISSUE);
         }
         let own_start = u32::from(!every_queue_stamps(sys_block, "iostats"));
-        let ebpf = super::load(
-            OBJECT,
-            &[("own_start", own_start)],
-            &programs,
-            &[],
-            &[(super::tasks::PROGRAM, "task")],
-        )?;
+        let object = super::kept::Object {
+            label: "block",
+            bytes: OBJECT,
+            globals: &[("own_start", own_start)],
+            programs: &programs,
+            iterators: &[(super::tasks::PROGRAM, "task")],
+            maps: &["procs", "devs", "dropped", "inflight", "inflight_spill", "dirtier"],
+        };
+        let (loaded, (procs, devs, dropped)) = super::kept::load(&object, |loaded, reused| {
+            let procs = SharedArray::map(loaded.map("procs")?, "procs", PROC_WORDS)?;
+            let devs = SharedArray::map(loaded.map("devs")?, "devs", DEV_WORDS)?;
+            let dropped = SharedArray::map(loaded.map("dropped")?, "dropped", 2)?;
+            if reused {
+                // What the last run left: its totals, slots, requests in flight and owners of
+                // dirty pages (whose address a new file may have since taken).
+                procs.clear();
+                devs.clear();
+                dropped.clear();
+                SharedArray::map(loaded.map("inflight")?, "inflight", INFLIGHT_WORDS)?.clear();
+                loaded.empty_hash("inflight_spill")?;
+                loaded.empty_hash("dirtier")?;
+            }
+            Ok((procs, devs, dropped))
+        })?;
         let mut tracer = BlockTracer {
-            procs: SharedArray::map(&ebpf, "procs", PROC_WORDS)?,
-            devs: SharedArray::map(&ebpf, "devs", DEV_WORDS)?,
-            dropped: SharedArray::map(&ebpf, "dropped", 2)?,
-            ebpf,
+            loaded,
+            procs,
+            devs,
+            dropped,
             last_proc: HashMap::new(),
             last_dev: HashMap::new(),
             last_dropped: 0,
@@ -271,7 +289,7 @@ impl BlockTracer {
     /// The task iterator loaded with the tracer, linked (see [`super::tasks`]); the error is
     /// why the scan stays with /proc.
     pub(crate) fn task_iter(&self) -> Result<super::tasks::TaskIter, super::Refusal> {
-        super::tasks::TaskIter::new(&self.ebpf)
+        super::tasks::TaskIter::new(self.loaded.iterator(super::tasks::PROGRAM)?)
     }
 
     /// The change since the previous call (or since start).

@@ -12,12 +12,18 @@ mod btf_blob;
 mod core_btf;
 pub(crate) mod files;
 pub(crate) mod hist;
+#[cfg(feature = "bpf")]
+mod kept;
+#[cfg(feature = "bpf")]
+mod pin;
 pub(crate) mod tasks;
 // Only the profiler (`profile --off-cpu`, `--wall`) reads it.
 #[cfg(feature = "profile")]
 pub(crate) mod offcpu;
 #[cfg(feature = "bpf")]
 mod shared;
+#[cfg(feature = "bpf")]
+mod sys;
 
 #[cfg(feature = "bpf")]
 use std::path::Path;

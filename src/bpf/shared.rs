@@ -4,8 +4,7 @@
 use std::os::fd::AsFd;
 use std::sync::atomic::AtomicU64;
 
-use aya::Ebpf;
-use aya::maps::Map;
+use aya::maps::MapData;
 
 use super::Refusal;
 use crate::mapping::Mapping;
@@ -18,14 +17,15 @@ pub(crate) struct SharedArray {
 }
 
 impl SharedArray {
-    /// Maps the array `name` of the loaded object; its values must be `value_words` words.
-    pub(crate) fn map(ebpf: &Ebpf, name: &str, value_words: usize) -> Result<Self, Refusal> {
-        let Some(Map::Array(data)) = ebpf.map(name) else {
-            return Err(Refusal::Missing(format!("array {name}")));
-        };
+    /// Maps the array `data` (named `name` in its object); its values must be `value_words`
+    /// words.
+    pub(crate) fn map(data: &MapData, name: &str, value_words: usize) -> Result<Self, Refusal> {
         let info = data.info().map_err(|e| super::refusal(name, &e))?;
         if info.value_size() as usize != value_words * 8 {
             return Err(Refusal::ValueSize(name.to_string()));
+        }
+        if !matches!(info.map_type(), Ok(aya::maps::MapType::Array)) {
+            return Err(Refusal::Missing(format!("array {name}")));
         }
         let entries = info.max_entries() as usize;
         let page = Mapping::page_size();
@@ -58,6 +58,16 @@ impl SharedArray {
         unsafe {
             let words = self.map.as_ptr().cast::<AtomicU64>();
             std::slice::from_raw_parts(words.add(index * self.value_words), self.value_words)
+        }
+    }
+
+    /// Zeroes every value: for a kept set, before its programs are attached again (nothing
+    /// writes meanwhile).
+    pub(crate) fn clear(&self) {
+        for index in 0..self.entries {
+            for w in self.value(index) {
+                w.store(0, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 }

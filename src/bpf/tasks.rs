@@ -142,55 +142,13 @@ pub(crate) struct TaskIter {
     buf: Vec<u8>,
 }
 
-/// `bpf()` commands and the iterator's attach type (include/uapi/linux/bpf.h).
-#[cfg(feature = "bpf")]
-const BPF_LINK_CREATE: libc::c_long = 28;
-#[cfg(feature = "bpf")]
-const BPF_ITER_CREATE: libc::c_long = 33;
-#[cfg(feature = "bpf")]
-const BPF_TRACE_ITER: u64 = 28;
-
-/// `bpf(cmd, attr)` for a command that returns a new descriptor. `attr` is the start of
-/// `union bpf_attr` as 64-bit words, the rest zero (the kernel checks that it is).
-#[cfg(feature = "bpf")]
-fn bpf_fd(cmd: libc::c_long, attr: &mut [u64; 8]) -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: `attr` is a valid, writable buffer of the size passed; the kernel reads and may
-    // write only within it.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr.as_mut_ptr(),
-            std::mem::size_of_val(attr),
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let fd = i32::try_from(fd).map_err(|_| std::io::Error::other("descriptor out of range"))?;
-    // SAFETY: on success these commands return a new descriptor that nothing else owns.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
-}
-
 #[cfg(feature = "bpf")]
 impl TaskIter {
-    /// Links the iterator program `ebpf` loaded (see [`super::load`]); the error is why not.
-    pub(crate) fn new(ebpf: &aya::Ebpf) -> Result<TaskIter, super::Refusal> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let program: &aya::programs::Iter = ebpf
-            .program(PROGRAM)
-            .ok_or_else(|| super::Refusal::Missing(format!("program {PROGRAM}")))?
-            .try_into()
-            .map_err(|e| super::refusal(PROGRAM, &e))?;
-        let prog = program.fd().map_err(|e| super::refusal(PROGRAM, &e))?;
-        // link_create: prog_fd, target_fd (none), attach_type, flags; no iterator options
-        // (every task of the caller's pid namespace).
-        let mut attr = [0u64; 8];
-        attr[0] = u64::from(prog.as_fd().as_raw_fd() as u32);
-        attr[1] = BPF_TRACE_ITER;
-        let link = bpf_fd(BPF_LINK_CREATE, &mut attr)
-            .map_err(|e| super::refusal("linking iter/task", &e))?;
+    /// Links the iterator program `prog` (see [`super::kept::Loaded::iterator`]); the error
+    /// is why not.
+    pub(crate) fn new(prog: std::os::fd::BorrowedFd<'_>) -> Result<TaskIter, super::Refusal> {
+        let link =
+            super::sys::iter_link(prog).map_err(|e| super::refusal("linking iter/task", &e))?;
         Ok(TaskIter {
             link,
             buf: Vec::new(),
@@ -200,18 +158,8 @@ impl TaskIter {
     /// Every thread group now.
     pub(crate) fn read(&mut self) -> std::io::Result<Vec<TaskGroup>> {
         use std::io::Read;
-        use std::os::fd::{AsFd, AsRawFd};
-        let mut attr = [
-            u64::from(self.link.as_fd().as_raw_fd() as u32),
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
-        let mut file = std::fs::File::from(bpf_fd(BPF_ITER_CREATE, &mut attr)?);
+        use std::os::fd::AsFd;
+        let mut file = std::fs::File::from(super::sys::iter_open(self.link.as_fd())?);
         self.buf.clear();
         file.read_to_end(&mut self.buf)?;
         Ok(parse(&self.buf))
