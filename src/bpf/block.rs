@@ -240,8 +240,14 @@ const ISSUE: (&str, &str) = ("rq_issue", "block_rq_issue");
 
 #[cfg(feature = "bpf")]
 impl BlockTracer {
-    /// Loads and attaches the programs; the error is a one-line reason for a note.
+    /// Loads and attaches the programs, or takes them from the set an earlier run kept
+    /// loaded (see [`super::pin`]); the error is a one-line reason for a note.
     pub(crate) fn start() -> Result<BlockTracer, super::Refusal> {
+        Self::start_in(std::path::Path::new(super::pin::ROOT))
+    }
+
+    /// [`BlockTracer::start`], with sets kept in the bpffs at `bpffs`.
+    pub(super) fn start_in(bpffs: &std::path::Path) -> Result<BlockTracer, super::Refusal> {
         let sys_block = std::path::Path::new("/sys/block");
         let mut programs = PROGRAMS.to_vec();
         if !every_queue_stamps(sys_block, "wbt_lat_usec") {
@@ -254,24 +260,32 @@ impl BlockTracer {
             globals: &[("own_start", own_start)],
             programs: &programs,
             iterators: &[(super::tasks::PROGRAM, "task")],
-            maps: &["procs", "devs", "dropped", "inflight", "inflight_spill", "dirtier"],
+            maps: &[
+                "procs",
+                "devs",
+                "dropped",
+                "inflight",
+                "inflight_spill",
+                "dirtier",
+            ],
         };
-        let (loaded, (procs, devs, dropped)) = super::kept::load(&object, |loaded, reused| {
-            let procs = SharedArray::map(loaded.map("procs")?, "procs", PROC_WORDS)?;
-            let devs = SharedArray::map(loaded.map("devs")?, "devs", DEV_WORDS)?;
-            let dropped = SharedArray::map(loaded.map("dropped")?, "dropped", 2)?;
-            if reused {
-                // What the last run left: its totals, slots, requests in flight and owners of
-                // dirty pages (whose address a new file may have since taken).
-                procs.clear();
-                devs.clear();
-                dropped.clear();
-                SharedArray::map(loaded.map("inflight")?, "inflight", INFLIGHT_WORDS)?.clear();
-                loaded.empty_hash("inflight_spill")?;
-                loaded.empty_hash("dirtier")?;
-            }
-            Ok((procs, devs, dropped))
-        })?;
+        let (loaded, (procs, devs, dropped)) =
+            super::kept::load(bpffs, &object, |loaded, reused| {
+                let procs = SharedArray::map(loaded.map("procs")?, "procs", PROC_WORDS)?;
+                let devs = SharedArray::map(loaded.map("devs")?, "devs", DEV_WORDS)?;
+                let dropped = SharedArray::map(loaded.map("dropped")?, "dropped", 2)?;
+                if reused {
+                    // What the last run left: its totals, slots, requests in flight and owners of
+                    // dirty pages (whose address a new file may have since taken).
+                    procs.clear();
+                    devs.clear();
+                    dropped.clear();
+                    SharedArray::map(loaded.map("inflight")?, "inflight", INFLIGHT_WORDS)?.clear();
+                    loaded.empty_hash("inflight_spill")?;
+                    loaded.empty_hash("dirtier")?;
+                }
+                Ok((procs, devs, dropped))
+            })?;
         let mut tracer = BlockTracer {
             loaded,
             procs,

@@ -3,11 +3,12 @@
 //! its programs attached.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
 
 use aya::maps::MapData;
 
 use super::Refusal;
-use super::pin::{self, PinDir, Slot};
+use super::pin::{self, KeptSet, PinDir, Slot};
 
 /// What to load: the object, its settings, and what user space uses of it.
 pub(crate) struct Object<'a> {
@@ -68,11 +69,12 @@ impl Loaded {
     }
 }
 
-/// Loads `object` and attaches its programs, from the set an earlier run kept where there is
-/// one; `prepare(loaded, reused)` is given the maps before anything is handed back: when
+/// Loads `object` and attaches its programs, from the set an earlier run kept in the bpffs at
+/// `root` where there is one; `prepare(loaded, reused)` is given the maps before anything is handed back: when
 /// `reused`, before the programs are attached, to clear what the last run left. A kept set
 /// the kernel or `prepare` refuses is removed and the object loaded afresh.
 pub(crate) fn load<T>(
+    root: &Path,
     object: &Object<'_>,
     prepare: impl Fn(&Loaded, bool) -> Result<T, Refusal>,
 ) -> Result<(Loaded, T), Refusal> {
@@ -80,12 +82,12 @@ pub(crate) fn load<T>(
         return Err(reason);
     }
     let name = set_name(object);
-    let slot = match pin::open(&name) {
-        Some(Slot::Kept(dir)) => match reuse(object, dir, &prepare) {
+    let slot = match pin::open(root, &name) {
+        Some(Slot::Kept(set)) => match reuse(object, set, &prepare) {
             Ok(done) => return Ok(done),
-            Err(dir) => {
-                Slot::Kept(dir).discard();
-                pin::open(&name)
+            Err(set) => {
+                set.discard();
+                pin::open(root, &name)
             }
         },
         other => other,
@@ -103,11 +105,16 @@ pub(crate) fn load<T>(
             .map(name)
             .ok_or_else(|| Refusal::Missing(format!("map {name}")))?;
         let data = match map {
-            aya::maps::Map::Array(d) | aya::maps::Map::HashMap(d) | aya::maps::Map::LruHashMap(d) => d,
+            aya::maps::Map::Array(d)
+            | aya::maps::Map::HashMap(d)
+            | aya::maps::Map::LruHashMap(d) => d,
             _ => return Err(Refusal::Missing(format!("map {name} of a known kind"))),
         };
         let fd = dup(data.fd().as_fd(), name)?;
-        maps.push((name, MapData::from_fd(fd).map_err(|e| super::refusal(name, &e))?));
+        maps.push((
+            name,
+            MapData::from_fd(fd).map_err(|e| super::refusal(name, &e))?,
+        ));
     }
     let mut iterators = Vec::new();
     for &(name, _) in object.iterators {
@@ -128,7 +135,10 @@ pub(crate) fn load<T>(
                 .iter()
                 .chain(&iterators)
                 .map(|(n, fd)| (format!("prog-{n}"), fd.as_fd()))
-                .chain(maps.iter().map(|(n, m)| (format!("map-{n}"), m.fd().as_fd())))
+                .chain(
+                    maps.iter()
+                        .map(|(n, m)| (format!("map-{n}"), m.fd().as_fd())),
+                )
                 .collect();
             unpinned.publish(&objects)
         }
@@ -145,17 +155,18 @@ pub(crate) fn load<T>(
     Ok((loaded, prepared))
 }
 
-/// The set kept in `dir`, cleared by `prepare` and attached; `dir` back when it cannot be.
+/// The kept `set`, cleared by `prepare` and attached; `set` back when it cannot be.
 fn reuse<T>(
     object: &Object<'_>,
-    dir: PinDir,
+    set: KeptSet,
     prepare: &impl Fn(&Loaded, bool) -> Result<T, Refusal>,
-) -> Result<(Loaded, T), PinDir> {
+) -> Result<(Loaded, T), KeptSet> {
+    let dir = &set.dir;
     let mut maps = Vec::new();
     for &name in object.maps {
         match dir.get(&format!("map-{name}")).map(MapData::from_fd) {
             Ok(Ok(map)) => maps.push((name, map)),
-            _ => return Err(dir),
+            _ => return Err(set),
         }
     }
     // An iterator the kernel refused when the set was made was not pinned.
@@ -168,7 +179,7 @@ fn reuse<T>(
     for &(name, _) in object.programs {
         match dir.get(&format!("prog-{name}")) {
             Ok(fd) => programs.push(fd),
-            Err(_) => return Err(dir),
+            Err(_) => return Err(set),
         }
     }
     let mut loaded = Loaded {
@@ -179,7 +190,7 @@ fn reuse<T>(
         _dir: None,
     };
     let Ok(prepared) = prepare(&loaded, true) else {
-        return Err(dir);
+        return Err(set);
     };
     for prog in &programs {
         match super::sys::raw_tracepoint_open(prog.as_fd()) {
@@ -187,11 +198,11 @@ fn reuse<T>(
             Err(_) => {
                 // Detach what was attached before giving the set up.
                 loaded._links.clear();
-                return Err(dir);
+                return Err(set);
             }
         }
     }
-    loaded._dir = Some(dir);
+    loaded._dir = Some(set.dir);
     Ok((loaded, prepared))
 }
 
@@ -214,4 +225,180 @@ fn set_name(object: &Object<'_>) -> String {
 fn dup(fd: BorrowedFd<'_>, what: &str) -> Result<OwnedFd, Refusal> {
     fd.try_clone_to_owned()
         .map_err(|e| super::refusal(what, &e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use aya::maps::{HashMap, Map, MapData};
+
+    use crate::bpf::block::BlockTracer;
+    use crate::bpf::shared::SharedArray;
+
+    /// A bpffs of the test's own, unmounted when dropped.
+    struct Bpffs(tempfile::TempDir);
+
+    impl Bpffs {
+        /// `None` (a skip, but in CI, which runs as root on a kernel with BTF) where BPF
+        /// cannot load here.
+        fn mount() -> Option<Bpffs> {
+            let can = rustix::process::geteuid().is_root()
+                && Path::new("/sys/kernel/btf/vmlinux").exists();
+            if !can {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI runs as root on a kernel with BTF: the tracer must load"
+                );
+                eprintln!("skipped: loading BPF needs root and kernel BTF");
+                return None;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            rustix::mount::mount(
+                "bpf",
+                dir.path(),
+                "bpf",
+                rustix::mount::MountFlags::empty(),
+                None,
+            )
+            .expect("mount a bpffs");
+            Some(Bpffs(dir))
+        }
+
+        fn tacho(&self) -> PathBuf {
+            self.0.path().join("tacho")
+        }
+
+        /// The names in ROOT/tacho.
+        fn sets(&self) -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(self.tacho())
+                .map(|d| {
+                    d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        }
+    }
+
+    impl Drop for Bpffs {
+        fn drop(&mut self) {
+            let _ = rustix::mount::unmount(self.0.path(), rustix::mount::UnmountFlags::DETACH);
+        }
+    }
+
+    fn array(pin: &Path) -> SharedArray {
+        let data = MapData::from_pin(pin).unwrap();
+        let words = data.info().unwrap().value_size() as usize / 8;
+        SharedArray::map(&data, "test", words).unwrap()
+    }
+
+    fn hash(pin: &Path) -> HashMap<MapData, u64, [u64; 4]> {
+        let data = MapData::from_pin(pin).unwrap();
+        let lru = data.info().unwrap().map_type().unwrap() == aya::maps::MapType::LruHash;
+        let map = if lru {
+            Map::LruHashMap(data)
+        } else {
+            Map::HashMap(data)
+        };
+        HashMap::try_from(map).unwrap()
+    }
+
+    #[test]
+    fn a_kept_set_is_reused_cleared_and_never_shared_by_two_runs() {
+        let Some(fs) = Bpffs::mount() else { return };
+        // Left by other builds, and by a run that died while pinning: pruned by the first load.
+        std::fs::create_dir_all(fs.tacho().join("block-0000000000000000")).unwrap();
+        std::fs::create_dir(fs.tacho().join("new-1-block-0000000000000000")).unwrap();
+
+        let first = BlockTracer::start_in(fs.0.path()).expect("the block tracer loads");
+        let sets = fs.sets();
+        assert_eq!(sets.len(), 1, "one set, the others pruned: {sets:?}");
+        assert!(sets[0].starts_with("block-"), "{sets:?}");
+        let set = fs.tacho().join(&sets[0]);
+        let inode = std::fs::metadata(&set).unwrap().ino();
+        for pin in [
+            "prog-io_start",
+            "prog-rq_complete",
+            "prog-task_counters",
+            "map-procs",
+        ] {
+            assert!(set.join(pin).exists(), "{pin} pinned in {}", set.display());
+        }
+
+        // What a run leaves behind: totals, a claimed slot, a request in flight, owners.
+        let procs = array(&set.join("map-procs"));
+        let inflight = array(&set.join("map-inflight"));
+        let dropped = array(&set.join("map-dropped"));
+        procs.value(7)[0].store(1 << 63 | 42, Relaxed);
+        procs.value(7)[10].store(4096, Relaxed);
+        inflight.value(3)[0].store(0x1234, Relaxed);
+        dropped.value(0)[0].store(5, Relaxed);
+        let (mut dirtier, mut spill) = (
+            hash(&set.join("map-dirtier")),
+            hash(&set.join("map-inflight_spill")),
+        );
+        dirtier.insert(0xdead, [1, 2, 3, 4], 0).unwrap();
+        spill.insert(0xbeef, [5, 6, 7, 8], 0).unwrap();
+
+        // A second run while the first holds the set loads its own and leaves the set alone.
+        let beside = BlockTracer::start_in(fs.0.path()).expect("a second tracer loads");
+        assert_eq!(
+            procs.value(7)[10].load(Relaxed),
+            4096,
+            "the held set was cleared"
+        );
+        assert_eq!(
+            fs.sets(),
+            sets,
+            "a second set was pinned beside the held one"
+        );
+        drop(beside);
+        drop(first);
+
+        let again = BlockTracer::start_in(fs.0.path()).expect("the kept set is reused");
+        assert_eq!(fs.sets(), sets);
+        assert_eq!(
+            std::fs::metadata(&set).unwrap().ino(),
+            inode,
+            "the set was pinned anew, not reused"
+        );
+        for (what, word) in [
+            ("a slot's key", procs.value(7)[0].load(Relaxed)),
+            ("a slot's bytes", procs.value(7)[10].load(Relaxed)),
+            ("a request in flight", inflight.value(3)[0].load(Relaxed)),
+            ("a drop count", dropped.value(0)[0].load(Relaxed)),
+        ] {
+            assert_eq!(word, 0, "{what} survived into the next run");
+        }
+        assert_eq!(
+            dirtier.keys().count(),
+            0,
+            "an owner of dirty pages survived"
+        );
+        assert_eq!(spill.keys().count(), 0, "a spilled request survived");
+        drop(again);
+    }
+
+    #[test]
+    fn a_tacho_directory_someone_else_could_write_to_is_left_alone() {
+        let Some(fs) = Bpffs::mount() else { return };
+        let tacho = fs.tacho();
+        std::fs::create_dir(&tacho).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        for (uid, mode) in [(65534, 0o700), (0, 0o777), (0, 0o720)] {
+            std::os::unix::fs::chown(&tacho, Some(uid), Some(0)).unwrap();
+            std::fs::set_permissions(&tacho, std::fs::Permissions::from_mode(mode)).unwrap();
+            let tracer = BlockTracer::start_in(fs.0.path()).expect("the tracer loads anyway");
+            assert_eq!(
+                fs.sets(),
+                Vec::<String>::new(),
+                "pinned in a directory of uid {uid}, mode {mode:o}"
+            );
+            drop(tracer);
+        }
+    }
 }

@@ -16,6 +16,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
 
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
 
@@ -25,7 +26,7 @@ use super::sys;
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 /// Where a bpffs is mounted by convention, and tacho's directory in it.
-const ROOT: &str = "/sys/fs/bpf";
+pub(super) const ROOT: &str = "/sys/fs/bpf";
 const DIR: &str = "tacho";
 
 /// Prefix of a set being pinned (renamed into place when whole). bpffs refuses names with a
@@ -38,11 +39,19 @@ pub(super) struct PinDir {
     fd: OwnedFd,
 }
 
+/// A kept set: its directory, and the directory holding it.
+#[derive(Debug)]
+pub(super) struct KeptSet {
+    pub(super) dir: PinDir,
+    parent: OwnedFd,
+    name: CString,
+}
+
 /// Where this run's set is.
 #[derive(Debug)]
 pub(super) enum Slot {
     /// The set was pinned by an earlier run; its lock is now this run's.
-    Kept(PinDir),
+    Kept(KeptSet),
     /// No set yet: load, then [`Unpinned::publish`] what was loaded.
     Unpinned(Unpinned),
 }
@@ -64,14 +73,20 @@ fn allowed() -> bool {
 /// The slot of the set `name` (one object with its settings: see [`set_name`]), or `None`
 /// where sets cannot be kept (no bpffs, a directory someone else could write to, another run
 /// using the set, `TACHO_BPF_PIN=0`): the caller then loads for this run only.
-pub(super) fn open(name: &str) -> Option<Slot> {
+pub(super) fn open(root: &Path, name: &str) -> Option<Slot> {
     if !allowed() {
         return None;
     }
-    let parent = tacho_dir().ok()?;
+    let parent = tacho_dir(root).ok()?;
     let cname = CString::new(name).ok()?;
     match open_locked(&parent, &cname) {
-        Ok(Some(dir)) => return Some(Slot::Kept(dir)),
+        Ok(Some(dir)) => {
+            return Some(Slot::Kept(KeptSet {
+                dir,
+                parent,
+                name: cname,
+            }));
+        }
         // In use by another run.
         Ok(None) => return None,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
@@ -108,11 +123,11 @@ pub(super) fn set_name(label: &str, object: &[u8], settings: &[&str]) -> String 
     format!("{label}-{hex}")
 }
 
-/// /sys/fs/bpf/tacho, made if missing, when /sys/fs/bpf is a bpffs and the directory is root's
-/// alone.
-fn tacho_dir() -> io::Result<OwnedFd> {
+/// ROOT/tacho, made if missing, when `root` (/sys/fs/bpf but in tests) is a bpffs and the
+/// directory is root's alone.
+fn tacho_dir(root: &Path) -> io::Result<OwnedFd> {
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let root = rustix::fs::open(ROOT, dir_flags, Mode::empty())?;
+    let root = rustix::fs::open(root, dir_flags, Mode::empty())?;
     if rustix::fs::fstatfs(&root)?.f_type != BPF_FS_MAGIC {
         return Err(io::Error::other("not a bpffs"));
     }
@@ -179,29 +194,13 @@ impl PinDir {
     }
 }
 
-impl Slot {
-    /// Removes a kept set that could not be reused (the kernel refused it, or it lacked an
+impl KeptSet {
+    /// Removes a set that could not be reused (the kernel refused it, or it lacked an
     /// object), so the next run loads and pins afresh.
     pub(super) fn discard(self) {
-        if let Slot::Kept(dir) = self
-            && let Ok(parent) = tacho_dir()
-        {
-            dir.empty();
-            if let Some(name) = set_dir_name(&parent, &dir) {
-                let _ = rustix::fs::unlinkat(&parent, name.as_c_str(), AtFlags::REMOVEDIR);
-            }
-        }
+        self.dir.empty();
+        let _ = rustix::fs::unlinkat(&self.parent, self.name.as_c_str(), AtFlags::REMOVEDIR);
     }
-}
-
-/// The entry of `parent` that is `dir` (same inode).
-fn set_dir_name(parent: &OwnedFd, dir: &PinDir) -> Option<CString> {
-    let want = rustix::fs::fstat(&dir.fd).ok()?.st_ino;
-    rustix::fs::Dir::read_from(parent)
-        .ok()?
-        .filter_map(Result::ok)
-        .find(|e| e.ino() == want)
-        .map(|e| e.file_name().to_owned())
 }
 
 impl Unpinned {
