@@ -1,0 +1,190 @@
+//! The block tracer kept loaded between runs (`src/bpf/pin.rs`), end to end, in a mount
+//! namespace of the test's own with a bpffs at /sys/fs/bpf, as systemd mounts one at boot:
+//! the first run pins, the next reuses without loading anything and attributes I/O as well.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{
+    LoopDev, SpawnPiped, direct_writer, have_tool, is_root, skip, stderr, wait_output,
+};
+
+/// A process holding a private mount namespace with a bpffs at /sys/fs/bpf; the namespace
+/// and its pins go when it is killed.
+struct Namespace(Child);
+
+impl Namespace {
+    fn new(test: &str) -> Option<Namespace> {
+        if !is_root() || !have_tool("unshare") || !have_tool("nsenter") {
+            skip(&format!("{test}: needs root, unshare and nsenter"));
+            return None;
+        }
+        let mut holder = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t bpf bpf /sys/fs/bpf && echo ready && exec sleep 300")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("unshare runs");
+        let mut line = String::new();
+        BufReader::new(holder.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "ready",
+            "mounting a bpffs in a namespace failed"
+        );
+        Some(Namespace(holder))
+    }
+
+    /// `program` run in the namespace.
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg("-t")
+            .arg(self.0.id().to_string())
+            .args(["-m", "--"])
+            .arg(program)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// The entries of /sys/fs/bpf/tacho in the namespace (none when it is missing).
+    fn sets(&self) -> Vec<String> {
+        let out = self
+            .command("sh")
+            .args(["-c", "ls /sys/fs/bpf/tacho 2>/dev/null || true"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const TOP: [&str; 7] = [
+    "top",
+    "--json",
+    "--latency",
+    "--interval",
+    "2s",
+    "--count",
+    "1",
+];
+
+/// Checks that `out`, one report of `top --json --latency`, gives the writer `pid` all the
+/// writes on `dev` (at least 4 MiB) and the device its service times.
+fn assert_attributed(out: &std::process::Output, dev: &LoopDev, pid: u32, run: &str) {
+    assert!(out.status.success(), "{run}: tacho failed: {}", stderr(out));
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON line");
+    let name = dev.name();
+    let written = |by: Option<u32>| -> u64 {
+        doc["processes"]
+            .as_array()
+            .expect("processes")
+            .iter()
+            .filter(|p| p["op"] == "write" && p["device"] == name.as_str())
+            .filter(|p| by.is_none_or(|pid| p["pid"] == pid))
+            .map(|p| p["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let (by_writer, total) = (written(Some(pid)), written(None));
+    assert!(
+        by_writer >= 4 << 20,
+        "{run}: the writer {pid} wrote only {by_writer} bytes: {line}"
+    );
+    assert!(
+        by_writer as f64 >= 0.99 * total as f64,
+        "{run}: the writer {pid} has {by_writer} of {total} bytes: {line}"
+    );
+    let device = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["device"] == name.as_str())
+        .unwrap_or_else(|| panic!("{run}: no latency for {name}: {line}"));
+    assert!(
+        device["service"]["requests"].as_u64().unwrap() > 0,
+        "{run}: {line}"
+    );
+}
+
+#[test]
+fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
+    let test = "a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first";
+    if !have_tool("strace") {
+        skip(&format!("{test}: strace is not installed"));
+        return;
+    }
+    let Some(ns) = Namespace::new(test) else {
+        return;
+    };
+    let (Some(a), Some(b)) = (LoopDev::new(test, 64 << 20), LoopDev::new(test, 64 << 20)) else {
+        return;
+    };
+    let tacho = env!("CARGO_BIN_EXE_tacho");
+
+    let writer = direct_writer(a.path());
+    let first = wait_output(
+        ns.command(tacho).args(TOP).spawn_piped(),
+        Duration::from_secs(60),
+    );
+    assert_attributed(&first, &a, writer.0.id(), "first run");
+    drop(writer);
+    let sets = ns.sets();
+    assert!(
+        sets.len() == 1 && sets[0].starts_with("block-"),
+        "the first run kept one set: {sets:?}"
+    );
+
+    // The second run, on another device, under strace: nothing is loaded, only reopened.
+    let trace = tempfile::NamedTempFile::new().unwrap();
+    let writer = direct_writer(b.path());
+    let second = wait_output(
+        ns.command("strace")
+            .args(["-f", "-e", "trace=bpf", "-o"])
+            .arg(trace.path())
+            .arg(tacho)
+            .args(TOP)
+            .spawn_piped(),
+        Duration::from_secs(60),
+    );
+    assert_attributed(&second, &b, writer.0.id(), "second run");
+    let calls = std::fs::read_to_string(trace.path()).unwrap();
+    assert!(
+        !calls.contains("BPF_PROG_LOAD"),
+        "the second run loaded programs:\n{calls}"
+    );
+    assert!(
+        calls.contains("BPF_OBJ_GET") && calls.contains("BPF_RAW_TRACEPOINT_OPEN"),
+        "the second run did not reopen and attach the kept set:\n{calls}"
+    );
+    assert_eq!(ns.sets(), sets, "the second run pinned another set");
+}
+
+#[test]
+fn tacho_bpf_pin_0_keeps_nothing() {
+    let test = "tacho_bpf_pin_0_keeps_nothing";
+    let Some(ns) = Namespace::new(test) else {
+        return;
+    };
+    let out = wait_output(
+        ns.command(env!("CARGO_BIN_EXE_tacho"))
+            .env("TACHO_BPF_PIN", "0")
+            .args(["top", "--json", "--interval", "100ms", "--count", "1"])
+            .spawn_piped(),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "tacho failed: {}", stderr(&out));
+    assert_eq!(ns.sets(), Vec::<String>::new(), "a set was kept");
+}
