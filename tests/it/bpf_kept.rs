@@ -185,6 +185,12 @@ fn tacho_bpf_pin_0_keeps_nothing() {
             .spawn_piped(),
         Duration::from_secs(60),
     );
-    assert!(out.status.success(), "tacho failed: {}", stderr(&out));
+    // 1 says a sample had a warning (the I/O pressure other tests leave, say).
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)) && out.stdout.starts_with(b"{"),
+        "tacho failed ({}): {}",
+        out.status,
+        stderr(&out)
+    );
     assert_eq!(ns.sets(), Vec::<String>::new(), "a set was kept");
 }
