@@ -10,6 +10,10 @@ Commands timed (each with its output thrown away):
   check      tacho check: the host checks
   top        tacho top --count 1 --json: one sample (its work includes the 1 s interval)
   top-noebpf the same with --no-ebpf: top without loading its block tracer
+  top-fresh  top with TACHO_BPF_PIN=0 (with --bpffs): the tracer loaded anew, never reused
+With --bpffs the runs have a bpffs at /sys/fs/bpf of their own (benches/kept_bpf.py), so `top`
+keeps its tracer loaded between runs as on a systemd machine: the first run loads and pins it,
+the others reuse it.
 Every round runs each command once (each binary, with --baseline) in a rotating order, so
 drift of the machine hits them alike; the table shows medians and the spread (p10..p90) of
 wall time and of user+system CPU of the child. "beyond version" is a command's median minus
@@ -25,6 +29,8 @@ import subprocess
 import sys
 import time
 
+import kept_bpf
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TACHO = os.path.join(ROOT, "target", "release", "tacho")
 
@@ -34,13 +40,18 @@ COMMANDS = {
     "check": ["check"],
     "top": ["top", "--count", "1", "--json"],
     "top-noebpf": ["top", "--count", "1", "--json", "--no-ebpf"],
+    "top-fresh": ["top", "--count", "1", "--json"],
 }
 
+# Environment added per command.
+ENV = {"top-fresh": kept_bpf.FRESH}
 
-def timed(cmd):
+
+def timed(cmd, env=None):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                   env=kept_bpf.env(env))
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -57,19 +68,25 @@ def main():
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--baseline", metavar="OLD_TACHO", help="a previous build to run beside")
     ap.add_argument("--only", nargs="*", choices=list(COMMANDS), help="commands to time")
+    ap.add_argument("--bpffs", action="store_true",
+                    help="run with a bpffs of the bench's own, so top keeps its tracer loaded")
     args = ap.parse_args()
+    if args.bpffs:
+        kept_bpf.enter()
     if not os.path.exists(TACHO):
         sys.exit(f"build first: cargo build --release ({TACHO} missing)")
     binaries = {"tacho": TACHO}
     if args.baseline:
         binaries["baseline"] = args.baseline
     names = ["version"] + [c for c in (args.only or COMMANDS) if c != "version"]
+    if not args.bpffs:
+        names = [c for c in names if c != "top-fresh"]
     cases = [(b, c) for c in names for b in binaries]
     runs = {case: [] for case in cases}
     for i in range(args.runs):
         order = cases[i % len(cases):] + cases[:i % len(cases)]
         for b, c in order:
-            runs[(b, c)].append(timed([binaries[b], *COMMANDS[c]]))
+            runs[(b, c)].append(timed([binaries[b], *COMMANDS[c]], ENV.get(c)))
     print(f"{'command':<10} {'build':<9} {'wall ms':>8} {'p10..p90':>15} {'CPU ms':>7} "
           f"{'beyond version':>15}")
     for b, c in cases:
