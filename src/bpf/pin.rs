@@ -192,14 +192,20 @@ impl PinDir {
             let _ = rustix::fs::unlinkat(&self.fd, n.as_c_str(), AtFlags::empty());
         }
     }
+
+    /// Unpins everything and removes the directory, `name` in `parent`: this run holds its
+    /// lock.
+    fn remove(self, parent: &OwnedFd, name: &CString) {
+        self.empty();
+        let _ = rustix::fs::unlinkat(parent, name.as_c_str(), AtFlags::REMOVEDIR);
+    }
 }
 
 impl KeptSet {
     /// Removes a set that could not be reused (the kernel refused it, or it lacked an
     /// object), so the next run loads and pins afresh.
     pub(super) fn discard(self) {
-        self.dir.empty();
-        let _ = rustix::fs::unlinkat(&self.parent, self.name.as_c_str(), AtFlags::REMOVEDIR);
+        self.dir.remove(&self.parent, &self.name);
     }
 }
 
@@ -217,7 +223,7 @@ impl Unpinned {
         });
         if placed.is_err() {
             // Includes losing a race to another run that published the same set first.
-            remove_set(&self.parent, &self.tmp);
+            self.dir.remove(&self.parent, &self.tmp);
             return None;
         }
         prune(&self.parent, &self.name);
@@ -228,8 +234,7 @@ impl Unpinned {
 /// Unpins and removes the set `name` of `parent` unless a run holds it.
 fn remove_set(parent: &OwnedFd, name: &CString) {
     if let Ok(Some(dir)) = open_locked(parent, name) {
-        dir.empty();
-        let _ = rustix::fs::unlinkat(parent, name.as_c_str(), AtFlags::REMOVEDIR);
+        dir.remove(parent, name);
     }
 }
 
