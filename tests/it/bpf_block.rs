@@ -48,52 +48,80 @@ fn two_writers_on_two_loop_devices_are_each_attributed_to_their_own() {
             .spawn_piped(),
         Duration::from_secs(60),
     );
-    assert!(out.status.success(), "tacho failed: {}", stderr(&out));
-    let line = String::from_utf8_lossy(&out.stdout).into_owned();
-    let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON line");
-    assert_eq!(doc["schema"], "tacho.top.latency.v1", "{line}");
-    let procs = doc["processes"].as_array().expect("processes");
+    let doc = assert_attributed(&out, &a, wa.0.id(), "a");
+    assert_attributed(&out, &b, wb.0.id(), "b");
     for (dev, pid, other) in [(&a, wa.0.id(), &b), (&b, wb.0.id(), &a)] {
-        let name = dev.name();
-        let written = |filter: &dyn Fn(&serde_json::Value) -> bool| -> u64 {
-            procs
-                .iter()
-                .filter(|p| p["op"] == "write" && filter(p))
-                .map(|p| p["bytes"].as_u64().unwrap())
-                .sum()
-        };
-        let device_total = written(&|p| p["device"] == name.as_str());
-        let by_writer = written(&|p| p["device"] == name.as_str() && p["pid"] == pid);
-        let elsewhere = written(&|p| p["device"] == other.name().as_str() && p["pid"] == pid);
-        assert!(
-            by_writer >= 4 << 20,
-            "{name}: the writer {pid} wrote only {by_writer} bytes: {line}"
-        );
-        assert!(
-            by_writer as f64 >= 0.99 * device_total as f64,
-            "{name}: writer {pid} has {by_writer} of {device_total} bytes: {line}"
-        );
-        assert_eq!(
-            elsewhere,
-            0,
-            "writer {pid} attributed to {}: {line}",
-            other.name()
-        );
-        let device = doc["devices"]
+        let elsewhere: u64 = doc["processes"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|d| d["device"] == name.as_str())
-            .unwrap_or_else(|| panic!("no latency for {name}: {line}"));
-        assert!(
-            device["service"]["requests"].as_u64().unwrap() > 0,
-            "{line}"
-        );
-        assert!(
-            device["service"]["p99_us"].as_f64().unwrap()
-                >= device["service"]["p50_us"].as_f64().unwrap()
+            .filter(|p| p["op"] == "write" && p["pid"] == pid)
+            .filter(|p| p["device"] == other.name().as_str())
+            .map(|p| p["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            elsewhere,
+            0,
+            "writer {pid} of {} attributed to {}: {doc}",
+            dev.name(),
+            other.name()
         );
     }
+}
+
+/// Checks that `out`, one report of `top --json --latency` (`what` in messages), gives the
+/// writer `pid` all the writes on `dev` (at least 4 MiB) and the device its service times;
+/// returns the report.
+pub(crate) fn assert_attributed(
+    out: &std::process::Output,
+    dev: &LoopDev,
+    pid: u32,
+    what: &str,
+) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{what}: tacho failed: {}",
+        stderr(out)
+    );
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON line");
+    assert_eq!(doc["schema"], "tacho.top.latency.v1", "{line}");
+    let name = dev.name();
+    let written = |by: Option<u32>| -> u64 {
+        doc["processes"]
+            .as_array()
+            .expect("processes")
+            .iter()
+            .filter(|p| p["op"] == "write" && p["device"] == name.as_str())
+            .filter(|p| by.is_none_or(|pid| p["pid"] == pid))
+            .map(|p| p["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let (by_writer, total) = (written(Some(pid)), written(None));
+    assert!(
+        by_writer >= 4 << 20,
+        "{what}: the writer {pid} wrote only {by_writer} bytes on {name}: {line}"
+    );
+    assert!(
+        by_writer as f64 >= 0.99 * total as f64,
+        "{what}: the writer {pid} has {by_writer} of {total} bytes on {name}: {line}"
+    );
+    let device = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["device"] == name.as_str())
+        .unwrap_or_else(|| panic!("{what}: no latency for {name}: {line}"));
+    assert!(
+        device["service"]["requests"].as_u64().unwrap() > 0,
+        "{what}: {line}"
+    );
+    assert!(
+        device["service"]["p99_us"].as_f64().unwrap()
+            >= device["service"]["p50_us"].as_f64().unwrap(),
+        "{what}: {line}"
+    );
+    doc
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::bpf_block::assert_attributed;
 use crate::common::{
     LoopDev, SpawnPiped, direct_writer, have_tool, is_root, skip, stderr, wait_output,
 };
@@ -80,44 +81,6 @@ const TOP: [&str; 7] = [
     "--count",
     "1",
 ];
-
-/// Checks that `out`, one report of `top --json --latency`, gives the writer `pid` all the
-/// writes on `dev` (at least 4 MiB) and the device its service times.
-fn assert_attributed(out: &std::process::Output, dev: &LoopDev, pid: u32, run: &str) {
-    assert!(out.status.success(), "{run}: tacho failed: {}", stderr(out));
-    let line = String::from_utf8_lossy(&out.stdout).into_owned();
-    let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON line");
-    let name = dev.name();
-    let written = |by: Option<u32>| -> u64 {
-        doc["processes"]
-            .as_array()
-            .expect("processes")
-            .iter()
-            .filter(|p| p["op"] == "write" && p["device"] == name.as_str())
-            .filter(|p| by.is_none_or(|pid| p["pid"] == pid))
-            .map(|p| p["bytes"].as_u64().unwrap())
-            .sum()
-    };
-    let (by_writer, total) = (written(Some(pid)), written(None));
-    assert!(
-        by_writer >= 4 << 20,
-        "{run}: the writer {pid} wrote only {by_writer} bytes: {line}"
-    );
-    assert!(
-        by_writer as f64 >= 0.99 * total as f64,
-        "{run}: the writer {pid} has {by_writer} of {total} bytes: {line}"
-    );
-    let device = doc["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["device"] == name.as_str())
-        .unwrap_or_else(|| panic!("{run}: no latency for {name}: {line}"));
-    assert!(
-        device["service"]["requests"].as_u64().unwrap() > 0,
-        "{run}: {line}"
-    );
-}
 
 #[test]
 fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
