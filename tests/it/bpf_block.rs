@@ -27,6 +27,17 @@ fn latency_under_setpriv(options: &[&str]) -> std::process::Output {
     wait_output(cmd.spawn_piped(), Duration::from_secs(60))
 }
 
+/// One report of per-process attribution and device latency, over 2 s.
+pub(crate) const TOP_LATENCY: [&str; 7] = [
+    "top",
+    "--json",
+    "--latency",
+    "--interval",
+    "2s",
+    "--count",
+    "1",
+];
+
 #[test]
 fn two_writers_on_two_loop_devices_are_each_attributed_to_their_own() {
     let test = "two_writers_on_two_loop_devices_are_each_attributed_to_their_own";
@@ -35,17 +46,7 @@ fn two_writers_on_two_loop_devices_are_each_attributed_to_their_own() {
     };
     let (wa, wb) = (direct_writer(a.path()), direct_writer(b.path()));
     let out = wait_output(
-        tacho()
-            .args([
-                "top",
-                "--json",
-                "--latency",
-                "--interval",
-                "2s",
-                "--count",
-                "1",
-            ])
-            .spawn_piped(),
+        tacho().args(TOP_LATENCY).spawn_piped(),
         Duration::from_secs(60),
     );
     let doc = assert_attributed(&out, &a, wa.0.id(), "a");

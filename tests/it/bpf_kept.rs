@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::bpf_block::assert_attributed;
+use crate::bpf_block::{TOP_LATENCY, assert_attributed};
 use crate::common::{
     LoopDev, SpawnPiped, direct_writer, have_tool, is_root, skip, stderr, wait_output,
 };
@@ -72,16 +72,6 @@ impl Drop for Namespace {
     }
 }
 
-const TOP: [&str; 7] = [
-    "top",
-    "--json",
-    "--latency",
-    "--interval",
-    "2s",
-    "--count",
-    "1",
-];
-
 #[test]
 fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
     let test = "a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first";
@@ -99,7 +89,7 @@ fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
 
     let writer = direct_writer(a.path());
     let first = wait_output(
-        ns.command(tacho).args(TOP).spawn_piped(),
+        ns.command(tacho).args(TOP_LATENCY).spawn_piped(),
         Duration::from_secs(60),
     );
     assert_attributed(&first, &a, writer.0.id(), "first run");
@@ -118,7 +108,7 @@ fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
             .args(["-f", "-e", "trace=bpf", "-o"])
             .arg(trace.path())
             .arg(tacho)
-            .args(TOP)
+            .args(TOP_LATENCY)
             .spawn_piped(),
         Duration::from_secs(60),
     );
