@@ -72,7 +72,7 @@ pub(crate) struct BlockTracer(std::convert::Infallible);
 #[cfg(not(feature = "bpf"))]
 impl BlockTracer {
     /// Always the missing feature, as a refusal.
-    pub(crate) fn start() -> Result<BlockTracer, super::Refusal> {
+    pub(crate) fn start(_keep: bool) -> Result<BlockTracer, super::Refusal> {
         Err(super::missing())
     }
 
@@ -240,14 +240,17 @@ const ISSUE: (&str, &str) = ("rq_issue", "block_rq_issue");
 
 #[cfg(feature = "bpf")]
 impl BlockTracer {
-    /// Loads and attaches the programs, or takes them from the set an earlier run kept
-    /// loaded (see [`super::pin`]); the error is a one-line reason for a note.
-    pub(crate) fn start() -> Result<BlockTracer, super::Refusal> {
-        Self::start_in(std::path::Path::new(super::pin::ROOT))
+    /// Loads and attaches the programs; with `keep`, takes them from the set an earlier run
+    /// kept loaded for the boot, or keeps them for later runs (see [`super::pin`]): what a
+    /// short run gains most from, and what a run of days (a recorder) should not hold from
+    /// every other run. The error is a one-line reason for a note.
+    pub(crate) fn start(keep: bool) -> Result<BlockTracer, super::Refusal> {
+        Self::start_in(keep.then(|| std::path::Path::new(super::pin::ROOT)))
     }
 
-    /// [`BlockTracer::start`], with sets kept in the bpffs at `bpffs`.
-    pub(super) fn start_in(bpffs: &std::path::Path) -> Result<BlockTracer, super::Refusal> {
+    /// [`BlockTracer::start`], with sets kept in the bpffs at `bpffs` (none: for this run
+    /// only).
+    pub(super) fn start_in(bpffs: Option<&std::path::Path>) -> Result<BlockTracer, super::Refusal> {
         let sys_block = std::path::Path::new("/sys/block");
         let mut programs = PROGRAMS.to_vec();
         if !every_queue_stamps(sys_block, "wbt_lat_usec") {

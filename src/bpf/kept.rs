@@ -70,11 +70,11 @@ impl Loaded {
 }
 
 /// Loads `object` and attaches its programs, from the set an earlier run kept in the bpffs at
-/// `root` where there is one; `prepare(loaded, reused)` is given the maps before anything is handed back: when
+/// `root` where there is one (no `root`: for this run only, nothing kept); `prepare(loaded, reused)` is given the maps before anything is handed back: when
 /// `reused`, before the programs are attached, to clear what the last run left. A kept set
 /// the kernel or `prepare` refuses is removed and the object loaded afresh.
 pub(crate) fn load<T>(
-    root: &Path,
+    root: Option<&Path>,
     object: &Object<'_>,
     prepare: impl Fn(&Loaded, bool) -> Result<T, Refusal>,
 ) -> Result<(Loaded, T), Refusal> {
@@ -82,12 +82,12 @@ pub(crate) fn load<T>(
         return Err(reason);
     }
     let name = set_name(object);
-    let slot = match pin::open(root, &name) {
+    let slot = match root.and_then(|root| pin::open(root, &name)) {
         Some(Slot::Kept(set)) => match reuse(object, set, &prepare) {
             Ok(done) => return Ok(done),
             Err(set) => {
                 set.discard();
-                pin::open(root, &name)
+                root.and_then(|root| pin::open(root, &name))
             }
         },
         other => other,
@@ -314,7 +314,7 @@ mod tests {
         std::fs::create_dir_all(fs.tacho().join("block-0000000000000000")).unwrap();
         std::fs::create_dir(fs.tacho().join("new-1-block-0000000000000000")).unwrap();
 
-        let first = BlockTracer::start_in(fs.0.path()).expect("the block tracer loads");
+        let first = BlockTracer::start_in(Some(fs.0.path())).expect("the block tracer loads");
         let sets = fs.sets();
         assert_eq!(sets.len(), 1, "one set, the others pruned: {sets:?}");
         assert!(sets[0].starts_with("block-"), "{sets:?}");
@@ -345,7 +345,7 @@ mod tests {
         spill.insert(0xbeef, [5, 6, 7, 8], 0).unwrap();
 
         // A second run while the first holds the set loads its own and leaves the set alone.
-        let beside = BlockTracer::start_in(fs.0.path()).expect("a second tracer loads");
+        let beside = BlockTracer::start_in(Some(fs.0.path())).expect("a second tracer loads");
         assert_eq!(
             procs.value(7)[10].load(Relaxed),
             4096,
@@ -359,27 +359,35 @@ mod tests {
         drop(beside);
         drop(first);
 
-        let again = BlockTracer::start_in(fs.0.path()).expect("the kept set is reused");
+        let again = BlockTracer::start_in(Some(fs.0.path())).expect("the kept set is reused");
         assert_eq!(fs.sets(), sets);
         assert_eq!(
             std::fs::metadata(&set).unwrap().ino(),
             inode,
             "the set was pinned anew, not reused"
         );
-        for (what, word) in [
-            ("a slot's key", procs.value(7)[0].load(Relaxed)),
-            ("a slot's bytes", procs.value(7)[10].load(Relaxed)),
-            ("a request in flight", inflight.value(3)[0].load(Relaxed)),
-            ("a drop count", dropped.value(0)[0].load(Relaxed)),
-        ] {
-            assert_eq!(word, 0, "{what} survived into the next run");
-        }
-        assert_eq!(
-            dirtier.keys().count(),
-            0,
+        // The programs run again by now, and the machine's own I/O may claim slots and
+        // record owners: what must be gone is what was planted.
+        assert_ne!(
+            procs.value(7)[0].load(Relaxed),
+            1 << 63 | 42,
+            "a slot's key survived into the next run"
+        );
+        assert_ne!(
+            inflight.value(3)[0].load(Relaxed),
+            0x1234,
+            "a request in flight survived"
+        );
+        assert_ne!(
+            dropped.value(0)[0].load(Relaxed),
+            5,
+            "a drop count survived"
+        );
+        assert!(
+            dirtier.get(&0xdead, 0).is_err(),
             "an owner of dirty pages survived"
         );
-        assert_eq!(spill.keys().count(), 0, "a spilled request survived");
+        assert!(spill.get(&0xbeef, 0).is_err(), "a spilled request survived");
         drop(again);
     }
 
@@ -392,7 +400,7 @@ mod tests {
         for (uid, mode) in [(65534, 0o700), (0, 0o777), (0, 0o720)] {
             std::os::unix::fs::chown(&tacho, Some(uid), Some(0)).unwrap();
             std::fs::set_permissions(&tacho, std::fs::Permissions::from_mode(mode)).unwrap();
-            let tracer = BlockTracer::start_in(fs.0.path()).expect("the tracer loads anyway");
+            let tracer = BlockTracer::start_in(Some(fs.0.path())).expect("the tracer loads anyway");
             assert_eq!(
                 fs.sets(),
                 Vec::<String>::new(),

@@ -249,7 +249,9 @@ mod tests {
 mod without_bpf {
     #[test]
     fn the_tracers_never_start_and_say_which_feature_is_missing() {
-        let block = super::block::BlockTracer::start().map(|_| ()).unwrap_err();
+        let block = super::block::BlockTracer::start(true)
+            .map(|_| ())
+            .unwrap_err();
         let files = super::files::FileTracer::start().map(|_| ()).unwrap_err();
         #[cfg(feature = "profile")]
         let offcpu = Some(

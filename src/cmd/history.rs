@@ -72,7 +72,9 @@ pub fn record(args: &HistoryRecordArgs, settings: &Settings) -> Result<ExitCode>
     let mut sampler = Sampler::new(SysRoot::real()).context("cannot start sampling")?;
     // As live `top` does: each request's submitter, so a replay blames the writer exactly
     // (not the shell that reaped it). Without eBPF, the samples say why and /proc stands in.
-    sampler.trace_block_io();
+    // Loaded for this run alone: a recorder runs for days, and holding the set kept for the
+    // boot would make every `top` beside it load its own.
+    sampler.trace_block_io(false);
     if args.waits {
         sampler.trace_waits();
     }

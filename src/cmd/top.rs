@@ -115,7 +115,7 @@ pub fn run(args: &TopArgs, settings: &Settings) -> Result<ExitCode> {
     // As root, disk verdicts name each request's submitter (eBPF); others keep the cgroup
     // counters and /proc, which say so in their attribution.
     if !args.no_ebpf && rustix::process::geteuid().is_root() {
-        sampler.trace_block_io();
+        sampler.trace_block_io(true);
     }
     // Asked for: each sample says why not where it cannot run (no root, no BPF).
     if args.waits && !args.no_ebpf {

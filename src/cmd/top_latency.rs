@@ -24,7 +24,7 @@ pub(crate) fn run(
     top: usize,
     verdict: &mut dyn FnMut() -> Result<String>,
 ) -> Result<std::result::Result<ExitCode, String>> {
-    let mut tracer = match BlockTracer::start() {
+    let mut tracer = match BlockTracer::start(true) {
         Ok(t) => t,
         Err(reason) => return Ok(Err(reason.to_string())),
     };

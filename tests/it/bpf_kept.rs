@@ -147,3 +147,26 @@ fn tacho_bpf_pin_0_keeps_nothing() {
     );
     assert_eq!(ns.sets(), Vec::<String>::new(), "a set was kept");
 }
+
+#[test]
+fn a_recorder_loads_its_tracer_for_itself_and_keeps_nothing() {
+    let test = "a_recorder_loads_its_tracer_for_itself_and_keeps_nothing";
+    let Some(ns) = Namespace::new(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = wait_output(
+        ns.command(env!("CARGO_BIN_EXE_tacho"))
+            .args(["record", "--interval", "100ms", "--count", "2", "--dir"])
+            .arg(dir.path())
+            .spawn_piped(),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "tacho record failed: {}",
+        stderr(&out)
+    );
+    // A recorder runs for days: holding the kept set would make every `top` load its own.
+    assert_eq!(ns.sets(), Vec::<String>::new(), "the recorder kept a set");
+}

@@ -210,8 +210,11 @@ impl Sampler {
     /// exactly (root, BPF and kernel BTF; otherwise each sample says why not). The process
     /// scan then reads every task's counters from the tracer's task iterator where it loads
     /// (one read instead of two /proc files per process), and /proc's files otherwise.
-    pub fn trace_block_io(&mut self) {
-        let block = BlockTracer::start();
+    /// `keep`: take the tracer from the set kept loaded for the boot, or keep it for later
+    /// runs (short runs gain most; a recorder running for days loads its own, so it never
+    /// holds the set from them).
+    pub fn trace_block_io(&mut self, keep: bool) {
+        let block = BlockTracer::start(keep);
         // The iterator walks this machine's tasks by their kernel pids: only where /proc is
         // this machine's and shows those pids.
         if let Ok(tracer) = &block

@@ -294,7 +294,7 @@ time.sleep(30)
     fn the_iterator_agrees_with_proc() {
         use std::io::BufRead;
         use std::process::{Command, Stdio};
-        let tracer = match crate::bpf::block::BlockTracer::start() {
+        let tracer = match crate::bpf::block::BlockTracer::start(false) {
             Ok(t) => t,
             Err(why) => {
                 assert!(
