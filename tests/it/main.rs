@@ -16,6 +16,7 @@ mod bpf_block;
 #[cfg(feature = "bpf")]
 mod bpf_files;
 mod bpf_iops;
+#[cfg(feature = "bpf")]
 mod bpf_kept;
 #[cfg(feature = "bpf")]
 mod bpf_svctm;
