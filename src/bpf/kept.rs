@@ -70,9 +70,10 @@ impl Loaded {
 }
 
 /// Loads `object` and attaches its programs, from the set an earlier run kept in the bpffs at
-/// `root` where there is one (no `root`: for this run only, nothing kept); `prepare(loaded, reused)` is given the maps before anything is handed back: when
-/// `reused`, before the programs are attached, to clear what the last run left. A kept set
-/// the kernel or `prepare` refuses is removed and the object loaded afresh.
+/// `root` where there is one (no `root`: for this run only, nothing kept).
+/// `prepare(loaded, reused)` is given the maps before anything is handed back: when `reused`,
+/// before the programs are attached, to clear what the last run left. A kept set the kernel
+/// or `prepare` refuses is removed and the object loaded afresh.
 pub(crate) fn load<T>(
     root: Option<&Path>,
     object: &Object<'_>,
@@ -123,23 +124,24 @@ pub(crate) fn load<T>(
             iterators.push((name, dup(fd.as_fd(), name)?));
         }
     }
-    let mut programs = Vec::new();
-    for &(name, _) in object.programs {
-        if let Some(fd) = ebpf.program(name).and_then(|p| p.fd().ok()) {
-            programs.push((name, dup(fd.as_fd(), name)?));
-        }
-    }
     let dir = match slot {
         Some(Slot::Unpinned(unpinned)) => {
-            let objects: Vec<(String, BorrowedFd<'_>)> = programs
-                .iter()
-                .chain(&iterators)
-                .map(|(n, fd)| (format!("prog-{n}"), fd.as_fd()))
-                .chain(
-                    maps.iter()
-                        .map(|(n, m)| (format!("map-{n}"), m.fd().as_fd())),
-                )
-                .collect();
+            let mut objects: Vec<(String, BorrowedFd<'_>)> = Vec::new();
+            for &(name, _) in object.programs {
+                let program = ebpf.program(name).and_then(|p| p.fd().ok());
+                if let Some(fd) = program {
+                    objects.push((format!("prog-{name}"), fd.as_fd()));
+                }
+            }
+            objects.extend(
+                iterators
+                    .iter()
+                    .map(|(n, fd)| (format!("prog-{n}"), fd.as_fd())),
+            );
+            objects.extend(
+                maps.iter()
+                    .map(|(n, m)| (format!("map-{n}"), m.fd().as_fd())),
+            );
             unpinned.publish(&objects)
         }
         _ => None,

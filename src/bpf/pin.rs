@@ -7,8 +7,9 @@
 //! `TACHO_BPF_PIN=0` keeps a run from pinning or reusing anything.
 //!
 //! Only where a bpffs is already mounted at /sys/fs/bpf (systemd mounts one at boot): tacho
-//! mounts nothing. Only for the runs that ask (`top`; not the recorder, which runs for days). The run using a set holds `flock` on its directory, so a second tacho at the
-//! same time loads its own. Among strangers: bpffs's root is world-writable (sticky), so the
+//! mounts nothing. Only for the runs that ask (`top`; not the recorder, which runs for days).
+//! The run using a set holds `flock` on its directory, so a second tacho at the same time
+//! loads its own. Among strangers: bpffs's root is world-writable (sticky), so the
 //! `tacho` directory is used only when root owns it and nobody else may write to it; inside
 //! it, every path goes through the directory's descriptor (`/proc/self/fd/N/…`), never reopened
 //! by name. A set is published whole, by renaming its directory into place.
