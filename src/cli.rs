@@ -507,7 +507,8 @@ pub(crate) struct TopArgs {
     pub waits: bool,
 
     /// Do not trace block I/O with eBPF: name disk culprits from cgroup counters and /proc
-    /// only (as without root)
+    /// only (as without root). As root the tracer is kept loaded between runs where a bpffs is
+    /// mounted at /sys/fs/bpf, detached while no tacho runs (TACHO_BPF_PIN=0: never)
     #[arg(long)]
     pub no_ebpf: bool,
 

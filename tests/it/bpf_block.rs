@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{
-    Killed, LoopDev, SpawnPiped, direct_writer, is_root, run, skip, stderr, stdout, tacho,
-    wait_output,
+    Killed, LoopDev, SpawnPiped, TOP_LATENCY, assert_attributed, direct_writer, is_root, run, skip,
+    stderr, stdout, tacho, wait_output,
 };
 
 /// One sample of `top --batch --latency` run under `setpriv` with these options.
@@ -26,17 +26,6 @@ fn latency_under_setpriv(options: &[&str]) -> std::process::Output {
         .stdin(Stdio::null());
     wait_output(cmd.spawn_piped(), Duration::from_secs(60))
 }
-
-/// One report of per-process attribution and device latency, over 2 s.
-pub(crate) const TOP_LATENCY: [&str; 7] = [
-    "top",
-    "--json",
-    "--latency",
-    "--interval",
-    "2s",
-    "--count",
-    "1",
-];
 
 #[test]
 fn two_writers_on_two_loop_devices_are_each_attributed_to_their_own() {
@@ -68,61 +57,6 @@ fn two_writers_on_two_loop_devices_are_each_attributed_to_their_own() {
             other.name()
         );
     }
-}
-
-/// Checks that `out`, one report of `top --json --latency` (`what` in messages), gives the
-/// writer `pid` all the writes on `dev` (at least 4 MiB) and the device its service times;
-/// returns the report.
-pub(crate) fn assert_attributed(
-    out: &std::process::Output,
-    dev: &LoopDev,
-    pid: u32,
-    what: &str,
-) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{what}: tacho failed: {}",
-        stderr(out)
-    );
-    let line = String::from_utf8_lossy(&out.stdout).into_owned();
-    let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON line");
-    assert_eq!(doc["schema"], "tacho.top.latency.v1", "{line}");
-    let name = dev.name();
-    let written = |by: Option<u32>| -> u64 {
-        doc["processes"]
-            .as_array()
-            .expect("processes")
-            .iter()
-            .filter(|p| p["op"] == "write" && p["device"] == name.as_str())
-            .filter(|p| by.is_none_or(|pid| p["pid"] == pid))
-            .map(|p| p["bytes"].as_u64().unwrap())
-            .sum()
-    };
-    let (by_writer, total) = (written(Some(pid)), written(None));
-    assert!(
-        by_writer >= 4 << 20,
-        "{what}: the writer {pid} wrote only {by_writer} bytes on {name}: {line}"
-    );
-    assert!(
-        by_writer as f64 >= 0.99 * total as f64,
-        "{what}: the writer {pid} has {by_writer} of {total} bytes on {name}: {line}"
-    );
-    let device = doc["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["device"] == name.as_str())
-        .unwrap_or_else(|| panic!("{what}: no latency for {name}: {line}"));
-    assert!(
-        device["service"]["requests"].as_u64().unwrap() > 0,
-        "{what}: {line}"
-    );
-    assert!(
-        device["service"]["p99_us"].as_f64().unwrap()
-            >= device["service"]["p50_us"].as_f64().unwrap(),
-        "{what}: {line}"
-    );
-    doc
 }
 
 #[test]

@@ -17,8 +17,6 @@ mod bpf_block;
 mod bpf_files;
 mod bpf_iops;
 #[cfg(feature = "bpf")]
-mod bpf_kept;
-#[cfg(feature = "bpf")]
 mod bpf_svctm;
 mod check;
 mod compare;

@@ -1,13 +1,15 @@
 //! The integration tests that change kernel-wide settings (transparent huge pages, I/O
 //! schedulers, `kernel.io_uring_disabled`, `kernel.perf_event_paranoid`) and restore them, or
 //! that need the machine's settings to hold still (a snapshot compared with the live machine,
-//! which another test's loop device would change): a binary of their own, so no test of
+//! which another test's loop device would change; the kept tracer's exact attribution): a binary of their own, so no test of
 //! `tests/it` runs beside one, and each holds [`common::kernel_wide`] so they run one at a
 //! time.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+#[cfg(feature = "bpf")]
+mod bpf_kept;
 mod check_live;
 mod engine_fallback;
 mod experiment;

@@ -1,14 +1,16 @@
 //! The block tracer kept loaded between runs (`src/bpf/pin.rs`), end to end, in a mount
 //! namespace of the test's own with a bpffs at /sys/fs/bpf, as systemd mounts one at boot:
 //! the first run pins, the next reuses without loading anything and attributes I/O as well.
+//! Here, not in `tests/it`: exact attribution wants no other test's loop device busy beside
+//! it, and its writers would disturb the tests there that read every device.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::bpf_block::{TOP_LATENCY, assert_attributed};
 use crate::common::{
-    LoopDev, SpawnPiped, direct_writer, have_tool, is_root, skip, stderr, wait_output,
+    LoopDev, SpawnPiped, TOP_LATENCY, assert_attributed, direct_writer, have_tool, is_root,
+    kernel_wide, skip, stderr, wait_output,
 };
 
 /// A process holding a private mount namespace with a bpffs at /sys/fs/bpf; the namespace
@@ -75,6 +77,7 @@ impl Drop for Namespace {
 #[test]
 fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
     let test = "a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first";
+    let _kernel_wide = kernel_wide();
     if !have_tool("strace") {
         skip(&format!("{test}: strace is not installed"));
         return;
@@ -128,6 +131,7 @@ fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
 #[test]
 fn tacho_bpf_pin_0_keeps_nothing() {
     let test = "tacho_bpf_pin_0_keeps_nothing";
+    let _kernel_wide = kernel_wide();
     let Some(ns) = Namespace::new(test) else {
         return;
     };
@@ -151,6 +155,7 @@ fn tacho_bpf_pin_0_keeps_nothing() {
 #[test]
 fn a_recorder_loads_its_tracer_for_itself_and_keeps_nothing() {
     let test = "a_recorder_loads_its_tracer_for_itself_and_keeps_nothing";
+    let _kernel_wide = kernel_wide();
     let Some(ns) = Namespace::new(test) else {
         return;
     };
