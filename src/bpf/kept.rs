@@ -5,7 +5,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
-use aya::maps::MapData;
+use aya::maps::{Map, MapData};
 
 use super::Refusal;
 use super::pin::{self, KeptSet, PinDir, Slot};
@@ -93,7 +93,7 @@ pub(crate) fn load<T>(
         },
         other => other,
     };
-    let ebpf = super::load(
+    let mut ebpf = super::load(
         object.bytes,
         object.globals,
         object.programs,
@@ -102,20 +102,12 @@ pub(crate) fn load<T>(
     )?;
     let mut maps = Vec::new();
     for &name in object.maps {
-        let map = ebpf
-            .map(name)
-            .ok_or_else(|| Refusal::Missing(format!("map {name}")))?;
-        let data = match map {
-            aya::maps::Map::Array(d)
-            | aya::maps::Map::HashMap(d)
-            | aya::maps::Map::LruHashMap(d) => d,
-            _ => return Err(Refusal::Missing(format!("map {name} of a known kind"))),
+        // Taken out of aya's object: the programs hold the maps in the kernel either way.
+        let data = match ebpf.take_map(name) {
+            Some(Map::Array(d) | Map::HashMap(d) | Map::LruHashMap(d)) => d,
+            _ => return Err(Refusal::Missing(format!("map {name}"))),
         };
-        let fd = dup(data.fd().as_fd(), name)?;
-        maps.push((
-            name,
-            MapData::from_fd(fd).map_err(|e| super::refusal(name, &e))?,
-        ));
+        maps.push((name, data));
     }
     let mut iterators = Vec::new();
     for &(name, _) in object.iterators {

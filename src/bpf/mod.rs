@@ -71,6 +71,23 @@ pub(crate) fn missing() -> Refusal {
     Refusal::NotBuilt(crate::features::Missing(crate::features::Feature::Bpf))
 }
 
+/// Whether `top`'s block tracer may be kept loaded between runs (see `pin`): `TACHO_BPF_PIN`
+/// unset, empty (as tacho's other variables) or 1 says yes, 0 says no; anything else is
+/// refused rather than guessed at, so a `TACHO_BPF_PIN=off` meant to keep nothing does not
+/// keep the tracer.
+pub(crate) fn keep_tracer() -> anyhow::Result<bool> {
+    match std::env::var_os("TACHO_BPF_PIN").filter(|v| !v.is_empty()) {
+        None => Ok(true),
+        Some(v) if v == "1" => Ok(true),
+        Some(v) if v == "0" => Ok(false),
+        Some(v) => anyhow::bail!(
+            "TACHO_BPF_PIN={}: set it to 0 (never keep the eBPF tracer loaded between runs) \
+             or 1 (keep it, the default)",
+            v.to_string_lossy()
+        ),
+    }
+}
+
 /// Why tracing is not available here; `None` when the prerequisites hold (the load itself can
 /// still be refused, see [`block::BlockTracer::start`]).
 #[cfg(feature = "bpf")]

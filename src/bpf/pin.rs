@@ -4,7 +4,7 @@
 //! `/sys/fs/bpf/tacho/NAME`; later runs reopen them, clear what the last run left in the
 //! maps and attach the programs again. Between runs nothing is attached, so nothing runs:
 //! what stays is the programs and the maps' memory, until reboot or `rm -r /sys/fs/bpf/tacho`.
-//! `TACHO_BPF_PIN=0` keeps a run from pinning or reusing anything.
+//! `TACHO_BPF_PIN=0` keeps a run from pinning or reusing anything ([`super::keep_tracer`]).
 //!
 //! Only where a bpffs is already mounted at /sys/fs/bpf (systemd mounts one at boot): tacho
 //! mounts nothing. Only for the runs that ask (`top`; not the recorder, which runs for days).
@@ -66,18 +66,10 @@ pub(super) struct Unpinned {
     name: CString,
 }
 
-/// Whether runs may pin and reuse sets (`TACHO_BPF_PIN=0` says no).
-fn allowed() -> bool {
-    std::env::var_os("TACHO_BPF_PIN").is_none_or(|v| v != "0")
-}
-
 /// The slot of the set `name` (one object with its settings: see [`set_name`]), or `None`
 /// where sets cannot be kept (no bpffs, a directory someone else could write to, another run
-/// using the set, `TACHO_BPF_PIN=0`): the caller then loads for this run only.
+/// using the set): the caller then loads for this run only.
 pub(super) fn open(root: &Path, name: &str) -> Option<Slot> {
-    if !allowed() {
-        return None;
-    }
     let parent = tacho_dir(root).ok()?;
     let cname = CString::new(name).ok()?;
     match open_locked(&parent, &cname) {

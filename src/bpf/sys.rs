@@ -1,6 +1,8 @@
 //! The few `bpf()` commands tacho makes itself, where aya 0.14 has no call that fits: linking
-//! and reading an iterator, pinning and reopening objects through a held directory, attaching
-//! a program reopened from a pin, and emptying a hash map in one call.
+//! an iterator once and reading it again and again, and emptying a hash map a batch at a
+//! time. Pinning, reopening and attaching a kept set are made here too although aya has
+//! `pin`, `from_pin` and `attach`: aya's first use of those probes the kernel's features by
+//! loading test programs and BTF (seen with strace), the load a kept set exists to skip.
 
 use std::ffi::CStr;
 use std::io;

@@ -45,6 +45,7 @@ pub fn run(args: &TopArgs, settings: &Settings) -> Result<ExitCode> {
         bail!("the interactive screen needs a terminal; use --batch or --json for a pipe or file");
     }
     let interval = args.interval.unwrap_or(Duration::from_secs(1));
+    let keep_tracer = crate::bpf::keep_tracer()?;
     if args.latency {
         if mode == Mode::Screen {
             bail!("--latency shows text or JSON: add --batch or --json");
@@ -65,7 +66,7 @@ pub fn run(args: &TopArgs, settings: &Settings) -> Result<ExitCode> {
         };
         let json = mode == Mode::Json;
         let count = args.count;
-        match super::top_latency::run(json, interval, count, top, &mut verdict)? {
+        match super::top_latency::run(json, interval, count, top, keep_tracer, &mut verdict)? {
             Ok(code) => return Ok(code),
             Err(reason) => eprintln!("note: {reason}; showing the /proc figures instead"),
         }
@@ -115,7 +116,7 @@ pub fn run(args: &TopArgs, settings: &Settings) -> Result<ExitCode> {
     // As root, disk verdicts name each request's submitter (eBPF); others keep the cgroup
     // counters and /proc, which say so in their attribution.
     if !args.no_ebpf && rustix::process::geteuid().is_root() {
-        sampler.trace_block_io(true);
+        sampler.trace_block_io(keep_tracer);
     }
     // Asked for: each sample says why not where it cannot run (no root, no BPF).
     if args.waits && !args.no_ebpf {

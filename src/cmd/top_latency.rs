@@ -16,15 +16,16 @@ use crate::report::top::latency;
 /// Runs the tracer until `count` intervals or a signal; `Err(reason)` when eBPF is unavailable,
 /// so the caller falls back to the /proc figures with a note. `verdict` judges the interval
 /// just ended as top does (passed in: this module is top's helper, not its dependency);
-/// every interval leads with it.
+/// every interval leads with it. `keep_tracer`: see [`BlockTracer::start`].
 pub(crate) fn run(
     json: bool,
     interval: Duration,
     count: Option<u64>,
     top: usize,
+    keep_tracer: bool,
     verdict: &mut dyn FnMut() -> Result<String>,
 ) -> Result<std::result::Result<ExitCode, String>> {
-    let mut tracer = match BlockTracer::start(true) {
+    let mut tracer = match BlockTracer::start(keep_tracer) {
         Ok(t) => t,
         Err(reason) => return Ok(Err(reason.to_string())),
     };

@@ -474,3 +474,19 @@ fn an_unwritable_results_directory_is_found_before_the_work() {
         assert!(!marker.exists(), "{args:?}: the work ran first");
     }
 }
+
+#[test]
+fn a_tacho_bpf_pin_other_than_0_or_1_is_refused_before_anything_runs() {
+    for value in ["off", "no", "2", "0 "] {
+        let o = tacho()
+            .env("TACHO_BPF_PIN", value)
+            .args(["top", "--json", "--count", "1", "--interval", "100ms"])
+            .output()
+            .unwrap();
+        let line = assert_error(&o);
+        assert_mentions(
+            &line,
+            &[&format!("TACHO_BPF_PIN={value}:"), "set it to 0", "or 1"],
+        );
+    }
+}
