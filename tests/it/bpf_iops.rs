@@ -127,27 +127,33 @@ fn a_fio_job_at_a_fixed_rate_gets_its_iops_count_and_p99() {
     // bucket is within a quarter of the true value (seen: p99 7.34 ms, the top of the
     // [6.29, 7.34) ms bucket, against fio's 6.32 ms; p50 2.39 ms against 2.25 ms). fio's clat
     // also holds its own wake-up after the device is done, so tacho may be lower still.
-    let fio_p99 = read["clat_ns"]["percentile"]["99.000000"].as_f64().unwrap() / 1e6;
-    let fio_p50 = read["clat_ns"]["percentile"]["50.000000"].as_f64().unwrap() / 1e6;
+    let pct = |p: &str| read["clat_ns"]["percentile"][p].as_f64().unwrap() / 1e6;
+    let (fio_p50, fio_p99, fio_p999) = (pct("50.000000"), pct("99.000000"), pct("99.900000"));
     let mut p99s: Vec<f64> = busy[1..busy.len() - 1]
         .iter()
         .map(|r| r["lat_p99_ms"].as_f64().unwrap())
         .collect();
     p99s.sort_by(f64::total_cmp);
-    let p99 = p99s[p99s.len() / 2];
     let highest = p99s[p99s.len() - 1];
     let p50 = busy[1]["lat_p50_ms"].as_f64().unwrap();
-    println!("p99 {p99:.3} ms vs fio {fio_p99:.3} ms; p50 {p50:.3} ms vs fio {fio_p50:.3} ms");
-    // An interval's p99 rests on its two slowest requests of 200; fio's on the twelfth slowest
-    // of the whole run, so a tail met in one interval lifts fio's and that interval's alone
-    // (seen in CI: intervals 2.62, 2.62 and 4.19 ms against fio's 3.75 ms). And fio's tail
-    // holds its own wake-up after each read, which a loaded machine stretches (seen under the
-    // whole suite: 3.15–3.67 ms traced against fio's 5.34 ms, p50s 2.36 against 2.38 ms).
-    // So: the typical interval's p99 is no later than fio's, its slowest reaches half of
-    // fio's, and every p99 lies above its p50 (which agrees closely, below).
+    println!(
+        "p99s {p99s:?} ms vs fio p99 {fio_p99:.3}, p99.9 {fio_p999:.3} ms; \
+         p50 {p50:.3} ms vs fio {fio_p50:.3} ms"
+    );
+    // An interval's p99 is its second slowest request of ~200, so it can be compared with
+    // fio's run-wide p99 only in bulk: fio's twelve slowest of ~1,200 reads may fall two to an
+    // interval (seen in CI: whole intervals 4.72 and 7.34 ms against fio's p99 5.21 ms). A
+    // bound that holds for every interval but one: tacho times a read from issue to
+    // completion, inside fio's submit-to-reap clat, so no more reads pass a latency by
+    // tacho's clock than by fio's; about one read passes fio's p99.9, so at most one interval
+    // holds two reads beyond it. Buckets are a quarter octave (x1.19) wide, hence the 1.25.
+    // And the slowest interval's p99 reaches half of fio's: fio's tail also holds its own
+    // wake-up after each read, which a loaded machine stretches (seen under the whole suite:
+    // 3.15-3.67 ms traced against fio's 5.34 ms).
+    let beyond = p99s.iter().filter(|&&p| p > fio_p999 * 1.25).count();
     assert!(
-        p99 <= fio_p99 * 1.25 && highest >= fio_p99 * 0.5,
-        "p99 {p99:.3} ms (median of the whole intervals' {p99s:?}) vs fio clat {fio_p99:.3} ms"
+        beyond <= 1 && highest >= fio_p99 * 0.5,
+        "whole intervals' p99s {p99s:?} ms vs fio's p99 {fio_p99:.3} and p99.9 {fio_p999:.3} ms"
     );
     for r in &busy[1..busy.len() - 1] {
         let (p50, p99) = (r["lat_p50_ms"].as_f64(), r["lat_p99_ms"].as_f64());
