@@ -91,26 +91,23 @@ impl Seconds {
             return;
         }
         if let Some(s) = secs(v) {
-            push(&mut self.shown, Some(&s));
+            push(&mut self.shown, Some(s.as_str()));
         }
     }
 }
 
-/// `v` at the end of `list` unless it is there.
-fn push(list: &mut Vec<String>, v: Option<&str>) {
+/// `v` at the end of `list` unless it is there (owned only when it is new: this runs for
+/// every test of every run).
+fn push<Q>(list: &mut Vec<Q::Owned>, v: Option<&Q>)
+where
+    Q: ToOwned + PartialEq + ?Sized,
+    Q::Owned: std::borrow::Borrow<Q>,
+{
+    use std::borrow::Borrow;
     if let Some(v) = v
-        && !list.iter().any(|seen| seen == v)
+        && !list.iter().any(|seen| seen.borrow() == v)
     {
-        list.push(v.to_string());
-    }
-}
-
-/// `n` at the end of `list` unless it is there.
-fn push_number<T: PartialEq>(list: &mut Vec<T>, n: Option<T>) {
-    if let Some(n) = n
-        && !list.contains(&n)
-    {
-        list.push(n);
+        list.push(v.to_owned());
     }
 }
 
@@ -130,11 +127,11 @@ impl TestsSeen {
         });
         self.ramp.add(&t.ramp_s);
         push(&mut self.threads, t.threads.get().map(|e| e.0.as_str()));
-        push_number(&mut self.times, t.times.get().map(Vec::len));
+        push(&mut self.times, t.times.get().map(Vec::len).as_ref());
         // Sample 0 is a test's summary, 1..=N its repeats; compare loads tests without their
         // per-repeat JSON, so the figures table is where the repeats are counted.
         let n = figures.iter().map(|f| f.sample).max().unwrap_or(0).max(1);
-        push_number(&mut self.repeats, Some(n));
+        push(&mut self.repeats, Some(&n));
     }
 }
 

@@ -5,7 +5,8 @@
 //! it, and its writers would disturb the tests there that read every device.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 use crate::common::{
@@ -14,11 +15,15 @@ use crate::common::{
 };
 
 /// A process holding a private mount namespace with a bpffs at /sys/fs/bpf; the namespace
-/// and its pins go when it is killed.
-struct Namespace(Child);
+/// and its pins go when it is killed. Holds the kernel-wide lock meanwhile.
+struct Namespace {
+    holder: Child,
+    _lock: MutexGuard<'static, ()>,
+}
 
 impl Namespace {
     fn new(test: &str) -> Option<Namespace> {
+        let lock = kernel_wide();
         if !is_root() || !have_tool("unshare") || !have_tool("nsenter") {
             skip(&format!("{test}: needs root, unshare and nsenter"));
             return None;
@@ -39,14 +44,24 @@ impl Namespace {
             "ready",
             "mounting a bpffs in a namespace failed"
         );
-        Some(Namespace(holder))
+        Some(Namespace {
+            holder,
+            _lock: lock,
+        })
+    }
+
+    /// `program` run in the namespace to its end (at most a minute), output captured.
+    fn run(&self, program: &str, prepare: impl FnOnce(&mut Command)) -> Output {
+        let mut cmd = self.command(program);
+        prepare(&mut cmd);
+        wait_output(cmd.spawn_piped(), Duration::from_secs(60))
     }
 
     /// `program` run in the namespace.
     fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new("nsenter");
         cmd.arg("-t")
-            .arg(self.0.id().to_string())
+            .arg(self.holder.id().to_string())
             .args(["-m", "--"])
             .arg(program)
             .stdin(Stdio::null());
@@ -69,15 +84,14 @@ impl Namespace {
 
 impl Drop for Namespace {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
     }
 }
 
 #[test]
 fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
     let test = "a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first";
-    let _kernel_wide = kernel_wide();
     if !have_tool("strace") {
         skip(&format!("{test}: strace is not installed"));
         return;
@@ -91,10 +105,9 @@ fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
     let tacho = env!("CARGO_BIN_EXE_tacho");
 
     let writer = direct_writer(a.path());
-    let first = wait_output(
-        ns.command(tacho).args(TOP_LATENCY).spawn_piped(),
-        Duration::from_secs(60),
-    );
+    let first = ns.run(tacho, |c| {
+        c.args(TOP_LATENCY);
+    });
     assert_attributed(&first, &a, writer.0.id(), "first run");
     drop(writer);
     let sets = ns.sets();
@@ -106,15 +119,12 @@ fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
     // The second run, on another device, under strace: nothing is loaded, only reopened.
     let trace = tempfile::NamedTempFile::new().unwrap();
     let writer = direct_writer(b.path());
-    let second = wait_output(
-        ns.command("strace")
-            .args(["-f", "-e", "trace=bpf", "-o"])
+    let second = ns.run("strace", |c| {
+        c.args(["-f", "-e", "trace=bpf", "-o"])
             .arg(trace.path())
             .arg(tacho)
-            .args(TOP_LATENCY)
-            .spawn_piped(),
-        Duration::from_secs(60),
-    );
+            .args(TOP_LATENCY);
+    });
     assert_attributed(&second, &b, writer.0.id(), "second run");
     let calls = std::fs::read_to_string(trace.path()).unwrap();
     assert!(
@@ -130,18 +140,13 @@ fn a_second_run_reuses_the_kept_tracer_and_attributes_as_the_first() {
 
 #[test]
 fn tacho_bpf_pin_0_keeps_nothing() {
-    let test = "tacho_bpf_pin_0_keeps_nothing";
-    let _kernel_wide = kernel_wide();
-    let Some(ns) = Namespace::new(test) else {
+    let Some(ns) = Namespace::new("tacho_bpf_pin_0_keeps_nothing") else {
         return;
     };
-    let out = wait_output(
-        ns.command(env!("CARGO_BIN_EXE_tacho"))
-            .env("TACHO_BPF_PIN", "0")
-            .args(["top", "--json", "--interval", "100ms", "--count", "1"])
-            .spawn_piped(),
-        Duration::from_secs(60),
-    );
+    let out = ns.run(env!("CARGO_BIN_EXE_tacho"), |c| {
+        c.env("TACHO_BPF_PIN", "0")
+            .args(["top", "--json", "--interval", "100ms", "--count", "1"]);
+    });
     // 1 says a sample had a warning (the I/O pressure other tests leave, say).
     assert!(
         matches!(out.status.code(), Some(0 | 1)) && out.stdout.starts_with(b"{"),
@@ -154,19 +159,15 @@ fn tacho_bpf_pin_0_keeps_nothing() {
 
 #[test]
 fn a_recorder_loads_its_tracer_for_itself_and_keeps_nothing() {
-    let test = "a_recorder_loads_its_tracer_for_itself_and_keeps_nothing";
-    let _kernel_wide = kernel_wide();
-    let Some(ns) = Namespace::new(test) else {
+    let Some(ns) = Namespace::new("a_recorder_loads_its_tracer_for_itself_and_keeps_nothing")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let out = wait_output(
-        ns.command(env!("CARGO_BIN_EXE_tacho"))
-            .args(["record", "--interval", "100ms", "--count", "2", "--dir"])
-            .arg(dir.path())
-            .spawn_piped(),
-        Duration::from_secs(60),
-    );
+    let out = ns.run(env!("CARGO_BIN_EXE_tacho"), |c| {
+        c.args(["record", "--interval", "100ms", "--count", "2", "--dir"])
+            .arg(dir.path());
+    });
     assert!(
         out.status.success(),
         "tacho record failed: {}",
