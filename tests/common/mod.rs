@@ -573,10 +573,21 @@ impl Drop for MountGuard {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        // Still busy: detach it lazily, so that it goes once its last user does.
+        let lazy = Command::new("umount")
+            .args(["-l"])
+            .arg(&self.dir)
+            .status()
+            .is_ok_and(|s| s.success());
         let _ = writeln!(
             std::io::stderr(),
-            "WARNING: could not unmount {}",
-            self.dir.display()
+            "WARNING: {} was busy for 5 s{}",
+            self.dir.display(),
+            if lazy {
+                "; unmounted lazily"
+            } else {
+                " and could not be unmounted"
+            }
         );
     }
 }
@@ -707,11 +718,28 @@ impl FuseMount {
 
 impl Drop for FuseMount {
     fn drop(&mut self) {
-        // Unmounting ends the server's loop; kill it anyway if it does not go.
-        let _ = Command::new("umount")
-            .arg(self.mount_point.path())
-            .stderr(Stdio::null())
-            .status();
+        // Unmounting ends the server's loop. A loop device over a file in here keeps the
+        // mount busy until the kernel has released it, a moment after `losetup -d`: retry,
+        // then detach it lazily, so that no dead mount is left in /tmp once the server goes.
+        let umount = |lazy: bool| {
+            Command::new("umount")
+                .args(lazy.then_some("-l"))
+                .arg(self.mount_point.path())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let mut unmounted = false;
+        for _ in 0..100 {
+            unmounted = umount(false);
+            if unmounted {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if !unmounted {
+            umount(true);
+        }
         for _ in 0..100 {
             if let Ok(Some(_)) = self.server.try_wait() {
                 return;
