@@ -1099,6 +1099,22 @@ pub const TOP_LATENCY: [&str; 7] = [
     "1",
 ];
 
+/// Bytes that `pid` wrote on the device `name` in one `top --json --latency` report, and
+/// bytes that every process wrote there.
+pub fn writes_on(doc: &serde_json::Value, name: &str, pid: u32) -> (u64, u64) {
+    let written = |by: Option<u32>| -> u64 {
+        doc["processes"]
+            .as_array()
+            .expect("processes")
+            .iter()
+            .filter(|p| p["op"] == "write" && p["device"] == name)
+            .filter(|p| by.is_none_or(|pid| p["pid"] == pid))
+            .map(|p| p["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    (written(Some(pid)), written(None))
+}
+
 /// Checks that `out`, one report of `top --json --latency` (`what` in messages), gives the
 /// writer `pid` all the writes on `dev` (at least 4 MiB) and the device its service times;
 /// returns the report.
@@ -1117,17 +1133,7 @@ pub fn assert_attributed(
     let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON line");
     assert_eq!(doc["schema"], "tacho.top.latency.v1", "{line}");
     let name = dev.name();
-    let written = |by: Option<u32>| -> u64 {
-        doc["processes"]
-            .as_array()
-            .expect("processes")
-            .iter()
-            .filter(|p| p["op"] == "write" && p["device"] == name.as_str())
-            .filter(|p| by.is_none_or(|pid| p["pid"] == pid))
-            .map(|p| p["bytes"].as_u64().unwrap())
-            .sum()
-    };
-    let (by_writer, total) = (written(Some(pid)), written(None));
+    let (by_writer, total) = writes_on(&doc, &name, pid);
     assert!(
         by_writer >= 4 << 20,
         "{what}: the writer {pid} wrote only {by_writer} bytes on {name}: {line}"

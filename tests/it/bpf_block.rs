@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common::{
     Killed, LoopDev, SpawnPiped, TOP_LATENCY, assert_attributed, direct_writer, is_root, run, skip,
-    stderr, stdout, tacho, wait_output,
+    stderr, stdout, tacho, wait_output, writes_on,
 };
 
 /// One sample of `top --batch --latency` run under `setpriv` with these options.
@@ -132,18 +132,7 @@ fn a_buffered_writer_flushed_by_a_kworker_is_attributed_to_the_writer() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let doc: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
     let name = dev.name();
-    let writes: Vec<&serde_json::Value> = doc["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["op"] == "write" && p["device"] == name.as_str())
-        .collect();
-    let total: u64 = writes.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
-    let by_writer: u64 = writes
-        .iter()
-        .filter(|p| p["pid"] == pid)
-        .map(|p| p["bytes"].as_u64().unwrap())
-        .sum();
+    let (by_writer, total) = writes_on(&doc, &name, pid);
     assert!(
         total >= 16 << 20,
         "{name}: only {total} bytes written back: {text}"
