@@ -124,9 +124,7 @@ fn a_fio_job_at_a_fixed_rate_gets_its_iops_count_and_p99() {
         assert!((bytes - iops * 4096.0).abs() < 1.0, "{r}");
     }
     // tacho's per-process buckets are a quarter octave wide: a percentile interpolated in its
-    // bucket is within a quarter of the true value (seen: p99 7.34 ms, the top of the
-    // [6.29, 7.34) ms bucket, against fio's 6.32 ms; p50 2.39 ms against 2.25 ms). fio's clat
-    // also holds its own wake-up after the device is done, so tacho may be lower still.
+    // bucket is within a quarter of the true value (seen: p50 2.39 ms against fio's 2.25 ms).
     let pct = |p: &str| read["clat_ns"]["percentile"][p].as_f64().unwrap() / 1e6;
     let (fio_p50, fio_p99, fio_p999) = (pct("50.000000"), pct("99.000000"), pct("99.900000"));
     let mut p99s: Vec<f64> = busy[1..busy.len() - 1]
