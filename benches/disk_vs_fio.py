@@ -19,6 +19,8 @@ the machine hits both tools alike. Nothing here is a pass/fail test: machines ar
                   tacho's engine uses by itself; fio's defaults otherwise.
   --fio-batch N   fio with --iodepth_batch_submit=N (tacho's io_uring engine hands the kernel
                   two I/Os per system call, and --print-fio says so); fio's default is 1.
+                  At fio's default reaping fio still commits about one I/O per call
+                  with it: count with perf stat -e syscalls:sys_enter_io_uring_enter.
   --baseline BIN  a previous tacho build, run in the same rotation: its row shows beside the
                   new one's, as a ratio to fio.
 """

@@ -215,8 +215,10 @@ fn command(test: &PlannedTest, target: &Inspected, flat_for: Duration) -> String
     line(&args)
 }
 
-/// How many I/Os tacho's io_uring engine hands the kernel per system call, as fio's option
-/// (fio's default is one); nothing when at most one I/O is in flight.
+/// How many I/Os tacho's io_uring engine hands the kernel per system call, as fio's nearest
+/// option (fio's default is one; with this one fio still submits about one a call, as it
+/// commits before each wait, so the device sees the same and only fio's system calls
+/// differ); nothing when at most one I/O is in flight.
 fn batch_submit(engine: EngineKind, iodepth: u32) -> Option<String> {
     (engine == EngineKind::IoUring && iodepth > 1)
         .then(|| format!("--iodepth_batch_submit={IO_URING_SUBMIT_BATCH}"))

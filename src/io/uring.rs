@@ -3,8 +3,8 @@
 //! The file and the buffers are registered with the ring when the kernel allows it (fewer
 //! reference counts and page pins per I/O). After each wait, every completion already in the
 //! completion queue is reaped and stamped with one clock read; the freed slots are refilled
-//! and their I/Os go to the kernel two per `io_uring_enter` (fio's `iodepth_batch_submit=2`),
-//! the last one or two together with the next wait.
+//! and their I/Os go to the kernel two per `io_uring_enter`, the last one or two together with
+//! the next wait.
 //!
 //! The kernel writes into a read's buffer whenever the read completes, which can be after an
 //! error made `run` return. [`Engine`] owns the ring and the buffers together, and its Drop
@@ -27,12 +27,13 @@ const SYNC_TAG: u64 = u64::MAX;
 /// `user_data` of the cancellation sent when a run ends with I/Os in flight.
 const CANCEL_TAG: u64 = u64::MAX - 1;
 
-/// I/Os handed to the kernel per `io_uring_enter` (fio's `iodepth_batch_submit`, which
-/// `--print-fio` prints). Two halve the system calls of submitting each I/O alone (fio's
-/// default), and the block layer still sees each I/O on its own: io_uring plugs a submission
-/// of three or more into one burst, which changes the workload (on a virtio disk with
-/// mq-deadline, whole rounds in one call cost 12% of 4k random-read IOPS at QD32; on a RAM
-/// loop device their rate went from 3x fio's in one run to 0.6x in the next).
+/// I/Os handed to the kernel per `io_uring_enter`. Two halve the system calls of submitting
+/// each I/O alone, and the block layer still sees each I/O on its own: io_uring plugs a
+/// submission of three or more into one burst, which changes the workload (on this VM's
+/// virtio disk with mq-deadline, 4 a call cost 7% and whole rounds 12-16% of 4k random-read
+/// IOPS at QD32). `--print-fio` says `--iodepth_batch_submit=2`, fio's nearest option; fio
+/// still submits about one I/O per call with it, as it commits whatever it has queued each
+/// time it waits for a completion (docs/benchmarks.md, issue 38, session 22).
 pub const SUBMIT_BATCH: usize = 2;
 
 /// True when this process may create an io_uring (not blocked by seccomp, sysctl or kernel age).
