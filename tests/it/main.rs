@@ -76,7 +76,5 @@ mod sync_flags;
 mod time;
 mod top;
 mod top_blocked;
-mod top_culprits;
 mod top_hot_disk;
-mod top_screen;
 mod top_waits;

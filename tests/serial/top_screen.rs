@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common;
-use crate::common::{LoopDev, have_tool, run, skip, tacho};
+use crate::common::{LoopDev, have_tool, kernel_wide, run, skip, tacho};
 
 /// How long the screen may take to show a condition.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -434,16 +434,19 @@ fn busiest_disk_visible_and_headers_whole(width: u16, height: u16) {
 
 #[test]
 fn at_80x24() {
+    let _machine = kernel_wide();
     busiest_disk_visible_and_headers_whole(80, 24);
 }
 
 #[test]
 fn at_120x30() {
+    let _machine = kernel_wide();
     busiest_disk_visible_and_headers_whole(120, 30);
 }
 
 #[test]
 fn at_200x50() {
+    let _machine = kernel_wide();
     busiest_disk_visible_and_headers_whole(200, 50);
 }
 
@@ -451,6 +454,7 @@ fn at_200x50() {
 /// loop device: the screen draws its name escaped, and the terminal's title is unchanged.
 #[test]
 fn a_hostile_process_name_reaches_the_terminal_escaped() {
+    let _machine = kernel_wide();
     let test = "top_screen_hostile_name";
     if !have_tool("tmux") || !have_tool("python3") {
         skip(&format!("{test}: tmux or python3 is not installed"));
@@ -503,6 +507,7 @@ fn a_hostile_process_name_reaches_the_terminal_escaped() {
 /// ← and → step one interval, and q leaves.
 #[test]
 fn the_replay_screen_says_its_moment_and_steps() {
+    let _machine = kernel_wide();
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("history.db");
     let o = run(&[

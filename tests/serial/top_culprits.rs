@@ -186,6 +186,7 @@ fn culprit_pids(f: &Value) -> Vec<u64> {
 
 #[test]
 fn each_loop_device_names_its_own_writer_and_not_the_other() {
+    let _machine = kernel_wide();
     const SIZE: u64 = 64 << 20;
     let test = "culprit_disks";
     let (Some(a), Some(b)) = (LoopDev::new(test, SIZE), LoopDev::new(test, SIZE)) else {
@@ -269,6 +270,7 @@ fn each_loop_device_names_its_own_writer_and_not_the_other() {
 #[cfg(feature = "bpf")]
 #[test]
 fn with_ebpf_each_loop_device_names_its_own_writer_exactly() {
+    let _machine = kernel_wide();
     const SIZE: u64 = 64 << 20;
     let test = "culprit_ebpf";
     if !is_root() {
@@ -333,6 +335,7 @@ fn with_ebpf_each_loop_device_names_its_own_writer_exactly() {
 
 #[test]
 fn a_cpu_burner_is_named_in_the_cpu_verdict_with_its_user_time() {
+    let _machine = kernel_wide();
     if !is_root() {
         skip("culprit_cpu: needs root to raise the burners' priority over the shared VM's load");
         return;
@@ -395,6 +398,7 @@ fn a_cpu_burner_is_named_in_the_cpu_verdict_with_its_user_time() {
 
 #[test]
 fn a_process_thrashing_under_a_memory_limit_is_named_in_the_memory_verdict() {
+    let _machine = kernel_wide();
     const SIZE: u64 = 256 << 20;
     let test = "culprit_memory";
     let Some(dev) = LoopDev::new(test, SIZE) else {
@@ -496,6 +500,7 @@ fn exited_in_totals(top: &Top, pid: u64) -> Value {
 
 #[test]
 fn a_writer_that_exits_mid_interval_keeps_its_bytes() {
+    let _machine = kernel_wide();
     const SIZE: u64 = 64 << 20;
     let Some(dev) = LoopDev::new("culprit_exited", SIZE) else {
         return;
@@ -523,6 +528,7 @@ fn a_writer_that_exits_mid_interval_keeps_its_bytes() {
 
 #[test]
 fn a_writer_holding_a_stalling_fuse_file_is_named_without_stalling_top() {
+    let _machine = kernel_wide();
     const SIZE: u64 = 64 << 20;
     let test = "culprit_fuse";
     let Some(dev) = LoopDev::new(test, SIZE) else {
@@ -584,6 +590,7 @@ impl Drop for Unstall {
 #[cfg(feature = "bpf")]
 #[test]
 fn a_shell_loops_short_lived_writers_are_one_culprit() {
+    let _machine = kernel_wide();
     const SIZE: u64 = 64 << 20;
     let test = "culprit_fold";
     if !is_root() {
@@ -680,6 +687,7 @@ fn v2_cgroup(test: &str, name: &str) -> Option<crate::common::cgroup::Cgroup> {
 #[cfg(feature = "bpf")]
 #[test]
 fn a_disk_written_through_a_loop_device_names_the_loops_writer() {
+    let _machine = kernel_wide();
     let test = "culprit_through_loop";
     if !is_root() {
         return skip(&format!("{test}: eBPF tracing needs root"));
@@ -738,6 +746,7 @@ fn a_disk_written_through_a_loop_device_names_the_loops_writer() {
 /// behind it, not at a tool the admin may not have (perf top).
 #[test]
 fn high_system_time_points_at_tacho_profile() {
+    let _machine = kernel_wide();
     if !is_root() {
         skip(
             "cpu_system_high: needs root to raise the burners' priority over the shared VM's load",
@@ -782,6 +791,7 @@ fn high_system_time_points_at_tacho_profile() {
 /// exited)` in a verdict, while the live processes beside it showed `\xff`).
 #[test]
 fn a_process_that_exits_mid_interval_keeps_a_name_that_is_not_utf8() {
+    let _machine = kernel_wide();
     let Some(top) = accumulating_with_exits("culprit_exited_name") else {
         return;
     };
