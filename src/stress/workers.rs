@@ -188,15 +188,20 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    /// Runs `work` on a thread, stops it after `ms`, returns its result.
-    fn for_ms<T: Send + 'static>(
-        ms: u64,
+    /// Runs `work` on a thread until `count` reaches `least` (at most 30 s: a loaded CI
+    /// machine can leave the thread unscheduled for a while), stops it, returns its result.
+    fn until<T: Send + 'static>(
+        count: &AtomicU64,
+        least: u64,
         work: impl FnOnce(Arc<AtomicBool>) -> T + Send + 'static,
     ) -> T {
         let stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&stop);
         let h = std::thread::spawn(move || work(s));
-        std::thread::sleep(Duration::from_millis(ms));
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        while count.load(Ordering::Relaxed) < least && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap()
     }
@@ -205,19 +210,19 @@ mod tests {
     fn workers_count_their_work_and_stop() {
         let ops = Arc::new(AtomicU64::new(0));
         let o = Arc::clone(&ops);
-        for_ms(30, move |s| cpu(50, &s, &o));
+        until(&ops, 1, move |s| cpu(50, &s, &o));
         assert!(ops.load(Ordering::Relaxed) > 0);
 
         let touched = Arc::new(AtomicU64::new(0));
         let t = Arc::clone(&touched);
-        for_ms(30, move |s| vm(1 << 20, true, None, &s, &t)).unwrap();
+        until(&touched, 1 << 20, move |s| vm(1 << 20, true, None, &s, &t)).unwrap();
         assert!(touched.load(Ordering::Relaxed) >= 1 << 20);
 
         let dir = tempfile::tempdir().unwrap();
         let written = Arc::new(AtomicU64::new(0));
         let fd: OwnedFd = File::open(dir.path()).unwrap().into();
         let w = Arc::clone(&written);
-        for_ms(30, move |s| hdd(&fd, 0, 100_000, &s, &w)).unwrap();
+        until(&written, 100_000, move |s| hdd(&fd, 0, 100_000, &s, &w)).unwrap();
         assert!(written.load(Ordering::Relaxed) >= 100_000);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
